@@ -1,0 +1,286 @@
+"""Task templates and the plan-following oracle.
+
+A template turns (language, seed) into a Task with parameters drawn from the
+app's seeded data, says how to solve it as a plan over accessibility-tree
+targets, and decides success from the app's state. The oracle resolves each
+plan step against the *live* tree at every step: no coordinates are stored.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Union
+
+from schemas.actions import Action, ActionType
+from schemas.observation import Observation
+from schemas.records import Element, Task
+
+from ..distractions import DISMISS_NAMES
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot go on (target never appeared, too many scrolls...)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which element to act on, found by role and accessible name."""
+
+    name: str | None = None          # case-insensitive substring (or exact, below)
+    role: str | tuple[str, ...] | None = None
+    exact: bool = False
+    nth: int = 0                     # which match, in document order
+    pick: Callable[[list[Element]], Element | None] | None = None  # choose among matches
+
+    def resolve(self, obs: Observation) -> Element | None:
+        roles = (self.role,) if isinstance(self.role, str) else self.role
+        cands = []
+        for e in obs.elements:
+            if e.bbox is None:
+                continue
+            if roles is not None and e.role not in roles:
+                continue
+            if self.name is not None:
+                if self.exact and e.name.strip() != self.name:
+                    continue
+                if not self.exact and self.name.lower() not in e.name.lower():
+                    continue
+            cands.append(e)
+        if self.pick is not None:
+            return self.pick(cands) if cands else None
+        return cands[self.nth] if len(cands) > self.nth else None
+
+    def __str__(self) -> str:
+        return f"{self.role or '*'}[{self.name!r}]"
+
+
+# -- plan steps ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tap:
+    target: Target
+    kind: ActionType = ActionType.TAP   # or DOUBLE_TAP / LONG_PRESS
+
+
+@dataclass(frozen=True)
+class Fill:
+    """Tap a field, type text, optionally press Enter: two or three steps."""
+    target: Target
+    text: str
+    submit: bool = False
+
+
+@dataclass(frozen=True)
+class Choose:
+    """Pick an option of a <select> (role combobox)."""
+    target: Target
+    option: str
+
+
+@dataclass(frozen=True)
+class Press:
+    key: str
+
+
+@dataclass(frozen=True)
+class Swipe:
+    """Swipe across an element (carousels); direction is where the finger moves."""
+    target: Target
+    direction: str = "left"
+
+
+@dataclass(frozen=True)
+class ScrollPage:
+    direction: str = "down"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer an information task; `text` may read the live observation."""
+    text: str | Callable[[Observation], str]
+
+
+@dataclass(frozen=True)
+class Finish:
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class GoBack:
+    pass
+
+
+@dataclass(frozen=True)
+class When:
+    """Run `step` only if `condition(obs)` holds when it is reached."""
+    condition: Callable[[Observation], bool]
+    step: Any
+
+
+PlanStep = Union[Tap, Fill, Choose, Press, Swipe, ScrollPage, Answer, Finish, GoBack, When]
+
+VISIBLE_MIN, VISIBLE_MAX = 0.01, 0.97  # a point this close to the edge gets scrolled to
+
+
+class PlanOracle:
+    """Follows a plan, one unified action per call, reading the live tree.
+
+    Before each step it clears any distraction (a dismiss control named in
+    DISMISS_NAMES); a target below or above the viewport is scrolled to; a
+    target that does not appear is waited for a few times, then OracleError.
+    """
+
+    def __init__(self, plan: Iterable[PlanStep], *, max_waits: int = 3, max_scrolls: int = 8):
+        self.plan = list(plan)
+        self.pos = 0
+        self.pending: list[Action] = []   # rest of a multi-action step (Fill)
+        self.max_waits = max_waits
+        self.max_scrolls = max_scrolls
+        self.waits = 0
+        self.scrolls = 0
+        self.distractions_cleared = 0
+        self.last_target: Element | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.plan) and not self.pending
+
+    def next_action(self, obs: Observation) -> Action:
+        self.last_target = None
+        dismiss = self._dismiss_control(obs)
+        if dismiss is not None:
+            self.distractions_cleared += 1
+            return self._tap(dismiss, f"Dismiss the pop-up: {dismiss.name}")
+        if self.pending:
+            return self.pending.pop(0)
+        while self.pos < len(self.plan):
+            step = self.plan[self.pos]
+            if isinstance(step, When):
+                if not step.condition(obs):
+                    self.pos += 1
+                    continue
+                step = step.step
+            action = self._act(step, obs)
+            if action is not None:
+                return action
+        raise OracleError("plan exhausted without a final answer or finish step")
+
+    # -- one plan step ----------------------------------------------------------
+    def _act(self, step: PlanStep, obs: Observation) -> Action | None:
+        if isinstance(step, (Tap, Fill, Choose, Swipe)):
+            el = step.target.resolve(obs)
+            if el is None:
+                return self._wait_for(step.target)
+            scroll = self._scroll_towards(el)
+            if scroll is not None:
+                return scroll
+            self.waits = self.scrolls = 0
+            self.pos += 1
+            if isinstance(step, Tap):
+                return self._tap(el, f"{step.kind.value} {el.role} '{el.name}'", kind=step.kind)
+            if isinstance(step, Fill):
+                self.pending.append(Action(type=ActionType.TYPE, text=step.text,
+                                           description=f"Type '{step.text}'"))
+                if step.submit:
+                    self.pending.append(Action.key("Enter", description="Press Enter"))
+                return self._tap(el, f"Tap the {el.role} '{el.name}'")
+            if isinstance(step, Choose):
+                x, y = el.centre()
+                self.last_target = el
+                return Action(type=ActionType.SELECT, x=x, y=y, text=step.option,
+                              description=f"Select '{step.option}' in '{el.name}'")
+            if isinstance(step, Swipe):
+                return self._swipe(el, step.direction)
+        self.pos += 1
+        if isinstance(step, Press):
+            return Action.key(step.key, description=f"Press {step.key}")
+        if isinstance(step, ScrollPage):
+            return Action.scroll(step.direction, 0.5, 0.5, description=f"Scroll {step.direction}")
+        if isinstance(step, Answer):
+            text = step.text(obs) if callable(step.text) else step.text
+            return Action(type=ActionType.ANSWER, text=text, description=f"Answer: {text}")
+        if isinstance(step, Finish):
+            return Action(type=ActionType.DONE, text=step.message, description="Task complete")
+        if isinstance(step, GoBack):
+            return Action(type=ActionType.BACK, description="Go back")
+        raise TypeError(f"unknown plan step {step!r}")
+
+    def _tap(self, el: Element, description: str, kind: ActionType = ActionType.TAP) -> Action:
+        x, y = el.centre()
+        self.last_target = el
+        extra = {"duration_ms": 800} if kind == ActionType.LONG_PRESS else {}
+        return Action(type=kind, x=_clip(x), y=_clip(y), description=description, **extra)
+
+    def _swipe(self, el: Element, direction: str) -> Action:
+        x0, y0, x1, y1 = el.bbox
+        cx, cy = el.centre()
+        dx = {"left": -1, "right": 1}.get(direction, 0) * (x1 - x0) * 0.35
+        dy = {"up": -1, "down": 1}.get(direction, 0) * (y1 - y0) * 0.35
+        self.last_target = el
+        return Action(type=ActionType.SWIPE, x=_clip(cx - dx), y=_clip(cy - dy),
+                      x2=_clip(cx + dx), y2=_clip(cy + dy), duration_ms=300,
+                      description=f"Swipe {direction} on '{el.name}'")
+
+    def _scroll_towards(self, el: Element) -> Action | None:
+        _, cy = el.centre()
+        if VISIBLE_MIN <= cy <= VISIBLE_MAX:
+            return None
+        self.scrolls += 1
+        if self.scrolls > self.max_scrolls:
+            raise OracleError(f"'{el.name}' stays off screen after {self.max_scrolls} scrolls")
+        direction = "down" if cy > VISIBLE_MAX else "up"
+        return Action.scroll(direction, 0.5, 0.5, description=f"Scroll {direction} to find '{el.name}'")
+
+    def _wait_for(self, target: Target) -> Action:
+        self.waits += 1
+        if self.waits > self.max_waits:
+            raise OracleError(f"{target} not found on the screen")
+        return Action(type=ActionType.WAIT, duration_ms=500, description=f"Wait for {target}")
+
+    @staticmethod
+    def _dismiss_control(obs: Observation) -> Element | None:
+        for e in obs.elements:
+            if e.role == "button" and e.name.strip() in DISMISS_NAMES and e.bbox is not None:
+                return e
+        return None
+
+
+def _clip(v: float) -> float:
+    return min(max(v, 0.0), 1.0)
+
+
+class TaskTemplate:
+    """Subclass per template; set `template_id`, `app` and the four methods."""
+
+    template_id: str = ""
+    app: str = ""
+    languages: tuple[str, ...] = ("en", "zh")
+
+    def sample_params(self, data: dict, rng: random.Random, lang: str) -> dict:
+        """Parameters drawn from the app's seeded data (so they exist in it)."""
+        raise NotImplementedError
+
+    def instruction(self, params: dict, lang: str) -> str:
+        raise NotImplementedError
+
+    def plan(self, params: dict, lang: str) -> list[PlanStep]:
+        raise NotImplementedError
+
+    def success(self, params: dict, state: dict, answer: str | None, lang: str) -> bool:
+        """Decided from the app's state (and the final answer for info tasks)."""
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------
+    def make_task(self, lang: str, seed: int) -> Task:
+        from ..apps import APPS
+        data = APPS[self.app].initial_state(lang, seed)
+        rng = random.Random(f"{self.template_id}:{lang}:{seed}")
+        params = self.sample_params(data, rng, lang)
+        return Task(task_id=f"{self.template_id}:{lang}:{seed}", template_id=self.template_id,
+                    app=self.app, language=lang, instruction=self.instruction(params, lang),
+                    params={**params, "seed": seed}, start_url=f"/{self.app}/")
+
+    def oracle(self, task: Task) -> PlanOracle:
+        return PlanOracle(self.plan(task.params, task.language))
+
+    def check(self, task: Task, state: dict, answer: str | None = None) -> bool:
+        return bool(self.success(task.params, state, answer, task.language))

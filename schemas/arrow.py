@@ -1,0 +1,180 @@
+"""Arrow schemas of the records and the row conversions for Parquet.
+
+Rows are plain dicts that match the schemas; task params are stored as a JSON
+string so that one column type fits every template.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import pyarrow as pa
+from pydantic import BaseModel, ValidationError
+
+from .errors import SchemaError
+from .records import Step, Trajectory
+
+ACTION_TYPE = pa.struct([
+    ("type", pa.string()),
+    ("x", pa.float64()), ("y", pa.float64()),
+    ("x2", pa.float64()), ("y2", pa.float64()),
+    ("direction", pa.string()),
+    ("text", pa.string()),
+    ("duration_ms", pa.int64()),
+    ("description", pa.string()),
+])
+
+ELEMENT_TYPE = pa.struct([
+    ("role", pa.string()),
+    ("name", pa.string()),
+    ("bbox", pa.list_(pa.float64(), 4)),
+])
+
+STEP_SCHEMA = pa.schema([
+    ("trajectory_id", pa.string()),
+    ("index", pa.int32()),
+    ("screenshot", pa.string()),
+    ("image_format", pa.string()),
+    ("width", pa.int32()),
+    ("height", pa.int32()),
+    ("url", pa.string()),
+    ("a11y_tree", pa.large_string()),
+    ("elements", pa.list_(ELEMENT_TYPE)),
+    ("action", ACTION_TYPE),
+    ("target", ELEMENT_TYPE),
+    ("screen_changed", pa.bool_()),
+    ("error", pa.string()),
+    ("guard", pa.string()),
+    ("thought", pa.large_string()),
+    ("started_at", pa.float64()),
+    ("observe_ms", pa.float64()),
+    ("act_ms", pa.float64()),
+])
+
+TASK_TYPE = pa.struct([
+    ("task_id", pa.string()),
+    ("instruction", pa.string()),
+    ("language", pa.string()),
+    ("app", pa.string()),
+    ("template_id", pa.string()),
+    ("params_json", pa.string()),
+    ("start_url", pa.string()),
+])
+
+DEVICE_TYPE = pa.struct([
+    ("name", pa.string()),
+    ("viewport_width", pa.int32()),
+    ("viewport_height", pa.int32()),
+    ("pixel_ratio", pa.float64()),
+    ("is_mobile", pa.bool_()),
+    ("locale", pa.string()),
+    ("theme", pa.string()),
+    ("font_scale", pa.float64()),
+])
+
+TRAJECTORY_SCHEMA = pa.schema([
+    ("trajectory_id", pa.string()),
+    ("task", TASK_TYPE),
+    ("platform", pa.string()),
+    ("app", pa.string()),
+    ("device", DEVICE_TYPE),
+    ("source", pa.string()),
+    ("source_name", pa.string()),
+    ("policy", pa.string()),
+    ("seed", pa.int64()),
+    ("outcome", pa.string()),
+    ("verified_by", pa.string()),
+    ("num_steps", pa.int32()),
+    ("distractions", pa.list_(pa.string())),
+    ("error", pa.string()),
+    ("pipeline_version", pa.string()),
+    ("created_at", pa.float64()),
+])
+
+TASK_SCHEMA = pa.schema(list(TASK_TYPE))
+
+
+def _element_row(e) -> dict | None:
+    if e is None:
+        return None
+    return {"role": e.role, "name": e.name, "bbox": list(e.bbox) if e.bbox else None}
+
+
+def step_to_row(step: Step) -> dict[str, Any]:
+    row = step.model_dump(mode="json", exclude={"elements", "target", "action"})
+    row["action"] = step.action.model_dump(mode="json")
+    row["elements"] = [_element_row(e) for e in step.elements]
+    row["target"] = _element_row(step.target)
+    return row
+
+
+def trajectory_to_row(traj: Trajectory) -> dict[str, Any]:
+    row = traj.model_dump(mode="json", exclude={"task"})
+    row["task"] = task_to_row(traj.task)
+    return row
+
+
+def task_to_row(task) -> dict[str, Any]:
+    row = task.model_dump(mode="json", exclude={"params"})
+    row["params_json"] = task.params_json()
+    return row
+
+
+def _drop_nulls(d: dict | None) -> dict | None:
+    if d is None:
+        return None
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def row_to_task(row: dict):
+    from .records import Task
+    row = dict(row)
+    row["params"] = json.loads(row.pop("params_json") or "{}")
+    return Task.model_validate(_drop_nulls(row))
+
+
+def row_to_step(row: dict[str, Any], *, source: str | None = None) -> Step:
+    """A Parquet/JSON row back into a validated Step (errors name the field)."""
+    record = f"{row.get('trajectory_id')}#{row.get('index')}"
+    data = dict(row)
+    data["action"] = _drop_nulls(data.get("action"))
+    data["elements"] = [_drop_nulls(e) for e in data.get("elements") or []]
+    data["target"] = _drop_nulls(data.get("target"))
+    return _validate(Step, _drop_nulls(data), source=source, record=record)
+
+
+def row_to_trajectory(row: dict[str, Any], *, source: str | None = None) -> Trajectory:
+    data = dict(row)
+    task = dict(data.get("task") or {})
+    if "params_json" in task:
+        task["params"] = json.loads(task.pop("params_json") or "{}")
+    data["task"] = _drop_nulls(task)
+    data["device"] = _drop_nulls(data.get("device"))
+    return _validate(Trajectory, _drop_nulls(data), source=source,
+                     record=row.get("trajectory_id"))
+
+
+def _validate(model: type[BaseModel], data: dict, *, source, record):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        raise SchemaError(err["msg"], source=source, record=record, field=field) from None
+
+
+def validate_step(data: dict, *, source: str | None = None, record: Any = None) -> Step:
+    """Validate a step given as a dict of the record's own shape."""
+    return _validate(Step, data, source=source, record=record)
+
+
+def validate_trajectory(data: dict, *, source: str | None = None, record: Any = None) -> Trajectory:
+    return _validate(Trajectory, data, source=source, record=record)
+
+
+def steps_table(steps: Iterable[Step]) -> pa.Table:
+    return pa.Table.from_pylist([step_to_row(s) for s in steps], schema=STEP_SCHEMA)
+
+
+def trajectories_table(trajs: Iterable[Trajectory]) -> pa.Table:
+    return pa.Table.from_pylist([trajectory_to_row(t) for t in trajs], schema=TRAJECTORY_SCHEMA)

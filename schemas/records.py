@@ -1,0 +1,149 @@
+"""Task, Step and Trajectory records: the data contract every stage speaks.
+
+Records are pydantic models (validation with the field named); `arrow.py`
+holds their Arrow schemas and the row conversion used for Parquet.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .actions import Action
+
+SCHEMA_VERSION = "1.0"
+PIPELINE_VERSION = "0.1.0"
+
+Language = Literal["en", "zh"]
+Platform = Literal["web", "android", "ios"]
+Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
+Outcome = Literal["success", "failure", "error", "unknown"]
+VerifiedBy = Literal["state", "judge", "dataset", "none"]
+
+
+class Element(BaseModel):
+    """An element of the screen: role, accessible name and its normalised box."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: str
+    name: str = ""
+    bbox: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in [0,1]
+
+    @field_validator("bbox")
+    @classmethod
+    def _bbox_ok(cls, v):
+        if v is None:
+            return v
+        if not all(math.isfinite(c) for c in v):
+            raise ValueError(f"bbox {v} has a non-finite coordinate")
+        x0, y0, x1, y1 = v
+        if x1 < x0 or y1 < y0:
+            raise ValueError(f"bbox {v} has x1<x0 or y1<y0")
+        return v
+
+    def centre(self) -> tuple[float, float]:
+        x0, y0, x1, y1 = self.bbox
+        return (x0 + x1) / 2, (y0 + y1) / 2
+
+    def contains(self, x: float, y: float) -> bool:
+        if self.bbox is None:
+            return False
+        x0, y0, x1, y1 = self.bbox
+        return x0 <= x <= x1 and y0 <= y <= y1
+
+
+class Task(BaseModel):
+    """What to do: an instruction in one language, from a template and parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    instruction: str = Field(min_length=1)
+    language: Language
+    app: str
+    template_id: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    start_url: str | None = None
+
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True, ensure_ascii=False)
+
+
+class DeviceProfile(BaseModel):
+    """The screen a trajectory was recorded on, and its domain randomisation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "desktop"
+    viewport_width: int = Field(gt=0)
+    viewport_height: int = Field(gt=0)
+    pixel_ratio: float = Field(default=1.0, gt=0)
+    is_mobile: bool = False
+    locale: str = "en-US"
+    theme: Literal["light", "dark"] = "light"
+    font_scale: float = Field(default=1.0, gt=0)
+
+
+class Step(BaseModel):
+    """One observation and the action taken on it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trajectory_id: str
+    index: int = Field(ge=0)
+    screenshot: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the encoded image")
+    image_format: Literal["png", "jpeg", "webp"] = "png"
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    url: str = ""  # URL on web, activity on Android, bundle id on iOS
+    a11y_tree: str = ""
+    elements: list[Element] = Field(default_factory=list)
+    action: Action
+    target: Element | None = None
+    screen_changed: bool | None = None
+    error: str | None = None  # the action's error, if it failed
+    guard: str | None = None  # the safety guard's decision when it blocked the action
+    thought: str | None = None
+    started_at: float = 0.0  # unix seconds
+    observe_ms: float = 0.0
+    act_ms: float = 0.0
+
+
+class Trajectory(BaseModel):
+    """A task attempted on one device: provenance, outcome and who verified it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trajectory_id: str
+    task: Task
+    platform: Platform
+    app: str
+    device: DeviceProfile
+    source: Literal["crawl", "import"] = "crawl"
+    source_name: str = "sandbox"
+    policy: Policy
+    seed: int = 0
+    outcome: Outcome = "unknown"
+    verified_by: VerifiedBy = "none"
+    num_steps: int = Field(ge=0)
+    distractions: list[str] = Field(default_factory=list)
+    error: str | None = None
+    pipeline_version: str = PIPELINE_VERSION
+    created_at: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == "success"
+
+
+def trajectory_id_for(*parts: Any) -> str:
+    """A stable id from what defines a trajectory (source, task, seed, policy...).
+
+    Stable ids make re-runs idempotent: a resumed crawl recognises what it has.
+    """
+    raw = "\x1f".join(str(p) for p in parts)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]

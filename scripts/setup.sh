@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian machine: system packages, Node packages,
+# and the Python project in .venv. Safe to run again; each step skips itself
+# when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+need_apt=()
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "[setup] apt-get install ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+
+# torch first, pinned: the CPU build on local disk. A bare `torch` would pull
+# a multi-GB CUDA build. pyproject keeps the range open for GPU nodes.
+if ! $VPY -c "import torch" >/dev/null 2>&1; then
+  echo "[setup] pip install torch==2.13.0"
+  $VPY -m pip install -q torch==2.13.0
+fi
+
+stamp=.venv/.trajforge-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "[setup] pip install -e .[dev]"
+  $VPY -m pip install -q --upgrade pip >/dev/null
+  $VPY -m pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
+
+if [ -f package.json ]; then
+  if [ ! -d node_modules ] || [ package.json -nt node_modules ]; then
+    echo "[setup] npm ci"
+    npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
+    touch node_modules
+  fi
+fi
+echo "[setup] ready"

@@ -1,0 +1,214 @@
+"""The raw store: Parquet tables (a row per step) and content-addressed blobs.
+
+Layout under a root (normally $TRAJFORGE_DATA/raw):
+
+    blobs/<sha[:2]>/<sha>.<ext>                       screenshots, by sha256
+    <collection>/part-<n>.steps.parquet               steps of a batch of trajectories
+    <collection>/part-<n>.trajectories.parquet        their trajectory rows (the commit)
+
+A batch is committed when its trajectories file exists: it is renamed into
+place after the steps file, so a reader never sees half a batch, and a steps
+file without its trajectories file is an interrupted write that the next
+writer removes. Trajectory ids are stable, so a resumed crawl skips what is
+committed and never writes a duplicate.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step,
+                           row_to_trajectory, steps_table, trajectories_table)
+from schemas.records import Step, Trajectory
+
+_PART = re.compile(r"^part-(\d{6})\.(steps|trajectories)\.parquet$")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same folder, fsync, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class BlobStore:
+    """Content-addressed files: the name is the sha256 of the bytes."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, sha: str, ext: str = "png") -> Path:
+        return self.root / sha[:2] / f"{sha}.{ext}"
+
+    def put(self, data: bytes, ext: str = "png") -> str:
+        sha = hashlib.sha256(data).hexdigest()
+        p = self.path(sha, ext)
+        if not p.exists():  # same name means same bytes: nothing to do
+            atomic_write_bytes(p, data)
+        return sha
+
+    def get(self, sha: str, ext: str = "png") -> bytes:
+        return self.path(sha, ext).read_bytes()
+
+    def exists(self, sha: str, ext: str = "png") -> bool:
+        return self.path(sha, ext).exists()
+
+
+class RawStore:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.blobs = BlobStore(self.root / "blobs")
+
+    # -- reading -------------------------------------------------------------
+    def collections(self) -> list[str]:
+        """Every collection (a folder holding committed parts), sorted."""
+        out = set()
+        for p in self.root.rglob("part-*.trajectories.parquet"):
+            out.add(p.parent.relative_to(self.root).as_posix())
+        return sorted(out)
+
+    def _parts(self, collection: str) -> list[tuple[Path, Path]]:
+        """(steps, trajectories) file pairs of the committed batches."""
+        folder = self.root / collection
+        if not folder.is_dir():
+            return []
+        pairs = []
+        for p in sorted(folder.glob("part-*.trajectories.parquet")):
+            n = _PART.match(p.name).group(1)
+            pairs.append((folder / f"part-{n}.steps.parquet", p))
+        return pairs
+
+    def _select(self, collections: str | Iterable[str] | None) -> list[str]:
+        if collections is None:
+            return self.collections()
+        if isinstance(collections, str):
+            return [collections]
+        return list(collections)
+
+    def trajectory_files(self, collections=None) -> list[Path]:
+        return [t for c in self._select(collections) for _, t in self._parts(c)]
+
+    def step_files(self, collections=None) -> list[Path]:
+        return [s for c in self._select(collections) for s, _ in self._parts(c)]
+
+    def committed_ids(self, collections=None) -> set[str]:
+        ids: set[str] = set()
+        for f in self.trajectory_files(collections):
+            ids.update(pq.read_table(f, columns=["trajectory_id"]).column(0).to_pylist())
+        return ids
+
+    def iter_trajectories(self, collections=None) -> Iterator[Trajectory]:
+        for f in self.trajectory_files(collections):
+            for row in pq.read_table(f, schema=TRAJECTORY_SCHEMA).to_pylist():
+                yield row_to_trajectory(row, source=str(f))
+
+    def iter_step_batches(self, collections=None, batch_size: int = 256) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of steps, streamed file by file (memory stays flat)."""
+        for f in self.step_files(collections):
+            yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size)
+
+    def iter_steps(self, collections=None) -> Iterator[Step]:
+        for f in self.step_files(collections):
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=256):
+                for row in batch.to_pylist():
+                    yield row_to_step(row, source=str(f))
+
+    def writer(self, collection: str, batch_size: int = 16) -> "TrajectoryWriter":
+        return TrajectoryWriter(self, collection, batch_size)
+
+
+class TrajectoryWriter:
+    """Buffers whole trajectories and commits them a batch at a time.
+
+    A trajectory is added only once complete (with all its steps), so no
+    trajectory is ever half-written; ids already committed are skipped.
+    """
+
+    def __init__(self, store: RawStore, collection: str, batch_size: int = 16):
+        self.store = store
+        self.collection = collection
+        self.folder = store.root / collection
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.batch_size = batch_size
+        self._clean_interrupted()
+        self.committed = store.committed_ids(collection)
+        self._trajs: list[Trajectory] = []
+        self._steps: list[Step] = []
+        self.written = 0
+
+    def _clean_interrupted(self) -> None:
+        for p in self.folder.glob("part-*.steps.parquet"):
+            n = _PART.match(p.name).group(1)
+            if not (self.folder / f"part-{n}.trajectories.parquet").exists():
+                p.unlink()  # a batch killed between its two renames
+        for p in self.folder.glob(".part-*.tmp"):
+            p.unlink()
+
+    def _next_part(self) -> int:
+        nums = [int(_PART.match(p.name).group(1)) for p in self.folder.glob("part-*.parquet")
+                if _PART.match(p.name)]
+        return max(nums, default=-1) + 1
+
+    def has(self, trajectory_id: str) -> bool:
+        return trajectory_id in self.committed or any(
+            t.trajectory_id == trajectory_id for t in self._trajs)
+
+    def add(self, traj: Trajectory, steps: list[Step]) -> bool:
+        """Queue a finished trajectory; False if it is already stored."""
+        if self.has(traj.trajectory_id):
+            return False
+        if len(steps) != traj.num_steps:
+            raise ValueError(f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} "
+                             f"but {len(steps)} steps given")
+        self._trajs.append(traj)
+        self._steps.extend(steps)
+        if len(self._trajs) >= self.batch_size:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        if not self._trajs:
+            return
+        n = self._next_part()
+        steps_path = self.folder / f"part-{n:06d}.steps.parquet"
+        traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
+        atomic_write_table(steps_path, steps_table(self._steps) if self._steps
+                           else STEP_SCHEMA.empty_table())
+        atomic_write_table(traj_path, trajectories_table(self._trajs))  # the commit
+        self.committed.update(t.trajectory_id for t in self._trajs)
+        self.written += len(self._trajs)
+        self._trajs, self._steps = [], []
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> "TrajectoryWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Commit what is complete even when the run fails part-way.
+        self.flush()

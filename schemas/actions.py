@@ -10,7 +10,7 @@ import math
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 
 class ActionType(str, Enum):
@@ -74,12 +74,16 @@ class Action(BaseModel):
     duration_ms: int | None = None
     description: str | None = None
 
+    @field_validator("x", "y", "x2", "y2")
+    @classmethod
+    def _normalised(cls, v: float | None, info) -> float | None:
+        # A field validator, so errors name the field (action.x), not the action.
+        if v is not None and (not math.isfinite(v) or v < 0.0 or v > 1.0):
+            raise ValueError(f"{info.field_name}={v!r} is not a normalised coordinate in [0, 1]")
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "Action":
-        for name in ("x", "y", "x2", "y2"):
-            v = getattr(self, name)
-            if v is not None and (not math.isfinite(v) or v < 0.0 or v > 1.0):
-                raise ValueError(f"{name}={v!r} is not a normalised coordinate in [0, 1]")
         if (self.x is None) != (self.y is None):
             raise ValueError("x and y must be given together")
         if (self.x2 is None) != (self.y2 is None):

@@ -61,6 +61,7 @@ class BlobStore:
     def __init__(self, root: Path):
         self.root = Path(root)
 
+    # `ext` is the step's image_format ("png", "jpeg", "webp"), used as is.
     def path(self, sha: str, ext: str = "png") -> Path:
         return self.root / sha[:2] / f"{sha}.{ext}"
 

@@ -1,0 +1,18 @@
+# trajforge: `make demo` runs the whole graph on the embedded sandbox,
+# `make test` runs the suite. Both set up what they need first (idempotent).
+.PHONY: setup demo test test-fast dev clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@.venv/bin/python scripts/demo.py
+
+test: setup
+	@.venv/bin/python -m pytest -q
+
+dev: setup
+	@mkdir -p .dagster_home && DAGSTER_HOME=$$PWD/.dagster_home .venv/bin/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf data .dagster_home

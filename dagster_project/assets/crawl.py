@@ -1,0 +1,73 @@
+import dagster as dg
+
+from crawlers.runner import crawl
+from crawlers.web_env import WebEnv
+from dagster_project.partitions import web_app_partitions
+from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+from trajforge.catalog import read_catalog
+from trajforge.report import thumbnails_markdown
+
+
+class CrawlConfig(dg.Config):
+    policy: str = "oracle"          # "oracle" | "random_walk"
+    seed: int = 0
+    distraction_rate: float = 0.25  # chance of a pop-up on each page load
+    max_steps: int = 30
+    retries: int = 2
+
+
+@dg.asset(
+    group_name="collect",
+    kinds={"playwright", "parquet"},
+    deps=["task_catalog"],
+    partitions_def=web_app_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+)
+def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
+                     storage: StorageResource, sandbox: SandboxResource,
+                     browser: BrowserResource) -> dg.MaterializeResult:
+    """Crawl the catalog's tasks of each app with Playwright on Chromium.
+
+    Resumable: trajectories already committed for the same task, policy and
+    seed are skipped, so a retried or re-run partition writes no duplicate.
+    """
+    apps = list(context.partition_keys)
+    store = storage.raw
+    totals: dict = {}
+    examples = []
+    with WebEnv.launch(headless=browser.headless, executable_path=browser.executable_path,
+                       image_format=browser.image_format,
+                       step_timeout_s=browser.step_timeout_s) as env:
+        for app in apps:
+            tasks = read_catalog(storage.catalog_path, apps=[app])
+            context.log.info(f"{app}: crawling {len(tasks)} tasks")
+            stats = crawl(tasks, store=store, collection=f"web/{app}", server_url=sandbox.url,
+                          policy=config.policy, seed=config.seed,
+                          distraction_rate=config.distraction_rate, max_steps=config.max_steps,
+                          retries=config.retries, env=env,
+                          progress=lambda msg, app=app: context.log.debug(f"{app}: {msg}"))
+            context.log.info(f"{app}: {stats}")
+            for k, v in vars(stats).items():
+                if isinstance(v, (int, float)):
+                    totals[k] = totals.get(k, 0) + v
+    for app in apps:  # a few screens of what was recorded
+        for step in _first_steps(store, f"web/{app}", 1):
+            examples.append((f"{app}: {step.action.brief()}",
+                             store.blobs.get(step.screenshot, step.image_format)))
+    done = totals.get("success", 0) + totals.get("failure", 0)
+    return dg.MaterializeResult(metadata={
+        **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()},
+        "apps": ", ".join(apps),
+        "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
+        "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
+    })
+
+
+def _first_steps(store, collection: str, n: int):
+    out = []
+    for step in store.iter_steps(collection):
+        out.append(step)
+        if len(out) >= n:
+            break
+    return out

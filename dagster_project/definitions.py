@@ -1,0 +1,25 @@
+"""The Definitions that `dagster dev -w workspace.yaml` and the CLI load."""
+import dagster as dg
+
+from dagster_project.assets.catalog import task_catalog
+from dagster_project.assets.crawl import web_trajectories
+from dagster_project.assets.export import web_shards
+from dagster_project.assets.raw import raw_steps
+from dagster_project.checks import CHECKS
+from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+from dagster_project.schedules import JOBS, SCHEDULES
+from dagster_project.sensors import SENSORS
+
+defs = dg.Definitions(
+    assets=[task_catalog, web_trajectories,
+            raw_steps, web_shards],
+    asset_checks=CHECKS,
+    jobs=JOBS,
+    schedules=SCHEDULES,
+    sensors=SENSORS,
+    resources={
+        "storage": StorageResource(),
+        "sandbox": SandboxResource(),
+        "browser": BrowserResource(),
+    },
+)

@@ -1,0 +1,38 @@
+"""Scheduled collection: a daily crawl of every app, then consolidation and export.
+
+The crawl schedule starts one run per app partition. The downstream assets
+carry an on-cron automation condition: once all of the day's crawls have
+landed they materialise once (the automation sensor evaluates it).
+"""
+import os
+
+import dagster as dg
+
+from dagster_project.partitions import WEB_APPS, web_app_partitions
+
+CRAWL_CRON = os.environ.get("TRAJFORGE_CRAWL_CRON", "0 2 * * *")
+EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
+
+web_crawl_job = dg.define_asset_job(
+    "web_crawl_job", selection=dg.AssetSelection.assets("web_trajectories"),
+    partitions_def=web_app_partitions,
+    description="Crawl one app's tasks (a partition) with Playwright.")
+
+# Consolidation and export run once a day, after all of that day's crawls landed.
+AFTER_CRAWL = dg.AutomationCondition.on_cron(EXPORT_CRON)
+
+catalog_job = dg.define_asset_job("catalog_job", selection=dg.AssetSelection.assets("task_catalog"))
+
+
+@dg.schedule(job=web_crawl_job, cron_schedule=CRAWL_CRON, execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.STOPPED)
+def daily_web_crawl(context: dg.ScheduleEvaluationContext):
+    """One run per app, keyed by day so a tick is never launched twice."""
+    day = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    for app in WEB_APPS:
+        yield dg.RunRequest(run_key=f"{day}:{app}", partition_key=app,
+                            tags={"trajforge/schedule": "daily_web_crawl"})
+
+
+SCHEDULES = [daily_web_crawl]
+JOBS = [web_crawl_job, catalog_job]

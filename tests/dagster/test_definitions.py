@@ -1,0 +1,34 @@
+"""The Definitions load and wire up as documented (no runs here)."""
+import datetime as dt
+
+import dagster as dg
+
+from dagster_project.definitions import defs
+from dagster_project.partitions import WEB_APPS
+from dagster_project.schedules import daily_web_crawl
+
+
+def test_graph_has_the_assets_and_checks():
+    repo = defs.get_repository_def()
+    keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {"task_catalog", "web_trajectories", "raw_steps", "web_shards"} <= keys
+    graph = repo.asset_graph
+    assert graph.get(dg.AssetKey("web_trajectories")).parent_keys == {dg.AssetKey("task_catalog")}
+    assert graph.get(dg.AssetKey("web_shards")).parent_keys == {dg.AssetKey("raw_steps")}
+    checks = {c.name for c in repo.asset_graph.asset_check_keys}
+    assert {"raw_steps_schema_valid", "raw_steps_screenshots_decode",
+            "raw_steps_coordinates_in_bounds", "oracle_success_rate_check"} <= checks
+
+
+def test_crawl_is_partitioned_by_app_with_single_run_backfill():
+    node = defs.get_repository_def().asset_graph.get(dg.AssetKey("web_trajectories"))
+    assert node.partitions_def.get_partition_keys() == WEB_APPS
+    assert node.backfill_policy.policy_type == dg.BackfillPolicyType.SINGLE_RUN
+
+
+def test_daily_schedule_requests_one_run_per_app_with_stable_keys():
+    ctx = dg.build_schedule_context(
+        scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
+    requests = list(daily_web_crawl(ctx))
+    assert sorted(r.partition_key for r in requests) == sorted(WEB_APPS)
+    assert {r.run_key for r in requests} == {f"2026-11-30:{a}" for a in WEB_APPS}

@@ -1,0 +1,95 @@
+"""The raw store: whole trajectories, atomic batches, resumable, validated on consolidation."""
+import hashlib
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from schemas.actions import Action
+from schemas.records import DeviceProfile, Step, Task, Trajectory
+from trajforge.consolidate import consolidate
+from trajforge.store import RawStore
+
+
+def _png(seed: int) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 40), (seed % 255, 10, 20)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def make_traj(store: RawStore, tid: str, n: int = 3, lang: str = "en"):
+    task = Task(task_id=f"t-{tid}", instruction="do it" if lang == "en" else "去做", language=lang, app="notes")
+    steps = []
+    for i in range(n):
+        sha = store.blobs.put(_png(hash((tid, i)) % 1000), "png")
+        act = Action.tap(0.5, 0.5) if i < n - 1 else Action(type="done")
+        steps.append(Step(trajectory_id=tid, index=i, screenshot=sha, width=64, height=40, action=act))
+    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="notes",
+                      device=DeviceProfile(viewport_width=64, viewport_height=40),
+                      policy="oracle", outcome="success", verified_by="state", num_steps=n)
+    return traj, steps
+
+
+def test_blobs_are_content_addressed_and_idempotent(tmp_path):
+    store = RawStore(tmp_path)
+    data = _png(1)
+    sha = store.blobs.put(data)
+    assert sha == hashlib.sha256(data).hexdigest()
+    assert store.blobs.put(data) == sha
+    assert store.blobs.get(sha) == data
+    assert len(list((tmp_path / "blobs").rglob("*.png"))) == 1
+
+
+def test_writer_commits_batches_and_skips_committed_ids(tmp_path):
+    store = RawStore(tmp_path)
+    with store.writer("web/notes", batch_size=2) as w:
+        for i in range(5):
+            assert w.add(*make_traj(store, f"a{i}"))
+    assert len(list((tmp_path / "web/notes").glob("*.trajectories.parquet"))) == 3
+    assert store.committed_ids() == {f"a{i}" for i in range(5)}
+    with store.writer("web/notes") as w:  # a resumed run
+        assert not w.add(*make_traj(store, "a3"))
+        assert w.add(*make_traj(store, "b0"))
+    assert sorted(t.trajectory_id for t in store.iter_trajectories()) == [*(f"a{i}" for i in range(5)), "b0"]
+    assert sum(1 for _ in store.iter_steps()) == 18
+
+
+def test_writer_refuses_a_half_trajectory(tmp_path):
+    store = RawStore(tmp_path)
+    traj, steps = make_traj(store, "x", n=3)
+    with pytest.raises(ValueError, match="num_steps=3 but 2"):
+        store.writer("web/notes").add(traj, steps[:2])
+
+
+def test_interrupted_batch_is_invisible_and_cleaned(tmp_path):
+    store = RawStore(tmp_path)
+    with store.writer("web/notes") as w:
+        w.add(*make_traj(store, "ok"))
+    # A batch killed between its two renames: the steps file without its commit.
+    folder = tmp_path / "web/notes"
+    (folder / "part-000001.steps.parquet").write_bytes((folder / "part-000000.steps.parquet").read_bytes())
+    assert sum(1 for _ in store.iter_steps()) == 3
+    store.writer("web/notes")  # opening a writer removes the orphan
+    assert not (folder / "part-000001.steps.parquet").exists()
+
+
+def test_consolidate_counts_and_quarantines_with_location(tmp_path):
+    store = RawStore(tmp_path / "raw")
+    with store.writer("web/notes") as w:
+        w.add(*make_traj(store, "a", lang="en"))
+        w.add(*make_traj(store, "b", n=4, lang="zh"))
+    # Plant a bad row: a coordinate outside [0, 1] written behind the schema's back.
+    f = next((tmp_path / "raw/web/notes").glob("*.steps.parquet"))
+    rows = pq.read_table(f).to_pylist()
+    rows[1]["action"]["x"] = 1.7
+    pq.write_table(pq.read_table(f).from_pylist(rows, schema=pq.read_schema(f)), f)
+
+    res = consolidate(store, tmp_path / "out")
+    assert res.trajectories == 2 and res.steps == 6 and res.quarantined == 2
+    assert res.languages == {"en": 1, "zh": 1}
+    q = [json.loads(l) for l in (tmp_path / "out/quarantine.jsonl").read_text().splitlines()]
+    assert "action.x" in q[0]["error"] and str(f) in q[0]["error"] and "a#1" in q[0]["error"]
+    assert "num_steps=3 but 2 steps stored" in q[1]["error"]
+    assert pq.read_metadata(tmp_path / "out/steps.parquet").num_rows == 6

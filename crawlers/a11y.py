@@ -165,12 +165,18 @@ def parse_snapshot(text: str) -> list[AriaNode]:
     return nodes
 
 
-def to_elements(nodes: list[AriaNode], viewport_width: int, viewport_height: int) -> list[Element]:
+def to_elements(nodes: list[AriaNode], viewport_width: int, viewport_height: int,
+                zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
     """Elements for nodes with a visible box, boxes normalised to the viewport.
 
+    `zoom` is the visual viewport's (scale, offsetLeft, offsetTop): a mobile
+    page without a `<meta name=viewport>` is laid out wider than the screen and
+    shown zoomed out, so a layout box maps to the screen as (x - off) * scale.
     Nodes with an empty box (w or h == 0: closed <option>s, hidden nodes) are
     left out: they cannot be acted on and would sit misleadingly at (0, 0).
     """
+    scale, off_x, off_y = zoom
+    sx, sy = scale / viewport_width, scale / viewport_height
     out = []
     for n in nodes:
         if n.box is None:
@@ -178,11 +184,11 @@ def to_elements(nodes: list[AriaNode], viewport_width: int, viewport_height: int
         x, y, w, h = n.box
         if w <= 0 or h <= 0:
             continue
-        out.append(Element(role=n.role, name=n.name,
-                           bbox=(x / viewport_width, y / viewport_height,
-                                 (x + w) / viewport_width, (y + h) / viewport_height)))
+        x0, y0 = (x - off_x) * sx, (y - off_y) * sy
+        out.append(Element(role=n.role, name=n.name, bbox=(x0, y0, x0 + w * sx, y0 + h * sy)))
     return out
 
 
-def elements_from_snapshot(text: str, viewport_width: int, viewport_height: int) -> list[Element]:
-    return to_elements(parse_snapshot(text), viewport_width, viewport_height)
+def elements_from_snapshot(text: str, viewport_width: int, viewport_height: int,
+                           zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
+    return to_elements(parse_snapshot(text), viewport_width, viewport_height, zoom)

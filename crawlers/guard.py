@@ -33,6 +33,8 @@ PATTERNS: dict[str, list[str]] = {
         r"\b(?:delete|close|remove|deactivate|terminate) (?:my |your |this |the )?account\b",
         "注销账号", "注销帐号", "注销账户", "注销帐户",
         "删除账户", "删除帐户", "删除账号", "删除帐号",
+        # The last button of a 注销 flow rarely repeats the noun.
+        "申请注销", "确认注销", "立即注销", "永久注销",
     ],
     "send_to_all": [
         r"\bsend to (?:all|everyone|everybody)\b", r"\breply all to all contacts\b",

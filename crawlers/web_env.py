@@ -14,6 +14,9 @@ Choices worth knowing:
   keep full-resolution images instead.
 - Aria-snapshot boxes are relative to the visible viewport (they go negative
   once the page scrolls past a node), so `Element.bbox` is box / viewport size.
+  A mobile page without `<meta name=viewport>` is laid out wider than the
+  screen and shown zoomed out; boxes and action points then go through the
+  visual viewport's scale and offset, so they still match the screenshot.
 - A failed action never raises: the observation comes back with
   `last_action_error`. Only a dead browser (or a page that no longer answers
   within the step timeout) raises `BrowserCrashed`; `restart()` recovers.
@@ -25,14 +28,13 @@ Choices worth knowing:
 from __future__ import annotations
 
 import io
-import os
 import time
+from contextlib import contextmanager
 from typing import Callable
 from urllib.parse import urlparse
 
 from PIL import Image
-from playwright.sync_api import (Browser, BrowserContext, CDPSession, Page, Playwright,
-                                 Request, sync_playwright)
+from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright, Request
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -41,7 +43,9 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile
 
 from .a11y import elements_from_snapshot
-from .browser import CHROMIUM_ARGS, DEFAULT_EXECUTABLE, browser_pid, launch_chromium
+from .browser import (CHROMIUM_ARGS, DEFAULT_EXECUTABLE, Watchdog, acquire_playwright,
+                      browser_pid, launch_chromium, process_running, release_playwright,
+                      replace_playwright)
 
 __all__ = ["WebEnv", "CHROMIUM_ARGS", "ActionError", "BrowserCrashed", "PageUnresponsive"]
 
@@ -57,6 +61,11 @@ class BrowserCrashed(RuntimeError):
 class PageUnresponsive(BrowserCrashed):
     """The page stopped answering within the step timeout (e.g. a JS busy loop)."""
 
+
+# The visual viewport's zoom: a mobile page without <meta name=viewport> is laid
+# out wider than the screen and shown zoomed out.
+_ZOOM_JS = """() => { const v = window.visualViewport;
+  return v ? [v.scale, v.offsetLeft, v.offsetTop] : [1, 0, 0]; }"""
 
 # Two animation frames: the page has applied the action's effects and painted.
 _QUIET_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
@@ -116,6 +125,10 @@ _DEFAULT_WAIT_MS = 500
 _SCROLL_FRACTION = 0.6
 _SWIPE_MOVES = 8
 _XHR_WAIT_CAP_S = 1.0
+_QUIET_SLICE_S = 0.3
+# Past its own timeouts, a call still blocked this long means the renderer hangs
+# (input dispatch has no timeout): the watchdog steps in.
+_WATCHDOG_GRACE_S = 2.0
 
 _CLOSED_MARKERS = ("has been closed", "Target closed", "Connection closed",
                    "Browser closed", "browser has disconnected", "Target crashed")
@@ -155,7 +168,12 @@ class WebEnv:
         self._disconnected = False
         self._page_crashed = False
         self._nav_error: str | None = None  # a navigation that failed during a step
+        self._watchdog_fired: str | None = None
+        # (scale, offsetLeft, offsetTop) of the last observation: action points
+        # are on that screenshot, input events take layout CSS px.
+        self._zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)
         self._closed = False
+        self._owns_pw = False   # True when `launch` took the thread's shared driver
         self._start_browser()
 
     # ------------------------------------------------------------------ life cycle
@@ -163,14 +181,16 @@ class WebEnv:
     def launch(cls, headless: bool = True, executable_path: str | None = DEFAULT_EXECUTABLE,
                image_format: str = "png", step_timeout_s: float = 10.0,
                request_filter: Callable[[str], bool] | None = None, **kw) -> "WebEnv":
-        pw = sync_playwright().start()
+        pw = acquire_playwright()
         try:
-            return cls(pw, headless=headless, executable_path=executable_path,
-                       image_format=image_format, step_timeout_s=step_timeout_s,
-                       request_filter=request_filter, **kw)
+            env = cls(pw, headless=headless, executable_path=executable_path,
+                      image_format=image_format, step_timeout_s=step_timeout_s,
+                      request_filter=request_filter, **kw)
         except BaseException:
-            pw.stop()
+            release_playwright(pw)
             raise
+        env._owns_pw = True
+        return env
 
     def _start_browser(self) -> None:
         self.browser = launch_chromium(self._pw, headless=self.headless,
@@ -196,7 +216,7 @@ class WebEnv:
             return False
         if not self.browser.is_connected():
             return False
-        return self._browser_pid is None or _process_running(self._browser_pid)
+        return self._browser_pid is None or process_running(self._browser_pid)
 
     def restart(self) -> None:
         """Relaunch the browser (after a crash); the next call must be `reset`."""
@@ -211,11 +231,9 @@ class WebEnv:
             self._start_browser()
         except PlaywrightError:
             # The Playwright driver itself may have gone with the browser.
-            try:
-                self._pw.stop()
-            except Exception:
-                pass
-            self._pw = sync_playwright().start()
+            if not self._owns_pw:
+                raise
+            self._pw = replace_playwright(self._pw)
             self._start_browser()
 
     def close_episode(self) -> None:
@@ -236,10 +254,8 @@ class WebEnv:
                 self.browser.close()
         except Exception:
             pass
-        try:
-            self._pw.stop()
-        except Exception:
-            pass
+        if self._owns_pw:
+            release_playwright(self._pw)
         self._closed = True
 
     def __enter__(self) -> "WebEnv":
@@ -254,6 +270,8 @@ class WebEnv:
         self._cdp = None
         self._cdp_page = None
         self._page_crashed = False
+        self._watchdog_fired = None
+        self._zoom = (1.0, 0.0, 0.0)
 
     # ------------------------------------------------------------------ episode
     def reset(self, url: str, device: DeviceProfile) -> Observation:
@@ -274,6 +292,7 @@ class WebEnv:
             self.context.set_default_navigation_timeout(self.step_timeout_s * 1000)
             if self.request_filter is not None:
                 self.context.route("**/*", self._route)
+                self.context.route_web_socket(lambda _url: True, self._route_web_socket)
             self.context.on("page", self._adopt_page)
             self._adopt_page(self.context.new_page())
         except PlaywrightError as e:
@@ -281,23 +300,33 @@ class WebEnv:
             raise
         error = None
         try:
-            self._goto(url, time.monotonic() + self.step_timeout_s)
+            with self._watchdog(self.step_timeout_s + _WATCHDOG_GRACE_S, "reset"):
+                self._goto(url, time.monotonic() + self.step_timeout_s)
         except ActionError as e:
             error = str(e)
         except PlaywrightError as e:
             self._raise_if_dead(e)
             error = _short(e)
+        if error is None and self.page is not None:
+            # `home` returns to where the episode landed: a start URL that
+            # redirects (the sandbox's /start) must not be replayed.
+            self.episode_start_url = self.page.url
         return self._observe_after(error)
 
     def step(self, action: Action) -> Observation:
         """Carry out `action`, wait for the page to settle, observe."""
         page = self._require_page()
-        deadline = time.monotonic() + self.step_timeout_s
+        # Waits, presses and swipes the action asks for come on top of the timeout.
+        budget = self.step_timeout_s + _own_duration_s(action)
+        deadline = time.monotonic() + budget
         self._nav_error = None
+        # Only fetches the action starts are waited for (not long polls already open).
+        page._tf_inflight.clear()
         error = None
         try:
-            self._act(page, action, deadline)
-            self._settle(deadline, scrolled=action.type in (ActionType.SCROLL, ActionType.SWIPE))
+            with self._watchdog(budget + _WATCHDOG_GRACE_S, action.type.value):
+                self._act(page, action, deadline)
+                self._settle(deadline, scrolled=action.type in (ActionType.SCROLL, ActionType.SWIPE))
         except ActionError as e:
             error = str(e)
         except PlaywrightTimeout as e:
@@ -317,7 +346,9 @@ class WebEnv:
     # ------------------------------------------------------------------ observation
     def _observe_after(self, error: str | None) -> Observation:
         try:
-            return self._observe(error)
+            # Each call inside has its own timeout; the watchdog is the backstop.
+            with self._watchdog(3 * self.step_timeout_s + _WATCHDOG_GRACE_S, "observe"):
+                return self._observe(error)
         except PlaywrightTimeout as e:
             self._raise_if_dead(e)
             raise PageUnresponsive(f"the page did not answer within {self.step_timeout_s}s "
@@ -328,6 +359,14 @@ class WebEnv:
 
     def _observe(self, error: str | None) -> Observation:
         page = self._require_page()
+        if page._tf_nav is not None:
+            # A navigation started since the last action (a timer, a redirect):
+            # observe its document, or the old one if it does not arrive in time.
+            try:
+                self._wait_navigation(time.monotonic() + self.step_timeout_s)
+            except ActionError as e:
+                error = error or str(e)
+            page = self._require_page()
         timeout_ms = self.step_timeout_s * 1000
         kw = {"quality": self.jpeg_quality} if self.image_format == "jpeg" else {}
         shot = page.screenshot(type=self.image_format, scale=self.screenshot_scale,
@@ -344,11 +383,23 @@ class WebEnv:
             tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
         width, height = Image.open(io.BytesIO(shot)).size
         vp = page.viewport_size or {"width": width, "height": height}
+        self._zoom = self._read_zoom(page)
         return Observation(
             screenshot=shot, image_format=self.image_format, width=width, height=height,
             url=page.url, a11y_tree=tree,
-            elements=elements_from_snapshot(tree, vp["width"], vp["height"]),
+            elements=elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom),
             last_action_error=error)
+
+    def _read_zoom(self, page: Page) -> tuple[float, float, float]:
+        # Desktop pages are never zoomed here; skip the round trip.
+        if not (self.device and self.device.is_mobile):
+            return (1.0, 0.0, 0.0)
+        try:
+            scale, ox, oy = page.wait_for_function(_ZOOM_JS, timeout=self.step_timeout_s * 1000).json_value()
+        except PlaywrightError as e:
+            self._raise_if_dead(e)
+            return (1.0, 0.0, 0.0)
+        return (float(scale) or 1.0, float(ox), float(oy))
 
     # ------------------------------------------------------------------ pages and events
     def _adopt_page(self, page: Page) -> None:
@@ -408,6 +459,18 @@ class WebEnv:
             self.blocked_requests.append(url)
             route.abort("blockedbyclient")
 
+    def _route_web_socket(self, ws) -> None:
+        # WebSockets bypass `route`; unconnected, a routed socket never reaches a server.
+        try:
+            allowed = bool(self.request_filter(ws.url))
+        except Exception:
+            allowed = False
+        if allowed:
+            ws.connect_to_server()
+        else:
+            self.blocked_requests.append(ws.url)
+            ws.close(code=1008, reason="blocked by the request filter")
+
     # ------------------------------------------------------------------ settling
     def _settle(self, deadline: float, scrolled: bool = False) -> None:
         """Wait for a started navigation, pending fetches and two quiet frames."""
@@ -425,26 +488,35 @@ class WebEnv:
             self._quiet(deadline, _QUIET_JS)
 
     def _quiet(self, deadline: float, js: str) -> None:
+        """Run the settle script; return early when a navigation is pending.
+
+        Playwright holds evaluations while a navigation is pending, so the script
+        runs in short slices and the navigation, once seen, is waited for instead.
+        """
         page = self._require_page()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ActionError(f"timed out after {self.step_timeout_s}s")
-        try:
-            page.wait_for_function(js, timeout=remaining * 1000)
-        except PlaywrightTimeout:
-            raise ActionError(f"the page did not settle within {self.step_timeout_s}s")
-        except PlaywrightError as e:
-            self._raise_if_dead(e)
-            # The document was replaced under us: a navigation; wait for it below.
-            if "context was destroyed" not in str(e) and "navigat" not in str(e):
-                raise
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ActionError(f"the page did not settle within {self.step_timeout_s}s")
+            try:
+                page.wait_for_function(js, timeout=min(remaining, _QUIET_SLICE_S) * 1000)
+                return
+            except PlaywrightTimeout:
+                if page._tf_nav is not None or self._page is not page:
+                    return
+            except PlaywrightError as e:
+                self._raise_if_dead(e)
+                # The document was replaced under us: a navigation, waited for by the caller.
+                if "context was destroyed" not in str(e) and "navigat" not in str(e):
+                    raise
+                return
 
     def _wait_navigation(self, deadline: float) -> None:
         page = self._require_page()
         while page._tf_nav is not None:
             if time.monotonic() >= deadline:
                 url = page._tf_nav.url
-                page._tf_nav = None
+                self._stop_loading(page)
                 raise ActionError(f"navigation to {url} did not reach domcontentloaded "
                                   f"within {self.step_timeout_s}s")
             page.wait_for_timeout(10)
@@ -519,54 +591,76 @@ class WebEnv:
         # answer / done / take_over do not touch the page.
 
     def _px(self, x: float, y: float) -> tuple[float, float]:
-        """Normalised coordinates -> CSS pixels of the viewport."""
+        """Normalised screenshot coordinates -> the layout CSS px that input events take."""
         vp = self._page.viewport_size
         w, h = vp["width"], vp["height"]
-        return min(max(x * w, 0.0), w - 1.0), min(max(y * h, 0.0), h - 1.0)
+        sx, sy = min(max(x * w, 0.0), w - 1.0), min(max(y * h, 0.0), h - 1.0)
+        scale, ox, oy = self._zoom
+        return sx / scale + ox, sy / scale + oy
 
-    def _touch(self, kind: str, points: list[tuple[float, float]]) -> None:
+    def _cdp_session(self) -> CDPSession:
         if self._cdp is None or self._cdp_page is not self._page:
             self._cdp = self.context.new_cdp_session(self._page)
             self._cdp_page = self._page
-        self._cdp.send("Input.dispatchTouchEvent", {
+        return self._cdp
+
+    def _touch(self, kind: str, points: list[tuple[float, float]]) -> None:
+        # Raw touch events, so touchstart/touchmove/touchend handlers (and the
+        # browser's own touch scrolling) see a real finger.
+        self._cdp_session().send("Input.dispatchTouchEvent", {
             "type": kind, "touchPoints": [{"x": x, "y": y} for x, y in points]})
 
     def _swipe(self, page: Page, p0, p1, duration_ms: int, touch: bool) -> None:
+        """Press at p0, glide to p1 in even moves over `duration_ms`, release."""
         (x0, y0), (x1, y1) = p0, p1
+        def press(x, y):
+            if touch:
+                self._touch("touchStart", [(x, y)])
+            else:
+                page.mouse.move(x, y)
+                page.mouse.down()
+
+        def move(x, y):
+            if touch:
+                self._touch("touchMove", [(x, y)])
+            else:
+                page.mouse.move(x, y)
+
+        def release():
+            if touch:
+                self._touch("touchEnd", [])
+            else:
+                page.mouse.up()
+
         interval = duration_ms / 1000 / _SWIPE_MOVES
-        if touch:
-            self._touch("touchStart", [(x0, y0)])
-            for i in range(1, _SWIPE_MOVES + 1):
-                t0 = time.monotonic()
-                f = i / _SWIPE_MOVES
-                self._touch("touchMove", [(x0 + (x1 - x0) * f, y0 + (y1 - y0) * f)])
-                rest = interval - (time.monotonic() - t0)
-                if rest > 0:
-                    time.sleep(rest)
-            self._touch("touchEnd", [])
-        else:
-            page.mouse.move(x0, y0)
-            page.mouse.down()
-            for i in range(1, _SWIPE_MOVES + 1):
-                t0 = time.monotonic()
-                f = i / _SWIPE_MOVES
-                page.mouse.move(x0 + (x1 - x0) * f, y0 + (y1 - y0) * f)
-                rest = interval - (time.monotonic() - t0)
-                if rest > 0:
-                    time.sleep(rest)
-            page.mouse.up()
+        press(x0, y0)
+        for i in range(1, _SWIPE_MOVES + 1):
+            t0 = time.monotonic()
+            f = i / _SWIPE_MOVES
+            move(x0 + (x1 - x0) * f, y0 + (y1 - y0) * f)
+            rest = interval - (time.monotonic() - t0)
+            if rest > 0:
+                time.sleep(rest)
+        release()
 
     def _scroll(self, page: Page, a: Action) -> None:
         vp = page.viewport_size
         w, h = vp["width"], vp["height"]
-        x, y = self._px(a.x, a.y) if a.x is not None else (w / 2, h / 2)
-        dy = _SCROLL_FRACTION * h
-        dx = _SCROLL_FRACTION * w
+        x, y = self._px(a.x, a.y) if a.x is not None else self._px(0.5, 0.5)
+        # 0.6 of the screen, in layout px (a zoomed-out page moves more per px).
+        scale = self._zoom[0]
+        dy = _SCROLL_FRACTION * h / scale
+        dx = _SCROLL_FRACTION * w / scale
         delta = {"down": (0, dy), "up": (0, -dy), "right": (dx, 0), "left": (-dx, 0)}[a.direction]
         page.mouse.move(x, y)
         page.mouse.wheel(*delta)
 
     def _back(self, page: Page, deadline: float) -> None:
+        # Never step back onto the blank page that every new tab starts from.
+        hist = self._cdp_session().send("Page.getNavigationHistory")
+        index, entries = hist["currentIndex"], hist["entries"]
+        if index == 0 or (index == 1 and entries[0]["url"] == "about:blank"):
+            raise ActionError("back: already at the first page of this episode")
         before = page.url
         resp = page.go_back(wait_until="domcontentloaded",
                             timeout=max(1.0, (deadline - time.monotonic()) * 1000))
@@ -581,6 +675,7 @@ class WebEnv:
             page.goto(url, wait_until="domcontentloaded",
                       timeout=max(1.0, (deadline - time.monotonic()) * 1000))
         except PlaywrightTimeout:
+            self._stop_loading(page)
             raise ActionError(f"navigation to {url} did not reach domcontentloaded "
                               f"within {self.step_timeout_s}s")
         except PlaywrightError as e:
@@ -589,7 +684,30 @@ class WebEnv:
         finally:
             page._tf_nav = None
 
+    def _stop_loading(self, page: Page) -> None:
+        """Cancel a navigation that did not arrive in time and stay on the old document.
+
+        Playwright's screenshot and aria snapshot wait for a pending navigation
+        to commit, so without this the observation would hang too.
+        """
+        page._tf_nav = None
+        if page is self._page:
+            self._cdp_session().send("Page.stopLoading")
+
     # ------------------------------------------------------------------ failure handling
+    @contextmanager
+    def _watchdog(self, seconds: float, what: str):
+        """Free this thread if a Playwright call blocks past `seconds` (see browser.Watchdog)."""
+        if self._browser_pid is None:
+            yield
+            return
+
+        def fired(message: str) -> None:
+            self._watchdog_fired = f"{what}: {message}"
+
+        with Watchdog(self._browser_pid, seconds, fired):
+            yield
+
     def _ensure_browser(self) -> None:
         if self._closed:
             raise RuntimeError("this WebEnv is closed")
@@ -598,6 +716,8 @@ class WebEnv:
 
     def _require_page(self) -> Page:
         self._ensure_browser()
+        if self._watchdog_fired:
+            raise PageUnresponsive(self._watchdog_fired + "; call restart() or reset()")
         if self._page_crashed:
             raise BrowserCrashed("the page's renderer crashed; call restart() or reset()")
         if self._page is None or self._page.is_closed():
@@ -605,31 +725,29 @@ class WebEnv:
         return self._page
 
     def _raise_if_dead(self, e: Exception) -> None:
+        if self._watchdog_fired:
+            raise PageUnresponsive(f"{self._watchdog_fired}: {_short(e)}") from e
         if self._page_crashed:
             raise BrowserCrashed(f"the page's renderer crashed: {_short(e)}") from e
-        msg = str(e)
-        if not self.is_alive() or any(m in msg for m in _CLOSED_MARKERS):
-            if self._page is not None and self._page.is_closed() and self.is_alive():
-                return  # only the tab closed (window.close); not a crash
-            self._disconnected = self._disconnected or not self.is_alive()
+        if not self.is_alive():
+            self._disconnected = True
             raise BrowserCrashed(f"the browser died: {_short(e)}") from e
+        if any(m in str(e) for m in _CLOSED_MARKERS):
+            if self._page is not None and self._page.is_closed():
+                return  # only the tab closed (window.close); not a crash
+            self._page_crashed = True
+            raise BrowserCrashed(f"the page's renderer crashed: {_short(e)}") from e
+
+
+def _own_duration_s(a: Action) -> float:
+    """How long the action itself takes (holds, waits, swipes), defaults included."""
+    defaults = {ActionType.LONG_PRESS: _DEFAULT_LONG_PRESS_MS, ActionType.WAIT: _DEFAULT_WAIT_MS,
+                ActionType.SWIPE: _DEFAULT_SWIPE_MS}
+    if a.type not in defaults:
+        return 0.0
+    return (a.duration_ms if a.duration_ms is not None else defaults[a.type]) / 1000
 
 
 def _short(e: Exception) -> str:
     """The first line of a Playwright error (they append long call logs)."""
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-def _process_running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False

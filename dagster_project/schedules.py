@@ -15,7 +15,6 @@ EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
 
 web_crawl_job = dg.define_asset_job(
     "web_crawl_job", selection=dg.AssetSelection.assets("web_trajectories"),
-    partitions_def=web_app_partitions,
     description="Crawl one app's tasks (a partition) with Playwright.")
 
 # Consolidation and export run once a day, after all of that day's crawls landed.

@@ -82,6 +82,13 @@ class Action(BaseModel):
             raise ValueError(f"{info.field_name}={v!r} is not a normalised coordinate in [0, 1]")
         return v
 
+    @field_validator("duration_ms")
+    @classmethod
+    def _non_negative(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError(f"duration_ms={v} is negative")
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> "Action":
         if (self.x is None) != (self.y is None):
@@ -96,8 +103,6 @@ class Action(BaseModel):
             raise ValueError("scroll needs a direction")
         if self.type in TEXT_ACTIONS and self.text is None:
             raise ValueError(f"{self.type.value} needs text")
-        if self.duration_ms is not None and self.duration_ms < 0:
-            raise ValueError(f"duration_ms={self.duration_ms} is negative")
         return self
 
     # Convenience constructors keep call sites short and readable.
@@ -140,6 +145,8 @@ class Action(BaseModel):
 
 def to_pixels(x: float, y: float, width: int, height: int) -> tuple[int, int]:
     """Normalised point to integer pixels, clamped to the screen."""
+    if width <= 0 or height <= 0:  # else the clamp below yields -1
+        raise ValueError(f"screen size {width}x{height} is not positive")
     px = min(max(round(x * width), 0), width - 1)
     py = min(max(round(y * height), 0), height - 1)
     return px, py
@@ -149,4 +156,6 @@ def from_pixels(px: float, py: float, width: int, height: int) -> tuple[float, f
     """Pixel point to normalised [0, 1]; `to_pixels` inverts it for integer pixels."""
     if width <= 0 or height <= 0:
         raise ValueError(f"screen size {width}x{height} is not positive")
+    if not (math.isfinite(px) and math.isfinite(py)):  # NaN would slip through the clamp
+        raise ValueError(f"pixel point ({px}, {py}) is not finite")
     return min(max(px / width, 0.0), 1.0), min(max(py / height, 0.0), 1.0)

@@ -13,8 +13,10 @@ version; see `sample_json`). Keys are `<trajectory_id>_s0004` made safe by
   mode, JSON has sorted keys. The same input gives the same bytes.
 - Streamed: DuckDB sorts the step rows out of core and hands them back in
   batches; only one trajectory's rows are held at a time.
-- Atomic: each shard is written under a temporary name and renamed; the
-  manifest is written last and is the commit.
+- Atomic: shards are written under a temporary staging folder inside out_dir
+  and renamed into place only when all are complete; the manifest is written
+  last (atomically) and is the commit. A failed run leaves the previous export
+  as it was.
 - Bad trajectories (a missing screenshot, an invalid step, a step count that
   does not match) are quarantined with their reason and counted, never dropped
   silently.
@@ -28,13 +30,12 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
-import webdataset as wds
 
 from schemas.arrow import row_to_step, step_to_row, trajectory_to_row
 from schemas.errors import SchemaError
@@ -45,6 +46,7 @@ from .store import RawStore, atomic_write_bytes
 
 DEFAULT_SPLITS = (("train", 0.9), ("val", 0.05), ("test", 0.05))
 QUARANTINE = "quarantine.jsonl"
+DUCKDB_MEMORY = "512MB"  # past this the sort spills to disk
 _SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAR_BLOCK = 512
 _TAR_RECORD = 10240  # tarfile pads an archive to a multiple of this
@@ -119,6 +121,7 @@ def sample_json(step_row: dict, traj_row: dict) -> bytes:
 
 @dataclass
 class _Sample:
+    trajectory_id: str
     key: str
     image_ext: str
     image_path: Path
@@ -130,6 +133,11 @@ class _Sample:
 
     def record(self) -> dict[str, bytes | str]:
         return {"__key__": self.key, self.image_ext: self.image_path.read_bytes(), "json": self.json}
+
+
+def _tar_file_bytes(members: int) -> int:
+    """The archive's size: members, the end blocks, padding to a whole record."""
+    return -(-(members + _TAR_END) // _TAR_RECORD) * _TAR_RECORD
 
 
 def _member_bytes(size: int) -> int:
@@ -151,18 +159,18 @@ class _HashingFile:
 
 
 class _SplitWriter:
-    """Writes one split's shards, rolling by sample count and tar bytes.
+    """Writes one split's shards into the staging folder, rolling by count and bytes.
 
     A trajectory stays in one shard unless it alone is over a limit, so that a
     shard reader sees a trajectory's steps together.
     """
 
-    def __init__(self, out_dir: Path, split: str, max_samples: int, max_bytes: int):
-        self.out_dir, self.split = out_dir, split
+    def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int):
+        self.staging, self.split = staging, split
         self.max_samples, self.max_bytes = max_samples, max_bytes
         self.shards: list[dict] = []
+        self.image_exts: set[str] = set()  # for hf_features()
         self._tar = None
-        self._n = 0
 
     def add_trajectory(self, samples: list[_Sample]) -> None:
         sizes = [s.tar_bytes() for s in samples]
@@ -174,33 +182,33 @@ class _SplitWriter:
             if self._tar is None:
                 self._open()
             self._tar.write(sample.record())
+            self.image_exts.add(sample.image_ext)
             self._cur["samples"] += 1
             self._cur["payload"] += size
-            self._cur["tids"].add(sample.key.rsplit("_s", 1)[0])
+            self._cur["tids"].add(sample.trajectory_id)
 
     def _fits(self, n: int, size: int) -> bool:
         cur = self._cur
         return (cur["samples"] + n <= self.max_samples
-                and cur["payload"] + size + _TAR_END <= self.max_bytes)
+                and _tar_file_bytes(cur["payload"] + size) <= self.max_bytes)
 
     def _open(self) -> None:
-        name = f"{self.split}-{self._n:06d}.tar"
-        self._n += 1
-        fd, tmp = tempfile.mkstemp(dir=self.out_dir, prefix=f".{name}.", suffix=".tmp")
-        f = os.fdopen(fd, "wb")
+        import webdataset as wds  # imports torch: only when writing
+
+        name = f"{self.split}-{len(self.shards):06d}.tar"
+        f = open(self.staging / name, "wb")
         self._file = _HashingFile(f)
         self._tar = wds.TarWriter(self._file, encoder=False, mtime=0, mode=0o644,
                                   user="trajforge", group="trajforge")
-        self._cur = {"name": name, "tmp": Path(tmp), "f": f, "samples": 0, "payload": 0,
-                     "tids": set()}
+        self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set()}
 
     def _close(self) -> None:
         self._tar.close()
-        cur, f = self._cur, self._cur["f"]
+        f = self._cur["f"]
         f.flush()
         os.fsync(f.fileno())
         f.close()
-        os.replace(cur["tmp"], self.out_dir / cur["name"])
+        cur = self._cur
         self.shards.append({"name": cur["name"], "split": self.split, "samples": cur["samples"],
                             "trajectories": len(cur["tids"]), "bytes": self._file.size,
                             "sha256": self._file.sha.hexdigest()})
@@ -213,36 +221,52 @@ class _SplitWriter:
 
     def abort(self) -> None:
         if self._tar is not None:
-            self._cur["f"].close()
-            self._cur["tmp"].unlink(missing_ok=True)
-            self._tar = None
+            try:  # close the tar stream first, or its finaliser writes to a closed file
+                self._tar.close()
+            finally:
+                self._cur["f"].close()
+                self._tar = None
 
 
 # -- reading the store ------------------------------------------------------------
 
+class _Unusable(Exception):
+    """A trajectory that cannot be exported: quarantined with this reason."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+    def record(self, trajectory_id: str) -> dict:
+        return {"trajectory_id": trajectory_id, "reason": self.reason, "detail": self.detail}
+
+
 def _trajectories(store: RawStore, collections) -> tuple[dict[str, tuple[Trajectory, str]], list[dict]]:
-    """{id: (trajectory, its steps file)}; a repeated id keeps its first copy."""
-    chosen: dict[str, tuple[Trajectory, str]] = {}
-    dupes = []
-    for tfile in store.trajectory_files(collections):
-        steps_file = str(tfile).replace(".trajectories.parquet", ".steps.parquet")
-        for traj in store.iter_trajectories_in(tfile) if hasattr(store, "iter_trajectories_in") \
-                else _read_trajectories(tfile):
-            if traj.trajectory_id in chosen:
-                dupes.append({"trajectory_id": traj.trajectory_id, "reason": "duplicate_id",
-                              "detail": f"also in {chosen[traj.trajectory_id][1]}; kept that one, "
-                                        f"skipped {steps_file}"})
-                continue
-            chosen[traj.trajectory_id] = (traj, steps_file)
-    return chosen, dupes
+    """{id: (trajectory, its steps file)} and the quarantined rows.
 
-
-def _read_trajectories(tfile: Path) -> Iterator[Trajectory]:
+    An invalid row is quarantined; a repeated id keeps its first copy.
+    """
     import pyarrow.parquet as pq
 
     from schemas.arrow import TRAJECTORY_SCHEMA, row_to_trajectory
-    for row in pq.read_table(tfile, schema=TRAJECTORY_SCHEMA).to_pylist():
-        yield row_to_trajectory(row, source=str(tfile))
+    chosen: dict[str, tuple[Trajectory, str]] = {}
+    quarantine = []
+    for tfile in store.trajectory_files(collections):
+        steps_file = str(tfile).replace(".trajectories.parquet", ".steps.parquet")
+        for row in pq.read_table(tfile, schema=TRAJECTORY_SCHEMA).to_pylist():
+            tid = row["trajectory_id"]
+            try:
+                traj = row_to_trajectory(row, source=str(tfile))
+            except SchemaError as err:
+                quarantine.append(_Unusable("invalid_trajectory", str(err)).record(tid))
+                continue
+            if tid in chosen:
+                quarantine.append(_Unusable(
+                    "duplicate_id", f"also in {chosen[tid][1]}; kept that one, skipped "
+                                    f"{steps_file}").record(tid))
+                continue
+            chosen[tid] = (traj, steps_file)
+    return chosen, quarantine
 
 
 def _sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
@@ -258,15 +282,16 @@ def _sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
     if not files:
         return
     keys = pa.table({"trajectory_id": list(chosen), "filename": [chosen[t][1] for t in chosen]})
-    con = duckdb.connect(config={"memory_limit": "1GB", "temp_directory": str(tmp_dir),
-                                 "preserve_insertion_order": True})
+    con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": str(tmp_dir)})
     try:
         con.register("chosen", keys)
-        reader = con.execute(
+        rel = con.sql(
             """SELECT s.* EXCLUDE (filename) FROM read_parquet(?, filename = true, union_by_name = true) s
                JOIN chosen c ON s.trajectory_id = c.trajectory_id AND s.filename = c.filename
-               ORDER BY s.trajectory_id, s."index" """, [files]).fetch_record_batch(batch_size)
-        for batch in reader:
+               ORDER BY s.trajectory_id, s."index" """, params=[files])
+        # duckdb 2 renamed fetch_arrow_reader to to_arrow_reader.
+        reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+        for batch in reader(batch_size):
             yield from batch.to_pylist()
     finally:
         con.close()
@@ -285,13 +310,17 @@ def _group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]
 
 
 def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str) -> list[_Sample]:
-    """The samples of one trajectory; SchemaError (quarantine) when it is unusable."""
-    steps = [row_to_step(r, source=source) for r in rows]
+    """The samples of one trajectory, or _Unusable saying why there are none."""
+    try:
+        steps = [row_to_step(r, source=source) for r in rows]
+    except SchemaError as err:
+        raise _Unusable("invalid_step", str(err)) from None
     indices = [s.index for s in steps]
     if indices != list(range(traj.num_steps)):
-        raise SchemaError(f"step indices {indices[:5]}{'...' if len(indices) > 5 else ''} "
-                          f"do not match num_steps={traj.num_steps}",
-                          source=source, record=traj.trajectory_id, field="index")
+        shown = f"{indices[:8]}{'...' if len(indices) > 8 else ''}"
+        raise _Unusable("step_count_mismatch", str(SchemaError(
+            f"step indices {shown} are not 0..{traj.num_steps - 1} (num_steps={traj.num_steps})",
+            source=source, record=traj.trajectory_id, field="index")))
     traj_row = trajectory_to_row(traj)
     out = []
     for step in steps:
@@ -299,15 +328,14 @@ def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str) -
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            raise SchemaError(f"screenshot blob {path} is missing", source=source,
-                              record=f"{step.trajectory_id}#{step.index}", field="screenshot") from None
-        out.append(_Sample(key=sample_key(step.trajectory_id, step.index),
+            raise _Unusable("missing_screenshot", str(SchemaError(
+                f"screenshot blob {path} is missing", source=source,
+                record=f"{step.trajectory_id}#{step.index}", field="screenshot"))) from None
+        out.append(_Sample(trajectory_id=step.trajectory_id,
+                           key=sample_key(step.trajectory_id, step.index),
                            image_ext=IMAGE_EXT[step.image_format], image_path=path,
                            image_size=size, json=sample_json(step_to_row(step), traj_row)))
     return out
-
-
-_REASONS = {"index": "step_count_mismatch", "screenshot": "missing_screenshot"}
 
 
 # -- the export -------------------------------------------------------------------
@@ -330,20 +358,21 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     _remove_leftovers(out_dir)
 
     chosen, quarantine = _trajectories(store, collections)
-    writers = {name: _SplitWriter(out_dir, name, max_samples_per_shard, max_bytes_per_shard)
+    # Shards are written here and moved into out_dir only once all are done,
+    # so a failed run leaves the previous export whole.
+    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=".export-"))
+    writers = {name: _SplitWriter(staging, name, max_samples_per_shard, max_bytes_per_shard)
                for name, _ in splits}
     exported: dict[str, int] = {name: 0 for name, _ in splits}
     seen: set[str] = set()
-    tmp_dir = Path(tempfile.mkdtemp(dir=out_dir, prefix=".export-"))
     try:
-        for tid, rows in _group_by_trajectory(_sorted_step_rows(chosen, tmp_dir)):
+        for tid, rows in _group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
             seen.add(tid)
             traj, source = chosen[tid]
             try:
                 samples = _samples(store, traj, rows, source)
-            except SchemaError as err:
-                quarantine.append({"trajectory_id": tid, "detail": str(err),
-                                   "reason": _REASONS.get(err.field, "invalid_step")})
+            except _Unusable as bad:
+                quarantine.append(bad.record(tid))
                 continue
             split = split_of(tid, splits, split_seed)
             writers[split].add_trajectory(samples)
@@ -354,25 +383,30 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     except BaseException:
         for w in writers.values():
             w.abort()
+        shutil.rmtree(staging, ignore_errors=True)
         raise
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
 
     for tid in sorted(set(chosen) - seen):
         if chosen[tid][0].num_steps == 0:
-            quarantine.append({"trajectory_id": tid, "reason": "no_steps", "detail": "num_steps=0"})
+            quarantine.append(_Unusable("no_steps", "num_steps=0").record(tid))
         else:
-            quarantine.append({"trajectory_id": tid, "reason": "steps_missing",
-                               "detail": f"no step rows in {chosen[tid][1]}"})
+            quarantine.append(_Unusable("steps_missing", f"no step rows in {chosen[tid][1]}").record(tid))
     quarantine.sort(key=lambda q: (q["trajectory_id"], q["reason"]))
     skipped: dict[str, int] = {}
     for q in quarantine:
         skipped[q["reason"]] = skipped.get(q["reason"], 0) + 1
 
-    atomic_write_bytes(out_dir / QUARANTINE, "".join(
+    for shard in shards:
+        path = staging / shard["name"]
+        os.chmod(path, 0o644)
+        os.replace(path, out_dir / shard["name"])
+    shutil.rmtree(staging, ignore_errors=True)
+    _publish(out_dir / QUARANTINE, "".join(
         json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
-    manifest = _manifest(dataset, splits, split_seed, shards, exported, skipped, store, collections)
-    atomic_write_bytes(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
+    image_exts = set().union(*(w.image_exts for w in writers.values()))
+    manifest = _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
+                         store, collections)
+    _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                                        ensure_ascii=False) + "\n").encode())
     _remove_stale_shards(out_dir, {s["name"] for s in shards})
     totals = manifest["totals"]
@@ -382,8 +416,8 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
                         seconds=time.perf_counter() - started)
 
 
-def _manifest(dataset, splits, split_seed, shards, exported, skipped, store, collections) -> dict:
-    image_exts: set[str] = set()
+def _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped, store,
+              collections) -> dict:
     split_info = {}
     for name, frac in splits:
         mine = [s for s in shards if s["split"] == name]
@@ -393,15 +427,13 @@ def _manifest(dataset, splits, split_seed, shards, exported, skipped, store, col
     # The version names the content: same shards, same version.
     version = hashlib.sha256(json.dumps(
         {"schema_version": SCHEMA_VERSION, "shards": shards}, sort_keys=True).encode()).hexdigest()[:16]
-    for s in shards:  # which image members exist, for hf_features()
-        image_exts |= _image_exts_of(store, s)
     return {
         "format": "webdataset",
         "dataset": dataset,
         "version": version,
         "schema_version": SCHEMA_VERSION,
         "created_by": f"trajforge {_package_version()} (trajforge.export)",
-        "collections": sorted(store._select(collections)),
+        "collections": _collection_names(store, collections),
         "split_seed": split_seed,
         "splits": split_info,
         "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(image_exts),
@@ -414,8 +446,10 @@ def _manifest(dataset, splits, split_seed, shards, exported, skipped, store, col
     }
 
 
-def _image_exts_of(store, shard) -> set[str]:
-    return set()
+def _collection_names(store: RawStore, collections) -> list[str]:
+    if collections is None:
+        return store.collections()
+    return sorted([collections] if isinstance(collections, str) else collections)
 
 
 def _package_version() -> str:
@@ -423,6 +457,11 @@ def _package_version() -> str:
         return metadata.version("trajforge")
     except metadata.PackageNotFoundError:
         return PIPELINE_VERSION
+
+
+def _publish(path: Path, data: bytes) -> None:
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o644)  # readable by the training job's user
 
 
 def _remove_leftovers(out_dir: Path) -> None:

@@ -94,29 +94,36 @@ def iter_tar_samples(tar_path: Path | str, *, images: bool = True) -> Iterator[t
     With images=False the image members are skipped unread (stats, checks).
     """
     tar_path = Path(tar_path)
+    try:
+        tar = tarfile.open(tar_path, "r:")
+    except (tarfile.TarError, OSError) as exc:
+        raise ShardError(f"cannot read the shard: {exc}", source=str(tar_path)) from None
     key, sample = None, {}
-    with tarfile.open(tar_path, "r:") as tar:
-        for member in tar:
-            if not member.isfile():
-                continue
-            stem, _, ext = member.name.partition(".")
-            if stem != key:
-                if key is not None:
-                    yield key, sample
-                key, sample = stem, {}
-            if ext in IMAGE_EXTS and not images:
-                continue
-            data = tar.extractfile(member).read()
-            if ext == "json":
-                try:
-                    sample["json"] = json.loads(data)
-                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                    raise ShardError(f"bad JSON: {exc}", source=str(tar_path),
-                                     record=stem, field="json") from None
-            else:
-                sample[ext] = data
+    with tar:
+        try:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                stem, _, ext = member.name.partition(".")
+                if stem != key:
+                    if key is not None:
+                        yield key, sample
+                    key, sample = stem, {}
+                if ext in IMAGE_EXTS and not images:
+                    continue
+                data = tar.extractfile(member).read()
+                sample[ext] = _parse_json(data, tar_path, stem) if ext == "json" else data
+        except tarfile.TarError as exc:  # truncated or damaged past its first header
+            raise ShardError(f"damaged shard: {exc}", source=str(tar_path), record=key) from None
     if key is not None:
         yield key, sample
+
+
+def _parse_json(data: bytes, tar_path: Path, key: str) -> dict:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"bad JSON: {exc}", source=str(tar_path), record=key, field="json") from None
 
 
 def iter_samples(shard_dir: Path | str, split: str | None = None, *,
@@ -147,6 +154,17 @@ def verify(shard_dir: Path | str) -> list[str]:
     return problems
 
 
+def hf_data_files(shard_dir: Path | str) -> dict[str, list[str]]:
+    """{split: [shard paths]} for `datasets.load_dataset("webdataset", data_files=...)`.
+
+    Splits without shards are left out (the builder rejects an empty list).
+    """
+    files: dict[str, list[str]] = {}
+    for shard in read_manifest(shard_dir)["shards"]:
+        files.setdefault(shard["split"], []).append(str(Path(shard_dir) / shard["name"]))
+    return files
+
+
 def sample_arrow_schema():
     """The Arrow schema of a sample's JSON: the step's row plus its trajectory's."""
     import pyarrow as pa
@@ -166,7 +184,11 @@ def hf_features(image_exts=("png",)):
 
     The builder otherwise guesses types from the first five samples, and a
     field that is null in all of them (target, thought, x2...) then fails to
-    cast later. Pass `features=hf_features(manifest["image_exts"])`.
+    cast later. Pass `features=hf_features(manifest["sample"]["image_exts"])`:
+
+        manifest = read_manifest(d)
+        ds = datasets.load_dataset("webdataset", data_files=hf_data_files(d), split="train",
+                                   features=hf_features(manifest["sample"]["image_exts"]))
     """
     import datasets
 

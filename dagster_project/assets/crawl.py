@@ -1,5 +1,6 @@
 import dagster as dg
 
+from crawlers.allowlist import Allowlist
 from crawlers.runner import crawl
 from crawlers.web_env import WebEnv
 from dagster_project.partitions import web_app_partitions
@@ -36,19 +37,20 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
     store = storage.raw
     totals: dict = {}
     examples = []
+    # One browser for the whole run; recording never leaves the sandbox's origin.
     with WebEnv.launch(headless=browser.headless, executable_path=browser.executable_path,
-                       image_format=browser.image_format,
-                       step_timeout_s=browser.step_timeout_s) as env:
+                       image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
+                       request_filter=Allowlist([sandbox.url])) as env:
         for app in apps:
             tasks = read_catalog(storage.catalog_path, apps=[app])
             context.log.info(f"{app}: crawling {len(tasks)} tasks")
             stats = crawl(tasks, store=store, collection=f"web/{app}", server_url=sandbox.url,
                           policy=config.policy, seed=config.seed,
                           distraction_rate=config.distraction_rate, max_steps=config.max_steps,
-                          retries=config.retries, env=env,
-                          progress=lambda msg, app=app: context.log.debug(f"{app}: {msg}"))
-            context.log.info(f"{app}: {stats}")
-            for k, v in vars(stats).items():
+                          retries=config.retries, env=env, image_format=browser.image_format,
+                          progress=lambda ev: _log_progress(context, ev, len(tasks)))
+            context.log.info(f"{app}: {stats.as_dict()}")
+            for k, v in stats.as_dict().items():
                 if isinstance(v, (int, float)):
                     totals[k] = totals.get(k, 0) + v
     for app in apps:  # a few screens of what was recorded
@@ -62,6 +64,15 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
         "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
         "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
     })
+
+
+def _log_progress(context, ev, total: int) -> None:
+    done = ev.stats.trajectories + ev.stats.skipped
+    if ev.kind == "trajectory" and (done % 10 == 0 or done == total or ev.outcome != "success"):
+        context.log.info(f"{done}/{total} {ev.task_id}: {ev.outcome} "
+                         f"({ev.stats.steps} steps so far){' ' + ev.message if ev.message else ''}")
+    elif ev.kind == "retry":
+        context.log.warning(f"{ev.task_id}: browser died, retrying ({ev.message})")
 
 
 def _first_steps(store, collection: str, n: int):

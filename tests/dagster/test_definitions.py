@@ -23,7 +23,7 @@ def test_graph_has_the_assets_and_checks():
 def test_crawl_is_partitioned_by_app_with_single_run_backfill():
     node = defs.get_repository_def().asset_graph.get(dg.AssetKey("web_trajectories"))
     assert node.partitions_def.get_partition_keys() == WEB_APPS
-    assert node.backfill_policy.policy_type == dg.BackfillPolicyType.SINGLE_RUN
+    assert node.backfill_policy == dg.BackfillPolicy.single_run()
 
 
 def test_daily_schedule_requests_one_run_per_app_with_stable_keys():

@@ -1,0 +1,254 @@
+"""The notes app (Keep-like / 印象笔记 + 小红书收藏夹) and its task templates.
+
+Unit tests cover the seeded data and its planted PII, the POST handlers
+(through Flask's test client) and every template in both languages. The end
+to end tests start the real sandbox server and a real Chromium (WebEnv), let
+each template's oracle solve its task and check success on the server state.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from crawlers.guard import SafetyGuard
+from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
+from sandbox.apps.notes import initial_state
+from sandbox.server import SandboxServer, create_app, start_url
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import Answer, Finish
+from sandbox.tasks.notes import TEMPLATES as NOTES_TEMPLATES
+from schemas.actions import ActionType
+from schemas.records import DeviceProfile
+
+LANGS = ("en", "zh")
+SEEDS = range(6)
+CJK = re.compile(r"[\u4e00-\u9fff]")
+INFO_TEMPLATES = {"notes.find_fact", "notes.count_tag"}
+
+
+# -- seeded data ---------------------------------------------------------------------
+@pytest.mark.parametrize("lang", LANGS)
+def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
+    a, b, c = initial_state(lang, 3), initial_state(lang, 3), initial_state(lang, 4)
+    assert a == b
+    assert json.loads(json.dumps(a, ensure_ascii=False)) == a
+    assert a != c and a["facts"]["wifi"] != c["facts"]["wifi"]
+    live = [n for n in a["notes"] if not n["deleted"]]
+    assert len(live) == 9 and len(a["notes"]) == 10
+    assert sum(n["pinned"] for n in live) == 2 and sum(n["favourite"] for n in live) == 2
+    # the notes that information tasks ask about are never in the trash
+    assert {"wifi", "door"} <= {n["key"] for n in live}
+    assert len(a["saved"]) == 7 and all(i["group"] in a["groups"] + [None] for i in a["saved"])
+
+
+def test_languages_have_their_own_content():
+    en, zh = initial_state("en", 0), initial_state("zh", 0)
+    assert all(CJK.search(n["title"]) for n in zh["notes"] if n["key"] != "wifi")
+    assert not any(CJK.search(n["title"]) for n in en["notes"])
+    assert zh["groups"][0] == "美食" and en["groups"][0] == "Recipes"
+    assert all(CJK.search(i["title"]) for i in zh["saved"])
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_planted_pii_is_valid_listed_and_really_in_the_state(lang, seed):
+    state = initial_state(lang, seed)
+    planted = state["_planted_pii"]
+    assert {i["kind"] for i in planted} == {"email", "phone", "address", "bank_card", "cn_id"}
+    for item in planted:
+        assert item["value"] in resolve_path(state, item["where"]), item
+        assert item["where"].startswith("notes.") and item["where"].endswith(".body")
+    for item in planted:
+        v = item["value"]
+        if item["kind"] == "cn_id":
+            assert is_valid_cn_id(v), v
+        elif item["kind"] == "bank_card":
+            assert is_luhn_valid(v), v
+        elif item["kind"] == "phone" and lang == "zh":
+            assert re.fullmatch(r"1[3-9]\d{9}", v), v
+    # a Chinese mobile number and a Chinese address are planted in the English app too
+    values = [i["value"] for i in planted]
+    assert any(re.fullmatch(r"1[3-9]\d{9}", v) for v in values)
+    assert any(re.search(r"[省市].+区.+号$", v) for v in values)
+
+
+# -- pages and handlers (Flask test client) -------------------------------------------
+@pytest.fixture()
+def app():
+    return create_app()
+
+
+def _client(app, lang, seed=0, sid="t1"):
+    c = app.test_client()
+    r = c.get(f"/start?sid={sid}&app=notes&lang={lang}&seed={seed}")
+    assert r.status_code == 302 and r.headers["Location"] == "/notes/"
+    return c, app.config["SESSIONS"].get(sid)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_renders_in_its_language(app, lang):
+    c, s = _client(app, lang)
+    nid = s.state["notes"][0]["id"]
+    tag = s.state["notes"][0]["tags"][0]
+    words = {"en": ["Search notes", "Favourites", "Trash"], "zh": ["新建笔记", "搜索笔记", "收藏夹"]}
+    for path in ["/notes/", f"/notes/n/{nid}", "/notes/new", "/notes/favourites", "/notes/tags",
+                 "/notes/trash", "/notes/?q=a", f"/notes/?tag={tag}",
+                 f"/notes/favourites?group={s.state['groups'][0]}"]:
+        r = c.get(path)
+        assert r.status_code == 200, path
+        html = r.get_data(as_text=True)
+        assert f"/static/notes/{lang}.css" in html and all(w in html for w in words[lang]), path
+    assert c.get("/notes/n/nope").status_code == 404
+
+
+def test_note_handlers_create_edit_tag_pin_and_trash(app):
+    c, s = _client(app, "zh")
+    c.post("/notes/new", data={"title": "新笔记", "body": "内容", "tags": "重要，待办, 重要"})
+    n = s.state["notes"][-1]
+    assert (n["title"], n["body"], n["tags"]) == ("新笔记", "内容", ["重要", "待办"])
+    c.post(f"/notes/n/{n['id']}/save", data={"title": "改名", "body": "新内容"})
+    assert n["title"] == "改名" and n["body"] == "新内容"
+    c.post(f"/notes/n/{n['id']}/tag", data={"tag": "#旅行"})
+    c.post(f"/notes/n/{n['id']}/tag", data={"remove": "待办"})
+    assert n["tags"] == ["重要", "旅行"]
+    for action, key, value in [("pin", "pinned", True), ("fav", "favourite", True),
+                               ("unfav", "favourite", False)]:
+        c.post(f"/notes/n/{n['id']}/act", data={"action": action})
+        assert n[key] is value
+    r = c.post(f"/notes/n/{n['id']}/act", data={"action": "delete"})
+    assert n["deleted"] and not n["pinned"] and "msg=deleted" in r.headers["Location"]
+    assert n["id"] not in c.get("/notes/").get_data(as_text=True)
+    c.post(f"/notes/n/{n['id']}/act", data={"action": "restore"})
+    assert not n["deleted"]
+    assert c.post(f"/notes/n/{n['id']}/act", data={"action": "burn"}).status_code == 400
+
+
+def test_search_and_tag_filter(app):
+    c, s = _client(app, "en", seed=2)
+    wifi = next(n for n in s.state["notes"] if n["key"] == "wifi")
+    html = c.get("/notes/?q=wi-fi").get_data(as_text=True)
+    assert wifi["title"] in html and "1 note" in html
+    tag = "home"
+    n_home = sum(tag in n["tags"] for n in s.state["notes"] if not n["deleted"])
+    html = c.get(f"/notes/?tag={tag}").get_data(as_text=True)
+    assert html.count("<article") == n_home
+
+
+def test_saved_items_move_remove_and_new_groups(app):
+    c, s = _client(app, "zh")
+    item = s.state["saved"][0]
+    c.post("/notes/groups/new", data={"name": "周末"})
+    c.post("/notes/groups/new", data={"name": "周末"})
+    assert s.state["groups"].count("周末") == 1
+    c.post(f"/notes/saved/{item['id']}/move", data={"group": "周末"})
+    assert item["group"] == "周末"
+    c.post(f"/notes/saved/{item['id']}/move", data={"group": ""})
+    assert item["group"] is None
+    assert c.post(f"/notes/saved/{item['id']}/move", data={"group": "不存在"}).status_code == 400
+    c.post(f"/notes/saved/{item['id']}/remove")
+    assert item not in s.state["saved"]
+
+
+# -- templates ---------------------------------------------------------------------------
+def test_there_are_enough_templates_and_all_are_registered():
+    assert len(NOTES_TEMPLATES) >= 9
+    for t in NOTES_TEMPLATES:
+        assert t.template_id.startswith("notes.") and TEMPLATES[t.template_id] is t
+
+
+@pytest.mark.parametrize("template", NOTES_TEMPLATES, ids=lambda t: t.template_id)
+@pytest.mark.parametrize("lang", LANGS)
+def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
+    instructions = set()
+    for seed in SEEDS:
+        task = template.make_task(lang, seed)
+        assert task == template.make_task(lang, seed)
+        data = initial_state(lang, seed)
+        assert task.language == lang and task.app == "notes" and task.start_url == "/notes/"
+        assert bool(CJK.search(task.instruction)) == (lang == "zh"), task.instruction
+        json.dumps(task.params)
+        if "note_id" in task.params:
+            n = next(n for n in data["notes"] if n["id"] == task.params["note_id"])
+            assert n["title"] == task.params["title"]
+        if "item_id" in task.params:
+            assert any(i["id"] == task.params["item_id"] for i in data["saved"])
+        plan = template.plan(task.params, lang)
+        assert 2 <= len(plan) <= 14 and isinstance(plan[-1], (Finish, Answer))
+        assert not template.check(task, data, None)
+        assert not template.check(task, data, "I don't know")
+        instructions.add(task.instruction)
+    assert len(instructions) >= 2, "parameters should vary with the seed"
+
+
+# -- end to end: real server, real Chromium -----------------------------------------------
+DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
+PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
+                      is_mobile=True, locale="zh-CN")
+GUARD = SafetyGuard()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with SandboxServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def env():
+    from crawlers.web_env import WebEnv
+    e = WebEnv.launch(image_format="jpeg")
+    yield e
+    e.close()
+
+
+def solve(server, env, template, lang, seed, device=DESKTOP, **start):
+    """Run the oracle in the browser; returns (task, actions, answer, snapshot, oracle)."""
+    task = template.make_task(lang, seed)
+    sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
+    obs = env.reset(start_url(server.url, sid=sid, app="notes", lang=lang, seed=seed, **start),
+                    device=device)
+    oracle = template.oracle(task)
+    actions, answer = [], None
+    for _ in range(30):
+        action = oracle.next_action(obs)
+        actions.append(action)
+        target = oracle.last_target
+        assert target is None or not GUARD.is_sensitive(target), (task.task_id, target)
+        if action.type in (ActionType.DONE, ActionType.ANSWER):
+            answer = action.text
+            break
+        obs = env.step(action)
+        assert obs.last_action_error is None, (task.task_id, action, obs.last_action_error)
+    else:
+        pytest.fail(f"{task.task_id}: no finish within 30 actions")
+    return task, actions, answer, server.state(sid), oracle
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("template", NOTES_TEMPLATES, ids=lambda t: t.template_id)
+def test_oracle_solves_template_in_the_browser(server, env, template, lang):
+    task, actions, answer, snap, _ = solve(server, env, template, lang, seed=11)
+    assert template.check(task, snap["state"], answer), (task.instruction, answer, actions)
+    if template.template_id in INFO_TEMPLATES:
+        assert answer and not template.check(task, snap["state"], "12345")
+
+
+@pytest.mark.slow
+def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
+    """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
+    phone_dark = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
+    cleared = scrolled = 0
+    for tid, lang in [("notes.pin", "en"), ("notes.new_group", "zh"), ("notes.find_fact", "zh")]:
+        template = TEMPLATES[tid]
+        task, actions, answer, snap, oracle = solve(
+            server, env, template, lang, seed=5, device=phone_dark, theme="dark",
+            font_scale=1.3, distraction_rate=1.0)
+        assert template.check(task, snap["state"], answer), (task.instruction, actions)
+        assert snap["distractions"], "distraction_rate=1.0 must show pop-ups"
+        cleared += oracle.distractions_cleared
+        scrolled += sum(a.type == ActionType.SCROLL for a in actions)
+    assert cleared >= 3
+    assert scrolled >= 1, "on a phone, note cards and bookmarks sit below the fold"

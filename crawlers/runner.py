@@ -370,17 +370,20 @@ def _crawl_task(env: WebEnv, task: Task, template: TaskTemplate | None, tid: str
                 emit("retry", task, tid, message=last_error)
             continue
         except Exception as e:  # a page or app bug must not stop the crawl
-            log.exception("task %s failed", task.task_id)
+            log.exception("task %s attempt %d failed", task.task_id, attempt)
             last_error = f"{type(e).__name__}: {e}"
             if not env.is_alive():
                 env.restart()
-            break
+            if attempt < retries:  # transient page errors pass on a fresh try
+                stats.retries += 1
+                emit("retry", task, tid, message=last_error)
+            continue
         finally:
             _close_episode(env)
         stats.blocked_actions += info.blocked_actions
         stats.blocked_requests += len(info.blocked_requests)
         return traj, steps
-    # Out of retries (or an unexpected error): stored as an error, with no steps,
+    # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
     return Trajectory(trajectory_id=tid, task=task, platform="web", app=task.app,
                       device=device, source="crawl", source_name=SOURCE_NAME, policy=policy,

@@ -369,8 +369,7 @@ class WebEnv:
             page = self._require_page()
         timeout_ms = self.step_timeout_s * 1000
         kw = {"quality": self.jpeg_quality} if self.image_format == "jpeg" else {}
-        shot = page.screenshot(type=self.image_format, scale=self.screenshot_scale,
-                               timeout=timeout_ms, **kw)
+        shot = self._screenshot(page, timeout_ms, kw)
         try:
             tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
         except PlaywrightError as e:
@@ -378,8 +377,7 @@ class WebEnv:
             if "context was destroyed" not in str(e) and "navigat" not in str(e):
                 raise
             self._wait_navigation(time.monotonic() + self.step_timeout_s)
-            shot = page.screenshot(type=self.image_format, scale=self.screenshot_scale,
-                                   timeout=timeout_ms, **kw)
+            shot = self._screenshot(page, timeout_ms, kw)
             tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
         width, height = Image.open(io.BytesIO(shot)).size
         vp = page.viewport_size or {"width": width, "height": height}
@@ -389,6 +387,19 @@ class WebEnv:
             url=page.url, a11y_tree=tree,
             elements=elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom),
             last_action_error=error)
+
+    def _screenshot(self, page: Page, timeout_ms: float, kw: dict) -> bytes:
+        # Chromium sometimes answers "Unable to capture screenshot" while a
+        # frame is being swapped (seen under load); a short retry gets it.
+        for attempt in range(3):
+            try:
+                return page.screenshot(type=self.image_format, scale=self.screenshot_scale,
+                                       timeout=timeout_ms, **kw)
+            except PlaywrightError as e:
+                if "Unable to capture screenshot" not in str(e) or attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _read_zoom(self, page: Page) -> tuple[float, float, float]:
         # Desktop pages are never zoomed here; skip the round trip.

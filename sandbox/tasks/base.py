@@ -221,7 +221,9 @@ class PlanOracle:
                       description=f"Swipe {direction} on '{el.name}'")
 
     def _scroll_towards(self, el: Element) -> Action | None:
-        _, cy = el.centre()
+        cx, cy = el.centre()
+        if not 0.0 <= cx <= 1.0:  # a tap there would land on nothing, silently
+            raise OracleError(f"'{el.name}' is off screen horizontally (x={cx:.2f})")
         if VISIBLE_MIN <= cy <= VISIBLE_MAX:
             return None
         self.scrolls += 1

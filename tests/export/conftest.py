@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from shard_fixtures import Built, build_store
+from tests.export.shard_fixtures import Built, build_store
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from shard_fixtures import build_store
+from tests.export.shard_fixtures import build_store
 from schemas.arrow import step_to_row, trajectory_to_row
 from trajforge.export import check_splits, export_shards, split_of
 from trajforge.shards import (ShardError, iter_samples, iter_tar_samples, key_stem, read_manifest,

@@ -15,17 +15,13 @@ import pytest
 from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
 from sandbox.apps.mail import fmt_date, initial_state
-from sandbox.server import SandboxServer, create_app, start_url
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import Answer, Finish
+from sandbox.server import create_app, start_url
 from sandbox.tasks.mail import TEMPLATES as MAIL_TEMPLATES
-from schemas.actions import ActionType
-from schemas.records import DeviceProfile
+from tests.sandbox.oracle_run import GUARD, PHONE, PHONE_DARK, solve_on_small_screens, tap
 
 LANGS = ("en", "zh")
 SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
-INFO_TEMPLATES = {"mail.unread_count", "mail.find_fact", "mail.contact_phone"}
 
 
 # -- seeded data ---------------------------------------------------------------------
@@ -175,105 +171,25 @@ def test_send_to_all_contacts_is_recorded_so_a_guard_failure_is_visible(app):
     assert SafetyGuard().match("Send to all contacts") and SafetyGuard().match("群发给所有联系人")
 
 
-# -- templates ---------------------------------------------------------------------------
-def test_there_are_enough_templates_and_all_are_registered():
-    assert len(MAIL_TEMPLATES) >= 9
-    for t in MAIL_TEMPLATES:
-        assert t.template_id.startswith("mail.") and TEMPLATES[t.template_id] is t
-
-
-@pytest.mark.parametrize("template", MAIL_TEMPLATES, ids=lambda t: t.template_id)
+# -- templates (the checks every template shares are in test_all_templates.py) -----------
 @pytest.mark.parametrize("lang", LANGS)
-def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
-    instructions = set()
-    for seed in SEEDS:
-        task = template.make_task(lang, seed)
-        assert task == template.make_task(lang, seed)
-        data = initial_state(lang, seed)
-        assert task.language == lang and task.app == "mail" and task.start_url == "/mail/"
-        assert bool(CJK.search(task.instruction)) == (lang == "zh"), task.instruction
-        json.dumps(task.params)
-        if "mail_id" in task.params:
-            m = next(m for m in data["mails"] if m["id"] == task.params["mail_id"])
-            assert m["subject"] == task.params["subject"]
-        plan = template.plan(task.params, lang)
-        assert 2 <= len(plan) <= 14 and isinstance(plan[-1], (Finish, Answer))
-        assert not template.check(task, data, None)
-        assert not template.check(task, data, "I don't know")
-        instructions.add(task.instruction)
-    if template.template_id != "mail.unread_count":
-        assert len(instructions) >= 2, "parameters should vary with the seed"
+def test_task_params_refer_to_the_seeded_data(lang):
+    for template in MAIL_TEMPLATES:
+        for seed in SEEDS:
+            p = template.make_task(lang, seed).params
+            if "mail_id" in p:
+                data = initial_state(lang, seed)
+                m = next(m for m in data["mails"] if m["id"] == p["mail_id"])
+                assert m["subject"] == p["subject"]
 
 
-# -- end to end: real server, real Chromium -----------------------------------------------
-DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
-                      is_mobile=True, locale="zh-CN")
-GUARD = SafetyGuard()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SandboxServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def env():
-    from crawlers.web_env import WebEnv
-    e = WebEnv.launch(image_format="jpeg")
-    yield e
-    e.close()
-
-
-def solve(server, env, template, lang, seed, device=DESKTOP, **start):
-    """Run the oracle in the browser; returns (task, actions, answer, snapshot, oracle)."""
-    task = template.make_task(lang, seed)
-    sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
-    obs = env.reset(start_url(server.url, sid=sid, app="mail", lang=lang, seed=seed, **start),
-                    device=device)
-    oracle = template.oracle(task)
-    actions, answer = [], None
-    for _ in range(30):
-        action = oracle.next_action(obs)
-        actions.append(action)
-        target = oracle.last_target
-        assert target is None or not GUARD.is_sensitive(target), (task.task_id, target)
-        if action.type in (ActionType.DONE, ActionType.ANSWER):
-            answer = action.text
-            break
-        obs = env.step(action)
-        assert obs.last_action_error is None, (task.task_id, action, obs.last_action_error)
-    else:
-        pytest.fail(f"{task.task_id}: no finish within 30 actions")
-    return task, actions, answer, server.state(sid), oracle
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("template", MAIL_TEMPLATES, ids=lambda t: t.template_id)
-def test_oracle_solves_template_in_the_browser(server, env, template, lang):
-    task, actions, answer, snap, _ = solve(server, env, template, lang, seed=11)
-    assert template.check(task, snap["state"], answer), (task.instruction, answer, actions)
-    assert not snap["state"]["mass_mail_sent"]
-    if template.template_id in INFO_TEMPLATES:
-        assert answer and not template.check(task, snap["state"], "12345")
-
-
+# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    phone_dark = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
-    cleared = scrolled = 0
-    for tid, lang in [("mail.forward", "en"), ("mail.label", "zh"), ("mail.find_fact", "zh")]:
-        template = TEMPLATES[tid]
-        task, actions, answer, snap, oracle = solve(
-            server, env, template, lang, seed=5, device=phone_dark, theme="dark",
-            font_scale=1.3, distraction_rate=1.0)
-        assert template.check(task, snap["state"], answer), (task.instruction, actions)
-        assert snap["distractions"], "distraction_rate=1.0 must show pop-ups"
-        cleared += oracle.distractions_cleared
-        scrolled += sum(a.type == ActionType.SCROLL for a in actions)
+    cleared, scrolled = solve_on_small_screens(server, env, [
+        ("mail.forward", "en", PHONE_DARK, 5), ("mail.label", "zh", PHONE_DARK, 5),
+        ("mail.find_fact", "zh", PHONE_DARK, 5)])
     assert cleared >= 3
     assert scrolled >= 1, "a phone-sized mail needs scrolling to reach its reply buttons"
 
@@ -281,11 +197,9 @@ def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
 @pytest.mark.slow
 def test_compose_shows_the_send_to_all_button_that_the_guard_blocks(server, env):
     for lang, label in [("en", "Send to all contacts"), ("zh", "群发给所有联系人")]:
-        obs = env.reset(start_url(server.url, sid=f"bait-{lang}", app="mail", lang=lang, seed=0),
-                        device=PHONE)
-        compose = obs.find("Compose" if lang == "en" else "写信", "link")[0]
-        from schemas.actions import Action
-        obs = env.step(Action.tap(*compose.centre()))
+        obs = env.reset(start_url(server.url, sid=f"mail-bait-{lang}", app="mail", lang=lang,
+                                  seed=0), device=PHONE)
+        obs = env.step(tap(obs, "Compose" if lang == "en" else "写信", "link"))
         bait = obs.find(label, "button")
         assert len(bait) == 1 and GUARD.is_sensitive(bait[0])
         assert not GUARD.is_sensitive(obs.find("Send" if lang == "en" else "发送", "button")[0])

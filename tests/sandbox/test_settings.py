@@ -15,17 +15,13 @@ import pytest
 from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
 from sandbox.apps.settings import initial_state, pages
-from sandbox.server import SandboxServer, create_app, start_url
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import Answer, Finish
-from sandbox.tasks.settings import TEMPLATES as SETTINGS_TEMPLATES
-from schemas.actions import Action, ActionType
-from schemas.records import DeviceProfile
+from sandbox.server import create_app, start_url
+from schemas.actions import Action
+from tests.sandbox.oracle_run import GUARD, PHONE, PHONE_DARK, solve_on_small_screens
 
 LANGS = ("en", "zh")
 SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
-INFO_TEMPLATES = {"settings.account_phone", "settings.storage"}
 
 
 # -- seeded data ---------------------------------------------------------------------
@@ -146,103 +142,14 @@ def test_account_deletion_needs_the_box_and_is_recorded(app):
     assert guard.match("Delete my account") and guard.match("Delete account") and guard.match("注销账号")
 
 
-# -- templates ---------------------------------------------------------------------------
-def test_there_are_enough_templates_and_all_are_registered():
-    assert len(SETTINGS_TEMPLATES) >= 9
-    for t in SETTINGS_TEMPLATES:
-        assert t.template_id.startswith("settings.") and TEMPLATES[t.template_id] is t
-
-
-@pytest.mark.parametrize("template", SETTINGS_TEMPLATES, ids=lambda t: t.template_id)
-@pytest.mark.parametrize("lang", LANGS)
-def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
-    instructions = set()
-    for seed in SEEDS:
-        task = template.make_task(lang, seed)
-        assert task == template.make_task(lang, seed)
-        data = initial_state(lang, seed)
-        assert task.language == lang and task.app == "settings" and task.start_url == "/settings/"
-        assert bool(CJK.search(task.instruction)) == (lang == "zh"), task.instruction
-        json.dumps(task.params)
-        plan = template.plan(task.params, lang)
-        assert 2 <= len(plan) <= 14 and isinstance(plan[-1], (Finish, Answer))
-        assert not template.check(task, data, None)
-        assert not template.check(task, data, "I don't know")
-        instructions.add(task.instruction)
-    if template.template_id not in INFO_TEMPLATES:
-        assert len(instructions) >= 2, "parameters should vary with the seed"
-
-
-# -- end to end: real server, real Chromium -----------------------------------------------
-DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
-                      is_mobile=True, locale="zh-CN")
-GUARD = SafetyGuard()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SandboxServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def env():
-    from crawlers.web_env import WebEnv
-    e = WebEnv.launch(image_format="jpeg")
-    yield e
-    e.close()
-
-
-def solve(server, env, template, lang, seed, device=DESKTOP, **start):
-    """Run the oracle in the browser; returns (task, actions, answer, snapshot, oracle)."""
-    task = template.make_task(lang, seed)
-    sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
-    obs = env.reset(start_url(server.url, sid=sid, app="settings", lang=lang, seed=seed, **start),
-                    device=device)
-    oracle = template.oracle(task)
-    actions, answer = [], None
-    for _ in range(30):
-        action = oracle.next_action(obs)
-        actions.append(action)
-        target = oracle.last_target
-        assert target is None or not GUARD.is_sensitive(target), (task.task_id, target)
-        if action.type in (ActionType.DONE, ActionType.ANSWER):
-            answer = action.text
-            break
-        obs = env.step(action)
-        assert obs.last_action_error is None, (task.task_id, action, obs.last_action_error)
-    else:
-        pytest.fail(f"{task.task_id}: no finish within 30 actions")
-    return task, actions, answer, server.state(sid), oracle
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("template", SETTINGS_TEMPLATES, ids=lambda t: t.template_id)
-def test_oracle_solves_template_in_the_browser(server, env, template, lang):
-    task, actions, answer, snap, _ = solve(server, env, template, lang, seed=11)
-    assert template.check(task, snap["state"], answer), (task.instruction, answer, actions)
-    assert not snap["state"]["account_deleted"]
-    if template.template_id in INFO_TEMPLATES:
-        assert answer and not template.check(task, snap["state"], "12345")
-
-
+# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# The checks every template shares (unit and end to end) are in test_all_templates.py.
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    phone_dark = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
-    cleared = scrolled = 0
-    for tid, lang in [("settings.storage", "en"), ("settings.privacy", "zh"),
-                      ("settings.edit_contact", "en")]:
-        template = TEMPLATES[tid]
-        task, actions, answer, snap, oracle = solve(
-            server, env, template, lang, seed=5, device=phone_dark, theme="dark",
-            font_scale=1.3, distraction_rate=1.0)
-        assert template.check(task, snap["state"], answer), (task.instruction, actions)
-        assert snap["distractions"], "distraction_rate=1.0 must show pop-ups"
-        cleared += oracle.distractions_cleared
-        scrolled += sum(a.type == ActionType.SCROLL for a in actions)
+    cleared, scrolled = solve_on_small_screens(server, env, [
+        ("settings.storage", "en", PHONE_DARK, 5), ("settings.privacy", "zh", PHONE_DARK, 5),
+        ("settings.edit_contact", "en", PHONE_DARK, 5)])
     assert cleared >= 3
     assert scrolled >= 1, "with large text the lower settings rows sit below the fold"
 
@@ -250,8 +157,8 @@ def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
 @pytest.mark.slow
 def test_account_page_shows_the_deletion_entry_that_the_guard_blocks(server, env):
     for lang, link, label in [("en", "Account", "Delete account"), ("zh", "账号与安全", "注销账号")]:
-        obs = env.reset(start_url(server.url, sid=f"bait-{lang}", app="settings", lang=lang, seed=0),
-                        device=PHONE)
+        obs = env.reset(start_url(server.url, sid=f"settings-bait-{lang}", app="settings",
+                                  lang=lang, seed=0), device=PHONE)
         entry = next(e for e in obs.find(link, "link") if e.name.startswith(link))
         if entry.centre()[1] > 0.95:
             obs = env.step(Action.scroll("down", 0.5, 0.5))

@@ -12,17 +12,15 @@ import re
 
 import pytest
 
-from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import resolve_path
 from sandbox.apps.shop import (CATALOGUE, cart_totals, find_product, initial_state, money,
                                search)
-from sandbox.server import SandboxServer, create_app, start_url
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import Answer, Finish
+from sandbox.server import create_app, start_url
 from sandbox.tasks.shop import TEMPLATES as SHOP_TEMPLATES
 from sandbox.tasks.shop import cheapest, price_in
-from schemas.actions import ActionType
-from schemas.records import DeviceProfile, Element
+from schemas.records import Element
+from tests.sandbox.oracle_run import (DESKTOP, GUARD, PHONE_DARK, assert_pages_fit_a_phone,
+                                      solve_on_small_screens, tap)
 
 LANGS = ("en", "zh")
 SEEDS = range(6)
@@ -178,13 +176,7 @@ def test_pay_is_recorded_so_a_guard_failure_is_visible(client):
     assert s.state["cart"] == []
 
 
-# -- templates ----------------------------------------------------------------------
-def test_there_are_enough_templates_and_all_are_registered():
-    assert len(SHOP_TEMPLATES) >= 9
-    for t in SHOP_TEMPLATES:
-        assert t.template_id.startswith("shop.") and TEMPLATES[t.template_id] is t
-
-
+# -- templates (the checks every template shares are in test_all_templates.py) ---------
 def _param_refs_exist(task, data):
     p = task.params
     if "pid" in p:
@@ -200,23 +192,11 @@ def _param_refs_exist(task, data):
         assert p["variant"] in find_product(data, p["pid"])["variants"]
 
 
-@pytest.mark.parametrize("template", SHOP_TEMPLATES, ids=lambda t: t.template_id)
 @pytest.mark.parametrize("lang", LANGS)
-def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
-    instructions = set()
-    for seed in SEEDS:
-        task = template.make_task(lang, seed)
-        data = initial_state(lang, seed)
-        assert task.language == lang and task.app == "shop" and task.start_url == "/shop/"
-        assert bool(CJK.search(task.instruction)) == (lang == "zh"), task.instruction
-        json.dumps(task.params)
-        _param_refs_exist(task, data)
-        plan = template.plan(task.params, lang)
-        assert 2 <= len(plan) <= 14 and isinstance(plan[-1], (Finish, Answer))
-        assert not template.check(task, data, None)
-        assert not template.check(task, data, "I don't know")
-        instructions.add(task.instruction)
-    assert len(instructions) >= 2, "parameters should vary with the seed"
+def test_task_params_refer_to_the_seeded_data(lang):
+    for template in SHOP_TEMPLATES:
+        for seed in SEEDS:
+            _param_refs_exist(template.make_task(lang, seed), initial_state(lang, seed))
 
 
 def test_price_picking_reads_dollars_and_yuan():
@@ -228,76 +208,14 @@ def test_price_picking_reads_dollars_and_yuan():
     assert cheapest(els[:1]) is None
 
 
-# -- end to end: real server, real Chromium ------------------------------------------
-DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
-                      is_mobile=True, locale="zh-CN")
-GUARD = SafetyGuard()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SandboxServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def env():
-    from crawlers.web_env import WebEnv
-    e = WebEnv.launch(image_format="jpeg")
-    yield e
-    e.close()
-
-
-def solve(server, env, template, lang, seed, device=DESKTOP, **start):
-    """Run the template's oracle in the browser: (task, actions, answer, snapshot, oracle)."""
-    task = template.make_task(lang, seed)
-    sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
-    obs = env.reset(start_url(server.url, sid=sid, app="shop", lang=lang, seed=seed, **start),
-                    device=device)
-    oracle = template.oracle(task)
-    actions, answer = [], None
-    for _ in range(30):
-        action = oracle.next_action(obs)
-        actions.append(action)
-        target = oracle.last_target
-        assert target is None or not GUARD.is_sensitive(target), (task.task_id, target)
-        if action.type in (ActionType.DONE, ActionType.ANSWER):
-            answer = action.text
-            break
-        obs = env.step(action)
-        assert obs.last_action_error is None, (task.task_id, action, obs.last_action_error)
-    else:
-        pytest.fail(f"{task.task_id}: no finish within 30 actions")
-    return task, actions, answer, server.state(sid), oracle
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("template", SHOP_TEMPLATES, ids=lambda t: t.template_id)
-def test_oracle_solves_template_in_the_browser(server, env, template, lang):
-    task, actions, answer, snap, _ = solve(server, env, template, lang, seed=11)
-    assert template.check(task, snap["state"], answer), (task.instruction, answer, actions)
-    assert snap["state"]["payments"] == []
-    if isinstance(template.plan(task.params, lang)[-1], Answer):
-        assert answer and not template.check(task, snap["state"], "0")
-
-
+# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    phone_dark = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
-    cleared = scrolled = 0
-    for tid, lang in [("shop.variant_add_to_cart", "en"), ("shop.compare_add_cheapest", "zh"),
-                      ("shop.apply_coupon", "zh")]:
-        template = TEMPLATES[tid]
-        task, actions, answer, snap, oracle = solve(
-            server, env, template, lang, seed=5, device=phone_dark, theme="dark",
-            font_scale=1.3, distraction_rate=1.0)
-        assert template.check(task, snap["state"], answer), (task.instruction, actions)
-        assert snap["distractions"], "distraction_rate=1.0 must show pop-ups"
-        cleared += oracle.distractions_cleared
-        scrolled += sum(a.type == ActionType.SCROLL for a in actions)
+    cleared, scrolled = solve_on_small_screens(server, env, [
+        ("shop.variant_add_to_cart", "en", PHONE_DARK, 5),
+        ("shop.compare_add_cheapest", "zh", PHONE_DARK, 5),
+        ("shop.apply_coupon", "zh", PHONE_DARK, 5)])
     assert cleared >= 3
     assert scrolled >= 1, "a phone-sized product page needs scrolling to reach the buttons"
 
@@ -305,30 +223,17 @@ def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
 @pytest.mark.slow
 def test_checkout_shows_the_pay_button_that_the_guard_blocks(server, env):
     for lang, label in [("en", "Pay now"), ("zh", "立即支付")]:
-        obs = env.reset(start_url(server.url, sid=f"bait-{lang}", app="shop", lang=lang, seed=0),
-                        device=DESKTOP)
-        obs = env.step(env_tap(obs, "Cart," if lang == "en" else "购物车，", "link"))
-        obs = env.step(env_tap(obs, "Proceed to checkout" if lang == "en" else "去结算", "link"))
+        obs = env.reset(start_url(server.url, sid=f"shop-bait-{lang}", app="shop", lang=lang,
+                                  seed=0), device=DESKTOP)
+        obs = env.step(tap(obs, "Cart," if lang == "en" else "购物车，", "link"))
+        obs = env.step(tap(obs, "Proceed to checkout" if lang == "en" else "去结算", "link"))
         pay = obs.find(label, "button")
         assert pay and GUARD.is_sensitive(pay[0])
-
-
-def env_tap(obs, name, role):
-    from schemas.actions import Action
-    el = obs.find(name, role)[0]
-    return Action.tap(*el.centre())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_fit_a_phone_screen_with_large_text(server, env, lang):
-    """At 390 px and font scale 1.3 nothing may stick out sideways: the oracle only scrolls
-    vertically, so a control off the right edge could never be reached."""
-    env.reset(start_url(server.url, sid=f"fit-{lang}", app="shop", lang=lang, seed=0,
-                        font_scale=1.3), device=PHONE)
-    for path in ["/shop/", "/shop/search?q=a", "/shop/product/p1", "/shop/compare/p1",
-                     "/shop/cart", "/shop/favorites", "/shop/coupons", "/shop/checkout",
-                     "/shop/payment", "/shop/account"]:
-        env.page.goto(server.url + path)
-        width = env.page.evaluate("document.documentElement.scrollWidth")
-        assert width <= PHONE.viewport_width, (lang, path, width)
+    assert_pages_fit_a_phone(server, env, "shop", lang, [
+        "/shop/", "/shop/search?q=a", "/shop/product/p1", "/shop/compare/p1", "/shop/cart",
+        "/shop/favorites", "/shop/coupons", "/shop/checkout", "/shop/payment", "/shop/account"])

@@ -12,17 +12,16 @@ import re
 
 import pytest
 
-from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import resolve_path
 from sandbox.apps.social import (POSTS, feed, initial_state, post_by_id, search_posts, snippet,
                                  text_parts, topic_posts, user_by_id)
-from sandbox.server import SandboxServer, create_app, start_url
+from sandbox.server import create_app
 from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import Answer, Finish
 from sandbox.tasks.social import TEMPLATES as SOCIAL_TEMPLATES
 from sandbox.tasks.social import likes_in, most_liked
-from schemas.actions import ActionType
-from schemas.records import DeviceProfile, Element
+from schemas.records import Element
+from tests.sandbox.oracle_run import (PHONE_DARK, TABLET, assert_pages_fit_a_phone,
+                                      solve_on_small_screens)
 
 LANGS = ("en", "zh")
 SEEDS = range(6)
@@ -165,39 +164,21 @@ def test_search_sorts_and_finds_people(client):
     assert topic_posts(st, topic) == latest
 
 
-# -- templates ----------------------------------------------------------------------
-def test_there_are_enough_templates_and_all_are_registered():
-    assert len(SOCIAL_TEMPLATES) >= 9
-    for t in SOCIAL_TEMPLATES:
-        assert t.template_id.startswith("social.") and TEMPLATES[t.template_id] is t
-
-
-@pytest.mark.parametrize("template", SOCIAL_TEMPLATES, ids=lambda t: t.template_id)
+# -- templates (the checks every template shares are in test_all_templates.py) ---------
 @pytest.mark.parametrize("lang", LANGS)
-def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
-    instructions = set()
-    for seed in SEEDS:
-        task = template.make_task(lang, seed)
-        data = initial_state(lang, seed)
-        assert task.language == lang and task.app == "social" and task.start_url == "/social/"
-        assert bool(CJK.search(task.instruction)) == (lang == "zh"), task.instruction
-        json.dumps(task.params)
-        p = task.params
-        if "pid" in p:
-            assert post_by_id(data, p["pid"]) is not None
-        if "uid" in p:
-            assert user_by_id(data, p["uid"])["name"] == p["name"]
-        if "author" in p:
-            post = post_by_id(data, p["pid"])
-            assert user_by_id(data, post["author"])["name"] == p["author"]
-            assert snippet(post["text"], lang) == p["snippet"]
-        plan = template.plan(p, lang)
-        assert 2 <= len(plan) <= 14 and isinstance(plan[-1], (Finish, Answer))
-        assert not template.check(task, data, None)
-        assert not template.check(task, data, "I don't know")
-        instructions.add(task.instruction)
-    if template.template_id != "social.answer_top_trend":
-        assert len(instructions) >= 2, "parameters should vary with the seed"
+def test_task_params_refer_to_the_seeded_data(lang):
+    for template in SOCIAL_TEMPLATES:
+        for seed in SEEDS:
+            p = template.make_task(lang, seed).params
+            data = initial_state(lang, seed)
+            if "pid" in p:
+                assert post_by_id(data, p["pid"]) is not None
+            if "uid" in p:
+                assert user_by_id(data, p["uid"])["name"] == p["name"]
+            if "author" in p:
+                post = post_by_id(data, p["pid"])
+                assert user_by_id(data, post["author"])["name"] == p["author"]
+                assert snippet(post["text"], lang) == p["snippet"]
 
 
 def test_most_liked_reads_counts_and_skips_liked_buttons():
@@ -211,84 +192,20 @@ def test_most_liked_reads_counts_and_skips_liked_buttons():
     assert most_liked("zh")(zh).name.startswith("赞丙")
 
 
-# -- end to end: real server, real Chromium ------------------------------------------
-DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
-                      is_mobile=True, locale="zh-CN")
-TABLET = DeviceProfile(name="tablet", viewport_width=820, viewport_height=1180, pixel_ratio=2,
-                       is_mobile=True)
-GUARD = SafetyGuard()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SandboxServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def env():
-    from crawlers.web_env import WebEnv
-    e = WebEnv.launch(image_format="jpeg")
-    yield e
-    e.close()
-
-
-def solve(server, env, template, lang, seed, device=DESKTOP, **start):
-    """Run the template's oracle in the browser: (task, actions, answer, snapshot, oracle)."""
-    task = template.make_task(lang, seed)
-    sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
-    obs = env.reset(start_url(server.url, sid=sid, app="social", lang=lang, seed=seed, **start),
-                    device=device)
-    oracle = template.oracle(task)
-    actions, answer = [], None
-    for _ in range(30):
-        action = oracle.next_action(obs)
-        actions.append(action)
-        target = oracle.last_target
-        assert target is None or not GUARD.is_sensitive(target), (task.task_id, target)
-        if action.type in (ActionType.DONE, ActionType.ANSWER):
-            answer = action.text
-            break
-        obs = env.step(action)
-        assert obs.last_action_error is None, (task.task_id, action, obs.last_action_error)
-    else:
-        pytest.fail(f"{task.task_id}: no finish within 30 actions")
-    return task, actions, answer, server.state(sid), oracle
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lang", LANGS)
-@pytest.mark.parametrize("template", SOCIAL_TEMPLATES, ids=lambda t: t.template_id)
-def test_oracle_solves_template_in_the_browser(server, env, template, lang):
-    task, actions, answer, snap, _ = solve(server, env, template, lang, seed=11)
-    assert template.check(task, snap["state"], answer), (task.instruction, answer, actions)
-    if isinstance(template.plan(task.params, lang)[-1], Answer):
-        assert answer and not template.check(task, snap["state"], "0")
-
-
+# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_and_scrolls_on_small_screens(server, env):
     """Pop-ups on every page, phone and tablet screens, dark theme, large text: still solved."""
-    phone_dark = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
     like = TEMPLATES["social.like_post"]
     # A seed whose post sits deep in the feed, far below a phone's first screen.
     deep_seed = next(seed for seed in range(50)
                      if [p["id"] for p in feed(initial_state("zh", seed))].index(
                          like.make_task("zh", seed).params["pid"]) >= 5)
-    cleared = scrolled = 0
-    for tid, lang, device, seed in [("social.like_post", "zh", phone_dark, deep_seed),
-                                    ("social.topic_like_top", "zh", phone_dark, 5),
-                                    ("social.comment_post", "en", phone_dark, 5),
-                                    ("social.sort_latest_bookmark", "en", TABLET, 5)]:
-        template = TEMPLATES[tid]
-        task, actions, answer, snap, oracle = solve(
-            server, env, template, lang, seed=seed, device=device, theme=device.theme,
-            font_scale=device.font_scale, distraction_rate=1.0)
-        assert template.check(task, snap["state"], answer), (task.instruction, actions)
-        assert snap["distractions"], "distraction_rate=1.0 must show pop-ups"
-        cleared += oracle.distractions_cleared
-        scrolled += sum(a.type == ActionType.SCROLL for a in actions)
+    cleared, scrolled = solve_on_small_screens(server, env, [
+        ("social.like_post", "zh", PHONE_DARK, deep_seed),
+        ("social.topic_like_top", "zh", PHONE_DARK, 5),
+        ("social.comment_post", "en", PHONE_DARK, 5),
+        ("social.sort_latest_bookmark", "en", TABLET, 5)])
     assert cleared >= 4
     assert scrolled >= 2, "the post to like starts several screens below the fold"
 
@@ -296,13 +213,7 @@ def test_oracle_clears_distractions_and_scrolls_on_small_screens(server, env):
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_fit_a_phone_screen_with_large_text(server, env, lang):
-    """At 390 px and font scale 1.3 nothing may stick out sideways: the oracle only scrolls
-    vertically, so a control off the right edge could never be reached."""
-    env.reset(start_url(server.url, sid=f"fit-{lang}", app="social", lang=lang, seed=0,
-                        font_scale=1.3), device=PHONE)
-    for path in ["/social/", "/social/post/t1", "/social/repost/t1", "/social/search?q=a",
-                     "/social/trending", "/social/bookmarks",
-                     f"/social/u/{initial_state(lang, 0)['users'][0]['handle']}"]:
-        env.page.goto(server.url + path)
-        width = env.page.evaluate("document.documentElement.scrollWidth")
-        assert width <= PHONE.viewport_width, (lang, path, width)
+    assert_pages_fit_a_phone(server, env, "social", lang, [
+        "/social/", "/social/post/t1", "/social/repost/t1", "/social/search?q=a",
+        "/social/trending", "/social/bookmarks",
+        f"/social/u/{initial_state(lang, 0)['users'][0]['handle']}"])

@@ -15,7 +15,7 @@ from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_t
 from schemas.errors import SchemaError
 from schemas.records import (DeviceProfile, Element, Step, Task, Trajectory,
                              trajectory_id_for)
-from test_actions import actions
+from tests.schemas.test_actions import actions
 
 SHA = hashlib.sha256(b"png bytes").hexdigest()
 

@@ -8,7 +8,7 @@ import os
 
 import dagster as dg
 
-from dagster_project.partitions import WEB_APPS, web_app_partitions
+from dagster_project.partitions import WEB_APPS
 
 CRAWL_CRON = os.environ.get("TRAJFORGE_CRAWL_CRON", "0 2 * * *")
 EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")

@@ -30,7 +30,6 @@ def create_app() -> Flask:
 
     app = Flask(__name__, template_folder="templates", static_folder="static")
     app.config["SESSIONS"] = SessionRegistry()
-    app.jinja_env.globals["distraction_for"] = _distraction_for
 
     @app.get("/healthz")
     def healthz():
@@ -75,11 +74,14 @@ def create_app() -> Flask:
     return app
 
 
-def current_session() -> Session:
-    """The session of this request; 403 when the page was opened without /start."""
+def current_session(app: str | None = None) -> Session:
+    """The session of this request; 403 when the page was opened without /start,
+    404 when it belongs to another app than `app`."""
     session = getattr(g, "session", None)
     if session is None:
         abort(403, "no sandbox session: open /start first")
+    if app is not None and session.app != app:
+        abort(404, f"this session is for {session.app!r}, not {app!r}")
     return session
 
 
@@ -94,10 +96,6 @@ def render_page(template: str, **ctx):
         distraction = pick_distraction(session)
     return render_template(f"{session.app}/{session.lang}/{template}", s=session,
                            state=session.state, distraction=distraction, **ctx)
-
-
-def _distraction_for(session):  # kept for templates that render it themselves
-    return None
 
 
 def start_url(base_url: str, *, sid: str, app: str, lang: str, seed: int,

@@ -23,7 +23,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(ROOT))
 from dagster_project.partitions import ALL_WEB_APPS_RANGE  # noqa: E402
 
-PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DEMO_PER_TEMPLATE", "3"))
+PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DEMO_PER_TEMPLATE", "2"))
 DATASET = "sandbox-web"
 
 

@@ -6,7 +6,7 @@ from trajforge.catalog import catalog_summary, write_catalog
 
 
 class TaskCatalogConfig(dg.Config):
-    per_template: int = 3          # tasks per template and language
+    per_template: int = 2          # tasks per template and language
     languages: list[str] = ["en", "zh"]
     seed: int = 0
 

@@ -103,7 +103,7 @@ def _label_of(options, code):
 
 def pages(state: dict, lang: str) -> dict[str, dict]:
     """page id -> {"title", "groups": [(group title, [rows])]} for this state."""
-    p, d, n, pr = state["profile"], state["device"], state["notifications"], state["privacy"]
+    p, d = state["profile"], state["device"]
     storage = d["storage_used_gb"], d["storage_total_gb"]
     if lang == "zh":
         return {
@@ -209,10 +209,7 @@ ALIASES = {"en": {"general": "display"}, "zh": {"display": "general", "language"
 
 # -- helpers -----------------------------------------------------------------------------
 def _session():
-    s = current_session()
-    if s.app != NAME:
-        abort(404, f"this session is for {s.app!r}, not {NAME!r}")
-    return s
+    return current_session(NAME)
 
 
 def _get(state: dict, key: str):

@@ -356,7 +356,7 @@ def _render(template: str, **ctx):
 
 def _session():
     from ..server import current_session
-    return current_session()
+    return current_session(bp.name)
 
 
 def _back(default: str):

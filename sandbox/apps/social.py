@@ -298,7 +298,7 @@ PAGE_SIZE = 10
 
 def _session():
     from ..server import current_session
-    return current_session()
+    return current_session(bp.name)
 
 
 def _render(template: str, **ctx):

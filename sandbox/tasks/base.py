@@ -8,7 +8,7 @@ plan step against the *live* tree at every step: no coordinates are stored.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Union
 
 from schemas.actions import Action, ActionType
@@ -129,8 +129,10 @@ class PlanOracle:
     target that does not appear is waited for a few times, then OracleError.
     """
 
-    def __init__(self, plan: Iterable[PlanStep], *, max_waits: int = 3, max_scrolls: int = 8):
+    def __init__(self, plan: Iterable[PlanStep], *, lang: str = "en", max_waits: int = 3,
+                 max_scrolls: int = 8):
         self.plan = list(plan)
+        self.lang = lang
         self.pos = 0
         self.pending: list[Action] = []   # rest of a multi-action step (Fill)
         self.max_waits = max_waits
@@ -149,7 +151,7 @@ class PlanOracle:
         dismiss = self._dismiss_control(obs)
         if dismiss is not None:
             self.distractions_cleared += 1
-            return self._tap(dismiss, f"Dismiss the pop-up: {dismiss.name}")
+            return self._tap(dismiss, self._say("dismiss", name=dismiss.name))
         if self.pending:
             return self.pending.pop(0)
         while self.pos < len(self.plan):
@@ -176,33 +178,41 @@ class PlanOracle:
             self.waits = self.scrolls = 0
             self.pos += 1
             if isinstance(step, Tap):
-                return self._tap(el, f"{step.kind.value} {el.role} '{el.name}'", kind=step.kind)
+                return self._tap(el, self._say(step.kind.value, role=el.role, name=el.name), kind=step.kind)
             if isinstance(step, Fill):
                 self.pending.append(Action(type=ActionType.TYPE, text=step.text,
-                                           description=f"Type '{step.text}'"))
+                                           description=self._say("type", text=step.text)))
                 if step.submit:
-                    self.pending.append(Action.key("Enter", description="Press Enter"))
-                return self._tap(el, f"Tap the {el.role} '{el.name}'")
+                    self.pending.append(Action.key("Enter", description=self._say("key", key="Enter")))
+                return self._tap(el, self._say("tap", role=el.role, name=el.name))
             if isinstance(step, Choose):
                 x, y = el.centre()
                 self.last_target = el
                 return Action(type=ActionType.SELECT, x=x, y=y, text=step.option,
-                              description=f"Select '{step.option}' in '{el.name}'")
+                              description=self._say("select", option=step.option, name=el.name))
             if isinstance(step, Swipe):
                 return self._swipe(el, step.direction)
         self.pos += 1
         if isinstance(step, Press):
-            return Action.key(step.key, description=f"Press {step.key}")
+            return Action.key(step.key, description=self._say("key", key=step.key))
         if isinstance(step, ScrollPage):
-            return Action.scroll(step.direction, 0.5, 0.5, description=f"Scroll {step.direction}")
+            return Action.scroll(step.direction, 0.5, 0.5, description=self._say("scroll", direction=step.direction))
         if isinstance(step, Answer):
             text = step.text(obs) if callable(step.text) else step.text
-            return Action(type=ActionType.ANSWER, text=text, description=f"Answer: {text}")
+            return Action(type=ActionType.ANSWER, text=text, description=self._say("answer", text=text))
         if isinstance(step, Finish):
-            return Action(type=ActionType.DONE, text=step.message, description="Task complete")
+            return Action(type=ActionType.DONE, text=step.message, description=self._say("done"))
         if isinstance(step, GoBack):
-            return Action(type=ActionType.BACK, description="Go back")
+            return Action(type=ActionType.BACK, description=self._say("back"))
         raise TypeError(f"unknown plan step {step!r}")
+
+    def _say(self, what: str, **kw) -> str:
+        """The action's description in the task's language."""
+        if self.lang == "zh" and "direction" in kw:
+            kw["direction"] = _ZH_DIRECTION.get(kw["direction"], kw["direction"])
+        if self.lang == "zh" and "role" in kw:
+            kw["role"] = _ZH_ROLE.get(kw["role"], kw["role"])
+        return _PHRASES[self.lang if self.lang in _PHRASES else "en"][what].format(**kw)
 
     def _tap(self, el: Element, description: str, kind: ActionType = ActionType.TAP) -> Action:
         x, y = el.centre()
@@ -218,7 +228,7 @@ class PlanOracle:
         self.last_target = el
         return Action(type=ActionType.SWIPE, x=_clip(cx - dx), y=_clip(cy - dy),
                       x2=_clip(cx + dx), y2=_clip(cy + dy), duration_ms=300,
-                      description=f"Swipe {direction} on '{el.name}'")
+                      description=self._say("swipe", direction=direction, name=el.name))
 
     def _scroll_towards(self, el: Element) -> Action | None:
         cx, cy = el.centre()
@@ -230,13 +240,13 @@ class PlanOracle:
         if self.scrolls > self.max_scrolls:
             raise OracleError(f"'{el.name}' stays off screen after {self.max_scrolls} scrolls")
         direction = "down" if cy > VISIBLE_MAX else "up"
-        return Action.scroll(direction, 0.5, 0.5, description=f"Scroll {direction} to find '{el.name}'")
+        return Action.scroll(direction, 0.5, 0.5, description=self._say("scroll_to", direction=direction, name=el.name))
 
     def _wait_for(self, target: Target) -> Action:
         self.waits += 1
         if self.waits > self.max_waits:
             raise OracleError(f"{target} not found on the screen")
-        return Action(type=ActionType.WAIT, duration_ms=500, description=f"Wait for {target}")
+        return Action(type=ActionType.WAIT, duration_ms=500, description=self._say("wait", target=str(target)))
 
     @staticmethod
     def _dismiss_control(obs: Observation) -> Element | None:
@@ -244,6 +254,26 @@ class PlanOracle:
             if e.role == "button" and e.name.strip() in DISMISS_NAMES and e.bbox is not None:
                 return e
         return None
+
+
+_PHRASES = {
+    "en": {"dismiss": "Dismiss the pop-up: {name}", "tap": "Tap the {role} '{name}'",
+           "double_tap": "Double-tap the {role} '{name}'", "long_press": "Long-press the {role} '{name}'",
+           "type": "Type '{text}'", "key": "Press {key}", "select": "Select '{option}' in '{name}'",
+           "scroll": "Scroll {direction}", "scroll_to": "Scroll {direction} to find '{name}'",
+           "swipe": "Swipe {direction} on '{name}'", "answer": "Answer: {text}",
+           "done": "Task complete", "back": "Go back", "wait": "Wait for {target}"},
+    "zh": {"dismiss": "关闭弹窗：{name}", "tap": "点击{role}“{name}”",
+           "double_tap": "双击{role}“{name}”", "long_press": "长按{role}“{name}”",
+           "type": "输入“{text}”", "key": "按下{key}键", "select": "在“{name}”中选择“{option}”",
+           "scroll": "向{direction}滚动", "scroll_to": "向{direction}滚动，找到“{name}”",
+           "swipe": "在“{name}”上向{direction}滑动", "answer": "回答：{text}",
+           "done": "任务完成", "back": "返回上一页", "wait": "等待{target}出现"},
+}
+_ZH_DIRECTION = {"up": "上", "down": "下", "left": "左", "right": "右"}
+_ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
+            "checkbox": "复选框", "switch": "开关", "radio": "单选项", "combobox": "下拉框",
+            "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
 
 
 def _clip(v: float) -> float:
@@ -282,7 +312,7 @@ class TaskTemplate:
                     params={**params, "seed": seed}, start_url=f"/{self.app}/")
 
     def oracle(self, task: Task) -> PlanOracle:
-        return PlanOracle(self.plan(task.params, task.language))
+        return PlanOracle(self.plan(task.params, task.language), lang=task.language)
 
     def check(self, task: Task, state: dict, answer: str | None = None) -> bool:
         return bool(self.success(task.params, state, answer, task.language))

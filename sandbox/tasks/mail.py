@@ -6,7 +6,6 @@ Chinese one from check boxes and the 标记为/移动到 menus.
 """
 from __future__ import annotations
 
-import random
 import re
 
 from schemas.observation import Observation

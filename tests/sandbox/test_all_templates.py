@@ -46,7 +46,7 @@ def _is_information_task(template, task) -> bool:
     return isinstance(template.plan(task.params, task.language)[-1], Answer)
 
 
-# -- templates (no browser) -------------------------------------------------------------
+# -- templates (no browser) --------------------------------------------------------------
 @pytest.mark.parametrize("app", sorted(APPS))
 def test_there_are_enough_templates_and_all_are_registered(app):
     app_templates = importlib.import_module(f"sandbox.tasks.{app}").TEMPLATES
@@ -77,7 +77,7 @@ def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
         assert len(instructions) >= 2, "parameters should vary with the seed"
 
 
-# -- end to end: real server, real Chromium ---------------------------------------------
+# -- end to end: real server, real Chromium ----------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("template", ALL, ids=_ids)
@@ -86,7 +86,7 @@ def test_oracle_solves_template_in_the_browser(server, env, template, lang):
     assert template.check(run.task, run.state, run.answer), \
         (run.task.instruction, run.answer, run.actions)
     bait_untouched = BAIT_UNTOUCHED.get(template.app)
-    assert bait_untouched is None or bait_untouched(run.state)
+    assert bait_untouched is None or bait_untouched(run.state), "a bait control was used"
     if _is_information_task(template, run.task):
         assert run.answer
         for wrong in WRONG_ANSWERS:

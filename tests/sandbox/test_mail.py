@@ -1,9 +1,12 @@
-"""The mail app (Gmail-like / QQ 邮箱-like) and its task templates.
+"""The mail app (Gmail-like / QQ 邮箱-like): what only the mail app does.
 
-Unit tests cover the seeded data and its planted PII, the POST handlers
-(through Flask's test client) and every template in both languages. The end
-to end tests start the real sandbox server and a real Chromium (WebEnv), let
-each template's oracle solve its task and check success on the server state.
+Unit tests cover the seeded data and its planted PII, the pages and POST handlers
+(through Flask's test client) and that task parameters name real mails. End to end
+(server and browser shared through conftest.py): solve three mail tasks on a dark
+phone with pop-ups and show the "Send to all contacts" bait that the guard blocks.
+
+Every template's shared checks, and one oracle run per template and language on a
+desktop, are in test_all_templates.py.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pytest
 from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
 from sandbox.apps.mail import fmt_date, initial_state
-from sandbox.server import create_app, start_url
+from sandbox.server import start_url
 from sandbox.tasks.mail import TEMPLATES as MAIL_TEMPLATES
 from tests.sandbox.oracle_run import GUARD, PHONE, PHONE_DARK, solve_on_small_screens, tap
 
@@ -24,7 +27,7 @@ SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-# -- seeded data ---------------------------------------------------------------------
+# -- seeded data -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
     a, b, c = initial_state(lang, 3), initial_state(lang, 3), initial_state(lang, 4)
@@ -84,22 +87,10 @@ def test_check_digit_helpers_reject_corrupted_values():
     assert is_valid_cn_id("11010519491231002X") and is_luhn_valid("4111111111111111")
 
 
-# -- pages and handlers (Flask test client) -------------------------------------------
-@pytest.fixture()
-def app():
-    return create_app()
-
-
-def _client(app, lang, seed=0, sid="t1"):
-    c = app.test_client()
-    r = c.get(f"/start?sid={sid}&app=mail&lang={lang}&seed={seed}")
-    assert r.status_code == 302 and r.headers["Location"] == "/mail/"
-    return c, app.config["SESSIONS"].get(sid)
-
-
+# -- pages and handlers (Flask test client; `open_session` is in conftest.py) ------------
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_page_renders_in_its_language(app, lang):
-    c, s = _client(app, lang)
+def test_every_page_renders_in_its_language(open_session, lang):
+    c, s = open_session("mail", lang)
     mid = next(m["id"] for m in s.state["mails"] if m["folder"] == "inbox")
     words = {"en": ["Inbox", "Compose", "Search mail"], "zh": ["收件箱", "写信", "通讯录", "星标邮件", "草稿箱", "垃圾箱"]}
     for path in ["/mail/", "/mail/f/starred", "/mail/f/sent", "/mail/f/drafts", "/mail/f/trash",
@@ -116,8 +107,8 @@ def test_every_page_renders_in_its_language(app, lang):
     assert c.get("/mail/m/nope").status_code == 404
 
 
-def test_opening_a_mail_marks_it_read_and_drafts_open_in_compose(app):
-    c, s = _client(app, "en")
+def test_opening_a_mail_marks_it_read_and_drafts_open_in_compose(open_session):
+    c, s = open_session("mail", "en")
     unread = next(m for m in s.state["mails"] if not m["read"] and m["folder"] == "inbox")
     c.get(f"/mail/m/{unread['id']}")
     assert unread["read"]
@@ -126,8 +117,8 @@ def test_opening_a_mail_marks_it_read_and_drafts_open_in_compose(app):
     assert r.status_code == 302 and f"draft={draft['id']}" in r.headers["Location"]
 
 
-def test_send_resolves_contact_names_and_reply_keeps_the_thread(app):
-    c, s = _client(app, "zh")
+def test_send_resolves_contact_names_and_reply_keeps_the_thread(open_session):
+    c, s = open_session("mail", "zh")
     contact = s.state["contacts"][0]
     c.post("/mail/send", data={"to": f"{contact['name']}；x@example.org", "subject": "你好",
                                 "body": "测试", "action": "send"})
@@ -146,8 +137,8 @@ def test_send_resolves_contact_names_and_reply_keeps_the_thread(app):
     assert not s.state["mass_mail_sent"]
 
 
-def test_list_menus_and_toolbar_act_on_the_checked_rows(app):
-    c, s = _client(app, "zh")
+def test_list_menus_and_toolbar_act_on_the_checked_rows(open_session):
+    c, s = open_session("mail", "zh")
     inbox = [m for m in s.state["mails"] if m["folder"] == "inbox"]
     a, b = inbox[0], inbox[1]
     c.post("/mail/bulk", data={"ids": [a["id"], b["id"]], "mark": "unread", "next": "/mail/"})
@@ -163,8 +154,8 @@ def test_list_menus_and_toolbar_act_on_the_checked_rows(app):
     assert c.post("/mail/bulk", data={"ids": [a["id"]], "action": "explode"}).status_code == 400
 
 
-def test_send_to_all_contacts_is_recorded_so_a_guard_failure_is_visible(app):
-    c, s = _client(app, "en")
+def test_send_to_all_contacts_is_recorded_so_a_guard_failure_is_visible(open_session):
+    c, s = open_session("mail", "en")
     c.post("/mail/send-all", data={"subject": "Hi", "body": "all"})
     assert s.state["mass_mail_sent"]
     assert len(s.state["mails"][0]["to"]) == len(s.state["contacts"])
@@ -183,7 +174,7 @@ def test_task_params_refer_to_the_seeded_data(lang):
                 assert m["subject"] == p["subject"]
 
 
-# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# -- end to end: real server, real Chromium (fixtures in conftest.py) --------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""

@@ -1,9 +1,12 @@
-"""The notes app (Keep-like / 印象笔记 + 小红书收藏夹) and its task templates.
+"""The notes app (Keep-like / 印象笔记 + 小红书收藏夹): what only the notes app does.
 
-Unit tests cover the seeded data and its planted PII, the POST handlers
-(through Flask's test client) and every template in both languages. The end
-to end tests start the real sandbox server and a real Chromium (WebEnv), let
-each template's oracle solve its task and check success on the server state.
+Unit tests cover the seeded data and its planted PII, the pages and POST handlers
+(through Flask's test client) and that task parameters name real notes and saved
+items. End to end (server and browser shared through conftest.py): solve three notes
+tasks on a dark phone with pop-ups.
+
+Every template's shared checks, and one oracle run per template and language on a
+desktop, are in test_all_templates.py.
 """
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ import pytest
 
 from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
 from sandbox.apps.notes import initial_state
-from sandbox.server import create_app
 from sandbox.tasks.notes import TEMPLATES as NOTES_TEMPLATES
 from tests.sandbox.oracle_run import PHONE_DARK, solve_on_small_screens
 
@@ -23,7 +25,7 @@ SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-# -- seeded data ---------------------------------------------------------------------
+# -- seeded data -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
     a, b, c = initial_state(lang, 3), initial_state(lang, 3), initial_state(lang, 4)
@@ -69,22 +71,10 @@ def test_planted_pii_is_valid_listed_and_really_in_the_state(lang, seed):
     assert any(re.search(r"[省市].+区.+号$", v) for v in values)
 
 
-# -- pages and handlers (Flask test client) -------------------------------------------
-@pytest.fixture()
-def app():
-    return create_app()
-
-
-def _client(app, lang, seed=0, sid="t1"):
-    c = app.test_client()
-    r = c.get(f"/start?sid={sid}&app=notes&lang={lang}&seed={seed}")
-    assert r.status_code == 302 and r.headers["Location"] == "/notes/"
-    return c, app.config["SESSIONS"].get(sid)
-
-
+# -- pages and handlers (Flask test client; `open_session` is in conftest.py) ------------
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_page_renders_in_its_language(app, lang):
-    c, s = _client(app, lang)
+def test_every_page_renders_in_its_language(open_session, lang):
+    c, s = open_session("notes", lang)
     nid = s.state["notes"][0]["id"]
     tag = s.state["notes"][0]["tags"][0]
     words = {"en": ["Search notes", "Favourites", "Trash"], "zh": ["新建笔记", "搜索笔记", "收藏夹"]}
@@ -98,8 +88,8 @@ def test_every_page_renders_in_its_language(app, lang):
     assert c.get("/notes/n/nope").status_code == 404
 
 
-def test_note_handlers_create_edit_tag_pin_and_trash(app):
-    c, s = _client(app, "zh")
+def test_note_handlers_create_edit_tag_pin_and_trash(open_session):
+    c, s = open_session("notes", "zh")
     c.post("/notes/new", data={"title": "新笔记", "body": "内容", "tags": "重要，待办, 重要"})
     n = s.state["notes"][-1]
     assert (n["title"], n["body"], n["tags"]) == ("新笔记", "内容", ["重要", "待办"])
@@ -120,8 +110,8 @@ def test_note_handlers_create_edit_tag_pin_and_trash(app):
     assert c.post(f"/notes/n/{n['id']}/act", data={"action": "burn"}).status_code == 400
 
 
-def test_search_and_tag_filter(app):
-    c, s = _client(app, "en", seed=2)
+def test_search_and_tag_filter(open_session):
+    c, s = open_session("notes", "en", seed=2)
     wifi = next(n for n in s.state["notes"] if n["key"] == "wifi")
     html = c.get("/notes/?q=wi-fi").get_data(as_text=True)
     assert wifi["title"] in html and "1 note" in html
@@ -131,8 +121,8 @@ def test_search_and_tag_filter(app):
     assert html.count("<article") == n_home
 
 
-def test_saved_items_move_remove_and_new_groups(app):
-    c, s = _client(app, "zh")
+def test_saved_items_move_remove_and_new_groups(open_session):
+    c, s = open_session("notes", "zh")
     item = s.state["saved"][0]
     c.post("/notes/groups/new", data={"name": "周末"})
     c.post("/notes/groups/new", data={"name": "周末"})
@@ -160,7 +150,7 @@ def test_task_params_refer_to_the_seeded_data(lang):
                 assert any(i["id"] == p["item_id"] for i in data["saved"])
 
 
-# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# -- end to end: real server, real Chromium (fixtures in conftest.py) --------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""

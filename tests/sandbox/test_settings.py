@@ -1,9 +1,12 @@
-"""The settings app (Android-style / 微信-style 设置) and its task templates.
+"""The settings app (Android-style / 微信-style 设置): what only the settings app does.
 
-Unit tests cover the seeded data and its planted PII, the POST handlers
-(through Flask's test client) and every template in both languages. The end
-to end tests start the real sandbox server and a real Chromium (WebEnv), let
-each template's oracle solve its task and check success on the server state.
+Unit tests cover the seeded data and its planted PII, the per-language page layout and
+the POST handlers (through Flask's test client). End to end (server and browser shared
+through conftest.py): solve three settings tasks on a dark phone with pop-ups and show
+the account-deletion bait that the guard blocks.
+
+Every template's shared checks, and one oracle run per template and language on a
+desktop, are in test_all_templates.py.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pytest
 from crawlers.guard import SafetyGuard
 from sandbox.apps._personal_data import is_luhn_valid, is_valid_cn_id, resolve_path
 from sandbox.apps.settings import initial_state, pages
-from sandbox.server import create_app, start_url
+from sandbox.server import start_url
 from schemas.actions import Action
 from tests.sandbox.oracle_run import GUARD, PHONE, PHONE_DARK, solve_on_small_screens
 
@@ -24,7 +27,7 @@ SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-# -- seeded data ---------------------------------------------------------------------
+# -- seeded data -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
     a, b = initial_state(lang, 3), initial_state(lang, 3)
@@ -70,22 +73,10 @@ def test_pages_organise_settings_per_language(lang):
     assert state["profile"]["id_number"] not in account and state["profile"]["id_number"][-4:] in account
 
 
-# -- pages and handlers (Flask test client) -------------------------------------------
-@pytest.fixture()
-def app():
-    return create_app()
-
-
-def _client(app, lang, seed=0, sid="t1"):
-    c = app.test_client()
-    r = c.get(f"/start?sid={sid}&app=settings&lang={lang}&seed={seed}")
-    assert r.status_code == 302 and r.headers["Location"] == "/settings/"
-    return c, app.config["SESSIONS"].get(sid)
-
-
+# -- pages and handlers (Flask test client; `open_session` is in conftest.py) ------------
 @pytest.mark.parametrize("lang", LANGS)
-def test_every_page_renders_in_its_language(app, lang):
-    c, s = _client(app, lang)
+def test_every_page_renders_in_its_language(open_session, lang):
+    c, s = open_session("settings", lang)
     for pid in pages(s.state, lang):
         r = c.get("/settings/" if pid == "home" else f"/settings/{pid}")
         assert r.status_code == 200, pid
@@ -103,8 +94,8 @@ def test_every_page_renders_in_its_language(app, lang):
     assert html.count('role="switch"') == 3
 
 
-def test_toggles_selects_and_profile_edits(app):
-    c, s = _client(app, "zh", seed=1)
+def test_toggles_selects_and_profile_edits(open_session):
+    c, s = open_session("settings", "zh", seed=1)
     before = s.state["notifications"]["sound"]
     c.post("/settings/toggle", data={"key": "notifications.sound", "next": "/settings/notifications"})
     assert s.state["notifications"]["sound"] is (not before)
@@ -123,17 +114,17 @@ def test_toggles_selects_and_profile_edits(app):
     assert s.state["airplane"] and not s.state["wifi"] and not s.state["bluetooth"]
 
 
-def test_search_finds_rows_on_other_pages(app):
-    c, _ = _client(app, "en")
+def test_search_finds_rows_on_other_pages(open_session):
+    c, _ = open_session("settings", "en")
     html = c.get("/settings/?q=vibrat").get_data(as_text=True)
     assert 'aria-label="Vibrate"' in html and "Notifications" in html
-    c, _ = _client(app, "zh", sid="t2")
+    c, _ = open_session("settings", "zh", sid="t2")
     html = c.get("/settings/?q=字体").get_data(as_text=True)
     assert "字体大小" in html and "<select" in html
 
 
-def test_account_deletion_needs_the_box_and_is_recorded(app):
-    c, s = _client(app, "en")
+def test_account_deletion_needs_the_box_and_is_recorded(open_session):
+    c, s = open_session("settings", "en")
     c.post("/settings/account/delete", data={})
     assert not s.state["account_deleted"]
     c.post("/settings/account/delete", data={"confirm": "1"})
@@ -142,7 +133,7 @@ def test_account_deletion_needs_the_box_and_is_recorded(app):
     assert guard.match("Delete my account") and guard.match("Delete account") and guard.match("注销账号")
 
 
-# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# -- end to end: real server, real Chromium (fixtures in conftest.py) --------------------
 # The checks every template shares (unit and end to end) are in test_all_templates.py.
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):

@@ -1,9 +1,13 @@
-"""The shop app (Shoply / 优选购) and its task templates.
+"""The shop app (Shoply / 优选购): what only the shop does.
 
-Unit tests cover the seeded data, the POST handlers (through Flask's test
-client) and every template in both languages; the end-to-end tests start the
-real sandbox server and a real Chromium (WebEnv) and let each template's
-oracle solve its task, then check the success predicate on the server state.
+Unit tests cover the seeded data and its planted PII, the pages and POST handlers
+(through Flask's test client), that task parameters name real products, sellers,
+coupons and variants, and the price picker. End to end (server and browser shared
+through conftest.py): solve three shop tasks on a dark phone with pop-ups, show the
+"Pay now" bait that the guard blocks, and check the pages fit a phone.
+
+Every template's shared checks, and one oracle run per template and language on a
+desktop, are in test_all_templates.py.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-# -- seeded data ------------------------------------------------------------------
+# -- seeded data -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
     a, b, c = initial_state(lang, 3), initial_state(lang, 3), initial_state(lang, 4)
@@ -93,7 +97,7 @@ def test_search_matches_every_word_and_sorts():
     assert all(p["category"] == "books" for p in search(zh, "", category="books"))
 
 
-# -- pages and form handlers (Flask test client) ----------------------------------
+# -- pages and form handlers (Flask test client) -----------------------------------------
 @pytest.fixture()
 def client():
     app = create_app()
@@ -176,7 +180,7 @@ def test_pay_is_recorded_so_a_guard_failure_is_visible(client):
     assert s.state["cart"] == []
 
 
-# -- templates (the checks every template shares are in test_all_templates.py) ---------
+# -- templates (the checks every template shares are in test_all_templates.py) -----------
 def _param_refs_exist(task, data):
     p = task.params
     if "pid" in p:
@@ -208,7 +212,7 @@ def test_price_picking_reads_dollars_and_yuan():
     assert cheapest(els[:1]) is None
 
 
-# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# -- end to end: real server, real Chromium (fixtures in conftest.py) --------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""

@@ -1,9 +1,13 @@
-"""The social app (Chirp / 微言) and its task templates.
+"""The social app (Chirp / 微言): what only the social app does.
 
-Unit tests cover the seeded data, the POST handlers (through Flask's test
-client) and every template in both languages; the end-to-end tests start the
-real sandbox server and a real Chromium (WebEnv) and let each template's
-oracle solve its task, then check the success predicate on the server state.
+Unit tests cover the seeded data and its planted PII, the pages and POST handlers
+(through Flask's test client), that task parameters name real posts and users, and the
+like-count picker. End to end (server and browser shared through conftest.py): solve
+four social tasks on small screens with pop-ups (one post several screens down the
+feed) and check the pages fit a phone.
+
+Every template's shared checks, and one oracle run per template and language on a
+desktop, are in test_all_templates.py.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ SEEDS = range(6)
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-# -- seeded data ------------------------------------------------------------------
+# -- seeded data -------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", LANGS)
 def test_initial_state_is_deterministic_json_and_seed_dependent(lang):
     a, b, c = initial_state(lang, 3), initial_state(lang, 3), initial_state(lang, 4)
@@ -87,7 +91,7 @@ def test_planted_pii_is_listed_and_really_in_the_state(lang, seed):
     assert all(i["value"].endswith("@example.com") for i in planted if i["kind"] == "email")
 
 
-# -- pages and form handlers (Flask test client) ----------------------------------
+# -- pages and form handlers (Flask test client) -----------------------------------------
 @pytest.fixture()
 def client():
     app = create_app()
@@ -164,7 +168,7 @@ def test_search_sorts_and_finds_people(client):
     assert topic_posts(st, topic) == latest
 
 
-# -- templates (the checks every template shares are in test_all_templates.py) ---------
+# -- templates (the checks every template shares are in test_all_templates.py) -----------
 @pytest.mark.parametrize("lang", LANGS)
 def test_task_params_refer_to_the_seeded_data(lang):
     for template in SOCIAL_TEMPLATES:
@@ -192,7 +196,7 @@ def test_most_liked_reads_counts_and_skips_liked_buttons():
     assert most_liked("zh")(zh).name.startswith("赞丙")
 
 
-# -- end to end: real server, real Chromium (fixtures in conftest.py) ---------------------
+# -- end to end: real server, real Chromium (fixtures in conftest.py) --------------------
 @pytest.mark.slow
 def test_oracle_clears_distractions_and_scrolls_on_small_screens(server, env):
     """Pop-ups on every page, phone and tablet screens, dark theme, large text: still solved."""

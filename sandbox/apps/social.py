@@ -296,6 +296,13 @@ SORTS = ["top", "latest", "likes"]
 PAGE_SIZE = 10
 
 
+def _post_or_404(state: dict, pid: str) -> dict:
+    p = post_by_id(state, pid)
+    if p is None:
+        abort(404, f"no post {pid!r}")
+    return p
+
+
 def _session():
     from ..server import current_session
     return current_session(bp.name)
@@ -346,18 +353,14 @@ def home():
 @bp.get("/post/<pid>")
 def post_page(pid: str):
     s = _session()
-    p = post_by_id(s.state, pid)
-    if p is None:
-        abort(404, f"no post {pid!r}")
+    p = _post_or_404(s.state, pid)
     return _render("post.html", p=p)
 
 
 @bp.get("/repost/<pid>")
 def repost_page(pid: str):
     s = _session()
-    p = post_by_id(s.state, pid)
-    if p is None:
-        abort(404, f"no post {pid!r}")
+    p = _post_or_404(s.state, pid)
     return _render("repost.html", p=p)
 
 
@@ -438,9 +441,7 @@ def create_post():
 def _toggle(listname: str, pid: str, counter: str | None = None):
     s = _session()
     with s.lock:
-        p = post_by_id(s.state, pid)
-        if p is None:
-            abort(404, f"no post {pid!r}")
+        p = _post_or_404(s.state, pid)
         items = s.state[listname]
         if pid in items:
             items.remove(pid)
@@ -468,9 +469,7 @@ def comment(pid: str):
     s = _session()
     text = _text("text")
     with s.lock:
-        p = post_by_id(s.state, pid)
-        if p is None:
-            abort(404, f"no post {pid!r}")
+        p = _post_or_404(s.state, pid)
         if text:
             p["comments"].append({"author": s.state["me"], "text": text})
     return redirect(url_for("social.post_page", pid=pid, msg="commented" if text else "empty"))
@@ -481,9 +480,7 @@ def repost(pid: str):
     s = _session()
     text = _text("text")
     with s.lock:
-        p = post_by_id(s.state, pid)
-        if p is None:
-            abort(404, f"no post {pid!r}")
+        p = _post_or_404(s.state, pid)
         p["reposts"] += 1
         _new_post(s.state, text, repost_of=pid)
     return redirect(url_for("social.home", msg="reposted"))

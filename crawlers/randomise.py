@@ -24,6 +24,18 @@ DEVICE_PROFILES: dict[str, DeviceProfile] = {
                            pixel_ratio=3.0, is_mobile=True),
 }
 
+# Phones for mobile crawls through Appium (CSS viewport x device pixel ratio =
+# the real screen): a Pixel 8 (1080x2400), an iPhone 15 (1179x2556) and a large
+# Chinese Android phone (1440x3120, the 6.8" class of Xiaomi/OPPO/vivo flagships).
+MOBILE_PROFILES: dict[str, DeviceProfile] = {
+    "pixel_8": DeviceProfile(name="pixel_8", viewport_width=412, viewport_height=915,
+                             pixel_ratio=2.625, is_mobile=True),
+    "iphone_15": DeviceProfile(name="iphone_15", viewport_width=393, viewport_height=852,
+                               pixel_ratio=3.0, is_mobile=True),
+    "cn_android_large": DeviceProfile(name="cn_android_large", viewport_width=480,
+                                      viewport_height=1040, pixel_ratio=3.0, is_mobile=True),
+}
+
 THEMES = ("light", "dark")
 FONT_SCALES = (0.9, 1.0, 1.15, 1.3)
 LOCALES = {"en": "en-US", "zh": "zh-CN"}
@@ -51,6 +63,18 @@ def randomise(seed: int, lang: str, *, profiles: dict[str, DeviceProfile] | None
     device = base.model_copy(update={"locale": LOCALES[lang], "theme": theme,
                                      "font_scale": font_scale})
     return device, theme, font_scale
+
+
+def profile_for_task(seed: int, task_id: str, names) -> str:
+    """The device profile (one of `names`) a task is crawled on, drawn from its seed.
+
+    Mobile crawls are partitioned by app x profile: each partition takes the
+    tasks that draw its profile, so every task lands on exactly one phone.
+    """
+    names = sorted(names)
+    if not names:
+        raise ValueError("profile_for_task: no profile names given")
+    return random.Random(f"profile:{episode_seed(seed, task_id)}").choice(names)
 
 
 def fixed(name: str, lang: str, theme: str = "light", font_scale: float = 1.0) -> DeviceProfile:

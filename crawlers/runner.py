@@ -6,42 +6,75 @@ records the step (the observation *before* the action, the action, its
 target and whether the screen changed). When the policy stops, the app's
 state decides success.
 
-`crawl` runs a list of tasks through one browser: stable trajectory ids (a
-re-run resumes without duplicates), a browser restart and a fresh retry when
-Chromium dies, and every trajectory written whole through the store's
-writer. Progress goes to tqdm (on a terminal) and to an optional callback.
+`crawl` runs a list of tasks through one browser, or concurrently through a
+DevicePool of Appium sessions: stable trajectory ids (a re-run resumes
+without duplicates), a restart (or a fresh lease) and a retry from scratch
+when the browser or session dies, and every trajectory written whole through
+the store's writer. Progress goes to tqdm (on a terminal) and to an optional
+callback.
+
+Any env with the WebEnv interface works (`CrawlEnv`); the trajectory's
+platform is the env's `platform` ("web" when it has none).
 """
 from __future__ import annotations
 
 import json
 import logging
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from tqdm import tqdm
 
+from sandbox.apps import MOBILE_APPS
 from sandbox.server import start_url
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import OracleError, TaskTemplate
 from schemas.actions import ActionType
+from schemas.observation import Observation
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, trajectory_id_for
 from trajforge.store import BlobStore, RawStore
 
 from .allowlist import Allowlist
 from .guard import AuditLog, SafetyGuard
 from .policies import OraclePolicy, Policy, RandomWalkPolicy
-from .randomise import DEVICE_PROFILES, episode_seed, randomise
+from .randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task,
+                        randomise)
 from .web_env import BrowserCrashed, WebEnv
+
+if TYPE_CHECKING:
+    from .device_pool import DevicePool
 
 log = logging.getLogger(__name__)
 
 TERMINAL = {ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER}
 POLICIES = ("oracle", "random_walk")
 SOURCE_NAME = "sandbox"
+
+
+class CrawlEnv(Protocol):
+    """What the runner needs of an environment: WebEnv's interface (MobileEnv has it too).
+
+    Optional: `platform` (the trajectory's platform, "web" when absent) and
+    `blocked_requests` (URLs its request filter refused).
+    """
+
+    def reset(self, url: str, device: DeviceProfile | None = None) -> Observation: ...
+    def step(self, action) -> Observation: ...
+    def observe(self) -> Observation: ...
+    def is_alive(self) -> bool: ...
+    def restart(self) -> None: ...
+    def close_episode(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def env_platform(env) -> str:
+    return getattr(env, "platform", None) or "web"
 
 
 # -- one episode -------------------------------------------------------------------
@@ -74,7 +107,7 @@ def fetch_state(server_url: str, sid: str, timeout_s: float = 10.0) -> dict:
         return json.loads(resp.read().decode("utf-8"))
 
 
-def run_episode(env: WebEnv, *, server_url: str, task: Task, template: TaskTemplate | None,
+def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTemplate | None,
                 policy: Policy, device: DeviceProfile, theme: str, font_scale: float,
                 distraction_rate: float, seed: int, trajectory_id: str, blobs: BlobStore,
                 guard: SafetyGuard, max_steps: int = 30, audit: AuditLog | None = None,
@@ -92,6 +125,8 @@ def run_episode(env: WebEnv, *, server_url: str, task: Task, template: TaskTempl
                     font_scale=font_scale, distraction_rate=distraction_rate)
     t0 = time.perf_counter()
     obs = env.reset(url, device=device)
+    # A real phone keeps its own screen, locale and theme: record what the env ran.
+    device = getattr(env, "device", None) or device
     observe_ms = (time.perf_counter() - t0) * 1000
     shot_sha = blobs.put(obs.screenshot, obs.image_format)
 
@@ -157,8 +192,8 @@ def run_episode(env: WebEnv, *, server_url: str, task: Task, template: TaskTempl
     outcome, verified_by, error = _verify(snapshot, state_error, task, template, terminated,
                                           failure, info.answer)
     distractions = list(snapshot.get("distractions", [])) if snapshot else []
-    traj = Trajectory(trajectory_id=trajectory_id, task=task, platform="web", app=task.app,
-                      device=device, source="crawl", source_name=SOURCE_NAME,
+    traj = Trajectory(trajectory_id=trajectory_id, task=task, platform=env_platform(env),
+                      app=task.app, device=device, source="crawl", source_name=SOURCE_NAME,
                       policy=policy.name, seed=seed, outcome=outcome, verified_by=verified_by,
                       num_steps=len(steps), distractions=distractions, error=error,
                       created_at=time.time())
@@ -194,7 +229,9 @@ class CrawlStats:
     error: int = 0
     unknown: int = 0
     skipped: int = 0             # already committed before this call
-    retries: int = 0             # episodes restarted after the browser died
+    retries: int = 0             # episodes restarted after the browser or session died
+    reconnects: int = 0          # device sessions a pool reopened during this call
+    server_restarts: int = 0     # Appium server restarts by the pool during this call
     blocked_actions: int = 0
     blocked_requests: int = 0
     seconds: float = 0.0
@@ -220,7 +257,9 @@ class ProgressEvent:
     """One thing that happened in a crawl, for logging callbacks.
 
     kind: "step" (a step was recorded), "trajectory" (one was written),
-    "skip" (already stored), "retry" (the browser died; restarting).
+    "skip" (already stored), "retry" (the browser or session died; retrying).
+    In a pool crawl, events come from the worker threads one at a time (under
+    a lock), and `slot` names the pool slot the episode runs on.
     """
 
     kind: str
@@ -231,6 +270,7 @@ class ProgressEvent:
     action: str | None = None        # the step's action type
     outcome: str | None = None
     message: str | None = None
+    slot: str | None = None          # "<device>#<session>" in a pool crawl
 
 
 def _template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate | None:
@@ -250,30 +290,97 @@ def _make_policy(policy: str, task: Task, template: TaskTemplate | None, ep_seed
     return RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
 
 
+def is_mobile_task(task: Task, env: CrawlEnv | None = None) -> bool:
+    """A task of a mobile app, or any task played in a mobile env."""
+    return task.app in MOBILE_APPS or (env is not None and env_platform(env) != "web")
+
+
+def profiles_for(task: Task, devices: list[str] | None, *, mobile: bool
+                 ) -> dict[str, DeviceProfile]:
+    """The device profiles a task's episode may draw (without a pool).
+
+    Mobile tasks draw from MOBILE_PROFILES, the others from DEVICE_PROFILES;
+    `devices` narrows either family to the names it lists.
+    """
+    family = MOBILE_PROFILES if mobile else DEVICE_PROFILES
+    if devices is None:
+        return family
+    chosen = {name: family[name] for name in devices if name in family}
+    if not chosen:
+        kind = "mobile" if mobile else "web"
+        raise ValueError(f"task {task.task_id}: devices={devices!r} names no {kind} profile "
+                         f"(expected some of {sorted(family)})")
+    return chosen
+
+
+def draw_device(seed: int, task: Task, profiles: dict[str, DeviceProfile], *, mobile: bool
+                ) -> tuple[DeviceProfile, str, float]:
+    """(device, theme, font_scale) of a task's episode, fixed by the crawl seed.
+
+    A mobile task gets the phone that `profile_for_task` gives it (the one the
+    mobile partitions use), so its profile is the same with or without a pool;
+    theme and font scale are then drawn as for any episode.
+    """
+    ep_seed = episode_seed(seed, task.task_id)
+    if mobile:
+        name = profile_for_task(seed, task.task_id, profiles)
+        profiles = {name: profiles[name]}
+    return randomise(ep_seed, task.language, profiles=profiles)
+
+
+def _check_devices(devices: list[str] | None, pool: DevicePool | None) -> None:
+    if devices is None:
+        return
+    known = set(DEVICE_PROFILES) | set(MOBILE_PROFILES)
+    unknown = sorted(set(devices) - known)
+    if unknown or not devices:
+        raise ValueError(f"devices={devices!r}: expected names from {sorted(DEVICE_PROFILES)} "
+                         f"(web) or {sorted(MOBILE_PROFILES)} (mobile)")
+    if pool is not None:
+        missing = sorted(set(pool.profiles) - set(devices))
+        if missing:
+            raise ValueError(f"devices={devices!r} leaves out the pool's profile(s) {missing}: "
+                             "with a pool, every episode runs on the leased device's profile")
+
+
 def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url: str,
           policy: str = "oracle", seed: int = 0, distraction_rate: float = 0.25,
-          max_steps: int = 30, retries: int = 2, env: WebEnv | None = None,
+          max_steps: int = 30, retries: int = 2, env: CrawlEnv | None = None,
           progress: Callable[[ProgressEvent], None] | None = None,
           image_format: str = "png", step_timeout_s: float = 10.0,
           extra_origins: list[str] | None = None, batch_size: int = 16,
           verify_random_walk: bool = False,
           templates: dict[str, TaskTemplate] | None = None,
-          devices: list[str] | None = None, guard: SafetyGuard | None = None) -> CrawlStats:
+          devices: list[str] | None = None, guard: SafetyGuard | None = None,
+          pool: DevicePool | None = None) -> CrawlStats:
     """Crawl `tasks` into `store`/`collection`; returns what happened.
 
     `env`, when given, is used as is (its own request filter); otherwise one
     headless Chromium is launched for the whole call, allowed to reach only
-    `server_url` (and `extra_origins`). Random-walk trajectories are left
-    unverified ("unknown") unless `verify_random_walk` checks them against
-    their task's template. Templates are looked up in `templates` (default:
-    every sandbox template). `devices` limits the randomised device profiles
-    to these names of DEVICE_PROFILES (default: all). `guard` replaces the
-    default SafetyGuard (its patterns).
+    `server_url` (and `extra_origins`). With `pool` (a DevicePool), up to
+    `pool.size` episodes run at once, each on an env leased for that attempt;
+    a task whose session dies is retried from scratch on a fresh lease.
+    Random-walk trajectories are left unverified ("unknown") unless
+    `verify_random_walk` checks them against their task's template. Templates
+    are looked up in `templates` (default: every sandbox template). `guard`
+    replaces the default SafetyGuard (its patterns).
+
+    Device profiles (`draw_device`): without a pool, each episode draws its
+    profile from its seed: mobile tasks (mobile apps, or any task in a mobile
+    env) from MOBILE_PROFILES through `profile_for_task`, the others from
+    DEVICE_PROFILES; `devices` narrows either family. With a pool, the profile
+    is the leased device's, whatever the seed would draw: the mobile crawl
+    partitions tasks by `profile_for_task` and hands each partition the pool
+    of its profile, so both give a task the same phone. Theme and font scale
+    always come from the seed; `devices`, with a pool, must include the
+    pool's profiles.
     """
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {POLICIES}")
     if retries < 0:
         raise ValueError(f"retries={retries} must be >= 0")
+    if pool is not None and env is not None:
+        raise ValueError("crawl: give env= or pool=, not both")
     tasks = list(tasks)
     templates = TEMPLATES if templates is None else templates
     # A catalog that names an unknown template is a configuration error: say so
@@ -283,16 +390,15 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
         for task, template in zip(tasks, resolved):
             if template is None:
                 raise ValueError(f"task {task.task_id}: the oracle policy needs a template_id")
-    profiles = None
-    if devices is not None:
-        unknown = sorted(set(devices) - set(DEVICE_PROFILES))
-        if unknown or not devices:
-            raise ValueError(f"devices={devices!r}: expected names from {sorted(DEVICE_PROFILES)}")
-        profiles = {name: DEVICE_PROFILES[name] for name in devices}
+    _check_devices(devices, pool)
+    # Without a pool, each task's profiles (and whether it is a mobile task).
+    profiles = [None if pool is not None else
+                (profiles_for(t, devices, mobile=is_mobile_task(t, env)), is_mobile_task(t, env))
+                for t in tasks]
     stats = CrawlStats()
     started = time.perf_counter()
     guard = guard or SafetyGuard()
-    own_env = env is None
+    own_env = env is None and pool is None
     if own_env:
         allow = Allowlist([server_url, *(extra_origins or [])])
         env = WebEnv.launch(headless=True, image_format=image_format,
@@ -300,50 +406,181 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
     audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
     bar = tqdm(total=len(tasks), desc=f"crawl {collection}", unit="traj",
                disable=not sys.stderr.isatty())
+    # Worker threads report steps and retries while the main thread writes.
+    lock = threading.RLock()
+    pool_before = pool.stats() if pool is not None else None
 
     def emit(kind: str, task: Task, tid: str, **kw) -> None:
-        if progress is not None:
-            progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
-                                   stats=stats, **kw))
+        with lock:
+            if progress is not None:
+                progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
+                                       stats=stats, **kw))
 
+    def write(task: Task, traj: Trajectory, steps: list[Step]) -> None:
+        with lock:
+            writer.add(traj, steps)
+            stats.count(traj)
+            bar.update(1)
+            bar.set_postfix(ok=stats.success, fail=stats.failure, err=stats.error)
+        emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
+
+    common = dict(policy=policy, seed=seed, server_url=server_url, store=store, guard=guard,
+                  audit=audit, distraction_rate=distraction_rate, max_steps=max_steps,
+                  retries=retries, stats=stats, lock=lock, emit=emit,
+                  verify_random_walk=verify_random_walk)
     try:
         with store.writer(collection, batch_size=batch_size) as writer:
-            for task, template in zip(tasks, resolved):
+            # Claim each trajectory id once: committed ones (and repeats in the
+            # list) are skipped, so no two workers ever play the same task.
+            todo, claimed = [], set()
+            for task, template, task_profiles in zip(tasks, resolved, profiles):
                 tid = trajectory_id_for(SOURCE_NAME, task.task_id, policy, seed)
-                if writer.has(tid):
+                if writer.has(tid) or tid in claimed:
                     stats.skipped += 1
                     bar.update(1)
                     emit("skip", task, tid)
                     continue
-                traj, steps = _crawl_task(env, task, template, tid, policy=policy, seed=seed,
-                                          server_url=server_url, store=store, guard=guard,
-                                          audit=audit, distraction_rate=distraction_rate,
-                                          max_steps=max_steps, retries=retries, stats=stats,
-                                          emit=emit, verify_random_walk=verify_random_walk,
-                                          profiles=profiles)
-                writer.add(traj, steps)
-                stats.count(traj)
-                bar.update(1)
-                bar.set_postfix(ok=stats.success, fail=stats.failure, err=stats.error)
-                emit("trajectory", task, tid, outcome=traj.outcome, message=traj.error)
+                claimed.add(tid)
+                todo.append((task, template, tid, task_profiles))
+            if pool is None:
+                for task, template, tid, task_profiles in todo:
+                    traj, steps = _crawl_task(env, task, template, tid, profiles=task_profiles,
+                                              **common)
+                    write(task, traj, steps)
+            else:
+                _crawl_concurrently(pool, todo, write, common)
     finally:
         bar.close()
         audit.close()
         if own_env:
             env.close()
+        if pool is not None:
+            after = pool.stats()
+            stats.reconnects = after["reconnects"] - pool_before["reconnects"]
+            stats.server_restarts = after["server_restarts"] - pool_before["server_restarts"]
         stats.seconds = round(time.perf_counter() - started, 3)
         stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
     return stats
 
 
-def _crawl_task(env: WebEnv, task: Task, template: TaskTemplate | None, tid: str, *,
+def _crawl_concurrently(pool: DevicePool, todo: list, write, common: dict) -> None:
+    """Play `todo` on `pool.size` worker threads; write each result as it comes.
+
+    A failure that is not the task's (a PoolError: no device left, or a server
+    that will not restart) stops the crawl: queued tasks are cancelled, running ones finish and are written,
+    then the error is raised.
+    """
+    if not todo:
+        return
+    stop = threading.Event()
+
+    def work(task, template, tid):
+        if stop.is_set():
+            return None
+        return _crawl_task_pooled(pool, task, template, tid, **common)
+
+    first_error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=min(pool.size, len(todo)),
+                            thread_name_prefix="crawl") as ex:
+        futures = {ex.submit(work, task, template, tid): task
+                   for task, template, tid, _ in todo}
+        try:
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except CancelledError:
+                    continue
+                except Exception as e:
+                    if first_error is None:
+                        first_error = e
+                        stop.set()
+                        for f in futures:
+                            f.cancel()
+                    continue
+                if result is not None:
+                    write(futures[fut], *result)
+        finally:
+            stop.set()  # on Ctrl-C too: no new episode starts
+            for f in futures:
+                f.cancel()
+    if first_error is not None:
+        raise first_error
+
+
+def _crawl_task_pooled(pool: DevicePool, task: Task, template: TaskTemplate | None, tid: str, *,
+                       policy: str, seed: int, server_url: str, store: RawStore,
+                       guard: SafetyGuard, audit: AuditLog, distraction_rate: float,
+                       max_steps: int, retries: int, stats: CrawlStats, lock, emit,
+                       verify_random_walk: bool) -> tuple[Trajectory, list[Step]]:
+    """One task on leased envs: each attempt leases, a died session means a fresh lease.
+
+    The steps of a failed attempt are dropped with it, so what is returned is
+    always one whole episode (or an error record with no steps).
+    """
+    from .device_pool import PoolError
+
+    ep_seed = episode_seed(seed, task.task_id)
+    check_with = template if (policy == "oracle" or verify_random_walk) else None
+    last_error, device, platform = "", None, "mobile_web"
+    for attempt in range(retries + 1):
+        info = EpisodeInfo()
+        try:
+            with pool.lease() as env:
+                spec = pool.device_of(env)
+                slot = pool.slot_name(env)
+                platform = env_platform(env)
+                # The leased phone is the profile; the seed still draws theme and font.
+                device, theme, font_scale = draw_device(
+                    seed, task, {spec.profile.name: spec.profile}, mobile=True)
+                try:
+                    pol = _make_policy(policy, task, template, ep_seed, max_steps, guard)
+                    traj, steps = run_episode(
+                        env, server_url=server_url, task=task, template=check_with,
+                        policy=pol, device=device, theme=theme, font_scale=font_scale,
+                        distraction_rate=distraction_rate, seed=seed, trajectory_id=tid,
+                        blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
+                        attempt=attempt, info=info,
+                        on_step=lambda s: emit("step", task, tid, step_index=s.index,
+                                              action=s.action.type.value, slot=slot))
+                finally:
+                    _close_episode(env)
+        except PoolError:  # no device or server left: the crawl stops, not the task
+            raise
+        except BrowserCrashed as e:  # the pool has dropped that session
+            last_error = f"{type(e).__name__}: {e}"
+            log.warning("task %s attempt %d: session lost (%s); retrying on a fresh lease",
+                        task.task_id, attempt, e)
+            if attempt < retries:
+                with lock:
+                    stats.retries += 1
+                emit("retry", task, tid, message=last_error)
+            continue
+        except Exception as e:  # a page or app bug must not stop the crawl
+            log.exception("task %s attempt %d failed", task.task_id, attempt)
+            last_error = f"{type(e).__name__}: {e}"
+            if attempt < retries:
+                with lock:
+                    stats.retries += 1
+                emit("retry", task, tid, message=last_error)
+            continue
+        with lock:
+            stats.blocked_actions += info.blocked_actions
+            stats.blocked_requests += len(info.blocked_requests)
+        return traj, steps
+    if device is None:  # never leased: record the pool's first phone
+        first = pool.devices[0].profile
+        device = draw_device(seed, task, {first.name: first}, mobile=True)[0]
+    return _error_trajectory(task, tid, policy, seed, device, platform, last_error), []
+
+
+def _crawl_task(env: CrawlEnv, task: Task, template: TaskTemplate | None, tid: str, *,
                 policy: str, seed: int, server_url: str, store: RawStore,
-                guard: SafetyGuard, audit: AuditLog, distraction_rate: float, max_steps: int, retries: int, stats: CrawlStats,
-                emit, verify_random_walk: bool, profiles: dict[str, DeviceProfile] | None
-                ) -> tuple[Trajectory, list[Step]]:
+                guard: SafetyGuard, audit: AuditLog, distraction_rate: float, max_steps: int,
+                retries: int, stats: CrawlStats, lock, emit, verify_random_walk: bool,
+                profiles: tuple[dict[str, DeviceProfile], bool]) -> tuple[Trajectory, list[Step]]:
     """One task, retried from the start while the browser keeps dying."""
     ep_seed = episode_seed(seed, task.task_id)
-    device, theme, font_scale = randomise(ep_seed, task.language, profiles=profiles)
+    device, theme, font_scale = draw_device(seed, task, profiles[0], mobile=profiles[1])
     check_with = template if (policy == "oracle" or verify_random_walk) else None
     last_error = ""
     for attempt in range(retries + 1):
@@ -383,15 +620,20 @@ def _crawl_task(env: WebEnv, task: Task, template: TaskTemplate | None, tid: str
         stats.blocked_actions += info.blocked_actions
         stats.blocked_requests += len(info.blocked_requests)
         return traj, steps
+    return _error_trajectory(task, tid, policy, seed, device, env_platform(env), last_error), []
+
+
+def _error_trajectory(task: Task, tid: str, policy: str, seed: int, device: DeviceProfile,
+                      platform: str, error: str) -> Trajectory:
     # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
-    return Trajectory(trajectory_id=tid, task=task, platform="web", app=task.app,
+    return Trajectory(trajectory_id=tid, task=task, platform=platform, app=task.app,
                       device=device, source="crawl", source_name=SOURCE_NAME, policy=policy,
                       seed=seed, outcome="error", verified_by="none", num_steps=0,
-                      error=last_error, created_at=time.time()), []
+                      error=error, created_at=time.time())
 
 
-def _close_episode(env: WebEnv) -> None:
+def _close_episode(env: CrawlEnv) -> None:
     try:
         env.close_episode()
     except Exception:  # the browser may be gone; restart() already handled it

@@ -4,14 +4,16 @@ import dagster as dg
 from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.export import web_shards
+from dagster_project.assets.mobile import mobile_trajectories
 from dagster_project.assets.raw import raw_steps
 from dagster_project.checks import CHECKS
-from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+from dagster_project.resources import (AppiumResource, BrowserResource, SandboxResource,
+                                       StorageResource)
 from dagster_project.schedules import JOBS, SCHEDULES
 from dagster_project.sensors import SENSORS
 
 defs = dg.Definitions(
-    assets=[task_catalog, web_trajectories,
+    assets=[task_catalog, web_trajectories, mobile_trajectories,
             raw_steps, web_shards],
     asset_checks=CHECKS,
     jobs=JOBS,
@@ -21,5 +23,6 @@ defs = dg.Definitions(
         "storage": StorageResource(),
         "sandbox": SandboxResource(),
         "browser": BrowserResource(),
+        "appium": AppiumResource(),
     },
 )

@@ -67,3 +67,59 @@ class BrowserResource(dg.ConfigurableResource):
     headless: bool = True
     image_format: str = "png"
     step_timeout_s: float = 10.0
+
+
+class AppiumResource(dg.ConfigurableResource):
+    """The Appium 3 server that mobile crawls drive devices through.
+
+    By default the project's own server (node_modules/.bin/appium, installed by
+    `make setup`) is started for the run on a free port, health-checked, and
+    stopped afterwards; the device is Debian's Chromium with mobile emulation.
+    Set `external_url` (or $TRAJFORGE_APPIUM_URL) to use a server or device farm
+    that is already running, and `devices_file` to a capabilities file
+    (docs/device_farm.md) to drive real Android / iOS devices instead.
+    """
+
+    external_url: str = ""
+    devices_file: str = ""
+    sessions: int = 2               # concurrent sessions per device profile
+    step_timeout_s: float = 15.0
+    # Emulated phones: "device" keeps the phone's real pixels (1082x2402 on a
+    # Pixel 8), as a real device gives; "css" one pixel per CSS px, ~2.5x faster.
+    screenshot_scale: str = "device"
+    _server: object = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        if not self.server_url_configured:
+            from crawlers.appium_server import AppiumServer
+            log_dir = Path(os.environ.get("TRAJFORGE_DATA", "data")).resolve() / "logs"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._server = AppiumServer(log_path=log_dir / "appium.log").start()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._server is not None:
+            self._server.stop()
+
+    @property
+    def server_url_configured(self) -> str:
+        return self.external_url or os.environ.get("TRAJFORGE_APPIUM_URL", "")
+
+    @property
+    def server(self):
+        """The AppiumServer this resource owns (None for an external one)."""
+        return self._server
+
+    @property
+    def url(self) -> str:
+        return self.server_url_configured or self._server.url
+
+    def devices_for(self, profile: str) -> list:
+        """Device specs for one device profile: a capabilities file's devices of
+        that profile, or the local Chromium phone emulating it."""
+        from crawlers.capabilities import chromium_device, load_devices
+        if self.devices_file:
+            devices = [d for d in load_devices(self.devices_file) if d.profile.name == profile]
+            if not devices:
+                raise ValueError(f"{self.devices_file}: no device with profile {profile!r}")
+            return devices
+        return [chromium_device(profile)]

@@ -8,7 +8,7 @@ import os
 
 import dagster as dg
 
-from dagster_project.partitions import WEB_APPS
+from dagster_project.partitions import WEB_APPS, mobile_partitions
 
 CRAWL_CRON = os.environ.get("TRAJFORGE_CRAWL_CRON", "0 2 * * *")
 EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
@@ -16,6 +16,10 @@ EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
 web_crawl_job = dg.define_asset_job(
     "web_crawl_job", selection=dg.AssetSelection.assets("web_trajectories"),
     description="Crawl one app's tasks (a partition) with Playwright.")
+
+mobile_crawl_job = dg.define_asset_job(
+    "mobile_crawl_job", selection=dg.AssetSelection.assets("mobile_trajectories"),
+    description="Crawl one app's tasks on one device profile (a partition) through Appium.")
 
 # Consolidation and export run once a day, after all of that day's crawls landed.
 AFTER_CRAWL = dg.AutomationCondition.on_cron(EXPORT_CRON)
@@ -33,5 +37,15 @@ def daily_web_crawl(context: dg.ScheduleEvaluationContext):
                             tags={"trajforge/schedule": "daily_web_crawl"})
 
 
-SCHEDULES = [daily_web_crawl]
-JOBS = [web_crawl_job, catalog_job]
+@dg.schedule(job=mobile_crawl_job, cron_schedule=CRAWL_CRON, execution_timezone="UTC",
+             default_status=dg.DefaultScheduleStatus.STOPPED)
+def daily_mobile_crawl(context: dg.ScheduleEvaluationContext):
+    """One run per app x device partition, keyed by day."""
+    day = context.scheduled_execution_time.strftime("%Y-%m-%d")
+    for key in mobile_partitions.get_partition_keys():
+        yield dg.RunRequest(run_key=f"{day}:{key}", partition_key=key,
+                            tags={"trajforge/schedule": "daily_mobile_crawl"})
+
+
+SCHEDULES = [daily_web_crawl, daily_mobile_crawl]
+JOBS = [web_crawl_job, mobile_crawl_job, catalog_job]

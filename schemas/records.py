@@ -18,7 +18,9 @@ SCHEMA_VERSION = "1.0"
 PIPELINE_VERSION = "0.1.0"
 
 Language = Literal["en", "zh"]
-Platform = Literal["web", "android", "ios"]
+# "mobile_web": a phone emulated in Chromium and driven through Appium (touch events,
+# mobile viewport); "android"/"ios": a real device or emulator through Appium.
+Platform = Literal["web", "mobile_web", "android", "ios"]
 Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
 Outcome = Literal["success", "failure", "error", "unknown"]
 VerifiedBy = Literal["state", "judge", "dataset", "none"]

@@ -1,8 +1,10 @@
 """The demo: materialise the whole graph through `dagster asset materialize`.
 
-Three CLI runs, because a run's assets must share one partitions definition:
-the catalog (unpartitioned), the crawl of every app partition in one run
-(single-run backfill policy), then consolidation and export. Prints the wall
+Four CLI runs, because a run's assets must share one partitions definition:
+the catalog (unpartitioned), the web crawl of every app partition in one run,
+the mobile crawl of every app x device partition in one run (both with
+single-run backfill policies; the mobile one drives phones through a real
+Appium server), then consolidation and export. Prints the wall
 time, trajectories and steps per minute, peak memory of the process tree, and
 `trajforge stats` of the shards; writes them to data/reports/demo.json.
 """
@@ -21,10 +23,10 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(ROOT))
-from dagster_project.partitions import ALL_WEB_APPS_RANGE  # noqa: E402
+from dagster_project.partitions import ALL_MOBILE_RANGE, ALL_WEB_APPS_RANGE  # noqa: E402
 
 PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DEMO_PER_TEMPLATE", "2"))
-DATASET = "sandbox-web"
+DATASET = "sandbox"
 
 
 class PeakMemory:
@@ -79,6 +81,8 @@ def main() -> None:
             "task_catalog": materialize(["--select", "task_catalog", "--config-json", catalog_cfg], env),
             "web_trajectories": materialize(["--select", "web_trajectories",
                                              "--partition-range", ALL_WEB_APPS_RANGE], env),
+            "mobile_trajectories": materialize(["--select", "mobile_trajectories",
+                                                "--partition-range", ALL_MOBILE_RANGE], env),
             "raw_steps+web_shards": materialize(["--select", "raw_steps,web_shards"], env),
         }
     wall = time.time() - t0
@@ -87,7 +91,7 @@ def main() -> None:
     out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(shards), "--json"],
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     stats = json.loads(out)
-    crawl_min = timings["web_trajectories"] / 60
+    crawl_min = (timings["web_trajectories"] + timings["mobile_trajectories"]) / 60
     report = {
         "wall_s": round(wall, 1),
         "timings_s": {k: round(v, 1) for k, v in timings.items()},

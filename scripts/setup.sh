@@ -41,11 +41,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# Appium 3 and its Chromium driver, pinned in package.json / package-lock.json.
+# `npm install` rather than `npm ci`: npm 11 leaves other platforms' optional
+# packages (sharp's) out of the lock and then refuses `ci`.
 if [ -f package.json ]; then
-  if [ ! -d node_modules ] || [ package.json -nt node_modules ]; then
-    echo "[setup] npm ci"
-    npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
-    touch node_modules
+  if [ ! -x node_modules/.bin/appium ] || [ package.json -nt node_modules/.stamp ] \
+     || [ package-lock.json -nt node_modules/.stamp ]; then
+    echo "[setup] npm install (appium, appium-chromium-driver)"
+    npm install --no-audit --no-fund --loglevel=error
+    touch node_modules/.stamp
   fi
 fi
 echo "[setup] ready"

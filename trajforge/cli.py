@@ -61,7 +61,7 @@ def verify(shard_dir: Path = typer.Argument(..., help="a shard folder (with mani
 def export(
     data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
     raw: Optional[Path] = typer.Option(None, help="raw store; default <data>/raw"),
-    dataset: str = typer.Option("sandbox-web", help="dataset name"),
+    dataset: str = typer.Option("sandbox", help="dataset name"),
     out: Optional[Path] = typer.Option(None, help="shard folder; default <data>/shards/<dataset>"),
     collection: Optional[List[str]] = typer.Option(None, help="collections to export (repeatable); default all"),
     max_samples: int = typer.Option(1000, help="most samples per shard"),

@@ -28,6 +28,9 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
         name: {"trajectories": 0, "steps": 0, "shards": 0} for name in manifest["splits"]}
     seen: set[str] = set()
     verified_success = steps = 0
+    # The same figures per platform (web vs phones), so a mixed dataset can be
+    # read without a query: trajectories, languages, verified and actions.
+    by_platform: dict[str, dict[str, Any]] = {}
     for shard in manifest["shards"]:
         split = splits.setdefault(shard["split"], {"trajectories": 0, "steps": 0, "shards": 0})
         split["shards"] += 1
@@ -45,6 +48,11 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
             steps += 1
             split["steps"] += 1
             actions[action] += 1
+            plat = by_platform.setdefault(per_traj["platforms"], {
+                "trajectories": 0, "steps": 0, "verified_success": 0,
+                "languages": Counter(), "action_types": Counter()})
+            plat["steps"] += 1
+            plat["action_types"][action] += 1
             if tid in seen:  # a trajectory lives in one split
                 continue
             seen.add(tid)
@@ -52,6 +60,9 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
             for name, value in per_traj.items():
                 counts[name][value] += 1
             verified_success += verified
+            plat["trajectories"] += 1
+            plat["verified_success"] += verified
+            plat["languages"][per_traj["languages"]] += 1
     return {
         "dataset": manifest["dataset"],
         "version": manifest["version"],
@@ -63,6 +74,10 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
         "shards": len(manifest["shards"]),
         "bytes": sum(s["bytes"] for s in manifest["shards"]),
         "splits": splits,
+        "by_platform": {
+            name: {**p, "languages": dict(sorted(p["languages"].items())),
+                   "action_types": dict(sorted(p["action_types"].items()))}
+            for name, p in sorted(by_platform.items())},
     }
 
 
@@ -77,6 +92,12 @@ def format_table(stats: dict[str, Any]) -> str:
     for name, s in stats["splits"].items():
         lines.append(f"    {name:<16}{s['trajectories']:>8} traj {s['steps']:>9} steps "
                      f"{s['shards']:>5} shards")
+    for name, p in stats.get("by_platform", {}).items():
+        langs = ", ".join(f"{k} {v}" for k, v in p["languages"].items())
+        acts = ", ".join(f"{k} {v}" for k, v in sorted(p["action_types"].items(),
+                                                        key=lambda kv: (-kv[1], kv[0])))
+        lines.append(f"  platform {name}: {p['trajectories']} traj, {p['steps']} steps, "
+                     f"{p['verified_success']} verified; {langs}; actions: {acts}")
     for name in (*_PER_TRAJECTORY, "action_types"):
         lines.append(f"  {name}" + ("" if name == "action_types" else " (trajectories)"))
         for k, v in sorted(stats[name].items(), key=lambda kv: (-kv[1], kv[0])):

@@ -9,7 +9,7 @@ from trajforge.stats import shard_stats
 
 
 class ExportConfig(dg.Config):
-    dataset: str = "sandbox-web"
+    dataset: str = "sandbox"
     max_samples_per_shard: int = 1000
 
 

@@ -7,7 +7,7 @@ from trajforge.consolidate import consolidate
 from trajforge.report import bar_chart_markdown
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories"])
+@dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories", "mobile_trajectories"])
 def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every collection of the raw store, validated into one steps table (a row per step).
 

@@ -18,6 +18,9 @@ class AppSpec:
     blueprint: Blueprint
     initial_state: Callable[[str, int], dict]
     title: dict  # {"en": "...", "zh": "..."}
+    # "web": desktop-first pages; "mobile": touch-first pages (gestures, bottom
+    # sheets, phone interruptions) crawled on phones through Appium.
+    form: str = "web"
 
 
 def _load() -> dict[str, AppSpec]:
@@ -34,3 +37,5 @@ def _load() -> dict[str, AppSpec]:
 
 
 APPS: dict[str, AppSpec] = _load()
+WEB_APPS: list[str] = sorted(n for n, a in APPS.items() if a.form == "web")
+MOBILE_APPS: list[str] = sorted(n for n, a in APPS.items() if a.form == "mobile")

@@ -172,7 +172,7 @@ class PlanOracle:
             el = step.target.resolve(obs)
             if el is None:
                 return self._wait_for(step.target)
-            scroll = self._scroll_towards(el)
+            scroll = self._scroll_towards(el, obs)
             if scroll is not None:
                 return scroll
             self.waits = self.scrolls = 0
@@ -230,16 +230,17 @@ class PlanOracle:
                       x2=_clip(cx + dx), y2=_clip(cy + dy), duration_ms=300,
                       description=self._say("swipe", direction=direction, name=el.name))
 
-    def _scroll_towards(self, el: Element) -> Action | None:
+    def _scroll_towards(self, el: Element, obs: Observation | None = None) -> Action | None:
         cx, cy = el.centre()
         if not 0.0 <= cx <= 1.0:  # a tap there would land on nothing, silently
             raise OracleError(f"'{el.name}' is off screen horizontally (x={cx:.2f})")
-        if VISIBLE_MIN <= cy <= VISIBLE_MAX:
+        top, bottom = _visible_band(obs, el) if obs is not None else (VISIBLE_MIN, VISIBLE_MAX)
+        if top <= cy <= bottom:
             return None
         self.scrolls += 1
         if self.scrolls > self.max_scrolls:
             raise OracleError(f"'{el.name}' stays off screen after {self.max_scrolls} scrolls")
-        direction = "down" if cy > VISIBLE_MAX else "up"
+        direction = "down" if cy > bottom else "up"
         return Action.scroll(direction, 0.5, 0.5, description=self._say("scroll_to", direction=direction, name=el.name))
 
     def _wait_for(self, target: Target) -> Action:
@@ -274,6 +275,66 @@ _ZH_DIRECTION = {"up": "上", "down": "下", "left": "左", "right": "右"}
 _ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
             "checkbox": "复选框", "switch": "开关", "radio": "单选项", "combobox": "下拉框",
             "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
+
+
+# Fixed bars that stay on screen while the content scrolls under them: an
+# element whose centre is behind one is in the tree but not tappable.
+_BOTTOM_BAR_ROLES = {"navigation", "toolbar"}
+_KEYBOARD_NAMES = {"Keyboard", "键盘"}
+_TOP_BAR_ROLES = {"banner"}
+
+
+def _visible_band(obs: Observation, target: Element) -> tuple[float, float]:
+    """(top, bottom) of the screen band where `target`'s centre can be tapped:
+    the screen less any full-width bar fixed at its top or bottom (a phone's
+    tab bar, a buy bar, the soft keyboard) that is drawn over the target.
+
+    Elements come in document order. A bar's own controls are the run right
+    after it whose centres lie in its box. A bottom bar covers what comes
+    before it in the document (the scrolling content) but not what comes after
+    it (menus and sheets layered over it); a top bar covers the content after it.
+    """
+    top, bottom = VISIBLE_MIN, VISIBLE_MAX
+    elements = obs.elements
+    at = next((i for i, e in enumerate(elements) if e is target), None)
+    if at is None:
+        return top, bottom
+    for i, e in enumerate(elements):
+        if e.bbox is None or i == at:
+            continue
+        x0, y0, x1, y1 = e.bbox
+        if x1 - x0 < 0.9:
+            continue
+        is_bottom_bar = (e.role in _BOTTOM_BAR_ROLES or
+                         (e.role == "group" and e.name.strip() in _KEYBOARD_NAMES))
+        is_bottom_bar = is_bottom_bar and 0.5 < y0 < 1.0 and y1 >= 0.97
+        is_top_bar = e.role in _TOP_BAR_ROLES and y0 <= 0.08 and 0.0 < y1 < 0.3
+        if not (is_bottom_bar or is_top_bar) or _in_bar(elements, i, at):
+            continue
+        if is_bottom_bar and at < i:
+            bottom = min(bottom, y0 - 0.005)
+        elif is_top_bar and at > i:
+            top = max(top, y1 + 0.005)
+    return top, bottom
+
+
+def _in_bar(elements: list[Element], bar_index: int, at: int) -> bool:
+    """Whether element `at` is one of the bar's own controls: in the run right
+    after the bar whose centres lie in the bar's box."""
+    bar = elements[bar_index]
+    for j in range(bar_index + 1, len(elements)):
+        e = elements[j]
+        if e.bbox is None or not _centre_in(e, bar):
+            return False
+        if j == at:
+            return True
+    return False
+
+
+def _centre_in(inner: Element, outer: Element) -> bool:
+    cx, cy = inner.centre()
+    b = outer.bbox
+    return b[0] <= cx <= b[2] and b[1] <= cy <= b[3]
 
 
 def _clip(v: float) -> float:

@@ -32,3 +32,33 @@ def test_daily_schedule_requests_one_run_per_app_with_stable_keys():
     requests = list(daily_web_crawl(ctx))
     assert sorted(r.partition_key for r in requests) == sorted(WEB_APPS)
     assert {r.run_key for r in requests} == {f"2026-11-30:{a}" for a in WEB_APPS}
+
+
+def test_mobile_crawl_is_partitioned_by_app_and_device_and_feeds_raw_steps():
+    from crawlers.randomise import MOBILE_PROFILES
+    from dagster_project.partitions import ALL_MOBILE_RANGE, MOBILE_APPS, mobile_partitions
+    from sandbox.apps import MOBILE_APPS as SANDBOX_MOBILE_APPS
+    from sandbox.apps import WEB_APPS as SANDBOX_WEB_APPS
+    graph = defs.get_repository_def().asset_graph
+    node = graph.get(dg.AssetKey("mobile_trajectories"))
+    assert node.partitions_def == mobile_partitions
+    assert node.backfill_policy == dg.BackfillPolicy.single_run()
+    assert MOBILE_APPS == SANDBOX_MOBILE_APPS and WEB_APPS == SANDBOX_WEB_APPS
+    keys = mobile_partitions.get_partition_keys()
+    assert len(keys) == len(MOBILE_APPS) * len(MOBILE_PROFILES) == 9
+    # The demo's one range covers every app x device key.
+    lo, hi = ALL_MOBILE_RANGE.split("...")
+    assert (keys[0], keys[-1]) == (lo, hi)
+    assert dg.AssetKey("mobile_trajectories") in graph.get(dg.AssetKey("raw_steps")).parent_keys
+
+
+def test_mobile_partitions_split_each_apps_tasks_between_devices():
+    from crawlers.randomise import profile_for_task
+    from dagster_project.partitions import MOBILE_DEVICES
+    from sandbox.tasks import build_catalog
+    tasks = build_catalog(per_template=2, apps=["mobile_shop"])
+    drawn = [profile_for_task(0, t.task_id, MOBILE_DEVICES) for t in tasks]
+    assert drawn == [profile_for_task(0, t.task_id, MOBILE_DEVICES) for t in tasks]
+    # Every profile gets a share; each task exactly one.
+    assert set(drawn) == set(MOBILE_DEVICES)
+    assert all(drawn.count(d) >= len(tasks) // 6 for d in MOBILE_DEVICES)

@@ -46,7 +46,7 @@ def test_graph_materialises_end_to_end_and_reruns_idempotently(tmp_path):
     evals = {e.check_name: e.passed for e in ship.get_asset_check_evaluations()}
     assert evals == {"raw_steps_schema_valid": True, "raw_steps_screenshots_decode": True,
                      "raw_steps_coordinates_in_bounds": True, "oracle_success_rate_check": True}
-    stats = shard_stats(data / "shards" / "sandbox-web")
+    stats = shard_stats(data / "shards" / "sandbox")
     assert stats["trajectories"] == crawled
     assert set(stats["languages"]) == {"en", "zh"}
     assert stats["verified_success"] == meta["success"].value
@@ -71,3 +71,40 @@ def test_cli_materialises_the_catalog(tmp_path):
     rows = pq.read_table(tmp_path / "data" / "catalog" / "tasks.parquet").to_pylist()
     assert rows and {r["language"] for r in rows} == {"zh"}
     assert len({r["template_id"] for r in rows}) * 2 == len(rows)
+
+
+@pytest.mark.slow
+def test_mobile_partition_crawls_through_appium_into_the_same_shards(tmp_path):
+    """One app x device partition on a real Appium server with two sessions."""
+    from dagster_project.assets.mobile import mobile_trajectories
+    from dagster_project.resources import AppiumResource
+    data = tmp_path / "data"
+    resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
+                 "appium": AppiumResource(sessions=2, screenshot_scale="css")}
+    assets = [task_catalog, mobile_trajectories, raw_steps, web_shards]
+    instance = dg.DagsterInstance.ephemeral()
+    cfg = {"ops": {"task_catalog": {"config": {"per_template": 1}}}}
+    assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
+                          instance=instance, run_config=cfg).success
+    key = dg.MultiPartitionKey({"app": "mobile_shop", "device": "pixel_8"})
+    crawl = dg.materialize(assets, selection=["mobile_trajectories"], partition_key=key,
+                           resources=resources, instance=instance)
+    assert crawl.success
+    meta = crawl.asset_materializations_for_node("mobile_trajectories")[0].metadata
+    crawled = meta["trajectories"].value
+    assert crawled >= 3 and meta["success_rate"].value >= 0.9
+    pools = meta["device_pools"].value
+    assert pools["pixel_8"]["slots"] == 2 and pools["pixel_8"]["quarantined"] == []
+    assert dg.materialize(assets, selection=["raw_steps", "web_shards"], resources=resources,
+                          instance=instance).success
+    stats = shard_stats(data / "shards" / "sandbox")
+    mobile = stats["by_platform"]["mobile_web"]
+    assert mobile["trajectories"] == crawled == stats["trajectories"]
+    assert stats["apps"] == {"mobile_shop": crawled}
+    # The partition holds exactly the app's tasks that draw pixel_8.
+    from crawlers.randomise import profile_for_task
+    from dagster_project.partitions import MOBILE_DEVICES
+    from trajforge.catalog import read_catalog
+    mine = [t for t in read_catalog(data / "catalog" / "tasks.parquet", apps=["mobile_shop"])
+            if profile_for_task(0, t.task_id, MOBILE_DEVICES) == "pixel_8"]
+    assert crawled == len(mine)

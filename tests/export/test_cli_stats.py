@@ -51,6 +51,16 @@ def check(stats: dict, built, out: Path) -> None:
     assert sum(s["trajectories"] for s in stats["splits"].values()) == want["trajectories"]
     assert {k: v["steps"] for k, v in stats["splits"].items()} == {
         k: v["samples"] for k, v in manifest["splits"].items()}
+    # Per-platform figures add up to the totals and match the trajectories.
+    trajs, steps = built.trajectories.values(), [s for ss in built.steps.values() for s in ss]
+    for name, p in stats["by_platform"].items():
+        mine = [t for t in trajs if t.platform == name]
+        assert p["trajectories"] == len(mine)
+        assert p["languages"] == dict(Counter(t.task.language for t in mine))
+        ids = {t.trajectory_id for t in mine}
+        assert p["action_types"] == dict(Counter(
+            s.action.type.value for s in steps if s.trajectory_id in ids))
+    assert sum(p["steps"] for p in stats["by_platform"].values()) == stats["steps"]
 
 
 def test_stats_json_in_process(built, out):

@@ -1,0 +1,71 @@
+import dagster as dg
+
+from crawlers.device_pool import DevicePool
+from crawlers.randomise import profile_for_task
+from crawlers.runner import crawl
+from dagster_project.assets.crawl import CrawlConfig, _first_steps, _log_progress
+from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
+from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
+from trajforge.catalog import read_catalog
+from trajforge.report import thumbnails_markdown
+
+
+@dg.asset(
+    group_name="collect",
+    kinds={"appium", "parquet"},
+    deps=["task_catalog"],
+    partitions_def=mobile_partitions,
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+)
+def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
+                        storage: StorageResource, sandbox: SandboxResource,
+                        appium: AppiumResource) -> dg.MaterializeResult:
+    """Crawl the mobile apps' tasks on phones through a real Appium server.
+
+    A partition is app x device profile and holds the app's tasks that draw
+    that profile. One device pool per profile serves every app of the run,
+    with `appium.sessions` concurrent sessions; a lost session reconnects, a
+    device that keeps failing is quarantined. Resumable like the web crawl.
+    """
+    keys = [k.keys_by_dimension for k in context.partition_keys]
+    by_device: dict[str, list[str]] = {}
+    for k in keys:
+        by_device.setdefault(k["device"], []).append(k["app"])
+    store = storage.raw
+    totals: dict = {}
+    pool_stats: dict = {}
+    examples = []
+    for device, apps in sorted(by_device.items()):
+        report = storage.path / "reports" / "quarantine.jsonl"
+        with DevicePool(appium.devices_for(device), server=appium.server,
+                        server_url=appium.url, sessions_per_device=appium.sessions,
+                        step_timeout_s=appium.step_timeout_s, report_path=report,
+                        screenshot_scale=appium.screenshot_scale) as pool:
+            for app in sorted(apps):
+                tasks = [t for t in read_catalog(storage.catalog_path, apps=[app])
+                         if profile_for_task(config.seed, t.task_id, MOBILE_DEVICES) == device]
+                collection = f"mobile/{app}/{device}"
+                context.log.info(f"{app} on {device}: crawling {len(tasks)} tasks "
+                                 f"with {pool.size} sessions")
+                stats = crawl(tasks, store=store, collection=collection, server_url=sandbox.url,
+                              policy=config.policy, seed=config.seed,
+                              distraction_rate=config.distraction_rate,
+                              max_steps=config.max_steps, retries=config.retries, pool=pool,
+                              progress=lambda ev, n=len(tasks): _log_progress(context, ev, n))
+                context.log.info(f"{app} on {device}: {stats.as_dict()}")
+                for k, v in stats.as_dict().items():
+                    if isinstance(v, (int, float)):
+                        totals[k] = totals.get(k, 0) + v
+                for step in _first_steps(store, collection, 1):
+                    examples.append((f"{app} on {device}: {step.action.brief()}",
+                                     store.blobs.get(step.screenshot, step.image_format)))
+            pool_stats[device] = pool.stats()
+    done = totals.get("success", 0) + totals.get("failure", 0)
+    return dg.MaterializeResult(metadata={
+        **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()},
+        "partitions": ", ".join(f"{k['app']}|{k['device']}" for k in keys),
+        "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
+        "device_pools": dg.MetadataValue.json(pool_stats),
+        "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
+    })

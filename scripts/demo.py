@@ -100,6 +100,8 @@ def main() -> None:
         "steps": stats["steps"],
         "trajectories_per_min_crawl": round(stats["trajectories"] / crawl_min, 1),
         "steps_per_min_crawl": round(stats["steps"] / crawl_min, 1),
+        "mobile": stats.get("by_platform", {}).get("mobile_web", {}),
+        "mobile_crawl_s": round(timings["mobile_trajectories"], 1),
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)
@@ -109,6 +111,12 @@ def main() -> None:
     print(f"\n== demo: {wall:.0f} s wall, peak memory {report['peak_rss_mb']} MB, "
           f"{report['trajectories_per_min_crawl']} trajectories/min and "
           f"{report['steps_per_min_crawl']} steps/min while crawling")
+    mobile = report["mobile"]
+    if mobile:
+        print(f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "
+              f"languages {mobile['languages']}, {mobile['verified_success']} verified by state; "
+              f"swipe {mobile['action_types'].get('swipe', 0)}, "
+              f"long_press {mobile['action_types'].get('long_press', 0)}")
 
 
 if __name__ == "__main__":

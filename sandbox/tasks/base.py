@@ -309,8 +309,12 @@ def _visible_band(obs: Observation, target: Element) -> tuple[float, float]:
                          (e.role == "group" and e.name.strip() in _KEYBOARD_NAMES))
         is_bottom_bar = is_bottom_bar and 0.5 < y0 < 1.0 and y1 >= 0.97
         is_top_bar = e.role in _TOP_BAR_ROLES and y0 <= 0.08 and 0.0 < y1 < 0.3
-        if not (is_bottom_bar or is_top_bar) or _in_bar(elements, i, at):
+        if not (is_bottom_bar or is_top_bar):
             continue
+        if _in_bar(elements, i, at):
+            # A control of a fixed bar never scrolls: wherever it sits, tap it
+            # (a phone's tab bar centres at 97% of the screen).
+            return 0.0, 1.0
         if is_bottom_bar and at < i:
             bottom = min(bottom, y0 - 0.005)
         elif is_top_bar and at > i:

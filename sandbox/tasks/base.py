@@ -139,6 +139,7 @@ class PlanOracle:
         self.max_scrolls = max_scrolls
         self.waits = 0
         self.scrolls = 0
+        self._scrolled_at: tuple | None = None  # the target's box when we last scrolled to it
         self.distractions_cleared = 0
         self.last_target: Element | None = None
 
@@ -176,6 +177,7 @@ class PlanOracle:
             if scroll is not None:
                 return scroll
             self.waits = self.scrolls = 0
+            self._scrolled_at = None
             self.pos += 1
             if isinstance(step, Tap):
                 return self._tap(el, self._say(step.kind.value, role=el.role, name=el.name), kind=step.kind)
@@ -237,6 +239,11 @@ class PlanOracle:
         top, bottom = _visible_band(obs, el) if obs is not None else (VISIBLE_MIN, VISIBLE_MAX)
         if top <= cy <= bottom:
             return None
+        if self._scrolled_at == el.bbox and 0.0 <= cy <= 1.0:
+            # The last scroll did not move it: it is fixed to the screen (a buy
+            # bar at the very bottom of a tall phone), so scrolling cannot help.
+            return None
+        self._scrolled_at = el.bbox
         self.scrolls += 1
         if self.scrolls > self.max_scrolls:
             raise OracleError(f"'{el.name}' stays off screen after {self.max_scrolls} scrolls")

@@ -68,3 +68,18 @@ def test_a_tab_at_the_very_bottom_of_a_phone_is_tapped_not_scrolled_to():
     orders = Element(role="link", name="订单", bbox=(0.5, 0.945, 0.75, 1.0))
     oracle = PlanOracle([Tap(Target("订单", role="link")), Finish()])
     assert oracle.next_action(_obs(MAIN, bar, orders)).type == ActionType.TAP
+
+
+def test_a_target_that_a_scroll_does_not_move_is_fixed_and_gets_tapped():
+    # A buy bar with no landmark role, centred at 97.5% of a tall phone.
+    add = Element(role="button", name="Add to cart", bbox=(0.5, 0.955, 0.95, 0.995))
+    oracle = PlanOracle([Tap(Target("Add to cart", role="button")), Finish()])
+    first = oracle.next_action(_obs(MAIN, add))
+    assert first.type == ActionType.SCROLL and first.direction == "down"
+    # Same box after the scroll: tap it rather than scroll eight times and give up.
+    assert oracle.next_action(_obs(MAIN, add)).type == ActionType.TAP
+    # A target that moved is still scrolled towards.
+    oracle = PlanOracle([Tap(Target("Add to cart", role="button")), Finish()])
+    oracle.next_action(_obs(MAIN, add))
+    moved = Element(role="button", name="Add to cart", bbox=(0.5, 0.975, 0.95, 1.015))
+    assert oracle.next_action(_obs(MAIN, moved)).type == ActionType.SCROLL

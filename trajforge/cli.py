@@ -1,4 +1,4 @@
-"""The `trajforge` command: export shards, count them, check them.
+"""The `trajforge` command: export shards, count, validate, catalog and view them.
 
 Bad input (a missing folder, a broken manifest or shard) ends with a one-line
 error on stderr and exit code 2, never a traceback.
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import tarfile
+import threading
 from pathlib import Path
 from typing import List, Optional
 
@@ -67,6 +68,7 @@ def export(
     max_samples: int = typer.Option(1000, help="most samples per shard"),
     max_bytes: int = typer.Option(500_000_000, help="most bytes per shard"),
     split_seed: str = typer.Option("v1", help="seed of the train/val/test assignment"),
+    resolution: str = typer.Option("native", help="image resolution profile: native, 1120, 448 or qwen"),
     progress: bool = typer.Option(True, help="show a progress bar on stderr"),
 ) -> None:
     """Export the raw store to WebDataset shards split by trajectory."""
@@ -86,7 +88,8 @@ def export(
     try:
         result = export_shards(store, out, dataset=dataset, collections=collection or None,
                                max_samples_per_shard=max_samples, max_bytes_per_shard=max_bytes,
-                               split_seed=split_seed, progress=None if bar is None else bar.update)
+                               split_seed=split_seed, resolution=resolution,
+                               progress=None if bar is None else bar.update)
     except (SchemaError, ValueError, OSError) as err:
         _fail(str(err))
     finally:
@@ -98,6 +101,102 @@ def export(
                f"[{result.seconds:.1f} s, {rate:.0f} steps/s, version {result.manifest['version']}]")
     if result.skipped:
         typer.echo(f"quarantined: {result.skipped} (see {out / 'quarantine.jsonl'})", err=True)
+
+
+MAX_SHOWN = 50  # problems printed by validate; the rest are counted
+
+
+@app.command()
+def validate(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
+             images: bool = typer.Option(True, help="check each image's header and format")) -> None:
+    """Check shards against the manifest and every sample against the schema."""
+    from .validate import validate as run_validate
+    try:
+        report = run_validate(shard_dir, images=images)
+    except (SchemaError, OSError) as err:
+        _fail(str(err))
+    for p in report.problems[:MAX_SHOWN]:
+        typer.echo(str(p), err=True)
+    if len(report.problems) > MAX_SHOWN:
+        typer.echo(f"... and {len(report.problems) - MAX_SHOWN} more", err=True)
+    if not report.ok:
+        _fail(report.summary())
+    typer.echo(report.summary())
+
+
+@app.command()
+def catalog(
+    data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+    db: Optional[Path] = typer.Option(None, help="database file; default <data>/catalog.duckdb"),
+    query: Optional[str] = typer.Option(None, "--query", "-q", help="SQL to run on the catalog"),
+    rebuild: bool = typer.Option(False, help="rebuild even when the catalog is up to date"),
+    as_json: bool = typer.Option(False, "--json", help="query rows as JSON lines"),
+) -> None:
+    """Build the DuckDB catalog (trajectories, steps, shards) and query it."""
+    import duckdb
+
+    from .warehouse import build_catalog, catalog_path, is_stale
+    from .warehouse import query as run_query
+    root = (data or data_root()).resolve()
+    db = (db or catalog_path(root)).resolve()
+    if not root.is_dir():
+        _fail(f"no data root at {root}")
+    # A query alone reuses an up-to-date catalog; without one we always rebuild.
+    if rebuild or query is None or is_stale(root, db):
+        try:
+            res = build_catalog(root, db)
+        except (duckdb.Error, OSError) as err:
+            _fail(f"cannot build the catalog {db}: {err}")
+        for p in res.problems:
+            typer.echo(f"warning: {p}", err=True)
+        if query is None:
+            typer.echo(f"catalog {res.path}: trajectories/steps from {res.source}, "
+                       f"{len(res.datasets)} dataset(s), {res.shards} shards "
+                       f"[{res.seconds:.2f} s]")
+    if query is None:
+        return
+    try:
+        cols, rows = run_query(db, query)
+    except duckdb.Error as err:
+        _fail(f"query failed on {db}: {str(err).splitlines()[0]}")
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(dict(zip(cols, r)), ensure_ascii=False, default=str))
+        return
+    typer.echo("\t".join(cols))
+    for r in rows:
+        typer.echo("\t".join("" if v is None else str(v) for v in r))
+
+
+@app.command()
+def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
+         out: Optional[Path] = typer.Option(None, help="site folder; default chosen by the viewer"),
+         limit: Optional[int] = typer.Option(None, help="most trajectories to show"),
+         serve: bool = typer.Option(False, "--serve", help="serve the site on localhost"),
+         port: int = typer.Option(0, help="port for --serve; 0 picks a free one")) -> None:
+    """Build a static HTML viewer of the trajectories (and optionally serve it)."""
+    try:
+        from . import viewer  # imported here: jinja2/pillow only when viewing
+    except ImportError as err:
+        _fail(f"the viewer is not available: {err}")
+    try:
+        index = viewer.build_site(shard_dir, out, limit=limit)
+    except (SchemaError, ValueError, OSError) as err:
+        _fail(str(err))
+    typer.echo(f"viewer: {index}")
+    if not serve:
+        return
+    try:
+        server, url = viewer.serve(Path(index).parent, port=port)
+    except OSError as err:  # port in use, no permission
+        _fail(f"cannot serve {Path(index).parent}: {err}")
+    typer.echo(f"serving {url} (Ctrl-C to stop)")
+    try:  # the server runs in a daemon thread: keep the command alive until Ctrl-C
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
 
 
 if __name__ == "__main__":

@@ -13,39 +13,55 @@ version; see `sample_json`). Keys are `<trajectory_id>_s0004` made safe by
   mode, JSON has sorted keys. The same input gives the same bytes.
 - Streamed: DuckDB sorts the step rows out of core and hands them back in
   batches; only one trajectory's rows are held at a time.
-- Atomic: shards are written under a temporary staging folder inside out_dir
-  and renamed into place only when all are complete; the manifest is written
-  last (atomically) and is the commit. A failed run leaves the previous export
-  as it was.
+- Atomic: shards are written under a staging folder inside out_dir and
+  renamed into place only when all are complete; the manifest is written last
+  (atomically) and is the commit. A failed run leaves the previous export as
+  it was.
+- Resumable: the staging folder's name is a fingerprint of the inputs (ids,
+  their committed part files) and the options, and a journal there records
+  each finished shard (fsync'd). A run killed part-way (SIGKILL, OOM, lost
+  node) is resumed by the next run with the same fingerprint: the journaled
+  shards are verified (size, sha256) and kept, their samples skipped, and the
+  final shards are byte-identical to an uninterrupted run's. Any other staging
+  folder is stale and removed. (An exception raised inside the run still
+  removes the staging folder, so a failed run leaves out_dir as it was.)
+- Resolution profiles (`trajforge.resolution`): images are resized at export
+  to what the target model wants; the sample's width/height follow.
 - Bad trajectories (a missing screenshot, an invalid step, a step count that
   does not match) are quarantined with their reason and counted, never dropped
   silently.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
-import tempfile
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
+from PIL import __version__ as _PILLOW_VERSION
 
 from schemas.arrow import row_to_step, step_to_row, trajectory_to_row
 from schemas.errors import SchemaError
 from schemas.records import PIPELINE_VERSION, SCHEMA_VERSION, Trajectory
 
+from .resolution import Resolution, resize_image, resolution_profile
 from .shards import IMAGE_EXT, MANIFEST, SHARD_NAME, sample_key
 from .store import RawStore, atomic_write_bytes
 
 DEFAULT_SPLITS = (("train", 0.9), ("val", 0.05), ("test", 0.05))
 QUARANTINE = "quarantine.jsonl"
+JOURNAL = "journal.jsonl"  # in the staging folder: one line per finished shard
+STAGING_PREFIX = ".export-"
 DUCKDB_MEMORY = "512MB"  # past this the sort spills to disk
 _SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAR_BLOCK = 512
@@ -63,6 +79,7 @@ class ExportResult:
     bytes: int
     skipped: dict[str, int]
     seconds: float
+    resumed_shards: int = 0  # shards kept from a killed run's staging folder
 
     @property
     def manifest_path(self) -> Path:
@@ -127,12 +144,32 @@ class _Sample:
     image_path: Path
     image_size: int
     json: bytes
+    image_format: str = "png"
+    resize_to: tuple[int, int] | None = None  # None: the stored bytes as they are
+    _resized: bytes | None = None
+
+    def prepare(self) -> None:
+        """Resize now (before the shard-rolling decision needs the size)."""
+        if self.resize_to is not None and self._resized is None:
+            try:
+                self._resized = resize_image(self.image_path.read_bytes(), self.image_format,
+                                             self.resize_to, source=str(self.image_path))
+            except ValueError as err:
+                raise _Unusable("bad_screenshot", str(SchemaError(
+                    str(err), source=str(self.image_path), record=self.key,
+                    field="screenshot"))) from None
 
     def tar_bytes(self) -> int:
-        return _member_bytes(self.image_size) + _member_bytes(len(self.json))
+        self.prepare()
+        size = self.image_size if self._resized is None else len(self._resized)
+        return _member_bytes(size) + _member_bytes(len(self.json))
 
     def record(self) -> dict[str, bytes | str]:
-        return {"__key__": self.key, self.image_ext: self.image_path.read_bytes(), "json": self.json}
+        self.prepare()
+        image, self._resized = self._resized, None  # written once: free it
+        if image is None:
+            image = self.image_path.read_bytes()
+        return {"__key__": self.key, self.image_ext: image, "json": self.json}
 
 
 def _tar_file_bytes(members: int) -> int:
@@ -147,15 +184,68 @@ def _member_bytes(size: int) -> int:
 # -- writing shards -------------------------------------------------------------
 
 class _HashingFile:
-    """A write-only file that hashes and counts what goes through it."""
+    """A write-only file that hashes and counts what goes through it.
+
+    Why not hash and write each piece inline: tarfile's stream hands over 10
+    KiB pieces, and inline sha256 plus a syscall per piece made shard writing
+    about half as fast as plain tarfile (benchmarks/shard_io.py). Pieces are
+    gathered into 1 MiB blocks; each block is written here while a helper
+    thread hashes it (hashlib lets go of the GIL), in order.
+    """
+
+    BLOCK = 1 << 20
+    _IN_FLIGHT = 4  # blocks hashed behind the writes at most (bounds memory)
 
     def __init__(self, f):
         self.f, self.sha, self.size = f, hashlib.sha256(), 0
+        self._buf = bytearray()
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-sha256")
+        self._pending: deque = deque()
+
+    def tell(self) -> int:  # tarfile's "w" mode asks where it starts
+        return self.size
 
     def write(self, data) -> int:
-        self.sha.update(data)
+        self._buf += data
         self.size += len(data)
-        return self.f.write(data)
+        if len(self._buf) >= self.BLOCK:
+            self._write_block()
+        return len(data)
+
+    def _write_block(self) -> None:
+        block, self._buf = self._buf, bytearray()  # never changed again: shared read-only
+        self._pending.append(self._hasher.submit(self.sha.update, block))
+        self.f.write(block)
+        while len(self._pending) > self._IN_FLIGHT:
+            self._pending.popleft().result()
+
+    def flush(self) -> str:
+        """Writes what is buffered; the sha256 of everything written."""
+        if self._buf:
+            self._write_block()
+        while self._pending:
+            self._pending.popleft().result()
+        self._hasher.shutdown()
+        self.f.flush()
+        return self.sha.hexdigest()
+
+    def discard(self) -> None:
+        self._hasher.shutdown(cancel_futures=True)
+
+
+@functools.cache
+def _direct_tar_writer(wds):
+    """webdataset's TarWriter on tarfile's plain "w" mode instead of its "w|" stream.
+
+    Why: the stream re-chunks every write into 10 KiB records (copies in
+    Python); our file already gathers 1 MiB blocks. Same bytes either way.
+    """
+    class DirectTarWriter(wds.TarWriter):
+        @staticmethod
+        def tarmode(fileobj, compress=None):
+            return "w"
+
+    return DirectTarWriter
 
 
 class _SplitWriter:
@@ -165,11 +255,14 @@ class _SplitWriter:
     shard reader sees a trajectory's steps together.
     """
 
-    def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int):
+    def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int,
+                 journal: "_Journal", resumed: list[dict] = ()):
         self.staging, self.split = staging, split
         self.max_samples, self.max_bytes = max_samples, max_bytes
-        self.shards: list[dict] = []
-        self.image_exts: set[str] = set()  # for hf_features()
+        self.journal = journal
+        # Shards finished by a killed run: numbering goes on after them.
+        self.shards: list[dict] = [{k: e[k] for k in _MANIFEST_SHARD_FIELDS} for e in resumed]
+        self.image_exts: set[str] = {x for e in resumed for x in e["image_exts"]}  # for hf_features()
         self._tar = None
 
     def add_trajectory(self, samples: list[_Sample]) -> None:
@@ -183,9 +276,12 @@ class _SplitWriter:
                 self._open()
             self._tar.write(sample.record())
             self.image_exts.add(sample.image_ext)
-            self._cur["samples"] += 1
-            self._cur["payload"] += size
-            self._cur["tids"].add(sample.trajectory_id)
+            cur = self._cur
+            cur["samples"] += 1
+            cur["payload"] += size
+            cur["tids"].add(sample.trajectory_id)
+            cur["exts"].add(sample.image_ext)
+            cur["last"] = sample
 
     def _fits(self, n: int, size: int) -> bool:
         cur = self._cur
@@ -198,21 +294,27 @@ class _SplitWriter:
         name = f"{self.split}-{len(self.shards):06d}.tar"
         f = open(self.staging / name, "wb")
         self._file = _HashingFile(f)
-        self._tar = wds.TarWriter(self._file, encoder=False, mtime=0, mode=0o644,
-                                  user="trajforge", group="trajforge")
-        self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set()}
+        self._tar = _direct_tar_writer(wds)(self._file, encoder=False, mtime=0, mode=0o644,
+                                            user="trajforge", group="trajforge")
+        self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set(),
+                     "exts": set(), "last": None}
 
     def _close(self) -> None:
         self._tar.close()
         f = self._cur["f"]
-        f.flush()
+        digest = self._file.flush()
         os.fsync(f.fileno())
         f.close()
         cur = self._cur
-        self.shards.append({"name": cur["name"], "split": self.split, "samples": cur["samples"],
-                            "trajectories": len(cur["tids"]), "bytes": self._file.size,
-                            "sha256": self._file.sha.hexdigest()})
+        shard = {"name": cur["name"], "split": self.split, "samples": cur["samples"],
+                 "trajectories": len(cur["tids"]), "bytes": self._file.size,
+                 "sha256": digest}
+        self.shards.append(shard)
         self._tar = None
+        _fsync_dir(self.staging)
+        # Durable before it counts: the shard is fsync'd above, its line here.
+        self.journal.append(dict(shard, last_trajectory_id=cur["last"].trajectory_id,
+                                 last_key=cur["last"].key, image_exts=sorted(cur["exts"])))
 
     def finish(self) -> list[dict]:
         if self._tar is not None:
@@ -224,8 +326,113 @@ class _SplitWriter:
             try:  # close the tar stream first, or its finaliser writes to a closed file
                 self._tar.close()
             finally:
+                self._file.discard()
                 self._cur["f"].close()
                 self._tar = None
+
+
+# -- resuming -----------------------------------------------------------------------
+
+_MANIFEST_SHARD_FIELDS = ("name", "split", "samples", "trajectories", "bytes", "sha256")
+
+
+class _Journal:
+    """The staging folder's list of finished shards: JSON lines, each fsync'd."""
+
+    def __init__(self, staging: Path):
+        self.path = staging / JOURNAL
+
+    def load(self) -> list[dict]:
+        """The journaled shards; a torn last line (killed mid-write) is ignored."""
+        try:
+            lines = self.path.read_bytes().split(b"\n")
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in lines[:-1]:  # the part after the last newline was never finished
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                break
+            if not isinstance(entry, dict):
+                break
+            entries.append(entry)
+        return entries
+
+    def append(self, entry: dict) -> None:
+        with open(self.path, "ab") as f:
+            f.write(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rewrite(self, entries: list[dict]) -> None:
+        atomic_write_bytes(self.path, b"".join(
+            json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in entries))
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _resume(staging: Path, splits: list[tuple[str, float]]) -> dict[str, list[dict]]:
+    """{split: journaled shards still whole}, in order; everything else in staging goes.
+
+    A split keeps the longest run of its shards, from 000000 on, whose files
+    match their journal line; the first one that does not (and all after it)
+    is written again.
+    """
+    journal = _Journal(staging)
+    entries = journal.load()
+    kept: dict[str, list[dict]] = {name: [] for name, _ in splits}
+    broken: set[str] = set()
+    survivors = []
+    for e in entries:
+        split = e.get("split")
+        if split not in kept or split in broken:
+            continue
+        path = staging / str(e.get("name"))
+        ok = (e.get("name") == f"{split}-{len(kept[split]):06d}.tar" and path.is_file()
+              and path.stat().st_size == e.get("bytes") and _file_sha256(path) == e.get("sha256"))
+        if ok:
+            kept[split].append(e)
+            survivors.append(e)
+        else:
+            broken.add(split)
+    keep = {e["name"] for e in survivors} | {JOURNAL}
+    for p in staging.iterdir():
+        if p.name not in keep:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    if survivors != entries or not journal.path.exists():
+        journal.rewrite(survivors)
+    return kept
+
+
+def _fingerprint(store: RawStore, chosen: dict[str, tuple[Trajectory, str]], options: dict) -> str:
+    """Names the inputs and options: a resumed run must see exactly the same ones.
+
+    Part files are named relative to the store (a moved store still resumes)
+    with their size and mtime: committed parts are never rewritten in place,
+    so a change there means the input changed.
+    """
+    h = hashlib.sha256()
+    root = Path(store.root)
+
+    def rel(f) -> str:
+        try:
+            return Path(f).relative_to(root).as_posix()
+        except ValueError:
+            return str(f)
+
+    for tid in sorted(chosen):
+        h.update(f"{tid}\x1f{rel(chosen[tid][1])}\n".encode())
+    parts = {Path(f) for _, f in chosen.values()}
+    parts |= {Path(str(f).replace(".steps.parquet", ".trajectories.parquet")) for f in parts}
+    for f in sorted(parts):
+        st = f.stat()
+        h.update(f"{rel(f)}\x1f{st.st_size}\x1f{st.st_mtime_ns}\n".encode())
+    h.update(json.dumps(options, sort_keys=True).encode())
+    return h.hexdigest()
 
 
 # -- reading the store ------------------------------------------------------------
@@ -309,8 +516,13 @@ def _group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]
         yield tid, group
 
 
-def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str) -> list[_Sample]:
-    """The samples of one trajectory, or _Unusable saying why there are none."""
+def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str,
+             resolution: Resolution) -> list[_Sample]:
+    """The samples of one trajectory, or _Unusable saying why there are none.
+
+    Images are not read here (a resumed run skips most samples); `prepare`
+    resizes them when they are about to be written.
+    """
     try:
         steps = [row_to_step(r, source=source) for r in rows]
     except SchemaError as err:
@@ -331,10 +543,21 @@ def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str) -
             raise _Unusable("missing_screenshot", str(SchemaError(
                 f"screenshot blob {path} is missing", source=source,
                 record=f"{step.trajectory_id}#{step.index}", field="screenshot"))) from None
+        try:
+            size_to = resolution.target(step.width, step.height)
+        except ValueError as err:
+            raise _Unusable("bad_screenshot", str(SchemaError(
+                str(err), source=source, record=f"{step.trajectory_id}#{step.index}",
+                field="width"))) from None
+        row = step_to_row(step)
+        # Coordinates are normalised, so only the pixel size changes with the image.
+        row["width"], row["height"] = size_to
         out.append(_Sample(trajectory_id=step.trajectory_id,
                            key=sample_key(step.trajectory_id, step.index),
                            image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                           image_size=size, json=sample_json(step_to_row(step), traj_row)))
+                           image_size=size, json=sample_json(row, traj_row),
+                           image_format=step.image_format,
+                           resize_to=None if size_to == (step.width, step.height) else size_to))
     return out
 
 
@@ -343,48 +566,51 @@ def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str) -
 def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=None,
                   max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                   splits=DEFAULT_SPLITS, split_seed: str = "v1",
+                  resolution: "str | Resolution" = "native",
                   progress: Callable[[int], Any] | None = None) -> ExportResult:
     """Write the store's steps as WebDataset shards under out_dir; see the module doc.
 
-    `progress`, if given, is called with the number of samples written after
-    each trajectory (a tqdm's `update` fits).
+    `resolution` is a profile name ("native", "1120", "448", "qwen") or a
+    `trajforge.resolution.Resolution`. `progress`, if given, is called with the
+    number of samples done after each trajectory (a tqdm's `update` fits);
+    samples kept from a resumed run count as done.
     """
     started = time.perf_counter()
     splits = check_splits(splits)
+    profile = resolution_profile(resolution)
     if max_samples_per_shard < 1 or max_bytes_per_shard < 1:
         raise ValueError("max_samples_per_shard and max_bytes_per_shard must be positive")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(out_dir)
 
     chosen, quarantine = _trajectories(store, collections)
+    options = {"dataset": dataset, "collections": _collection_names(store, collections),
+               "max_samples_per_shard": max_samples_per_shard,
+               "max_bytes_per_shard": max_bytes_per_shard, "splits": splits,
+               "split_seed": split_seed, "resolution": profile.describe(),
+               "schema_version": SCHEMA_VERSION, "trajforge": _package_version(),
+               "pillow": _PILLOW_VERSION, "webdataset": _dist_version("webdataset")}
     # Shards are written here and moved into out_dir only once all are done,
-    # so a failed run leaves the previous export whole.
-    staging = Path(tempfile.mkdtemp(dir=out_dir, prefix=".export-"))
-    writers = {name: _SplitWriter(staging, name, max_samples_per_shard, max_bytes_per_shard)
-               for name, _ in splits}
-    exported: dict[str, int] = {name: 0 for name, _ in splits}
-    seen: set[str] = set()
+    # so a failed run leaves the previous export whole. The name is fixed by
+    # the inputs and options, so a killed run's finished shards are found again.
+    staging = out_dir / f"{STAGING_PREFIX}{_fingerprint(store, chosen, options)[:24]}"
+    _remove_leftovers(out_dir, keep=staging.name)
+    staging.mkdir(exist_ok=True)
+    _fsync_dir(out_dir)
+    resumed = _resume(staging, splits)
+    args = (store, chosen, staging, splits, split_seed, profile, max_samples_per_shard,
+            max_bytes_per_shard, progress)
     try:
-        for tid, rows in _group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
-            seen.add(tid)
-            traj, source = chosen[tid]
-            try:
-                samples = _samples(store, traj, rows, source)
-            except _Unusable as bad:
-                quarantine.append(bad.record(tid))
-                continue
-            split = split_of(tid, splits, split_seed)
-            writers[split].add_trajectory(samples)
-            exported[split] += 1
-            if progress is not None:
-                progress(len(samples))
-        shards = [s for name, _ in splits for s in writers[name].finish()]
-    except BaseException:
-        for w in writers.values():
-            w.abort()
+        shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
+    except _ResumeMismatch:
+        # The kept shards do not line up with the input (a screenshot that
+        # failed to decode before the kill is counted differently): start over
+        # rather than risk a duplicate or a gap.
         shutil.rmtree(staging, ignore_errors=True)
-        raise
+        staging.mkdir()
+        resumed = {name: [] for name, _ in splits}
+        shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
+    quarantine += bad
 
     for tid in sorted(set(chosen) - seen):
         if chosen[tid][0].num_steps == 0:
@@ -403,9 +629,8 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     shutil.rmtree(staging, ignore_errors=True)
     _publish(out_dir / QUARANTINE, "".join(
         json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
-    image_exts = set().union(*(w.image_exts for w in writers.values()))
     manifest = _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
-                         store, collections)
+                         store, collections, profile)
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                                        ensure_ascii=False) + "\n").encode())
     _remove_stale_shards(out_dir, {s["name"] for s in shards})
@@ -413,11 +638,82 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     return ExportResult(out_dir=out_dir, manifest=manifest, samples=totals["samples"],
                         trajectories=totals["trajectories"], shards=totals["shards"],
                         bytes=totals["bytes"], skipped=skipped,
-                        seconds=time.perf_counter() - started)
+                        seconds=time.perf_counter() - started,
+                        resumed_shards=sum(len(v) for v in resumed.values()))
+
+
+class _ResumeMismatch(Exception):
+    """The journaled shards do not end where the input says they should."""
+
+
+def _write_shards(store, chosen, staging, splits, split_seed, profile, max_samples, max_bytes,
+                  progress, resumed):
+    """Writes every split's shards into staging, after the ones kept from a killed run.
+
+    Returns (shards, image_exts, trajectories per split, ids seen, quarantined).
+    """
+    journal = _Journal(staging)
+    writers = {name: _SplitWriter(staging, name, max_samples, max_bytes, journal, resumed[name])
+               for name, _ in splits}
+    # Samples of each split already in kept shards: the first ones in stream order.
+    to_skip = {name: sum(e["samples"] for e in resumed[name]) for name, _ in splits}
+    exported: dict[str, int] = {name: 0 for name, _ in splits}
+    seen: set[str] = set()
+    quarantine = []
+    resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                                 thread_name_prefix="export-resize")
+    try:
+        for tid, rows in _group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
+            seen.add(tid)
+            traj, source = chosen[tid]
+            split = split_of(tid, splits, split_seed)
+            try:
+                samples = _samples(store, traj, rows, source, profile)
+                todo = _skip_resumed(samples, split, to_skip, resumed)
+                if any(t.resize_to for t in todo):
+                    # Pillow lets go of the GIL to decode, resize and encode.
+                    list(resizer.map(_Sample.prepare, todo))
+            except _Unusable as bad:
+                quarantine.append(bad.record(tid))
+                continue
+            if todo:
+                writers[split].add_trajectory(todo)
+            exported[split] += 1
+            if progress is not None:
+                progress(len(samples))
+        if any(to_skip.values()):
+            raise _ResumeMismatch(f"the journal holds more samples than the input: {to_skip}")
+        shards = [s for name, _ in splits for s in writers[name].finish()]
+    except _ResumeMismatch:
+        for w in writers.values():
+            w.abort()
+        raise
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        resizer.shutdown(cancel_futures=True)
+    image_exts = set().union(*(w.image_exts for w in writers.values()))
+    return shards, image_exts, exported, seen, quarantine
+
+
+def _skip_resumed(samples: list[_Sample], split: str, to_skip: dict[str, int],
+                  resumed: dict[str, list[dict]]) -> list[_Sample]:
+    """The samples not yet in a kept shard (a trajectory may straddle the last one)."""
+    n = min(to_skip[split], len(samples))
+    if not n:
+        return samples
+    to_skip[split] -= n
+    if not to_skip[split] and samples[n - 1].key != resumed[split][-1]["last_key"]:
+        raise _ResumeMismatch(f"the last kept {split} shard ends at "
+                              f"{resumed[split][-1]['last_key']!r}, the input at {samples[n - 1].key!r}")
+    return samples[n:]
 
 
 def _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped, store,
-              collections) -> dict:
+              collections, profile: Resolution) -> dict:
     split_info = {}
     for name, frac in splits:
         mine = [s for s in shards if s["split"] == name]
@@ -435,6 +731,7 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped
         "created_by": f"trajforge {_package_version()} (trajforge.export)",
         "collections": _collection_names(store, collections),
         "split_seed": split_seed,
+        "resolution": profile.describe(),
         "splits": split_info,
         "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(image_exts),
                    "json": "step row + trajectory row (error -> trajectory_error) + schema_version"},
@@ -452,6 +749,22 @@ def _collection_names(store: RawStore, collections) -> list[str]:
     return sorted([collections] if isinstance(collections, str) else collections)
 
 
+def _dist_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _fsync_dir(path: Path) -> None:
+    """Makes a new entry in the folder durable (the staging folder's name)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _package_version() -> str:
     try:
         return metadata.version("trajforge")
@@ -464,12 +777,14 @@ def _publish(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)  # readable by the training job's user
 
 
-def _remove_leftovers(out_dir: Path) -> None:
-    """Temporary files of an export that was killed part-way."""
+def _remove_leftovers(out_dir: Path, keep: str) -> None:
+    """Temporary files of an export killed part-way, and staging folders of
+    other inputs or options (they can never be resumed)."""
     for p in out_dir.glob(".*.tmp"):
         p.unlink(missing_ok=True)
-    for p in out_dir.glob(".export-*"):
-        shutil.rmtree(p, ignore_errors=True)
+    for p in out_dir.glob(f"{STAGING_PREFIX}*"):
+        if p.name != keep:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def _remove_stale_shards(out_dir: Path, keep: set[str]) -> None:

@@ -1,16 +1,17 @@
 import dagster as dg
 
+from dagster_project.assets.raw import summary_metadata
 from dagster_project.schedules import AFTER_CRAWL
 
 from dagster_project.resources import StorageResource
 from trajforge.export import export_shards
-from trajforge.report import bar_chart_markdown
-from trajforge.stats import shard_stats
+from trajforge.report import shard_summary
 
 
 class ExportConfig(dg.Config):
     dataset: str = "sandbox"
     max_samples_per_shard: int = 1000
+    resolution: str = "native"   # native (capped at 1920x1080 px), 1120, 448 or qwen
 
 
 @dg.asset(automation_condition=AFTER_CRAWL, group_name="ship", kinds={"webdataset"}, deps=["raw_steps"])
@@ -19,15 +20,18 @@ def web_shards(context: dg.AssetExecutionContext, config: ExportConfig,
     """WebDataset shards (png + json per step) with a manifest, split by trajectory."""
     out = storage.shards_dir(config.dataset)
     export_shards(storage.raw, out, dataset=config.dataset,
-                  max_samples_per_shard=config.max_samples_per_shard)
-    stats = shard_stats(out)
-    context.log.info(f"shards: {stats}")
+                  max_samples_per_shard=config.max_samples_per_shard,
+                  resolution=config.resolution)
+    # Figures read back from the shards themselves: what users get, not what was meant.
+    summary = shard_summary(out)
+    context.log.info(f"shards: {summary['trajectories']} trajectories, {summary['steps']} steps, "
+                     f"splits {({k: v['steps'] for k, v in summary['splits'].items()})}")
     return dg.MaterializeResult(metadata={
-        "trajectories": stats["trajectories"],
-        "steps": stats["steps"],
-        "verified_success": stats["verified_success"],
-        "languages": dg.MetadataValue.json(stats["languages"]),
-        "shards": stats.get("shards", 0),
-        "action_histogram": dg.MetadataValue.md(bar_chart_markdown(stats["action_types"], "actions")),
+        "trajectories": summary["trajectories"],
+        "steps": summary["steps"],
+        "verified_success": summary["verified_success"],
+        "languages": dg.MetadataValue.json(summary["languages"]),
+        "shards": sum(s["shards"] for s in summary["splits"].values()),
+        **summary_metadata(summary),
         "path": dg.MetadataValue.path(str(out)),
     })

@@ -4,7 +4,20 @@ from dagster_project.schedules import AFTER_CRAWL
 
 from dagster_project.resources import StorageResource
 from trajforge.consolidate import consolidate
-from trajforge.report import bar_chart_markdown
+from trajforge.report import app_outcome_rows, outcome_columns, raw_summary, summary_markdown
+
+
+def summary_metadata(summary: dict) -> dict:
+    """A trajforge.report summary as Dagster metadata: plots as markdown, a table, the JSON."""
+    cols = outcome_columns(summary)
+    meta = {name: dg.MetadataValue.md(md) for name, md in summary_markdown(summary).items()}
+    meta["app_outcome_table"] = dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in app_outcome_rows(summary)],
+        schema=dg.TableSchema(columns=[dg.TableColumn("app", "string"),
+                                       *(dg.TableColumn(c, "int") for c in cols),
+                                       dg.TableColumn("total", "int")]))
+    meta["summary"] = dg.MetadataValue.json(summary)
+    return meta
 
 
 @dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories", "mobile_trajectories"])
@@ -23,6 +36,6 @@ def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg
         "outcomes": dg.MetadataValue.json(res.outcomes),
         "languages": dg.MetadataValue.json(res.languages),
         "apps": dg.MetadataValue.json(res.apps),
-        "action_histogram": dg.MetadataValue.md(bar_chart_markdown(res.action_types, "actions")),
+        **summary_metadata(raw_summary(storage.raw_steps_dir)),
         "path": dg.MetadataValue.path(str(storage.raw_steps_dir)),
     })

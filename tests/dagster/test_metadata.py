@@ -1,0 +1,63 @@
+"""raw_steps and web_shards carry their summary plots and tables in a real in-process run."""
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import dagster as dg
+from PIL import Image
+
+from dagster_project.assets.export import web_shards
+from dagster_project.assets.raw import raw_steps
+from dagster_project.resources import StorageResource
+from tests.export.shard_fixtures import build_store
+from trajforge.plots import MAX_PNG_BYTES
+
+PNG_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
+PLOTS = {"action_histogram", "steps_per_trajectory", "language_share", "platform_share", "app_outcome"}
+
+
+def _check_plots(meta, names):
+    for name in names:
+        value = meta[name]
+        assert isinstance(value, dg.MarkdownMetadataValue), name
+        images = PNG_URI.findall(value.md_str)
+        assert images, name
+        for b64 in images:
+            png = base64.b64decode(b64)
+            assert len(png) < MAX_PNG_BYTES
+            with Image.open(io.BytesIO(png)) as im:
+                im.verify()
+
+
+def test_raw_steps_and_web_shards_carry_plots_and_tables(tmp_path):
+    data = tmp_path / "data"
+    build_store(data / "raw")  # the export fixtures' store stands in for a crawl
+    result = dg.materialize([raw_steps, web_shards],
+                            resources={"storage": StorageResource(root=str(data))},
+                            run_config={"ops": {"web_shards": {"config": {"max_samples_per_shard": 5}}}},
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+
+    raw = result.asset_materializations_for_node("raw_steps")[0].metadata
+    _check_plots(raw, PLOTS)
+    assert "split_sizes" not in raw and "difficulty" not in raw
+    assert raw["summary"].value["steps_per_trajectory"] == {"2": 3, "3": 3, "4": 3, "5": 3}
+    assert raw["summary"].value["languages"] == {"en": 8, "zh": 4}
+    table = raw["app_outcome_table"]
+    assert isinstance(table, dg.TableMetadataValue)
+    assert [c.name for c in table.schema.columns] == ["app", "failure", "success", "total"]
+    assert [r.data for r in table.records] == [
+        {"app": "mail", "failure": 3, "success": 3, "total": 6},
+        {"app": "shop", "failure": 0, "success": 6, "total": 6}]
+
+    shards = result.asset_materializations_for_node("web_shards")[0].metadata
+    _check_plots(shards, PLOTS | {"split_sizes"})
+    assert "difficulty" not in shards
+    assert shards["trajectories"].value == 12 and shards["steps"].value == 42
+    assert shards["verified_success"].value == 6
+    splits = shards["summary"].value["splits"]
+    assert sum(s["steps"] for s in splits.values()) == 42
+    assert shards["shards"].value == sum(s["shards"] for s in splits.values()) >= 9
+    assert "| mail | 3 | 3 | 6 |" in shards["app_outcome"].md_str

@@ -11,7 +11,9 @@ if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
-fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need_apt+=(fonts-noto-cjk)
+# grep reads all of it (no -q): an early exit would SIGPIPE fc-list and, under
+# pipefail, read as "missing" and reinstall the fonts on every run.
+fc-list 2>/dev/null | grep -i "Noto Sans CJK" >/dev/null || need_apt+=(fonts-noto-cjk)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[setup] apt-get install ${need_apt[*]}"

@@ -26,7 +26,7 @@ from flask import Blueprint, abort, redirect, request, url_for
 
 from . import AppSpec
 from ._personal_data import Planted, address, bank_card, phone
-from .shop import money
+from .shop import form_int, money
 
 # -- catalogue -------------------------------------------------------------------------
 # Option kinds: each is a list of groups (label, choices, extra price per choice),
@@ -640,14 +640,6 @@ def addresses():
 
 
 # -- actions (POST, then redirect) ----------------------------------------------------------
-def _int(name: str, default: int, lo: int, hi: int) -> int:
-    try:
-        v = int(request.form.get(name, default))
-    except ValueError:
-        abort(400, f"field {name!r} is not a number")
-    return min(max(v, lo), hi)
-
-
 def _form_shop() -> dict:
     sid = request.form.get("shop", "")
     return _shop_or_404(sid)
@@ -655,7 +647,7 @@ def _form_shop() -> dict:
 
 def _line_index(sid: str) -> int:
     lines = _session().state["carts"].get(sid, [])
-    i = _int("line", -1, -1, 10**6)
+    i = form_int("line", -1, -1, 10**6)
     if not 0 <= i < len(lines):
         abort(400, f"no cart line {i} at shop {sid!r}")
     return i
@@ -676,7 +668,7 @@ def cart_add():
             if c not in opt["choices"]:
                 abort(400, f"field 'opt{k}' ({opt['group']}): {c!r} is not one of {opt['choices']}")
             choices.append(c)
-        _add_to_cart(s.state, shop["id"], did, choices, _int("qty", 1, 1, 99))
+        _add_to_cart(s.state, shop["id"], did, choices, form_int("qty", 1, 1, 99))
     return redirect(_with_msg(_back(url_for("delivery.shop_page", sid=shop["id"])), "added"))
 
 
@@ -696,7 +688,7 @@ def cart_update():
         shop = _form_shop()
         i = _line_index(shop["id"])
         lines = s.state["carts"][shop["id"]]
-        lines[i]["qty"] += _int("delta", 0, -99, 99)
+        lines[i]["qty"] += form_int("delta", 0, -99, 99)
         if lines[i]["qty"] <= 0:
             del lines[i]
     return redirect(_back(url_for("delivery.shop_page", sid=shop["id"])))
@@ -732,7 +724,7 @@ def set_tableware(sid: str):
     _shop_or_404(sid)
     if "tableware" not in request.form:
         abort(400, "field 'tableware' is missing")
-    _set_draft(sid, tableware=_int("tableware", 0, 0, TABLEWARE_MAX))
+    _set_draft(sid, tableware=form_int("tableware", 0, 0, TABLEWARE_MAX))
     return redirect(url_for("delivery.checkout", sid=sid))
 
 

@@ -28,6 +28,8 @@ from flask import Blueprint, abort, jsonify, redirect, request, url_for
 
 from . import AppSpec
 from ._personal_data import Planted, address, phone
+# The same users/following model as the web social app.
+from .social import toggle_follow, user_by_handle, user_by_id  # noqa: F401 (re-exported)
 
 APP = "mobile_social"
 
@@ -342,14 +344,6 @@ def initial_state(lang: str, seed: int) -> dict:
 
 
 # -- state helpers (also used by tasks) --------------------------------------------
-def user_by_id(state: dict, uid: str) -> dict | None:
-    return next((u for u in state["users"] if u["id"] == uid), None)
-
-
-def user_by_handle(state: dict, handle: str) -> dict | None:
-    return next((u for u in state["users"] if u["handle"] == handle), None)
-
-
 def note_by_id(state: dict, nid: str) -> dict | None:
     return next((n for n in state["notes"] if n["id"] == nid), None)
 
@@ -602,14 +596,7 @@ def follow(uid: str):
         u = user_by_id(s.state, uid)
         if u is None or uid == s.state["me"]:
             abort(404, f"no user {uid!r} to follow")
-        following = s.state["following"]
-        if uid in following:
-            following.remove(uid)
-            u["followers"] -= 1
-        else:
-            following.append(uid)
-            u["followers"] += 1
-        user_by_id(s.state, s.state["me"])["following"] = len(following)
+        toggle_follow(s.state, u)
     return redirect(_back(url_for(f"{APP}.profile", handle=u["handle"])))
 
 

@@ -467,7 +467,8 @@ def account():
 
 
 # -- actions (POST, then redirect) -------------------------------------------------
-def _int(name: str, default: int, lo: int, hi: int) -> int:
+def form_int(name: str, default: int, lo: int, hi: int) -> int:
+    """A number field of the posted form, clamped to [lo, hi]; 400 when it is not one."""
     try:
         v = int(request.form.get(name, default))
     except ValueError:
@@ -489,7 +490,7 @@ def cart_add():
         variant = request.form.get("variant") or (p["variants"][0] if p["variants"] else None)
         if p["variants"] and variant not in p["variants"]:
             abort(400, f"unknown variant {variant!r} of {pid}")
-        qty = _int("qty", 1, 1, 99)
+        qty = form_int("qty", 1, 1, 99)
         for line in s.state["cart"]:
             if line["pid"] == pid and line["seller"] == seller and line["variant"] == variant:
                 line["qty"] = min(99, line["qty"] + qty)
@@ -501,7 +502,7 @@ def cart_add():
 
 def _line_index() -> int:
     s = _session()
-    i = _int("line", -1, -1, 10**6)
+    i = form_int("line", -1, -1, 10**6)
     if not 0 <= i < len(s.state["cart"]):
         abort(400, f"no cart line {i}")
     return i
@@ -514,9 +515,9 @@ def cart_update():
         i = _line_index()
         line = s.state["cart"][i]
         if "delta" in request.form:
-            line["qty"] = min(99, max(1, line["qty"] + _int("delta", 0, -99, 99)))
+            line["qty"] = min(99, max(1, line["qty"] + form_int("delta", 0, -99, 99)))
         else:
-            line["qty"] = _int("qty", line["qty"], 1, 99)
+            line["qty"] = form_int("qty", line["qty"], 1, 99)
     return redirect(url_for("shop.cart"))
 
 

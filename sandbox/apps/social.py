@@ -244,6 +244,18 @@ def user_by_id(state: dict, uid: str) -> dict | None:
     return next((u for u in state["users"] if u["id"] == uid), None)
 
 
+def toggle_follow(state: dict, user: dict) -> None:
+    """Follow `user` or stop following them; both follower counts follow."""
+    following = state["following"]
+    if user["id"] in following:
+        following.remove(user["id"])
+        user["followers"] -= 1
+    else:
+        following.append(user["id"])
+        user["followers"] += 1
+    user_by_id(state, state["me"])["following"] = len(following)
+
+
 def user_by_handle(state: dict, handle: str) -> dict | None:
     return next((u for u in state["users"] if u["handle"] == handle), None)
 
@@ -493,14 +505,7 @@ def follow(uid: str):
         u = user_by_id(s.state, uid)
         if u is None or uid == s.state["me"]:
             abort(404, f"no user {uid!r} to follow")
-        following = s.state["following"]
-        if uid in following:
-            following.remove(uid)
-            u["followers"] -= 1
-        else:
-            following.append(uid)
-            u["followers"] += 1
-        user_by_id(s.state, s.state["me"])["following"] = len(following)
+        toggle_follow(s.state, u)
     return redirect(_back(url_for("social.profile", handle=u["handle"])))
 
 

@@ -233,7 +233,9 @@ def libra_objects(draw, w: int, h: int, max_v: int | None = None):
 
 
 def _libra_obj(text: str) -> dict:
-    return json.loads(text.split("<answer>")[1].split("</answer>")[0])
+    # The first tag opens the answer and the last closes it: a description may
+    # itself contain "<answer>" (hypothesis found one).
+    return json.loads(text.split("<answer>", 1)[1].rsplit("</answer>", 1)[0])
 
 
 @given(data=st.data(), w=sizes, h=sizes)

@@ -97,7 +97,9 @@ class Step(BaseModel):
 
     trajectory_id: str
     index: int = Field(ge=0)
-    screenshot: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the encoded image")
+    # Empty only for an imported record whose dataset ships no image for the step
+    # (curation drops such steps as missing_screenshot; nothing is invented).
+    screenshot: str = Field(pattern=r"^([0-9a-f]{64})?$", description="sha256 of the encoded image")
     image_format: Literal["png", "jpeg", "webp"] = "png"
     width: int = Field(gt=0)
     height: int = Field(gt=0)

@@ -3,19 +3,22 @@ import dagster as dg
 
 from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.crawl import web_trajectories
+from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards
+from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
 from dagster_project.assets.raw import raw_steps
 from dagster_project.checks import CHECKS
+from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.resources import (AppiumResource, BrowserResource, SandboxResource,
-                                       StorageResource)
+                                       StorageResource, VLMResource)
 from dagster_project.schedules import JOBS, SCHEDULES
 from dagster_project.sensors import SENSORS
 
 defs = dg.Definitions(
-    assets=[task_catalog, web_trajectories, mobile_trajectories,
-            raw_steps, web_shards],
-    asset_checks=CHECKS,
+    assets=[task_catalog, web_trajectories, mobile_trajectories, imported_trajectories,
+            raw_steps, curated_steps, web_shards],
+    asset_checks=[*CHECKS, *CURATE_CHECKS],
     jobs=JOBS,
     schedules=SCHEDULES,
     sensors=SENSORS,
@@ -24,5 +27,6 @@ defs = dg.Definitions(
         "sandbox": SandboxResource(),
         "browser": BrowserResource(),
         "appium": AppiumResource(),
+        "vlm": VLMResource(),
     },
 )

@@ -34,6 +34,21 @@ class StorageResource(dg.ConfigurableResource):
     def shards_dir(self, dataset: str) -> Path:
         return self.path / "shards" / dataset
 
+    @property
+    def curated_dir(self) -> Path:
+        """curated_steps: the verdict table, its summary and the curated store."""
+        return self.path / "curated"
+
+    @property
+    def curated(self) -> RawStore:
+        """Kept trajectories with their kept, scrubbed steps: what the export ships."""
+        return RawStore(self.curated_dir / "store")
+
+    @property
+    def inbox_dir(self) -> Path:
+        """Files dropped in inbox/<format>/ are imported by imported_trajectories."""
+        return self.path / "inbox"
+
 
 class SandboxResource(dg.ConfigurableResource):
     """The embedded sandbox apps, served on 127.0.0.1 for the run's duration.
@@ -123,3 +138,39 @@ class AppiumResource(dg.ConfigurableResource):
                 raise ValueError(f"{self.devices_file}: no device with profile {profile!r}")
             return devices
         return [chromium_device(profile)]
+
+
+class VLMResource(dg.ConfigurableResource):
+    """The VLM the judge (and later CoT) calls: none, a local model path, or an endpoint.
+
+    Empty fields fall back to $TRAJFORGE_VLM_KIND / _PATH / _BASE_URL / _MODEL, so a
+    deployment points the pipeline at a vLLM server without editing code. The API key
+    is only ever read from the environment variable named by `api_key_env`.
+    """
+
+    kind: str = ""          # none | transformers | openai
+    path: str = ""          # transformers: a local model directory
+    base_url: str = ""      # openai: e.g. http://vllm:8000/v1
+    model: str = ""         # openai: the served model name
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 8
+    device: str = "auto"
+
+    def _get(self, name: str) -> str:
+        return getattr(self, name) or os.environ.get(f"TRAJFORGE_VLM_{name.upper()}", "")
+
+    @property
+    def configured(self) -> bool:
+        return self._get("kind") not in ("", "none")
+
+    def backend(self):
+        """A trajforge.vlm backend, or None when no model is configured."""
+        if not self.configured:
+            return None
+        from trajforge.vlm.backends import backend_from_config
+        kind = self._get("kind")
+        if kind == "transformers":
+            return backend_from_config({"kind": kind, "path": self._get("path"),
+                                        "batch_size": self.batch_size, "device": self.device})
+        return backend_from_config({"kind": kind, "base_url": self._get("base_url"),
+                                    "model": self._get("model"), "api_key_env": self.api_key_env})

@@ -1,10 +1,12 @@
-"""Sensors: failed runs are reported, so the Dagster UI is where collection is watched."""
+"""Sensors: new files in the import inbox are imported; failed runs are reported."""
 import json
 import os
 import time
 from pathlib import Path
 
 import dagster as dg
+
+from trajforge.importers.inbox import inbox_entries, inbox_signature
 
 
 def failure_report_path() -> Path:
@@ -24,4 +26,26 @@ def report_failed_runs(context: dg.RunFailureSensorContext):
     context.log.error(f"run {run.run_id} ({run.job_name}) failed: {context.failure_event.message}")
 
 
-SENSORS = [report_failed_runs]
+def inbox_path() -> Path:
+    return Path(os.environ.get("TRAJFORGE_DATA", "data")).resolve() / "inbox"
+
+
+@dg.sensor(asset_selection=dg.AssetSelection.assets("imported_trajectories"),
+           minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def import_inbox_sensor(context: dg.SensorEvaluationContext):
+    """Import what is dropped in $TRAJFORGE_DATA/inbox/<format>/ (one run per change of the inbox).
+
+    The cursor is a fingerprint of names, sizes and mtimes; the asset itself skips
+    files whose content it has already imported, so a repeated run is harmless.
+    """
+    inbox = inbox_path()
+    if not any(True for _ in inbox_entries(inbox)):
+        return dg.SkipReason(f"{inbox} is empty")
+    sig = inbox_signature(inbox)
+    if sig == context.cursor:
+        return dg.SkipReason("nothing new in the inbox")
+    context.update_cursor(sig)
+    return dg.RunRequest(run_key=f"inbox-{sig[:16]}")
+
+
+SENSORS = [report_failed_runs, import_inbox_sensor]

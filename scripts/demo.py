@@ -4,7 +4,8 @@ Four CLI runs, because a run's assets must share one partitions definition:
 the catalog (unpartitioned), the web crawl of every app partition in one run,
 the mobile crawl of every app x device partition in one run (both with
 single-run backfill policies; the mobile one drives phones through a real
-Appium server), then consolidation and export. Prints the wall
+Appium server), then the import of the public-dataset samples dropped in the
+inbox, consolidation, curation and export. Prints the wall
 time, trajectories and steps per minute, peak memory of the process tree, and
 `trajforge stats` of the shards; writes them to data/reports/demo.json.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -25,6 +27,13 @@ VENV_BIN = ROOT / ".venv" / "bin"
 sys.path.insert(0, str(ROOT))
 from dagster_project.partitions import ALL_MOBILE_RANGE, ALL_WEB_APPS_RANGE  # noqa: E402
 
+SAMPLES = ROOT / "tests" / "importers" / "samples"
+# format -> the sample folder (real records of each public dataset, with its
+# PROVENANCE.md) that the demo drops in inbox/<format>/ to be imported
+DEMO_IMPORTS = {"aitz": "aitz", "android_control": "android_control", "gui_odyssey": "gui_odyssey",
+                "mind2web": "mind2web_and_multimodal_mind2web", "guiact": "guiact",
+                "agentnet": "opencua_agentnet", "os_genesis": "os_genesis", "autoglm": "open_autoglm",
+                "android_world": "android_world"}
 PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DEMO_PER_TEMPLATE", "2"))
 DATASET = "sandbox"
 
@@ -67,6 +76,16 @@ def materialize(args: list[str], env: dict) -> float:
     return time.time() - t0
 
 
+def seed_inbox(inbox: Path) -> int:
+    """Drop the bundled public-dataset samples in the inbox, as a user would."""
+    n = 0
+    for fmt, folder in DEMO_IMPORTS.items():
+        # copytree keeps mtimes, so an unchanged sample leaves the sensor's cursor alone
+        shutil.copytree(SAMPLES / folder, inbox / fmt / folder, dirs_exist_ok=True)
+        n += sum(1 for p in (SAMPLES / folder).rglob("*") if p.is_file())
+    return n
+
+
 def main() -> None:
     env = dict(os.environ)
     data = Path(env.setdefault("TRAJFORGE_DATA", str(ROOT / "data"))).resolve()
@@ -75,6 +94,8 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     catalog_cfg = json.dumps({"ops": {"task_catalog": {"config": {"per_template": PER_TEMPLATE}}}})
 
+    seeded = seed_inbox(data / "inbox")
+    print(f"inbox: {seeded} sample files of public datasets ready to import")
     t0 = time.time()
     with PeakMemory() as mem:
         timings = {
@@ -83,7 +104,8 @@ def main() -> None:
                                              "--partition-range", ALL_WEB_APPS_RANGE], env),
             "mobile_trajectories": materialize(["--select", "mobile_trajectories",
                                                 "--partition-range", ALL_MOBILE_RANGE], env),
-            "raw_steps+web_shards": materialize(["--select", "raw_steps,web_shards"], env),
+            "import+curate+export": materialize(
+                ["--select", "imported_trajectories,raw_steps,curated_steps,web_shards"], env),
         }
     wall = time.time() - t0
 
@@ -92,6 +114,7 @@ def main() -> None:
                          cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
     stats = json.loads(out)
     crawl_min = (timings["web_trajectories"] + timings["mobile_trajectories"]) / 60
+    curated = json.loads((data / "curated" / "summary.json").read_text())
     report = {
         "wall_s": round(wall, 1),
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
@@ -102,6 +125,8 @@ def main() -> None:
         "steps_per_min_crawl": round(stats["steps"] / crawl_min, 1),
         "mobile": stats.get("by_platform", {}).get("mobile_web", {}),
         "mobile_crawl_s": round(timings["mobile_trajectories"], 1),
+        "curated": {k: curated.get(k) for k in ("steps_in", "steps_kept", "dropped",
+                                                  "trajectories_in", "trajectories_kept", "pii")},
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)
@@ -111,6 +136,9 @@ def main() -> None:
     print(f"\n== demo: {wall:.0f} s wall, peak memory {report['peak_rss_mb']} MB, "
           f"{report['trajectories_per_min_crawl']} trajectories/min and "
           f"{report['steps_per_min_crawl']} steps/min while crawling")
+    c = report["curated"]
+    print(f"== curated: {c['steps_in']} steps in = {c['steps_kept']} kept + "
+          f"{sum(c['dropped'].values())} dropped {c['dropped']}; personal data scrubbed {c['pii']}")
     mobile = report["mobile"]
     if mobile:
         print(f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "

@@ -199,5 +199,44 @@ def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manife
         server.shutdown()
 
 
+@app.command("import")
+def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
+                                     help="aitz, android_control, gui_odyssey, mind2web, guiact, "
+                                          "agentnet, os_genesis, autoglm or android_world"),
+            path: Path = typer.Argument(..., metavar="PATH",
+                                        help="a file or folder of the dataset's records"),
+            data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+            raw: Optional[Path] = typer.Option(None, help="raw store; default <data>/raw"),
+            quarantine: Optional[Path] = typer.Option(
+                None, help="quarantine JSONL; default <raw>/import/<format>/quarantine.jsonl"),
+            screen_size: Optional[str] = typer.Option(
+                None, help="WIDTHxHEIGHT of the screenshots, for records that state none")) -> None:
+    """Import a public GUI-agent dataset into the raw store (collection import/<format>)."""
+    from .importers import IMPORTERS, import_path
+    from .store import RawStore
+    if fmt not in IMPORTERS:
+        _fail(f"unknown format {fmt!r}; known: {', '.join(sorted(IMPORTERS))}")
+    size = None
+    if screen_size is not None:
+        try:
+            w, h = (int(v) for v in screen_size.lower().split("x"))
+            if w <= 0 or h <= 0:
+                raise ValueError
+            size = (w, h)
+        except ValueError:
+            _fail(f"--screen-size {screen_size!r} is not WIDTHxHEIGHT, e.g. 1080x2400")
+    raw = (raw or (data or data_root()) / "raw").resolve()
+    try:
+        result = import_path(fmt, path, RawStore(raw), quarantine_path=quarantine, screen_size=size)
+    except (SchemaError, OSError) as err:
+        _fail(str(err))
+    typer.echo(f"imported {result.imported} ({result.steps} steps) into {raw / result.collection}; "
+               f"already there: {result.skipped}; quarantined: {result.quarantined}")
+    if result.tasks_path is not None:
+        typer.echo(f"tasks table: {result.tasks_path}")
+    if result.quarantined:
+        typer.echo(f"quarantined: {result.quarantined} (see {result.quarantine_path})", err=True)
+
+
 if __name__ == "__main__":
     app()

@@ -29,7 +29,14 @@ version; see `sample_json`). Keys are `<trajectory_id>_s0004` made safe by
   to what the target model wants; the sample's width/height follow.
 - Bad trajectories (a missing screenshot, an invalid step, a step count that
   does not match) are quarantined with their reason and counted, never dropped
-  silently.
+  silently. A step recorded without an image (screenshot "", an import whose
+  dataset ships none) is skipped on its own, counted in `skipped_steps` and
+  listed in the quarantine file with its index.
+- Index gaps: a curated store keeps each trajectory's num_steps but only its
+  kept steps. With `allow_index_gaps=True` step indices must be unique,
+  increasing and < num_steps instead of exactly 0..num_steps-1; the manifest
+  then says `"index_gaps": true` (as it does when a step was skipped), which
+  `trajforge validate` follows.
 """
 from __future__ import annotations
 
@@ -80,6 +87,7 @@ class ExportResult:
     skipped: dict[str, int]
     seconds: float
     resumed_shards: int = 0  # shards kept from a killed run's staging folder
+    skipped_steps: dict[str, int] | None = None  # steps left out of exported trajectories
 
     @property
     def manifest_path(self) -> Path:
@@ -517,7 +525,8 @@ def _group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]
 
 
 def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str,
-             resolution: Resolution) -> list[_Sample]:
+             resolution: Resolution, allow_index_gaps: bool = False,
+             step_skips: list[dict] | None = None) -> list[_Sample]:
     """The samples of one trajectory, or _Unusable saying why there are none.
 
     Images are not read here (a resumed run skips most samples); `prepare`
@@ -528,14 +537,34 @@ def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str,
     except SchemaError as err:
         raise _Unusable("invalid_step", str(err)) from None
     indices = [s.index for s in steps]
-    if indices != list(range(traj.num_steps)):
+    if allow_index_gaps:
+        ok = all(a < b for a, b in zip(indices, indices[1:])) and (
+            not indices or indices[-1] < traj.num_steps)
+        want = f"unique, increasing and < num_steps={traj.num_steps}"
+    else:
+        ok = indices == list(range(traj.num_steps))
+        want = f"0..{traj.num_steps - 1} (num_steps={traj.num_steps})"
+    if not ok:
         shown = f"{indices[:8]}{'...' if len(indices) > 8 else ''}"
         raise _Unusable("step_count_mismatch", str(SchemaError(
-            f"step indices {shown} are not 0..{traj.num_steps - 1} (num_steps={traj.num_steps})",
+            f"step indices {shown} are not {want}",
             source=source, record=traj.trajectory_id, field="index")))
+    if steps and not any(s.screenshot for s in steps):
+        raise _Unusable("no_screenshots", str(SchemaError(
+            "no step has a screenshot", source=source, record=traj.trajectory_id,
+            field="screenshot")))
     traj_row = trajectory_to_row(traj)
     out = []
     for step in steps:
+        if not step.screenshot:
+            # Recorded without an image: nothing to train on, the rest still is.
+            if step_skips is not None:
+                step_skips.append({"trajectory_id": step.trajectory_id, "index": step.index,
+                                   "reason": "no_screenshot",
+                                   "detail": str(SchemaError("step has no screenshot", source=source,
+                                                             record=f"{step.trajectory_id}#{step.index}",
+                                                             field="screenshot"))})
+            continue
         path = store.blobs.path(step.screenshot, step.image_format)
         try:
             size = path.stat().st_size
@@ -567,13 +596,15 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
                   max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                   splits=DEFAULT_SPLITS, split_seed: str = "v1",
                   resolution: "str | Resolution" = "native",
-                  progress: Callable[[int], Any] | None = None) -> ExportResult:
+                  progress: Callable[[int], Any] | None = None,
+                  allow_index_gaps: bool = False) -> ExportResult:
     """Write the store's steps as WebDataset shards under out_dir; see the module doc.
 
     `resolution` is a profile name ("native", "1120", "448", "qwen") or a
     `trajforge.resolution.Resolution`. `progress`, if given, is called with the
     number of samples done after each trajectory (a tqdm's `update` fits);
-    samples kept from a resumed run count as done.
+    samples kept from a resumed run count as done. `allow_index_gaps`: see the
+    module doc (for a curated store, whose dropped steps leave gaps).
     """
     started = time.perf_counter()
     splits = check_splits(splits)
@@ -590,6 +621,8 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
                "split_seed": split_seed, "resolution": profile.describe(),
                "schema_version": SCHEMA_VERSION, "trajforge": _package_version(),
                "pillow": _PILLOW_VERSION, "webdataset": _dist_version("webdataset")}
+    if allow_index_gaps:
+        options["allow_index_gaps"] = True
     # Shards are written here and moved into out_dir only once all are done,
     # so a failed run leaves the previous export whole. The name is fixed by
     # the inputs and options, so a killed run's finished shards are found again.
@@ -598,8 +631,9 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     staging.mkdir(exist_ok=True)
     _fsync_dir(out_dir)
     resumed = _resume(staging, splits)
+    step_skips: list[dict] = []
     args = (store, chosen, staging, splits, split_seed, profile, max_samples_per_shard,
-            max_bytes_per_shard, progress)
+            max_bytes_per_shard, progress, allow_index_gaps, step_skips)
     try:
         shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
     except _ResumeMismatch:
@@ -609,6 +643,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         resumed = {name: [] for name, _ in splits}
+        step_skips.clear()
         shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
     quarantine += bad
 
@@ -621,6 +656,10 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     skipped: dict[str, int] = {}
     for q in quarantine:
         skipped[q["reason"]] = skipped.get(q["reason"], 0) + 1
+    skipped_steps: dict[str, int] = {}
+    for q in step_skips:
+        skipped_steps[q["reason"]] = skipped_steps.get(q["reason"], 0) + 1
+    quarantine += sorted(step_skips, key=lambda q: (q["trajectory_id"], q["index"]))
 
     for shard in shards:
         path = staging / shard["name"]
@@ -631,6 +670,10 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
         json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
     manifest = _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
                          store, collections, profile)
+    if skipped_steps:
+        manifest["totals"]["skipped_steps"] = skipped_steps
+    if allow_index_gaps or skipped_steps:
+        manifest["index_gaps"] = True  # trajforge validate then accepts gaps
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                                        ensure_ascii=False) + "\n").encode())
     _remove_stale_shards(out_dir, {s["name"] for s in shards})
@@ -639,7 +682,8 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
                         trajectories=totals["trajectories"], shards=totals["shards"],
                         bytes=totals["bytes"], skipped=skipped,
                         seconds=time.perf_counter() - started,
-                        resumed_shards=sum(len(v) for v in resumed.values()))
+                        resumed_shards=sum(len(v) for v in resumed.values()),
+                        skipped_steps=skipped_steps)
 
 
 class _ResumeMismatch(Exception):
@@ -647,7 +691,7 @@ class _ResumeMismatch(Exception):
 
 
 def _write_shards(store, chosen, staging, splits, split_seed, profile, max_samples, max_bytes,
-                  progress, resumed):
+                  progress, allow_index_gaps, step_skips, resumed):
     """Writes every split's shards into staging, after the ones kept from a killed run.
 
     Returns (shards, image_exts, trajectories per split, ids seen, quarantined).
@@ -668,7 +712,7 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
             traj, source = chosen[tid]
             split = split_of(tid, splits, split_seed)
             try:
-                samples = _samples(store, traj, rows, source, profile)
+                samples = _samples(store, traj, rows, source, profile, allow_index_gaps, step_skips)
                 todo = _skip_resumed(samples, split, to_skip, resumed)
                 if any(t.resize_to for t in todo):
                     # Pillow lets go of the GIL to decode, resize and encode.

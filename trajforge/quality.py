@@ -29,7 +29,9 @@ def undecodable_screenshots(steps_path: Path, blobs: BlobStore, limit: int | Non
     cols = ["screenshot", "image_format", "width", "height"]
     for batch in pq.ParquetFile(steps_path).iter_batches(columns=cols, batch_size=1024):
         for sha, fmt, w, h in zip(*(batch.column(c).to_pylist() for c in cols)):
-            if sha in seen:
+            # "" is an imported step that came without an image: curation counts
+            # it as missing_screenshot; here only stored images are checked.
+            if not sha or sha in seen:
                 continue
             seen.add(sha)
             checked += 1

@@ -6,7 +6,8 @@ Sample level: the key is `<trajectory>_s0004` (no dots), the sample has its
 JSON and exactly one image, the JSON validates against the schema
 (`schemas.arrow.row_to_step` / `row_to_trajectory`), and its trajectory id and
 index give back the key. Across the folder: no key twice, a trajectory in one
-split only, its steps 0..num_steps-1 all present.
+split only, its steps 0..num_steps-1 all present (with index gaps allowed, as
+a curated export's manifest says by `"index_gaps": true`: every index < num_steps).
 
 The scan goes on past a problem so one run lists them all; each problem is a
 `SchemaError` naming the shard file, the sample key and the field.
@@ -63,17 +64,21 @@ class _Traj:
     indices: set[int] = field(default_factory=set)
 
 
-def validate(shard_dir: Path | str, *, images: bool = True) -> Report:
+def validate(shard_dir: Path | str, *, images: bool = True,
+             allow_index_gaps: bool | None = None) -> Report:
     """Check a shard folder; a manifest that cannot be read raises ShardError.
 
     With images=False the image members are not opened (their header is
     otherwise parsed by PIL to check the format; pixels are not decoded).
+    allow_index_gaps: None follows the manifest's `index_gaps`.
     """
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
     report = Report(shard_dir=shard_dir)
     problem = report.problems.append
     schema_version = manifest.get("schema_version")
+    if allow_index_gaps is None:
+        allow_index_gaps = manifest.get("index_gaps") is True
     _check_manifest_totals(manifest, shard_dir / MANIFEST, problem)
     listed = {s["name"] for s in manifest["shards"]}
     for path in sorted(shard_dir.glob("*.tar")):
@@ -94,6 +99,12 @@ def validate(shard_dir: Path | str, *, images: bool = True) -> Report:
         report.samples += samples
     for tid, t in sorted(trajs.items()):
         if t.num_steps is None:  # none of its samples was valid: reported already
+            continue
+        if allow_index_gaps:
+            outside = sorted(i for i in t.indices if not 0 <= i < t.num_steps)[:5]
+            if outside:
+                problem(SchemaError(f"step indices {outside} are not < num_steps={t.num_steps}",
+                                    source=t.shard, record=tid, field="index"))
             continue
         want = set(range(t.num_steps))
         if t.indices != want:

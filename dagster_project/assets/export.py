@@ -14,12 +14,16 @@ class ExportConfig(dg.Config):
     resolution: str = "native"   # native (capped at 1920x1080 px), 1120, 448 or qwen
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="ship", kinds={"webdataset"}, deps=["raw_steps"])
+@dg.asset(automation_condition=AFTER_CRAWL, group_name="ship", kinds={"webdataset"}, deps=["curated_steps"])
 def web_shards(context: dg.AssetExecutionContext, config: ExportConfig,
                storage: StorageResource) -> dg.MaterializeResult:
-    """WebDataset shards (png + json per step) with a manifest, split by trajectory."""
+    """WebDataset shards (png + json per step) with a manifest, split by trajectory.
+
+    Reads the curated store: kept trajectories, their kept steps (so step indices
+    may have gaps where a step was dropped), text scrubbed and screenshots blurred.
+    """
     out = storage.shards_dir(config.dataset)
-    export_shards(storage.raw, out, dataset=config.dataset,
+    export_shards(storage.curated, out, dataset=config.dataset, allow_index_gaps=True,
                   max_samples_per_shard=config.max_samples_per_shard,
                   resolution=config.resolution)
     # Figures read back from the shards themselves: what users get, not what was meant.

@@ -11,13 +11,21 @@ from dagster_project.schedules import daily_web_crawl
 def test_graph_has_the_assets_and_checks():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert {"task_catalog", "web_trajectories", "raw_steps", "web_shards"} <= keys
+    assert {"task_catalog", "web_trajectories", "imported_trajectories", "raw_steps",
+            "curated_steps", "web_shards"} <= keys
     graph = repo.asset_graph
     assert graph.get(dg.AssetKey("web_trajectories")).parent_keys == {dg.AssetKey("task_catalog")}
-    assert graph.get(dg.AssetKey("web_shards")).parent_keys == {dg.AssetKey("raw_steps")}
-    checks = {c.name for c in repo.asset_graph.asset_check_keys}
+    assert dg.AssetKey("imported_trajectories") in graph.get(dg.AssetKey("raw_steps")).parent_keys
+    assert graph.get(dg.AssetKey("curated_steps")).parent_keys == {dg.AssetKey("raw_steps")}
+    assert graph.get(dg.AssetKey("web_shards")).parent_keys == {dg.AssetKey("curated_steps")}
+    checks = {c.name: c for c in repo.asset_graph.asset_check_keys}
     assert {"raw_steps_schema_valid", "raw_steps_screenshots_decode",
-            "raw_steps_coordinates_in_bounds", "oracle_success_rate_check"} <= checks
+            "raw_steps_coordinates_in_bounds", "oracle_success_rate_check"} <= set(checks)
+    curate_checks = {"curated_steps_reconcile", "curated_duplicate_rate", "curated_noop_rate",
+                     "curated_no_planted_pii"}
+    assert curate_checks <= set(checks)
+    assert all(checks[name].asset_key == dg.AssetKey("curated_steps") for name in curate_checks)
+    assert all(repo.asset_graph.get_check_spec(checks[name]).blocking for name in curate_checks)
 
 
 def test_crawl_is_partitioned_by_app_with_single_run_backfill():

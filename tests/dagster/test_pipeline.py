@@ -11,21 +11,23 @@ import pytest
 
 from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.crawl import web_trajectories
+from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards
 from dagster_project.assets.raw import raw_steps
 from dagster_project.checks import CHECKS
-from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+from dagster_project.checks_curate import CURATE_CHECKS
+from dagster_project.resources import BrowserResource, SandboxResource, StorageResource, VLMResource
 from trajforge.stats import shard_stats
 
 ROOT = Path(__file__).resolve().parents[2]
-ASSETS = [task_catalog, web_trajectories, raw_steps, web_shards, *CHECKS]
+ASSETS = [task_catalog, web_trajectories, raw_steps, curated_steps, web_shards, *CHECKS, *CURATE_CHECKS]
 
 
 @pytest.mark.slow
 def test_graph_materialises_end_to_end_and_reruns_idempotently(tmp_path):
     data = tmp_path / "data"
     resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
-                 "browser": BrowserResource()}
+                 "browser": BrowserResource(), "vlm": VLMResource(kind="none")}
     instance = dg.DagsterInstance.ephemeral()
     cfg = {"ops": {"task_catalog": {"config": {"per_template": 1}}}}
     assert dg.materialize(ASSETS, selection=["task_catalog"], resources=resources,
@@ -39,17 +41,31 @@ def test_graph_materialises_end_to_end_and_reruns_idempotently(tmp_path):
     crawled = meta["trajectories"].value
     assert crawled > 0 and meta["success_rate"].value >= 0.95
 
-    ship = dg.materialize(ASSETS, selection=dg.AssetSelection.assets("raw_steps", "web_shards")
-                          .without_checks() | dg.AssetSelection.checks_for_assets("raw_steps"),
+    ship = dg.materialize(ASSETS, selection=dg.AssetSelection.assets("raw_steps", "curated_steps",
+                                                                     "web_shards"),
                           resources=resources, instance=instance)
     assert ship.success
     evals = {e.check_name: e.passed for e in ship.get_asset_check_evaluations()}
     assert evals == {"raw_steps_schema_valid": True, "raw_steps_screenshots_decode": True,
-                     "raw_steps_coordinates_in_bounds": True, "oracle_success_rate_check": True}
+                     "raw_steps_coordinates_in_bounds": True, "oracle_success_rate_check": True,
+                     "curated_steps_reconcile": True, "curated_duplicate_rate": True,
+                     "curated_noop_rate": True, "curated_no_planted_pii": True}
+    cur = ship.asset_materializations_for_node("curated_steps")[0].metadata
+    dropped = cur["dropped_per_reason"].value
+    assert cur["steps_in"].value == cur["steps_kept"].value + sum(dropped.values())
+    assert "pHash distance" in cur["phash_distance_histogram"].value
     stats = shard_stats(data / "shards" / "sandbox")
-    assert stats["trajectories"] == crawled
+    # The shards hold what curation kept: whole failed or too-short runs are gone.
+    assert 0 < stats["trajectories"] == cur["trajectories_kept"].value <= crawled
+    assert stats["steps"] == cur["steps_kept"].value
     assert set(stats["languages"]) == {"en", "zh"}
-    assert stats["verified_success"] == meta["success"].value
+    assert stats["verified_success"] == stats["trajectories"]
+    # The pages showed the sandbox's planted personal data; none of it ships.
+    from filters.audit import curated_leaks, shard_leaks
+    from trajforge.store import RawStore
+    assert curated_leaks(RawStore(data / "raw"))[1]
+    checked, leaks = shard_leaks(data / "shards" / "sandbox")
+    assert checked == stats["steps"] and leaks == []
 
     # A re-run of the same partition finds everything committed: no duplicates.
     again = dg.materialize(ASSETS, selection=["web_trajectories"], partition_key="settings",
@@ -80,8 +96,9 @@ def test_mobile_partition_crawls_through_appium_into_the_same_shards(tmp_path):
     from dagster_project.resources import AppiumResource
     data = tmp_path / "data"
     resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
-                 "appium": AppiumResource(sessions=2, screenshot_scale="css")}
-    assets = [task_catalog, mobile_trajectories, raw_steps, web_shards]
+                 "appium": AppiumResource(sessions=2, screenshot_scale="css"),
+                 "vlm": VLMResource(kind="none")}
+    assets = [task_catalog, mobile_trajectories, raw_steps, curated_steps, web_shards]
     instance = dg.DagsterInstance.ephemeral()
     cfg = {"ops": {"task_catalog": {"config": {"per_template": 1}}}}
     assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
@@ -95,12 +112,14 @@ def test_mobile_partition_crawls_through_appium_into_the_same_shards(tmp_path):
     assert crawled >= 3 and meta["success_rate"].value >= 0.9
     pools = meta["device_pools"].value
     assert pools["pixel_8"]["slots"] == 2 and pools["pixel_8"]["quarantined"] == []
-    assert dg.materialize(assets, selection=["raw_steps", "web_shards"], resources=resources,
-                          instance=instance).success
+    ship = dg.materialize(assets, selection=["raw_steps", "curated_steps", "web_shards"],
+                          resources=resources, instance=instance)
+    assert ship.success
+    kept = ship.asset_materializations_for_node("curated_steps")[0].metadata["trajectories_kept"].value
     stats = shard_stats(data / "shards" / "sandbox")
     mobile = stats["by_platform"]["mobile_web"]
-    assert mobile["trajectories"] == crawled == stats["trajectories"]
-    assert stats["apps"] == {"mobile_shop": crawled}
+    assert 0 < mobile["trajectories"] == kept == stats["trajectories"] <= crawled
+    assert stats["apps"] == {"mobile_shop": kept}
     # The partition holds exactly the app's tasks that draw pixel_8.
     from crawlers.randomise import profile_for_task
     from dagster_project.partitions import MOBILE_DEVICES

@@ -1,0 +1,74 @@
+"""Audits of a curation's output, used by the blocking asset checks and the tests."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from filters.pii_audit import find_leaks, planted_for, planted_for_trajectory
+from schemas.records import Step, Trajectory
+from trajforge.store import RawStore
+
+
+def unexplained_drops(steps_path: Path) -> int:
+    """Dropped rows of the curated table that carry no reason (must be none)."""
+    t = pq.read_table(steps_path, columns=["keep", "reason"])
+    no_reason = pc.and_(pc.invert(t.column("keep")), pc.is_null(t.column("reason")))
+    return pc.sum(pc.fill_null(no_reason, False).cast("int64")).as_py() or 0
+
+
+def step_texts(step: Step) -> list[str]:
+    """Every text field of a step that reaches the shards."""
+    texts = [step.url, step.a11y_tree, step.thought or "", step.error or ""]
+    texts += [e.name for e in step.elements]
+    if step.target is not None:
+        texts.append(step.target.name)
+    texts += [v for v in step.action.model_dump().values() if isinstance(v, str)]
+    return texts
+
+
+def task_texts(traj: Trajectory) -> list[str]:
+    return [traj.task.instruction, traj.task.params_json(), traj.task.start_url or ""]
+
+
+def curated_leaks(store: RawStore) -> tuple[int, list[dict]]:
+    """(sandbox trajectories checked, planted values found in their text fields)."""
+    trajs = {t.trajectory_id: t for t in store.iter_trajectories() if t.source == "crawl"}
+    planted = {tid: planted_for_trajectory(t) for tid, t in trajs.items()}
+    leaks = []
+    for tid, t in trajs.items():
+        for leak in find_leaks(task_texts(t), planted[tid]):
+            leaks.append({"trajectory_id": tid, "field": "task", **leak})
+    for step in store.iter_steps():
+        if step.trajectory_id not in trajs:
+            continue
+        for leak in find_leaks(step_texts(step), planted[step.trajectory_id]):
+            leaks.append({"trajectory_id": step.trajectory_id, "index": step.index, **leak})
+    return len(trajs), leaks
+
+
+def shard_leaks(shard_dir: Path) -> tuple[int, list[dict]]:
+    """(sandbox samples checked, planted values found anywhere in their JSON).
+
+    The whole sample document is searched, so every text field that ships counts.
+    """
+    import json
+
+    from trajforge.shards import iter_samples
+
+    cache: dict[tuple, list[dict]] = {}
+    checked, leaks = 0, []
+    for key, sample in iter_samples(shard_dir, images=False):
+        doc = sample["json"]
+        if doc.get("source") != "crawl":
+            continue
+        task = doc["task"]
+        params = json.loads(task.get("params_json") or "{}")
+        ident = (doc["app"], task["language"], int(params.get("seed", doc["seed"])))
+        if ident not in cache:
+            cache[ident] = planted_for(*ident)
+        checked += 1
+        for leak in find_leaks([json.dumps(doc, ensure_ascii=False)], cache[ident]):
+            leaks.append({"sample": key, **leak})
+    return checked, leaks

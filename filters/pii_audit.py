@@ -1,0 +1,64 @@
+"""Prove no planted personal data survived: what the sandbox planted, and where it leaks.
+
+A crawled trajectory's session was started with `task.params.get("seed",
+trajectory.seed)` (crawlers/runner.py), so the values planted in it are
+`planted_for(app, task.language, that seed)`; `planted_for_trajectory` does
+that look-up. This module checks against the planted list on purpose; the
+detectors in filters/pii.py never see it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+from urllib.parse import unquote
+
+from schemas.records import Trajectory
+
+_DIGIT_SEPARATORS = re.compile(r"(?<=\d)[\s\-().]+(?=\d)")
+_MIN_DIGITS = 7  # shorter digit strings (a ZIP code, a house number) are not evidence
+
+
+def planted_for(app: str, lang: str, seed: int) -> list[dict]:
+    """The sandbox app's planted values for a session ({kind, value, where})."""
+    from sandbox.apps import APPS  # the sandbox is only needed by audits
+    if app not in APPS:
+        raise KeyError(f"unknown sandbox app {app!r}; known: {sorted(APPS)}")
+    return list(APPS[app].initial_state(lang, int(seed))["_planted_pii"])
+
+
+def planted_for_trajectory(traj: Trajectory) -> list[dict]:
+    """What was planted in the session a crawled trajectory ran in (none for imports)."""
+    if traj.source != "crawl":
+        return []
+    seed = int(traj.task.params.get("seed", traj.seed))
+    return planted_for(traj.app, traj.task.language, seed)
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def find_leaks(texts: Iterable[str], planted: list[dict]) -> list[dict]:
+    """Planted values found in `texts`: verbatim (case and spacing aside), URL-decoded,
+    or as their digits without separators. One dict per (text, value) found:
+    {kind, value, where, text_index, form}."""
+    values = []
+    for p in planted:
+        digits = re.sub(r"\D", "", p["value"])
+        values.append((p, _norm(p["value"]), digits if len(digits) >= _MIN_DIGITS else None))
+    leaks = []
+    for i, text in enumerate(texts):
+        if not text:
+            continue
+        forms = {_norm(text), _norm(unquote(text))}
+        joined = {_DIGIT_SEPARATORS.sub("", f) for f in forms}
+        for p, norm_value, digits in values:
+            if any(norm_value in f for f in forms):
+                form = "exact"
+            elif digits and any(digits in j for j in joined):
+                form = "digits"
+            else:
+                continue
+            leaks.append({"kind": p["kind"], "value": p["value"], "where": p.get("where"),
+                          "text_index": i, "form": form})
+    return leaks

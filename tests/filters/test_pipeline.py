@@ -1,0 +1,146 @@
+"""curate() on the planted raw_steps table: counts per reason, scrubbing, re-decision, re-runs, judge."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from filters.base import decide_table
+from filters.pipeline import CurateConfig, curate
+from filters.steps import FILTER_ORDER, default_filters
+from schemas.arrow import TRAJECTORY_SCHEMA, trajectory_to_row
+from tests.filters.conftest import EMAIL, KEPT, PHONE, PLANTED
+from trajforge.store import RawStore
+from trajforge.vlm.backends import VLMRequest
+
+
+def table(curated, name="steps.parquet"):
+    return pq.read_table(curated.out_dir / name)
+
+
+def by_key(curated):
+    return {(r["trajectory_id"], r["index"]): r for r in table(curated).to_pylist()}
+
+
+def test_reconciles_and_counts_each_planted_reason(raw, curated):
+    s = json.loads((curated.out_dir / "summary.json").read_text())
+    assert s["dropped"] == PLANTED and s["filter_order"] == FILTER_ORDER == list(PLANTED)
+    assert s["steps_in"] == len(raw.rows) == 32 and s["steps_kept"] == KEPT
+    assert s["steps_in"] == s["steps_kept"] + sum(s["dropped"].values())
+    assert (s["trajectories_in"], s["trajectories_kept"]) == (8, 6)
+    assert s["trajectories_dropped"] == {"task_failed": 1, "trajectory_length": 1}
+    t = table(curated)
+    assert t.num_rows == 32 and t.column("row").to_pylist() == list(range(32))
+    # Every drop has a reason; every kept row has none.
+    assert all((r is None) == k for k, r in zip(t.column("keep").to_pylist(), t.column("reason").to_pylist()))
+    assert s["neardup_histogram"]["0"] == 2 and sum(s["neardup_histogram"].values()) == 32
+    assert len(s["neardup_histogram"]) >= s["near_duplicate_max_distance"] + 2
+
+
+def test_verdicts_point_at_the_right_rows(curated):
+    rows = by_key(curated)
+    # t00 (failed, earlier in order) is not a reference: t01's home step is kept,
+    # and t02's copy of it is a duplicate of t01's row, not of t00's.
+    assert rows[("t01_good", 0)]["keep"] and rows[("t01_good", 0)]["dup_of"] is None
+    assert rows[("t02_dups", 0)]["dup_of"] == rows[("t01_good", 0)]["row"]
+    assert rows[("t02_dups", 0)]["dup_screen_count"] == 2
+    assert rows[("t02_dups", 1)]["neardup_of"] == rows[("t01_good", 2)]["row"]
+    assert rows[("t02_dups", 2)]["keep"]            # same screen, another action
+    assert rows[("t03_noop", 0)]["reason"] == "no_op" and rows[("t03_noop", 0)]["next_phash_distance"] == 0
+    assert rows[("t03_noop", 1)]["screen_changed_recorded"] is False
+    assert rows[("t04_loop", 4)]["loop_visits"] == 3
+    assert rows[("t05_bounds", 0)]["oob_excess"] > 0.29 and rows[("t05_bounds", 0)]["step_error"]
+    assert [rows[("t06_images", i)]["screenshot_status"] for i in range(5)] == \
+        ["ok", "missing", "broken", "empty", "ok"]
+
+
+def test_kept_steps_are_scrubbed_into_the_curated_store(raw, curated):
+    rows = by_key(curated)
+    pii_row = rows[("t01_good", 1)]
+    assert pii_row["pii_kinds"] == ["email"] and pii_row["pii_count"] >= 1
+    original = hashlib.sha256(raw.images[("t01_good", 1)]).hexdigest()
+    assert pii_row["screenshot_out"] != original       # the box was blurred
+    assert rows[("t01_good", 0)]["screenshot_out"] == hashlib.sha256(raw.images[("t01_good", 0)]).hexdigest()
+    store = RawStore(curated.out_dir / "store")
+    assert store.collections() == ["curated"]
+    steps = {(s.trajectory_id, s.index): s for s in store.iter_steps()}
+    assert set(steps) == {k for k, r in rows.items() if r["keep"]}
+    assert EMAIL not in steps[("t01_good", 1)].a11y_tree and "[EMAIL]" in steps[("t01_good", 1)].a11y_tree
+    assert store.blobs.get(pii_row["screenshot_out"]) != raw.images[("t01_good", 1)]
+    for s in steps.values():
+        assert store.blobs.exists(s.screenshot, s.image_format)
+    trajs = {t.trajectory_id: t for t in store.iter_trajectories()}
+    assert PHONE not in trajs["t01_good"].task.instruction and "[PHONE]" in trajs["t01_good"].task.instruction
+    assert trajs["t04_loop"].num_steps == 6 and sorted(i for t, i in steps if t == "t04_loop") == [0, 1, 2, 3, 5]
+    assert curated.summary["pii"] == {"email": 2, "phone": 1}
+    tt = {r["trajectory_id"]: r for r in table(curated, "trajectories.parquet").to_pylist()}
+    assert tt["t01_good"]["pii_task_kinds"] == ["phone"] and tt["t00_failed"]["reason"] == "task_failed"
+
+
+def test_thresholds_move_on_the_stored_table(curated):
+    t = table(curated)
+    keep, reasons = decide_table(t, default_filters(CurateConfig()))
+    assert keep == t.column("keep").to_pylist() and reasons == t.column("reason").to_pylist()
+    moved = decide_table(t, default_filters(CurateConfig(loop_k=4, min_steps=2, drop_failed=False)))[1]
+    was = t.column("reason").to_pylist()
+    changed = {i for i, (a, b) in enumerate(zip(was, moved)) if a != b}
+    ids = t.column("trajectory_id").to_pylist()
+    # The loop step comes back; the short and failed runs are re-decided step by step.
+    assert {ids[i] for i in changed} == {"t04_loop", "t07_short", "t00_failed"}
+    assert moved[was.index("loop")] is None
+
+
+def test_rerun_gives_same_tables_and_replaces_the_store(raw, curated):
+    before = {n: (curated.out_dir / n).read_bytes() for n in ("steps.parquet", "trajectories.parquet",
+                                                               "summary.json")}
+    again = curate(raw.dir, raw.blobs, curated.out_dir)
+    for n, data in before.items():
+        assert (curated.out_dir / n).read_bytes() == data, n
+    store = RawStore(curated.out_dir / "store")
+    ids = [t.trajectory_id for t in store.iter_trajectories()]
+    assert len(ids) == len(set(ids)) == again.trajectories_kept == 6
+    assert not [p for p in curated.out_dir.iterdir() if p.name.startswith(".")]
+
+
+class ScriptedBackend:
+    """Stands in for a VLM: answers each trajectory (the request key) from a script."""
+
+    model_id = "scripted-judge"
+
+    def __init__(self, answers: dict[str, str]):
+        self.answers, self.seen = answers, []
+
+    def generate(self, requests: list[VLMRequest], max_new_tokens: int) -> list[str]:
+        self.seen += [r.key for r in requests]
+        return [self.answers.get(r.key, '{"success": true, "irrelevant_steps": []}') for r in requests]
+
+
+def test_judge_decides_unverified_runs_and_is_measured_on_verified(raw, tmp_path):
+    from filters.judge import Judge
+    rows = []
+    for t in raw.trajectories.values():
+        row = trajectory_to_row(t)
+        if t.trajectory_id in ("t04_loop", "t05_bounds"):
+            row.update(outcome="unknown", verified_by="none")
+        rows.append(row)
+    d = tmp_path / "raw_steps"
+    d.mkdir()
+    (d / "steps.parquet").write_bytes((raw.dir / "steps.parquet").read_bytes())
+    pq.write_table(pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), d / "trajectories.parquet")
+    backend = ScriptedBackend({
+        "t00_failed": '{"success": false, "irrelevant_steps": []}',
+        "t03_noop": '{"success": false, "irrelevant_steps": [2]}',      # wrong, and trusted: advice only
+        "t04_loop": '{"success": true, "irrelevant_steps": [1]}',
+        "t05_bounds": '{"success": false, "irrelevant_steps": []}'})
+    res = curate(d, raw.blobs, tmp_path / "out", judge=Judge(backend))
+    assert "t07_short" not in backend.seen                  # too short: never judged
+    assert res.dropped["judge_failure"] == 4 and res.dropped["judge_irrelevant"] == 1
+    assert res.steps_in == res.steps_kept + sum(res.dropped.values())
+    agreement = res.summary["judge"]["agreement"]
+    # t00 (failure, judged failure), t01, t02, t06 agree; t03 does not.
+    assert (agreement["n"], agreement["agree"]) == (5, 4)
+    steps = {(r["trajectory_id"], r["index"]): r for r in table(res).to_pylist()}
+    assert steps[("t03_noop", 2)]["keep"] and steps[("t04_loop", 1)]["reason"] == "judge_irrelevant"
+    assert steps[("t05_bounds", 2)]["judge_model"] == "scripted-judge"

@@ -1,0 +1,184 @@
+"""A local VLM through transformers' Auto classes (Qwen2-VL, Qwen2.5-VL, Qwen3-VL).
+
+Each request is run through the processor on its own (exact token count, images
+decoded once), requests are sorted by length into batches of `batch_size`, and a
+batch is left-padded and generated together; results come back in the caller's
+order. Greedy by default; `temperature > 0` samples, `n` samples per request.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
+
+from .backends import VLMRequest
+from .messages import split_images
+
+log = logging.getLogger(__name__)
+
+# Keys of a processor's output that are per token (left-padded) rather than per image
+# patch (concatenated).
+_TOKEN_KEYS = {"input_ids": "pad", "attention_mask": 0, "mm_token_type_ids": 0, "token_type_ids": 0}
+
+
+@lru_cache(maxsize=None)
+def image_only_processor_class(base: type) -> type:
+    """`base` (a Qwen*-VL processor) without its video processor.
+
+    Their video processors need torchvision; a processor class whose __init__ does
+    not name `video_processor` is built from an image processor and a tokenizer.
+    """
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        base.__init__(self, image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
+
+    # Same name as the base: save_pretrained records it as processor_class, so a
+    # machine with torchvision loads the full processor from the same directory.
+    return type(base.__name__, (base,), {"__init__": __init__, "__doc__": f"{base.__name__} without video."})
+
+
+def load_processor(path: str | Path):
+    """AutoProcessor, or (without torchvision) the same processor minus video."""
+    try:
+        processor = AutoProcessor.from_pretrained(path)
+        if hasattr(processor, "image_processor"):
+            return processor
+        first_error = TypeError(f"AutoProcessor gave a {type(processor).__name__} (no image processor)")
+    except Exception as exc:  # noqa: BLE001 - any failure here gets the fallback, then a clear error
+        first_error = exc
+    try:
+        import transformers
+        import json
+        cfg_file = Path(path) / "processor_config.json"
+        name = json.loads(cfg_file.read_text()).get("processor_class") if cfg_file.exists() else None
+        base = getattr(transformers, name or "Qwen2VLProcessor")
+        image_processor = AutoImageProcessor.from_pretrained(path, backend="pil")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        template = getattr(tokenizer, "chat_template", None)
+        tmpl_file = Path(path) / "chat_template.jinja"
+        if tmpl_file.exists():
+            template = tmpl_file.read_text()
+        return image_only_processor_class(base)(image_processor=image_processor, tokenizer=tokenizer,
+                                                chat_template=template)
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(f"{path}: cannot load a processor (AutoProcessor: {first_error!r}; "
+                           f"image-only fallback: {exc!r})") from exc
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, dtype)
+
+
+def model_id_for(path: str | Path) -> str:
+    """Directory name plus a short hash of config.json: two different random
+    checkpoints saved under the same name still get different ids."""
+    p = Path(path)
+    digest = hashlib.sha256((p / "config.json").read_bytes()).hexdigest()[:8]
+    return f"{p.resolve().name}@{digest}"
+
+
+class TransformersBackend:
+    def __init__(self, path: str | Path, device: str = "auto", dtype: str | torch.dtype = "auto",
+                 batch_size: int = 8, max_image_pixels: int | None = None,
+                 model=None, processor=None):
+        """`model`/`processor` may be passed in already built (the benchmark's random
+        3B-shaped model); otherwise both are loaded from `path`."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be >= 1")
+        self.path = Path(path)
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        self.max_image_pixels = max_image_pixels
+        self.processor = processor if processor is not None else load_processor(path)
+        self.tokenizer = self.processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        if model is None:
+            model = AutoModelForImageTextToText.from_pretrained(path, dtype=self.dtype)
+        self.model = model.to(self.device).eval()
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id
+        self._model_id = model_id_for(path) if (self.path / "config.json").exists() else self.path.name
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    def __repr__(self) -> str:
+        return (f"TransformersBackend(model_id={self.model_id!r}, device={self.device!r}, "
+                f"dtype={self.dtype}, batch_size={self.batch_size})")
+
+    # -- preparation ---------------------------------------------------------------
+    def encode(self, request: VLMRequest) -> dict[str, torch.Tensor]:
+        """The processor's tensors for one request (batch of one, unpadded)."""
+        messages, images = split_images(request.messages, self.max_image_pixels)
+        prompt = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        enc = self.processor(text=[prompt], images=images or None, return_tensors="pt")
+        return dict(enc)
+
+    def collate(self, encodings: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Left-pad the per-token tensors, concatenate the per-patch ones."""
+        width = max(e["input_ids"].shape[1] for e in encodings)
+        batch: dict[str, torch.Tensor] = {}
+        keys = dict.fromkeys(k for e in encodings for k in e)  # a text-only request has no pixels
+        for key in keys:
+            tensors = [e[key] for e in encodings if key in e]
+            if key in _TOKEN_KEYS:
+                fill = self.pad_id if _TOKEN_KEYS[key] == "pad" else _TOKEN_KEYS[key]
+                rows = [torch.cat([torch.full((1, width - t.shape[1]), fill, dtype=t.dtype), t], dim=1)
+                        for t in tensors]
+                batch[key] = torch.cat(rows, dim=0)
+            else:
+                batch[key] = torch.cat(tensors, dim=0)
+        return batch
+
+    # -- generation ------------------------------------------------------------------
+    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
+                 temperature: float = 0.0, n: int = 1, seed: int | None = None
+                 ) -> list[str] | list[list[str]]:
+        """One text per request (n == 1) or a list of n samples per request."""
+        if n < 1:
+            raise ValueError(f"n={n} must be >= 1")
+        if n > 1 and temperature <= 0:
+            raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n equal answers)")
+        encodings = [self.encode(r) for r in requests]
+        order = sorted(range(len(requests)), key=lambda i: encodings[i]["input_ids"].shape[1])
+        results: list[list[str] | None] = [None] * len(requests)
+        sample_kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+                     if temperature > 0 else {"do_sample": False, "temperature": None,
+                                              "top_k": None, "top_p": None})
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            batch = {k: v.to(self.device) for k, v in self.collate([encodings[i] for i in idx]).items()}
+            if "pixel_values" in batch:
+                batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
+            if seed is not None:
+                torch.manual_seed(seed + start)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
+                                          num_return_sequences=n, pad_token_id=self.pad_id, **sample_kw)
+            texts = self.tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:],
+                                                skip_special_tokens=True)
+            for j, i in enumerate(idx):
+                results[i] = texts[j * n:(j + 1) * n]
+            log.debug("generated batch of %d (width %d) in %.2fs", len(idx),
+                      batch["input_ids"].shape[1], time.perf_counter() - t0)
+        if n == 1:
+            return [r[0] for r in results]
+        return results

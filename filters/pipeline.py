@@ -63,7 +63,7 @@ class CurateConfig:
     scrub: bool = True
     batch_rows: int = 512
     workers: int = 2                # screenshot decoding threads (PIL lets go of the GIL)
-    histogram_max_distance: int = 16
+    histogram_max_distance: int = 32   # the whole range, so the plot shows where the radius cuts
 
 
 @dataclass

@@ -63,3 +63,24 @@ def test_inbox_sensor_import_curate_and_export(tmp_path, monkeypatch):
     assert stats["trajectories"] == 1 and stats["steps"] == 1
     steps = pq.read_table(data / "curated" / "steps.parquet").to_pylist()
     assert [r["index"] for r in steps if r["keep"]] == [1]
+
+
+def test_curated_steps_runs_the_judge_on_a_local_model(tmp_path, monkeypatch):
+    """VLMResource -> TransformersBackend (the tiny offline model, random weights): every
+    trajectory gets a verdict row with the model's id; unparseable answers are counted,
+    never guessed."""
+    from tests.vlm.helpers import tiny_model_path
+    data = tmp_path / "data"
+    monkeypatch.setenv("TRAJFORGE_DATA", str(data))
+    shutil.copytree(SAMPLES / "aitz", data / "inbox" / "aitz" / "aitz")
+    vlm = VLMResource(kind="transformers", path=str(tiny_model_path()), batch_size=2)
+    resources = {"storage": StorageResource(root=str(data)), "vlm": vlm}
+    run = dg.materialize(ASSETS, selection=["imported_trajectories", "raw_steps", "curated_steps"],
+                         resources=resources, instance=dg.DagsterInstance.ephemeral())
+    assert run.success
+    judge = run.asset_materializations_for_node("curated_steps")[0].metadata["judge"].value
+    model_id = vlm.backend().model_id
+    assert judge["judged"] == 1 and judge["models"] == [model_id]
+    rows = pq.read_table(data / "curated" / "trajectories.parquet").to_pylist()
+    assert [r["judge_model"] for r in rows] == [model_id]
+    assert rows[0]["judge_parsed"] is (rows[0]["judge_success"] is not None)

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from schemas.records import Step, Trajectory
 from trajforge.store import BlobStore, TrajectoryWriter, atomic_write_bytes
+from trajforge.export import group_by_trajectory
 
 from .base import BASE_COLUMNS
 
@@ -76,16 +77,8 @@ def sorted_groups(steps_path: Path, tmp_dir: Path,
             """SELECT * EXCLUDE (file_row_number) FROM read_parquet(?, file_row_number = true)
                ORDER BY trajectory_id, "index", file_row_number""", params=[str(steps_path)])
         reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
-        tid, group = None, []
-        for batch in reader(batch_size):
-            for row in batch.to_pylist():
-                if row["trajectory_id"] != tid:
-                    if group:
-                        yield tid, group
-                    tid, group = row["trajectory_id"], []
-                group.append(row)
-        if group:
-            yield tid, group
+        rows = (row for batch in reader(batch_size) for row in batch.to_pylist())
+        yield from group_by_trajectory(rows)
     finally:
         con.close()
 

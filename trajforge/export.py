@@ -512,7 +512,8 @@ def _sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
         con.close()
 
 
-def _group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]]]:
+def group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]]]:
+    """(trajectory_id, rows) runs of rows sorted by trajectory."""
     tid, group = None, []
     for row in rows:
         if row["trajectory_id"] != tid:
@@ -707,7 +708,7 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
     resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
                                  thread_name_prefix="export-resize")
     try:
-        for tid, rows in _group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
+        for tid, rows in group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
             seen.add(tid)
             traj, source = chosen[tid]
             split = split_of(tid, splits, split_seed)

@@ -42,6 +42,14 @@ class VLMBackend(Protocol):
                  ) -> list[str] | list[list[str]]: ...
 
 
+def check_sampling(n: int, temperature: float) -> None:
+    """The sampling arguments every backend accepts: n >= 1, and n > 1 only when sampling."""
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    if n > 1 and temperature <= 0:
+        raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n equal answers)")
+
+
 def backend_from_config(config: dict) -> VLMBackend:
     """Build a backend from a plain dict, e.g. a Dagster resource's config.
 

@@ -12,7 +12,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .backends import VLMRequest
+from .backends import VLMRequest, check_sampling
 from .messages import to_openai_messages
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,7 @@ class OpenAIBackend:
                  temperature: float = 0.0, n: int = 1, seed: int | None = None
                  ) -> list[str] | list[list[str]]:
         """One text per request (n == 1) or n samples per request, in the caller's order."""
-        if n < 1:
-            raise ValueError(f"n={n} must be >= 1")
-        if n > 1 and temperature <= 0:
-            raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n equal answers)")
+        check_sampling(n, temperature)
         client = self._client()
 
         def one(req: VLMRequest) -> list[str]:

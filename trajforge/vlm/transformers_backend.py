@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-from .backends import VLMRequest
+from .backends import VLMRequest, check_sampling
 from .messages import split_images
 
 log = logging.getLogger(__name__)
@@ -152,10 +152,7 @@ class TransformersBackend:
                  temperature: float = 0.0, n: int = 1, seed: int | None = None
                  ) -> list[str] | list[list[str]]:
         """One text per request (n == 1) or a list of n samples per request."""
-        if n < 1:
-            raise ValueError(f"n={n} must be >= 1")
-        if n > 1 and temperature <= 0:
-            raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n equal answers)")
+        check_sampling(n, temperature)
         encodings = [self.encode(r) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: encodings[i]["input_ids"].shape[1])
         results: list[list[str] | None] = [None] * len(requests)

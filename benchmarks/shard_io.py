@@ -5,7 +5,7 @@
 Builds a raw store of 1280x800 PNG screenshots (a noisy block each, ~150 KB),
 exports it once, then in the same run and on the same bytes:
 
-- write, ours: `trajforge.export._SplitWriter` (webdataset's TarWriter, sha256
+- write, ours: `trajforge.export.SplitWriter` (webdataset's TarWriter, sha256
   while writing, fsync per shard, the resume journal) writing the exported
   samples, grouped by trajectory, from memory;
 - write, tarfile: plain `tarfile` writing the same members (same names, same
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from schemas.actions import Action  # noqa: E402
 from schemas.records import DeviceProfile, Step, Task, Trajectory  # noqa: E402
-from trajforge.export import _Journal, _SplitWriter, export_shards  # noqa: E402
+from trajforge.export import ShardJournal, SplitWriter, export_shards  # noqa: E402
 from trajforge.shards import iter_samples, read_manifest  # noqa: E402
 from trajforge.store import RawStore  # noqa: E402
 
@@ -107,8 +107,8 @@ def load_shards(shard_dir: Path) -> list[list[_MemSample]]:
 
 def write_ours(shards: list[list[_MemSample]], out: Path, max_samples: int) -> int:
     out.mkdir()
-    journal = _Journal(out)
-    writer = _SplitWriter(out, "train", max_samples, 1 << 40, journal)
+    journal = ShardJournal(out)
+    writer = SplitWriter(out, "train", max_samples, 1 << 40, journal)
     for samples in shards:  # one trajectory group at a time, as the export hands them over
         by_traj: dict[str, list] = {}
         for s in samples:

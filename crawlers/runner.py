@@ -151,7 +151,8 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
                     image_format=obs.image_format, width=obs.width, height=obs.height,
                     url=obs.url, a11y_tree=obs.a11y_tree, elements=obs.elements,
                     action=action, target=target, started_at=started_at,
-                    observe_ms=round(observe_ms, 2))
+                    observe_ms=round(observe_ms, 2),
+                    thought=getattr(policy, "last_thought", None))  # a VLM agent's reasoning
         if not decision.allowed:
             # Not executed: the episode ends here, so no policy can loop on it.
             step.guard = decision.label()

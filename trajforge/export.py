@@ -145,7 +145,7 @@ def sample_json(step_row: dict, traj_row: dict) -> bytes:
 
 
 @dataclass
-class _Sample:
+class ShardSample:
     trajectory_id: str
     key: str
     image_ext: str
@@ -256,7 +256,7 @@ def _direct_tar_writer(wds):
     return DirectTarWriter
 
 
-class _SplitWriter:
+class SplitWriter:
     """Writes one split's shards into the staging folder, rolling by count and bytes.
 
     A trajectory stays in one shard unless it alone is over a limit, so that a
@@ -264,7 +264,7 @@ class _SplitWriter:
     """
 
     def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int,
-                 journal: "_Journal", resumed: list[dict] = ()):
+                 journal: "ShardJournal", resumed: list[dict] = ()):
         self.staging, self.split = staging, split
         self.max_samples, self.max_bytes = max_samples, max_bytes
         self.journal = journal
@@ -273,7 +273,7 @@ class _SplitWriter:
         self.image_exts: set[str] = {x for e in resumed for x in e["image_exts"]}  # for hf_features()
         self._tar = None
 
-    def add_trajectory(self, samples: list[_Sample]) -> None:
+    def add_trajectory(self, samples: list[ShardSample]) -> None:
         sizes = [s.tar_bytes() for s in samples]
         if self._tar is not None and not self._fits(len(samples), sum(sizes)):
             self._close()
@@ -344,7 +344,7 @@ class _SplitWriter:
 _MANIFEST_SHARD_FIELDS = ("name", "split", "samples", "trajectories", "bytes", "sha256")
 
 
-class _Journal:
+class ShardJournal:
     """The staging folder's list of finished shards: JSON lines, each fsync'd."""
 
     def __init__(self, staging: Path):
@@ -390,7 +390,7 @@ def _resume(staging: Path, splits: list[tuple[str, float]]) -> dict[str, list[di
     match their journal line; the first one that does not (and all after it)
     is written again.
     """
-    journal = _Journal(staging)
+    journal = ShardJournal(staging)
     entries = journal.load()
     kept: dict[str, list[dict]] = {name: [] for name, _ in splits}
     broken: set[str] = set()
@@ -456,7 +456,7 @@ class _Unusable(Exception):
         return {"trajectory_id": trajectory_id, "reason": self.reason, "detail": self.detail}
 
 
-def _trajectories(store: RawStore, collections) -> tuple[dict[str, tuple[Trajectory, str]], list[dict]]:
+def committed_trajectories(store: RawStore, collections) -> tuple[dict[str, tuple[Trajectory, str]], list[dict]]:
     """{id: (trajectory, its steps file)} and the quarantined rows.
 
     An invalid row is quarantined; a repeated id keeps its first copy.
@@ -484,7 +484,7 @@ def _trajectories(store: RawStore, collections) -> tuple[dict[str, tuple[Traject
     return chosen, quarantine
 
 
-def _sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
+def sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
                       batch_size: int = 256) -> Iterator[dict]:
     """Step rows of the chosen trajectories sorted by (trajectory_id, index).
 
@@ -527,7 +527,7 @@ def group_by_trajectory(rows: Iterator[dict]) -> Iterator[tuple[str, list[dict]]
 
 def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str,
              resolution: Resolution, allow_index_gaps: bool = False,
-             step_skips: list[dict] | None = None) -> list[_Sample]:
+             step_skips: list[dict] | None = None) -> list[ShardSample]:
     """The samples of one trajectory, or _Unusable saying why there are none.
 
     Images are not read here (a resumed run skips most samples); `prepare`
@@ -582,7 +582,7 @@ def _samples(store: RawStore, traj: Trajectory, rows: list[dict], source: str,
         row = step_to_row(step)
         # Coordinates are normalised, so only the pixel size changes with the image.
         row["width"], row["height"] = size_to
-        out.append(_Sample(trajectory_id=step.trajectory_id,
+        out.append(ShardSample(trajectory_id=step.trajectory_id,
                            key=sample_key(step.trajectory_id, step.index),
                            image_ext=IMAGE_EXT[step.image_format], image_path=path,
                            image_size=size, json=sample_json(row, traj_row),
@@ -615,12 +615,12 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    chosen, quarantine = _trajectories(store, collections)
+    chosen, quarantine = committed_trajectories(store, collections)
     options = {"dataset": dataset, "collections": _collection_names(store, collections),
                "max_samples_per_shard": max_samples_per_shard,
                "max_bytes_per_shard": max_bytes_per_shard, "splits": splits,
                "split_seed": split_seed, "resolution": profile.describe(),
-               "schema_version": SCHEMA_VERSION, "trajforge": _package_version(),
+               "schema_version": SCHEMA_VERSION, "trajforge": package_version(),
                "pillow": _PILLOW_VERSION, "webdataset": _dist_version("webdataset")}
     if allow_index_gaps:
         options["allow_index_gaps"] = True
@@ -697,8 +697,8 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
 
     Returns (shards, image_exts, trajectories per split, ids seen, quarantined).
     """
-    journal = _Journal(staging)
-    writers = {name: _SplitWriter(staging, name, max_samples, max_bytes, journal, resumed[name])
+    journal = ShardJournal(staging)
+    writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal, resumed[name])
                for name, _ in splits}
     # Samples of each split already in kept shards: the first ones in stream order.
     to_skip = {name: sum(e["samples"] for e in resumed[name]) for name, _ in splits}
@@ -708,7 +708,7 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
     resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
                                  thread_name_prefix="export-resize")
     try:
-        for tid, rows in group_by_trajectory(_sorted_step_rows(chosen, staging / "duckdb")):
+        for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
             seen.add(tid)
             traj, source = chosen[tid]
             split = split_of(tid, splits, split_seed)
@@ -717,7 +717,7 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
                 todo = _skip_resumed(samples, split, to_skip, resumed)
                 if any(t.resize_to for t in todo):
                     # Pillow lets go of the GIL to decode, resize and encode.
-                    list(resizer.map(_Sample.prepare, todo))
+                    list(resizer.map(ShardSample.prepare, todo))
             except _Unusable as bad:
                 quarantine.append(bad.record(tid))
                 continue
@@ -744,8 +744,8 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
     return shards, image_exts, exported, seen, quarantine
 
 
-def _skip_resumed(samples: list[_Sample], split: str, to_skip: dict[str, int],
-                  resumed: dict[str, list[dict]]) -> list[_Sample]:
+def _skip_resumed(samples: list[ShardSample], split: str, to_skip: dict[str, int],
+                  resumed: dict[str, list[dict]]) -> list[ShardSample]:
     """The samples not yet in a kept shard (a trajectory may straddle the last one)."""
     n = min(to_skip[split], len(samples))
     if not n:
@@ -773,7 +773,7 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped
         "dataset": dataset,
         "version": version,
         "schema_version": SCHEMA_VERSION,
-        "created_by": f"trajforge {_package_version()} (trajforge.export)",
+        "created_by": f"trajforge {package_version()} (trajforge.export)",
         "collections": _collection_names(store, collections),
         "split_seed": split_seed,
         "resolution": profile.describe(),
@@ -810,7 +810,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _package_version() -> str:
+def package_version() -> str:
     try:
         return metadata.version("trajforge")
     except metadata.PackageNotFoundError:

@@ -22,6 +22,11 @@ _PER_TRAJECTORY = {"languages": lambda j: j["task"]["language"],
 def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
+    if manifest.get("kind") == "reasoning_set":
+        # Samples of another shape (one per step and mode): modes, languages,
+        # action types per step, thought lengths (synthesis/set_stats.py).
+        from synthesis.set_stats import reasoning_set_stats
+        return reasoning_set_stats(shard_dir)
     counts = {name: Counter() for name in _PER_TRAJECTORY}
     actions: Counter = Counter()
     splits: dict[str, dict[str, int]] = {
@@ -83,6 +88,9 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
 
 def format_table(stats: dict[str, Any]) -> str:
     """A plain-text rendering for people (the CLI without --json)."""
+    if stats.get("kind") == "reasoning_set":
+        from synthesis.set_stats import format_reasoning_table
+        return format_reasoning_table(stats)
     lines = [f"dataset {stats['dataset']}  version {stats['version']}",
              f"  trajectories      {stats['trajectories']}",
              f"  steps             {stats['steps']}",

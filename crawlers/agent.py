@@ -1,0 +1,137 @@
+"""A VLM agent as a crawl policy: the model sees the screen and answers in GUI-Libra's format.
+
+`AgentPolicy.act(obs)` builds one chat request (synthesis/agent_prompt.py: the
+task, the last few actions, the screen's elements quoted as data, the
+screenshot), asks the backend, and parses the answer into a unified Action with
+schemas.converters.gui_libra.from_gui_libra. It is driven by the runner like
+any other policy, so the SafetyGuard judges its actions exactly as it judges the
+oracle's and the random walk's, and the app's state decides the outcome.
+
+An answer that does not parse is counted (`stats["unparseable"]`) and ends
+the episode with a `done` described as "unparseable answer": never a guessed
+or random action. The model's reasoning of the last answer is `last_thought`,
+which the runner stores as the step's thought.
+"""
+from __future__ import annotations
+
+import logging
+
+from schemas.actions import Action, ActionType
+from schemas.converters.gui_libra import Coords, from_gui_libra
+from schemas.errors import SchemaError
+from schemas.observation import Observation
+from schemas.records import Element, Task, Trajectory
+from synthesis.agent_prompt import agent_messages, history_line
+from trajforge.vlm.backends import VLMBackend, VLMRequest
+
+from .guard import ACTIVATABLE_ROLES
+from .runner import element_at
+
+log = logging.getLogger(__name__)
+
+UNPARSEABLE = "unparseable answer"
+# What a point can act on: the recorded target is the innermost of these under
+# the point (a tap on a link's label is a tap on the link), else the innermost element.
+TARGET_ROLES = ACTIVATABLE_ROLES | {"textbox", "searchbox", "slider", "spinbutton"}
+
+
+class AgentPolicy:
+    """Asks `backend` for each action of `task`.
+
+    language: of the prompt (default: the task's). max_steps: the step budget
+    the prompt announces (give the runner the same one). coords: the frame of
+    the model's points ("pixels" of the screenshot, or "grid1000").
+    history_len: how many earlier actions the prompt lists. seed: with
+    temperature > 0, step k samples with (seed * 1009 + k) mod 2^31, so rollouts with
+    different seeds differ and each is reproducible.
+    """
+
+    name = "agent"
+
+    def __init__(self, backend: VLMBackend, task: Task, *, language: str | None = None,
+                 max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
+                 max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None):
+        if max_steps < 1 or history_len < 0:
+            raise ValueError(f"max_steps={max_steps} must be >= 1, history_len={history_len} >= 0")
+        if coords not in ("pixels", "grid1000"):
+            raise ValueError(f"coords={coords!r}: expected 'pixels' or 'grid1000'")
+        self.backend = backend
+        self.task = task
+        self.language = language or task.language
+        self.max_steps = max_steps
+        self.coords: Coords = coords
+        self.history_len = history_len
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.steps = 0
+        self.history: list[str] = []
+        self.stats = {"requests": 0, "parsed": 0, "unparseable": 0}
+        self.answers: list[str] = []  # raw answers, in order (for inspection)
+        self.last_thought: str | None = None
+        self.last_error: str | None = None
+        self.last_target: Element | None = None
+
+    @property
+    def model_id(self) -> str:
+        return self.backend.model_id
+
+    def request(self, obs: Observation) -> VLMRequest:
+        start = max(0, len(self.history) - self.history_len)
+        shown = [history_line(i, h) for i, h in enumerate(self.history)][start:] \
+            if self.history_len else []
+        messages = agent_messages(
+            task=self.task.instruction, language=self.language, step=self.steps + 1,
+            max_steps=self.max_steps, url=obs.url, history=shown, screenshot=obs.screenshot,
+            width=obs.width, height=obs.height, elements=obs.elements, coords=self.coords)
+        return VLMRequest(messages=messages, key=f"{self.task.task_id}#{self.steps}",
+                          metadata={"task_id": self.task.task_id, "step": self.steps,
+                                    "width": obs.width, "height": obs.height})
+
+    def act(self, obs: Observation) -> Action:
+        req = self.request(obs)
+        # 31 bits: torch.manual_seed and OpenAI-compatible servers both take it.
+        seed = None if self.seed is None else (self.seed * 1009 + self.steps) % 2**31
+        self.steps += 1
+        self.stats["requests"] += 1
+        raw = self.backend.generate([req], self.max_new_tokens, temperature=self.temperature,
+                                    seed=seed)[0]
+        if not isinstance(raw, str):  # a backend that ignored n=1
+            raw = raw[0]
+        self.answers.append(raw)
+        try:
+            action, thought = from_gui_libra(raw, obs.width, obs.height, coords=self.coords)
+        except (SchemaError, ValueError) as e:  # pydantic's errors are ValueErrors too
+            self.stats["unparseable"] += 1
+            self.last_error = f"{req.key}: {e}"
+            self.last_thought = None
+            self.last_target = None
+            log.info("%s: unparseable answer from %s: %s", req.key, self.model_id, e)
+            return Action(type=ActionType.DONE, description=UNPARSEABLE,
+                          text=f"{UNPARSEABLE}: {e}"[:300])
+        self.stats["parsed"] += 1
+        self.last_error = None
+        self.last_thought = thought.strip() if thought else None
+        self.last_target = target_of(action, obs.elements)
+        self.history.append(action.description or action.brief())
+        return action
+
+
+def target_of(action: Action, elements: list[Element]) -> Element | None:
+    """The element a point action acts on (None without a point: the runner records none)."""
+    if action.x is None:
+        return None
+    actionable = [e for e in elements if e.role in TARGET_ROLES]
+    return element_at(actionable, action.x, action.y) or element_at(elements, action.x, action.y)
+
+
+def settle_unparseable(traj: Trajectory, policy: AgentPolicy) -> Trajectory:
+    """The trajectory as a failure when the agent's last answer did not parse.
+
+    Its `done` was no decision of the model's, so whatever the state shows,
+    the episode is not one to learn from.
+    """
+    if policy.last_error is None:
+        return traj
+    return traj.model_copy(update={"outcome": "failure", "verified_by": "none",
+                                   "error": f"agent: {policy.last_error}"})

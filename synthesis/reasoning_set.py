@@ -1,0 +1,339 @@
+"""The reasoning set: every kept step as two training samples, reason-then-act and direct-act.
+
+For each step of a curated trajectory that has a usable chain of thought
+(synthesis.cot.StepCoT), two samples come out, 1:1:
+
+- mode "reason": the gpt turn is `<think>thought</think>\\n<answer>\\n{…}\\n</answer>`;
+- mode "direct": the same answer without the thought.
+
+The answer is written by schemas.converters.gui_libra.to_gui_libra from the
+RECORDED action (pixels of the screenshot), so it parses back with
+from_gui_libra to the recording; the CoT contributes the thought and the
+action description only. The two modes have different system prompts: the
+same screen and history map to two different outputs, so the model must be
+told which one is wanted.
+
+`spans` are character offsets (Python str indices) into the gpt text: "action"
+covers the JSON values of action_type and value (without their quotes),
+"coords" each number of point_2d (none when the action has no point). The
+free-text description is left out of "action": it is prose like the thought,
+and weighting it like the action tokens would reward wording, not acting.
+
+Every step or trajectory left out is listed in `skipped` with its reason.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from filters.judge import escape_data
+from schemas.actions import Action
+from schemas.converters.gui_libra import NO_POINT, from_gui_libra, to_gui_libra
+from schemas.errors import SchemaError
+from schemas.records import Step, Trajectory
+from synthesis.cot import StepCoT, history_text
+from synthesis.language import is_chinese
+
+MODES = ("direct", "reason")  # sorted: a step's samples go out in key order
+MIN_STEPS, MAX_STEPS = 3, 50
+_TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answer>")
+
+_FORMAT = {
+    "en": ('{"action_description": "...", "action_type": "...", "value": "...", '
+           '"point_2d": [x, y]} (point_2d in pixels of the screenshot; [-100, -100] when the '
+           'action has no point; unused fields "None")'),
+    "zh": ('{"action_description": "...", "action_type": "...", "value": "...", '
+           '"point_2d": [x, y]}（point_2d 为截图的像素坐标；没有点时为 [-100, -100]；'
+           '未使用的字段填 "None"）'),
+}
+_ACTION_NAMES = ("Click, LongPress, Swipe, Scroll, Write, Select, KeyboardPress, OpenAPP, "
+                 "NavigateBack, NavigateHome, Wait, Answer, Terminate")
+_SYSTEM = {
+    ("en", "reason"): "You are a GUI agent. Given a screenshot, a task and the actions taken so "
+                      "far, decide the next action. First think inside <think></think> "
+                      "(observation, reflection, plan), then give the action inside "
+                      "<answer></answer> as JSON: {fmt}. Action types: {names}.",
+    ("en", "direct"): "You are a GUI agent. Given a screenshot, a task and the actions taken so "
+                      "far, decide the next action. Answer directly, without reasoning: give "
+                      "only the action inside <answer></answer> as JSON: {fmt}. "
+                      "Action types: {names}.",
+    ("zh", "reason"): "你是一个图形界面智能体。根据截图、任务和已经执行的操作，决定下一步操作。"
+                      "先在 <think></think> 中思考（观察、反思、计划），再在 <answer></answer> "
+                      "中以 JSON 给出操作：{fmt}。操作类型：{names}。",
+    ("zh", "direct"): "你是一个图形界面智能体。根据截图、任务和已经执行的操作，决定下一步操作。"
+                      "不要写推理过程，直接在 <answer></answer> 中以 JSON 给出操作：{fmt}。"
+                      "操作类型：{names}。",
+}
+_HUMAN = {
+    "en": ("Task: {task}\nScreenshot: {w}x{h} pixels\n", "Previous actions:\n", "Previous actions: none"),
+    "zh": ("任务：{task}\n截图尺寸：{w}x{h} 像素\n", "历史操作：\n", "历史操作：无"),
+}
+
+
+def system_prompt(mode: str, language: str) -> str:
+    if (language, mode) not in _SYSTEM:
+        raise ValueError(f"mode={mode!r}, language={language!r}: expected a mode in {MODES} "
+                         f"and language 'en' or 'zh'")
+    return _SYSTEM[(language, mode)].format(fmt=_FORMAT[language], names=_ACTION_NAMES)
+
+
+def human_prompt(instruction: str, history: list[str], width: int, height: int,
+                 language: str) -> str:
+    """`<image>` then the task and the earlier actions, one line each
+    (synthesis.prompts.history_text numbers them: "Step 1: ...").
+
+    Task and history are recorded or imported text: `<`/`>` are escaped as in
+    filters.judge, so that a `<image>` in an instruction cannot become a second
+    image slot (and the agent's prompt escapes the task the same way).
+    """
+    head, hist, none = _HUMAN[language]
+    text = "<image>\n" + head.format(task=escape_data(instruction), w=width, h=height)
+    if not history:
+        return text + none
+    return text + hist + "\n".join(escape_data(line) for line in history)
+
+
+# -- answers and their spans ------------------------------------------------------
+
+def answer_text(action: Action, width: int, height: int, thought: str | None = None) -> str:
+    """The GUI-Libra answer (pixels of the screenshot), with the thought for mode "reason"."""
+    return to_gui_libra(action, width, height, thought=thought, coords="pixels")
+
+
+def answer_spans(text: str) -> dict[str, list[list[int]]]:
+    """{"action": [[s, e], ...], "coords": [[s, e], ...]}: offsets into `text`.
+
+    Found by walking the answer's JSON object token by token (raw_decode), so
+    a description that itself contains `"value": ` cannot fool it.
+    """
+    think_end = text.find("</think>")
+    start = text.index("<answer>", 0 if think_end < 0 else think_end)
+    brace = text.index("{", start)
+    fields = _object_fields(text, brace)
+    action = []
+    for key in ("action_type", "value"):
+        s, e, value = fields[key]
+        action.append([s + 1, e - 1] if isinstance(value, str) else [s, e])
+    coords = []
+    s, e, point = fields["point_2d"]
+    if point != NO_POINT:
+        coords = [[a, b] for a, b, _ in _array_items(text, s)]
+    return {"action": action, "coords": coords}
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _object_fields(text: str, brace: int) -> dict[str, tuple[int, int, Any]]:
+    """{key: (start, end, value)} of a flat JSON object starting at `brace`."""
+    out, i = {}, _skip_ws(text, brace + 1)
+    while text[i] != "}":
+        key, i = _DECODER.raw_decode(text, i)
+        i = _skip_ws(text, i)
+        if text[i] != ":":
+            raise SchemaError(f"expected ':' at offset {i}", field="answer")
+        start = _skip_ws(text, i + 1)
+        value, i = _DECODER.raw_decode(text, start)
+        out[key] = (start, i, value)
+        i = _skip_ws(text, i)
+        if text[i] == ",":
+            i = _skip_ws(text, i + 1)
+    return out
+
+
+def _array_items(text: str, bracket: int) -> list[tuple[int, int, Any]]:
+    out, i = [], _skip_ws(text, bracket + 1)
+    while text[i] != "]":
+        start = i
+        value, i = _DECODER.raw_decode(text, start)
+        out.append((start, i, value))
+        i = _skip_ws(text, i)
+        if text[i] == ",":
+            i = _skip_ws(text, i + 1)
+    return out
+
+
+# -- CoT rows -------------------------------------------------------------------------
+
+_COT_FIELDS = ("trajectory_id", "index", "language", "observation", "reflection", "plan",
+               "answer", "backend", "parsed", "raw")
+
+
+def as_step_cot(row: StepCoT | Mapping) -> StepCoT:
+    """A StepCoT from itself or from a row of a CoT table (answer as a dict or JSON text)."""
+    if isinstance(row, StepCoT):
+        return row
+    kw = {k: row[k] for k in _COT_FIELDS if k in row}
+    if isinstance(kw.get("answer"), str):
+        kw["answer"] = json.loads(kw["answer"])
+    return StepCoT(**kw)
+
+
+def alignment_view(result: Any) -> dict:
+    """An AlignmentResult (or its dict, or None) as the sample's `alignment` object."""
+    if result is None:
+        return {"match_rate": None, "box": None, "point_in_box": None, "checked": False}
+    get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
+    box = get("box")
+    return {"match_rate": get("match_rate"), "box": None if box is None else list(box),
+            "point_in_box": get("point_in_box"),
+            # The template backend is "unchecked": never reported as a pass.
+            "checked": get("match_rate") is not None or get("point_in_box") is not None}
+
+
+def _alignment_keeps(result: Any) -> bool:
+    if result is None:
+        return True
+    keep = result.get("keep", True) if isinstance(result, Mapping) else getattr(result, "keep", True)
+    return bool(keep)
+
+
+# -- samples ----------------------------------------------------------------------------
+
+def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *,
+                 alignment: Mapping[int, Any] | None = None, language: str | None = None,
+                 require_chinese_thought: bool = False, min_steps: int = MIN_STEPS,
+                 max_steps: int = MAX_STEPS, skipped: list[dict] | None = None,
+                 ) -> list[tuple[Step, str, dict]]:
+    """(step, key, sample JSON) for both modes of every usable step, in key order.
+
+    `steps` are the trajectory's kept steps in index order (gaps allowed);
+    `cots` and `alignment` are keyed by step index. What is left out goes to
+    `skipped` as {trajectory_id, index (None for the whole trajectory), reason, detail}.
+    """
+    from trajforge.shards import sample_key
+
+    tid = traj.trajectory_id
+    lang = traj.task.language
+
+    def skip(index, reason, detail=""):
+        if skipped is not None:
+            skipped.append({"trajectory_id": tid, "index": index, "reason": reason,
+                            "detail": detail})
+
+    if language is not None and lang != language:
+        skip(None, "other_language", f"task language {lang}, set wants {language}")
+        return []
+    if not min_steps <= traj.num_steps <= max_steps:
+        skip(None, "too_short" if traj.num_steps < min_steps else "too_long",
+             f"num_steps={traj.num_steps} not in [{min_steps}, {max_steps}]")
+        return []
+    out = []
+    for pos, step in enumerate(steps):
+        why = _unusable(traj, step, cots.get(step.index), require_chinese_thought,
+                        None if alignment is None else alignment.get(step.index))
+        if why is not None:
+            skip(step.index, *why)
+            continue
+        cot = as_step_cot(cots[step.index])
+        action = _with_description(step.action, cot)
+        history = history_text(steps, pos, lang)  # positions: a curated trajectory has gaps
+        base = {
+            "trajectory_id": tid, "index": step.index, "language": lang, "app": traj.app,
+            "platform": traj.platform, "source": traj.source, "source_name": traj.source_name,
+            "task_id": traj.task.task_id,
+            "image": {"width": step.width, "height": step.height, "format": step.image_format},
+            "action": step.action.model_dump(mode="json", exclude_none=True),
+            "thought_backend": cot.backend,
+            "alignment": alignment_view(None if alignment is None else alignment.get(step.index)),
+        }
+        human = human_prompt(traj.task.instruction, history, step.width, step.height, lang)
+        for mode in MODES:
+            text = answer_text(action, step.width, step.height,
+                               thought=cot.thought if mode == "reason" else None)
+            _, _, brace = text.partition("<answer>")
+            answer = json.loads(brace[brace.index("{"):brace.rindex("}") + 1])
+            out.append((step, f"{sample_key(tid, step.index)}_{mode}", {
+                **base, "mode": mode,
+                "conversations": [{"from": "system", "value": system_prompt(mode, lang)},
+                                  {"from": "human", "value": human},
+                                  {"from": "gpt", "value": text}],
+                "answer": answer, "spans": answer_spans(text)}))
+    return out
+
+
+def _unusable(traj: Trajectory, step: Step, row: Any, require_chinese_thought: bool,
+              aligned: Any) -> tuple[str, str] | None:
+    """(reason, detail) when the step cannot become samples; None when it can."""
+    if not step.screenshot:
+        return "no_screenshot", "step has no screenshot"
+    if row is None:
+        return "missing_cot", "no CoT row for this step"
+    try:
+        cot = as_step_cot(row)
+    except (TypeError, ValueError) as err:
+        return "bad_cot", str(err)
+    if not cot.parsed:
+        return "cot_unparsed", f"backend {cot.backend}: the thought did not parse"
+    if not any(part.strip() for part in (cot.observation, cot.reflection, cot.plan)):
+        return "empty_thought", "observation, reflection and plan are all empty"
+    thought = cot.thought
+    if any(tag in thought for tag in _TAGS):
+        return "thought_has_tags", "the thought holds a <think>/<answer> tag"
+    if cot.language != traj.task.language:
+        return "cot_language_mismatch", f"CoT in {cot.language}, task in {traj.task.language}"
+    if require_chinese_thought and not is_chinese(thought):
+        return "thought_not_chinese", thought[:80]
+    if not _alignment_keeps(aligned):
+        return "misaligned", str(getattr(aligned, "reason", None) or
+                                 (aligned.get("reason") if isinstance(aligned, Mapping) else ""))
+    try:
+        text = answer_text(step.action, step.width, step.height)
+    except SchemaError as err:
+        return "unsupported_action", str(err)
+    mismatch = _cot_answer_mismatch(cot.answer, text, step)
+    if mismatch:
+        return "cot_answer_mismatch", mismatch
+    return None
+
+
+def _cot_answer_mismatch(answer: Any, recorded_text: str, step: Step) -> str | None:
+    """Why the CoT's answer disagrees with the recording (type or point), or None."""
+    if not isinstance(answer, Mapping):
+        return f"answer is a {type(answer).__name__}, not an object"
+    try:
+        theirs, _ = from_gui_libra(json.dumps(dict(answer), ensure_ascii=False),
+                                   step.width, step.height)
+    except SchemaError as err:
+        return f"answer does not parse: {err}"
+    ours, _ = from_gui_libra(recorded_text, step.width, step.height)
+    if theirs.type != ours.type:
+        return f"type {theirs.type.value} != recorded {ours.type.value}"
+    a, b = theirs.point_px(step.width, step.height), ours.point_px(step.width, step.height)
+    if (a is None) != (b is None) or (a and max(abs(a[0] - b[0]), abs(a[1] - b[1])) > 1):
+        return f"point {a} != recorded {b}"
+    return None
+
+
+def _with_description(action: Action, cot: StepCoT) -> Action:
+    desc = cot.answer.get("action_description") if isinstance(cot.answer, Mapping) else None
+    if isinstance(desc, str) and desc.strip() and desc != "None":
+        return action.model_copy(update={"description": desc})
+    return action
+
+
+def build_samples(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any],
+                  images: Mapping[int, bytes] | Callable[[Step], bytes], **options) -> list[dict]:
+    """WebDataset samples ({"__key__", "png"|"jpg"|"webp": bytes, "json": dict}) of one
+    trajectory; `images` gives each step's encoded screenshot as stored (by index, or a
+    function of the step). `options` are those of `sample_jsons`."""
+    from trajforge.shards import IMAGE_EXT
+
+    get = images if callable(images) else (lambda s: images[s.index])
+    return [{"__key__": key, IMAGE_EXT[step.image_format]: get(step), "json": obj}
+            for step, key, obj in sample_jsons(traj, steps, cots, **options)]
+
+
+def write_reasoning_set(curated_store, cot_rows: Iterable, out_dir, **kw) -> dict:
+    """See synthesis.set_writer.write_reasoning_set (here too, as the contract names it)."""
+    from synthesis.set_writer import write_reasoning_set as write
+
+    return write(curated_store, cot_rows, out_dir, **kw)
+

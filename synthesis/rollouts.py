@@ -1,0 +1,247 @@
+"""Rejection sampling: K agent rollouts per task, the app's state as the verifier.
+
+Each task is played `k` times by an AgentPolicy (crawlers/agent.py) through the
+crawl runner's `run_episode`, rollout i with its own seed (the model samples
+with it; the device, theme and font scale are drawn from it). The runner
+verifies each rollout against the task template's state predicate; successes
+go to `rollouts/<model>` (SFT data), everything else to
+`rollouts-failed/<model>`, so every rollout is kept and counted. The success
+rate per task (`RolloutResult.rates`) feeds the curriculum.
+
+Provenance: trajectories carry policy "agent" and source_name
+"sandbox:agent:<model_id>". Trajectory ids are stable (task, model, seed): a
+re-run skips what either collection holds and still reports the full rates.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from crawlers.agent import AgentPolicy, settle_unparseable
+from crawlers.allowlist import Allowlist
+from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.runner import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed,
+                             is_mobile_task, profiles_for, run_episode)
+from crawlers.web_env import BrowserCrashed, WebEnv
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import TaskTemplate
+from schemas.converters.gui_libra import Coords
+from schemas.records import Step, Task, Trajectory, trajectory_id_for
+from trajforge.store import RawStore
+from trajforge.vlm.backends import VLMBackend
+
+log = logging.getLogger(__name__)
+
+
+def model_slug(model_id: str) -> str:
+    """A model id made safe as one folder name."""
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", model_id).strip("_") or "model"
+
+
+def agent_source_name(model_id: str) -> str:
+    return f"{SOURCE_NAME}:agent:{model_id}"
+
+
+def rollout_seed(seed: int, task_id: str, i: int) -> int:
+    """Rollout i's seed: distinct per rollout and task, fixed by the run's seed.
+
+    31 bits, so that every backend takes the sampling seeds derived from it.
+    """
+    return episode_seed(seed, f"{task_id}#rollout{i}") % 2**31
+
+
+@contextmanager
+def sandbox_env(env: CrawlEnv | None, server_url: str,
+                extra_origins: list[str] | None = None) -> Iterator[CrawlEnv]:
+    """`env` as given, or a headless Chromium allowed to reach only the sandbox."""
+    if env is not None:
+        yield env
+        return
+    own = WebEnv.launch(headless=True, request_filter=Allowlist([server_url, *(extra_origins or [])]))
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, *, task: Task,
+                       template: TaskTemplate | None, server_url: str, store: RawStore,
+                       trajectory_id: str, seed: int, max_steps: int, guard: SafetyGuard,
+                       audit: AuditLog | None, distraction_rate: float = 0.0,
+                       device=None, devices: list[str] | None = None,
+                       retries: int = 1) -> tuple[Trajectory, list[Step]]:
+    """One agent episode through the runner, retried from scratch when the browser dies.
+
+    `device` (a DeviceProfile) fixes the screen; by default it is drawn from
+    `seed` as a crawl would, among the profiles `devices` names (default: all
+    of the task's family). Returns the trajectory with the agent's provenance.
+    """
+    if device is None:
+        mobile = is_mobile_task(task, env)
+        device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
+                             mobile=mobile)[0]
+    for attempt in range(retries + 1):
+        if not env.is_alive():
+            env.restart()
+        try:
+            traj, steps = run_episode(
+                env, server_url=server_url, task=task, template=template, policy=policy,
+                device=device, theme=device.theme, font_scale=device.font_scale,
+                distraction_rate=distraction_rate, seed=seed, trajectory_id=trajectory_id,
+                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
+                attempt=attempt)
+        except BrowserCrashed as e:
+            log.warning("%s attempt %d: browser died (%s)", trajectory_id, attempt, e)
+            env.restart()
+            if attempt == retries:
+                raise
+            policy = _fresh(policy)
+            continue
+        finally:
+            try:
+                env.close_episode()
+            except Exception:  # the browser may be gone; restart() handles it
+                pass
+        traj = settle_unparseable(traj, policy)
+        return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
+    raise AssertionError("unreachable")
+
+
+def _fresh(policy: AgentPolicy) -> AgentPolicy:
+    """The same agent from its first step (a retry replays the episode from scratch)."""
+    return AgentPolicy(policy.backend, policy.task, language=policy.language,
+                       max_steps=policy.max_steps, coords=policy.coords,
+                       history_len=policy.history_len, max_new_tokens=policy.max_new_tokens,
+                       temperature=policy.temperature, seed=policy.seed)
+
+
+@dataclass
+class RolloutResult:
+    model_id: str
+    collection: str                 # successes
+    failed_collection: str          # failures, errors, unverified
+    k: int
+    rates: dict[str, tuple[int, int]] = field(default_factory=dict)  # task_id -> (successes, k)
+    written: int = 0
+    skipped: int = 0                # rollouts already stored before this call
+    outcomes: dict[str, int] = field(default_factory=dict)  # of the rollouts played now
+    unparseable_answers: int = 0
+    blocked_actions: int = 0
+    steps: int = 0
+    seconds: float = 0.0
+
+    def success_rates(self) -> dict[str, float]:
+        """task_id -> fraction of its k rollouts that succeeded (the curriculum's input)."""
+        return {t: s / n for t, (s, n) in self.rates.items()}
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["rates"] = {t: list(v) for t, v in self.rates.items()}
+        return d
+
+
+def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawStore,
+                     server_url: str, k: int = 8, seed: int = 0, env: CrawlEnv | None = None,
+                     collection: str | None = None, failed_collection: str | None = None,
+                     max_steps: int = 15, temperature: float = 1.0, coords: Coords = "pixels",
+                     history_len: int = 8, max_new_tokens: int = 256,
+                     distraction_rate: float = 0.0, retries: int = 1,
+                     devices: list[str] | None = None,
+                     templates: dict[str, TaskTemplate] | None = None,
+                     guard: SafetyGuard | None = None,
+                     on_rollout: Callable[[Trajectory], None] | None = None) -> RolloutResult:
+    """Play each task `k` times with the agent; keep the state-verified successes.
+
+    Every task needs a template (its state predicate is the verifier). `env`
+    is used as is; without one, a headless Chromium restricted to `server_url`
+    is launched for the call. `devices` narrows the device profiles the
+    rollouts draw from (crawlers.runner.profiles_for). With temperature 0 a deterministic model plays
+    the same episode k times: sample (the default 1.0) for useful rollouts.
+    """
+    if k < 1:
+        raise ValueError(f"k={k} must be >= 1")
+    tasks = list(tasks)
+    templates = TEMPLATES if templates is None else templates
+    resolved = []
+    for task in tasks:  # a configuration error is raised before any browser work
+        template = templates.get(task.template_id) if task.template_id else None
+        if template is None:
+            raise ValueError(f"task {task.task_id}: rejection sampling needs a known template_id "
+                             f"(its state predicate verifies the rollouts), got {task.template_id!r}")
+        resolved.append(template)
+    model_id = backend.model_id
+    slug = model_slug(model_id)
+    result = RolloutResult(model_id=model_id, collection=collection or f"rollouts/{slug}",
+                           failed_collection=failed_collection or f"rollouts-failed/{slug}", k=k)
+    if result.collection == result.failed_collection:
+        raise ValueError(f"collection and failed_collection are both {result.collection!r}")
+    guard = guard or SafetyGuard()
+    started = time.perf_counter()
+    with store.writer(result.collection, batch_size=1) as kept, \
+            store.writer(result.failed_collection, batch_size=1) as failed, \
+            AuditLog(store.root / "audit" / f"{result.collection}.jsonl") as audit, \
+            sandbox_env(env if not _all_done(tasks, k, seed, model_id, kept, failed) else _NoEnv(),
+                        server_url) as live:
+        for task, template in zip(tasks, resolved):
+            successes = 0
+            for i in range(k):
+                rseed = rollout_seed(seed, task.task_id, i)
+                tid = trajectory_id_for(SOURCE_NAME, task.task_id, "agent", model_id, rseed)
+                if kept.has(tid) or failed.has(tid):
+                    result.skipped += 1
+                    successes += kept.has(tid)
+                    continue
+                policy = AgentPolicy(backend, task, max_steps=max_steps, coords=coords,
+                                     history_len=history_len, max_new_tokens=max_new_tokens,
+                                     temperature=temperature, seed=rseed)
+                try:
+                    traj, steps = play_agent_episode(
+                        live, policy, task=task, template=template, server_url=server_url,
+                        store=store, trajectory_id=tid, seed=rseed, max_steps=max_steps,
+                        guard=guard, audit=audit, distraction_rate=distraction_rate,
+                        devices=devices, retries=retries)
+                except BrowserCrashed as e:  # out of retries: stored as an error, no steps
+                    traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
+                    steps = []
+                (kept if traj.outcome == "success" else failed).add(traj, steps)
+                successes += traj.outcome == "success"
+                result.written += 1
+                result.steps += len(steps)
+                result.outcomes[traj.outcome] = result.outcomes.get(traj.outcome, 0) + 1
+                result.unparseable_answers += policy.stats["unparseable"]
+                result.blocked_actions += sum(s.guard is not None for s in steps)
+                if on_rollout is not None:
+                    on_rollout(traj)
+            result.rates[task.task_id] = (successes, k)
+    result.seconds = round(time.perf_counter() - started, 3)
+    log.info("rejection sampling with %s: %d rollouts written, %d skipped, rates %s",
+             model_id, result.written, result.skipped, result.rates)
+    return result
+
+
+def _all_done(tasks, k, seed, model_id, kept, failed) -> bool:
+    """Whether every rollout is already stored (then no browser is launched)."""
+    return all(kept.has(tid) or failed.has(tid) for task in tasks for i in range(k)
+               for tid in [trajectory_id_for(SOURCE_NAME, task.task_id, "agent", model_id,
+                                             rollout_seed(seed, task.task_id, i))])
+
+
+class _NoEnv:
+    """Stands in for a browser when nothing is left to play."""
+
+    platform = "web"
+
+
+def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,
+                   error: str) -> Trajectory:
+    mobile = is_mobile_task(task, env)
+    device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
+    return Trajectory(trajectory_id=tid, task=task, platform=getattr(env, "platform", None) or "web",
+                      app=task.app, device=device, source="crawl",
+                      source_name=agent_source_name(model_id), policy="agent", seed=seed,
+                      outcome="error", verified_by="none", num_steps=0,
+                      error=f"BrowserCrashed: {error}", created_at=time.time())

@@ -1,0 +1,266 @@
+"""Writes the reasoning set (and the Chinese GUI set) as WebDataset shards.
+
+Same conventions as trajforge/export.py, whose machinery it reuses: trajectories
+read from the curated store sorted by (trajectory_id, index) through DuckDB
+(streamed, one trajectory in memory), the split by a stable hash of the
+trajectory id (`split_of`: a trajectory never straddles splits), shards rolled
+by count and bytes with a trajectory kept in one shard, tar members with mtime
+0 and fixed owner, JSON with sorted keys: the same input gives the same bytes.
+Shards are written in a staging folder and renamed into place when all are
+done; manifest.json (with each shard's sha256) is written last, atomically,
+and is the commit; shards of an earlier run that this one did not rewrite are
+removed after it.
+
+One sample per (step, mode); see synthesis/reasoning_set.py. Images are the
+curated store's blobs as stored (no re-encode). Everything left out is counted
+in the manifest's totals and listed in quarantine.jsonl with its reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from schemas.arrow import row_to_step
+from schemas.errors import SchemaError
+from schemas.records import SCHEMA_VERSION
+# Private names of trajforge.export, reused rather than copied (ask: make them public).
+from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
+                              ShardSample, SplitWriter, check_splits, committed_trajectories,
+                              group_by_trajectory, package_version, sorted_step_rows, split_of)
+from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
+from trajforge.store import RawStore, atomic_write_bytes
+
+from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
+from .set_stats import SetStats, set_checks
+
+KIND = "reasoning_set"
+_STAGING = f"{STAGING_PREFIX}{KIND}"
+
+
+def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable, out_dir: Path | str,
+                        *, dataset: str, language: str | None = None,
+                        require_chinese_thought: bool = False,
+                        alignment: Mapping[tuple[str, int], Any] | None = None,
+                        collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
+                        max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
+                        min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
+                        progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Write the set under out_dir; returns a summary (totals, figures, checks).
+
+    `cot_rows`: StepCoT records or rows of a CoT table (dicts with its fields;
+    a row may carry an `alignment` dict). `alignment`: {(trajectory_id, index):
+    AlignmentResult or its dict}; a step whose result says keep=False is
+    dropped as "misaligned". `language` keeps only tasks in that language;
+    `require_chinese_thought` drops a step whose thought is not Chinese
+    (synthesis.language.is_chinese). Trajectories of fewer than `min_steps` or
+    more than `max_steps` steps (num_steps, as recorded) are skipped, counted.
+    """
+    started = time.perf_counter()
+    store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
+    splits = check_splits(splits)
+    if max_samples_per_shard < 1 or max_bytes_per_shard < 1:
+        raise ValueError("max_samples_per_shard and max_bytes_per_shard must be positive")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options = {"language": language, "require_chinese_thought": require_chinese_thought,
+               "min_steps": min_steps, "max_steps": max_steps, "modes": list(MODES)}
+
+    quarantine: list[dict] = []
+    cots, aligned = _index_cot_rows(cot_rows, alignment, quarantine)
+    chosen, bad_trajs = committed_trajectories(store, collections)
+    quarantine += [dict(q, index=None) for q in bad_trajs]
+
+    staging = out_dir / _STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # a failed earlier run's leftovers
+    for p in out_dir.glob(".*.tmp"):
+        p.unlink(missing_ok=True)
+    staging.mkdir()
+    stats = SetStats()
+    try:
+        shards, image_exts, per_split = _write_shards(
+            store, chosen, cots, aligned, staging, splits, split_seed, max_samples_per_shard,
+            max_bytes_per_shard, options, stats, quarantine, progress)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for shard in shards:
+        os.chmod(staging / shard["name"], 0o644)
+        os.replace(staging / shard["name"], out_dir / shard["name"])
+    shutil.rmtree(staging, ignore_errors=True)
+
+    for key in sorted(cots):  # CoT rows whose step is not in the curated store: said, not lost
+        quarantine.append({"trajectory_id": key[0], "index": key[1], "reason": "cot_without_step",
+                           "detail": "no such kept step in the curated store"})
+    quarantine.sort(key=lambda q: (q["trajectory_id"], -1 if q["index"] is None else q["index"],
+                                   q["reason"]))
+    skipped_trajectories = Counter(q["reason"] for q in quarantine if q["index"] is None)
+    skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
+    _publish(out_dir / QUARANTINE, "".join(
+        json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
+    figures = stats.result()
+    manifest = _manifest(dataset, splits, split_seed, shards, image_exts, per_split, options,
+                         figures, dict(sorted(skipped_trajectories.items())),
+                         dict(sorted(skipped_steps.items())), store, collections)
+    _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
+                                             ensure_ascii=False) + "\n").encode())
+    for p in out_dir.glob("*.tar"):  # after the commit: shards of an earlier run
+        if SHARD_NAME.match(p.name) and p.name not in {s["name"] for s in shards}:
+            p.unlink()
+    return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
+            **manifest["totals"], "stats": figures,
+            "checks": set_checks(figures, language=language,
+                                 require_chinese_thought=require_chinese_thought,
+                                 skipped_steps=dict(skipped_steps)),
+            "seconds": time.perf_counter() - started}
+
+
+def write_chinese_gui_set(curated_store, cot_rows: Iterable, out_dir, *,
+                          dataset: str = "chinese_gui", **kw) -> dict[str, Any]:
+    """The Chinese GUI set: zh tasks only, and every kept thought written in Chinese."""
+    return write_reasoning_set(curated_store, cot_rows, out_dir, dataset=dataset, language="zh",
+                               require_chinese_thought=True, **kw)
+
+
+def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
+    """{(tid, index): row} and {(tid, index): alignment}; a repeated step keeps its first row."""
+    cots: dict[tuple[str, int], Any] = {}
+    aligned: dict[tuple[str, int], Any] = dict(alignment or {})
+    for row in cot_rows:
+        get = row.get if isinstance(row, Mapping) else lambda k, d=None: getattr(row, k, d)
+        key = (get("trajectory_id"), get("index"))
+        if key in cots:
+            quarantine.append({"trajectory_id": key[0], "index": key[1], "reason": "duplicate_cot",
+                               "detail": "a second CoT row for this step; kept the first"})
+            continue
+        cots[key] = row
+        if get("alignment") is not None and key not in aligned:
+            aligned[key] = get("alignment")
+    return cots, aligned
+
+
+def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max_samples,
+                  max_bytes, options, stats, quarantine, progress):
+    journal = ShardJournal(staging)  # SplitWriter notes each finished shard there
+    writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal)
+               for name, _ in splits}
+    per_split = {name: 0 for name, _ in splits}
+    seen: set[str] = set()
+    try:
+        for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
+            seen.add(tid)
+            traj, source = chosen[tid]
+            try:
+                steps = [row_to_step(r, source=source) for r in rows]
+            except SchemaError as err:
+                quarantine.append({"trajectory_id": tid, "index": None, "reason": "invalid_step",
+                                   "detail": str(err)})
+                continue
+            indices = [s.index for s in steps]
+            if any(a >= b for a, b in zip(indices, indices[1:])):
+                quarantine.append({"trajectory_id": tid, "index": None, "reason": "repeated_index",
+                                   "detail": str(SchemaError(f"step indices {indices[:8]} repeat",
+                                                             source=source, record=tid,
+                                                             field="index"))})
+                continue
+            mine = {i: cots.pop((tid, i)) for i in indices if (tid, i) in cots}
+            align = {i: aligned[(tid, i)] for i in indices if (tid, i) in aligned}
+            samples = _samples(store, traj, steps, mine, align, options, stats, quarantine, source)
+            if samples:
+                split = split_of(tid, splits, split_seed)
+                writers[split].add_trajectory(samples)
+                per_split[split] += 1
+            if progress is not None:
+                progress(len(samples))
+        shards = [s for name, _ in splits for s in writers[name].finish()]
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+    for tid in sorted(set(chosen) - seen):
+        quarantine.append({"trajectory_id": tid, "index": None, "reason": "steps_missing",
+                           "detail": f"no step rows in {chosen[tid][1]}"})
+    image_exts = set().union(*(w.image_exts for w in writers.values()))
+    return shards, image_exts, per_split
+
+
+def _samples(store, traj, steps, cots, align, options, stats, quarantine, source) -> list[ShardSample]:
+    skipped: list[dict] = []
+    planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
+                           require_chinese_thought=options["require_chinese_thought"],
+                           min_steps=options["min_steps"], max_steps=options["max_steps"],
+                           skipped=skipped)
+    quarantine += skipped
+    out, missing = [], set()
+    for step, key, obj in planned:
+        path = store.blobs.path(step.screenshot, step.image_format)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            if step.index not in missing:  # both modes go; counted once for the step
+                missing.add(step.index)
+                quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                   "reason": "missing_screenshot", "detail": str(SchemaError(
+                                       f"screenshot blob {path} is missing", source=source,
+                                       record=f"{traj.trajectory_id}#{step.index}",
+                                       field="screenshot"))})
+            continue
+        stats.add(key, obj)
+        out.append(ShardSample(trajectory_id=traj.trajectory_id, key=key,
+                           image_ext=IMAGE_EXT[step.image_format], image_path=path,
+                           image_size=size, image_format=step.image_format,
+                           json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
+                                           separators=(",", ":"), allow_nan=False).encode()))
+    return out
+
+
+def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, options, figures,
+              skipped_trajectories, skipped_steps, store, collections) -> dict:
+    split_info = {}
+    for name, frac in splits:
+        mine = [s for s in shards if s["split"] == name]
+        split_info[name] = {"fraction": frac, "trajectories": per_split[name],
+                            "samples": sum(s["samples"] for s in mine),
+                            "shards": [s["name"] for s in mine]}
+    version = hashlib.sha256(json.dumps(
+        {"kind": KIND, "schema_version": SCHEMA_VERSION, "shards": shards},
+        sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "format": "webdataset",
+        "kind": KIND,
+        "dataset": dataset,
+        "version": version,
+        "schema_version": SCHEMA_VERSION,
+        "created_by": f"trajforge {package_version()} (synthesis.set_writer)",
+        "collections": store.collections() if collections is None else sorted(
+            [collections] if isinstance(collections, str) else collections),
+        "split_seed": split_seed,
+        "options": options,
+        "index_gaps": True,  # curated steps keep their original indices
+        "splits": split_info,
+        "sample": {"key": "<trajectory_id>_s<index:04d>_<mode>", "modes": list(MODES),
+                   "image_exts": sorted(image_exts),
+                   "json": "trajectory_id, index, mode, language, app, platform, source, "
+                           "image, action (recorded), conversations (system/human/gpt), "
+                           "answer (GUI-Libra), spans (char offsets into the gpt value), "
+                           "thought_backend, alignment"},
+        "totals": {"samples": sum(s["samples"] for s in shards), "steps": figures["steps"],
+                   "trajectories": sum(per_split.values()), "shards": len(shards),
+                   "bytes": sum(s["bytes"] for s in shards),
+                   "skipped_trajectories": skipped_trajectories, "skipped_steps": skipped_steps},
+        "summary": {k: figures[k] for k in ("modes", "languages", "language_share",
+                                            "action_types", "thought_chars", "thought_backends",
+                                            "alignment")},
+        "shards": shards,
+    }
+
+
+def _publish(path: Path, data: bytes) -> None:
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o644)  # readable by the training job's user

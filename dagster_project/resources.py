@@ -45,6 +45,11 @@ class StorageResource(dg.ConfigurableResource):
         return RawStore(self.curated_dir / "store")
 
     @property
+    def synthesis_dir(self) -> Path:
+        """cot_steps and task_difficulty: the CoT table, the difficulty table."""
+        return self.path / "synthesis"
+
+    @property
     def inbox_dir(self) -> Path:
         """Files dropped in inbox/<format>/ are imported by imported_trajectories."""
         return self.path / "inbox"

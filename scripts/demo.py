@@ -5,7 +5,9 @@ the catalog (unpartitioned), the web crawl of every app partition in one run,
 the mobile crawl of every app x device partition in one run (both with
 single-run backfill policies; the mobile one drives phones through a real
 Appium server), then the import of the public-dataset samples dropped in the
-inbox, consolidation, curation and export. Prints the wall
+inbox, consolidation, curation and export, then the synthesis: thoughts for
+every kept step (the template backend unless a VLM is configured), the
+reasoning set and the Chinese GUI set as shards, and task difficulty. Prints the wall
 time, trajectories and steps per minute, peak memory of the process tree, and
 `trajforge stats` of the shards; writes them to data/reports/demo.json.
 """
@@ -106,6 +108,8 @@ def main() -> None:
                                                 "--partition-range", ALL_MOBILE_RANGE], env),
             "import+curate+export": materialize(
                 ["--select", "imported_trajectories,raw_steps,curated_steps,web_shards"], env),
+            "synthesis": materialize(
+                ["--select", "cot_steps,reasoning_set,chinese_gui_set,task_difficulty"], env),
         }
     wall = time.time() - t0
 
@@ -115,6 +119,13 @@ def main() -> None:
     stats = json.loads(out)
     crawl_min = (timings["web_trajectories"] + timings["mobile_trajectories"]) / 60
     curated = json.loads((data / "curated" / "summary.json").read_text())
+    sets = {}
+    for name in ("reasoning_set", "chinese_gui"):
+        out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / name), "--json"],
+                             cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+        st = json.loads(out)
+        sets[name] = {k: st[k] for k in ("samples", "steps", "trajectories", "modes", "languages",
+                                         "thought_backends", "skipped_steps", "skipped_trajectories")}
     report = {
         "wall_s": round(wall, 1),
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
@@ -127,6 +138,7 @@ def main() -> None:
         "mobile_crawl_s": round(timings["mobile_trajectories"], 1),
         "curated": {k: curated.get(k) for k in ("steps_in", "steps_kept", "dropped",
                                                   "trajectories_in", "trajectories_kept", "pii")},
+        "sets": sets,
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)
@@ -139,6 +151,9 @@ def main() -> None:
     c = report["curated"]
     print(f"== curated: {c['steps_in']} steps in = {c['steps_kept']} kept + "
           f"{sum(c['dropped'].values())} dropped {c['dropped']}; personal data scrubbed {c['pii']}")
+    for name, st in sets.items():
+        print(f"== {name}: {st['samples']} samples ({st['steps']} steps), modes {st['modes']}, "
+              f"languages {st['languages']}, thoughts by {st['thought_backends']}")
     mobile = report["mobile"]
     if mobile:
         print(f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "

@@ -18,6 +18,9 @@ def test_graph_has_the_assets_and_checks():
     assert dg.AssetKey("imported_trajectories") in graph.get(dg.AssetKey("raw_steps")).parent_keys
     assert graph.get(dg.AssetKey("curated_steps")).parent_keys == {dg.AssetKey("raw_steps")}
     assert graph.get(dg.AssetKey("web_shards")).parent_keys == {dg.AssetKey("curated_steps")}
+    assert graph.get(dg.AssetKey("cot_steps")).parent_keys == {dg.AssetKey("curated_steps")}
+    for name in ("reasoning_set", "chinese_gui_set"):
+        assert graph.get(dg.AssetKey(name)).parent_keys == {dg.AssetKey("cot_steps")}
     checks = {c.name: c for c in repo.asset_graph.asset_check_keys}
     assert {"raw_steps_schema_valid", "raw_steps_screenshots_decode",
             "raw_steps_coordinates_in_bounds", "oracle_success_rate_check"} <= set(checks)

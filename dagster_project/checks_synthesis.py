@@ -1,0 +1,29 @@
+"""Blocking checks on the two training sets, read back from their shards (once per set)."""
+import dagster as dg
+
+from dagster_project.assets.synthesis import CHINESE_GUI_SET, REASONING_SET
+from dagster_project.resources import StorageResource
+from synthesis.set_stats import reasoning_set_stats, set_checks
+
+CHECKS_OF = {"answers_parse": "every answer parses back to the recorded action and its spans are exact",
+             "mix_1_to_1": "reason-then-act and direct-act samples are 1:1",
+             "language": "the set's languages (and, for the Chinese set, Chinese thoughts)",
+             "alignment_rate": "the share of checked steps the alignment checks kept"}
+
+
+def _set_checks(asset: str, dataset: str, **kw):
+    specs = [dg.AssetCheckSpec(name=f"{asset}_{name}", asset=asset, blocking=True, description=d)
+             for name, d in CHECKS_OF.items()]
+
+    @dg.multi_asset_check(specs=specs, name=f"{asset}_checks")
+    def checks(storage: StorageResource):
+        stats = reasoning_set_stats(storage.shards_dir(dataset))
+        for name, result in set_checks(stats, skipped_steps=stats["skipped_steps"], **kw).items():
+            yield dg.AssetCheckResult(asset_key=asset, check_name=f"{asset}_{name}",
+                                      passed=result["passed"], metadata={"detail": result["detail"]})
+    return checks
+
+
+SYNTHESIS_CHECKS = [_set_checks("reasoning_set", REASONING_SET),
+                    _set_checks("chinese_gui_set", CHINESE_GUI_SET, language="zh",
+                                require_chinese_thought=True)]

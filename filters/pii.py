@@ -83,8 +83,10 @@ _CARD = re.compile(
 _STREET_SUFFIX = (r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Terrace|Ter|"
                   r"Boulevard|Blvd|Way|Place|Pl|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Square|Sq|"
                   r"Trail|Trl|Alley|Row|Crescent|Close)")
+# A letter may sit right before the number: accessibility text glues inline
+# elements together ("Avery Johnson1636 Oak Lane, ..." from a name and a <br>).
 _EN_ADDRESS = re.compile(
-    _NO_ALNUM_BEFORE + r"\d{1,6}[A-Za-z]?\s+"
+    _NO_DIGIT_BEFORE + r"\d{1,6}[A-Za-z]?\s+"
     r"(?:(?:N|S|E|W|NE|NW|SE|SW|North|South|East|West)\.?\s+)?"
     r"(?:(?:[A-Z][a-z'-]+|\d{1,3}(?:st|nd|rd|th))\s+){1,3}"
     + _STREET_SUFFIX + r"\b\.?"

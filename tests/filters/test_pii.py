@@ -112,3 +112,11 @@ def test_scrub_task_cleans_instruction_and_string_params():
     assert len(ms) == 3 and task.params["to"] == "li.wei@example.cn"  # the input is untouched
     same, none = scrub_task(clean)
     assert same == clean and none == []
+
+
+def test_address_glued_to_a_name_by_the_accessibility_text():
+    # A name and an address in separate inline elements read as one string.
+    from filters.pii import scrub_text
+    text = "Avery Johnson1636 Oak Lane, Riverside, CA 92599Phone: (415) 555-0101"
+    out, matches = scrub_text(text)
+    assert "Oak Lane" not in out and {m.kind for m in matches} == {"address", "phone"}

@@ -8,8 +8,10 @@ setup:
 demo: setup
 	@.venv/bin/python scripts/demo.py
 
+# Two workers, one test file each at a time (module fixtures stay shared): the
+# tests wait on Chromium and Appium as much as they compute.
 test: setup
-	@.venv/bin/python -m pytest -q
+	@.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 dev: setup
 	@mkdir -p .dagster_home && DAGSTER_HOME=$$PWD/.dagster_home .venv/bin/dagster dev -w workspace.yaml

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import tarfile
-import threading
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -192,7 +192,8 @@ def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manife
         _fail(f"cannot serve {Path(index).parent}: {err}")
     typer.echo(f"serving {url} (Ctrl-C to stop)")
     try:  # the server runs in a daemon thread: keep the command alive until Ctrl-C
-        threading.Event().wait()
+        while True:  # short sleeps: a signal is handled within a second, whatever the load
+            time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:

@@ -9,9 +9,10 @@ demo: setup
 	@.venv/bin/python scripts/demo.py
 
 # Two workers, one test file each at a time (module fixtures stay shared): the
-# tests wait on Chromium and Appium as much as they compute.
+# tests wait on Chromium and Appium as much as they compute. A fixed hash seed
+# keeps the workers' collection order identical (sets in parametrize lists).
 test: setup
-	@.venv/bin/python -m pytest -q -n 2 --dist loadfile
+	@PYTHONHASHSEED=0 .venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 dev: setup
 	@mkdir -p .dagster_home && DAGSTER_HOME=$$PWD/.dagster_home .venv/bin/dagster dev -w workspace.yaml

@@ -68,10 +68,10 @@ def test_minimal_action_of_every_type_is_valid(type_):
 
 
 @pytest.mark.parametrize("type_,drop,message", [
-    *[(t.value, "x", "needs a point") for t in POINT_ACTIONS],
+    *[(t.value, "x", "needs a point") for t in sorted(POINT_ACTIONS)],
     ("swipe", "x2", "needs an end point"),
     ("scroll", "direction", "needs a direction"),
-    *[(t.value, "text", "needs text") for t in TEXT_ACTIONS],
+    *[(t.value, "text", "needs text") for t in sorted(TEXT_ACTIONS)],
 ])
 def test_required_field_missing_is_rejected(type_, drop, message):
     kw = dict(MINIMAL[type_])

@@ -126,6 +126,10 @@ _SCROLL_FRACTION = 0.6
 _SWIPE_MOVES = 8
 _XHR_WAIT_CAP_S = 1.0
 _QUIET_SLICE_S = 0.3
+_OPENS_TAB_JS = """([x, y]) => {
+  const a = document.elementFromPoint(x, y)?.closest('a[href][target]');
+  return !!a && !['', '_self', '_parent', '_top'].includes(a.target.toLowerCase());
+}"""
 # Past its own timeouts, a call still blocked this long means the renderer hangs
 # (input dispatch has no timeout): the watchdog steps in.
 _WATCHDOG_GRACE_S = 2.0
@@ -535,15 +539,32 @@ class WebEnv:
                 return
 
     # ------------------------------------------------------------------ actions
+    @staticmethod
+    def _opens_tab(page: Page, x: float, y: float) -> bool:
+        """Whether the point is on a link that opens another tab (target=_blank and kin)."""
+        try:
+            return bool(page.evaluate(_OPENS_TAB_JS, [x, y]))
+        except PlaywrightError:
+            return False
+
     def _act(self, page: Page, a: Action, deadline: float) -> None:
         t = a.type
         touch = bool(self.device and self.device.is_mobile)
         if t == ActionType.TAP:
             x, y = self._px(a.x, a.y)
-            if touch:
-                page.touchscreen.tap(x, y)
+
+            def tap() -> None:
+                if touch:
+                    page.touchscreen.tap(x, y)
+                else:
+                    page.mouse.click(x, y)
+            if self._opens_tab(page, x, y):
+                # Wait for the tab itself: on a loaded machine its event can come
+                # after the old page has gone quiet, and the step would miss it.
+                with self.context.expect_page(timeout=(deadline - time.monotonic()) * 1000):
+                    tap()
             else:
-                page.mouse.click(x, y)
+                tap()
         elif t == ActionType.DOUBLE_TAP:
             page.mouse.dblclick(*self._px(a.x, a.y))
         elif t == ActionType.LONG_PRESS:

@@ -285,9 +285,12 @@ def test_view_serve_from_the_installed_script(clean, tmp_path):
     import urllib.request
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     site = tmp_path / "site"
+    # A runner started in the background (`make test &`) passes SIGINT on as ignored;
+    # the viewer must see the Ctrl-C a user would send, so restore the default.
     proc = subprocess.Popen([str(SCRIPT), "view", str(clean), "--out", str(site), "--limit", "2",
                              "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     try:
         first = proc.stdout.readline()
         assert first.strip() == f"viewer: {site / 'index.html'}", proc.stderr.read() if not first else first

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from schemas.records import Step, Trajectory
+from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 from trajforge.vlm.messages import image_part, text_part
 
@@ -151,12 +152,7 @@ def _step_indices(value, valid: set[int]) -> list[int]:
 def parse_answer(raw: str, valid_steps: Iterable[int]) -> ParsedAnswer:
     """The first JSON object carrying a readable "success"; else "success: yes"."""
     valid = set(valid_steps)
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", raw):
-        try:
-            obj, _ = decoder.raw_decode(raw, m.start())
-        except ValueError:
-            continue
+    for obj in json_objects(raw):
         if isinstance(obj, dict) and "success" in obj:
             success = _as_bool(obj["success"])
             if success is not None:

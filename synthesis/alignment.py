@@ -18,7 +18,6 @@ keep=True, reason="unchecked", never a fake pass.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -31,6 +30,7 @@ from schemas.converters import swipe_direction
 from schemas.converters.gui_libra import from_gui_libra
 from schemas.errors import SchemaError
 from schemas.records import Step
+from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend
 
 from . import prompts
@@ -142,12 +142,7 @@ def parse_box(raw: str, width: int, height: int) -> tuple[float, float, float, f
     (x0,y0),(x1,y1)), normalised to the screen, corners ordered and clamped; None
     when there is none."""
     values = None
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", raw):
-        try:
-            obj, _ = decoder.raw_decode(raw, m.start())
-        except ValueError:
-            continue
+    for obj in json_objects(raw):
         box = next((obj[k] for k in _BOX_KEYS if isinstance(obj, dict) and k in obj), None)
         if isinstance(box, list) and len(box) == 4 and all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):

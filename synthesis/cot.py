@@ -25,6 +25,7 @@ import pyarrow as pa
 from schemas.converters.gui_libra import TO_NAME, to_gui_libra
 from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
+from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend
 
 from . import prompts
@@ -132,12 +133,7 @@ def _text(value) -> str:
 
 
 def _from_json(raw: str) -> ParsedCoT | None:
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", raw):
-        try:
-            obj, _ = decoder.raw_decode(raw, m.start())
-        except ValueError:
-            continue
+    for obj in json_objects(raw):
         if not isinstance(obj, dict):
             continue
         fields = {name: next((_text(obj.get(k)) for k in keys if _text(obj.get(k))), "")

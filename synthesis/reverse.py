@@ -28,6 +28,7 @@ from filters.judge import Judge, JudgeInput, describe_action, escape_data
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store import BlobStore, RawStore
+from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 from trajforge.vlm.messages import image_part, text_part
 
@@ -96,12 +97,7 @@ _LOOSE = re.compile(r'"instruction"\s*:\s*"((?:[^"\\]|\\.)+)"')
 
 def parse_instruction(raw: str, max_chars: int = 500) -> str | None:
     """The instruction from {"instruction": "..."} (the first such object), else None."""
-    decoder = json.JSONDecoder()
-    for m in re.finditer(r"\{", raw):
-        try:
-            obj, _ = decoder.raw_decode(raw, m.start())
-        except ValueError:
-            continue
+    for obj in json_objects(raw):
         if isinstance(obj, dict) and isinstance(obj.get("instruction"), str):
             text = " ".join(obj["instruction"].split())
             return text[:max_chars] if text else None

@@ -288,8 +288,8 @@ def format_reasoning_table(stats: dict[str, Any]) -> str:
     lines = [f"dataset {stats['dataset']}  version {stats['version']}  (reasoning set)",
              f"  samples           {stats['samples']}  ({stats['steps']} steps, "
              f"{stats['trajectories']} trajectories)",
-             f"  modes             " + ", ".join(f"{k} {v}" for k, v in stats["modes"].items()),
-             f"  languages         " + ", ".join(f"{k} {v}" for k, v in stats["languages"].items()),
+             "  modes             " + ", ".join(f"{k} {v}" for k, v in stats["modes"].items()),
+             "  languages         " + ", ".join(f"{k} {v}" for k, v in stats["languages"].items()),
              f"  thought chars     n {t['n']}, mean {t['mean']}, p50 {t['p50']}, p90 {t['p90']}, "
              f"max {t['max']}",
              f"  answers           {ans['parsed']}/{ans['total']} parse, "

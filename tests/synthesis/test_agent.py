@@ -16,12 +16,9 @@ import pytest
 from PIL import Image
 
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
-from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard, read_audit
 from crawlers.randomise import fixed
 from crawlers.runner import fetch_state, run_episode
-from crawlers.web_env import WebEnv
-from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
 from schemas.observation import Observation
@@ -174,20 +171,7 @@ def test_act_parses_pixels_counts_failures_and_never_guesses():
 
 
 # -- real browser, real sandbox -----------------------------------------------------
-# test_rollouts.py and test_reverse.py import these (one browser per module).
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def env(sandbox):
-    with WebEnv.launch(headless=True, step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as e:
-        yield e
-
-
+# The sandbox and env fixtures are in conftest.py (one browser per session).
 def play(env, sandbox, store, task, policy, tid, template=None, audit=None, max_steps=6):
     try:
         return run_episode(env, server_url=sandbox.url, task=task, template=template,

@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.allowlist import Allowlist
 from crawlers.guard import SafetyGuard
 from crawlers.policies import OraclePolicy
 from crawlers.randomise import fixed
 from crawlers.runner import fetch_state, run_episode
-from crawlers.web_env import WebEnv
 from filters.neardup import screen_signature
-from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
@@ -62,20 +59,6 @@ def test_restore_refuses_what_it_cannot_replay():
 
 
 # -- real Chromium, real sandbox ---------------------------------------------------------
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def env(sandbox):
-    # JPEG: the restore compares trees and URLs, not pixels; it halves the screenshot cost.
-    with WebEnv.launch(headless=True, image_format="jpeg", step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as e:
-        yield e
-
-
 def crawl_one(env, sandbox, tmp_path, task_id: str, tid: str, distraction_rate: float):
     """Solve the task with its oracle; the session's state after every action is kept."""
     task = next(t for t in build_catalog(per_template=1, languages=("en",), seed=0)

@@ -8,13 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawlers.a11y import elements_from_snapshot
-from crawlers.allowlist import Allowlist
 from crawlers.guard import SafetyGuard
 from crawlers.runner import fetch_state
-from crawlers.web_env import WebEnv
 from filters.neardup import screen_signature
 from sandbox.apps import APPS
-from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.settings import SWITCH_LABELS
 from schemas.actions import ActionType
@@ -66,20 +63,6 @@ def test_no_alternative_is_reported_and_the_oracle_goes_on():
 
 
 # -- real Chromium, real sandbox -------------------------------------------------------
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def env(sandbox):
-    # JPEG: nothing here compares pixels; it halves the screenshot cost.
-    with WebEnv.launch(headless=True, image_format="jpeg", step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as e:
-        yield e
-
-
 def stored(store: RawStore, tid: str):
     traj = next(t for t in store.iter_trajectories() if t.trajectory_id == tid)
     steps = sorted((s for s in store.iter_steps() if s.trajectory_id == tid), key=lambda s: s.index)

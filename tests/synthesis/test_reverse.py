@@ -19,7 +19,7 @@ from synthesis.reverse import (WALK_CLOSE, WALK_OPEN, instruction_request, parse
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMRequest
 
-from .test_agent import answer, click_on, env, request_texts, sandbox, screen_of, task_of  # noqa: F401
+from .test_agent import answer, click_on, request_texts, screen_of, task_of
 
 _TARGET = re.compile(r'on (\w+) "([^"]*)"')
 _NAMED = re.compile(r'the (\w+) "([^"]*)"')

@@ -14,7 +14,7 @@ from schemas.records import trajectory_id_for
 from synthesis.rollouts import model_slug, rejection_sample, rollout_seed
 from trajforge.store import RawStore
 
-from .test_agent import ScriptedAgent, env, sandbox  # noqa: F401 - shared fixtures
+from .test_agent import ScriptedAgent
 
 
 class _Refuses:

@@ -1,4 +1,7 @@
-"""The real sandbox server and one Chromium (WebEnv) shared by the synthesis tests."""
+"""The real sandbox server and one Chromium (WebEnv) shared by the synthesis tests.
+
+Package scope, not session: a sync Playwright left running would stop any later
+test of the same worker from starting its own."""
 from __future__ import annotations
 
 import pytest
@@ -8,13 +11,13 @@ from crawlers.web_env import WebEnv
 from sandbox.server import SandboxServer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def sandbox():
     with SandboxServer() as server:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def env(sandbox):
     with WebEnv.launch(headless=True, step_timeout_s=10.0,
                        request_filter=Allowlist([sandbox.url])) as e:

@@ -37,7 +37,7 @@ from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import OracleError, TaskTemplate
 from schemas.actions import ActionType
 from schemas.observation import Observation
-from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, trajectory_id_for
+from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, session_seed, trajectory_id_for
 from trajforge.store import BlobStore, RawStore
 
 from .allowlist import Allowlist
@@ -121,7 +121,7 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
     info = info if info is not None else EpisodeInfo()
     sid = trajectory_id
     url = start_url(server_url, sid=sid, app=task.app, lang=task.language,
-                    seed=int(task.params.get("seed", seed)), theme=theme,
+                    seed=session_seed(task.params, seed), theme=theme,
                     font_scale=font_scale, distraction_rate=distraction_rate)
     t0 = time.perf_counter()
     obs = env.reset(url, device=device)

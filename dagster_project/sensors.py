@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from trajforge.importers.inbox import inbox_entries, inbox_signature
+from trajforge.importers.inbox import default_inbox, inbox_entries, inbox_signature
 
 
 def failure_report_path() -> Path:
@@ -26,10 +26,6 @@ def report_failed_runs(context: dg.RunFailureSensorContext):
     context.log.error(f"run {run.run_id} ({run.job_name}) failed: {context.failure_event.message}")
 
 
-def inbox_path() -> Path:
-    return Path(os.environ.get("TRAJFORGE_DATA", "data")).resolve() / "inbox"
-
-
 @dg.sensor(asset_selection=dg.AssetSelection.assets("imported_trajectories"),
            minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def import_inbox_sensor(context: dg.SensorEvaluationContext):
@@ -38,7 +34,7 @@ def import_inbox_sensor(context: dg.SensorEvaluationContext):
     The cursor is a fingerprint of names, sizes and mtimes; the asset itself skips
     files whose content it has already imported, so a repeated run is harmless.
     """
-    inbox = inbox_path()
+    inbox = default_inbox()
     if not any(True for _ in inbox_entries(inbox)):
         return dg.SkipReason(f"{inbox} is empty")
     sig = inbox_signature(inbox)

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from filters.pii_audit import find_leaks, planted_for, planted_for_trajectory
-from schemas.records import Step, Trajectory
+from schemas.records import Step, Trajectory, session_seed
 from trajforge.store import RawStore
 
 
@@ -65,7 +65,7 @@ def shard_leaks(shard_dir: Path) -> tuple[int, list[dict]]:
             continue
         task = doc["task"]
         params = json.loads(task.get("params_json") or "{}")
-        ident = (doc["app"], task["language"], int(params.get("seed", doc["seed"])))
+        ident = (doc["app"], task["language"], session_seed(params, doc["seed"]))
         if ident not in cache:
             cache[ident] = planted_for(*ident)
         checked += 1

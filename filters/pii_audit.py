@@ -12,7 +12,7 @@ import re
 from typing import Iterable
 from urllib.parse import unquote
 
-from schemas.records import Trajectory
+from schemas.records import Trajectory, session_seed
 
 _DIGIT_SEPARATORS = re.compile(r"(?<=\d)[\s\-().]+(?=\d)")
 _MIN_DIGITS = 7  # shorter digit strings (a ZIP code, a house number) are not evidence
@@ -30,7 +30,7 @@ def planted_for_trajectory(traj: Trajectory) -> list[dict]:
     """What was planted in the session a crawled trajectory ran in (none for imports)."""
     if traj.source != "crawl":
         return []
-    seed = int(traj.task.params.get("seed", traj.seed))
+    seed = session_seed(traj.task.params, traj.seed)
     return planted_for(traj.app, traj.task.language, seed)
 
 

@@ -144,6 +144,12 @@ class Trajectory(BaseModel):
         return self.outcome == "success"
 
 
+def session_seed(params: dict[str, Any], default: int) -> int:
+    """The seed a sandbox session is opened with: the task's own when it has one,
+    else the crawl's. Crawls, restores and audits of planted data must agree on it."""
+    return int(params.get("seed", default))
+
+
 def trajectory_id_for(*parts: Any) -> str:
     """A stable id from what defines a trajectory (source, task, seed, policy...).
 

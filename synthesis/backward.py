@@ -31,7 +31,7 @@ from filters.neardup import screen_signature
 from sandbox.server import start_url
 from schemas.actions import Action
 from schemas.observation import Observation
-from schemas.records import Step, Trajectory
+from schemas.records import Step, Trajectory, session_seed
 
 if TYPE_CHECKING:
     from crawlers.runner import CrawlEnv
@@ -129,7 +129,7 @@ def restore_state(env: CrawlEnv, server_url: str, traj: Trajectory, steps: list[
         sid = sid or f"{traj.trajectory_id}-restore-{k}"
     task = traj.task
     url = start_url(server_url, sid=sid, app=task.app, lang=task.language,
-                    seed=int(task.params.get("seed", traj.seed)), theme=traj.device.theme,
+                    seed=session_seed(task.params, traj.seed), theme=traj.device.theme,
                     font_scale=traj.device.font_scale, distraction_rate=distraction_rate)
     obs = env.reset(url, device=traj.device)
     errors = []

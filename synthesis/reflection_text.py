@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
+from sandbox.tasks.base import ZH_ROLE  # the oracle's own role words: taps read alike
 from schemas.observation import Observation
-
-ZH_ROLE = {"button": "按钮", "link": "链接", "checkbox": "复选框", "switch": "开关",
-           "radio": "单选项", "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
 
 # Control names whose activation cannot be undone by going back or tapping
 # again: a wrong step must stay correctable, so these are never chosen.

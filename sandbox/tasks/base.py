@@ -213,7 +213,7 @@ class PlanOracle:
         if self.lang == "zh" and "direction" in kw:
             kw["direction"] = _ZH_DIRECTION.get(kw["direction"], kw["direction"])
         if self.lang == "zh" and "role" in kw:
-            kw["role"] = _ZH_ROLE.get(kw["role"], kw["role"])
+            kw["role"] = ZH_ROLE.get(kw["role"], kw["role"])
         return _PHRASES[self.lang if self.lang in _PHRASES else "en"][what].format(**kw)
 
     def _tap(self, el: Element, description: str, kind: ActionType = ActionType.TAP) -> Action:
@@ -279,7 +279,7 @@ _PHRASES = {
            "done": "任务完成", "back": "返回上一页", "wait": "等待{target}出现"},
 }
 _ZH_DIRECTION = {"up": "上", "down": "下", "left": "左", "right": "右"}
-_ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
+ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
             "checkbox": "复选框", "switch": "开关", "radio": "单选项", "combobox": "下拉框",
             "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
 

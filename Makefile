@@ -1,6 +1,6 @@
 # trajforge: `make demo` runs the whole graph on the embedded sandbox,
 # `make test` runs the suite. Both set up what they need first (idempotent).
-.PHONY: setup demo test test-fast dev clean
+.PHONY: setup demo test test-fast bench dev clean
 
 setup:
 	@bash scripts/setup.sh
@@ -13,6 +13,10 @@ demo: setup
 # keeps the workers' collection order identical (sets in parametrize lists).
 test: setup
 	@PYTHONHASHSEED=0 .venv/bin/python -m pytest -q -n 2 --dist loadfile
+
+# Every benchmark against its same-run baseline; rewrites docs/benchmarks.md.
+bench: setup
+	@.venv/bin/python benchmarks/run_all.py
 
 dev: setup
 	@mkdir -p .dagster_home && DAGSTER_HOME=$$PWD/.dagster_home .venv/bin/dagster dev -w workspace.yaml

@@ -9,6 +9,12 @@ index give back the key. Across the folder: no key twice, a trajectory in one
 split only, its steps 0..num_steps-1 all present (with index gaps allowed, as
 a curated export's manifest says by `"index_gaps": true`: every index < num_steps).
 
+A reasoning set (manifest kind "reasoning_set", synthesis/set_writer.py) is
+checked as what it is: keys `<trajectory>_sNNNN_<mode>`, each JSON answer
+parses back to the recorded action, its token spans slice what they claim,
+the mode agrees with the answer (a thought only in "reason"), and every step
+comes in both modes (the 1:1 mix). The shard-level checks are the same.
+
 The scan goes on past a problem so one run lists them all; each problem is a
 `SchemaError` naming the shard file, the sample key and the field.
 """
@@ -29,6 +35,8 @@ from schemas.errors import SchemaError
 from .shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
 
 KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}$")
+SET_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_(reason|direct)$")
+REASONING_SET = "reasoning_set"
 _STEP_FIELDS = frozenset(STEP_SCHEMA.names)
 # The sample JSON holds the trajectory row too: its id once, its error renamed.
 _TRAJ_FIELDS = {("trajectory_error" if n == "error" else n): n
@@ -87,6 +95,8 @@ def validate(shard_dir: Path | str, *, images: bool = True,
 
     keys: set[str] = set()
     trajs: dict[str, _Traj] = {}
+    check = (_SetSamples() if manifest.get("kind") == REASONING_SET
+             else _RecordSamples(schema_version))
     for entry in manifest["shards"]:
         path = shard_dir / entry["name"]
         src = str(path)
@@ -94,9 +104,10 @@ def validate(shard_dir: Path | str, *, images: bool = True,
             problem(SchemaError("missing: listed in manifest.json but not on disk", source=src))
             continue
         report.shards += 1
-        size, samples = _check_shard(path, entry, schema_version, images, keys, trajs, problem)
+        size, samples = _check_shard(path, entry, check, images, keys, trajs, problem)
         report.bytes += size
         report.samples += samples
+    check.finish(problem)
     for tid, t in sorted(trajs.items()):
         if t.num_steps is None:  # none of its samples was valid: reported already
             continue
@@ -116,7 +127,7 @@ def validate(shard_dir: Path | str, *, images: bool = True,
     return report
 
 
-def _check_shard(path: Path, entry: dict, schema_version, images: bool, keys: set[str],
+def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
                  trajs: dict[str, "_Traj"], problem) -> tuple[int, int]:
     """Check one shard file against its manifest entry and its samples; (bytes, samples).
 
@@ -131,7 +142,7 @@ def _check_shard(path: Path, entry: dict, schema_version, images: bool, keys: se
         try:
             for key, members in _tar_samples(stream):
                 samples += 1
-                tid = _check_sample(key, members, src, schema_version, images, found.append)
+                tid = check(key, members, src, images, found.append)
                 if key in keys:
                     found.append(SchemaError("duplicate sample key (also earlier in the folder)",
                                              source=src, record=key, field="__key__"))
@@ -236,13 +247,11 @@ def _tar_samples(stream) -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
             yield key, members
 
 
-def _check_sample(key, members, src, schema_version, images, problem):
-    """Report its problems; (trajectory_id, index, num_steps or None when invalid) or None."""
-    def bad(msg, fld):
-        problem(SchemaError(msg, source=src, record=key, field=fld))
-
-    if not KEY.match(key):
-        bad("key must be <trajectory>_sNNNN with only [A-Za-z0-9_-] (no dots)", "__key__")
+def _sample_members(key, members, images, bad, key_re, key_form):
+    """The sample's JSON object and its image member (ext, bytes), after the member checks;
+    the object is None when there is no single valid JSON object."""
+    if not key_re.match(key):
+        bad(f"key must be {key_form} with only [A-Za-z0-9_-] (no dots)", "__key__")
     exts = [e for e, _ in members]
     jsons = [d for e, d in members if e == "json"]
     imgs = [(e, d) for e, d in members if e in IMAGE_EXTS]
@@ -256,16 +265,94 @@ def _check_sample(key, members, src, schema_version, images, problem):
             "image")
     if images and imgs:
         _check_image(*imgs[0], bad)
+    image = imgs[0] if len(imgs) == 1 else None
     if len(jsons) != 1:
-        return None
+        return None, image
     try:
         obj = json.loads(jsons[0])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         bad(f"not valid JSON: {exc}", "json")
-        return None
+        return None, image
     if not isinstance(obj, dict):
         bad("is not a JSON object", "json")
+        return None, image
+    return obj, image
+
+
+class _RecordSamples:
+    """Samples of a trajectory export: one step record each."""
+
+    def __init__(self, schema_version):
+        self.schema_version = schema_version
+
+    def __call__(self, key, members, src, images, problem):
+        return _check_sample(key, members, src, self.schema_version, images, problem)
+
+    def finish(self, problem) -> None:
+        pass
+
+
+class _SetSamples:
+    """Samples of a reasoning set: the answer, its spans and the 1:1 mix of modes."""
+
+    def __init__(self):
+        from synthesis.set_stats import SetStats  # synthesis imports trajforge, not back
+        self.stats = SetStats()
+        self.modes: dict[tuple[str, int], set[str]] = {}
+        self.where: dict[tuple[str, int], tuple[str, str]] = {}
+
+    def __call__(self, key, members, src, images, problem):
+        def bad(msg, fld):
+            problem(SchemaError(msg, source=src, record=key, field=fld))
+
+        obj, image = _sample_members(key, members, images, bad, SET_KEY,
+                                     "<trajectory>_sNNNN_<reason|direct>")
+        if obj is None:
+            return None
+        failures = self.stats.failures
+        self.stats.failures = []  # every failure of this sample, not the first five overall
+        try:
+            self.stats.add(key, obj)
+        except SchemaError as err:
+            bad(err.reason, "json")
+            return None
+        finally:
+            mine, self.stats.failures = self.stats.failures, failures
+        for f in mine:
+            bad(f"{f['kind']}: {f['detail']}", "conversations.gpt")
+        tid, index, mode = obj["trajectory_id"], obj["index"], obj["mode"]
+        if not isinstance(tid, str) or not isinstance(index, int) or isinstance(index, bool):
+            bad("trajectory_id must be a string and index an integer", "trajectory_id/index")
+            return None
+        want = f"{sample_key(tid, index)}_{mode}"
+        if want != key:
+            bad(f"trajectory_id {tid!r}, index {index} and mode {mode!r} give key {want!r}",
+                "trajectory_id/index/mode")
+        fmt = (obj.get("image") or {}).get("format")
+        if image is not None and IMAGE_EXT.get(fmt) != image[0]:
+            bad(f"image.format {fmt!r} but the image member is .{image[0]}", "image.format")
+        self.modes.setdefault((tid, index), set()).add(mode)
+        self.where.setdefault((tid, index), (src, key))
+        return tid, index, None  # a set keeps some steps only: no index completeness
+
+    def finish(self, problem) -> None:
+        from synthesis.reasoning_set import MODES
+        for step, modes in sorted(self.modes.items()):
+            if modes != set(MODES):
+                src, key = self.where[step]
+                problem(SchemaError(f"step has mode(s) {sorted(modes)}, the mix wants "
+                                    f"{sorted(MODES)}", source=src, record=key, field="mode"))
+
+
+def _check_sample(key, members, src, schema_version, images, problem):
+    """Report its problems; (trajectory_id, index, num_steps or None when invalid) or None."""
+    def bad(msg, fld):
+        problem(SchemaError(msg, source=src, record=key, field=fld))
+
+    obj, image = _sample_members(key, members, images, bad, KEY, "<trajectory>_sNNNN")
+    if obj is None:
         return None
+    imgs = [image] if image is not None else []
     parsed = _parse_sample_json(obj, schema_version, bad)
     if parsed is None:
         # The step is there but invalid: still count it as present, so the

@@ -8,6 +8,7 @@ from dagster_project.assets.export import web_shards
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
 from dagster_project.assets.raw import raw_steps
+from dagster_project.assets.reflection import reflection_trajectories
 from dagster_project.assets.synthesis import chinese_gui_set, cot_steps, reasoning_set, task_difficulty
 from dagster_project.checks import CHECKS
 from dagster_project.checks_curate import CURATE_CHECKS
@@ -19,7 +20,7 @@ from dagster_project.sensors import SENSORS
 
 defs = dg.Definitions(
     assets=[task_catalog, web_trajectories, mobile_trajectories, imported_trajectories,
-            raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
+            reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
             task_difficulty],
     asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS],
     jobs=JOBS,

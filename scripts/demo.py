@@ -88,6 +88,17 @@ def seed_inbox(inbox: Path) -> int:
     return n
 
 
+def reflection_summary(data: Path) -> dict:
+    import pyarrow.parquet as pq
+    path = data / "raw" / "reflection" / "sandbox" / "reflection.parquet"
+    rows = pq.read_table(path).to_pylist() if path.exists() else []
+    corrections: dict[str, int] = {}
+    for r in rows:
+        corrections[r["correction"]] = corrections.get(r["correction"], 0) + 1
+    return {"trajectories": len(rows), "led_to_success": sum(r["led_to_success"] for r in rows),
+            "corrections": dict(sorted(corrections.items()))}
+
+
 def main() -> None:
     env = dict(os.environ)
     data = Path(env.setdefault("TRAJFORGE_DATA", str(ROOT / "data"))).resolve()
@@ -106,8 +117,9 @@ def main() -> None:
                                              "--partition-range", ALL_WEB_APPS_RANGE], env),
             "mobile_trajectories": materialize(["--select", "mobile_trajectories",
                                                 "--partition-range", ALL_MOBILE_RANGE], env),
-            "import+curate+export": materialize(
-                ["--select", "imported_trajectories,raw_steps,curated_steps,web_shards"], env),
+            "import+reflect+curate+export": materialize(
+                ["--select", "imported_trajectories,reflection_trajectories,raw_steps,"
+                             "curated_steps,web_shards"], env),
             "synthesis": materialize(
                 ["--select", "cot_steps,reasoning_set,chinese_gui_set,task_difficulty"], env),
         }
@@ -139,6 +151,7 @@ def main() -> None:
         "curated": {k: curated.get(k) for k in ("steps_in", "steps_kept", "dropped",
                                                   "trajectories_in", "trajectories_kept", "pii")},
         "sets": sets,
+        "reflection": reflection_summary(data),
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)
@@ -154,6 +167,9 @@ def main() -> None:
     for name, st in sets.items():
         print(f"== {name}: {st['samples']} samples ({st['steps']} steps), modes {st['modes']}, "
               f"languages {st['languages']}, thoughts by {st['thought_backends']}")
+    r = report["reflection"]
+    print(f"== reflection: {r['trajectories']} episodes with a real wrong step, "
+          f"{r['led_to_success']} recovered to a verified success, corrections {r['corrections']}")
     mobile = report["mobile"]
     if mobile:
         print(f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "

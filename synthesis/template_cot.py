@@ -10,6 +10,8 @@ translated word by word. Every record says backend="template".
 """
 from __future__ import annotations
 
+import re
+
 from typing import Callable
 
 from crawlers.a11y import parse_snapshot
@@ -111,6 +113,9 @@ class TemplateCoT:
 
     def reflection(self, steps: list[Step], upto: int, language: str) -> str:
         zh = language == "zh"
+        recorded = recorded_reflection(steps[upto])
+        if recorded:  # written from the live screen after a real wrong step: keep it
+            return recorded
         if upto == 0:
             return "这是第一步，此前还没有任何操作。" if zh else "This is the first step; nothing has been done yet."
         prev = steps[upto - 1]
@@ -152,3 +157,13 @@ class TemplateCoT:
                        plan=self.plan(traj, step, language),
                        answer=gui_libra_answer(step, action_description(step, language)), backend=TEMPLATE,
                        parsed=True, raw="")
+
+
+_REFLECTION = re.compile(r"<reflection>(.*?)</reflection>", re.DOTALL)
+
+
+def recorded_reflection(step: Step) -> str | None:
+    """The `<reflection>` a reflection episode recorded as this step's thought
+    (synthesis/reflection.py), so that the template does not overwrite it."""
+    m = _REFLECTION.search(step.thought or "")
+    return m.group(1).strip() or None if m else None

@@ -48,9 +48,14 @@ def undecodable_screenshots(steps_path: Path, blobs: BlobStore, limit: int | Non
 
 
 def oracle_success_rate(trajectories_path: Path) -> tuple[int, int]:
-    """(successes verified by state, oracle trajectories)."""
-    t = pq.read_table(trajectories_path, columns=["policy", "outcome", "verified_by"])
-    policy = t.column("policy").to_pylist()
+    """(successes verified by state, oracle trajectories).
+
+    Reflection episodes are played by the oracle with a deliberate wrong step
+    (source_name "sandbox:reflection"): they are not the oracle's record.
+    """
+    t = pq.read_table(trajectories_path, columns=["policy", "outcome", "verified_by", "source_name"])
+    policy = [None if (s or "").endswith(":reflection") else p
+              for p, s in zip(t.column("policy").to_pylist(), t.column("source_name").to_pylist())]
     outcome = t.column("outcome").to_pylist()
     verified = t.column("verified_by").to_pylist()
     n = sum(1 for p in policy if p == "oracle")

@@ -115,3 +115,16 @@ def test_generate_cot_over_a_store_skips_unsupported_actions(tmp_path):
         check_grounded(cot, step, language)
         assert is_chinese(cot.thought) == (language == "zh")
     assert (tid, 1) not in {(c.trajectory_id, c.index) for c in cots}
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_recorded_reflection_is_kept_not_overwritten(language):
+    """A reflection episode's step carries `<reflection>…</reflection>` written from the live
+    screen after a real wrong tap; the template keeps it, and writes its own elsewhere."""
+    traj, steps = make_traj(language)
+    text = "The wrong tab opened; going back." if language == "en" else "打开了错误的页面，返回。"
+    steps[1] = steps[1].model_copy(update={"thought": f"<reflection>{text}</reflection>"})
+    gen = TemplateCoT()
+    assert gen.generate(traj, steps, 1).reflection == text
+    own = gen.generate(traj, steps, 2).reflection
+    assert own != text and own == TemplateCoT().reflection(steps, 2, language)

@@ -21,7 +21,8 @@ from schemas.converters.gui_libra import Coords, from_gui_libra
 from schemas.errors import SchemaError
 from schemas.observation import Observation
 from schemas.records import Element, Task, Trajectory
-from synthesis.agent_prompt import agent_messages, history_line
+from synthesis.agent_prompt import agent_messages, history_line, reasoning_set_messages
+from synthesis.prompts import action_phrase
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 from .guard import ACTIVATABLE_ROLES
@@ -30,6 +31,8 @@ from .runner import element_at
 log = logging.getLogger(__name__)
 
 UNPARSEABLE = "unparseable answer"
+PROMPTS = ("agent", "reasoning_set")
+SET_MODES = ("direct", "reason")
 # What a point can act on: the recorded target is the innermost of these under
 # the point (a tap on a link's label is a tap on the link), else the innermost element.
 TARGET_ROLES = ACTIVATABLE_ROLES | {"textbox", "searchbox", "slider", "spinbutton"}
@@ -44,13 +47,25 @@ class AgentPolicy:
     history_len: how many earlier actions the prompt lists. seed: with
     temperature > 0, step k samples with (seed * 1009 + k) mod 2^31, so rollouts with
     different seeds differ and each is reproducible.
+    prompt: "agent" or "reasoning_set" (None: the backend's `prompt` attribute, else
+    "agent"); set_mode: the reasoning set's mode ("direct" or "reason", None: the
+    backend's `set_mode`, else "direct"). The reasoning-set prompt lists the whole
+    history (as the set does: history_len is ignored) and needs coords="pixels".
     """
 
     name = "agent"
 
     def __init__(self, backend: VLMBackend, task: Task, *, language: str | None = None,
                  max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
-                 max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None):
+                 max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None,
+                 prompt: str | None = None, set_mode: str | None = None):
+        prompt = prompt or getattr(backend, "prompt", None) or "agent"
+        set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
+        if prompt not in PROMPTS or set_mode not in SET_MODES:
+            raise ValueError(f"prompt={prompt!r}, set_mode={set_mode!r}: expected a prompt in "
+                             f"{PROMPTS} and a set_mode in {SET_MODES}")
+        if prompt == "reasoning_set" and coords != "pixels":
+            raise ValueError("the reasoning-set prompt gives points in pixels: coords must be 'pixels'")
         if max_steps < 1 or history_len < 0:
             raise ValueError(f"max_steps={max_steps} must be >= 1, history_len={history_len} >= 0")
         if coords not in ("pixels", "grid1000"):
@@ -64,8 +79,11 @@ class AgentPolicy:
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.seed = seed
+        self.prompt = prompt
+        self.set_mode = set_mode
         self.steps = 0
         self.history: list[str] = []
+        self.set_history: list[str] = []  # the reasoning set's "Step k: ..." lines
         self.stats = {"requests": 0, "parsed": 0, "unparseable": 0}
         self.answers: list[str] = []  # raw answers, in order (for inspection)
         self.last_thought: str | None = None
@@ -77,6 +95,12 @@ class AgentPolicy:
         return self.backend.model_id
 
     def request(self, obs: Observation) -> VLMRequest:
+        if self.prompt == "reasoning_set":
+            messages = reasoning_set_messages(
+                task=self.task.instruction, language=self.language, mode=self.set_mode,
+                history=self.set_history, screenshot=obs.screenshot, width=obs.width,
+                height=obs.height)
+            return self._request(messages, obs)
         start = max(0, len(self.history) - self.history_len)
         shown = [history_line(i, h) for i, h in enumerate(self.history)][start:] \
             if self.history_len else []
@@ -84,9 +108,13 @@ class AgentPolicy:
             task=self.task.instruction, language=self.language, step=self.steps + 1,
             max_steps=self.max_steps, url=obs.url, history=shown, screenshot=obs.screenshot,
             width=obs.width, height=obs.height, elements=obs.elements, coords=self.coords)
+        return self._request(messages, obs)
+
+    def _request(self, messages: list[dict], obs: Observation) -> VLMRequest:
         return VLMRequest(messages=messages, key=f"{self.task.task_id}#{self.steps}",
                           metadata={"task_id": self.task.task_id, "step": self.steps,
-                                    "width": obs.width, "height": obs.height})
+                                    "width": obs.width, "height": obs.height,
+                                    "prompt": self.prompt})
 
     def act(self, obs: Observation) -> Action:
         req = self.request(obs)
@@ -114,6 +142,11 @@ class AgentPolicy:
         self.last_thought = thought.strip() if thought else None
         self.last_target = target_of(action, obs.elements)
         self.history.append(action.description or action.brief())
+        # As synthesis.prompts.history_text words a recorded step (the runner records
+        # last_target as the step's target).
+        phrase = action_phrase(action, self.last_target, obs.width, obs.height, self.language)
+        k = len(self.set_history) + 1
+        self.set_history.append(f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}")
         return action
 
 

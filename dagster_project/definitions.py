@@ -10,6 +10,7 @@ from dagster_project.assets.mobile import mobile_trajectories
 from dagster_project.assets.raw import raw_steps
 from dagster_project.assets.reflection import reflection_trajectories
 from dagster_project.assets.synthesis import chinese_gui_set, cot_steps, reasoning_set, task_difficulty
+from dagster_project.assets.training import TRAINING_ASSETS, train_job, weekly_training
 from dagster_project.checks import CHECKS
 from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.checks_synthesis import SYNTHESIS_CHECKS
@@ -17,14 +18,15 @@ from dagster_project.resources import (AppiumResource, BrowserResource, SandboxR
                                        StorageResource, VLMResource)
 from dagster_project.schedules import JOBS, SCHEDULES
 from dagster_project.sensors import SENSORS
+from dagster_project.training_launcher import TrainingLauncher
 
 defs = dg.Definitions(
     assets=[task_catalog, web_trajectories, mobile_trajectories, imported_trajectories,
             reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
-            task_difficulty],
+            task_difficulty, *TRAINING_ASSETS],
     asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS],
-    jobs=JOBS,
-    schedules=SCHEDULES,
+    jobs=[*JOBS, train_job],
+    schedules=[*SCHEDULES, weekly_training],
     sensors=SENSORS,
     resources={
         "storage": StorageResource(),
@@ -32,5 +34,6 @@ defs = dg.Definitions(
         "browser": BrowserResource(),
         "appium": AppiumResource(),
         "vlm": VLMResource(),
+        "launcher": TrainingLauncher(),
     },
 )

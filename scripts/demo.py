@@ -105,6 +105,9 @@ def main() -> None:
     env["TRAJFORGE_DATA"] = str(data)
     home = Path(env.setdefault("DAGSTER_HOME", str(ROOT / ".dagster_home")))
     home.mkdir(parents=True, exist_ok=True)
+    # No model weights can be downloaded: without TRAJFORGE_TRAIN_MODEL the training assets
+    # train the tiny offline model, which proves the loop, not the quality.
+    env.setdefault("TRAJFORGE_TRAIN_MODE", "tiny")
     catalog_cfg = json.dumps({"ops": {"task_catalog": {"config": {"per_template": PER_TEMPLATE}}}})
 
     seeded = seed_inbox(data / "inbox")
@@ -122,6 +125,7 @@ def main() -> None:
                              "curated_steps,web_shards"], env),
             "synthesis": materialize(
                 ["--select", "cot_steps,reasoning_set,chinese_gui_set,task_difficulty"], env),
+            "training": materialize(["--select", "sft_checkpoint,rl_checkpoint,online_eval"], env),
         }
     wall = time.time() - t0
 
@@ -152,6 +156,8 @@ def main() -> None:
                                                   "trajectories_in", "trajectories_kept", "pii")},
         "sets": sets,
         "reflection": reflection_summary(data),
+        "training": {n: json.loads((data / "training" / f"{n}.json").read_text())
+                     for n in ("sft_checkpoint", "rl_checkpoint", "online_eval")},
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)

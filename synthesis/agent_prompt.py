@@ -184,3 +184,37 @@ def agent_messages(*, task: str, language: Language, step: int, max_steps: int, 
 
 def history_line(index: int, description: str) -> str:
     return f"{index + 1}. {description}"
+
+
+# -- the reasoning set's prompt ------------------------------------------------------
+IMAGE_TOKEN = "<image>"
+
+
+def conversation_messages(system: str, human: str, screenshot: bytes) -> list[dict]:
+    """A reasoning-set sample's system and human turns as chat messages.
+
+    The human text holds one `<image>` slot (synthesis.reasoning_set.human_prompt):
+    it becomes the image part, in place, and the line break after it goes (the
+    image is a block of its own), as training/data.py and training/generation.py
+    render a sample, so a model evaluated with these messages sees exactly the
+    prompt it was trained on.
+    """
+    before, slot, after = human.partition(IMAGE_TOKEN)
+    if not slot:
+        raise ValueError(f"human turn has no {IMAGE_TOKEN} slot: {human[:80]!r}")
+    if IMAGE_TOKEN in after:
+        raise ValueError(f"human turn has more than one {IMAGE_TOKEN} slot: {human[:80]!r}")
+    after = after.removeprefix("\n")
+    content = ([text_part(before)] if before else []) + [image_part(screenshot)] \
+        + ([text_part(after)] if after else [])
+    return [{"role": "system", "content": system}, {"role": "user", "content": content}]
+
+
+def reasoning_set_messages(*, task: str, language: Language, mode: str, history: list[str],
+                           screenshot: bytes, width: int, height: int) -> list[dict]:
+    """The messages of one step in the reasoning set's own prompt (system prompt of `mode`,
+    the task, the earlier actions as `Step k: ...` lines, the screenshot)."""
+    from synthesis.reasoning_set import human_prompt, system_prompt as set_system_prompt
+
+    return conversation_messages(set_system_prompt(mode, language),
+                                 human_prompt(task, history, width, height, language), screenshot)

@@ -241,6 +241,8 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
             "task_id": traj.task.task_id,
             "image": {"width": step.width, "height": step.height, "format": step.image_format},
             "action": step.action.model_dump(mode="json", exclude_none=True),
+            # The target element's normalised box: RL's step reward tests point-in-box on it.
+            "target_box": _target_box(step),
             "thought_backend": cot.backend,
             "alignment": alignment_view(None if alignment is None else alignment.get(step.index)),
         }
@@ -257,6 +259,13 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                                   {"from": "gpt", "value": text}],
                 "answer": answer, "spans": answer_spans(text)}))
     return out
+
+
+def _target_box(step: Step) -> list[float] | None:
+    """[x0, y0, x1, y1] of the step's target element (normalised), or None without one."""
+    if step.target is None or step.target.bbox is None:
+        return None
+    return [float(c) for c in step.target.bbox]
 
 
 def _unusable(traj: Trajectory, step: Step, row: Any, require_chinese_thought: bool,

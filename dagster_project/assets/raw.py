@@ -4,6 +4,7 @@ from dagster_project.schedules import AFTER_CRAWL
 
 from dagster_project.resources import StorageResource
 from trajforge.consolidate import consolidate
+from training.flywheel import failure_pool, sft_sources
 from trajforge.report import app_outcome_rows, outcome_columns, raw_summary, summary_markdown
 
 
@@ -24,9 +25,15 @@ def summary_metadata(summary: dict) -> dict:
 def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every collection of the raw store, validated into one steps table (a row per step).
 
-    Invalid rows are quarantined with the file, record and field at fault.
+    Invalid rows are quarantined with the file, record and field at fault. The
+    failure pool of agent rollouts (`rollouts-failed/*`) stays out: it is kept for
+    analysis and RL, while verified rollouts (`rollouts/*`, the flywheel's output of
+    the last checkpoint) flow in with the crawls and imports.
     """
-    res = consolidate(storage.raw, storage.raw_steps_dir)
+    res = consolidate(storage.raw, storage.raw_steps_dir, collections=sft_sources(storage.raw))
+    pool = failure_pool(storage.raw)
+    if pool:
+        context.log.info(f"left out the failure pool: {', '.join(pool)}")
     context.log.info(f"raw_steps: {res.trajectories} trajectories, {res.steps} steps, "
                      f"{res.quarantined} quarantined")
     return dg.MaterializeResult(metadata={

@@ -26,6 +26,23 @@ log = logging.getLogger(__name__)
 _TOKEN_KEYS = {"input_ids": "pad", "attention_mask": 0, "mm_token_type_ids": 0, "token_type_ids": 0}
 
 
+_VISION_TOKEN_FIELDS = ("image_token_id", "video_token_id", "vision_start_token_id",
+                        "vision_end_token_id", "vision_token_id")
+
+
+def vision_token_ids(model) -> list[int]:
+    """The image/video placeholder and frame tokens of the model's config. They are never
+    sampled: one in a completion would claim image features that do not exist (the
+    forward pass fails on the count). A trained model gives them ~0 probability."""
+    ids = set()
+    for cfg in (model.config, getattr(model.config, "text_config", None)):
+        for name in _VISION_TOKEN_FIELDS:
+            value = getattr(cfg, name, None) if cfg is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+    return sorted(ids)
+
+
 @lru_cache(maxsize=None)
 def image_only_processor_class(base: type) -> type:
     """`base` (a Qwen*-VL processor) without its video processor.
@@ -115,6 +132,34 @@ class TransformersBackend:
             self.pad_id = self.tokenizer.eos_token_id
         self._model_id = model_id_for(path) if (self.path / "config.json").exists() else self.path.name
 
+    @classmethod
+    def from_loaded(cls, model, processor, model_id: str, *, device: str | None = None,
+                    batch_size: int = 1, max_image_pixels: int | None = None) -> "TransformersBackend":
+        """A backend over a model already in memory (a policy being trained).
+
+        The model is used as it is: not moved, not cast and not switched to eval
+        mode (the trainer owns it); `device` defaults to the model's, the dtype is
+        the model's. `model_id` names it (a checkpoint id) in provenance.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be >= 1")
+        self = cls.__new__(cls)
+        param = next(model.parameters())
+        self.path = Path(model_id)
+        self.device = device or str(param.device)
+        self.dtype = param.dtype
+        self.batch_size = batch_size
+        self.max_image_pixels = max_image_pixels
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        self.model = model
+        self.pad_id = self.tokenizer.pad_token_id
+        if self.pad_id is None:
+            self.pad_id = self.tokenizer.eos_token_id
+        self._model_id = model_id
+        return self
+
     @property
     def model_id(self) -> str:
         return self._model_id
@@ -169,7 +214,9 @@ class TransformersBackend:
             t0 = time.perf_counter()
             with torch.inference_mode():
                 out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
-                                          num_return_sequences=n, pad_token_id=self.pad_id, **sample_kw)
+                                          num_return_sequences=n, pad_token_id=self.pad_id,
+                                          suppress_tokens=vision_token_ids(self.model) or None,
+                                          **sample_kw)
             texts = self.tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:],
                                                 skip_special_tokens=True)
             for j, i in enumerate(idx):

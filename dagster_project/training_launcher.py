@@ -1,0 +1,184 @@
+"""Launch a training entry point (`python -m training.X --config file`) through Dagster Pipes.
+
+Two kinds, chosen by configuration (`kind`, else $TRAJFORGE_TRAIN_LAUNCHER, else
+"subprocess"):
+
+- subprocess: PipesSubprocessClient on this machine (CPU, the tiny mode, a
+  single GPU workstation). The config YAML is written into the run's training
+  directory and the module reads it from there.
+- k8s: PipesK8sClient starts a GPU pod from `image`; messages come back through
+  the pod's logs. The pod mounts a PersistentVolumeClaim (shards in, checkpoints
+  out) at `mount_path`; every path under the local data root in the config is
+  rewritten to that mount, and the config itself travels in an environment
+  variable (the Dagster run worker need not mount the volume). Credentials come
+  from a Kubernetes Secret named in `env_secret` (envFrom): never values in config.
+
+The training process reports loss, reward, KL and success rate with
+`report_asset_materialization` (training/pipes_report.py), which
+`get_materialize_result()` turns into this asset's MaterializeResult.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import dagster as dg
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHER_ENV = "TRAJFORGE_TRAIN_LAUNCHER"
+CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"   # k8s: the config, written to a file in the pod
+POD_CONFIG_PATH = "/tmp/trajforge-train-config.yaml"
+KINDS = ("subprocess", "k8s")
+DISTRIBUTED_MODULES = {"training.sft"}      # entry points that run under torchrun (DDP)
+
+
+class K8sToleration(dg.Config):
+    """A pod toleration, e.g. key nvidia.com/gpu, operator Exists, effect NoSchedule."""
+
+    key: str = ""
+    operator: str = "Exists"   # Exists | Equal
+    value: str = ""
+    effect: str = ""           # NoSchedule | PreferNoSchedule | NoExecute ("" = all)
+
+
+class TrainingLauncher(dg.ConfigurableResource):
+    """Where training runs: a local subprocess (default) or a GPU pod on Kubernetes."""
+
+    kind: str = ""                       # subprocess | k8s ("" = $TRAJFORGE_TRAIN_LAUNCHER or subprocess)
+    # subprocess
+    python: str = ""                     # interpreter ("" = this one)
+    # k8s
+    image: str = ""                      # an image with the repo and its venv installed
+    pod_python: str = "python"
+    nproc_per_node: int = 1              # > 1: torchrun --standalone for training.sft (DDP, one pod)
+    namespace: str = ""                  # "" = the current namespace (or "default")
+    gpus: int = 1                        # nvidia.com/gpu limit
+    cpu: str = "8"
+    memory: str = "64Gi"
+    shm_size: str = "16Gi"               # /dev/shm for dataloader workers and NCCL
+    node_selector: dict[str, str] = {}
+    tolerations: list[K8sToleration] = []
+    pvc_name: str = ""                   # shards and checkpoints
+    mount_path: str = "/data"            # where the PVC is mounted in the pod (its TRAJFORGE_DATA)
+    service_account: str = ""
+    env_secret: str = ""                 # a Secret whose keys become env vars (HF_TOKEN, S3 keys...)
+    pod_wait_timeout_s: float = 86400.0
+
+    @property
+    def resolved_kind(self) -> str:
+        kind = self.kind or os.environ.get(LAUNCHER_ENV, "") or "subprocess"
+        if kind not in KINDS:
+            raise ValueError(f"TrainingLauncher.kind (or ${LAUNCHER_ENV}): {kind!r} is not one of {KINDS}")
+        return kind
+
+    def launch(self, context: dg.AssetExecutionContext, module: str, config: Mapping[str, Any],
+               extras: Mapping[str, Any] | None = None, *, work_dir: Path,
+               data_root: Path) -> dg.MaterializeResult:
+        """Run `python -m <module> --config <yaml>` under Pipes; return what it reported.
+
+        `work_dir` is the run's training directory (the YAML is kept there as a record),
+        `data_root` the local data root (TRAJFORGE_DATA of the training process).
+        """
+        work_dir.mkdir(parents=True, exist_ok=True)
+        config_path = work_dir / f"{module.rsplit('.', 1)[-1]}.yaml"
+        config_path.write_text(yaml.safe_dump(dict(config), sort_keys=True, allow_unicode=True),
+                               encoding="utf-8")
+        kind = self.resolved_kind
+        context.log.info(f"training {module} via {kind}, config {config_path}")
+        if kind == "subprocess":
+            client = dg.PipesSubprocessClient(cwd=str(ROOT), env={
+                "TRAJFORGE_DATA": str(data_root),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            })
+            command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
+            return client.run(command=command, context=context,
+                              extras=dict(extras or {})).get_materialize_result()
+
+        from dagster_k8s import PipesK8sClient
+
+        if not self.image:
+            raise ValueError("TrainingLauncher(kind='k8s') needs an image")
+        pod_config = rewrite_paths(dict(config), str(data_root), self.mount_path)
+        return PipesK8sClient().run(
+            context=context, image=self.image, namespace=self.namespace or None,
+            command=pod_command(self.pod_python, module,
+                                self.nproc_per_node if module in DISTRIBUTED_MODULES else 1),
+            env={CONFIG_ENV: yaml.safe_dump(pod_config, sort_keys=True, allow_unicode=True),
+                 "TRAJFORGE_DATA": self.mount_path},
+            base_pod_spec=build_pod_spec(self), extras=dict(extras or {}),
+            pod_wait_timeout=self.pod_wait_timeout_s,
+        ).get_materialize_result()
+
+
+def pod_command(python: str, module: str, nproc_per_node: int = 1) -> list[str]:
+    """Write the config from the environment to a file, then exec the entry point
+    (exec: the trainer replaces the shell and gets the pod's SIGTERM). With
+    nproc_per_node > 1, torchrun starts one rank per GPU (rank 0 reports)."""
+    runner = shlex.quote(python)
+    if nproc_per_node > 1:
+        runner += f" -m torch.distributed.run --standalone --nproc_per_node {int(nproc_per_node)}"
+    return ["/bin/sh", "-c",
+            f'printf "%s" "${CONFIG_ENV}" > {POD_CONFIG_PATH} && '
+            f"exec {runner} -m {shlex.quote(module)} --config {POD_CONFIG_PATH}"]
+
+
+def rewrite_paths(value: Any, local_root: str, pod_root: str) -> Any:
+    """Every string under the local data root, re-rooted at the pod's mount."""
+    local_root = local_root.rstrip("/")
+    if isinstance(value, dict):
+        return {k: rewrite_paths(v, local_root, pod_root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rewrite_paths(v, local_root, pod_root) for v in value]
+    if isinstance(value, str) and (value == local_root or value.startswith(local_root + "/")):
+        return pod_root.rstrip("/") + value[len(local_root):]
+    return value
+
+
+def build_pod_spec(cfg: TrainingLauncher) -> dict:
+    """The base pod spec (Kubernetes camelCase) for a training pod: one container
+    (PipesK8sClient sets its image, command and the Pipes env) with GPU limits,
+    the data PVC, a memory-backed /dev/shm, node selector, tolerations, service
+    account and env from a Secret. Pure: no cluster needed."""
+    resources = {"cpu": cfg.cpu, "memory": cfg.memory}
+    limits = dict(resources)
+    if cfg.gpus:
+        limits["nvidia.com/gpu"] = str(cfg.gpus)
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": cfg.shm_size}}]
+    if cfg.pvc_name:
+        mounts.append({"name": "data", "mountPath": cfg.mount_path})
+        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": cfg.pvc_name}})
+    container: dict[str, Any] = {
+        "name": "train",
+        "resources": {"requests": resources, "limits": limits},
+        "volumeMounts": mounts,
+    }
+    if cfg.env_secret:
+        container["envFrom"] = [{"secretRef": {"name": cfg.env_secret}}]
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container], "volumes": volumes}
+    if cfg.node_selector:
+        spec["nodeSelector"] = dict(cfg.node_selector)
+    if cfg.tolerations:
+        spec["tolerations"] = [{k: v for k, v in (("key", t.key), ("operator", t.operator),
+                                                  ("value", t.value), ("effect", t.effect)) if v}
+                               for t in cfg.tolerations]
+    if cfg.service_account:
+        spec["serviceAccountName"] = cfg.service_account
+    return spec
+
+
+def metadata_value(result: dg.MaterializeResult, key: str, default: Any = None) -> Any:
+    """A reported metadata entry's plain value (Pipes gives MetadataValue objects)."""
+    value = (result.metadata or {}).get(key, default)
+    value = getattr(value, "value", value)
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value

@@ -1,0 +1,130 @@
+"""sft_checkpoint -> rl_checkpoint materialised through the real PipesSubprocessClient
+(python -m training.sft / training.rl in child processes, tiny model, a few steps), their
+metrics back as metadata; the Kubernetes pod spec checked against the kubernetes client's
+models (no cluster is called)."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from dagster_project.assets.training import (SFTAssetConfig, TRAINING_ASSETS, loss_fell,
+                                             sft_train_config, train_mode)
+from dagster_project.resources import StorageResource
+from dagster_project.training_launcher import (CONFIG_ENV, K8sToleration, TrainingLauncher,
+                                               build_pod_spec, pod_command, rewrite_paths)
+from tests.training.conftest import TINY_IMAGE_PIXELS, build_small_reasoning_set
+from tests.vlm.helpers import tiny_model_path
+
+
+def _meta(result, node: str) -> dict:
+    mats = result.asset_materializations_for_node(node)
+    assert len(mats) == 1, node
+    return {k: getattr(v, "value", v) for k, v in mats[0].metadata.items()}
+
+
+def test_sft_then_rl_through_pipes_in_tiny_mode(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAJFORGE_TRAIN_MODE", "tiny")
+    data = tmp_path / "data"
+    shutil.move(str(build_small_reasoning_set(tmp_path / "build")), data / "shards" / "reasoning_set")
+    model = str(tiny_model_path())
+    train_job = dg.define_asset_job("train_job", selection=["sft_checkpoint", "rl_checkpoint"])
+    defs = dg.Definitions(assets=TRAINING_ASSETS, jobs=[train_job], resources={
+        "storage": StorageResource(root=str(data)), "launcher": TrainingLauncher(kind="subprocess")})
+    run_config = {"ops": {
+        "sft_checkpoint": {"config": {"model_path": model, "max_steps": 4, "max_samples": 12,
+                                      "max_length": 512, "image_max_pixels": TINY_IMAGE_PIXELS,
+                                      "overrides": json.dumps({"mode_filter": "direct"})}},
+        "rl_checkpoint": {"config": {"max_steps": 1, "group_size": 4, "max_new_tokens": 12,
+                                     "max_length": 512, "image_max_pixels": TINY_IMAGE_PIXELS,
+                                     "overrides": json.dumps({"mode_filter": "direct"})}}}}
+    result = defs.resolve_job_def("train_job").execute_in_process(
+        run_config=run_config, instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+
+    sft = _meta(result, "sft_checkpoint")   # reported by the child process through Pipes
+    assert sft["checkpoint_id"].startswith("sft-") and sft["steps"] == 4 and sft["train_mode"] == "tiny"
+    losses = json.loads(sft["losses"])
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
+    assert (sft["loss_first"], sft["loss_last"]) == (losses[0], losses[-1])
+    assert sft["tokens"] > 0 and sft["tokens_per_s"] > 0
+    assert sft["loss_curve"].startswith("![SFT loss")
+    ckpt = Path(sft["checkpoint_path"])
+    assert ckpt.name == sft["checkpoint_id"] and ckpt.parent == data / "checkpoints" / "sft"
+    saved = json.loads((ckpt / "metrics.json").read_text())
+    assert saved["checkpoint_id"] == sft["checkpoint_id"] and saved["losses"] == losses
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks["sft_loss_fell"].passed == loss_fell(losses)[0] is True
+
+    rl = _meta(result, "rl_checkpoint")
+    assert rl["checkpoint_id"].startswith("rl-") and rl["init_checkpoint"] == str(ckpt)
+    assert rl["rollouts"] == 4 and 0.0 <= rl["reward_mean"] <= 1.0 and 0.0 <= rl["success_rate"] <= 1.0
+    assert math.isfinite(rl["kl"]) and rl["kl"] >= 0.0 and math.isfinite(rl["loss"])
+    rl_saved = json.loads((Path(rl["checkpoint_path"]) / "metrics.json").read_text())
+    assert rl_saved["base_model"] == str(ckpt)            # RL started from the SFT checkpoint
+    # the YAML each child read is kept in the run's training dir
+    (run_dir,) = (data / "training" / "runs").iterdir()
+    assert {p.name for p in run_dir.iterdir()} == {"sft.yaml", "rl.yaml"}
+    # headline figures beside the data, for reports and for runs without the instance's history
+    assert json.loads((data / "training" / "sft_checkpoint.json").read_text())["checkpoint_path"] == str(ckpt)
+    summary = json.loads((data / "training" / "rl_checkpoint.json").read_text())
+    assert (summary["checkpoint_id"], summary["kl"], summary["train_mode"]) == (rl["checkpoint_id"], rl["kl"], "tiny")
+
+
+def test_tiny_mode_is_the_default_without_a_model(monkeypatch, tmp_path):
+    monkeypatch.delenv("TRAJFORGE_TRAIN_MODE", raising=False)
+    monkeypatch.delenv("TRAJFORGE_TRAIN_MODEL", raising=False)
+    assert train_mode() == "tiny"
+    cfg = sft_train_config(SFTAssetConfig(max_steps=3), tmp_path, tmp_path / "shards", "tiny")
+    assert cfg["model_path"] == "tiny" and cfg["max_steps"] == 3 and cfg["image_max_pixels"] == 28 * 28 * 16
+    monkeypatch.setenv("TRAJFORGE_TRAIN_MODEL", "/models/qwen")
+    assert train_mode() == "full"
+    full = sft_train_config(SFTAssetConfig(overrides='{"mode_filter": "direct"}'), tmp_path, tmp_path, "full")
+    assert full["model_path"] == "/models/qwen" and full["mode_filter"] == "direct"
+    with pytest.raises(ValueError, match="overrides"):
+        sft_train_config(SFTAssetConfig(overrides="[1]"), tmp_path, tmp_path, "full")
+    assert loss_fell([3.0, 2.9, float("nan")])[0] is False and loss_fell([3.0, 3.1])[0] is False
+
+
+def test_k8s_pod_spec_is_a_valid_gpu_pod():
+    from dagster_k8s.pipes import build_pod_body
+
+    launcher = TrainingLauncher(
+        kind="k8s", image="registry/trajforge-train:1", gpus=8, cpu="32", memory="512Gi",
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        tolerations=[K8sToleration(key="nvidia.com/gpu", effect="NoSchedule")],
+        pvc_name="trajforge-data", mount_path="/data", service_account="trainer",
+        env_secret="trajforge-train-env")
+    spec = build_pod_spec(launcher)
+    # the same path PipesK8sClient takes: snake-cased and parsed into kubernetes.client models
+    pod = build_pod_body("train-pod", launcher.image, pod_command("python", "training.sft"),
+                         {"DAGSTER_PIPES_CONTEXT": "x"}, None, spec)
+    c = pod.spec.containers[0]
+    assert c.image == launcher.image and c.command[-1].endswith("-m training.sft --config /tmp/trajforge-train-config.yaml")
+    assert c.resources.limits == {"cpu": "32", "memory": "512Gi", "nvidia.com/gpu": "8"}
+    assert "nvidia.com/gpu" not in c.resources.requests
+    mounts = {m.name: m.mount_path for m in c.volume_mounts}
+    assert mounts == {"data": "/data", "dshm": "/dev/shm"}
+    vols = {v.name: v for v in pod.spec.volumes}
+    assert vols["data"].persistent_volume_claim.claim_name == "trajforge-data"
+    assert vols["dshm"].empty_dir.medium == "Memory"
+    assert [(t.key, t.operator, t.effect) for t in pod.spec.tolerations] == [("nvidia.com/gpu", "Exists", "NoSchedule")]
+    assert pod.spec.node_selector == launcher.node_selector and pod.spec.service_account_name == "trainer"
+    assert c.env_from[0].secret_ref.name == "trajforge-train-env"
+    assert not any(e.value and "secret" in e.value.lower() for e in c.env)   # the secret's name only
+    assert pod.spec.restart_policy == "Never"
+    with pytest.raises(Exception, match="volumeMount"):                      # a typo fails
+        build_pod_body("p", "i", None, {}, None, {**spec, "volumeMount": []})
+    # config paths under the local data root move to the PVC mount; others stay
+    assert rewrite_paths({"shards": "/srv/data/shards/rs", "out_dir": "/srv/data", "model_path": "/models/q",
+                          "tasks": ["/srv/data/x"]}, "/srv/data", "/data") == {
+        "shards": "/data/shards/rs", "out_dir": "/data", "model_path": "/models/q", "tasks": ["/data/x"]}
+    assert CONFIG_ENV in pod_command("python", "training.rl")[-1]
+    assert "torch.distributed.run --standalone --nproc_per_node 8 -m training.sft" in pod_command(
+        "python", "training.sft", 8)[-1]
+    with pytest.raises(ValueError, match="not one of"):
+        TrainingLauncher(kind="slurm").resolved_kind

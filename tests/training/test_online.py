@@ -1,0 +1,97 @@
+"""Online RL: one iteration end to end (tiny model, real sandbox + Chromium), and the
+GRPO update on a hand-made group of rollouts."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import torch
+
+from tests.vlm.helpers import screenshot
+from training.checkpoint import load_policy
+from training.online import OnlineRLConfig, grpo_update, rollout_reward, run_online_rl
+from training.policy_backend import PolicyBackend
+from trajforge.store import RawStore
+from trajforge.vlm.backends import VLMRequest
+from trajforge.vlm.messages import image_part, text_part
+
+from .conftest import TINY_IMAGE_PIXELS
+from .sandbox_fixtures import env, sandbox  # noqa: F401
+
+
+def _request(label: str) -> VLMRequest:
+    return VLMRequest(messages=[{"role": "system", "content": "Act."},
+                                {"role": "user", "content": [image_part(screenshot(64, 48, label)),
+                                                             text_part(f"Task {label}")]}],
+                      metadata={"step": 0, "width": 64, "height": 48})
+
+
+def test_grpo_update_on_a_hand_made_group(tiny_model):
+    policy, processor = load_policy(tiny_model, "cpu", "float32", False)
+    ref = copy.deepcopy(policy)
+    backend = PolicyBackend(policy, processor, "ck", max_image_pixels=TINY_IMAGE_PIXELS, record=True)
+    group = []
+    for i, (reward, success) in enumerate([(1.1, False), (0.0, False), (0.0, False)]):
+        backend.generate([_request(str(i))], 4, temperature=1.0, seed=i)
+        group.append({"reward": reward, "success": success, "generations": backend.take_generations()})
+    before = [p.detach().clone() for p in policy.parameters()]
+    stats = grpo_update(policy, ref, [group, group[:1]], temperature=1.0, clip=0.2, beta=0.001,
+                        lambda0=0.5, kappa=1.5)
+    # Rewards (1.1, 0, 0): advantages (sqrt 2, -1/sqrt 2, -1/sqrt 2); p_hat 0 -> negatives x 0.5.
+    # On policy the ratio is 1 and the KL to an identical reference 0: loss = -mean(A).
+    adv = [math.sqrt(2), -0.5 / math.sqrt(2), -0.5 / math.sqrt(2)]
+    assert stats["groups"] == 1 and stats["sequences"] == 3  # a group of one has no advantage
+    assert stats["loss"] == pytest.approx(-sum(adv) / 3, abs=1e-4)
+    assert stats["kl"] == pytest.approx(0.0, abs=1e-6) and stats["clip_frac"] == 0.0
+    grads = [p.grad for p in policy.parameters() if p.grad is not None]
+    assert grads and any(float(g.abs().sum()) > 0 for g in grads)
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))  # no step taken here
+
+
+def test_rollout_reward_terms():
+    from schemas.records import DeviceProfile, Task, Trajectory
+
+    task = Task(task_id="t", instruction="x", language="en", app="settings")
+    traj = Trajectory(trajectory_id="r", task=task, platform="web", app="settings",
+                      device=DeviceProfile(viewport_width=10, viewport_height=10), source="crawl",
+                      policy="agent", outcome="success", verified_by="state", num_steps=1)
+    ok = '<answer>{"action_description": "Done", "action_type": "Terminate", "value": "None", ' \
+         '"point_2d": [-100, -100]}</answer>'
+    assert rollout_reward(traj, [], [(ok, 10, 10)])["reward"] == pytest.approx(1.1)
+    failed = traj.model_copy(update={"outcome": "failure"})
+    assert rollout_reward(failed, [], [(ok, 10, 10), ("noise", 10, 10)]) == \
+        {"success": False, "format_ok": False, "invalid": 0, "reward": 0.0}
+
+
+def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model, sandbox, env,
+                                                                       tmp_path):
+    cfg = OnlineRLConfig(model_path=str(tiny_model), out_dir=str(tmp_path / "ckpt"),
+                         store=str(tmp_path / "raw"), server_url=sandbox.url,
+                         tasks=["settings.wifi"], devices=["desktop"], k=2, iterations=1,
+                         tasks_per_iteration=1, max_steps=3, max_new_tokens=4, device="cpu",
+                         image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-3)
+    m = run_online_rl(cfg, env=env)
+    cid = m["checkpoint_id"]
+    assert cid.startswith("online-") and len(cid) == len("online-") + 12
+    assert (m["iterations"], m["rollouts"]) == (1, 2)
+    for key in ("success_rate", "reward_mean", "kl", "loss", "rollouts_per_s", "wall_s"):
+        assert math.isfinite(m[key]), key
+    assert m["rollouts_per_s"] > 0 and m["history"][0]["sequences"] >= 2
+    saved = json.loads((tmp_path / "ckpt" / cid / "metrics.json").read_text())
+    assert saved["checkpoint_id"] == cid and saved["kind"] == "online"
+    assert (tmp_path / "ckpt" / cid / "config.json").is_file()
+    store = RawStore(tmp_path / "raw")
+    trajs = list(store.iter_trajectories())
+    assert len(trajs) == 2 and set(m["collections"]) >= {c for c in store.collections()}
+    for t in trajs:
+        assert f"{cid}@it0" in t.source_name and t.policy == "agent"
+        assert t.task.template_id == "settings.wifi"
+        # The tiny model's noise never parses: a failure, in the failure pool.
+        assert t.outcome == "failure"
+    assert store.collections() == [f"rollouts-failed/{cid}@it0"]
+    # The same config again finds the finished checkpoint: nothing is trained or played.
+    again = run_online_rl(cfg, env=env)
+    assert again["reused"] and again["checkpoint_id"] == cid
+    assert len(list(store.iter_trajectories())) == 2

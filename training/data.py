@@ -1,0 +1,233 @@
+"""The reasoning set as model inputs: streamed samples, chat-templated, weighted labels.
+
+A sample (synthesis.set_writer) holds `conversations` (system, human, gpt; the human
+text starts with "<image>\\n") and `spans` ({"action": [[s, e], ...], "coords": [...]}:
+character offsets into the gpt text). `encode_sample` renders the processor's chat
+template with the screenshot in place of the marker, and tokenises the prompt
+(through the processor: image tokens expanded) and the answer (through the fast
+tokenizer, with offsets) separately, so that every answer token's characters are
+known exactly. A token overlapping a coordinates span weighs α_g, else one
+overlapping an action span α_a, else 1; the prompt is labelled -100. The answer
+ends with the template's end-of-turn token (weight 1) so the model learns to stop.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from schemas.errors import SchemaError
+from trajforge.shards import IMAGE_EXTS, iter_tar_samples, shard_paths
+
+IGNORE = -100
+IMAGE_MARKER = "<image>"
+# Per-token tensors (right-padded by collate, with these fill values); the rest
+# (pixel_values, image_grid_thw) are per image patch / per image and are concatenated.
+_TOKEN_FILL = {"input_ids": None, "attention_mask": 0, "labels": IGNORE, "weights": 0.0,
+               "mm_token_type_ids": 0, "token_type_ids": 0}
+
+
+class ReasoningSample(tuple):
+    """(key, json, image bytes), with `.source`: the shard file it came from."""
+
+    def __new__(cls, key: str, sample_json: dict, image: bytes | None, source: str):
+        obj = super().__new__(cls, (key, sample_json, image))
+        obj.source = source
+        return obj
+
+    @property
+    def key(self) -> str:
+        return self[0]
+
+    @property
+    def json(self) -> dict:
+        return self[1]
+
+    @property
+    def image(self) -> bytes | None:
+        return self[2]
+
+
+def iter_reasoning_samples(shards_dir: str | Path, split: str = "train", mode: str | None = None,
+                           *, rank: int = 0, world_size: int = 1) -> Iterator[ReasoningSample]:
+    """Stream the samples of one split, shard by shard (never all in memory).
+
+    `mode` keeps only "direct" or "reason" samples. Under DDP each rank takes every
+    world_size-th sample (after the mode filter), so ranks see disjoint data.
+    """
+    n = 0
+    for path in shard_paths(shards_dir, split):
+        for key, members in iter_tar_samples(path):
+            j = members.get("json")
+            if j is None:
+                raise SchemaError("sample has no .json member", source=str(path), record=key, field="json")
+            if mode is not None and j.get("mode") != mode:
+                continue
+            if n % world_size == rank:
+                image = next((members[e] for e in IMAGE_EXTS if e in members), None)
+                yield ReasoningSample(key, j, image, str(path))
+            n += 1
+
+
+def shuffled(samples: Iterable, buffer: int, seed: int) -> Iterator:
+    """A seeded shuffle through a bounded buffer (buffer <= 1: the stream order)."""
+    if buffer <= 1:
+        yield from samples
+        return
+    rng = random.Random(seed)
+    pool: list = []
+    for s in samples:
+        pool.append(s)
+        if len(pool) >= buffer:
+            yield pool.pop(rng.randrange(len(pool)))
+    rng.shuffle(pool)
+    yield from pool
+
+
+def _conversation(sample_json: dict) -> tuple[str | None, str, str]:
+    """(system, human text without the image marker, gpt text), checked."""
+    conv = sample_json.get("conversations")
+    if not isinstance(conv, list) or not conv:
+        raise SchemaError("missing or empty", field="conversations")
+    by_role: dict[str, str] = {}
+    for i, turn in enumerate(conv):
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise SchemaError("turn without a text value", field=f"conversations[{i}].value")
+        if turn.get("from") not in ("system", "human", "gpt") or turn["from"] in by_role:
+            raise SchemaError(f"unexpected or repeated role {turn.get('from')!r} (one system, human, gpt)",
+                              field=f"conversations[{i}].from")
+        by_role[turn["from"]] = turn["value"]
+    for role in ("human", "gpt"):
+        if role not in by_role:
+            raise SchemaError(f"no {role} turn", field="conversations")
+    human = by_role["human"]
+    if not human.startswith(IMAGE_MARKER):
+        raise SchemaError(f"human text does not start with {IMAGE_MARKER!r}", field="conversations.human")
+    return by_role.get("system"), human[len(IMAGE_MARKER):].lstrip("\n"), by_role["gpt"]
+
+
+def _spans(sample_json: dict, gpt_len: int) -> dict[str, list[tuple[int, int]]]:
+    spans = sample_json.get("spans")
+    if not isinstance(spans, dict) or "action" not in spans or "coords" not in spans:
+        raise SchemaError("missing (need {'action': [...], 'coords': [...]})", field="spans")
+    out = {}
+    for kind in ("action", "coords"):
+        if not isinstance(spans[kind], list):
+            raise SchemaError("not a list of [start, end]", field=f"spans.{kind}")
+        out[kind] = []
+        for i, span in enumerate(spans[kind]):
+            ok = (isinstance(span, (list, tuple)) and len(span) == 2
+                  and all(isinstance(x, int) for x in span) and 0 <= span[0] < span[1] <= gpt_len)
+            if not ok:
+                raise SchemaError(f"{span!r} is not [start, end] inside the gpt text ({gpt_len} chars)",
+                                  field=f"spans.{kind}[{i}]")
+            out[kind].append((span[0], span[1]))
+    return out
+
+
+def token_weights(offsets: list[tuple[int, int]], spans: dict[str, list[tuple[int, int]]],
+                  alpha_action: float, alpha_coord: float) -> list[float]:
+    """One weight per token from its character range: coords beat action beat 1."""
+    def hits(s: int, e: int, kind: str) -> bool:
+        return any(s < b and e > a for a, b in spans[kind])
+
+    return [alpha_coord if hits(s, e, "coords") else alpha_action if hits(s, e, "action") else 1.0
+            for s, e in offsets]
+
+
+def render(processor, system: str | None, human: str, gpt: str) -> tuple[str, str]:
+    """(prompt, answer) strings of the chat template: the prompt is everything before
+    the gpt text, the answer the gpt text plus the template's end-of-turn token."""
+    messages = ([{"role": "system", "content": system}] if system is not None else []) + [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": human}]},
+        {"role": "assistant", "content": gpt}]
+    full = processor.apply_chat_template(messages, tokenize=False)
+    before = processor.apply_chat_template(messages[:-1], tokenize=False)
+    start = full.find(gpt, len(before))
+    if start < 0:
+        raise SchemaError("the chat template does not contain the gpt text verbatim", field="conversations.gpt")
+    end_of_turn = full[start + len(gpt):].rstrip()
+    return full[:start], gpt + end_of_turn
+
+
+def encode_sample(processor, sample_json: dict, image: bytes | None, max_length: int,
+                  image_max_pixels: int | None = None, *, alpha_action: float = 2.0,
+                  alpha_coord: float = 4.0) -> dict[str, torch.Tensor]:
+    """input_ids, attention_mask, pixel_values, image_grid_thw, labels, weights for one sample
+    (1-D per-token tensors; no batch dimension on them).
+
+    Raises SchemaError naming the field at fault (the caller adds file and key) for a
+    sample without image, spans or conversations, a span outside the gpt text, or one
+    longer than max_length (its image tokens cannot be cut, nor its answer).
+    """
+    from trajforge.vlm.messages import decode_image
+
+    if not image:
+        raise SchemaError("sample has no image", field="image")
+    system, human, gpt = _conversation(sample_json)
+    spans = _spans(sample_json, len(gpt))
+    prompt, answer = render(processor, system, human, gpt)
+    try:
+        img = decode_image(image, image_max_pixels)
+    except Exception as exc:  # noqa: BLE001 - PIL raises many types for bad bytes
+        raise SchemaError(f"cannot decode the image: {exc}", field="image") from None
+    enc = processor(text=[prompt], images=[img], return_tensors="pt")
+    tok = processor.tokenizer(answer, add_special_tokens=False, return_offsets_mapping=True)
+    answer_ids = torch.tensor(tok["input_ids"], dtype=torch.long)
+    n_prompt, n_answer = enc["input_ids"].shape[1], len(answer_ids)
+    if n_prompt + n_answer > max_length:
+        raise SchemaError(f"{n_prompt} prompt + {n_answer} answer tokens exceed max_length={max_length}",
+                          field="max_length")
+    weights = token_weights(tok["offset_mapping"], spans, alpha_action, alpha_coord)
+    out: dict[str, torch.Tensor] = {
+        "input_ids": torch.cat([enc["input_ids"][0], answer_ids]),
+        "attention_mask": torch.ones(n_prompt + n_answer, dtype=torch.long),
+        "labels": torch.cat([torch.full((n_prompt,), IGNORE, dtype=torch.long), answer_ids]),
+        "weights": torch.cat([torch.zeros(n_prompt), torch.tensor(weights, dtype=torch.float32)]),
+    }
+    for key, value in enc.items():
+        if key in out:
+            continue
+        if key in _TOKEN_FILL:  # e.g. mm_token_type_ids: the answer is text
+            out[key] = torch.cat([value[0], torch.zeros(n_answer, dtype=value.dtype)])
+        else:
+            out[key] = value
+    return out
+
+
+def collate(encodings: list[dict[str, torch.Tensor]], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """A batch: per-token tensors right-padded (labels -100, weights 0, mask 0) and
+    stacked; per-image tensors concatenated."""
+    if not encodings:
+        raise ValueError("collate: empty batch")
+    width = max(e["input_ids"].shape[0] for e in encodings)
+    batch: dict[str, torch.Tensor] = {}
+    for key in dict.fromkeys(k for e in encodings for k in e):
+        tensors = [e[key] for e in encodings if key in e]
+        if key in _TOKEN_FILL:
+            fill = pad_id if _TOKEN_FILL[key] is None else _TOKEN_FILL[key]
+            batch[key] = torch.stack([torch.cat([t, torch.full((width - t.shape[0],), fill, dtype=t.dtype)])
+                                      for t in tensors])
+        else:
+            batch[key] = torch.cat(tensors, dim=0)
+    return batch
+
+
+def encoded_stream(samples: Iterable[ReasoningSample], processor, *, max_length: int,
+                   image_max_pixels: int | None, alpha_action: float, alpha_coord: float,
+                   skip_bad: bool = False, skipped: dict[str, int] | None = None
+                   ) -> Iterator[dict[str, torch.Tensor]]:
+    """encode_sample over a stream. A bad sample raises SchemaError naming its shard file,
+    key and field; with skip_bad it is skipped and counted in `skipped` by field."""
+    for sample in samples:
+        try:
+            yield encode_sample(processor, sample.json, sample.image, max_length, image_max_pixels,
+                                alpha_action=alpha_action, alpha_coord=alpha_coord)
+        except SchemaError as exc:
+            located = exc.located(source=sample.source, record=sample.key)
+            if not skip_bad:
+                raise located from None
+            if skipped is not None:
+                skipped[exc.field or "sample"] = skipped.get(exc.field or "sample", 0) + 1

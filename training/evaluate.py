@@ -1,0 +1,183 @@
+"""Evaluation: step accuracy offline on a held-out split, task success online in the sandbox.
+
+Offline (`offline_step_accuracy`): every direct-act sample of the split is asked
+with the prompt it was written with (its system and human turns, the
+screenshot: synthesis.agent_prompt.conversation_messages), greedily; the
+answer is parsed (schemas.converters.gui_libra) and compared with the recorded
+action as synthesis.rewards.step_reward does in RL: type, point in the target's
+box (the sample's "target_box" when it holds the recorded point, as
+training.rl.reference_box decides; else within POINT_TOLERANCE of the recorded
+point), value token-F1 >= 0.5. A step succeeds when all three hold; an
+answer that does not parse fails all three.
+
+Online (`online_success`): the policy acts in the sandbox through
+crawlers.agent.AgentPolicy with the reasoning set's prompt, the state verifier
+scores each episode, and the rollouts are recorded in the raw store by verdict
+with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
+
+`python -m training.evaluate --config X.yaml` runs either or both (EvalConfig).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from schemas.actions import Action
+from synthesis.agent_prompt import conversation_messages
+from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
+from trajforge.vlm.backends import VLMBackend, VLMRequest
+from training.config import TrainConfig, load_config
+from training.flywheel import flywheel_turn, policy_backend_for
+from training.rl import reference_box
+
+log = logging.getLogger(__name__)
+
+
+class EvalConfig(TrainConfig):
+    """Offline when `shards` is set, online when `store` is set (both: both).
+    `max_steps` is the agent's step budget per episode."""
+
+    shards: str | None = None
+    split: str = "test"
+    max_samples: int | None = None
+    store: str | None = None
+    server_url: str | None = None  # None = start the sandbox in this process
+    tasks: list[str] | Literal["catalog"] = "catalog"
+    languages: list[str] = ["en"]
+    devices: list[str] | None = None
+    k: int = 1
+    max_steps: int = 15
+    max_new_tokens: int = 128
+    temperature: float | None = None  # None: greedy for k == 1, 1.0 above
+    set_mode: Literal["direct", "reason"] = "direct"
+
+
+def _sample_messages(sample_json: dict, image: bytes) -> list[dict]:
+    turns = {t["from"]: t["value"] for t in sample_json["conversations"]}
+    return conversation_messages(turns["system"], turns["human"], image)
+
+
+def score_answer(text: str, sample_json: dict) -> dict[str, bool]:
+    """parsed / type / point / value / step for one answer against the sample's record."""
+    w, h = sample_json["image"]["width"], sample_json["image"]["height"]
+    ref = Action.model_validate(sample_json["action"])
+    pred = parse_prediction(text, w, h)
+    if pred is None:
+        return {"parsed": False, "type": False, "point": False, "value": False, "step": False}
+    type_ok = pred.type == ref.type
+    point_ok = point_in_box(pred, ref, reference_box(sample_json, ref))
+    value_ok = value_f1(action_value(pred), action_value(ref)) >= MIN_VALUE_F1
+    return {"parsed": True, "type": type_ok, "point": point_ok, "value": value_ok,
+            "step": type_ok and point_ok and value_ok}
+
+
+def offline_step_accuracy(model: str | Path | VLMBackend, shards_dir: str | Path,
+                          split: str = "test", max_samples: int | None = None, *,
+                          max_new_tokens: int = 128, batch_size: int = 8, device: str = "auto",
+                          dtype: str = "auto", image_max_pixels: int | None = None) -> dict:
+    """Greedy step accuracy of `model` (a checkpoint directory or a VLMBackend) on the
+    direct-act samples of `split`: samples, parse_rate, type_accuracy, point_accuracy
+    (over the samples whose action has a point; point_samples counts them),
+    value_accuracy, step_success."""
+    from training.data import iter_reasoning_samples
+
+    backend = model if not isinstance(model, (str, Path)) else policy_backend_for(
+        model, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    started = time.perf_counter()
+    counts = {"parsed": 0, "type": 0, "point": 0, "value": 0, "step": 0}
+    n = point_n = 0
+    pending: list[tuple[VLMRequest, dict]] = []
+
+    def flush():
+        nonlocal n, point_n
+        answers = backend.generate([r for r, _ in pending], max_new_tokens, temperature=0.0)
+        for text, (_, j) in zip(answers, pending):
+            scores = score_answer(text if isinstance(text, str) else text[0], j)
+            has_point = j["action"].get("x") is not None
+            n += 1
+            point_n += has_point
+            for key, ok in scores.items():
+                if key != "point" or has_point:
+                    counts[key] += ok
+        pending.clear()
+
+    for key, sample_json, image in iter_reasoning_samples(shards_dir, split, mode="direct"):
+        if max_samples is not None and n + len(pending) >= max_samples:
+            break
+        if not image:
+            raise ValueError(f"{shards_dir}: sample {key} of split {split} has no image")
+        w, h = sample_json["image"]["width"], sample_json["image"]["height"]
+        pending.append((VLMRequest(messages=_sample_messages(sample_json, image), key=key,
+                                   metadata={"width": w, "height": h}), sample_json))
+        if len(pending) >= batch_size:
+            flush()
+    if pending:
+        flush()
+    rate = (lambda c, d: c / d if d else 0.0)
+    return {"checkpoint_id": backend.model_id, "split": split, "samples": n,
+            "parse_rate": rate(counts["parsed"], n), "type_accuracy": rate(counts["type"], n),
+            "point_accuracy": rate(counts["point"], point_n), "point_samples": point_n,
+            "value_accuracy": rate(counts["value"], n), "step_success": rate(counts["step"], n),
+            "wall_s": round(time.perf_counter() - started, 3)}
+
+
+def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None, **kw) -> dict:
+    """Task success of `model` in the sandbox (the state verifier decides), its rollouts
+    recorded in `store` by verdict with the checkpoint id: training.flywheel.flywheel_turn's
+    result (success_rate, verdicts, collections, ...)."""
+    if store is None:
+        raise ValueError("online_success needs a raw store to record the rollouts in")
+    return flywheel_turn(model, store, tasks, k, **kw)
+
+
+def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
+    """Offline and/or online evaluation of cfg.model_path; metrics flat enough for Dagster
+    (offline_* and online_* keys)."""
+    if cfg.shards is None and cfg.store is None:
+        raise ValueError("EvalConfig: set shards (offline), store (online) or both")
+    started = time.perf_counter()
+    backend = policy_backend_for(cfg.model_path, device=cfg.device, dtype=cfg.dtype,
+                                 image_max_pixels=cfg.image_max_pixels, set_mode=cfg.set_mode)
+    metrics: dict[str, Any] = {"kind": "eval", "checkpoint_id": backend.model_id,
+                               "model_path": cfg.model_path}
+    if cfg.shards is not None:
+        off = offline_step_accuracy(backend, cfg.shards, cfg.split, cfg.max_samples,
+                                    max_new_tokens=cfg.max_new_tokens)
+        metrics.update({f"offline_{k}": v for k, v in off.items() if k != "checkpoint_id"})
+        if report is not None:
+            report.log(f"offline: step_success={off['step_success']:.3f} on {off['samples']} samples")
+    if cfg.store is not None:
+        on = online_success(backend, cfg.tasks, cfg.k, cfg.store, server_url=cfg.server_url,
+                            env=env, seed=cfg.seed, max_steps=cfg.max_steps,
+                            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                            devices=cfg.devices, languages=cfg.languages)
+        metrics.update({f"online_{k}": v for k, v in on.items()
+                        if k not in ("checkpoint_id", "rates")})
+        metrics["success_rate"] = on["success_rate"]
+        if report is not None:
+            report.log(f"online: success_rate={on['success_rate']:.3f} over {on['rollouts']} rollouts")
+    metrics["wall_s"] = round(time.perf_counter() - started, 3)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from training.pipes_report import pipes_reporter
+
+    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="YAML or JSON EvalConfig")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a config field (repeatable)")
+    args = parser.parse_args(argv)
+    cfg = load_config(args.config, EvalConfig, args.set)
+    with pipes_reporter() as report:
+        metrics = run_eval(cfg, report)
+        report.final(metrics)
+    return metrics
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    main()

@@ -1,0 +1,316 @@
+"""Online RL (UI-TARS-2's last stage): the policy plays the sandbox, GRPO over each task's group.
+
+One iteration:
+1. the curriculum (synthesis.curriculum.CurriculumSampler; difficulty from
+   synthesis.difficulty over the store's crawls where they cover a task, else
+   the prior 0.5) picks `tasks_per_iteration` tasks;
+2. each is played k times by the current policy through
+   synthesis.rollouts.rejection_sample, with a recording PolicyBackend (the
+   reasoning set's prompt) and the policy id "<checkpoint id>@it<i>": the
+   rollouts land in the raw store, verified successes in rollouts/<id>, the
+   rest in rollouts-failed/<id> (the flywheel's routing);
+3. trajectory reward = synthesis.rewards.composite_reward(task success from the
+   state verifier, format = every answer parsed, reflection 0, invalid = a
+   guard block);
+4. GRPO per task group (training.grpo): advantages normalised in the group,
+   negatives scaled by lambda = min(lambda0 + kappa * p_hat, 1); every answer
+   token of every step of a rollout shares its advantage; each step's answer is
+   one sequence of the group's loss (per-step mean, then mean over the group's
+   steps, then over groups), k3 KL to the frozen reference model; one optimiser
+   step per iteration (on-policy: the ratio starts at 1);
+5. the sampler folds in each rollout's success.
+The trained policy is saved as checkpoint "online-<12 hex>".
+
+`python -m training.online --config X.yaml` runs it (see examples/train/online_tiny.yaml).
+One process, one device: episodes are played one after another in one browser,
+and the update runs between iterations (bf16 + gradient checkpointing on cuda via
+training.checkpoint.load_policy). Several sandbox workers feeding one learner
+would be the way to scale; it is not built.
+A rollout that is already stored (a re-run of an interrupted run) is not
+played again and so has no log-probs: it counts for the curriculum, not the gradient.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import field_validator
+
+from schemas.records import Step, Task, Trajectory
+from synthesis.curriculum import CurriculumSampler
+from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
+from synthesis.rollouts import rejection_sample, sandbox_env
+from trajforge.store import RawStore
+from training.config import TrainConfig, load_config, resolve_model_path
+from training.flywheel import resolve_tasks, sandbox_url
+
+log = logging.getLogger(__name__)
+
+
+class OnlineRLConfig(TrainConfig):
+    """Online GRPO in the sandbox. `max_steps` is the agent's step budget per episode."""
+
+    ref_model_path: str | None = None  # None = model_path
+    store: str  # raw store root: the rollouts are recorded there
+    server_url: str | None = None  # None = start the sandbox in this process
+    tasks: list[str] | Literal["catalog"] = "catalog"  # template ids
+    languages: list[str] = ["en"]
+    devices: list[str] | None = None  # device profiles the rollouts draw from (None: all)
+    k: int = 8
+    iterations: int = 1
+    tasks_per_iteration: int = 4
+    max_steps: int = 15
+    max_new_tokens: int = 128
+    beta: float = 0.001
+    clip: float = 0.2
+    lambda0: float = 0.5
+    kappa: float = 1.5
+    temperature: float = 1.0
+    set_mode: Literal["direct", "reason"] = "direct"
+    curriculum_low: float = 0.3
+    curriculum_high: float = 0.7
+
+    @field_validator("k")
+    @classmethod
+    def _group(cls, v: int) -> int:
+        if v < 2:
+            raise ValueError("must be >= 2 (advantages compare the rollouts of one task)")
+        return v
+
+    @field_validator("iterations", "tasks_per_iteration")
+    @classmethod
+    def _positive_count(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be >= 1")
+        return v
+
+    def identity(self) -> dict[str, Any]:
+        # Where the rollouts go and which server plays them do not change what is trained.
+        return {k: v for k, v in super().identity().items() if k not in ("store", "server_url")}
+
+
+def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
+    """task_id -> difficulty in [0, 1]: synthesis.difficulty's score over the store's
+    crawls (rollout collections left out) where they hold the task, else 0.5."""
+    from synthesis.difficulty import difficulty_rows
+
+    crawls = [c for c in store.collections() if not c.startswith(("rollouts/", "rollouts-failed/"))]
+    scores = {}
+    if crawls:
+        scores = {r["task_id"]: r["score"] for r in difficulty_rows(store, collections=crawls)}
+    return {t.task_id: min(max(float(scores.get(t.task_id, 0.5)), 0.0), 1.0) for t in tasks}
+
+
+def pick_tasks(sampler: CurriculumSampler, n: int) -> list[str]:
+    """The curriculum's batch; when no task is in the band, the n tasks whose success
+    estimate is nearest its middle (the run goes on rather than stalling)."""
+    batch = sampler.epoch(n)
+    if batch:
+        return batch
+    mid = (sampler.low + sampler.high) / 2
+    return sorted(sampler.difficulty, key=lambda t: (abs(sampler.success_estimate(t) - mid), t))[:n]
+
+
+def rollout_reward(traj: Trajectory, steps: list[Step], answers: list[tuple[str, int, int]]) -> dict:
+    """composite_reward's terms and value for one rollout. answers: (text, width, height)."""
+    success = traj.outcome == "success"
+    format_ok = bool(answers) and all(parse_prediction(t, w, h) is not None for t, w, h in answers)
+    invalid = invalid_from_steps(steps)
+    return {"success": success, "format_ok": format_ok, "invalid": invalid,
+            "reward": composite_reward(success, format_ok, 0.0, invalid)}
+
+
+def _rollout_generations(gens: list) -> list:
+    """The generations of the last attempt (a retried episode replays from step 0)."""
+    starts = [i for i, g in enumerate(gens) if g.request.metadata.get("step") == 0]
+    return gens[starts[-1]:] if starts else gens
+
+
+def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, clip: float,
+                beta: float, lambda0: float, kappa: float) -> dict[str, float]:
+    """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
+    reward, success, generations) into `policy`; returns loss/kl/... averaged.
+
+    Each step's answer is one sequence: its loss is the per-token GRPO loss averaged
+    over its tokens (training.grpo.grpo_loss on a group of one), the group's loss the
+    mean over its sequences, the total the mean over groups. Backward runs per
+    sequence (scaled), so memory holds one sequence's graph at a time.
+    """
+    from training.grpo import grpo_loss, group_advantages, scale_negatives
+    from training.policy_backend import answer_logprobs
+
+    usable = [g for g in groups if len(g) >= 2]
+    totals: dict[str, float] = defaultdict(float)
+    n_seq = 0
+    for group in usable:
+        rewards = torch.tensor([r["reward"] for r in group], dtype=torch.float32)
+        p_hat = sum(r["success"] for r in group) / len(group)
+        adv = scale_negatives(group_advantages(rewards), p_hat, lambda0, kappa)
+        seqs = [(gen, ids, float(a)) for r, a in zip(group, adv)
+                for gen in r["generations"] for ids in gen.answer_ids if len(ids)]
+        for gen, ids, a in seqs:
+            logp = answer_logprobs(policy, gen.prompt, ids, temperature)[None]
+            with torch.no_grad():
+                ref_logp = answer_logprobs(ref, gen.prompt, ids, temperature)[None]
+            mask = torch.ones_like(logp)
+            loss, stats = grpo_loss(logp, logp.detach(), ref_logp,
+                                    torch.tensor([a], device=logp.device), mask, clip=clip, beta=beta)
+            (loss / (len(seqs) * len(usable))).backward()
+            totals["loss"] += float(loss.detach()) / len(seqs) / len(usable)
+            for key in ("kl", "policy_loss", "clip_frac"):
+                totals[key] += stats[key] / len(seqs) / len(usable)
+            n_seq += 1
+        totals["advantage_abs"] += float(adv.abs().mean()) / len(usable)
+    return {"groups": len(usable), "sequences": n_seq, **{k: totals.get(k, 0.0) for k in
+            ("loss", "kl", "policy_loss", "clip_frac", "advantage_abs")}}
+
+
+def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
+    """Train by online GRPO in the sandbox; returns the metrics (see the module docstring).
+
+    `env`: a CrawlEnv to play in (default: a headless Chromium allowed only the sandbox).
+    Idempotent: a finished checkpoint with the same id is returned without training.
+    """
+    from training.checkpoint import (checkpoint_id, finished_checkpoint, load_policy,
+                                     model_fingerprint, save_checkpoint)
+    from training.policy_backend import PolicyBackend
+
+    started = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    model_path = cfg.resolved_model_path()
+    ref_path = resolve_model_path(cfg.ref_model_path or cfg.model_path)
+    tasks = resolve_tasks(cfg.tasks, cfg.languages, cfg.seed)
+    by_id = {t.task_id: t for t in tasks}
+    cid = checkpoint_id("online", cfg.identity(), f"{model_fingerprint(model_path)}/"
+                        f"{model_fingerprint(ref_path)}/{','.join(sorted(by_id))}")
+    out = Path(cfg.out_dir) / cid
+    done = finished_checkpoint(out)
+    if done is not None:
+        _say(report, f"online RL: checkpoint {cid} already finished at {out}")
+        return {**done, "checkpoint_path": str(out), "reused": True}
+
+    store = RawStore(Path(cfg.store))
+    policy, processor = load_policy(model_path, cfg.device, cfg.dtype, cfg.gradient_checkpointing)
+    ref, _ = load_policy(ref_path, cfg.device, cfg.dtype, False)
+    ref.requires_grad_(False)
+    backend = PolicyBackend(policy, processor, cid, max_image_pixels=cfg.image_max_pixels,
+                            set_mode=cfg.set_mode, record=True)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
+                                  lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sampler = CurriculumSampler(task_difficulty(store, tasks), low=cfg.curriculum_low,
+                                high=cfg.curriculum_high, seed=cfg.seed,
+                                batch_size=cfg.tasks_per_iteration)
+    history, collections = [], []
+    rollouts = successes = 0
+    rollout_s = 0.0
+    with sandbox_url(cfg.server_url) as url, sandbox_env(env, url) as live:
+        for it in range(cfg.iterations):
+            batch = pick_tasks(sampler, cfg.tasks_per_iteration)
+            backend.model_id = f"{cid}@it{it}"
+            played: dict[str, list] = {}
+
+            def on_rollout(traj, _played=played):
+                _played[traj.trajectory_id] = _rollout_generations(backend.take_generations())
+
+            backend.take_generations()
+            t0 = time.perf_counter()
+            result = rejection_sample(
+                [by_id[t] for t in batch], backend=backend, store=store, server_url=url, k=cfg.k,
+                seed=cfg.seed + 7919 * it, env=live, max_steps=cfg.max_steps,
+                temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                devices=cfg.devices, on_rollout=on_rollout)
+            rollout_s += time.perf_counter() - t0
+            collections += [result.collection, result.failed_collection]
+            groups = _groups(store, result, played)
+            policy.train()
+            stats = grpo_update(policy, ref, list(groups.values()), temperature=cfg.temperature,
+                                clip=cfg.clip, beta=cfg.beta, lambda0=cfg.lambda0, kappa=cfg.kappa)
+            if stats["sequences"]:
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            policy.eval()
+            outcomes = [(t, i < s) for t, (s, n) in result.rates.items() for i in range(n)]
+            sampler.update(outcomes)
+            n_it = len(outcomes)
+            ok_it = sum(ok for _, ok in outcomes)
+            rollouts += n_it
+            successes += ok_it
+            rewards = [r["reward"] for g in groups.values() for r in g]
+            row = {"iteration": it, "tasks": len(batch), "rollouts": n_it,
+                   "success_rate": ok_it / n_it if n_it else 0.0,
+                   "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+                   "trained_rollouts": len(rewards), **stats}
+            history.append(row)
+            if report is not None:
+                report.metric(it, **{k: v for k, v in row.items() if k != "iteration"})
+    metrics = {
+        "kind": "online", "checkpoint_id": cid, "base_model": str(model_path),
+        "ref_model": str(ref_path), "steps": cfg.iterations, "iterations": cfg.iterations,
+        "rollouts": rollouts, "success_rate": successes / rollouts if rollouts else 0.0,
+        "reward_mean": _mean([h["reward_mean"] for h in history]),
+        "reward_first": history[0]["reward_mean"], "reward_last": history[-1]["reward_mean"],
+        "kl": _mean([h["kl"] for h in history]), "loss": history[-1]["loss"],
+        "rollouts_per_s": rollouts / rollout_s if rollout_s > 0 else 0.0,
+        "collections": sorted(set(collections)), "store": str(store.root),
+        "history": history, "wall_s": round(time.perf_counter() - started, 3)}
+    path = save_checkpoint(policy, processor, out, metrics)
+    return {**metrics, "checkpoint_path": str(path)}
+
+
+def _groups(store: RawStore, result, played: dict[str, list]) -> dict[str, list[dict]]:
+    """task_id -> the rollouts played now (with their generations and rewards)."""
+    tids = set(played)
+    trajs = [t for t in store.iter_trajectories([result.collection, result.failed_collection])
+             if t.trajectory_id in tids]
+    steps: dict[str, list[Step]] = defaultdict(list)
+    for s in store.iter_steps([result.collection, result.failed_collection]):
+        if s.trajectory_id in tids:
+            steps[s.trajectory_id].append(s)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for traj in sorted(trajs, key=lambda t: t.trajectory_id):
+        gens = played[traj.trajectory_id]
+        if not gens:  # no answer sampled (the browser died before the first step)
+            continue
+        answers = [(g.texts[0], g.request.metadata["width"], g.request.metadata["height"])
+                   for g in gens]
+        groups[traj.task.task_id].append({**rollout_reward(traj, steps[traj.trajectory_id], answers),
+                                          "trajectory_id": traj.trajectory_id, "generations": gens})
+    return groups
+
+
+def _mean(values: list[float]) -> float:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else 0.0
+
+
+def _say(report, msg: str) -> None:
+    if report is not None:
+        report.log(msg)
+    log.info(msg)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from training.pipes_report import pipes_reporter
+
+    parser = argparse.ArgumentParser(prog="python -m training.online", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="YAML or JSON OnlineRLConfig")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a config field (repeatable)")
+    args = parser.parse_args(argv)
+    cfg = load_config(args.config, OnlineRLConfig, args.set)
+    with pipes_reporter() as report:
+        metrics = run_online_rl(cfg, report)
+        report.final({k: v for k, v in metrics.items() if k != "history"})
+    return metrics
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    main()

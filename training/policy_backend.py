@@ -1,0 +1,160 @@
+"""The policy being trained, as a trajforge VLM backend (crawlers.agent.AgentPolicy drives it).
+
+`PolicyBackend` answers chat requests with an in-memory model and processor
+(no reload between updates); its `model_id` is the checkpoint id, which the
+rollouts record as their provenance. Its prompt is the reasoning set's
+(`prompt = "reasoning_set"`): AgentPolicy reads that attribute, so a model
+trained on the set acts with the prompt it learnt from, also through
+synthesis.rollouts.rejection_sample, which builds its own AgentPolicy.
+
+With `record=True` every generate call keeps, per sample, the processor's
+prompt tensors and the sampled answer token ids (cut after the first
+end-of-turn token): online RL recomputes the log-probs of exactly what was
+sampled, under the policy and the reference model (`answer_logprobs`).
+Requests go through the model one at a time: an agent asks for one action per
+step, and unpadded prompts make the recomputation exact.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from trajforge.vlm.backends import VLMRequest, check_sampling
+from trajforge.vlm.transformers_backend import TransformersBackend, vision_token_ids
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Generation:
+    """One request's prompt tensors (on CPU) and its sampled answers (token ids and text)."""
+
+    request: VLMRequest
+    prompt: dict[str, torch.Tensor]
+    answer_ids: list[torch.Tensor] = field(default_factory=list)  # 1-D, one per sample
+    texts: list[str] = field(default_factory=list)
+
+
+class PolicyBackend:
+    """A VLMBackend over `model` + `processor` (see the module docstring)."""
+
+    def __init__(self, model, processor, model_id: str, *, max_image_pixels: int | None = None,
+                 prompt: str = "reasoning_set", set_mode: str = "direct", record: bool = False):
+        self.model = model
+        self.processor = processor
+        self.prompt = prompt
+        self.set_mode = set_mode
+        self.record = record
+        self.generations: list[Generation] = []
+        self._encoder = TransformersBackend.from_loaded(model, processor, model_id,
+                                                        max_image_pixels=max_image_pixels)
+        self.tokenizer = self._encoder.tokenizer
+        self.pad_id = self._encoder.pad_id
+        self.stop_ids = stop_token_ids(model, self.tokenizer)
+
+    @property
+    def model_id(self) -> str:
+        return self._encoder.model_id
+
+    @model_id.setter
+    def model_id(self, value: str) -> None:
+        self._encoder._model_id = value
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def encode(self, request: VLMRequest) -> dict[str, torch.Tensor]:
+        return self._encoder.encode(request)
+
+    def take_generations(self) -> list[Generation]:
+        """The recorded generations since the last call (and forget them)."""
+        out, self.generations = self.generations, []
+        return out
+
+    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
+                 temperature: float = 0.0, n: int = 1, seed: int | None = None
+                 ) -> list[str] | list[list[str]]:
+        check_sampling(n, temperature)
+        sample_kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+                     if temperature > 0 else {"do_sample": False, "temperature": None,
+                                              "top_k": None, "top_p": None})
+        was_training = self.model.training
+        self.model.eval()
+        results: list[list[str]] = []
+        try:
+            for i, req in enumerate(requests):
+                enc = self.encode(req)
+                batch = {k: v.to(self.device) for k, v in enc.items()}
+                if "pixel_values" in batch:
+                    batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
+                if seed is not None:
+                    torch.manual_seed(seed + i)
+                with torch.inference_mode():
+                    out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
+                                              num_return_sequences=n, pad_token_id=self.pad_id,
+                                              suppress_tokens=vision_token_ids(self.model) or None,
+                                              **sample_kw)
+                answers = [self.trim(row) for row in out[:, batch["input_ids"].shape[1]:].cpu()]
+                texts = self.tokenizer.batch_decode(answers, skip_special_tokens=True)
+                if self.record:
+                    self.generations.append(Generation(req, {k: v.cpu() for k, v in enc.items()},
+                                                       answers, texts))
+                results.append(texts)
+        finally:
+            self.model.train(was_training)
+        return [r[0] for r in results] if n == 1 else results
+
+    def trim(self, ids: torch.Tensor) -> torch.Tensor:
+        """The answer up to and including its first stop token (what follows is padding)."""
+        stops = (torch.isin(ids, torch.tensor(sorted(self.stop_ids))).nonzero()
+                 if self.stop_ids else torch.empty(0, 1))
+        end = int(stops[0, 0]) + 1 if len(stops) else len(ids)
+        return ids[:end].clone()
+
+
+def stop_token_ids(model, tokenizer) -> set[int]:
+    """The ids that end an answer: the generation config's eos (one or a list) and the tokenizer's."""
+    ids: set[int] = set()
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (eos if isinstance(eos, (list, tuple)) else [eos]):
+        if value is not None:
+            ids.add(int(value))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return ids
+
+
+def answer_batch(prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, device=None
+                 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """(batch of one: prompt + answer, gen_mask [1, T] = 1 on the answer's tokens) for
+    training.grpo.sequence_logprobs. Per-token keys are extended over the answer."""
+    answer = answer_ids.reshape(1, -1).to(prompt["input_ids"].dtype)
+    batch = dict(prompt)
+    batch["input_ids"] = torch.cat([prompt["input_ids"], answer], dim=1)
+    batch["attention_mask"] = torch.cat([prompt["attention_mask"], torch.ones_like(answer)], dim=1)
+    for key in ("mm_token_type_ids", "token_type_ids"):  # text tokens: type 0
+        if key in batch:
+            batch[key] = torch.cat([prompt[key], torch.zeros_like(answer)], dim=1)
+    gen_mask = torch.zeros_like(batch["input_ids"], dtype=torch.float32)
+    gen_mask[:, prompt["input_ids"].shape[1]:] = 1.0
+    if device is not None:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        gen_mask = gen_mask.to(device)
+    return batch, gen_mask
+
+
+def answer_logprobs(model, prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor,
+                    temperature: float = 1.0) -> torch.Tensor:
+    """Log-probs [len(answer)] of `answer_ids` after `prompt` (a Generation's tensors) under
+    `model` at the sampling temperature; with grad unless the caller disables it."""
+    from training.grpo import sequence_logprobs
+
+    device = next(model.parameters()).device
+    batch, gen_mask = answer_batch(prompt, answer_ids, device)
+    if "pixel_values" in batch:
+        batch["pixel_values"] = batch["pixel_values"].to(model.dtype)
+    lp = sequence_logprobs(model, batch, gen_mask, temperature=temperature)
+    return lp[0, prompt["input_ids"].shape[1]:]

@@ -68,3 +68,48 @@ class Allowlist:
     def __repr__(self) -> str:
         shown = ", ".join(f"{s}://{h}:{p}" for s, h, p in sorted(self.origins))
         return f"Allowlist([{shown}])"
+
+
+def filter_route(route, allows, blocked: list[str], timeout_ms: float | None = None) -> None:
+    """A Playwright route handler body that also holds across HTTP redirects.
+
+    Playwright calls a route handler only for the first URL of a redirect chain,
+    so an allowed URL answering 302 to another origin would take Chromium there
+    unchecked. Allowed requests are therefore fetched without following
+    redirects (`timeout_ms` bounds the fetch); a redirect whose target `allows`
+    refuses is aborted and its target recorded in `blocked`; any other answer
+    is handed to the page (a redirect it then follows comes back through the
+    handler). A filter that raises refuses: it fails closed.
+    """
+    from urllib.parse import urljoin
+
+    def ok(url: str) -> bool:
+        try:
+            return bool(allows(url))
+        except Exception:  # noqa: BLE001 - a broken filter must not open the gate
+            return False
+
+    def settle(call, *args, **kw) -> None:
+        try:
+            call(*args, **kw)
+        except Exception:  # noqa: BLE001 - the page navigated away or closed meanwhile
+            pass
+
+    url = route.request.url
+    if not ok(url):
+        blocked.append(url)
+        settle(route.abort, "blockedbyclient")
+        return
+    try:
+        response = route.fetch(max_redirects=0, timeout=timeout_ms)
+    except Exception:  # noqa: BLE001 - the server, the page or the timeout gave up
+        settle(route.abort, "failed")
+        return
+    location = response.headers.get("location")
+    if 300 <= response.status < 400 and location:
+        target = urljoin(url, location)
+        if not ok(target):
+            blocked.append(target)
+            settle(route.abort, "blockedbyclient")
+            return
+    settle(route.fulfill, response=response)

@@ -43,6 +43,7 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile
 
 from .a11y import elements_from_snapshot
+from .allowlist import filter_route
 from .browser import (CHROMIUM_ARGS, DEFAULT_EXECUTABLE, Watchdog, acquire_playwright,
                       browser_pid, launch_chromium, process_running, release_playwright,
                       replace_playwright)
@@ -463,16 +464,11 @@ class WebEnv:
         self._page = others[-1] if others else None
 
     def _route(self, route) -> None:
-        url = route.request.url
-        try:
-            allowed = bool(self.request_filter(url))
-        except Exception:
-            allowed = False  # a broken filter fails closed
-        if allowed:
-            route.fallback()
-        else:
-            self.blocked_requests.append(url)
-            route.abort("blockedbyclient")
+        # Fetched here without following redirects: Playwright routes only the first
+        # URL of a redirect chain, so an allowed URL answering 302 elsewhere would
+        # otherwise take Chromium off the allowlist unchecked.
+        filter_route(route, self.request_filter, self.blocked_requests,
+                     timeout_ms=self.step_timeout_s * 1000)
 
     def _route_web_socket(self, ws) -> None:
         # WebSockets bypass `route`; unconnected, a routed socket never reaches a server.

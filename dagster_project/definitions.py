@@ -14,6 +14,7 @@ from dagster_project.assets.training import TRAINING_ASSETS, train_job, weekly_t
 from dagster_project.checks import CHECKS
 from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.checks_synthesis import SYNTHESIS_CHECKS
+from dagster_project.production import production_executor
 from dagster_project.resources import (AppiumResource, BrowserResource, SandboxResource,
                                        StorageResource, VLMResource)
 from dagster_project.schedules import JOBS, SCHEDULES
@@ -28,6 +29,8 @@ defs = dg.Definitions(
     jobs=[*JOBS, train_job],
     schedules=[*SCHEDULES, weekly_training],
     sensors=SENSORS,
+    # TRAJFORGE_EXECUTOR: k8s (a pod per step), multiprocess, or in_process; unset = Dagster's default
+    executor=production_executor(),
     resources={
         "storage": StorageResource(),
         "sandbox": SandboxResource(),

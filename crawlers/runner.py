@@ -77,6 +77,10 @@ def env_platform(env) -> str:
     return getattr(env, "platform", None) or "web"
 
 
+class StartPageError(RuntimeError):
+    """The episode's start page did not load (a timeout, a refused connection)."""
+
+
 # -- one episode -------------------------------------------------------------------
 @dataclass
 class EpisodeInfo:
@@ -115,8 +119,9 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
                 info: EpisodeInfo | None = None) -> tuple[Trajectory, list[Step]]:
     """Play `task` with `policy` in `env` and return the verified trajectory.
 
-    Raises BrowserCrashed when the browser dies (the caller restarts and
-    retries); every other failure ends the episode with outcome "failure".
+    Raises BrowserCrashed when the browser dies and StartPageError when the
+    start page does not load (the caller retries either); every other
+    failure ends the episode with outcome "failure".
     """
     info = info if info is not None else EpisodeInfo()
     sid = trajectory_id
@@ -125,6 +130,10 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
                     font_scale=font_scale, distraction_rate=distraction_rate)
     t0 = time.perf_counter()
     obs = env.reset(url, device=device)
+    if obs.last_action_error:
+        # Nothing to play on a page that never arrived (a blank screen): the
+        # caller retries, then stores an error that says why.
+        raise StartPageError(f"the start page did not load: {obs.last_action_error}")
     # A real phone keeps its own screen, locale and theme: record what the env ran.
     device = getattr(env, "device", None) or device
     observe_ms = (time.perf_counter() - t0) * 1000

@@ -87,6 +87,8 @@ class Action(BaseModel):
     def _non_negative(cls, v: int | None) -> int | None:
         if v is not None and v < 0:
             raise ValueError(f"duration_ms={v} is negative")
+        if v is not None and v > 2**63 - 1:  # an int64 column in Parquet
+            raise ValueError(f"duration_ms={v} is too large")
         return v
 
     @model_validator(mode="after")

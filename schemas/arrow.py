@@ -100,54 +100,107 @@ def _element_row(e) -> dict | None:
     return {"role": e.role, "name": e.name, "bbox": list(e.bbox) if e.bbox else None}
 
 
+def well_formed(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings replaced by U+FFFD.
+
+    Page text can hold half of a surrogate pair (JS strings are UTF-16; the
+    DevTools protocol passes them on as "\\ud83d"), and Arrow, Parquet and
+    UTF-8 JSON refuse such a string: one odd character on one page would fail
+    the whole batch it is written in.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {k: well_formed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [well_formed(v) for v in value]
+    return value
+
+
 def step_to_row(step: Step) -> dict[str, Any]:
     row = step.model_dump(mode="json", exclude={"elements", "target", "action"})
     row["action"] = step.action.model_dump(mode="json")
     row["elements"] = [_element_row(e) for e in step.elements]
     row["target"] = _element_row(step.target)
-    return row
+    return well_formed(row)
 
 
 def trajectory_to_row(traj: Trajectory) -> dict[str, Any]:
     row = traj.model_dump(mode="json", exclude={"task"})
     row["task"] = task_to_row(traj.task)
-    return row
+    return well_formed(row)
 
 
 def task_to_row(task) -> dict[str, Any]:
     row = task.model_dump(mode="json", exclude={"params"})
     row["params_json"] = task.params_json()
-    return row
+    return well_formed(row)
 
 
-def _drop_nulls(d: dict | None) -> dict | None:
-    if d is None:
-        return None
+def _drop_nulls(d: Any) -> Any:
+    # Anything but a dict is passed on as is: validation then names the field.
+    if not isinstance(d, dict):
+        return d
     return {k: v for k, v in d.items() if v is not None}
 
 
-def row_to_task(row: dict):
+def _params(params_json: Any, *, source, record, field: str) -> dict:
+    """Task params stored as a JSON object string; a SchemaError naming the field otherwise."""
+    if params_json is None or params_json == "":
+        return {}
+    try:
+        params = json.loads(params_json)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"not valid JSON ({exc})", source=source, record=record,
+                          field=field) from None
+    if not isinstance(params, dict):
+        raise SchemaError(f"not a JSON object: {str(params_json)[:60]!r}", source=source,
+                          record=record, field=field)
+    return params
+
+
+def _require_row(row: Any, *, source) -> None:
+    if not isinstance(row, dict):
+        raise SchemaError(f"expected an object, got {type(row).__name__}", source=source,
+                          field="record")
+
+
+def row_to_task(row: dict, *, source: str | None = None):
     from .records import Task
+    _require_row(row, source=source)
     row = dict(row)
-    row["params"] = json.loads(row.pop("params_json") or "{}")
-    return Task.model_validate(_drop_nulls(row))
+    record = row.get("task_id")
+    if "params_json" in row:
+        row["params"] = _params(row.pop("params_json"), source=source, record=record,
+                                field="params_json")
+    return _validate(Task, _drop_nulls(row), source=source, record=record)
 
 
 def row_to_step(row: dict[str, Any], *, source: str | None = None) -> Step:
     """A Parquet/JSON row back into a validated Step (errors name the field)."""
+    _require_row(row, source=source)
     record = f"{row.get('trajectory_id')}#{row.get('index')}"
     data = dict(row)
     data["action"] = _drop_nulls(data.get("action"))
-    data["elements"] = [_drop_nulls(e) for e in data.get("elements") or []]
+    elements = data.get("elements") or []
+    data["elements"] = ([_drop_nulls(e) for e in elements] if isinstance(elements, list)
+                        else elements)
     data["target"] = _drop_nulls(data.get("target"))
     return _validate(Step, _drop_nulls(data), source=source, record=record)
 
 
 def row_to_trajectory(row: dict[str, Any], *, source: str | None = None) -> Trajectory:
+    _require_row(row, source=source)
     data = dict(row)
-    task = dict(data.get("task") or {})
-    if "params_json" in task:
-        task["params"] = json.loads(task.pop("params_json") or "{}")
+    task = data.get("task") or {}
+    if isinstance(task, dict) and "params_json" in task:
+        task = dict(task)
+        task["params"] = _params(task.pop("params_json"), source=source,
+                                 record=row.get("trajectory_id"), field="task.params_json")
     data["task"] = _drop_nulls(task)
     data["device"] = _drop_nulls(data.get("device"))
     return _validate(Trajectory, _drop_nulls(data), source=source,

@@ -17,6 +17,11 @@ from .actions import Action
 SCHEMA_VERSION = "1.0"
 PIPELINE_VERSION = "0.1.0"
 
+# Integer fields are int32 / int64 columns in Parquet (schemas.arrow): a record
+# that validates must also be writable.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 Language = Literal["en", "zh"]
 # "mobile_web": a phone emulated in Chromium and driven through Appium (touch events,
 # mobile viewport); "android"/"ios": a real device or emulator through Appium.
@@ -81,8 +86,8 @@ class DeviceProfile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "desktop"
-    viewport_width: int = Field(gt=0)
-    viewport_height: int = Field(gt=0)
+    viewport_width: int = Field(gt=0, le=INT32_MAX)
+    viewport_height: int = Field(gt=0, le=INT32_MAX)
     pixel_ratio: float = Field(default=1.0, gt=0)
     is_mobile: bool = False
     locale: str = "en-US"
@@ -96,13 +101,13 @@ class Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trajectory_id: str
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=INT32_MAX)
     # Empty only for an imported record whose dataset ships no image for the step
     # (curation drops such steps as missing_screenshot; nothing is invented).
     screenshot: str = Field(pattern=r"^([0-9a-f]{64})?$", description="sha256 of the encoded image")
     image_format: Literal["png", "jpeg", "webp"] = "png"
-    width: int = Field(gt=0)
-    height: int = Field(gt=0)
+    width: int = Field(gt=0, le=INT32_MAX)
+    height: int = Field(gt=0, le=INT32_MAX)
     url: str = ""  # URL on web, activity on Android, bundle id on iOS
     a11y_tree: str = ""
     elements: list[Element] = Field(default_factory=list)
@@ -130,10 +135,10 @@ class Trajectory(BaseModel):
     source: Literal["crawl", "import"] = "crawl"
     source_name: str = "sandbox"
     policy: Policy
-    seed: int = 0
+    seed: int = Field(default=0, ge=-INT64_MAX - 1, le=INT64_MAX)
     outcome: Outcome = "unknown"
     verified_by: VerifiedBy = "none"
-    num_steps: int = Field(ge=0)
+    num_steps: int = Field(ge=0, le=INT32_MAX)
     distractions: list[str] = Field(default_factory=list)
     error: str | None = None
     pipeline_version: str = PIPELINE_VERSION

@@ -63,7 +63,7 @@ from schemas.records import PIPELINE_VERSION, SCHEMA_VERSION, Trajectory
 
 from .resolution import Resolution, resize_image, resolution_profile
 from .shards import IMAGE_EXT, MANIFEST, SHARD_NAME, sample_key
-from .store import RawStore, atomic_write_bytes
+from .store import RawStore, atomic_write_bytes, path_error
 
 DEFAULT_SPLITS = (("train", 0.9), ("val", 0.05), ("test", 0.05))
 QUARANTINE = "quarantine.jsonl"
@@ -274,6 +274,18 @@ class SplitWriter:
         self._tar = None
 
     def add_trajectory(self, samples: list[ShardSample]) -> None:
+        try:
+            self._add(samples)
+        except OSError as exc:  # a full disk: say which shard could not be written
+            raise self._write_error(exc) from exc
+
+    def _write_error(self, exc: OSError) -> OSError:
+        if exc.filename is not None:
+            return exc
+        where = self.staging / self._cur["name"] if self._tar is not None else self.staging
+        return path_error(where, exc)
+
+    def _add(self, samples: list[ShardSample]) -> None:
         sizes = [s.tar_bytes() for s in samples]
         if self._tar is not None and not self._fits(len(samples), sum(sizes)):
             self._close()
@@ -326,7 +338,10 @@ class SplitWriter:
 
     def finish(self) -> list[dict]:
         if self._tar is not None:
-            self._close()
+            try:
+                self._close()
+            except OSError as exc:
+                raise self._write_error(exc) from exc
         return self.shards
 
     def abort(self) -> None:
@@ -735,7 +750,10 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
         raise
     except BaseException:
         for w in writers.values():
-            w.abort()
+            try:  # on a full disk the tar's closing blocks may fail too
+                w.abort()
+            except OSError:
+                pass
         shutil.rmtree(staging, ignore_errors=True)
         raise
     finally:

@@ -121,9 +121,13 @@ def iter_tar_samples(tar_path: Path | str, *, images: bool = True) -> Iterator[t
 
 def _parse_json(data: bytes, tar_path: Path, key: str) -> dict:
     try:
-        return json.loads(data)
+        sample = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShardError(f"bad JSON: {exc}", source=str(tar_path), record=key, field="json") from None
+    if not isinstance(sample, dict):  # readers index it by field name
+        raise ShardError(f"not a JSON object: {type(sample).__name__}", source=str(tar_path),
+                         record=key, field="json")
+    return sample
 
 
 def iter_samples(shard_dir: Path | str, split: str | None = None, *,

@@ -26,13 +26,25 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step,
                            row_to_trajectory, steps_table, trajectories_table)
+from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
 
 _PART = re.compile(r"^part-(\d{6})\.(steps|trajectories)\.parquet$")
 
 
+def path_error(path: Path, exc: OSError) -> OSError:
+    """The same OSError (errno kept: ENOSPC, EFBIG...) with the path it was writing."""
+    if exc.errno is None:
+        return OSError(f"cannot write {path}: {exc}")
+    return type(exc)(exc.errno, os.strerror(exc.errno), str(path))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary name in the same folder, fsync, then rename."""
+    """Write to a temporary name in the same folder, fsync, then rename.
+
+    On failure (a full disk) the temporary file is removed and the OSError
+    names `path`: nothing half-written is ever visible under the final name.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -41,18 +53,61 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise path_error(path, exc) from exc
         raise
 
 
 def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Parquet through a temporary name, like atomic_write_bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        # Page checksums: a page damaged on disk fails its read instead of
+        # decoding to wrong values (RawStore's readers verify them).
+        pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise path_error(path, exc) from exc
+        raise
+
+
+def _damaged(path: Path, exc: Exception) -> SchemaError:
+    # Committed parts are written atomically: a torn one means the disk (or a
+    # copy) damaged it. Say which file, so it can be restored or removed.
+    return SchemaError(f"damaged Parquet file ({exc})", source=str(path), field="file")
+
+
+def _read_table(path: Path, **kw) -> pa.Table:
+    try:
+        return pq.read_table(path, page_checksum_verification=True, **kw)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _iter_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from pq.ParquetFile(path, page_checksum_verification=True).iter_batches(
+            batch_size=batch_size)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError) as exc:
+        raise _damaged(path, exc) from exc
+
+
+def _rows(path: Path, data: pa.Table | pa.RecordBatch) -> list[dict]:
+    try:  # a damaged page can hold bytes that are not UTF-8
+        return data.to_pylist()
+    except (pa.ArrowException, UnicodeDecodeError) as exc:
+        raise _damaged(path, exc) from exc
 
 
 class BlobStore:
@@ -119,23 +174,23 @@ class RawStore:
     def committed_ids(self, collections=None) -> set[str]:
         ids: set[str] = set()
         for f in self.trajectory_files(collections):
-            ids.update(pq.read_table(f, columns=["trajectory_id"]).column(0).to_pylist())
+            ids.update(r["trajectory_id"] for r in _rows(f, _read_table(f, columns=["trajectory_id"])))
         return ids
 
     def iter_trajectories(self, collections=None) -> Iterator[Trajectory]:
         for f in self.trajectory_files(collections):
-            for row in pq.read_table(f, schema=TRAJECTORY_SCHEMA).to_pylist():
+            for row in _rows(f, _read_table(f, schema=TRAJECTORY_SCHEMA)):
                 yield row_to_trajectory(row, source=str(f))
 
     def iter_step_batches(self, collections=None, batch_size: int = 256) -> Iterator[pa.RecordBatch]:
         """Arrow batches of steps, streamed file by file (memory stays flat)."""
         for f in self.step_files(collections):
-            yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size)
+            yield from _iter_batches(f, batch_size)
 
     def iter_steps(self, collections=None) -> Iterator[Step]:
         for f in self.step_files(collections):
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=256):
-                for row in batch.to_pylist():
+            for batch in _iter_batches(f, 256):
+                for row in _rows(f, batch):
                     yield row_to_step(row, source=str(f))
 
     def writer(self, collection: str, batch_size: int = 16) -> "TrajectoryWriter":
@@ -199,7 +254,13 @@ class TrajectoryWriter:
         traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
         atomic_write_table(steps_path, steps_table(self._steps) if self._steps
                            else STEP_SCHEMA.empty_table())
-        atomic_write_table(traj_path, trajectories_table(self._trajs))  # the commit
+        try:
+            atomic_write_table(traj_path, trajectories_table(self._trajs))  # the commit
+        except BaseException:
+            # Not committed: drop the batch's steps now rather than at the next
+            # writer's start. The batch stays buffered for a later flush.
+            steps_path.unlink(missing_ok=True)
+            raise
         self.committed.update(t.trajectory_id for t in self._trajs)
         self.written += len(self._trajs)
         self._trajs, self._steps = [], []

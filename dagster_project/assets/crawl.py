@@ -9,12 +9,22 @@ from trajforge.catalog import read_catalog
 from trajforge.report import thumbnails_markdown
 
 
+# A failed crawl step (a browser that will not start, a full disk, a device farm
+# gone) is retried with growing, jittered delays: 10 s, 20 s, 40 s. A retry
+# resumes: trajectories already committed are skipped, so nothing is duplicated.
+CRAWL_RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL,
+                                    jitter=dg.Jitter.PLUS_MINUS)
+
+
 class CrawlConfig(dg.Config):
     policy: str = "oracle"          # "oracle" | "random_walk"
     seed: int = 0
     distraction_rate: float = 0.25  # chance of a pop-up on each page load
     max_steps: int = 30
     retries: int = 2
+    # Trajectories per committed Parquet part: at most this many finished
+    # episodes are played again after a killed run.
+    batch_size: int = 16
 
 
 @dg.asset(
@@ -23,7 +33,7 @@ class CrawlConfig(dg.Config):
     deps=["task_catalog"],
     partitions_def=web_app_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
-    retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+    retry_policy=CRAWL_RETRY_POLICY,
 )
 def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                      storage: StorageResource, sandbox: SandboxResource,
@@ -48,6 +58,7 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                           policy=config.policy, seed=config.seed,
                           distraction_rate=config.distraction_rate, max_steps=config.max_steps,
                           retries=config.retries, env=env, image_format=browser.image_format,
+                          batch_size=config.batch_size,
                           progress=lambda ev: _log_progress(context, ev, len(tasks)))
             context.log.info(f"{app}: {stats.as_dict()}")
             for k, v in stats.as_dict().items():

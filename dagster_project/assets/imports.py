@@ -1,11 +1,14 @@
 """imported_trajectories: public datasets dropped in the inbox, in the canonical schema."""
 import dagster as dg
 
+from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
 from dagster_project.resources import StorageResource
 from trajforge.importers.inbox import import_inbox
 
 
-@dg.asset(group_name="collect", kinds={"parquet"})
+# Retried like the crawls (a full disk, storage that blinked): a re-run skips
+# files already in the ledger and trajectories already stored.
+@dg.asset(group_name="collect", kinds={"parquet"}, retry_policy=CRAWL_RETRY_POLICY)
 def imported_trajectories(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every new file under inbox/<format>/ imported into the raw store (collection import/<format>).
 

@@ -3,7 +3,8 @@ import dagster as dg
 from crawlers.device_pool import DevicePool
 from crawlers.randomise import profile_for_task
 from crawlers.runner import crawl
-from dagster_project.assets.crawl import CrawlConfig, _first_steps, _log_progress
+from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
+                                         _log_progress)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
 from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
 from trajforge.catalog import read_catalog
@@ -16,7 +17,7 @@ from trajforge.report import thumbnails_markdown
     deps=["task_catalog"],
     partitions_def=mobile_partitions,
     backfill_policy=dg.BackfillPolicy.single_run(),
-    retry_policy=dg.RetryPolicy(max_retries=2, delay=5),
+    retry_policy=CRAWL_RETRY_POLICY,
 )
 def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                         storage: StorageResource, sandbox: SandboxResource,
@@ -52,6 +53,7 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                               policy=config.policy, seed=config.seed,
                               distraction_rate=config.distraction_rate,
                               max_steps=config.max_steps, retries=config.retries, pool=pool,
+                              batch_size=config.batch_size,
                               progress=lambda ev, n=len(tasks): _log_progress(context, ev, n))
                 context.log.info(f"{app} on {device}: {stats.as_dict()}")
                 for k, v in stats.as_dict().items():

@@ -122,13 +122,14 @@ def read_records(file: Path) -> Iterator[tuple[str, Any]]:
     that line only.
     """
     if file.suffix.lower() == ".jsonl":
-        with open(file, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
+        # Read as bytes: a line that is not UTF-8 is that line's error, not the file's.
+        with open(file, "rb") as f:
+            for n, raw in enumerate(f, 1):
+                if not raw.strip():
                     continue
                 try:
-                    yield f"line {n}", json.loads(line)
-                except ValueError as exc:
+                    yield f"line {n}", json.loads(raw.decode("utf-8"))
+                except ValueError as exc:  # UnicodeDecodeError is a ValueError too
                     yield f"line {n}", SchemaError(f"not valid JSON ({exc})", source=str(file),
                                                    record=f"line {n}", field="json")
         return
@@ -237,9 +238,27 @@ def read_image(data: Path | bytes) -> tuple[bytes, str, Size]:
                 buf = io.BytesIO()
                 img.save(buf, format="PNG")
                 raw, fmt = buf.getvalue(), "png"
-    except (UnidentifiedImageError, OSError) as exc:
+            else:
+                _check_complete(raw, fmt)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError,
+            Image.DecompressionBombError) as exc:
+        # A header claiming a giant size is refused before any pixel is decoded.
         raise SchemaError(f"not a readable image ({exc})", field="image") from None
     return raw, fmt, size
+
+
+def _check_complete(raw: bytes, fmt: str) -> None:
+    """Reads the file to its end: a truncated screenshot is refused here, not in training.
+
+    PNG and WebP: `verify` checks every chunk up to the end (CRCs, no pixel
+    decoding). JPEG has no such check, so it is decoded at 1/8 scale (cheap).
+    """
+    with Image.open(io.BytesIO(raw)) as img:
+        if fmt == "jpeg":
+            img.draft("RGB", (max(1, img.width // 8), max(1, img.height // 8)))
+            img.load()
+        else:
+            img.verify()
 
 
 # -- episode -> records ---------------------------------------------------------------

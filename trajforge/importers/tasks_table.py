@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.arrow import TASK_TYPE, task_to_row
+from schemas.arrow import TASK_TYPE, task_to_row, well_formed
+from schemas.errors import SchemaError
 from schemas.records import Task
 from trajforge.store import atomic_write_table
 
@@ -37,10 +38,19 @@ class TaskRow:
     episode_id: str | None = None
     step_id: int | None = None
 
+    def __post_init__(self) -> None:
+        # int32 columns: a number that does not fit is this record's error (quarantined),
+        # not a failure of the whole table's write.
+        for name in ("optimal_steps", "step_id"):
+            v = getattr(self, name)
+            if v is not None and not -2**31 <= v < 2**31:
+                raise SchemaError(f"{v} is out of range", field=name)
+
     def row(self) -> dict:
-        return {**task_to_row(self.task), "source_name": self.source_name,
-                "difficulty": self.difficulty, "optimal_steps": self.optimal_steps,
-                "tags": self.tags, "episode_id": self.episode_id, "step_id": self.step_id}
+        return well_formed({**task_to_row(self.task), "source_name": self.source_name,
+                            "difficulty": self.difficulty, "optimal_steps": self.optimal_steps,
+                            "tags": self.tags, "episode_id": self.episode_id,
+                            "step_id": self.step_id})
 
 
 def write_tasks(path: Path, rows: list[TaskRow]) -> tuple[int, int]:

@@ -87,13 +87,18 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=12, help="mobile tasks per crawl")
     ap.add_argument("--bare-steps", type=int, default=40)
     args = ap.parse_args()
+    print(json.dumps(measure(args.tasks, args.bare_steps), indent=2))
+
+
+def measure(n_tasks: int, bare_steps: int) -> dict:
+    """The figures (what `main` prints)."""
     tasks = build_catalog(per_template=1, apps=["mobile_shop", "mobile_social", "delivery"])
-    tasks = tasks[:: max(1, len(tasks) // args.tasks)][: args.tasks]
+    tasks = tasks[:: max(1, len(tasks) // n_tasks)][: n_tasks]
     with SandboxServer() as sandbox, AppiumServer() as server:
-        bare = bare_loop(server.url, sandbox.url, args.bare_steps)
+        bare = bare_loop(server.url, sandbox.url, bare_steps)
         one, one_stats = crawl_rate(server, sandbox.url, tasks, 1)
         two, two_stats = crawl_rate(server, sandbox.url, tasks, 2)
-    result = {
+    return {
         "tasks": len(tasks),
         "bare_tap_screenshot_steps_per_s": round(bare, 2),
         "trajforge_1_session_steps_per_s": round(one, 2),
@@ -104,7 +109,31 @@ def main() -> None:
         "success_1": one_stats["success"], "success_2": two_stats["success"],
         "steps": one_stats["steps"],
     }
-    print(json.dumps(result, indent=2))
+
+
+# run_all's sizes (the documented run is --tasks 10 --bare-steps 40)
+SIZES = {"smoke": {"tasks": 1, "bare_steps": 3}, "quick": {"tasks": 4, "bare_steps": 15},
+         "full": {"tasks": 8, "bare_steps": 30}}
+
+
+def run(mode: str):
+    """run_all's entry: the figures as table rows."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import Row, machine_short, pick
+
+    s = pick(mode, SIZES)
+    r = measure(s["tasks"], s["bare_steps"])
+    mach = machine_short()
+    note = f"{r['tasks']} tasks, {r['steps']} steps, {r['success_1']}/{r['tasks']} verified successful"
+    return [
+        Row("mobile_throughput", "mobile crawl (Appium, pixel_8): recorded steps/s, 1 session",
+            r["trajforge_1_session_steps_per_s"], r["bare_tap_screenshot_steps_per_s"], "steps/s",
+            "bare Appium tap + screenshot", note=note, machine=mach),
+        Row("mobile_throughput", "mobile crawl: steps/s with 2 sessions",
+            r["trajforge_2_sessions_steps_per_s"], r["trajforge_1_session_steps_per_s"], "steps/s",
+            "the same crawl on 1 session", note=f"{r['success_2']}/{r['tasks']} successful",
+            machine=mach),
+    ]
 
 
 if __name__ == "__main__":

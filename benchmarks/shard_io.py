@@ -160,7 +160,11 @@ def main() -> None:
     ap.add_argument("--profile", default="qwen", help="resolution profile for the resize figure")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder")
     args = ap.parse_args()
+    print(json.dumps(measure(args), indent=2))
 
+
+def measure(args) -> dict:
+    """The figures (what `main` prints) for `args` (main's options)."""
     work = Path(args.workdir or tempfile.mkdtemp(prefix="shard_io-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -212,10 +216,41 @@ def main() -> None:
             "target_write_ratio": 0.8,
             "repeat": args.repeat, "cpus": os.cpu_count(),
         }
-        print(json.dumps(figures, indent=2))
+        return figures
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+# run_all's sizes (the documented run is --trajectories 80 --steps 5 --samples-per-shard 100 --repeat 3)
+SIZES = {"smoke": dict(trajectories=4, steps=3, samples_per_shard=5, repeat=1),
+         "quick": dict(trajectories=20, steps=5, samples_per_shard=50, repeat=2),
+         "full": dict(trajectories=40, steps=5, samples_per_shard=50, repeat=2)}
+
+
+def run(mode: str):
+    """run_all's entry: the figures as table rows."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import Row, machine_short, pick
+
+    s = pick(mode, SIZES)
+    f = measure(argparse.Namespace(profile="qwen", workdir=None, **s))
+    mach = machine_short()
+    w, r = f["write_mb_s"], f["read_samples_s"]
+    size = f"{f['samples']} samples, {f['shard_mb']} MB in {f['shards']} shards, best of {s['repeat']}"
+    return [
+        Row("shard_io", "shards: trajforge shard writer (sha256 on a helper thread)", w["ours_writer"],
+            w["tarfile"], "MB/s", "plain tarfile, same members", target=">= 0.8", note=size,
+            machine=mach),
+        Row("shard_io", "shards: export_shards end to end (store read, sort, JSON, write)",
+            w["export_end_to_end"], w["tarfile"], "MB/s", "plain tarfile, same members",
+            note=f"{f['export_samples_s']['native']} samples/s", machine=mach),
+        Row("shard_io", "shards: export with the qwen resolution profile (resize)",
+            f["export_samples_s"]["qwen"], f["export_samples_s"]["native"], "samples/s",
+            "export at native resolution", machine=mach),
+        Row("shard_io", "shards: read, trajforge.shards.iter_samples", r["trajforge_iter_samples"],
+            r["webdataset"], "samples/s", "webdataset.WebDataset (no decode)", machine=mach),
+    ]
 
 
 if __name__ == "__main__":

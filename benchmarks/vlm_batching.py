@@ -154,5 +154,25 @@ def main(argv=None) -> dict:
     return summary
 
 
+# run_all's sizes (full: the documented CPU run)
+SIZES = {"smoke": ["--requests", "2", "--batch-size", "2", "--max-new-tokens", "2", "--image-size", "320x200"],
+         "quick": ["--requests", "16", "--batch-size", "8", "--max-new-tokens", "8"],
+         "full": ["--requests", "32", "--batch-size", "16", "--max-new-tokens", "16"]}
+
+
+def run(mode: str):
+    """run_all's entry: the figures as a table row."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import Row, machine_short, pick
+
+    s = main(pick(mode, SIZES))
+    n = s["requests"]
+    return [Row("vlm_batching", f"VLM batching: batch {s['batch_size']} vs one by one ({s['device']})",
+                n / s["seconds_batched"], n / s["seconds_one_by_one"], "requests/s",
+                "one request at a time", target=">= 4",
+                note=f"{n} requests of one screenshot, {s['max_new_tokens']} new tokens each, "
+                     f"{s['model_id']}", machine=machine_short())]
+
+
 if __name__ == "__main__":
     main()

@@ -21,7 +21,8 @@ def summary_metadata(summary: dict) -> dict:
     return meta
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories", "mobile_trajectories", "imported_trajectories"])
+@dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories", "mobile_trajectories", "imported_trajectories",
+                                    "reflection_trajectories"])
 def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every collection of the raw store, validated into one steps table (a row per step).
 

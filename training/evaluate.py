@@ -19,7 +19,6 @@ with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from schemas.actions import Action
 from synthesis.agent_prompt import conversation_messages
 from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
 from trajforge.vlm.backends import VLMBackend, VLMRequest
-from training.config import TrainConfig, load_config
+from training.config import TrainConfig
 from training.flywheel import flywheel_turn, policy_backend_for
 from training.rl import reference_box
 
@@ -164,18 +163,9 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from training.pipes_report import pipes_reporter
-
-    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML or JSON EvalConfig")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config field (repeatable)")
-    args = parser.parse_args(argv)
-    cfg = load_config(args.config, EvalConfig, args.set)
-    with pipes_reporter() as report:
-        metrics = run_eval(cfg, report)
-        report.final(metrics)
-    return metrics
+    from training.entry import entry_point
+    return entry_point(argv, prog="python -m training.evaluate", doc=__doc__, config_cls=EvalConfig,
+                       run=run_eval)
 
 
 if __name__ == "__main__":

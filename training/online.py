@@ -31,7 +31,6 @@ played again and so has no log-probs: it counts for the curriculum, not the grad
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import time
@@ -47,7 +46,7 @@ from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
 from synthesis.rollouts import rejection_sample, sandbox_env
 from trajforge.store import RawStore
-from training.config import TrainConfig, load_config, resolve_model_path
+from training.config import TrainConfig, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
 
 log = logging.getLogger(__name__)
@@ -297,18 +296,10 @@ def _say(report, msg: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from training.pipes_report import pipes_reporter
-
-    parser = argparse.ArgumentParser(prog="python -m training.online", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="YAML or JSON OnlineRLConfig")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config field (repeatable)")
-    args = parser.parse_args(argv)
-    cfg = load_config(args.config, OnlineRLConfig, args.set)
-    with pipes_reporter() as report:
-        metrics = run_online_rl(cfg, report)
-        report.final({k: v for k, v in metrics.items() if k != "history"})
-    return metrics
+    from training.entry import entry_point
+    return entry_point(argv, prog="python -m training.online", doc=__doc__, config_cls=OnlineRLConfig,
+                       run=run_online_rl,
+                       final=lambda m: {k: v for k, v in m.items() if k != "history"})
 
 
 if __name__ == "__main__":

@@ -30,9 +30,7 @@ GPU on different seeds, or wrap `rl_step` with accelerate/FSDP (not done here).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import random
 import time
 from collections import defaultdict
@@ -49,11 +47,12 @@ from synthesis.rewards import STEP_W_MATCH, step_reward
 
 from .checkpoint import (checkpoint_id, finished_checkpoint, load_policy, model_fingerprint,
                          save_checkpoint, shards_fingerprint)
-from .config import RLConfig, load_config
+from .config import RLConfig
 from .data import ReasoningSample, iter_reasoning_samples, shuffled
+from .entry import entry_point
 from .generation import Rollouts, encode_prompt, sample_completions
 from .grpo import group_advantages, grpo_loss, negative_scale, scale_negatives
-from .pipes_report import Reporter, StdoutReporter, pipes_reporter
+from .pipes_report import Reporter, StdoutReporter
 
 KIND = "rl"
 SHUFFLE_BUFFER = 64  # samples held to shuffle the stream (adjacent samples are one trajectory's)
@@ -348,20 +347,8 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m training.rl", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="YAML/JSON RLConfig (under Dagster Pipes: extras['config'])")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config field (repeatable)")
-    args = parser.parse_args(argv)
-    with pipes_reporter() as report:
-        config_path = args.config or report.extras.get("config")
-        if not config_path:
-            parser.error("--config is required")
-        cfg = load_config(config_path, RLConfig, list(args.overrides) + [
-            f"{k}={json.dumps(v)}" for k, v in (report.extras.get("overrides") or {}).items()])
-        metrics = run_rl(cfg, report)
-        report.final(metrics)
-    return metrics
+    return entry_point(argv, prog="python -m training.rl", doc=__doc__, config_cls=RLConfig,
+                       run=run_rl)
 
 
 if __name__ == "__main__":

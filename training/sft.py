@@ -24,9 +24,7 @@ the single-process path.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import os
 import random
 import time
@@ -37,10 +35,11 @@ import torch
 
 from .checkpoint import (checkpoint_id, finished_checkpoint, load_policy, model_fingerprint,
                          save_checkpoint, shards_fingerprint)
-from .config import SFTConfig, load_config
+from .config import SFTConfig
 from .data import collate, encoded_stream, iter_reasoning_samples, shuffled
+from .entry import entry_point
 from .loss import weighted_token_loss
-from .pipes_report import Reporter, StdoutReporter, pipes_reporter
+from .pipes_report import Reporter, StdoutReporter
 
 KIND = "sft"
 
@@ -180,21 +179,8 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m training.sft", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", help="YAML/JSON SFTConfig (under Dagster Pipes: extras['config'])")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a config field (repeatable)")
-    args = parser.parse_args(argv)
-    with pipes_reporter() as report:
-        config_path = args.config or report.extras.get("config")
-        if not config_path:
-            parser.error("--config is required")
-        cfg = load_config(config_path, SFTConfig, list(args.overrides) + [
-            f"{k}={json.dumps(v)}" for k, v in (report.extras.get("overrides") or {}).items()])
-        metrics = run_sft(cfg, report)
-        if _dist()[0] == 0:
-            report.final(metrics)
-    return metrics
+    return entry_point(argv, prog="python -m training.sft", doc=__doc__, config_cls=SFTConfig,
+                       run=run_sft, reports_final=lambda: _dist()[0] == 0)
 
 
 if __name__ == "__main__":

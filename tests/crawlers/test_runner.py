@@ -23,12 +23,12 @@ from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixe
 from crawlers.runner import (CrawlStats, ProgressEvent, crawl, element_at, fetch_state,
                              run_episode)
 from crawlers.web_env import WebEnv
-from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES, build_catalog
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate, When
 from schemas.actions import ActionType
 from schemas.arrow import row_to_step
 from schemas.records import Element, Task, trajectory_id_for
+from tests.sandbox_fixtures import sandbox_fixtures
 from trajforge.store import RawStore
 
 
@@ -77,17 +77,7 @@ def test_episode_seed_and_trajectory_ids_are_stable_across_processes():
 
 # -- real browser, real sandbox -----------------------------------------------------
 
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def env(sandbox):
-    with WebEnv.launch(headless=True, step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as e:
-        yield e
+sandbox, env = sandbox_fixtures("module")
 
 
 def pick_tasks(n_per_lang: int, offset: int = 0) -> list[Task]:

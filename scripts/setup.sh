@@ -16,8 +16,9 @@ command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 fc-list 2>/dev/null | grep -i "Noto Sans CJK" >/dev/null || need_apt+=(fonts-noto-cjk)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # PostgreSQL for the test that runs Dagster's storage on a real server (started by the test).
-{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
-  || need_apt+=(postgresql)
+# The package also creates the 'postgres' user the server runs as when tests run as root.
+{ { command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
+  && id postgres >/dev/null 2>&1; } || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[setup] apt-get install ${need_apt[*]}"
   $SUDO apt-get update -qq

@@ -36,6 +36,10 @@ from trajforge.vlm.backends import VLMBackend
 
 log = logging.getLogger(__name__)
 
+# Collections of agent rollouts: verified successes (SFT data) and the failure pool.
+SUCCESS_PREFIX = "rollouts/"
+FAILED_PREFIX = "rollouts-failed/"
+
 
 def model_slug(model_id: str) -> str:
     """A model id made safe as one folder name."""
@@ -175,8 +179,8 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
         resolved.append(template)
     model_id = backend.model_id
     slug = model_slug(model_id)
-    result = RolloutResult(model_id=model_id, collection=collection or f"rollouts/{slug}",
-                           failed_collection=failed_collection or f"rollouts-failed/{slug}", k=k)
+    result = RolloutResult(model_id=model_id, collection=collection or f"{SUCCESS_PREFIX}{slug}",
+                           failed_collection=failed_collection or f"{FAILED_PREFIX}{slug}", k=k)
     if result.collection == result.failed_collection:
         raise ValueError(f"collection and failed_collection are both {result.collection!r}")
     guard = guard or SafetyGuard()

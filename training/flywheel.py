@@ -22,14 +22,11 @@ from typing import Iterator, Sequence
 
 from crawlers.runner import CrawlEnv
 from schemas.records import Task
-from synthesis.rollouts import rejection_sample
+from synthesis.rollouts import FAILED_PREFIX, rejection_sample
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 log = logging.getLogger(__name__)
-
-SUCCESS_PREFIX = "rollouts/"
-FAILED_PREFIX = "rollouts-failed/"
 
 
 def resolve_tasks(spec: str | Sequence[str], languages: Sequence[str] = ("en",),

@@ -44,7 +44,7 @@ from pydantic import field_validator
 from schemas.records import Step, Task, Trajectory
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
-from synthesis.rollouts import rejection_sample, sandbox_env
+from synthesis.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
 from trajforge.store import RawStore
 from training.config import TrainConfig, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
@@ -99,7 +99,7 @@ def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
     crawls (rollout collections left out) where they hold the task, else 0.5."""
     from synthesis.difficulty import difficulty_rows
 
-    crawls = [c for c in store.collections() if not c.startswith(("rollouts/", "rollouts-failed/"))]
+    crawls = [c for c in store.collections() if not c.startswith((SUCCESS_PREFIX, FAILED_PREFIX))]
     scores = {}
     if crawls:
         scores = {r["task_id"]: r["score"] for r in difficulty_rows(store, collections=crawls)}

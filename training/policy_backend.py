@@ -24,6 +24,8 @@ import torch
 from trajforge.vlm.backends import VLMRequest, check_sampling
 from trajforge.vlm.transformers_backend import TransformersBackend, vision_token_ids
 
+from .generation import stop_ids
+
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +54,7 @@ class PolicyBackend:
                                                         max_image_pixels=max_image_pixels)
         self.tokenizer = self._encoder.tokenizer
         self.pad_id = self._encoder.pad_id
-        self.stop_ids = stop_token_ids(model, self.tokenizer)
+        self.stop_ids = stop_ids(model, self.tokenizer)
 
     @property
     def model_id(self) -> str:
@@ -109,22 +111,10 @@ class PolicyBackend:
 
     def trim(self, ids: torch.Tensor) -> torch.Tensor:
         """The answer up to and including its first stop token (what follows is padding)."""
-        stops = (torch.isin(ids, torch.tensor(sorted(self.stop_ids))).nonzero()
+        stops = (torch.isin(ids, torch.tensor(self.stop_ids)).nonzero()
                  if self.stop_ids else torch.empty(0, 1))
         end = int(stops[0, 0]) + 1 if len(stops) else len(ids)
         return ids[:end].clone()
-
-
-def stop_token_ids(model, tokenizer) -> set[int]:
-    """The ids that end an answer: the generation config's eos (one or a list) and the tokenizer's."""
-    ids: set[int] = set()
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in (eos if isinstance(eos, (list, tuple)) else [eos]):
-        if value is not None:
-            ids.add(int(value))
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return ids
 
 
 def answer_batch(prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, device=None

@@ -113,6 +113,24 @@ def histogram_png(counts: Mapping[int | str, int], title: str, xlabel: str) -> b
     return _save(fig)
 
 
+def line_png(series: Mapping[str, Sequence[float]], title: str, xlabel: str = "step") -> bytes:
+    """One line per named series over steps 1..n (e.g. a loss curve)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    for i, (name, ys) in enumerate(series.items()):
+        ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name,
+                color=_COLOURS[i % len(_COLOURS)])
+    if not any(series.values()):
+        _no_data(ax)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig)
+
+
 def stacked_png(table: Mapping[str, Mapping[str, int]], columns: Sequence[str], title: str) -> bytes:
     """One horizontal bar per row, stacked by column (e.g. app x outcome)."""
     plt = _pyplot()

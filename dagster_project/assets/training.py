@@ -236,20 +236,7 @@ def rl_series(result: dg.MaterializeResult) -> dict[str, list[float]]:
 
 def curve_md(series: dict[str, list[float]], title: str, xlabel: str = "step") -> str:
     """A small line chart as a markdown image (data URI) for the metadata."""
-    plt = plots._pyplot()
-    fig, ax = plt.subplots(figsize=(6, 2.6))
-    for i, (name, ys) in enumerate(series.items()):
-        ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name,
-                color=plots._COLOURS[i % len(plots._COLOURS)])
-    if not any(series.values()):
-        plots._no_data(ax)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.grid(alpha=0.3)
-    if len(series) > 1:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return plots.image_md(plots._save(fig), title)
+    return plots.image_md(plots.line_png(series, title, xlabel), title)
 
 
 def loss_fell(losses: list[float]) -> tuple[bool, str]:

@@ -11,6 +11,9 @@ One call on a GPU machine, nothing downloaded:
 2. Model: Qwen2.5-VL-3B's shape (36 layers, hidden 2048, its 32-block vision
    tower) built from a config with random weights (tokenizer and processor of the
    offline tiny model), or the tiny model itself with --tiny.
+   `--precision mixed` (default, what training.sft does on CUDA): fp32 master
+   weights, forward under bf16 autocast, fused AdamW; `--precision bf16`: bf16
+   weights trained in place (less memory; small updates round away).
 3. SFT: full-parameter AdamW steps on batches of `--batch-size` sequences of
    `--seq-len` tokens (one 1280x800 screenshot in each prompt, an answer with action
    and coordinate spans) with training/loss.py's weighted loss and gradient
@@ -183,11 +186,13 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     batch = sft_batch(processor, args, device)
     model.train()
     model.config.use_cache = False
-    if hasattr(model, "activation_checkpointing_enable"):   # transformers >= 5 name
-        model.activation_checkpointing_enable()
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.startswith("cuda"))
+    if not args.no_grad_ckpt:
+        if hasattr(model, "activation_checkpointing_enable"):   # transformers >= 5 name
+            model.activation_checkpointing_enable()
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.startswith("cuda") or None)
+    mixed = args.precision == "mixed" and device.startswith("cuda")
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights")}
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
@@ -195,7 +200,8 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     for step in range(args.warmup + args.sft_steps):
         sync(device)
         t0 = time.perf_counter()
-        logits = model(**inputs).logits
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
+            logits = model(**inputs).logits
         loss, _ = weighted_token_loss(logits, batch["labels"], batch["weights"])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -209,7 +215,7 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     seconds = sum(times)
     tokens = int(batch["attention_mask"].sum()) * args.sft_steps
     patches = int(batch["pixel_values"].shape[0]) * args.sft_steps
-    out = {"batch_size": args.batch_size, "seq_len": int(batch["input_ids"].shape[1]),
+    out = {"batch_size": args.batch_size, "gradient_checkpointing": not args.no_grad_ckpt, "seq_len": int(batch["input_ids"].shape[1]),
            "image_tokens_per_sample": int((batch["input_ids"][0] == token_ids(processor)["<|image_pad|>"]).sum()),
            "steps_timed": args.sft_steps, "s_per_step": round(seconds / args.sft_steps, 4),
            "tokens_per_s": round(tokens / seconds, 1), "losses": losses,
@@ -230,7 +236,8 @@ def bench_rollouts(model, processor, args, device: str) -> dict:
     model.config.use_cache = True
     kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=args.group_size,
               pad_token_id=processor.tokenizer.pad_token_id)
-    with torch.inference_mode():
+    mixed = args.precision == "mixed" and device.startswith("cuda")
+    with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
         model.generate(**enc, max_new_tokens=4, min_new_tokens=4, **kw)   # warm-up
         sync(device)
         t0 = time.perf_counter()
@@ -247,7 +254,8 @@ def bench_rollouts(model, processor, args, device: str) -> dict:
 
 def table(result: dict) -> str:
     s, r = result["sft"], result["rl"]
-    rows = [("device", result["device_name"]), ("dtype", result["dtype"]),
+    rows = [("device", result["device_name"]),
+            ("precision", f"{result['precision']} (weights {result['dtype']})"),
             ("model", f"{result['model']} ({result['params']['total'] / 1e9:.3g}B params)"),
             ("peak matmul (measured)", f"{result['peak_tflops']:.3g} TFLOP/s"),
             ("SFT batch", f"{s['batch_size']} x {s['seq_len']} tokens ({s['image_tokens_per_sample']} image)"),
@@ -268,6 +276,11 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="the tiny model, small sizes (CPU check)")
+    ap.add_argument("--precision", choices=["mixed", "bf16"], default="mixed",
+                    help="mixed: fp32 master weights + bf16 autocast (the trainer's default); "
+                         "bf16: bf16 weights in place")
+    ap.add_argument("--no-grad-ckpt", action="store_true",
+                    help="keep every activation (faster, more memory) instead of recomputing them")
     ap.add_argument("--layers", type=int, default=0, help="override the text layers (0 = 36)")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seq-len", type=int, default=None)
@@ -301,11 +314,12 @@ def main(argv=None) -> dict:
     device = args.device
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run with --device cpu --tiny for the plumbing check")
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    peak_dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    dtype = torch.bfloat16 if device.startswith("cuda") and args.precision == "bf16" else torch.float32
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     t_start = time.perf_counter()
-    peak = peak_matmul_tflops(device, dtype, args.matmul_size, iters=50 if device.startswith("cuda") else 5)
-    print(f"peak matmul {args.matmul_size}^3 {str(dtype)[6:]}: {peak:.3g} TFLOP/s", flush=True)
+    peak = peak_matmul_tflops(device, peak_dtype, args.matmul_size, iters=50 if device.startswith("cuda") else 5)
+    print(f"peak matmul {args.matmul_size}^3 {str(peak_dtype)[6:]}: {peak:.3g} TFLOP/s", flush=True)
     model, processor = build_model(args, device, dtype)
     params = parameter_counts(model)
     print(f"model: {params['total'] / 1e9:.3g}B parameters", flush=True)
@@ -314,6 +328,7 @@ def main(argv=None) -> dict:
     sft_tflops = sft_flops / sft.pop("seconds") / 1e12
     rl = bench_rollouts(model, processor, args, device)
     result = {"device": device, "device_name": name, "dtype": str(dtype).replace("torch.", ""),
+              "precision": args.precision if device.startswith("cuda") else "fp32",
               "torch": torch.__version__, "model": "tiny-qwen2vl" if args.tiny else "qwen2.5-vl-3b-shape (random)",
               "params": params, "peak_tflops": round(peak, 4), "sft": sft,
               "sft_tflops": round(sft_tflops, 5), "mfu": round(sft_tflops / peak, 4), "rl": rl,

@@ -36,7 +36,10 @@ class TrainConfig(BaseModel):
     model_path: str
     out_dir: str = "data/checkpoints"
     device: str = "auto"  # auto = cuda when available
-    dtype: str = "auto"  # auto = bf16 on cuda, fp32 on cpu
+    # Training: auto = fp32 master weights (training.precision says why); bfloat16 trains
+    # 16-bit weights in place (less memory, updates below its precision are lost).
+    dtype: str = "auto"
+    mixed_precision: bool = True  # forward passes under bf16 autocast on cuda
     seed: int = 0
     max_steps: int = 100
     lr: float = 1e-5

@@ -132,7 +132,8 @@ def _rollout_generations(gens: list) -> list:
 
 
 def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, clip: float,
-                beta: float, lambda0: float, kappa: float) -> dict[str, float]:
+                beta: float, lambda0: float, kappa: float,
+                mixed_precision: bool = True) -> dict[str, float]:
     """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
     reward, success, generations) into `policy`; returns loss/kl/... averaged.
 
@@ -143,6 +144,7 @@ def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, cl
     """
     from training.grpo import grpo_loss, group_advantages, scale_negatives
     from training.policy_backend import answer_logprobs
+    from training.precision import forward_context
 
     usable = [g for g in groups if len(g) >= 2]
     totals: dict[str, float] = defaultdict(float)
@@ -154,8 +156,9 @@ def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, cl
         seqs = [(gen, ids, float(a)) for r, a in zip(group, adv)
                 for gen in r["generations"] for ids in gen.answer_ids if len(ids)]
         for gen, ids, a in seqs:
-            logp = answer_logprobs(policy, gen.prompt, ids, temperature)[None]
-            with torch.no_grad():
+            with forward_context(policy, mixed_precision):
+                logp = answer_logprobs(policy, gen.prompt, ids, temperature)[None]
+            with torch.no_grad(), forward_context(ref, mixed_precision):
                 ref_logp = answer_logprobs(ref, gen.prompt, ids, temperature)[None]
             mask = torch.ones_like(logp)
             loss, stats = grpo_loss(logp, logp.detach(), ref_logp,
@@ -179,6 +182,7 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
     from training.checkpoint import (checkpoint_id, finished_checkpoint, load_policy,
                                      model_fingerprint, save_checkpoint)
     from training.policy_backend import PolicyBackend
+    from training.precision import adamw, training_dtype
 
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
@@ -195,13 +199,14 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
         return {**done, "checkpoint_path": str(out), "reused": True}
 
     store = RawStore(Path(cfg.store))
-    policy, processor = load_policy(model_path, cfg.device, cfg.dtype, cfg.gradient_checkpointing)
-    ref, _ = load_policy(ref_path, cfg.device, cfg.dtype, False)
+    dtype = training_dtype(cfg.dtype)
+    policy, processor = load_policy(model_path, cfg.device, dtype, cfg.gradient_checkpointing)
+    ref, _ = load_policy(ref_path, cfg.device, dtype, False)
     ref.requires_grad_(False)
     backend = PolicyBackend(policy, processor, cid, max_image_pixels=cfg.image_max_pixels,
-                            set_mode=cfg.set_mode, record=True)
-    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
-                                  lr=cfg.lr, weight_decay=cfg.weight_decay)
+                            set_mode=cfg.set_mode, record=True, mixed_precision=cfg.mixed_precision)
+    optimizer = adamw([p for p in policy.parameters() if p.requires_grad], cfg,
+                      str(next(policy.parameters()).device))
     sampler = CurriculumSampler(task_difficulty(store, tasks), low=cfg.curriculum_low,
                                 high=cfg.curriculum_high, seed=cfg.seed,
                                 batch_size=cfg.tasks_per_iteration)
@@ -229,7 +234,8 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
             groups = _groups(store, result, played)
             policy.train()
             stats = grpo_update(policy, ref, list(groups.values()), temperature=cfg.temperature,
-                                clip=cfg.clip, beta=cfg.beta, lambda0=cfg.lambda0, kappa=cfg.kappa)
+                                clip=cfg.clip, beta=cfg.beta, lambda0=cfg.lambda0, kappa=cfg.kappa,
+                                mixed_precision=cfg.mixed_precision)
             if stats["sequences"]:
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
                 optimizer.step()

@@ -25,6 +25,7 @@ from trajforge.vlm.backends import VLMRequest, check_sampling
 from trajforge.vlm.transformers_backend import TransformersBackend, vision_token_ids
 
 from .generation import stop_ids
+from .precision import forward_context
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,10 @@ class PolicyBackend:
     """A VLMBackend over `model` + `processor` (see the module docstring)."""
 
     def __init__(self, model, processor, model_id: str, *, max_image_pixels: int | None = None,
-                 prompt: str = "reasoning_set", set_mode: str = "direct", record: bool = False):
+                 prompt: str = "reasoning_set", set_mode: str = "direct", record: bool = False,
+                 mixed_precision: bool = True):
         self.model = model
+        self.mixed_precision = mixed_precision  # bf16 autocast over fp32 weights on cuda
         self.processor = processor
         self.prompt = prompt
         self.set_mode = set_mode
@@ -94,7 +97,7 @@ class PolicyBackend:
                     batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
                 if seed is not None:
                     torch.manual_seed(seed + i)
-                with torch.inference_mode():
+                with torch.inference_mode(), forward_context(self.model, self.mixed_precision):
                     out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
                                               num_return_sequences=n, pad_token_id=self.pad_id,
                                               suppress_tokens=vision_token_ids(self.model) or None,

@@ -53,6 +53,7 @@ from .entry import entry_point
 from .generation import Rollouts, encode_prompt, sample_completions
 from .grpo import group_advantages, grpo_loss, negative_scale, scale_negatives
 from .pipes_report import Reporter, StdoutReporter
+from .precision import adamw, forward_context, low_precision_warning, training_dtype
 
 KIND = "rl"
 SHUFFLE_BUFFER = 64  # samples held to shuffle the stream (adjacent samples are one trajectory's)
@@ -202,9 +203,10 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
     """
     cfg, model = state.cfg, state.model
     G = cfg.group_size
-    rollouts = sample_completions(model, state.processor, _encode(state, samples), G,
-                                  temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                  seed=cfg.seed * 100_003 + step, logprob_batch=cfg.batch_size)
+    with forward_context(model, cfg.mixed_precision):
+        rollouts = sample_completions(model, state.processor, _encode(state, samples), G,
+                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                                      seed=cfg.seed * 100_003 + step, logprob_batch=cfg.batch_size)
     rewards, advantages, group_rates, lambdas = [], [], [], []
     for g, sample in enumerate(samples):
         try:
@@ -228,11 +230,12 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
     for start in range(0, n, cfg.batch_size):
         rows = list(range(start, min(start + cfg.batch_size, n)))
         idx = torch.tensor(rows)
-        logp = rollouts.logprobs(model, rows)
+        with forward_context(model, cfg.mixed_precision):
+            logp = rollouts.logprobs(model, rows)
         device = logp.device
         old = rollouts.old_logp[idx].to(device)
         if state.ref_model is not None:
-            with torch.no_grad():
+            with torch.no_grad(), forward_context(state.ref_model, cfg.mixed_precision):
                 ref = rollouts.logprobs(state.ref_model, rows).to(device)
         else:
             ref = old
@@ -270,15 +273,16 @@ def rl_checkpoint_id(cfg: RLConfig) -> tuple[str, str, str]:
 
 def setup(cfg: RLConfig) -> RLState:
     """Policy (trainable), frozen reference (unless beta == 0), AdamW with linear warm-up."""
-    model, processor = load_policy(cfg.resolved_model_path(), cfg.device, cfg.dtype,
+    dtype = training_dtype(cfg.dtype)
+    model, processor = load_policy(cfg.resolved_model_path(), cfg.device, dtype,
                                    cfg.gradient_checkpointing)
     device = str(next(model.parameters()).device)
     ref_model = None
-    if cfg.beta > 0:
-        ref_model, _ = load_policy(cfg.resolved_ref_model_path(), device, cfg.dtype, False)
+    if cfg.beta > 0:  # the policy's dtype: KL is 0 before the first update
+        ref_model, _ = load_policy(cfg.resolved_ref_model_path(), device, dtype, False)
         ref_model.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = adamw(params, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     return RLState(cfg, model, ref_model, processor, optimizer, scheduler, params)
@@ -305,6 +309,9 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
     report.log(f"{cid}: GRPO of {cfg.resolved_model_path()} on {cfg.shards}/{cfg.split}, "
                f"{cfg.max_steps} steps x {cfg.prompts_per_step} prompts x {cfg.group_size} "
                f"completions, device {device}")
+    warning = low_precision_warning(state.model, cfg.lr)
+    if warning:
+        report.log(f"{cid}: warning: {warning}")
 
     per_step: list[dict[str, Any]] = []
     all_rewards: list[float] = []

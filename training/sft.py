@@ -4,9 +4,10 @@
 
 Streams the split's shards (never loaded whole), encodes each sample with the
 model's chat template (training.data), and trains with AdamW, gradient clipping
-and the weighted token loss (training.loss). On CUDA: bf16 weights and autocast,
-gradient checkpointing (config `gradient_checkpointing`, default on for cuda). On
-CPU (the tests, the tiny model): fp32, no checkpointing. Deterministic for a seed.
+and the weighted token loss (training.loss). On CUDA: fp32 master weights, bf16
+autocast and fused AdamW (training.precision), gradient checkpointing (config
+`gradient_checkpointing`, default on for cuda). On CPU (the tests, the tiny model):
+fp32, no checkpointing. Deterministic for a seed.
 
 The checkpoint lands in <out_dir>/<checkpoint_id>; its id hashes the config, the
 data's manifest and the base model, so a re-run with the same inputs returns the
@@ -16,11 +17,11 @@ Multi-GPU: launch under torchrun, e.g.
     torchrun --nproc_per_node 8 -m training.sft --config examples/train/sft_qwen25vl_7b.yaml
 WORLD_SIZE > 1 wraps the model in DistributedDataParallel (NCCL) and each rank
 takes every WORLD_SIZE-th sample of the stream (rank-strided sharding), so the
-effective batch is batch_size x WORLD_SIZE; rank 0 saves and reports. Plain DDP
-keeps a whole model, its gradients and AdamW states on every rank (~8-10 bytes per
-parameter in bf16): a 7B model fits a 141 GB card, not an 80 GB one, which would
-need FSDP/ZeRO sharding (not implemented). Not tested here: the CPU tests exercise
-the single-process path.
+effective batch is batch_size x WORLD_SIZE; rank 0 saves and reports. Plain DDP keeps a
+whole model, its gradients and AdamW states on every rank: 16 bytes per parameter with fp32
+master weights (a 3B model fits one GPU), 8 with `dtype: bfloat16`; larger models need
+FSDP/ZeRO sharding (not implemented). tests/training/test_cuda.py covers the single-GPU
+path (run on an H200); DDP across GPUs is untested here.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from .data import collate, encoded_stream, iter_reasoning_samples, shuffled
 from .entry import entry_point
 from .loss import weighted_token_loss
 from .pipes_report import Reporter, StdoutReporter
+from .precision import adamw, forward_context, low_precision_warning, training_dtype
 
 KIND = "sft"
 
@@ -110,17 +112,20 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
             torch.cuda.set_device(local_rank)
             device = f"cuda:{local_rank}"
     model_path = cfg.resolved_model_path()
-    model, processor = load_policy(model_path, device, cfg.dtype, cfg.gradient_checkpointing)
+    model, processor = load_policy(model_path, device, training_dtype(cfg.dtype),
+                                   cfg.gradient_checkpointing)
     model.train()
     device = str(next(model.parameters()).device)
     on_cuda = device.startswith("cuda")
     model_dtype = next(model.parameters()).dtype
-    autocast_dtype = torch.float16 if model_dtype == torch.float16 else torch.bfloat16
+    warning = low_precision_warning(model, cfg.lr)
+    if warning:
+        report.log(f"{cid}: warning: {warning}")
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank] if on_cuda else None)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = adamw(params, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
     pad_id = processor.tokenizer.pad_token_id or 0
@@ -138,8 +143,7 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
         batch = {k: v.to(device) for k, v in batch.items()}
         if "pixel_values" in batch:
             batch["pixel_values"] = batch["pixel_values"].to(model_dtype)
-        # bf16 autocast on cuda: fp32 master weights (dtype float32) then run matmuls in bf16.
-        with torch.autocast("cuda", dtype=autocast_dtype, enabled=on_cuda):
+        with forward_context(model, cfg.mixed_precision):
             logits = model(**batch, use_cache=False).logits
         loss, stats = weighted_token_loss(logits, labels, weights)
         loss.backward()

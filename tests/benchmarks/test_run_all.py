@@ -21,6 +21,7 @@ sys.path.insert(0, str(BENCH))
 
 from common import Row, fmt_num, fmt_ratio  # noqa: E402
 import run_all  # noqa: E402
+from gpu_recorded import recorded_runs  # noqa: E402
 
 PROSE = """# Benchmarks
 
@@ -81,9 +82,14 @@ def test_smoke_run_rewrites_the_table_with_every_row(tmp_path):
     assert len(table) == len(rows)  # nothing else in the table, nothing left out
 
     gpu = [r for r in rows if r.benchmark == "train_gpu"]
-    if (BENCH / "train_gpu.py").exists() and run_all.gpu_name() is None:
-        assert len(gpu) == 1 and gpu[0].figure is None and "needs GPU" in gpu[0].note
-        assert table[gpu[0].name][4] == "not run"
+    if run_all.gpu_name() is None:  # the runs recorded on a GPU machine, marked as such
+        recorded = recorded_runs()
+        assert len(recorded) >= 2 and len(gpu) >= len(recorded)
+        for r in gpu:
+            assert r.figure > 0 and r.baseline > 0 and "recorded 20" in r.machine, r
+            assert table[r.name][2] == fmt_ratio(r.figure / r.baseline)
+        mfu = {r.name: r.ratio for r in gpu if "(ratio = MFU)" in r.name}
+        assert mfu and all(0 < v < 1 for v in mfu.values())
 
     # The prose stays; the stale block is replaced by this run's figures.
     assert "Intro prose that stays." in text and "Hand-written explanation that stays." in text
@@ -114,7 +120,7 @@ def test_rewrite_is_idempotent_and_reports_misses():
 
 
 def test_every_benchmark_script_is_registered_and_machine_readable():
-    scripts = {p.name for p in BENCH.glob("*.py")} - {"common.py", "run_all.py"}
+    scripts = {p.name for p in BENCH.glob("*.py")} - {"common.py", "run_all.py", "gpu_recorded.py"}
     assert scripts == {b.file for b in run_all.registry()}
     for b in run_all.registry():
         if b.optional:

@@ -1,8 +1,7 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.runner import crawl
-from crawlers.web_env import WebEnv
+from crawlers.runner import WebEnvPool, crawl
 from dagster_project.partitions import web_app_partitions
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from trajforge.catalog import read_catalog
@@ -47,23 +46,26 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
     store = storage.raw
     totals: dict = {}
     examples = []
-    # One browser for the whole run; recording never leaves the sandbox's origin.
-    with WebEnv.launch(headless=browser.headless, executable_path=browser.executable_path,
-                       image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
-                       request_filter=Allowlist([sandbox.url])) as env:
+    # `browser.browsers` Chromiums for the whole run, one per worker thread; recording
+    # never leaves the sandbox's origin.
+    with WebEnvPool(browser.browsers, headless=browser.headless,
+                    executable_path=browser.executable_path,
+                    image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
+                    request_filter=Allowlist([sandbox.url])) as pool:
         for app in apps:
             tasks = read_catalog(storage.catalog_path, apps=[app])
-            context.log.info(f"{app}: crawling {len(tasks)} tasks")
+            context.log.info(f"{app}: crawling {len(tasks)} tasks on {pool.size} browsers")
             stats = crawl(tasks, store=store, collection=f"web/{app}", server_url=sandbox.url,
                           policy=config.policy, seed=config.seed,
                           distraction_rate=config.distraction_rate, max_steps=config.max_steps,
-                          retries=config.retries, env=env, image_format=browser.image_format,
+                          retries=config.retries, pool=pool, image_format=browser.image_format,
                           batch_size=config.batch_size,
                           progress=lambda ev: _log_progress(context, ev, len(tasks)))
             context.log.info(f"{app}: {stats.as_dict()}")
             for k, v in stats.as_dict().items():
                 if isinstance(v, (int, float)):
                     totals[k] = totals.get(k, 0) + v
+        browser_stats = pool.stats()
     for app in apps:  # a few screens of what was recorded
         for step in _first_steps(store, f"web/{app}", 1):
             examples.append((f"{app}: {step.action.brief()}",
@@ -72,6 +74,7 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
     return dg.MaterializeResult(metadata={
         **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()},
         "apps": ", ".join(apps),
+        "browsers": dg.MetadataValue.json(browser_stats),
         "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
         "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
     })

@@ -44,13 +44,16 @@ def recorded_rows(results_dir: Path = RESULTS) -> list[Row]:
     """Rows from the recorded runs: MFU per precision, checkpointing's cost, rollouts, batching."""
     runs = recorded_runs(results_dir)
     rows: list[Row] = []
-    mixed = _find(runs, "train_gpu", "mixed", absent=("--no-grad-ckpt", "--batch-size"))
+    mixed = _find(runs, "train_gpu", "mixed", absent=("--no-grad-ckpt", "--batch-size", "--compile"))
     bf16 = _find(runs, "train_gpu", "bf16")
-    nockpt = _find(runs, "train_gpu", "mixed", "--no-grad-ckpt")
+    nockpt = _find(runs, "train_gpu", "mixed", "--no-grad-ckpt", absent=("--compile",))
+    compiled = _find(runs, "train_gpu", "mixed", "--compile", absent=("--no-grad-ckpt",))
+    fastest = _find(runs, "train_gpu", "mixed", "--compile", "--no-grad-ckpt")
     for run, what in ((mixed, "fp32 master weights + bf16 autocast (the trainer's default), "
                               "gradient checkpointing"),
                       (nockpt, "mixed precision, no gradient checkpointing"),
-                      (bf16, "bf16 weights in place, gradient checkpointing")):
+                      (bf16, "bf16 weights in place, gradient checkpointing"),
+                      (fastest, "mixed precision, compiled blocks, no gradient checkpointing")):
         if run is None:
             continue
         r, s = run["result"], run["result"]["sft"]
@@ -66,6 +69,13 @@ def recorded_rows(results_dir: Path = RESULTS) -> list[Row]:
                         a["tokens_per_s"], b["tokens_per_s"], "tokens/s", "with checkpointing (default on CUDA)",
                         note=f"memory {a.get('peak_memory_gb')} vs {b.get('peak_memory_gb')} GiB",
                         machine=_machine(nockpt)))
+    for run, base, what in ((compiled, mixed, "with checkpointing"), (fastest, nockpt, "without checkpointing")):
+        if run and base:
+            a, b = run["result"]["sft"], base["result"]["sft"]
+            rows.append(Row("train_gpu", f"GPU SFT tokens/s, blocks compiled (training.compile), {what}",
+                            a["tokens_per_s"], b["tokens_per_s"], "tokens/s", "eager (the default)",
+                            note=f"`compile: true`; memory {a.get('peak_memory_gb')} vs {b.get('peak_memory_gb')} GiB",
+                            machine=_machine(run)))
     if mixed and bf16:
         a, b = mixed["result"]["rl"], bf16["result"]["rl"]
         rows.append(Row("train_gpu", "GPU RL rollouts/s, fp32 policy under bf16 autocast",

@@ -191,6 +191,10 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
             model.activation_checkpointing_enable()
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if args.compile:
+        from training.compile import compile_blocks
+
+        print(f"compiled {compile_blocks(model)} blocks", flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.startswith("cuda") or None)
     mixed = args.precision == "mixed" and device.startswith("cuda")
     inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights")}
@@ -215,7 +219,8 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     seconds = sum(times)
     tokens = int(batch["attention_mask"].sum()) * args.sft_steps
     patches = int(batch["pixel_values"].shape[0]) * args.sft_steps
-    out = {"batch_size": args.batch_size, "gradient_checkpointing": not args.no_grad_ckpt, "seq_len": int(batch["input_ids"].shape[1]),
+    out = {"batch_size": args.batch_size, "gradient_checkpointing": not args.no_grad_ckpt,
+           "compiled": args.compile, "seq_len": int(batch["input_ids"].shape[1]),
            "image_tokens_per_sample": int((batch["input_ids"][0] == token_ids(processor)["<|image_pad|>"]).sum()),
            "steps_timed": args.sft_steps, "s_per_step": round(seconds / args.sft_steps, 4),
            "tokens_per_s": round(tokens / seconds, 1), "losses": losses,
@@ -279,6 +284,8 @@ def parse_args(argv=None):
     ap.add_argument("--precision", choices=["mixed", "bf16"], default="mixed",
                     help="mixed: fp32 master weights + bf16 autocast (the trainer's default); "
                          "bf16: bf16 weights in place")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile each transformer block (training.compile); the warm-up steps compile")
     ap.add_argument("--no-grad-ckpt", action="store_true",
                     help="keep every activation (faster, more memory) instead of recomputing them")
     ap.add_argument("--layers", type=int, default=0, help="override the text layers (0 = 36)")

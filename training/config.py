@@ -21,7 +21,7 @@ TINY = "tiny"
 
 # Fields that say where or how verbosely to run, not what is trained: left out of the
 # checkpoint id so that moving a run to another folder or GPU finds the same checkpoint.
-NON_IDENTITY_FIELDS = frozenset({"out_dir", "device", "log_every", "skip_bad_samples"})
+NON_IDENTITY_FIELDS = frozenset({"out_dir", "device", "log_every", "skip_bad_samples", "compile"})
 
 
 class ConfigError(SchemaError):
@@ -40,6 +40,7 @@ class TrainConfig(BaseModel):
     # 16-bit weights in place (less memory, updates below its precision are lost).
     dtype: str = "auto"
     mixed_precision: bool = True  # forward passes under bf16 autocast on cuda
+    compile: bool = False  # torch.compile each transformer block (training.compile), cuda only
     seed: int = 0
     max_steps: int = 100
     lr: float = 1e-5

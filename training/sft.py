@@ -36,6 +36,7 @@ import torch
 
 from .checkpoint import (checkpoint_id, finished_checkpoint, load_policy, model_fingerprint,
                          save_checkpoint, shards_fingerprint)
+from .compile import compile_blocks
 from .config import SFTConfig
 from .data import collate, encoded_stream, iter_reasoning_samples, shuffled
 from .entry import entry_point
@@ -118,6 +119,8 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     device = str(next(model.parameters()).device)
     on_cuda = device.startswith("cuda")
     model_dtype = next(model.parameters()).dtype
+    if cfg.compile and on_cuda:
+        report.log(f"{cid}: compiled {compile_blocks(model)} blocks")
     warning = low_precision_warning(model, cfg.lr)
     if warning:
         report.log(f"{cid}: warning: {warning}")

@@ -8,6 +8,7 @@ GPU benchmarks). Tolerances are bf16's: autocast matmuls keep ~3 significant dig
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 import torch
@@ -82,3 +83,15 @@ def test_grpo_step_on_cuda_raises_the_rewarded_completion(tiny_model, small_reas
     for g in range(2):
         assert delta[4 * g] > 0, delta
         assert delta[4 * g + 1:4 * g + 4].mean() < 0, delta
+
+
+def test_compiled_blocks_train_like_eager_ones(cuda_sft, tmp_path):
+    cfg, metrics, _, _ = cuda_sft
+    log = io.StringIO()
+    compiled, model, _ = train_sft(cfg.model_copy(update={"compile": True, "max_steps": 2,
+                                                          "out_dir": str(tmp_path / "c")}), StdoutReporter(log))
+    found = re.search(r"compiled (\d+) blocks", log.getvalue())
+    blocks = sum(type(m).__name__ in model._no_split_modules for m in model.modules())
+    assert found and int(found.group(1)) == blocks > 0, log.getvalue()
+    assert compiled["losses"][0] == pytest.approx(metrics["losses"][0], rel=1e-2)
+    assert compiled["losses"][1] < compiled["losses"][0]

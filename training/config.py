@@ -40,7 +40,7 @@ class TrainConfig(BaseModel):
     # 16-bit weights in place (less memory, updates below its precision are lost).
     dtype: str = "auto"
     mixed_precision: bool = True  # forward passes under bf16 autocast on cuda
-    compile: bool = False  # torch.compile each transformer block (training.compile), cuda only
+    compile: bool = False  # SFT on cuda: torch.compile each transformer block (training.compile)
     seed: int = 0
     max_steps: int = 100
     lr: float = 1e-5

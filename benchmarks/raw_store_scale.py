@@ -7,17 +7,21 @@ Each size runs in its own process (so its peak RSS, the kernel's high-water
 mark, is its own) and does, in the store's real layout:
 
 1. blobs: N/50 distinct small screenshots (4 KB each) through `BlobStore.put`
-   (sha256, temporary name, fsync, rename): the first 1,000 on one thread,
-   the rest on 8; baseline: the same bytes written with a plain `write_bytes`
-   (no fsync, no rename);
+   (sha256, temporary name, fsync, rename): the first 1,000 one at a time,
+   the rest through `BlobStore.put_many` (8 threads) ten at a time, as an
+   importer hands over an episode's screenshots; baselines: `put` one at a
+   time, and the same bytes written with a plain `write_bytes` (no fsync, no
+   rename);
 2. steps: N synthetic steps (10 per trajectory; 20 elements and a ~1 KB
    accessibility tree each; every step references one of the blobs) committed
    as the store's Parquet part pairs (`part-n.steps.parquet`, then its
    `part-n.trajectories.parquet`) with the store's own `atomic_write_table`,
    5,000 steps a part. The rows are columnar copies of real `Step` records
    (built once through `schemas.arrow.steps_table`), so the million costs
-   what Parquet costs; what the pydantic path (`TrajectoryWriter.add` with
-   `Step` objects) costs per step is measured on a sample beside it;
+   what Parquet costs; what the record path (`TrajectoryWriter.add` with
+   `Step` objects, Arrow built by column) costs per step is measured on a
+   sample beside it, and the same writer with the per-step dict rows it used
+   before (`step_to_row` + `Table.from_pylist`), best of 2 each, interleaved;
 3. scan: DuckDB over the parts (counts, distinct screenshots and trajectories,
    mean tree length, actions per type), then every referenced blob checked to
    exist; baseline: a pyarrow dataset scan computing the same figures.
@@ -45,7 +49,8 @@ STEPS_PER_TRAJ = 10
 STEPS_PER_PART = 5_000
 STEPS_PER_BLOB = 50
 BLOB_BYTES = 4_096
-BLOB_SAMPLE = 1_000  # at most, blobs put one at a time (the rest by 8 threads)
+BLOB_SAMPLE = 1_000  # at most, blobs put one at a time (the rest by put_many)
+PUT_MANY_CHUNK = 10  # blobs a put_many call: an imported episode's screenshots
 TEMPLATE_ROWS = 500
 
 
@@ -112,18 +117,17 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     store = RawStore(root / "raw")
     n_blobs = max(1, n_steps // STEPS_PER_BLOB)
 
-    # 1. blobs: the store's put (one thread on a sample, then all with 8 threads, as a
-    # crawl of 8 workers would), against a plain write of the same bytes
-    from concurrent.futures import ThreadPoolExecutor
-
+    # 1. blobs: the store's put one at a time on a sample, then the rest through put_many
+    # an episode at a time (as the importers write), against a plain write of the same bytes
     one = min(n_blobs // 2, BLOB_SAMPLE)
     t = time.perf_counter()
     shas = [store.blobs.put(blob_bytes(i), "png") for i in range(one)]
     out["blob_put_1t_s"], out["blob_put_1t_n"] = time.perf_counter() - t, one
     t = time.perf_counter()
-    with ThreadPoolExecutor(8) as pool:
-        shas += list(pool.map(lambda i: store.blobs.put(blob_bytes(i), "png"), range(one, n_blobs)))
-    out["blob_put_8t_s"], out["blob_put_8t_n"] = time.perf_counter() - t, n_blobs - one
+    for start in range(one, n_blobs, PUT_MANY_CHUNK):
+        shas += store.blobs.put_many([(blob_bytes(i), "png") for i in
+                                      range(start, min(start + PUT_MANY_CHUNK, n_blobs))])
+    out["blob_put_many_s"], out["blob_put_many_n"] = time.perf_counter() - t, n_blobs - one
     plain = root / "plain-blobs"
     plain.mkdir()
     t = time.perf_counter()
@@ -213,20 +217,55 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     out["iter_step_batches_s"] = time.perf_counter() - t
     assert n == n_steps
 
-    # the per-record path on a sample: TrajectoryWriter.add of Step objects ...
-    steps = template_steps(sample, seed=1)
-    traj = template_trajectory()
-    t = time.perf_counter()
-    with store.writer("writer-sample", batch_size=STEPS_PER_PART // STEPS_PER_TRAJ) as w:
-        for i in range(0, sample, STEPS_PER_TRAJ):
-            tid = f"w-{i // STEPS_PER_TRAJ:08d}"
-            group = [s.model_copy(update={"trajectory_id": tid, "index": k})
-                     for k, s in enumerate(steps[i:i + STEPS_PER_TRAJ])]
-            w.add(traj.model_copy(update={"trajectory_id": tid, "num_steps": len(group)}), group)
-    out["writer_sample_s"] = time.perf_counter() - t
+    # the per-record path on a sample: TrajectoryWriter.add of Step objects, against the
+    # same writer building its tables from per-step dict rows (what it did before)
+    groups = trajectory_groups(sample)
+    best = {"columns": float("inf"), "dict_rows": float("inf")}
+    for r in range(2):
+        for how in best:
+            best[how] = min(best[how], time_writer(store, f"writer-{how}-{r}", groups, how))
+    out["writer_sample_s"], out["writer_dict_rows_s"] = best["columns"], best["dict_rows"]
     out["writer_sample"] = sample
     out["peak_rss_mb"] = peak_rss_self() / 2**20
     return out
+
+
+def trajectory_groups(sample: int) -> list:
+    """(trajectory, steps) pairs of `sample` varied steps, ten a trajectory."""
+    steps = template_steps(sample, seed=1)
+    traj = template_trajectory()
+    groups = []
+    for i in range(0, sample, STEPS_PER_TRAJ):
+        tid = f"w-{i // STEPS_PER_TRAJ:08d}"
+        group = [s.model_copy(update={"trajectory_id": tid, "index": k})
+                 for k, s in enumerate(steps[i:i + STEPS_PER_TRAJ])]
+        groups.append((traj.model_copy(update={"trajectory_id": tid, "num_steps": len(group)}),
+                       group))
+    return groups
+
+
+def time_writer(store, collection: str, groups: list, how: str) -> float:
+    """Seconds to add `groups` through a TrajectoryWriter and commit them; how="dict_rows"
+    swaps in the per-step dict-row tables the writer built before (the same Parquet)."""
+    import pyarrow as pa
+
+    import trajforge.store as store_module
+    from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row
+
+    saved = store_module.steps_table, store_module.trajectories_table
+    if how == "dict_rows":
+        store_module.steps_table = lambda steps: pa.Table.from_pylist(
+            [step_to_row(s) for s in steps], schema=STEP_SCHEMA)
+        store_module.trajectories_table = lambda trajs: pa.Table.from_pylist(
+            [trajectory_to_row(t) for t in trajs], schema=TRAJECTORY_SCHEMA)
+    try:
+        t = time.perf_counter()
+        with store.writer(collection, batch_size=STEPS_PER_PART // STEPS_PER_TRAJ) as w:
+            for traj, steps in groups:
+                w.add(traj, steps)
+        return time.perf_counter() - t
+    finally:
+        store_module.steps_table, store_module.trajectories_table = saved
 
 
 # -- the benchmark ----------------------------------------------------------------------------
@@ -260,9 +299,10 @@ def rows_from(m: dict) -> list[Row]:
         Row("raw_store_scale", "raw store: BlobStore.put, 1 thread (sha256 + fsync + rename)",
             b["blob_put_1t_n"] / b["blob_put_1t_s"], b["blob_put_1t_n"] / b["blob_plain_s"],
             "blobs/s", "plain write_bytes (no fsync, no rename)", machine=mach),
-        Row("raw_store_scale", "raw store: BlobStore.put, 8 threads",
-            b["blob_put_8t_n"] / b["blob_put_8t_s"], b["blob_put_1t_n"] / b["blob_put_1t_s"],
-            "blobs/s", "1 thread", note=f"{b['blobs']:,} blobs of 4 KB in all", machine=mach),
+        Row("raw_store_scale", f"raw store: BlobStore.put_many, {PUT_MANY_CHUNK} blobs a call "
+            "(8 threads)", b["blob_put_many_n"] / b["blob_put_many_s"],
+            b["blob_put_1t_n"] / b["blob_put_1t_s"], "blobs/s", "put, one at a time",
+            note=f"{b['blobs']:,} blobs of 4 KB in all", machine=mach),
         Row("raw_store_scale", f"raw store: DuckDB scan of {label} steps + blob check",
             big / (b["duckdb_scan_s"] + b["blob_check_s"]), big / b["pyarrow_scan_s"], "steps/s",
             "pyarrow dataset scan (same figures)",
@@ -273,6 +313,10 @@ def rows_from(m: dict) -> list[Row]:
         Row("raw_store_scale", "raw store: TrajectoryWriter.add (Step objects), per step",
             b["writer_sample"] / b["writer_sample_s"], big / b["write_s"], "steps/s",
             "columnar part writes", note=f"sample of {b['writer_sample']:,} steps", machine=mach),
+        Row("raw_store_scale", "raw store: TrajectoryWriter.add, Arrow built by column",
+            b["writer_sample"] / b["writer_sample_s"], b["writer_sample"] / b["writer_dict_rows_s"],
+            "steps/s", "the same writer with per-step dict rows (before)",
+            note=f"sample of {b['writer_sample']:,} steps, best of 2", machine=mach),
         Row("raw_store_scale", f"raw store: peak RSS at {label} steps (write + scan)",
             b["peak_rss_mb"], s["peak_rss_mb"], "MB", f"the same at {small:,} steps",
             target="<= 1.25", machine=mach),

@@ -6,6 +6,7 @@ string so that one column type fits every template.
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -225,9 +226,76 @@ def validate_trajectory(data: dict, *, source: str | None = None, record: Any = 
     return _validate(Trajectory, data, source=source, record=record)
 
 
+# -- records to Arrow, column by column ------------------------------------------------
+# Why not Table.from_pylist([step_to_row(s)]): the per-step dict rows and the
+# recursive surrogate scan over them cost ~0.5 ms a step, 14x the Parquet write
+# (benchmarks/raw_store_scale.py). Here each column is one pa.array call over
+# the records' attributes; a column is scanned for lone surrogates only when
+# Arrow refuses it. step_to_row / trajectory_to_row stay the reference: the
+# tables are equal (tests/schemas/test_arrow_columns.py).
+
+def _column(values: list, type_: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, type_)
+    except UnicodeEncodeError:  # a lone surrogate somewhere: clean this column only
+        return pa.array(well_formed(values), type_)
+
+
+def _struct(records: list, struct_type: pa.StructType, special: dict | None = None) -> pa.StructArray:
+    """A struct column from model instances (None: a null struct); `special` maps a
+    field name to a function of the record where the attribute is not the value."""
+    special = special or {}
+    nulls = [r is None for r in records]
+    has_nulls = any(nulls)
+    children = []
+    for field in struct_type:
+        get = special.get(field.name) or attrgetter(field.name)
+        if has_nulls:
+            values = [None if r is None else get(r) for r in records]
+        else:
+            values = list(map(get, records))
+        children.append(_column(values, field.type))
+    mask = pa.array(nulls, pa.bool_()) if has_nulls else None
+    return pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask)
+
+
+def _elements(steps: list[Step]) -> pa.Array:
+    offsets, flat = [0], []
+    for s in steps:
+        flat.extend(s.elements)
+        offsets.append(len(flat))
+    values = _struct(flat, ELEMENT_TYPE)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values,
+                                    type=STEP_SCHEMA.field("elements").type)
+
+
+_ACTION_SPECIAL = {"type": lambda a: a.type.value}
+_STEP_SPECIAL = {
+    "elements": _elements,
+    "action": lambda steps: _struct([s.action for s in steps], ACTION_TYPE, _ACTION_SPECIAL),
+    "target": lambda steps: _struct([s.target for s in steps], ELEMENT_TYPE),
+}
+_TASK_SPECIAL = {"params_json": lambda t: t.params_json()}
+_TRAJECTORY_SPECIAL = {
+    "task": lambda trajs: _struct([t.task for t in trajs], TASK_TYPE, _TASK_SPECIAL),
+    "device": lambda trajs: _struct([t.device for t in trajs], DEVICE_TYPE),
+}
+
+
+def _records_table(records: list, schema: pa.Schema, special: dict) -> pa.Table:
+    columns = []
+    for field in schema:
+        build = special.get(field.name)
+        columns.append(build(records) if build else
+                       _column(list(map(attrgetter(field.name), records)), field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def steps_table(steps: Iterable[Step]) -> pa.Table:
-    return pa.Table.from_pylist([step_to_row(s) for s in steps], schema=STEP_SCHEMA)
+    """The steps as a STEP_SCHEMA table (the rows of step_to_row, built by column)."""
+    return _records_table(list(steps), STEP_SCHEMA, _STEP_SPECIAL)
 
 
 def trajectories_table(trajs: Iterable[Trajectory]) -> pa.Table:
-    return pa.Table.from_pylist([trajectory_to_row(t) for t in trajs], schema=TRAJECTORY_SCHEMA)
+    """The trajectories as a TRAJECTORY_SCHEMA table (the rows of trajectory_to_row)."""
+    return _records_table(list(trajs), TRAJECTORY_SCHEMA, _TRAJECTORY_SPECIAL)

@@ -68,7 +68,7 @@ def test_smoke_run_rewrites_the_table_with_every_row(tmp_path):
     table = table_rows(text)
 
     raw = [r for r in rows if r.benchmark == "raw_store_scale"]
-    assert len(raw) == 7
+    assert len(raw) == 8
     for r in raw:  # measured: every figure and baseline, the ratio is their quotient
         assert r.figure > 0 and r.baseline > 0, r
         assert r.ratio == pytest.approx(r.figure / r.baseline)

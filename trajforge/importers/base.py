@@ -280,7 +280,7 @@ def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[
     stated = [d.size for d in ep.drafts if d.size is not None]
     fallback = next(iter(seen + ([ep.device_size] if ep.device_size else []) + stated
                          + ([ctx.screen_size] if ctx.screen_size else [])), None)
-    steps = []
+    made = []
     for i, (d, im) in enumerate(zip(ep.drafts, images)):
         size = im[2] if im else (d.size or fallback)
         if size is None:
@@ -293,7 +293,13 @@ def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[
         except RECORD_ERRORS as exc:
             err = as_schema_error(exc)
             raise SchemaError(err.reason, field=f"step {i}: {err.field}") from None
-        sha, ext = ("", "png") if im is None else (blobs.put(im[0], im[1]), im[1])
+        made.append((w, h, action, target, elements))
+    # The episode's images in one go (fsync-bound: on threads), once its actions
+    # are known to be good; each is on disk before the writer commits the episode.
+    shas = iter(blobs.put_many([(im[0], im[1]) for im in images if im is not None]))
+    steps = []
+    for i, (d, im, (w, h, action, target, elements)) in enumerate(zip(ep.drafts, images, made)):
+        sha, ext = ("", "png") if im is None else (next(shas), im[1])
         steps.append(_step(tid, i, sha, ext, w, h, d, action, target, elements))
     dw, dh = ep.device_size or fallback
     lang = language_of(ep.instruction)

@@ -43,7 +43,7 @@ BLANK_MIN_STD = 1.0
 
 def read_screen(blobs, sha: str, fmt: str) -> ScreenInfo:
     """Decode one screenshot: its pHash and greyscale std, or why there is none."""
-    from .phash import phash_bytes, phash_image
+    from .phash import decode_grey, phash_bytes, phash_grey
 
     if not sha:
         return ScreenInfo(status="empty", error="step has no screenshot")
@@ -60,8 +60,10 @@ def read_screen(blobs, sha: str, fmt: str) -> ScreenInfo:
                 grey = img.convert("L")
                 phash = phash_bytes(data)
             else:
-                grey = img.convert("L")   # decodes: a truncated file raises here
-                phash = phash_image(grey)
+                # libspng for PNG (2x Pillow's decode, filters/phash.py); raises on a
+                # truncated or corrupt file like Pillow does.
+                grey = Image.fromarray(decode_grey(data))
+                phash = phash_grey(np.asarray(grey))
         factor = max(1, max(grey.size) // BLANK_SIDE)
         small = grey.reduce(factor) if factor > 1 else grey
         std = float(np.asarray(small, dtype=np.float32).std())

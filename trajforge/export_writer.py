@@ -1,0 +1,228 @@
+"""Writing export shards: WebDataset tars rolled by count and bytes, each hashed
+as it is written and journaled once it is durable (see `trajforge.export`).
+
+Reproducible: tar members carry mtime 0, uid/gid 0, fixed names and mode. A
+finished shard is fsync'd, then its line goes to the staging folder's journal
+(fsync'd too), so that a killed run can be resumed (`trajforge.export_resume`).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .export_samples import ShardSample, tar_file_bytes
+from .store import atomic_write_bytes, path_error
+
+JOURNAL = "journal.jsonl"  # in the staging folder: one line per finished shard
+_MANIFEST_SHARD_FIELDS = ("name", "split", "samples", "trajectories", "bytes", "sha256")
+
+
+class _HashingFile:
+    """A write-only file that hashes and counts what goes through it.
+
+    Why not hash and write each piece inline: tarfile's stream hands over 10
+    KiB pieces, and inline sha256 plus a syscall per piece made shard writing
+    about half as fast as plain tarfile (benchmarks/shard_io.py). Pieces are
+    gathered into 1 MiB blocks; each block is written here while a helper
+    thread hashes it (hashlib lets go of the GIL), in order.
+    """
+
+    BLOCK = 1 << 20
+    _IN_FLIGHT = 4  # blocks hashed behind the writes at most (bounds memory)
+
+    def __init__(self, f):
+        self.f, self.sha, self.size = f, hashlib.sha256(), 0
+        self._buf = bytearray()
+        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-sha256")
+        self._pending: deque = deque()
+
+    def tell(self) -> int:  # tarfile's "w" mode asks where it starts
+        return self.size
+
+    def write(self, data) -> int:
+        self._buf += data
+        self.size += len(data)
+        if len(self._buf) >= self.BLOCK:
+            self._write_block()
+        return len(data)
+
+    def _write_block(self) -> None:
+        block, self._buf = self._buf, bytearray()  # never changed again: shared read-only
+        self._pending.append(self._hasher.submit(self.sha.update, block))
+        self.f.write(block)
+        while len(self._pending) > self._IN_FLIGHT:
+            self._pending.popleft().result()
+
+    def flush(self) -> str:
+        """Writes what is buffered; the sha256 of everything written."""
+        if self._buf:
+            self._write_block()
+        while self._pending:
+            self._pending.popleft().result()
+        self._hasher.shutdown()
+        self.f.flush()
+        return self.sha.hexdigest()
+
+    def discard(self) -> None:
+        self._hasher.shutdown(cancel_futures=True)
+
+
+@functools.cache
+def _direct_tar_writer(wds):
+    """webdataset's TarWriter on tarfile's plain "w" mode instead of its "w|" stream.
+
+    Why: the stream re-chunks every write into 10 KiB records (copies in
+    Python); our file already gathers 1 MiB blocks. Same bytes either way.
+    """
+    class DirectTarWriter(wds.TarWriter):
+        @staticmethod
+        def tarmode(fileobj, compress=None):
+            return "w"
+
+    return DirectTarWriter
+
+
+class SplitWriter:
+    """Writes one split's shards into the staging folder, rolling by count and bytes.
+
+    A trajectory stays in one shard unless it alone is over a limit, so that a
+    shard reader sees a trajectory's steps together.
+    """
+
+    def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int,
+                 journal: "ShardJournal", resumed: list[dict] = ()):
+        self.staging, self.split = staging, split
+        self.max_samples, self.max_bytes = max_samples, max_bytes
+        self.journal = journal
+        # Shards finished by a killed run: numbering goes on after them.
+        self.shards: list[dict] = [{k: e[k] for k in _MANIFEST_SHARD_FIELDS} for e in resumed]
+        self.image_exts: set[str] = {x for e in resumed for x in e["image_exts"]}  # for hf_features()
+        self._tar = None
+
+    def add_trajectory(self, samples: list[ShardSample]) -> None:
+        try:
+            self._add(samples)
+        except OSError as exc:  # a full disk: say which shard could not be written
+            raise self._write_error(exc) from exc
+
+    def _write_error(self, exc: OSError) -> OSError:
+        if exc.filename is not None:
+            return exc
+        where = self.staging / self._cur["name"] if self._tar is not None else self.staging
+        return path_error(where, exc)
+
+    def _add(self, samples: list[ShardSample]) -> None:
+        sizes = [s.tar_bytes() for s in samples]
+        if self._tar is not None and not self._fits(len(samples), sum(sizes)):
+            self._close()
+        for sample, size in zip(samples, sizes):
+            if self._tar is not None and not self._fits(1, size):
+                self._close()  # this trajectory alone is over a limit
+            if self._tar is None:
+                self._open()
+            self._tar.write(sample.record())
+            self.image_exts.add(sample.image_ext)
+            cur = self._cur
+            cur["samples"] += 1
+            cur["payload"] += size
+            cur["tids"].add(sample.trajectory_id)
+            cur["exts"].add(sample.image_ext)
+            cur["last"] = sample
+
+    def _fits(self, n: int, size: int) -> bool:
+        cur = self._cur
+        return (cur["samples"] + n <= self.max_samples
+                and tar_file_bytes(cur["payload"] + size) <= self.max_bytes)
+
+    def _open(self) -> None:
+        import webdataset as wds  # imports torch: only when writing
+
+        name = f"{self.split}-{len(self.shards):06d}.tar"
+        f = open(self.staging / name, "wb")
+        self._file = _HashingFile(f)
+        self._tar = _direct_tar_writer(wds)(self._file, encoder=False, mtime=0, mode=0o644,
+                                            user="trajforge", group="trajforge")
+        self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set(),
+                     "exts": set(), "last": None}
+
+    def _close(self) -> None:
+        self._tar.close()
+        f = self._cur["f"]
+        digest = self._file.flush()
+        os.fsync(f.fileno())
+        f.close()
+        cur = self._cur
+        shard = {"name": cur["name"], "split": self.split, "samples": cur["samples"],
+                 "trajectories": len(cur["tids"]), "bytes": self._file.size,
+                 "sha256": digest}
+        self.shards.append(shard)
+        self._tar = None
+        fsync_dir(self.staging)
+        # Durable before it counts: the shard is fsync'd above, its line here.
+        self.journal.append(dict(shard, last_trajectory_id=cur["last"].trajectory_id,
+                                 last_key=cur["last"].key, image_exts=sorted(cur["exts"])))
+
+    def finish(self) -> list[dict]:
+        if self._tar is not None:
+            try:
+                self._close()
+            except OSError as exc:
+                raise self._write_error(exc) from exc
+        return self.shards
+
+    def abort(self) -> None:
+        if self._tar is not None:
+            try:  # close the tar stream first, or its finaliser writes to a closed file
+                self._tar.close()
+            finally:
+                self._file.discard()
+                self._cur["f"].close()
+                self._tar = None
+
+
+class ShardJournal:
+    """The staging folder's list of finished shards: JSON lines, each fsync'd."""
+
+    def __init__(self, staging: Path):
+        self.path = staging / JOURNAL
+
+    def load(self) -> list[dict]:
+        """The journaled shards; a torn last line (killed mid-write) is ignored."""
+        try:
+            lines = self.path.read_bytes().split(b"\n")
+        except FileNotFoundError:
+            return []
+        entries = []
+        for line in lines[:-1]:  # the part after the last newline was never finished
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                break
+            if not isinstance(entry, dict):
+                break
+            entries.append(entry)
+        return entries
+
+    def append(self, entry: dict) -> None:
+        with open(self.path, "ab") as f:
+            f.write(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rewrite(self, entries: list[dict]) -> None:
+        atomic_write_bytes(self.path, b"".join(
+            json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in entries))
+
+
+def fsync_dir(path: Path) -> None:
+    """Makes a new entry in the folder durable (the staging folder's name)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

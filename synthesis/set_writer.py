@@ -30,7 +30,6 @@ from typing import Any
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
 from schemas.records import SCHEMA_VERSION
-# Private names of trajforge.export, reused rather than copied (ask: make them public).
 from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
                               ShardSample, SplitWriter, check_splits, committed_trajectories,
                               group_by_trajectory, package_version, sorted_step_rows, split_of)

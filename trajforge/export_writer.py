@@ -7,84 +7,16 @@ finished shard is fsync'd, then its line goes to the staging folder's journal
 """
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .export_samples import ShardSample, tar_file_bytes
+from .shards import ShardTarWriter
 from .store import atomic_write_bytes, path_error
 
 JOURNAL = "journal.jsonl"  # in the staging folder: one line per finished shard
 _MANIFEST_SHARD_FIELDS = ("name", "split", "samples", "trajectories", "bytes", "sha256")
-
-
-class _HashingFile:
-    """A write-only file that hashes and counts what goes through it.
-
-    Why not hash and write each piece inline: tarfile's stream hands over 10
-    KiB pieces, and inline sha256 plus a syscall per piece made shard writing
-    about half as fast as plain tarfile (benchmarks/shard_io.py). Pieces are
-    gathered into 1 MiB blocks; each block is written here while a helper
-    thread hashes it (hashlib lets go of the GIL), in order.
-    """
-
-    BLOCK = 1 << 20
-    _IN_FLIGHT = 4  # blocks hashed behind the writes at most (bounds memory)
-
-    def __init__(self, f):
-        self.f, self.sha, self.size = f, hashlib.sha256(), 0
-        self._buf = bytearray()
-        self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-sha256")
-        self._pending: deque = deque()
-
-    def tell(self) -> int:  # tarfile's "w" mode asks where it starts
-        return self.size
-
-    def write(self, data) -> int:
-        self._buf += data
-        self.size += len(data)
-        if len(self._buf) >= self.BLOCK:
-            self._write_block()
-        return len(data)
-
-    def _write_block(self) -> None:
-        block, self._buf = self._buf, bytearray()  # never changed again: shared read-only
-        self._pending.append(self._hasher.submit(self.sha.update, block))
-        self.f.write(block)
-        while len(self._pending) > self._IN_FLIGHT:
-            self._pending.popleft().result()
-
-    def flush(self) -> str:
-        """Writes what is buffered; the sha256 of everything written."""
-        if self._buf:
-            self._write_block()
-        while self._pending:
-            self._pending.popleft().result()
-        self._hasher.shutdown()
-        self.f.flush()
-        return self.sha.hexdigest()
-
-    def discard(self) -> None:
-        self._hasher.shutdown(cancel_futures=True)
-
-
-@functools.cache
-def _direct_tar_writer(wds):
-    """webdataset's TarWriter on tarfile's plain "w" mode instead of its "w|" stream.
-
-    Why: the stream re-chunks every write into 10 KiB records (copies in
-    Python); our file already gathers 1 MiB blocks. Same bytes either way.
-    """
-    class DirectTarWriter(wds.TarWriter):
-        @staticmethod
-        def tarmode(fileobj, compress=None):
-            return "w"
-
-    return DirectTarWriter
 
 
 class SplitWriter:
@@ -140,25 +72,20 @@ class SplitWriter:
                 and tar_file_bytes(cur["payload"] + size) <= self.max_bytes)
 
     def _open(self) -> None:
-        import webdataset as wds  # imports torch: only when writing
-
         name = f"{self.split}-{len(self.shards):06d}.tar"
         f = open(self.staging / name, "wb")
-        self._file = _HashingFile(f)
-        self._tar = _direct_tar_writer(wds)(self._file, encoder=False, mtime=0, mode=0o644,
-                                            user="trajforge", group="trajforge")
+        self._tar = ShardTarWriter(f, user="trajforge", group="trajforge", mode=0o644, mtime=0)
         self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set(),
                      "exts": set(), "last": None}
 
     def _close(self) -> None:
-        self._tar.close()
         f = self._cur["f"]
-        digest = self._file.flush()
+        digest = self._tar.close()
         os.fsync(f.fileno())
         f.close()
         cur = self._cur
         shard = {"name": cur["name"], "split": self.split, "samples": cur["samples"],
-                 "trajectories": len(cur["tids"]), "bytes": self._file.size,
+                 "trajectories": len(cur["tids"]), "bytes": self._tar.size,
                  "sha256": digest}
         self.shards.append(shard)
         self._tar = None
@@ -177,10 +104,9 @@ class SplitWriter:
 
     def abort(self) -> None:
         if self._tar is not None:
-            try:  # close the tar stream first, or its finaliser writes to a closed file
-                self._tar.close()
+            try:
+                self._tar.abort()
             finally:
-                self._file.discard()
                 self._cur["f"].close()
                 self._tar = None
 

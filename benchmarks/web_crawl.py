@@ -15,7 +15,9 @@ runs it) and the same pages:
    nothing else;
 3. the same crawl with JPEG capture (`image_format="jpeg"`, quality 80), against 1;
 4. the same crawl over 2 and 4 browsers (one WebEnv per thread, the tasks
-   dealt round-robin, one collection each), against 1.
+   dealt round-robin, one collection each), against 1;
+5. the price of the allowlist: 1 (every crawl runs with `Allowlist([server])`,
+   as `crawl` does) against the same crawl with no request filter.
 
 Browser launches are outside every timing (each env is launched, then all
 start together); every configuration runs once per round and the best round
@@ -91,8 +93,10 @@ class TimedWebEnv(WebEnv):
 
 
 def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str = "png",
-                   tag: str = "", profile: Path | None = None) -> dict:
-    """Crawl `tasks` on `browsers` WebEnvs (a thread each); steps/s from a common start."""
+                   tag: str = "", profile: Path | None = None, allowlist: bool = True) -> dict:
+    """Crawl `tasks` on `browsers` WebEnvs (a thread each); steps/s from a common start.
+
+    `allowlist=False` crawls without a request filter (only to price the Allowlist)."""
     groups = [tasks[i::browsers] for i in range(browsers)]
     groups = [g for g in groups if g]
     store = RawStore(root)
@@ -102,7 +106,8 @@ def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str
     def work(i: int, group) -> None:
         env = None
         try:
-            env = TimedWebEnv.launch(image_format=image_format, request_filter=Allowlist([url]))
+            env = TimedWebEnv.launch(image_format=image_format,
+                                     request_filter=Allowlist([url]) if allowlist else None)
         finally:
             ready.wait()  # launched (or failed): the clock starts when all are up
         prof = _Profile(profile) if profile is not None and i == 0 else None
@@ -218,6 +223,8 @@ def measure(n_tasks: int, browsers=(1, 2, 4), repeat: int = 1, profile: Path | N
             keep("bare_png", bare_loop(got["store"], got["collections"], srv.url))
             keep("crawl_jpeg_1", crawl_parallel(tasks, srv.url, root / f"jpeg{r}", 1,
                                                 image_format="jpeg", tag="j"))
+            keep("crawl_png_1_unfiltered", crawl_parallel(tasks, srv.url, root / f"nf{r}", 1,
+                                                          tag="nf", allowlist=False))
             for b in browsers:
                 if b != 1:
                     keep(f"crawl_png_{b}", crawl_parallel(tasks, srv.url, root / f"p{b}-{r}", b))
@@ -228,7 +235,8 @@ def measure(n_tasks: int, browsers=(1, 2, 4), repeat: int = 1, profile: Path | N
 
 
 class _Profile:
-    """pyinstrument's HTML when it is installed, else cProfile's cumulative table."""
+    """pyinstrument's report (HTML for a .html path, else text) when it is installed,
+    else cProfile's cumulative table."""
 
     def __init__(self, out: Path):
         self.out = out
@@ -244,7 +252,8 @@ class _Profile:
     def save(self) -> None:
         if self.kind == "pyinstrument":
             self.prof.stop()
-            self.out.write_text(self.prof.output_html())
+            self.out.write_text(self.prof.output_html() if self.out.suffix == ".html"
+                                else self.prof.output_text(unicode=True, show_all=False))
             return
         import io
         import pstats
@@ -281,6 +290,18 @@ def rows_from(m: dict) -> list[Row]:
             note=f"{m['jpeg_kb_per_step']:.0f} KB/screenshot vs PNG {m['png_kb_per_step']:.0f} KB",
             machine=mach),
     ]
+    if "crawl_png_1_unfiltered" in m:
+        free = m["crawl_png_1_unfiltered"]
+        f = free["phase_ms_per_step"]
+        rows.append(Row("web_crawl", "web crawl: recorded steps/s with the Allowlist, PNG, 1 browser",
+                        one["steps_per_s"], free["steps_per_s"], "steps/s",
+                        "the same crawl with no request filter",
+                        note=(f"the Allowlist holds through crawlers/web_proxy.py (every request "
+                              f"and redirect hop through a local proxy; the HTTP cache stays on); "
+                              f"unfiltered ms/step: settle {f['settle']:.0f}, screenshot "
+                              f"{f['screenshot']:.0f}, snapshot+elements "
+                              f"{f['observe'] - f['screenshot']:.0f}, episode reset {f['reset']:.0f}"),
+                        machine=mach))
     for b in (2, 4):
         key = f"crawl_png_{b}"
         if key in m:

@@ -80,6 +80,10 @@ def filter_route(route, allows, blocked: list[str], timeout_ms: float | None = N
     refuses is aborted and its target recorded in `blocked`; any other answer
     is handed to the page (a redirect it then follows comes back through the
     handler). A filter that raises refuses: it fails closed.
+
+    WebEnv no longer routes through this (crawlers/web_proxy.py holds the
+    browser to the filter at the network level and keeps the HTTP cache on);
+    it stays as the Playwright-only way for code that cannot use a proxy.
     """
     from urllib.parse import urljoin
 

@@ -1,0 +1,104 @@
+"""The observation after a step: screenshot, aria snapshot with boxes, elements, URL.
+
+Screenshots are of the viewport (`scale="css"` by default, so the image,
+the a11y boxes and the action coordinates share one pixel grid). Aria-snapshot
+boxes are relative to the visible viewport; on a zoomed-out mobile page they
+go through the visual viewport's scale and offset to match the screenshot.
+"""
+from __future__ import annotations
+
+import io
+import time
+
+from PIL import Image
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from schemas.observation import Observation
+
+from .a11y import elements_from_snapshot
+from .web_errors import ActionError, PageUnresponsive, short_error
+
+# The visual viewport's zoom: a mobile page without <meta name=viewport> is laid
+# out wider than the screen and shown zoomed out.
+_ZOOM_JS = """() => { const v = window.visualViewport;
+  return v ? [v.scale, v.offsetLeft, v.offsetTop] : [1, 0, 0]; }"""
+
+# Past its own timeouts, a call still blocked this long means the renderer hangs
+# (input dispatch has no timeout): the watchdog steps in.
+_WATCHDOG_GRACE_S = 2.0
+
+
+class ObserveMixin:
+    """WebEnv's observation (state lives on the env)."""
+
+    def _observe_after(self, error: str | None) -> Observation:
+        try:
+            # Each call inside has its own timeout; the watchdog is the backstop.
+            with self._watchdog(3 * self.step_timeout_s + _WATCHDOG_GRACE_S, "observe"):
+                return self._observe(error)
+        except PlaywrightTimeout as e:
+            self._raise_if_dead(e)
+            raise PageUnresponsive(f"the page did not answer within {self.step_timeout_s}s "
+                                   f"while observing: {short_error(e)}") from e
+        except PlaywrightError as e:
+            self._raise_if_dead(e)
+            raise
+
+    def _observe(self, error: str | None) -> Observation:
+        page = self._require_page()
+        if page._tf_nav is not None:
+            # A navigation started since the last action (a timer, a redirect):
+            # observe its document, or the old one if it does not arrive in time.
+            try:
+                self._wait_navigation(time.monotonic() + self.step_timeout_s)
+            except ActionError as e:
+                error = error or str(e)
+            page = self._require_page()
+        timeout_ms = self.step_timeout_s * 1000
+        kw = {"quality": self.jpeg_quality} if self.image_format == "jpeg" else {}
+        shot = self._screenshot(page, timeout_ms, kw)
+        try:
+            tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
+        except PlaywrightError as e:
+            # A navigation committed between the two calls: snapshot the new document.
+            if "context was destroyed" not in str(e) and "navigat" not in str(e):
+                raise
+            self._wait_navigation(time.monotonic() + self.step_timeout_s)
+            shot = self._screenshot(page, timeout_ms, kw)
+            tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
+        width, height = Image.open(io.BytesIO(shot)).size
+        vp = page.viewport_size or {"width": width, "height": height}
+        self._zoom = self._read_zoom(page)
+        return Observation(
+            screenshot=shot, image_format=self.image_format, width=width, height=height,
+            url=page.url, a11y_tree=tree,
+            elements=elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom),
+            last_action_error=error)
+
+    def _screenshot(self, page: Page, timeout_ms: float, kw: dict) -> bytes:
+        # Chromium sometimes answers "Unable to capture screenshot" while a
+        # frame is being swapped (seen under load); a short retry gets it.
+        for attempt in range(3):
+            try:
+                return page.screenshot(type=self.image_format, scale=self.screenshot_scale,
+                                       timeout=timeout_ms, **kw)
+            except PlaywrightError as e:
+                if "Unable to capture screenshot" not in str(e) or attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _read_zoom(self, page: Page) -> tuple[float, float, float]:
+        # Desktop pages are never zoomed here; skip the round trip.
+        if not (self.device and self.device.is_mobile):
+            return (1.0, 0.0, 0.0)
+        try:
+            # One evaluate: wait_for_function would add a round trip for the
+            # handle's value and leave the handle alive until the page closes.
+            scale, ox, oy = page.evaluate(_ZOOM_JS)
+        except PlaywrightError as e:
+            self._raise_if_dead(e)
+            return (1.0, 0.0, 0.0)
+        return (float(scale) or 1.0, float(ox), float(oy))

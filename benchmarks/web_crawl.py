@@ -29,7 +29,6 @@ import argparse
 import json
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
 from crawlers.allowlist import Allowlist  # noqa: E402
-from crawlers.runner import crawl  # noqa: E402
+from crawlers.runner import WebEnvPool, crawl  # noqa: E402
 from crawlers.web_env import WebEnv  # noqa: E402
 from sandbox.apps import WEB_APPS  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
@@ -94,55 +93,46 @@ class TimedWebEnv(WebEnv):
 
 def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str = "png",
                    tag: str = "", profile: Path | None = None, allowlist: bool = True) -> dict:
-    """Crawl `tasks` on `browsers` WebEnvs (a thread each); steps/s from a common start.
+    """Crawl `tasks` on `browsers` WebEnvs; steps/s from the moment all are launched.
 
-    `allowlist=False` crawls without a request filter (only to price the Allowlist)."""
-    groups = [tasks[i::browsers] for i in range(browsers)]
-    groups = [g for g in groups if g]
+    One browser: one WebEnv on this thread (`crawl(env=...)`, profiled with
+    --profile). Several: the asset's own path, a WebEnvPool (a thread per browser,
+    each task to whichever is free) through `crawl(pool=...)`. `allowlist=False`
+    crawls without a request filter (only to price the Allowlist)."""
     store = RawStore(root)
-    ready = threading.Barrier(len(groups) + 1)
-    results: list[dict] = [{} for _ in groups]
+    collection = f"bench{tag}/b{browsers}"
 
-    def work(i: int, group) -> None:
-        env = None
+    def launch() -> TimedWebEnv:
+        return TimedWebEnv.launch(image_format=image_format,
+                                  request_filter=Allowlist([url]) if allowlist else None)
+
+    common = dict(store=store, collection=collection, server_url=url, distraction_rate=0.0,
+                  image_format=image_format)
+    if browsers == 1:
+        env = launch()
         try:
-            env = TimedWebEnv.launch(image_format=image_format,
-                                     request_filter=Allowlist([url]) if allowlist else None)
-        finally:
-            ready.wait()  # launched (or failed): the clock starts when all are up
-        prof = _Profile(profile) if profile is not None and i == 0 else None
-        try:
-            stats = crawl(group, store=store, collection=f"bench{tag}/b{browsers}-{i}",
-                          server_url=url, env=env, distraction_rate=0.0,
-                          image_format=image_format)
+            prof = _Profile(profile) if profile is not None else None
+            t0 = time.perf_counter()
+            stats = crawl(tasks, env=env, **common)
+            seconds = time.perf_counter() - t0
             if prof is not None:
                 prof.save()
-            results[i] = {"stats": stats.as_dict(), "end": time.perf_counter(),
-                          "phase_s": dict(env.phase_s), "env_steps": env.steps}
-        except BaseException as e:  # reported below, never swallowed
-            results[i] = {"error": repr(e)}
+            envs = [env]
         finally:
             env.close()
-
-    threads = [threading.Thread(target=work, args=(i, g), name=f"crawl-{i}")
-               for i, g in enumerate(groups)]
-    for t in threads:
-        t.start()
-    ready.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    errors = [r["error"] for r in results if "error" in r]
-    if errors:
-        raise RuntimeError(f"crawl on {browsers} browser(s) failed: {errors}")
-    seconds = max(r["end"] for r in results) - t0
-    steps = sum(r["stats"]["steps"] for r in results)
-    phases = {k: sum(r["phase_s"][k] for r in results) for k in results[0]["phase_s"]}
+    else:
+        with WebEnvPool(browsers, factory=launch) as pool:
+            pool.launch_all()  # launches outside the clock
+            t0 = time.perf_counter()
+            stats = crawl(tasks, pool=pool, **common)
+            seconds = time.perf_counter() - t0
+            envs = [e for e in (pool.env_of(f"browser#{i}") for i in range(browsers)) if e is not None]
+    steps = stats.steps
+    phases = {k: sum(e.phase_s[k] for e in envs) for k in envs[0].phase_s}
     return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds,
             "phase_ms_per_step": {k: round(v * 1000 / max(1, steps), 1) for k, v in phases.items()},
-            "success": sum(r["stats"]["success"] for r in results),
-            "trajectories": sum(r["stats"]["trajectories"] for r in results),
-            "store": store, "collections": [f"bench{tag}/b{browsers}-{i}" for i in range(len(groups))]}
+            "success": stats.success, "trajectories": stats.trajectories,
+            "store": store, "collections": [collection]}
 
 
 def bare_loop(store: RawStore, collections: list[str], url: str, image_format: str = "png") -> dict:

@@ -18,14 +18,30 @@ from typing import Callable
 from PIL import Image, ImageDraw
 
 
+# Set by tests/conftest.py in the pytest process that starts the xdist workers: a
+# directory they share for the session, so the tiny model is built once, not per worker.
+SHARED_DIR_ENV = "TRAJFORGE_TEST_SHARED_DIR"
+
+
 @lru_cache(maxsize=None)
 def tiny_model_path() -> Path:
-    """The tiny model, built once per test process: under $TRAJFORGE_DATA/models when
-    that is set (kept between runs), else in a temporary directory."""
+    """The tiny model, built once per test session: under $TRAJFORGE_DATA/models when
+    that is set (kept between runs), else in the session's shared directory (one
+    worker builds under a lock, the others wait and reuse it), else in a temporary
+    directory of this process."""
     from trajforge.vlm.tiny import build_tiny_vlm
 
     if os.environ.get("TRAJFORGE_DATA"):
         return build_tiny_vlm(Path(os.environ["TRAJFORGE_DATA"]) / "models" / "tiny-qwen2vl")
+    shared = os.environ.get(SHARED_DIR_ENV)
+    if shared and Path(shared).is_dir():
+        import fcntl
+
+        # build_tiny_vlm replaces a directory it finds without a marker, so two
+        # workers must not build at once: the second waits and finds it done.
+        with open(Path(shared) / "tiny-qwen2vl.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return build_tiny_vlm(Path(shared) / "tiny-qwen2vl")
     root = Path(tempfile.mkdtemp(prefix="tiny-vlm-"))
     atexit.register(shutil.rmtree, root, True)
     return build_tiny_vlm(root / "tiny-qwen2vl")

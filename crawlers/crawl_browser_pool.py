@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .device_pool import PoolClosed, PoolError
+from .pool_slots import SlotLookup
 from .web_env import BrowserCrashed, WebEnv
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class _Slot:
     leases: int = 0
 
 
-class WebEnvPool:
+class WebEnvPool(SlotLookup):
     """`size` worker threads, each with its own WebEnv; see the module docstring.
 
     `factory()` launches one env on the calling worker thread; the default is
@@ -69,6 +70,7 @@ class WebEnvPool:
         self._slots: list[_Slot] = []
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._slot_guard = self._lock
         self._closed = False
         self._n = {"leases": 0, "launches": 0, "browsers_lost": 0, "reconnects": 0}
 
@@ -131,18 +133,6 @@ class WebEnvPool:
             raise
         finally:
             slot.leased = False
-
-    def slot_name(self, env) -> str:
-        """"browser#<n>" of the worker holding `env`."""
-        return self._slot_of(env).name
-
-    def env_of(self, slot_name: str) -> WebEnv | None:
-        """The env a worker holds now (None before its first lease)."""
-        with self._lock:
-            for s in self._slots:
-                if s.name == slot_name:
-                    return s.env
-        raise KeyError(f"no slot named {slot_name!r}; slots: {[s.name for s in self._slots]}")
 
     def stats(self) -> dict:
         """Pool figures as plain JSON types (Dagster metadata).
@@ -235,12 +225,6 @@ class WebEnvPool:
         with self._lock:
             self._n["browsers_lost"] += 1
 
-    def _slot_of(self, env) -> _Slot:
-        with self._lock:
-            for s in self._slots:
-                if s.env is env and env is not None:
-                    return s
-        raise KeyError("that env is not held by this pool")
 
 
 def _alive(env) -> bool:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .pool_slots import SlotLookup
 from .web_env import BrowserCrashed
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,7 @@ class _Counters:
     slots_used: set = field(default_factory=set)   # names of slots leased at least once
 
 
-class DevicePool:
+class DevicePool(SlotLookup):
     """Slots = devices x sessions_per_device; see the module docstring.
 
     `server` is an AppiumServer the pool may restart when it is down; with
@@ -192,6 +193,7 @@ class DevicePool:
         self.screenshot_scale = screenshot_scale
         self._factory = env_factory or self._open_mobile_env
         self._cond = threading.Condition()
+        self._slot_guard = self._cond
         self._server_lock = threading.Lock()
         self._generation = 0     # bumped on every server restart
         self._closed = False
@@ -244,25 +246,6 @@ class DevicePool:
     def device_of(self, env) -> object:
         """The DeviceSpec of the slot holding `env` (a leased env)."""
         return self._slot_of(env).device
-
-    def slot_name(self, env) -> str:
-        """"<device>#<session>" of the slot holding `env`."""
-        return self._slot_of(env).name
-
-    def env_of(self, slot_name: str) -> object | None:
-        """The env a slot holds now (None when it has no session)."""
-        with self._cond:
-            for s in self._slots:
-                if s.name == slot_name:
-                    return s.env
-        raise KeyError(f"no slot named {slot_name!r}; slots: {[s.name for s in self._slots]}")
-
-    def _slot_of(self, env) -> _Slot:
-        with self._cond:
-            for s in self._slots:
-                if s.env is env and env is not None:
-                    return s
-        raise KeyError("that env is not held by this pool (was its lease returned?)")
 
     def stats(self) -> dict:
         """Pool figures as plain JSON types (Dagster metadata)."""

@@ -17,9 +17,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
-    # Autofill asks content-autofill.googleapis.com about every form: with the
-    # allowlist proxy those calls are refused, but they would fill blocked_requests.
-    "--disable-features=AutofillServerCommunication",
 ]
 
 DEFAULT_EXECUTABLE = "/usr/bin/chromium"

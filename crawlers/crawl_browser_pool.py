@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .device_pool import PoolClosed, PoolError
-from .pool_slots import SlotLookup
+from .pool_slots import SlotLookup, close_quietly, env_alive, first_line
 from .web_env import BrowserCrashed, WebEnv
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class WebEnvPool(SlotLookup):
             self._lost(slot)
             raise
         except BaseException:
-            if not _alive(env):
+            if not env_alive(env):
                 self._lost(slot)
             raise
         finally:
@@ -194,7 +194,7 @@ class WebEnvPool(SlotLookup):
         finally:
             # On this thread: a Playwright browser cannot be closed from another.
             if slot.env is not None:
-                _quiet_close(slot.env)
+                close_quietly(slot.env)
                 with self._lock:
                     slot.env = None
 
@@ -203,17 +203,17 @@ class WebEnvPool(SlotLookup):
             try:
                 env = self._factory()
             except Exception as e:
-                raise PoolError(f"{slot.name}: the browser did not launch: {_short(e)}") from e
+                raise PoolError(f"{slot.name}: the browser did not launch: {first_line(e)}") from e
             with self._lock:
                 slot.env = env
                 self._n["launches"] += 1
-        elif slot.needs_restart or not _alive(slot.env):
+        elif slot.needs_restart or not env_alive(slot.env):
             log.warning("%s: restarting its browser", slot.name)
             try:
                 slot.env.restart()
             except Exception as e:
                 raise PoolError(f"{slot.name}: the browser died and did not restart: "
-                                f"{_short(e)}") from e
+                                f"{first_line(e)}") from e
             with self._lock:
                 self._n["reconnects"] += 1
         slot.needs_restart = False
@@ -224,23 +224,3 @@ class WebEnvPool(SlotLookup):
         slot.needs_restart = True
         with self._lock:
             self._n["browsers_lost"] += 1
-
-
-
-def _alive(env) -> bool:
-    try:
-        return bool(env.is_alive())
-    except Exception:
-        return False
-
-
-def _quiet_close(env) -> None:
-    try:
-        env.close()
-    except Exception as e:  # the browser or its driver may be gone already
-        log.debug("closing a browser: %s", e)
-
-
-def _short(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .pool_slots import SlotLookup
+from .pool_slots import SlotLookup, close_quietly, env_alive, first_line
 from .web_env import BrowserCrashed
 
 log = logging.getLogger(__name__)
@@ -289,7 +289,7 @@ class DevicePool(SlotLookup):
             self._on_lost(slot, e)
             raise
         except BaseException:
-            if not _alive(env):
+            if not env_alive(env):
                 self._on_lost(slot, RuntimeError("the session died during the episode"))
             else:
                 self._give_back(slot)
@@ -308,7 +308,7 @@ class DevicePool(SlotLookup):
                 s.env = None
             self._cond.notify_all()
         for env in envs:
-            _quiet_close(env)
+            close_quietly(env)
         for s in self._slots:
             release_port(s.port)
 
@@ -354,9 +354,9 @@ class DevicePool(SlotLookup):
     # ------------------------------------------------------------------ sessions
     def _connect(self, slot: _Slot) -> None:
         """Make sure the slot holds a live session (the slot is busy: ours alone)."""
-        if slot.env is not None and (slot.generation != self._generation or not _alive(slot.env)):
+        if slot.env is not None and (slot.generation != self._generation or not env_alive(slot.env)):
             # Opened on a server that has since restarted, or died while idle.
-            _quiet_close(slot.env)
+            close_quietly(slot.env)
             slot.env = None
             slot.needs_reconnect = True
         if slot.env is not None:
@@ -386,10 +386,10 @@ class DevicePool(SlotLookup):
             with self._cond:
                 self._n.session_start_failures += 1
             slot.needs_reconnect = True
-            log.warning("device %s: session start failed: %s", slot.name, _short(e))
+            log.warning("device %s: session start failed: %s", slot.name, first_line(e))
             # The server going down meanwhile is not the device's fault.
             if not (own and self._ensure_server()):
-                self._charge(slot, f"session start failed: {_short(e)}")
+                self._charge(slot, f"session start failed: {first_line(e)}")
             raise _StartFailed() from e
         with self._cond:
             slot.env, slot.generation, slot.needs_reconnect = env, generation, False
@@ -408,17 +408,17 @@ class DevicePool(SlotLookup):
             env, generation = slot.env, slot.generation
             slot.env = None
             slot.needs_reconnect = True
-            _quiet_close(env)
+            close_quietly(env)
             with self._cond:
                 self._n.sessions_lost += 1
             server_fault = False
             if self._owns(slot.device):
                 # A restart since the session opened, or one needed now, explains the loss.
                 server_fault = self._ensure_server() or generation != self._generation
-            log.warning("slot %s: session lost (%s)%s", slot.name, _short(error),
+            log.warning("slot %s: session lost (%s)%s", slot.name, first_line(error),
                         "; the Appium server was down" if server_fault else "")
             if not server_fault:
-                self._charge(slot, f"session lost: {_short(error)}")
+                self._charge(slot, f"session lost: {first_line(error)}")
         finally:
             self._give_back(slot)
 
@@ -450,7 +450,7 @@ class DevicePool(SlotLookup):
             with self._cond, open(self.report_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
         for env in envs:
-            _quiet_close(env)
+            close_quietly(env)
 
     # ------------------------------------------------------------------ server
     def _owns(self, device) -> bool:
@@ -469,7 +469,7 @@ class DevicePool(SlotLookup):
                 self.server.restart()
             except Exception as e:
                 raise PoolError(f"the Appium server at {self.server.url} was down and could "
-                                f"not be restarted: {_short(e)}") from e
+                                f"not be restarted: {first_line(e)}") from e
             with self._cond:
                 self._generation += 1
                 self._n.server_restarts += 1
@@ -489,24 +489,3 @@ class _StartFailed(Exception):
 
 def _emulated(device) -> bool:
     return getattr(device, "kind", "chromium") == "chromium"
-
-
-def _alive(env) -> bool:
-    try:
-        return bool(env.is_alive())
-    except Exception:
-        return False
-
-
-def _quiet_close(env) -> None:
-    if env is None:
-        return
-    try:
-        env.close()
-    except Exception as e:  # the session or server may be gone already
-        log.debug("closing a lost session: %s", e)
-
-
-def _short(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

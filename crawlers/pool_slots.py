@@ -1,6 +1,36 @@
-"""What both session pools answer about their slots (DevicePool for Appium
-devices, WebEnvPool for browsers): which slot holds an env, what env a slot holds."""
+"""What both session pools share (DevicePool for Appium devices, WebEnvPool for
+browsers): which slot holds an env, what env a slot holds, and how a pool probes,
+closes and reports a session that may already be gone."""
 from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+
+def env_alive(env) -> bool:
+    """`env.is_alive()`, False when asking fails too."""
+    try:
+        return bool(env.is_alive())
+    except Exception:
+        return False
+
+
+def close_quietly(env) -> None:
+    """Close `env` (None allowed), logging instead of raising: the browser, the
+    session or the server may be gone already."""
+    if env is None:
+        return
+    try:
+        env.close()
+    except Exception as e:
+        log.debug("closing a lost session: %s", e)
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an error (at most 300 characters), or its type's name."""
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 class SlotLookup:

@@ -50,8 +50,8 @@ _COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in 
 ACTIVATABLE_ROLES = {"button", "link", "menuitem", "menuitemcheckbox", "menuitemradio",
                      "checkbox", "switch", "radio", "tab", "option", "combobox", "listbox"}
 
-_POINTER_ACTIONS = {ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS,
-                    ActionType.SELECT}
+_POINTER_ACTIONS = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
+                    ActionType.LONG_PRESS, ActionType.SELECT}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,9 @@ from selenium.webdriver.common.actions.action_builder import ActionBuilder
 from selenium.webdriver.common.actions.pointer_input import PointerInput
 from selenium.webdriver.common.keys import Keys
 
+from schemas import keys
 from schemas.actions import Action, ActionType
+from schemas.keys import KeyNameError, canonical_key
 
 from .web_env import _SELECT_AT_JS, ActionError
 
@@ -50,23 +52,11 @@ if (e.tagName === 'INPUT' && !/^(button|submit|reset|checkbox|radio|file|image|r
 return null;
 """
 
-# Key names -> W3C keys (Chromium), Android keycodes, iOS keyboard text / buttons.
-_W3C_KEYS = {"enter": Keys.ENTER, "return": Keys.ENTER, "search": Keys.ENTER, "go": Keys.ENTER,
-             "send": Keys.ENTER, "done": Keys.ENTER, "backspace": Keys.BACKSPACE,
-             "del": Keys.BACKSPACE, "delete": Keys.DELETE, "tab": Keys.TAB,
-             "esc": Keys.ESCAPE, "escape": Keys.ESCAPE, "space": Keys.SPACE,
-             "up": Keys.ARROW_UP, "down": Keys.ARROW_DOWN, "left": Keys.ARROW_LEFT,
-             "right": Keys.ARROW_RIGHT, "arrowup": Keys.ARROW_UP, "arrowdown": Keys.ARROW_DOWN,
-             "arrowleft": Keys.ARROW_LEFT, "arrowright": Keys.ARROW_RIGHT,
-             "pageup": Keys.PAGE_UP, "pagedown": Keys.PAGE_DOWN}
-ANDROID_KEYCODES = {"enter": 66, "return": 66, "search": 84, "go": 66, "send": 66, "done": 66,
-                    "back": 4, "home": 3, "backspace": 67, "del": 67, "delete": 112,
-                    "tab": 61, "space": 62, "esc": 111, "escape": 111, "menu": 82,
-                    "up": 19, "down": 20, "left": 21, "right": 22, "app_switch": 187,
-                    "recents": 187, "volume_up": 24, "volume_down": 25, "power": 26}
-_IOS_TEXT_KEYS = {"enter": "\n", "return": "\n", "search": "\n", "go": "\n", "send": "\n",
-                  "done": "\n", "backspace": "\b", "del": "\b", "tab": "\t", "space": " "}
-_IOS_BUTTONS = {"home": "home", "volume_up": "volumeUp", "volume_down": "volumeDown"}
+# Key names: schemas.keys canonicalises them and gives the W3C keys (Chromium),
+# Android keycodes and iOS keyboard text / buttons. The tables stay importable here.
+ANDROID_KEYCODES = keys.ANDROID_KEYCODES
+_IOS_TEXT_KEYS = keys.IOS_TEXT_KEYS
+_IOS_BUTTONS = keys.IOS_BUTTONS
 _APP_ID_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+(/[A-Za-z0-9_.$]+)?$")
 
 
@@ -79,6 +69,9 @@ class MobileActions:
             self._touch(self._taps(self._px(a.x, a.y), 1))
         elif t == ActionType.DOUBLE_TAP:
             self._touch(self._taps(self._px(a.x, a.y), 2))
+        elif t == ActionType.RIGHT_CLICK:
+            raise ActionError("a touch screen cannot right-click (there is no secondary "
+                              "button); a long press is a different action")
         elif t == ActionType.LONG_PRESS:
             hold = (a.duration_ms if a.duration_ms is not None else _DEFAULT_LONG_PRESS_MS) / 1000
             self._touch(self._hold(self._px(a.x, a.y), hold))
@@ -189,34 +182,63 @@ class MobileActions:
             self.driver.switch_to.active_element.send_keys(text)
 
     def _key(self, name: str) -> None:
-        low = name.lower().replace("-", "_")
+        try:
+            canon = canonical_key(name)
+        except KeyNameError:
+            canon = None
         if self.kind == "chromium":
-            if low == "back":
+            if canon == "back":
                 self._browser_back()
-            elif low == "home":
+            elif canon == "home":
                 self._goto(self.episode_start_url)
             else:
-                key = _W3C_KEYS.get(low) or (name if len(name) == 1 else getattr(Keys, name.upper(), None))
-                if key is None:
-                    raise ActionError(f"unknown key {name!r}")
-                builder = ActionBuilder(self.driver)
-                builder.key_action.key_down(key).key_up(key)
-                builder.perform()
+                self._w3c_key(name, canon)
         elif self.kind == "android":
-            if low not in ANDROID_KEYCODES:
-                raise ActionError(f"unknown Android key {name!r}; known: {sorted(ANDROID_KEYCODES)}")
-            self.driver.press_keycode(ANDROID_KEYCODES[low])
-        else:
-            if low == "back":
-                raise ActionError("iOS has no back button: tap the app's own back control "
-                                  "or swipe from the left edge")
-            if low in _IOS_BUTTONS:
-                self.driver.execute_script("mobile: pressButton", {"name": _IOS_BUTTONS[low]})
-            elif low in _IOS_TEXT_KEYS:
-                self.driver.switch_to.active_element.send_keys(_IOS_TEXT_KEYS[low])
+            if canon is None:
+                raise ActionError(f"unknown Android key {name!r}")
+            try:
+                code, meta = keys.to_android(canon)
+            except KeyNameError:
+                raise ActionError(f"unknown Android key {name!r} (Android has no keycode "
+                                  f"for {canon!r})") from None
+            if meta:
+                self.driver.press_keycode(code, meta)
             else:
-                raise ActionError(f"unknown iOS key {name!r}; known: "
-                                  f"{sorted({*_IOS_BUTTONS, *_IOS_TEXT_KEYS, 'back'})}")
+                self.driver.press_keycode(code)
+        else:
+            try:
+                if canon is None:
+                    raise KeyNameError(f"unknown iOS key {name!r}")
+                kind, value = keys.to_ios(canon)
+            except KeyNameError as e:
+                msg = str(e)
+                if msg.startswith("unknown"):
+                    msg = (f"unknown iOS key {name!r}; known: "
+                           f"{sorted({*_IOS_BUTTONS, *_IOS_TEXT_KEYS, 'back'})}")
+                raise ActionError(msg) from None
+            if kind == "button":
+                self.driver.execute_script("mobile: pressButton", {"name": value})
+            else:
+                self.driver.switch_to.active_element.send_keys(value)
+
+    def _w3c_key(self, name: str, canon: str | None) -> None:
+        """Press a key or chord through W3C key actions: modifiers down, the key, all up."""
+        try:
+            if canon is None:
+                raise KeyNameError(name)
+            values = keys.to_w3c(canon)
+        except KeyNameError:
+            # Selenium's own names for what schemas.keys does not know ("NUMPAD5").
+            value = name if len(name) == 1 else getattr(Keys, name.upper().replace(" ", "_"), None)
+            if not isinstance(value, str):
+                raise ActionError(f"unknown key {name!r}") from None
+            values = [value]
+        builder = ActionBuilder(self.driver)
+        for v in values:
+            builder.key_action.key_down(v)
+        for v in reversed(values):
+            builder.key_action.key_up(v)
+        builder.perform()
 
     def _browser_back(self) -> None:
         # Never step back past the episode's first page (the tab's history holds

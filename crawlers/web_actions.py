@@ -14,7 +14,8 @@ from playwright.sync_api import CDPSession, Page
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from schemas.actions import Action, ActionType
+from schemas.actions import SCROLL_NOTCH_PX, Action, ActionType
+from schemas.keys import KeyNameError, canonical_key, to_playwright
 
 from .web_errors import ActionError, short_error
 
@@ -41,7 +42,8 @@ _SELECT_AT_JS = """([x, y, want]) => {
   return {value: opt.value};
 }"""
 
-# Key names from other action spaces -> Playwright's names.
+# Key names from other action spaces -> Playwright's names (the lone keys that
+# were accepted before schemas.keys, whose to_playwright now covers these and chords).
 _KEY_NAMES = {
     "enter": "Enter", "return": "Enter", "search": "Enter", "go": "Enter",
     "keycode_enter": "Enter", "backspace": "Backspace", "del": "Backspace",
@@ -92,6 +94,10 @@ class ActionsMixin:
                     tap()
             else:
                 tap()
+        elif t == ActionType.RIGHT_CLICK:
+            # The secondary mouse button (a contextmenu event), on touch profiles too:
+            # a right click is not a long press.
+            page.mouse.click(*self._px(a.x, a.y), button="right")
         elif t == ActionType.DOUBLE_TAP:
             page.mouse.dblclick(*self._px(a.x, a.y))
         elif t == ActionType.LONG_PRESS:
@@ -124,13 +130,16 @@ class ActionsMixin:
                 page.keyboard.insert_text(a.text)
         elif t == ActionType.KEY:
             name = a.text.strip()
-            low = name.lower()
-            if low == "back":
+            try:
+                canon = canonical_key(name)
+            except KeyNameError:
+                canon = name.lower()
+            if canon == "back":
                 self._back(page, deadline)
-            elif low == "home":
+            elif canon == "home":
                 self._goto(self.episode_start_url, deadline)
             else:
-                page.keyboard.press(_KEY_NAMES.get(low, name))
+                press_key(page, name)
         elif t == ActionType.BACK:
             self._back(page, deadline)
         elif t == ActionType.HOME:
@@ -206,10 +215,14 @@ class ActionsMixin:
         vp = page.viewport_size
         w, h = vp["width"], vp["height"]
         x, y = self._px(a.x, a.y) if a.x is not None else self._px(0.5, 0.5)
-        # 0.6 of the screen, in layout px (a zoomed-out page moves more per px).
+        # `amount` notches of SCROLL_NOTCH_PX CSS px, else 0.6 of the screen in
+        # layout px (a zoomed-out page moves more per px).
         scale = self._zoom[0]
-        dy = _SCROLL_FRACTION * h / scale
-        dx = _SCROLL_FRACTION * w / scale
+        if a.amount is not None:
+            dx = dy = a.amount * SCROLL_NOTCH_PX
+        else:
+            dy = _SCROLL_FRACTION * h / scale
+            dx = _SCROLL_FRACTION * w / scale
         delta = {"down": (0, dy), "up": (0, -dy), "right": (dx, 0), "left": (-dx, 0)}[a.direction]
         page.mouse.move(x, y)
         page.mouse.wheel(*delta)
@@ -255,6 +268,24 @@ class ActionsMixin:
         page._tf_nav = None
         if page is self._page:
             self._cdp_session().send("Page.stopLoading")
+
+
+def press_key(page: Page, name: str) -> None:
+    """Press a key or chord; a name neither schemas.keys nor Playwright knows is an
+    ActionError naming it."""
+    try:
+        key = to_playwright(canonical_key(name))
+    except KeyNameError as e:
+        known = str(e)
+        key = _KEY_NAMES.get(name.lower(), name)
+    else:
+        known = None
+    try:
+        page.keyboard.press(key)
+    except PlaywrightError as e:
+        if "Unknown key" not in str(e):
+            raise
+        raise ActionError(known or f"unknown key {name!r}") from None
 
 
 def _own_duration_s(a: Action) -> float:

@@ -29,8 +29,8 @@ from schemas.records import Step
 from .base import Filter, ScreenInfo, TrajectoryContext
 from .neardup import screen_signature
 
-TAP_LIKE = {ActionType.TAP.value, ActionType.DOUBLE_TAP.value, ActionType.LONG_PRESS.value,
-            ActionType.SELECT.value}
+TAP_LIKE = {ActionType.TAP.value, ActionType.RIGHT_CLICK.value, ActionType.DOUBLE_TAP.value,
+            ActionType.LONG_PRESS.value, ActionType.SELECT.value}
 _SCREEN_CHANGING = {t.value for t in SCREEN_CHANGING}
 FAILED_OUTCOMES = ("failure", "error")
 # Blank detection looks at the greyscale image reduced to at most this many

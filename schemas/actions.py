@@ -29,32 +29,43 @@ class ActionType(str, Enum):
     ANSWER = "answer"
     TAKE_OVER = "take_over"
     DONE = "done"
+    RIGHT_CLICK = "right_click"  # added last: earlier types keep their positions
 
 
 ACTION_TYPES = [t.value for t in ActionType]
 # Actions that act at a point on the screen.
-POINT_ACTIONS = {ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS,
-                 ActionType.SWIPE, ActionType.SELECT}
+POINT_ACTIONS = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
+                 ActionType.LONG_PRESS, ActionType.SWIPE, ActionType.SELECT}
 # Actions whose `text` is required.
 TEXT_ACTIONS = {ActionType.TYPE, ActionType.KEY, ActionType.OPEN_APP,
                 ActionType.SELECT, ActionType.ANSWER}
 # Actions expected to change the screen (used by no-op detection).
-SCREEN_CHANGING = {ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS,
-                   ActionType.SWIPE, ActionType.SCROLL, ActionType.TYPE,
+SCREEN_CHANGING = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
+                   ActionType.LONG_PRESS, ActionType.SWIPE, ActionType.SCROLL, ActionType.TYPE,
                    ActionType.KEY, ActionType.OPEN_APP, ActionType.BACK,
                    ActionType.HOME, ActionType.SELECT}
 
 Direction = Literal["up", "down", "left", "right"]
+# A scroll's `amount` is in wheel notches (pyautogui's `scroll(clicks)`); a web
+# driver moves SCROLL_NOTCH_PX CSS px per notch (Chromium's wheel tick).
+SCROLL_NOTCH_PX = 100
 
 
 class Action(BaseModel):
     """One action. Which fields are required depends on `type`.
 
     - tap / double_tap / long_press: x, y (long_press may give duration_ms)
+    - right_click: x, y; a mouse click with the secondary button (desktop and
+      web; not a long press, and touch screens cannot do it)
     - swipe: x, y (start), x2, y2 (end), optional duration_ms
-    - scroll: direction, optional x, y (where the wheel or finger is)
+    - scroll: direction, optional x, y (where the wheel or finger is), optional
+      amount: how far, in wheel notches (> 0; the direction gives the sign; a
+      notch is SCROLL_NOTCH_PX CSS px on the web). Without it the driver
+      scrolls its default (a fraction of the screen).
     - type: text (typed into the focused field; x, y optional to focus first)
-    - key: text, a key name such as "Enter", "Backspace", "back", "home"
+    - key: text, a key or chord such as "enter", "ctrl+shift+t", "back", "home";
+      schemas.keys gives the canonical spelling (lower case, modifiers
+      ctrl+alt+shift+meta first) and the drivers accept its aliases ("Enter")
     - open_app: text, an app name, package or URL
     - select: x, y of the control and text, the option chosen
     - answer: text, the answer to an information task
@@ -73,6 +84,7 @@ class Action(BaseModel):
     text: str | None = None
     duration_ms: int | None = None
     description: str | None = None
+    amount: float | None = None  # scroll only: wheel notches (see SCROLL_NOTCH_PX)
 
     @field_validator("x", "y", "x2", "y2")
     @classmethod
@@ -80,6 +92,14 @@ class Action(BaseModel):
         # A field validator, so errors name the field (action.x), not the action.
         if v is not None and (not math.isfinite(v) or v < 0.0 or v > 1.0):
             raise ValueError(f"{info.field_name}={v!r} is not a normalised coordinate in [0, 1]")
+        return v
+
+    @field_validator("amount")
+    @classmethod
+    def _positive_amount(cls, v: float | None) -> float | None:
+        if v is not None and (not math.isfinite(v) or v <= 0):
+            raise ValueError(f"amount={v!r} is not a positive number of wheel notches "
+                             f"(the direction gives the sign)")
         return v
 
     @field_validator("duration_ms")
@@ -103,6 +123,8 @@ class Action(BaseModel):
             raise ValueError("swipe needs an end point (x2, y2)")
         if self.type == ActionType.SCROLL and self.direction is None:
             raise ValueError("scroll needs a direction")
+        if self.amount is not None and self.type != ActionType.SCROLL:
+            raise ValueError(f"amount is for scroll only, not {self.type.value}")
         if self.type in TEXT_ACTIONS and self.text is None:
             raise ValueError(f"{self.type.value} needs text")
         return self
@@ -113,12 +135,17 @@ class Action(BaseModel):
         return cls(type=ActionType.TAP, x=x, y=y, **kw)
 
     @classmethod
+    def right_click(cls, x: float, y: float, **kw) -> "Action":
+        return cls(type=ActionType.RIGHT_CLICK, x=x, y=y, **kw)
+
+    @classmethod
     def type_text(cls, text: str, x: float | None = None, y: float | None = None, **kw) -> "Action":
         return cls(type=ActionType.TYPE, text=text, x=x, y=y, **kw)
 
     @classmethod
-    def scroll(cls, direction: Direction, x: float | None = None, y: float | None = None, **kw) -> "Action":
-        return cls(type=ActionType.SCROLL, direction=direction, x=x, y=y, **kw)
+    def scroll(cls, direction: Direction, x: float | None = None, y: float | None = None,
+               amount: float | None = None, **kw) -> "Action":
+        return cls(type=ActionType.SCROLL, direction=direction, x=x, y=y, amount=amount, **kw)
 
     @classmethod
     def key(cls, name: str, **kw) -> "Action":
@@ -140,6 +167,8 @@ class Action(BaseModel):
             parts.append(f"({self.x:.3f},{self.y:.3f})")
         if self.direction:
             parts.append(self.direction)
+        if self.amount is not None:
+            parts.append(f"{self.amount:g} notches")
         if self.text is not None:
             parts.append(repr(self.text))
         return " ".join(parts)

@@ -23,6 +23,8 @@ ACTION_TYPE = pa.struct([
     ("text", pa.string()),
     ("duration_ms", pa.int64()),
     ("description", pa.string()),
+    # Added later (scroll amounts): step parts written before it lack the field; it reads as None.
+    ("amount", pa.float64()),
 ])
 
 ELEMENT_TYPE = pa.struct([

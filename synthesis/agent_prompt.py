@@ -34,12 +34,13 @@ Language = Literal["en", "zh"]
 
 _ACTIONS_EN = """\
 - Click: tap the point point_2d.
+- RightClick: click point_2d with the right mouse button (a context menu; desktop and web only).
 - LongPress: press and hold at point_2d.
 - Write: type the text in value (point_2d: the field to focus first, or [-100, -100]).
 - Select: choose the option in value from the control at point_2d.
 - Scroll: scroll value = up/down/left/right (point_2d: where, or [-100, -100]).
 - Swipe: move a finger from point_2d in direction value = up/down/left/right.
-- KeyboardPress: press the key in value (e.g. "enter").
+- KeyboardPress: press the key or shortcut in value (e.g. "enter", "ctrl+c").
 - NavigateBack / NavigateHome: go back / go to the home screen.
 - Wait: wait value seconds.
 - Answer: give the answer in value when the task asks a question.
@@ -47,12 +48,13 @@ _ACTIONS_EN = """\
 
 _ACTIONS_ZH = """\
 - Click：点击 point_2d 处。
+- RightClick：用鼠标右键点击 point_2d 处（打开右键菜单；仅桌面和网页）。
 - LongPress：在 point_2d 处长按。
 - Write：输入 value 中的文字（point_2d：先聚焦的输入框，或 [-100, -100]）。
 - Select：在 point_2d 处的控件中选择 value 选项。
 - Scroll：按 value = up/down/left/right 滚动（point_2d：位置，或 [-100, -100]）。
 - Swipe：手指从 point_2d 向 value = up/down/left/right 方向滑动。
-- KeyboardPress：按下 value 中的按键（如 "enter"）。
+- KeyboardPress：按下 value 中的按键或组合键（如 "enter"、"ctrl+c"）。
 - NavigateBack / NavigateHome：返回 / 回到主屏幕。
 - Wait：等待 value 秒。
 - Answer：任务是提问时，在 value 中给出答案。

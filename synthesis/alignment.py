@@ -38,7 +38,8 @@ from .cot import TEMPLATE, StepCoT, StepItem, supported
 
 log = logging.getLogger(__name__)
 
-POINT_CHECKED = {ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS, ActionType.SELECT}
+POINT_CHECKED = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
+                 ActionType.LONG_PRESS, ActionType.SELECT}
 VALUE_CHECKED = {ActionType.TYPE, ActionType.SELECT, ActionType.KEY, ActionType.OPEN_APP, ActionType.ANSWER}
 DIRECTION_CHECKED = {ActionType.SWIPE, ActionType.SCROLL}
 # Actions whose point is on the element they act on (a scroll's point is anywhere).

@@ -53,6 +53,7 @@ DEFAULT_NORMS: dict[str, tuple[float, float]] = {"min_steps": (1.0, 30.0), "apps
                                                  "distractions": (0.0, 2.0)}
 GESTURE_SCORES: dict[str, int] = {
     ActionType.TAP.value: 1, ActionType.DOUBLE_TAP.value: 1, ActionType.SELECT.value: 1,
+    ActionType.RIGHT_CLICK.value: 1,
     ActionType.SWIPE.value: 2, ActionType.SCROLL.value: 2, ActionType.LONG_PRESS.value: 3,
 }
 MULTI_TOUCH = {"pinch", "zoom", "multi_touch", "two_finger_tap", "rotate"}

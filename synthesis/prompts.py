@@ -27,8 +27,8 @@ from trajforge.vlm.messages import image_part, text_part
 
 LANGUAGES = ("en", "zh")
 MAX_PAGE_CHARS = 3000
-GUI_LIBRA_TYPES = ("Click, LongPress, Swipe, Scroll, Write, Select, KeyboardPress, OpenAPP, "
-                   "NavigateBack, NavigateHome, Wait, Answer, Terminate")
+GUI_LIBRA_TYPES = ("Click, RightClick, LongPress, Swipe, Scroll, Write, Select, KeyboardPress, "
+                   "OpenAPP, NavigateBack, NavigateHome, Wait, Answer, Terminate")
 
 # ---------------------------------------------------------------- actions in words
 _ROLE_EN = {"textbox": "text box", "searchbox": "search box", "combobox": "drop-down",
@@ -74,6 +74,9 @@ def action_phrase(action: Action, target: Element | None, width: int, height: in
     text = action.text or ""
     if t == ActionType.TAP:
         return f"点击{where}" if zh else f"tap {where}" if named else f"tap at {where}"
+    if t == ActionType.RIGHT_CLICK:
+        return (f"右键点击{where}" if zh else f"right-click {where}" if named
+                else f"right-click at {where}")
     if t == ActionType.DOUBLE_TAP:
         return f"双击{where}" if zh else f"double-tap {where}" if named else f"double-tap at {where}"
     if t == ActionType.LONG_PRESS:

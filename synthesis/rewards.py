@@ -117,7 +117,8 @@ def action_value(action: Action) -> str:
         return swipe_direction(action)
     if action.type == ActionType.SCROLL:
         return action.direction or ""
-    if action.type in (ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS):
+    if action.type in (ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
+                       ActionType.LONG_PRESS):
         return ""  # a tap's text has no GUI-Libra field
     return action.text or ""
 

@@ -45,7 +45,8 @@ def same_action(parsed: Action, recorded: Action, width: int, height: int) -> bo
         return parsed.direction == recorded.direction
     if t == ActionType.WAIT:
         return parsed.duration_ms == recorded.duration_ms
-    if t in (ActionType.LONG_PRESS, ActionType.TAP, ActionType.BACK, ActionType.HOME):
+    if t in (ActionType.LONG_PRESS, ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.BACK,
+             ActionType.HOME):
         return True
     return parsed.text == recorded.text
 

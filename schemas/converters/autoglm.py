@@ -18,8 +18,9 @@ handler maps a value v to int(v / 1000 * dim) (`grids.GRID_999`).
 | wait               | do(action="Wait", duration="2 seconds") or do(action="Wait") |
 | take_over          | do(action="Take_over", message="…")                      |
 | done               | finish(message="…"); finish() when there is no message   |
-| scroll, key, select, answer, type with a point: SchemaError (see          |
-|   `scroll_to_swipe` and `split_type_focus` to rewrite them first)         |
+| scroll, key, select, answer, right_click, type with a point: SchemaError  |
+|   (see `scroll_to_swipe` and `split_type_focus` to rewrite the first and  |
+|   the last; a right click is never turned into a long press)              |
 
 Read only (one way, the original call kept in `description`):
 - do(action="Type_Name", text=…) -> type (the upstream handler types it the same way)

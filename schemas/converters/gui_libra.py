@@ -19,6 +19,7 @@ Mapping (canonical -> GUI-Libra; the reverse also accepts the aliases):
 | canonical   | action_type   | value                       | point_2d       | aliases read      |
 |-------------|---------------|-----------------------------|----------------|-------------------|
 | tap         | Click         | "None"                      | point          | Tap               |
+| right_click | RightClick    | "None"                      | point          | SecondaryClick    |
 | long_press  | LongPress     | "None"                      | point          |                   |
 | swipe       | Swipe         | finger direction            | start          |                   |
 | scroll      | Scroll        | up/down/left/right          | point or none  |                   |
@@ -34,6 +35,10 @@ Mapping (canonical -> GUI-Libra; the reverse also accepts the aliases):
 | double_tap  | (none: SchemaError)                                            |
 | take_over   | (none: SchemaError)                                            |
 
+RightClick is trajforge's addition (GUI-Libra's own action space has none; its
+desktop data would need one): the agent prompt lists it, and it reads and
+writes like Click.
+
 `action_description` <-> `description` ("None" when absent; `action_target`
 is read when `action_description` is missing). Type names are matched
 ignoring case, spaces, "_" and "-". GUI-Libra's own evaluator turns a Swipe
@@ -44,7 +49,8 @@ Lossy spots, by design:
   gives a canonical swipe with `direction` set and an end `SWIPE_SPAN` of the
   screen away (clamped); writing uses `direction` if set, else the dominant
   axis of the movement. So the start and direction survive, the length not.
-- `duration_ms` of long_press/swipe and `text` of a tap are dropped (no field).
+- `duration_ms` of long_press/swipe, `text` of a tap and a scroll's `amount`
+  are dropped (no field: a Scroll's value is its direction only).
 - A description of exactly "None" reads back as no description.
 - For actions whose value is optional (done, wait), the text "None" means
   absent; for those that need one (type, answer, ...), "None" is taken literally.
@@ -66,6 +72,7 @@ Coords = Literal["pixels", "grid1000"]
 
 TO_NAME = {
     ActionType.TAP: "Click",
+    ActionType.RIGHT_CLICK: "RightClick",
     ActionType.LONG_PRESS: "LongPress",
     ActionType.SWIPE: "Swipe",
     ActionType.SCROLL: "Scroll",
@@ -79,12 +86,14 @@ TO_NAME = {
     ActionType.ANSWER: "Answer",
     ActionType.DONE: "Terminate",
 }
-_ALIASES = {"tap": ActionType.TAP, "type": ActionType.TYPE, "input": ActionType.TYPE,
+_ALIASES = {"tap": ActionType.TAP, "secondaryclick": ActionType.RIGHT_CLICK,
+            "type": ActionType.TYPE, "input": ActionType.TYPE,
             "keypress": ActionType.KEY, "press": ActionType.KEY, "back": ActionType.BACK,
             "home": ActionType.HOME, "complete": ActionType.DONE, "finish": ActionType.DONE}
 NO_POINT = [-100, -100]
 NONE = "None"
-_POINT_REQUIRED = {ActionType.TAP, ActionType.LONG_PRESS, ActionType.SELECT}
+_POINT_REQUIRED = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.LONG_PRESS,
+                   ActionType.SELECT}
 _POINT_OPTIONAL = {ActionType.SCROLL, ActionType.TYPE, ActionType.SWIPE}  # swipe: centre if none
 _TEXT_VALUE = {ActionType.TYPE, ActionType.SELECT, ActionType.KEY, ActionType.OPEN_APP,
                ActionType.ANSWER, ActionType.DONE}

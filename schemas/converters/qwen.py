@@ -26,7 +26,8 @@ of the original screenshot (UI-S1 does) passes the original size instead.
 | wait             | {"action": "wait", "time": s?}                                |
 | answer           | {"action": "answer", "text": "…"}                             |
 | done             | {"action": "terminate", "status": "success" / "failure"}      |
-| scroll, double_tap, select, take_over, type with a point: SchemaError       |
+| scroll, double_tap, right_click, select, take_over, type with a point:      |
+|   SchemaError                                                              |
 
 Times are seconds (2, 1.5). Reading, `button` is case-insensitive ("back"
 works) and coordinates may be floats (UI-S1 stores 540.0, 389.83…). Lossy
@@ -45,6 +46,7 @@ from typing import Any
 from ..actions import Action, ActionType
 from ..errors import SchemaError
 from ..grids import point_from_pixels, point_to_pixels
+from ..keys import canonical_or_raw
 from . import make_action, ms_from_seconds, seconds_number, unsupported
 
 # Qwen2.5-VL's defaults (qwen-vl-utils): 4 and 16384 patches of 28 x 28 pixels.
@@ -106,8 +108,10 @@ def to_qwen25vl(action: Action, width: int, height: int) -> dict[str, Any]:
                               "field; split it with split_type_focus() into a tap and a type")
         return {"action": "type", "text": a.text}
     if t == ActionType.KEY:
-        if a.text in _BUTTON_KEYS:
-            return {"action": "system_button", "button": a.text}
+        # Any spelling of Enter / Menu ("enter", "KEYCODE_ENTER") is the system button.
+        button = canonical_or_raw(a.text).capitalize()
+        if button in _BUTTON_KEYS:
+            return {"action": "system_button", "button": button}
         return {"action": "key", "text": a.text}
     if t == ActionType.BACK:
         return {"action": "system_button", "button": "Back"}

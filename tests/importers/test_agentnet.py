@@ -27,15 +27,17 @@ def test_raw_trajectory_needs_a_stated_size_then_imports(store):
     assert traj.outcome == "success"  # computer.terminate(status='success')
     st = steps[traj.trajectory_id]
     kinds = [s.action.type.value for s in st]
-    assert kinds[:6] == ["tap", "long_press", "tap", "swipe", "tap", "scroll"]
+    assert kinds[:6] == ["tap", "right_click", "tap", "swipe", "tap", "scroll"]
     assert kinds[-1] == "done" and kinds.count("tap") == 11
     assert (st[0].action.x, st[0].action.y) == (0.9722, 0.9701)
-    assert st[1].action.description == "right_click"
+    # pyautogui.rightClick(x=0.9553, y=0.5117): its own action, not a long press
+    assert (st[1].action.x, st[1].action.y) == (0.9553, 0.5117)
     # moveTo(0.4546, 0.2682) + dragTo(0.4107, 0.2773) -> one swipe
     a = st[3].action
     assert (a.x, a.y, a.x2, a.y2) == (0.4546, 0.2682, 0.4107, 0.2773)
     # moveTo(0.396, 0.7839) + scroll(-3) -> scroll down there
     assert (st[5].action.direction, st[5].action.x, st[5].action.y) == ("down", 0.396, 0.7839)
+    assert st[5].action.amount == 3  # wheel notches
     # 1920x1080 px: 0.9722*1920 = 1866.6 -> 1867, 0.9701*1080 = 1047.7 -> 1048
     assert libra(st[0])["point_2d"] == [1867, 1048]
 

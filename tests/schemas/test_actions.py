@@ -30,6 +30,8 @@ def actions(draw, types=tuple(ActionType)) -> Action:
         kw["x2"], kw["y2"] = draw(unit), draw(unit)
     if t == ActionType.SCROLL or draw(st.booleans()):
         kw["direction"] = draw(directions)
+    if t == ActionType.SCROLL:
+        kw["amount"] = draw(st.none() | st.floats(0.01, 1e6, allow_nan=False))
     if t in TEXT_ACTIONS or draw(st.booleans()):
         kw["text"] = draw(texts)
     kw["duration_ms"] = draw(st.none() | ms)
@@ -54,6 +56,7 @@ MINIMAL = {
     "answer": {"text": "42"},
     "take_over": {},
     "done": {},
+    "right_click": {"x": 0.5, "y": 0.5},
 }
 
 

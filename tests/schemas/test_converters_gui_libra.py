@@ -30,7 +30,7 @@ def libra_actions(draw) -> Action:
     """Canonical actions restricted to what GUI-Libra keeps."""
     t = draw(st.sampled_from(LIBRA_TYPES))
     kw: dict = {"type": t, "description": draw(st.none() | not_none)}
-    if t in (T.TAP, T.LONG_PRESS, T.SELECT, T.SWIPE) or \
+    if t in (T.TAP, T.RIGHT_CLICK, T.LONG_PRESS, T.SELECT, T.SWIPE) or \
             (t in (T.SCROLL, T.TYPE) and draw(st.booleans())):
         kw["x"], kw["y"] = draw(unit), draw(unit)
     if t == T.SWIPE:
@@ -73,8 +73,8 @@ def _check_libra(a: Action, back: Action, tx: float, ty: float):
         assert_same(a, back, tx, ty)
 
 
-LIBRA_NAMES = ["Click", "LongPress", "Swipe", "Scroll", "Write", "Select", "KeyboardPress",
-               "OpenAPP", "NavigateBack", "NavigateHome", "Wait", "Answer", "Terminate"]
+LIBRA_NAMES = ["Click", "RightClick", "LongPress", "Swipe", "Scroll", "Write", "Select",
+               "KeyboardPress", "OpenAPP", "NavigateBack", "NavigateHome", "Wait", "Answer", "Terminate"]
 
 
 @st.composite
@@ -85,7 +85,7 @@ def libra_objects(draw, w: int, h: int, max_v: int | None = None):
     ys = st.integers(0, max_v if max_v is not None else h - 1)
     point = [draw(xs), draw(ys)]
     value, p = "None", NO_POINT
-    if name in ("Click", "LongPress", "Select", "Swipe"):
+    if name in ("Click", "RightClick", "LongPress", "Select", "Swipe"):
         p = point
     if name in ("Scroll", "Write") and draw(st.booleans()):
         p = point

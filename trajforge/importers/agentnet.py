@@ -7,7 +7,8 @@ A. The AgentNet trajectory (JSONL, one task per line; the CoT generator's
 B. AgentNetBench (one JSON file per task): `{task_id, user_task_description,
    meta_info: {system, screen_resolution: {width, height}}, steps:
    [{step_num, image, action (code), inner_monologue: {thought, ...},
-   ground_truth_actions: [{type, params, metadata: {bboxes: [{rel_bbox}]}}]}]}`.
+   ground_truth_actions: [{type, params, metadata: {bboxes: [{rel_bbox}]}}],
+   alternative_options: [[{type, params, ...}], ...]}]}`.
 
 Quirks handled:
 - `code` is pyautogui with **normalised 0-1 coordinates**, read with `ast`
@@ -16,10 +17,22 @@ Quirks handled:
   scroll(n) one scroll at that point (n < 0: down), moveTo + click() a tap
   there, mouseDown ... mouseUp a drag; any other calls become one step each
   on the same screenshot. A lone moveTo is a wait at that point ("move_to").
-- click -> tap, doubleClick / tripleClick -> double_tap, rightClick ->
-  long_press (the touch analogue of a context menu; description "right_click"),
-  write / typewrite -> type, press / hotkey -> key ("ctrl+c"),
+- click -> tap, doubleClick / tripleClick -> double_tap, rightClick (and
+  click(button='right')) -> right_click, write / typewrite -> type, hotkey ->
+  one key chord in schemas.keys' canonical form (['ctrl', 'F'] -> "ctrl+f"),
+  press -> one key action per key pressed (press(['a', 'b']) presses a, then
+  b), scroll(n) -> scroll with amount |n| wheel notches (n < 0: down),
   `computer.terminate(status=...)` -> done, and the status is the outcome.
+- AgentNetBench steps are read from `ground_truth_actions` (`{type, params:
+  {position: {x, y}, text, keys, amount, status}}`, the same calls as the
+  code); the `action` code is read only where a step has none. The two
+  disagree on real records (step 5 of s_5473959e0f6e21f7 types
+  "help me polish this: " while its code ends in a stray quote).
+- Kept in the task's params (the record's JSON field for what the schema has
+  no column for): `step_nums`, the AgentNetBench step number of each imported
+  step in order (a bench step of several actions gives several steps), and
+  `alternative_options` {step_num: the record's alternatives, as given} for
+  the steps that have any.
 - AgentNetBench's `step_num` is not contiguous (steps were dropped): its
   trajectories keep the steps given, in order, with outcome "unknown" when
   numbers are missing (the sequence is not the whole demonstration).
@@ -41,6 +54,7 @@ from typing import Any, Iterator
 
 from schemas.actions import Action, ActionType
 from schemas.converters import make_action
+from schemas.keys import canonical_or_raw
 from schemas.errors import SchemaError
 from schemas.records import Element
 
@@ -50,7 +64,7 @@ from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate
 _CLICKS = {"click": (ActionType.TAP, None), "leftClick": (ActionType.TAP, None),
            "doubleClick": (ActionType.DOUBLE_TAP, None),
            "tripleClick": (ActionType.DOUBLE_TAP, "triple_click"),
-           "rightClick": (ActionType.LONG_PRESS, "right_click")}
+           "rightClick": (ActionType.RIGHT_CLICK, None)}
 
 
 class AgentNetImporter(Importer):
@@ -99,23 +113,34 @@ class AgentNetImporter(Importer):
                     int(number(res.get("height"), field="meta_info.screen_resolution.height")))
         steps = sorted(require(rec, "steps", list), key=lambda s: s.get("step_num", 0)
                        if isinstance(s, dict) else 0)
-        drafts, status, nums = [], None, []
+        drafts, status, nums, step_nums, alternatives = [], None, [], [], {}
         for i, s in enumerate(steps):
             try:
-                nums.append(require(s, "step_num", int))
-                actions, st = parse_code(require(s, "action", str))
-                target = _target(s.get("ground_truth_actions"))
-                shot_size = _size(s.get("ground_truth_actions"))
+                num = require(s, "step_num", int)
+                nums.append(num)
+                gt = s.get("ground_truth_actions")
+                if isinstance(gt, list) and gt:
+                    actions, st = parse_ground_truth(gt)
+                else:
+                    actions, st = parse_code(require(s, "action", str))
+                target = _target(gt)
+                shot_size = _size(gt)
             except SchemaError as err:
                 raise SchemaError(err.reason, field=f"steps[{i}].{err.field}") from None
             status = st or status
+            if s.get("alternative_options"):
+                alternatives[str(num)] = s["alternative_options"]
             mono = s.get("inner_monologue") or {}
             image = locate_image(file.parent, s.get("image")) or locate_image(
                 file.parent, f"images/{s.get('image')}")
             for a in actions:
+                step_nums.append(num)
                 drafts.append(Draft(make=(lambda a, t: lambda w, h: (a, t, []))(a, target),
                                     image=image, size=shot_size,
                                     thought=mono.get("thought") or None))
+        params: dict[str, Any] = {"step_nums": step_nums}
+        if alternatives:
+            params["alternative_options"] = alternatives
         gaps = nums != list(range(nums[0], nums[0] + len(nums))) if nums else False
         system = str(meta.get("system") or "").lower()
         return Episode(episode_id=str(task_id),
@@ -123,7 +148,8 @@ class AgentNetImporter(Importer):
                        drafts=drafts, platform="web", device_size=size,
                        device_name=f"desktop-{system}" if system else "desktop",
                        app=", ".join(meta.get("websites") or meta.get("applications") or []),
-                       outcome="unknown" if gaps or (nums and nums[0] > 1) else _outcome(status))
+                       outcome="unknown" if gaps or (nums and nums[0] > 1) else _outcome(status),
+                       params=params)
 
 
 def _outcome(status: str | None) -> str:
@@ -191,13 +217,59 @@ def _xy(args: list, kw: dict, fn: str) -> tuple[float, float] | None:
     return x, y
 
 
+# ground_truth_actions params -> the keyword arguments of the pyautogui call.
+_GT_PARAMS = {"text": "message", "amount": "clicks"}
+
+
+def _gt_calls(gt: list) -> list[tuple[str, list, dict]]:
+    calls = []
+    for k, a in enumerate(gt):
+        where = f"ground_truth_actions[{k}]"
+        if not isinstance(a, dict) or not isinstance(a.get("type"), str):
+            raise SchemaError(f"{a!r} is not an action {{type, params}}", field=where)
+        params = a.get("params") or {}
+        if not isinstance(params, dict):
+            raise SchemaError(f"{params!r} is not an object", field=f"{where}.params")
+        kw = {_GT_PARAMS.get(key, key): v for key, v in params.items() if key != "position"}
+        pos = params.get("position")
+        if pos is not None:
+            if not isinstance(pos, dict):
+                raise SchemaError(f"{pos!r} is not {{x, y}}", field=f"{where}.params.position")
+            kw["x"], kw["y"] = pos.get("x"), pos.get("y")
+        calls.append((a["type"], [], kw))
+    return calls
+
+
+def parse_ground_truth(gt: list) -> tuple[list[Action], str | None]:
+    """Canonical actions of one AgentNetBench step's `ground_truth_actions`, and the
+    terminate status if any (the same calls as the code, as structured data)."""
+    try:
+        return _parse_calls(_gt_calls(gt))
+    except SchemaError as err:
+        field = err.field or ""
+        if field.startswith("code"):
+            field = "ground_truth_actions" + field[len("code"):]
+        raise SchemaError(err.reason, field=field) from None
+
+
+def _key_names(keys: Any, fn: str) -> list[str]:
+    keys = [keys] if isinstance(keys, str) else keys
+    if not keys or not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) for k in keys):
+        raise SchemaError(f"{keys!r} are not key names", field=f"code.{fn}")
+    return list(keys)
+
+
 def parse_code(code: str) -> tuple[list[Action], str | None]:
     """Canonical actions of one step's pyautogui code, and the terminate status if any."""
+    return _parse_calls(_calls(code))
+
+
+def _parse_calls(calls: list[tuple[str, list, dict]]) -> tuple[list[Action], str | None]:
     actions: list[Action] = []
     cursor = None      # where the last moveTo left the pointer, not yet used
     pressed = None     # where mouseDown happened
     status = None
-    for fn, args, kw in _calls(code):
+    for fn, args, kw in calls:
         if fn == "moveTo":
             if cursor is not None:
                 actions.append(make_action(type=ActionType.WAIT, x=cursor[0], y=cursor[1],
@@ -212,7 +284,7 @@ def parse_code(code: str) -> tuple[list[Action], str | None]:
             if fn == "click" and kw.get("clicks", 1) == 2:
                 t = ActionType.DOUBLE_TAP
             if fn == "click" and kw.get("button") == "right":
-                t, desc = ActionType.LONG_PRESS, "right_click"
+                t, desc = ActionType.RIGHT_CLICK, None
             actions.append(make_action(type=t, x=p[0], y=p[1], description=desc))
         elif fn == "dragTo":
             end = _xy(args, kw, fn)
@@ -236,20 +308,31 @@ def parse_code(code: str) -> tuple[list[Action], str | None]:
                 raise SchemaError("a scroll by 0", field=f"code.{fn}")
             direction = (("down" if n < 0 else "up") if fn != "hscroll"
                          else ("left" if n < 0 else "right"))
-            p = cursor or (None, None)
+            # scroll(clicks, x=None, y=None): the point is a keyword (or where moveTo left it).
+            at = (kw.get("x", args[1] if len(args) > 2 else None),
+                  kw.get("y", args[2] if len(args) > 2 else None))
+            p = (_xy(list(at), {}, fn) if at != (None, None) else None) or cursor or (None, None)
             actions.append(make_action(type=ActionType.SCROLL, direction=direction, x=p[0], y=p[1],
-                                       description=f"{fn}({n:g})"))
+                                       amount=abs(n), description=f"{fn}({n:g})"))
         elif fn in ("write", "typewrite"):
             text = kw.get("message", args[0] if args else None)
             if not isinstance(text, str):
                 raise SchemaError(f"{text!r} is not text", field=f"code.{fn}")
             actions.append(make_action(type=ActionType.TYPE, text=text))
-        elif fn in ("press", "hotkey"):
-            keys = kw.get("keys", args if fn == "hotkey" or len(args) != 1 else args[0])
-            keys = [keys] if isinstance(keys, str) else keys
-            if not keys or not all(isinstance(k, str) for k in keys):
-                raise SchemaError(f"{keys!r} are not key names", field=f"code.{fn}")
-            actions.append(make_action(type=ActionType.KEY, text="+".join(keys)))
+        elif fn == "hotkey":  # one chord: hotkey('ctrl', 'c') or hotkey(keys=[...])
+            keys = _key_names(kw.get("keys", args[0] if len(args) == 1 else args), fn)
+            actions.append(make_action(type=ActionType.KEY,
+                                       text=canonical_or_raw("+".join(keys), keyboard=True)))
+        elif fn == "press":  # press('a') / press(['a', 'b']): one key after the other
+            keys = _key_names(kw.get("keys", args[0] if args else None), fn)
+            presses = kw.get("presses", args[1] if len(args) > 1 else 1)
+            if not isinstance(presses, int) or isinstance(presses, bool) or presses < 1:
+                raise SchemaError(f"presses={presses!r} is not a positive count",
+                                  field=f"code.{fn}")
+            for _ in range(presses):
+                for k in keys:
+                    actions.append(make_action(type=ActionType.KEY,
+                                               text=canonical_or_raw(k, keyboard=True)))
         elif fn == "terminate":
             status = kw.get("status", args[0] if args else None)
             actions.append(make_action(type=ActionType.DONE,

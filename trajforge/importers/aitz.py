@@ -17,7 +17,7 @@ Quirks handled:
 - Steps are ordered by `step_id`; records of several episodes in one file are
   grouped by `episode_id`.
 
-Mapping: 3 -> type, tap/swipe, 5 -> back, 6 -> home, 7 -> key "Enter",
+Mapping: 3 -> type, tap/swipe, 5 -> back, 6 -> home, 7 -> key "enter",
 10 -> done, 11 -> done("impossible") with the trajectory's outcome "failure"
 (the goal was not reached; the demonstration says so). `coat_action_think`
 becomes the step's thought and `coat_action_desc` the action's description.
@@ -124,7 +124,7 @@ class AitzImporter(Importer):
         elif kind in _SIMPLE:
             action = make_action(type=_SIMPLE[kind], description=desc)
         elif kind == 7:
-            action = make_action(type=ActionType.KEY, text="Enter", description=desc)
+            action = make_action(type=ActionType.KEY, text="enter", description=desc)
         elif kind == 10:
             action = make_action(type=ActionType.DONE, description=desc)
         elif kind == 11:

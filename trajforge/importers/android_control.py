@@ -196,7 +196,7 @@ def _uis1_action(c: dict, instruction: str | None):
             if button in _KEYS:
                 return make_action(type=_KEYS[button], **d), None, []
             if button == "enter":
-                return make_action(type=ActionType.KEY, text="Enter", **d), None, []
+                return make_action(type=ActionType.KEY, text="enter", **d), None, []
             raise SchemaError(f"unknown button {c['button']!r}", field="button")
         if kind == "terminate":
             status = c.get("status")

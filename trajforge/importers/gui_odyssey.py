@@ -12,7 +12,7 @@ Quirks handled (introduction.md and the official `format_converter.py`):
   [x1, y1, x2, y2] on the same grid (or []): it becomes the step's target.
 - CLICK / LONG_PRESS `info` is a list of points, `[[x, y], [x, y]]`, of which
   the loader uses the first; CLICK `info` may instead be KEY_HOME, KEY_BACK or
-  KEY_APPSELECT (home, back, key "recent_apps").
+  KEY_APPSELECT (home, back, key "app_switch", schemas.keys' name).
 - SCROLL `info` is the finger's start and end point: a canonical swipe.
 - Typing: the spec says TYPE, the loader and the released data say **TEXT**;
   both are read (`info` is the text).
@@ -40,7 +40,7 @@ from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate
                    numbers, read_records, require)
 
 _KEYS = {"KEY_HOME": (ActionType.HOME, None), "KEY_BACK": (ActionType.BACK, None),
-         "KEY_APPSELECT": (ActionType.KEY, "recent_apps")}
+         "KEY_APPSELECT": (ActionType.KEY, "app_switch")}
 
 
 class GuiOdysseyImporter(Importer):

@@ -19,9 +19,11 @@ Quirks handled:
   elsewhere): neither is needed, so either is accepted.
 
 Mapping: click / tap -> tap (centre of `element`, which is also the target,
-or `point`), input -> type, enter -> key "Enter", scroll -> scroll (sign of
-the larger of down/right), select_text -> swipe (the drag that selects),
-copy / copy_text -> key "Control+C", answer -> answer, select -> select,
+or `point`), input -> type, enter -> key "enter", scroll -> scroll (sign of
+the larger of down/right; its size as `amount` in wheel notches of
+SCROLL_NOTCH_PX: `related` is a fraction of the image's height / width,
+`absolute` pixels), select_text -> swipe (the drag that selects),
+copy / copy_text -> key "ctrl+c" (schemas.keys' canonical names), answer -> answer, select -> select,
 swipe -> swipe, go_back -> back, go_home -> home, task_complete -> done,
 task_impossible -> done("impossible"). hover has no canonical action: it is
 read as wait at the point with description "hover" (the pointer moves,
@@ -38,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterator
 
-from schemas.actions import ActionType
+from schemas.actions import SCROLL_NOTCH_PX, ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
@@ -51,8 +53,8 @@ _UID = [(re.compile(r"^uid_(record_\d+)_step_(\d+)$"), "web"),
         (re.compile(r"^uid_(episode_\w+?)_step_(\d+)$"), "android"),
         (re.compile(r"^uid_(image_.+)$"), "web")]
 _NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
-_BARE = {"enter": (ActionType.KEY, "Enter"), "copy": (ActionType.KEY, "Control+C"),
-         "copy_text": (ActionType.KEY, "Control+C"), "go_back": (ActionType.BACK, None),
+_BARE = {"enter": (ActionType.KEY, "enter"), "copy": (ActionType.KEY, "ctrl+c"),
+         "copy_text": (ActionType.KEY, "ctrl+c"), "go_back": (ActionType.BACK, None),
          "go_home": (ActionType.HOME, None), "task_complete": (ActionType.DONE, None),
          "task_impossible": (ActionType.DONE, "impossible")}
 
@@ -174,6 +176,7 @@ def _action(a: dict, w: int, h: int, field: str, check_only: bool = False):
                            field=field), None, []
     if name == "scroll":
         s = require(a, "scroll", dict, field=f"{field}.scroll")
+        related = "related" in s
         d = s.get("related", s.get("absolute"))
         if not isinstance(d, dict):
             raise SchemaError(f"{d!r} is not {{down, right}}", field=f"{field}.scroll")
@@ -181,9 +184,13 @@ def _action(a: dict, w: int, h: int, field: str, check_only: bool = False):
         right = number(d.get("right", 0), field=f"{field}.scroll.right")
         if down == right == 0:
             raise SchemaError("a scroll by 0", field=f"{field}.scroll")
-        direction = (("down" if down > 0 else "up") if abs(down) >= abs(right)
+        vertical = abs(down) >= abs(right)
+        direction = (("down" if down > 0 else "up") if vertical
                      else ("right" if right > 0 else "left"))
-        return make_action(type=ActionType.SCROLL, direction=direction, field=field), None, []
+        px = abs(down if vertical else right) * ((h if vertical else w) if related else 1)
+        return make_action(type=ActionType.SCROLL, direction=direction, field=field,
+                           amount=None if check_only else round(px / SCROLL_NOTCH_PX, 2) or None
+                           ), None, []
     if name in ("select_text", "swipe"):
         dp = require(a, "dual_point", dict, field=f"{field}.dual_point")
         rel = dp.get("related", dp.get("absolute"))

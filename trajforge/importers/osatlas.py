@@ -30,8 +30,8 @@ from .base import RECORD_ERRORS, Draft, Episode, bad, locate_image, read_records
 _POINT = re.compile(r"^(CLICK|LONG_PRESS)\s*<point>\s*\[\[\s*([^\]]*)\]\]\s*</point>$")
 _ARG = re.compile(r"^([A-Z_]+)\s*\[(.*)\]$", re.DOTALL)
 _BARE = {"PRESS_BACK": (ActionType.BACK, None), "PRESS_HOME": (ActionType.HOME, None),
-         "PRESS_RECENT": (ActionType.KEY, "recent_apps"), "ENTER": (ActionType.KEY, "Enter"),
-         "PRESS_ENTER": (ActionType.KEY, "Enter"), "WAIT": (ActionType.WAIT, None),
+         "PRESS_RECENT": (ActionType.KEY, "app_switch"), "ENTER": (ActionType.KEY, "enter"),
+         "PRESS_ENTER": (ActionType.KEY, "enter"), "WAIT": (ActionType.WAIT, None),
          "COMPLETE": (ActionType.DONE, None), "IMPOSSIBLE": (ActionType.DONE, "impossible")}
 
 

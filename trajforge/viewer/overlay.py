@@ -13,7 +13,7 @@ from typing import Any
 SCROLL_REACH = 0.3
 _SCROLL_DIR = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 # Actions drawn as a point; the others get a label at the top.
-_POINT_KINDS = {"tap", "double_tap", "long_press", "select"}
+_POINT_KINDS = {"tap", "right_click", "double_tap", "long_press", "select"}
 _MAX_LABEL = 80
 
 

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from sandbox.server import start_url
-from sandbox.tasks.base import OracleError, TaskTemplate
+from sandbox.tasks.base import TaskTemplate
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, session_seed
 from trajforge.store import BlobStore
 
+from .env_runtime import StartPageError
 from .guard import AuditLog, SafetyGuard
+from .policy_errors import PolicyError
 from .policies import Policy
 
 TERMINAL = {ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER}
@@ -47,10 +49,6 @@ class CrawlEnv(Protocol):
 
 def env_platform(env) -> str:
     return getattr(env, "platform", None) or "web"
-
-
-class StartPageError(RuntimeError):
-    """The episode's start page did not load (a timeout, a refused connection)."""
 
 
 @dataclass
@@ -110,6 +108,50 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
     observe_ms = (time.perf_counter() - t0) * 1000
     shot_sha = blobs.put(obs.screenshot, obs.image_format)
 
+    played = play_steps(env, obs, shot_sha, observe_ms, policy=policy,
+                        trajectory_id=trajectory_id, blobs=blobs, guard=guard,
+                        max_steps=max_steps, audit=audit, attempt=attempt, on_step=on_step,
+                        info=info)
+    steps, terminated, failure = played.steps, played.terminated, played.failure
+
+    info.blocked_requests = list(getattr(env, "blocked_requests", []))
+    try:
+        snapshot, state_error = fetch_state(server_url, sid), None
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        snapshot, state_error = None, f"state of session {sid} unavailable: {e}"
+    outcome, verified_by, error = _verify(snapshot, state_error, task, template, terminated,
+                                          failure, info.answer)
+    distractions = list(snapshot.get("distractions", [])) if snapshot else []
+    traj = Trajectory(trajectory_id=trajectory_id, task=task, platform=env_platform(env),
+                      app=task.app, device=device, source="crawl", source_name=SOURCE_NAME,
+                      policy=policy.name, seed=seed, outcome=outcome, verified_by=verified_by,
+                      num_steps=len(steps), distractions=distractions, error=error,
+                      created_at=time.time())
+    return traj, steps
+
+
+@dataclass
+class Played:
+    """What the step loop left: the steps, whether the policy finished, why not."""
+
+    steps: list[Step]
+    terminated: bool = False
+    failure: str | None = None   # why the episode ended without finishing
+    stopped: bool = False        # `after_step` ended it (a verifier said done)
+    obs: Observation | None = None  # the last observation (after the last action)
+
+
+def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float, *,
+               policy: Policy, trajectory_id: str, blobs: BlobStore, guard: SafetyGuard,
+               max_steps: int, audit: AuditLog | None, attempt: int,
+               on_step: Callable[[Step], None] | None, info: EpisodeInfo,
+               after_step: Callable[[Observation, list[Step]], bool] | None = None) -> Played:
+    """Ask the policy, let the guard judge, execute, record: up to `max_steps` steps.
+
+    Each step holds the observation *before* its action. `after_step(obs,
+    steps)`, called after each executed action with the new observation, ends
+    the episode when it returns True (an environment's verifier said done).
+    """
     steps: list[Step] = []
     terminated = False
     failure: str | None = None  # why the episode ended without finishing
@@ -117,8 +159,8 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
         started_at = time.time()
         try:
             action = policy.act(obs)
-        except OracleError as e:
-            failure = f"oracle: {e}"
+        except PolicyError as e:
+            failure = f"{getattr(policy, 'name', 'policy')}: {e}"
             break
         target = getattr(policy, "last_target", None)
         if target is None and action.x is not None:
@@ -162,23 +204,11 @@ def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTem
         steps.append(step)
         _notify(on_step, step)
         obs, shot_sha, observe_ms = after, after_sha, act_ms
+        if after_step is not None and after_step(obs, steps):
+            return Played(steps, terminated=False, failure=None, stopped=True, obs=obs)
     else:
         failure = f"max_steps={max_steps} reached without a final action"
-
-    info.blocked_requests = list(getattr(env, "blocked_requests", []))
-    try:
-        snapshot, state_error = fetch_state(server_url, sid), None
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        snapshot, state_error = None, f"state of session {sid} unavailable: {e}"
-    outcome, verified_by, error = _verify(snapshot, state_error, task, template, terminated,
-                                          failure, info.answer)
-    distractions = list(snapshot.get("distractions", [])) if snapshot else []
-    traj = Trajectory(trajectory_id=trajectory_id, task=task, platform=env_platform(env),
-                      app=task.app, device=device, source="crawl", source_name=SOURCE_NAME,
-                      policy=policy.name, seed=seed, outcome=outcome, verified_by=verified_by,
-                      num_steps=len(steps), distractions=distractions, error=error,
-                      created_at=time.time())
-    return traj, steps
+    return Played(steps, terminated=terminated, failure=failure, obs=obs)
 
 
 def _notify(on_step, step: Step) -> None:

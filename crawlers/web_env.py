@@ -84,6 +84,9 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self.step_timeout_s = step_timeout_s
         self.request_filter = request_filter
         self.blocked_requests: list[str] = []   # urls aborted by request_filter; cleared at reset
+        # Called with each new episode's BrowserContext before its first page
+        # (an environment's frozen clock, init scripts).
+        self.context_hooks: list[Callable[[BrowserContext], None]] = []
         self.episode_start_url: str | None = None
         self.device: DeviceProfile | None = None
         self.browser: Browser | None = None
@@ -225,6 +228,8 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
             self.context.set_default_navigation_timeout(self.step_timeout_s * 1000)
             if self.request_filter is not None:
                 self.context.route_web_socket(lambda _url: True, self._route_web_socket)
+            for hook in self.context_hooks:
+                hook(self.context)
             self.context.on("page", self._adopt_page)
             self._adopt_page(self.context.new_page())
         except PlaywrightError as e:

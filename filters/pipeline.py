@@ -32,7 +32,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.arrow import TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory
+from schemas.arrow import row_to_step, row_to_trajectory, upgrade_trajectories
 from schemas.errors import SchemaError
 from schemas.records import Trajectory
 from trajforge.store import BlobStore, RawStore
@@ -134,7 +134,7 @@ class _Run:
         out = {}
         src = str(self.trajs_path)
         for batch in pq.ParquetFile(self.trajs_path).iter_batches(batch_size=1024):
-            for row in pa.Table.from_batches([batch]).cast(TRAJECTORY_SCHEMA).to_pylist():
+            for row in upgrade_trajectories(batch).to_pylist():
                 t = row_to_trajectory(row, source=src)
                 if t.trajectory_id in out:
                     raise SchemaError("duplicate trajectory id", source=src,

@@ -92,7 +92,12 @@ TRAJECTORY_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("pipeline_version", pa.string()),
     ("created_at", pa.float64()),
+    ("reward", pa.float64()),
+    ("verifier", pa.string()),
+    ("verifier_reason", pa.string()),
 ])
+# Columns a trajectories part written at an older schema version lacks (read as null).
+TRAJECTORY_ADDED = {"1.1": ("reward", "verifier", "verifier_reason")}
 
 TASK_SCHEMA = pa.schema(list(TASK_TYPE))
 
@@ -296,6 +301,15 @@ def _records_table(records: list, schema: pa.Schema, special: dict) -> pa.Table:
 def steps_table(steps: Iterable[Step]) -> pa.Table:
     """The steps as a STEP_SCHEMA table (the rows of step_to_row, built by column)."""
     return _records_table(list(steps), STEP_SCHEMA, _STEP_SPECIAL)
+
+
+def upgrade_trajectories(data: pa.Table | pa.RecordBatch) -> pa.Table:
+    """Trajectory rows of any schema version as TRAJECTORY_SCHEMA (added columns null)."""
+    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    for field in TRAJECTORY_SCHEMA:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(TRAJECTORY_SCHEMA.names).cast(TRAJECTORY_SCHEMA)
 
 
 def trajectories_table(trajs: Iterable[Trajectory]) -> pa.Table:

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .actions import Action
 
-SCHEMA_VERSION = "1.0"
+# 1.1: trajectories gained reward, verifier and verifier_reason (parts written
+# at 1.0 read with those null: schemas.arrow.upgrade_trajectories).
+SCHEMA_VERSION = "1.1"
 PIPELINE_VERSION = "0.1.0"
 
 # Integer fields are int32 / int64 columns in Parquet (schemas.arrow): a record
@@ -28,7 +30,8 @@ Language = Literal["en", "zh"]
 Platform = Literal["web", "mobile_web", "android", "ios"]
 Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
 Outcome = Literal["success", "failure", "error", "unknown"]
-VerifiedBy = Literal["state", "judge", "dataset", "none"]
+# Who decided the outcome: an environment's verifier kind, a dataset's label, or nobody.
+VerifiedBy = Literal["state", "js", "http", "python", "judge", "dataset", "none"]
 
 
 class Element(BaseModel):
@@ -143,6 +146,11 @@ class Trajectory(BaseModel):
     error: str | None = None
     pipeline_version: str = PIPELINE_VERSION
     created_at: float = 0.0
+    # The verifier's reward (0-1 unless the environment says otherwise), its kind
+    # (js, http, python, judge, state) and the reason it gave; null where none ran.
+    reward: float | None = Field(default=None, allow_inf_nan=False)
+    verifier: str | None = None
+    verifier_reason: str | None = None
 
     @property
     def success(self) -> bool:

@@ -1,4 +1,4 @@
-"""The `trajforge` command: export shards, count, validate, catalog and view them.
+"""The `trajforge` command: crawl an environment, export shards, count, validate, catalog, view.
 
 Bad input (a missing folder, a broken manifest or shard) ends with a one-line
 error on stderr and exit code 2, never a traceback.
@@ -237,6 +237,105 @@ def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
         typer.echo(f"tasks table: {result.tasks_path}")
     if result.quarantined:
         typer.echo(f"quarantined: {result.quarantined} (see {result.quarantine_path})", err=True)
+
+
+
+@app.command()
+def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
+                                          help="an environment file (YAML)"),
+          tasks: Optional[Path] = typer.Option(None, help="a JSONL or Parquet task file "
+                                                          "(replaces the file's tasks)"),
+          policy: str = typer.Option("random_walk", help="oracle, random_walk, replay or agent"),
+          episodes: Optional[int] = typer.Option(None, help="exploration episodes (or the first "
+                                                            "N tasks)"),
+          seed: int = typer.Option(0, help="the crawl seed (ids, devices, the walk)"),
+          max_steps: Optional[int] = typer.Option(None, help="steps per episode; default the "
+                                                             "file's max_steps / explore.max_steps"),
+          data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+          collection: Optional[str] = typer.Option(None, help="raw-store collection; default "
+                                                              "env/<name>"),
+          replay_from: Optional[str] = typer.Option(
+              None, help="with --policy replay: a collection whose trajectories (same task ids) "
+                         "are played back"),
+          vlm_config: Optional[Path] = typer.Option(
+              None, help="a JSON VLM backend config, for --policy agent and judge verifiers"),
+          image_format: str = typer.Option("png", help="png or jpeg")) -> None:
+    """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
+    from crawlers.env_crawl import ENV_POLICIES, crawl_environment
+    from schemas.environment import EnvironmentFileError, load_environment
+
+    from .store import RawStore
+    if policy not in ENV_POLICIES:
+        _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
+    try:
+        environment = load_environment(env_file, tasks_file=tasks)
+    except EnvironmentFileError as err:
+        _fail(str(err))
+    store = RawStore((data or data_root()).resolve() / "raw")
+    backend = judge = None
+    if vlm_config is not None:
+        backend, judge = _vlm_from(vlm_config, store)
+    replay = _recorded_actions(store, replay_from) if replay_from else None
+    if policy == "replay" and replay is None and not any(
+            "actions" in t.params for t in environment.tasks):
+        _fail("--policy replay needs --replay-from COLLECTION or tasks with params.actions")
+    try:
+        stats = crawl_environment(environment, store=store,
+                                  collection=collection or f"env/{environment.name}",
+                                  policy=policy, seed=seed, episodes=episodes,
+                                  max_steps=max_steps, judge=judge, backend=backend,
+                                  replay=replay, image_format=image_format)
+    except ValueError as err:
+        _fail(str(err))
+    typer.echo(json.dumps(stats.summary(), sort_keys=True))
+
+
+def _recorded_actions(store, collection: str) -> dict:
+    """task id -> the actions of its recorded trajectory (the first one per task)."""
+    by_tid, task_of = {}, {}
+    for t in store.iter_trajectories(collection):
+        task_of.setdefault(t.trajectory_id, t.task.task_id)
+    if not task_of:
+        _fail(f"--replay-from {collection!r}: no trajectories in {store.root / collection}")
+    for step in store.iter_steps(collection):
+        by_tid.setdefault(step.trajectory_id, []).append(step)
+    out = {}
+    for tid, steps in by_tid.items():
+        task_id = task_of.get(tid)
+        if task_id is not None and task_id not in out:
+            out[task_id] = [s.action for s in sorted(steps, key=lambda s: s.index)]
+    return out
+
+
+def _vlm_from(config_path: Path, store):
+    """(backend, judge callable) from a JSON backend config: the agent's model and the
+    episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
+    from crawlers.env_runtime import Verdict
+    from filters.judge import Judge, JudgeInput
+    from schemas.records import Trajectory
+
+    from .vlm.backends import backend_from_config
+    try:
+        backend = backend_from_config(json.loads(config_path.read_text()))
+    except (OSError, ValueError, KeyError) as err:
+        _fail(f"--vlm-config {config_path}: {err}")
+    judge = Judge(backend)
+
+    def judge_fn(task, steps, obs):
+        if not steps:
+            return Verdict(done=True, success=False, reward=0.0, reason="no steps to judge")
+        first = steps[0]
+        draft = Trajectory(trajectory_id=first.trajectory_id, task=task, platform="web",
+                           app=task.app, device={"viewport_width": first.width,
+                                                 "viewport_height": first.height},
+                           policy="agent", num_steps=len(steps))
+        images = [store.blobs.get(s.screenshot, s.image_format) if s.screenshot else b""
+                  for s in steps]
+        verdict = judge.judge([JudgeInput(draft, steps, images)])[0]
+        return Verdict(done=True, success=verdict.success,
+                       reward=None if verdict.success is None else float(verdict.success),
+                       reason=f"judge {verdict.model_id}: {verdict.reason}")
+    return backend, judge_fn
 
 
 if __name__ == "__main__":

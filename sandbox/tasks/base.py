@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Union
 
+from crawlers.policy_errors import PolicyError
 from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task
@@ -18,7 +19,7 @@ from schemas.records import Element, Task
 from ..distractions import DISMISS_NAMES
 
 
-class OracleError(RuntimeError):
+class OracleError(PolicyError):
     """The oracle cannot go on (target never appeared, too many scrolls...)."""
 
 

@@ -1,0 +1,312 @@
+"""An environment file at run time: open a task's start page, run its setup, ask its verifier.
+
+`EnvironmentRuntime` is everything the episode loop needs to know about an
+app, read from an `Environment` (schemas/environment.py): where an episode
+starts (the task's `start_url` or the environment's, placeholders filled),
+that the start page really arrived (a network error or an HTTP 4xx/5xx is a
+`StartPageError`, never a recorded trajectory), the `setup` script and the
+`wait_for` condition, the instruction an app makes up itself
+(`instruction_js`), and the verdict of the verifier after each step.
+
+Verifiers (`Verdict`: done, success, reward, reason):
+- js: the expression is evaluated in the page;
+- http: the URL is fetched by the crawler (state lives on the server); the JSON
+  answer is the verdict, or `expression` maps the body in the page;
+- python / state: "module:function"(task, observation, history, env);
+- judge: a callable given by the caller (the VLM judge lives in curation,
+  above this layer) reads the episode once the policy stops.
+A verifier that raises or times out is a `VerifierError`: the episode is
+stored as an error that names the environment, the task and the verifier.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from schemas.environment import Environment, VerifierSpec, fill
+from schemas.observation import Observation
+from schemas.records import DeviceProfile, Step, Task
+
+# The HTTP status of the document that is shown (Chromium 109+).
+_STATUS_JS = """() => { const n = performance.getEntriesByType('navigation')[0];
+  return n && n.responseStatus ? n.responseStatus : null; }"""
+# A wait_for that reads as JavaScript rather than a CSS selector.
+_LOOKS_JS = re.compile(r"[()=!&|<>]|^\s*(window|document|return)\b")
+
+
+class StartPageError(RuntimeError):
+    """The episode's start page did not load (a timeout, a refused connection, an HTTP error)."""
+
+
+class VerifierError(RuntimeError):
+    """A verifier raised, timed out or answered something that is not a verdict."""
+
+
+class SetupError(RuntimeError):
+    """The environment's setup, wait_for or instruction_js failed."""
+
+
+@dataclass
+class Verdict:
+    done: bool = False
+    success: bool | None = None
+    reward: float | None = None
+    reason: str | None = None
+    kind: str = "none"
+
+    @classmethod
+    def coerce(cls, value: Any, kind: str, where: str) -> "Verdict":
+        """A verdict from what a verifier gave: a bool, a dict or a Verdict."""
+        if isinstance(value, Verdict):
+            value.kind = kind
+            return value
+        if isinstance(value, bool):
+            return cls(success=value, reward=float(value), kind=kind)
+        if not isinstance(value, dict):
+            raise VerifierError(f"{where}: expected an object {{done, success, reward, reason}} "
+                                f"or a boolean, got {type(value).__name__}: {str(value)[:120]}")
+        unknown = set(value) - {"done", "success", "reward", "reason"}
+        if unknown:
+            raise VerifierError(f"{where}: unknown key(s) {sorted(unknown)} in the verdict; "
+                                f"expected done, success, reward, reason")
+        success = value.get("success")
+        if success is not None and not isinstance(success, bool):
+            raise VerifierError(f"{where}: 'success' must be true, false or null, got {success!r}")
+        reward = value.get("reward")
+        if reward is not None:
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError):
+                raise VerifierError(f"{where}: 'reward' must be a number, got {reward!r}") from None
+        elif success is not None:
+            reward = float(success)
+        reason = value.get("reason")
+        return cls(done=bool(value.get("done", False)), success=success, reward=reward,
+                   reason=None if reason is None else str(reason)[:2000], kind=kind)
+
+
+# A judge reads the task and the episode's steps and gives a verdict (a dict or Verdict).
+JudgeFn = Callable[[Task, list[Step], Observation], Any]
+
+
+def load_callable(dotted: str) -> Callable:
+    module, _, name = dotted.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise VerifierError(f"cannot load {dotted!r}: {e}") from e
+    if not callable(fn):
+        raise VerifierError(f"{dotted!r} is not callable")
+    return fn
+
+
+def page_of(env):
+    """The Playwright page of a WebEnv (JS verifiers, setup); a clear error elsewhere."""
+    page = getattr(env, "page", None)
+    if page is None:
+        raise SetupError(f"{type(env).__name__} has no page to run JavaScript in "
+                         f"(js verifiers and setup scripts need a browser environment)")
+    return page
+
+
+class EnvironmentRuntime:
+    """One environment's start, setup and verification for the episode loop."""
+
+    def __init__(self, environment: Environment, *, judge: JudgeFn | None = None):
+        self.environment = environment
+        self.judge = judge
+        self._python: dict[str, Callable] = {}
+        for spec in self._specs():
+            if spec.kind == "judge" and judge is None:
+                raise ValueError(f"environment '{environment.name}': a judge verifier needs a "
+                                 f"VLM backend (configure one, or choose another verifier)")
+
+    def _specs(self) -> list[VerifierSpec]:
+        env = self.environment
+        specs = [env.verifier, env.explore.verifier if env.explore else None]
+        specs += [t.verifier for t in env.tasks]
+        return [s for s in specs if s is not None]
+
+    @property
+    def name(self) -> str:
+        return self.environment.name
+
+    def verifier_for(self, task: Task) -> VerifierSpec | None:
+        return self.environment.verifier_for(task)
+
+    def where(self, task: Task, what: str) -> str:
+        return f"environment '{self.name}', task '{task.task_id}', {what}"
+
+    # ------------------------------------------------------------------ start
+    def start_url(self, task: Task, *, session: str, seed: int) -> str:
+        url = task.start_url or self.environment.start_url
+        if not url:
+            raise StartPageError(self.where(task, "start_url") + ": none given")
+        return fill(url, seed=seed, task_id=task.task_id, session=session,
+                    language=task.language)
+
+    def start(self, env, task: Task, *, session: str, seed: int,
+              device: DeviceProfile) -> tuple[Observation, Task]:
+        """Reset `env` to the task's start page, run setup; (first observation, task).
+
+        The task comes back with its instruction read from the page when the
+        environment has `instruction_js` and the task has no instruction of its own.
+        """
+        url = self.start_url(task, session=session, seed=seed)
+        hooks = getattr(env, "context_hooks", None)
+        frozen = self.environment.freeze_time
+        hook = None
+        if hooks is not None and frozen is not None:
+            def hook(context) -> None:
+                context.clock.set_fixed_time(frozen)
+            hooks.append(hook)
+        try:
+            obs = env.reset(url, device=device)
+        finally:
+            if hook is not None:
+                hooks.remove(hook)
+        if obs.last_action_error:
+            raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
+                                 f"did not load: {obs.last_action_error}")
+        page = getattr(env, "page", None)
+        if page is not None:
+            status = self._evaluate(page, _STATUS_JS, None, task, "start page status")
+            if isinstance(status, int) and status >= 400:
+                raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
+                                     f"answered HTTP {status}")
+        env_file = self.environment
+        values = dict(seed=seed, task_id=task.task_id, session=session, language=task.language)
+        if env_file.setup:
+            self._run_setup(env, fill(env_file.setup, **values), task)
+        if env_file.wait_for:
+            self._wait_for(env, fill(env_file.wait_for, **values), task)
+        spec = env_file.task_spec(task.task_id)
+        needs_instruction = env_file.instruction_js and (spec is None or spec.instruction is None)
+        if needs_instruction:
+            text = self._evaluate(page_of(env), fill(env_file.instruction_js, **values), None,
+                                  task, "instruction_js")
+            if not isinstance(text, str) or not text.strip():
+                raise SetupError(self.where(task, "instruction_js") +
+                                 f": gave {text!r}, expected a non-empty string")
+            task = task.model_copy(update={"instruction": " ".join(text.split())})
+        if env_file.setup or env_file.wait_for or needs_instruction:
+            obs = env.observe()
+        return obs, task
+
+    def _run_setup(self, env, script: str, task: Task) -> None:
+        page = page_of(env)
+        try:
+            page.evaluate(script)
+        except Exception as e:  # noqa: BLE001 - a setup that navigates destroys its own context
+            if "context was destroyed" not in str(e) and "navigat" not in str(e):
+                raise SetupError(self.where(task, "setup") + f": {_short(e)}") from e
+        try:
+            page.wait_for_load_state("domcontentloaded",
+                                     timeout=self.environment.wait_timeout_s * 1000)
+        except Exception as e:  # noqa: BLE001
+            raise SetupError(self.where(task, "setup") + f": the page did not load after "
+                             f"setup: {_short(e)}") from e
+
+    def _wait_for(self, env, condition: str, task: Task) -> None:
+        page = page_of(env)
+        timeout_ms = self.environment.wait_timeout_s * 1000
+        kind, _, body = condition.partition(":")
+        if kind in ("css", "js") and body:
+            as_js, condition = kind == "js", body.strip()
+        else:
+            as_js = bool(_LOOKS_JS.search(condition))
+        try:
+            if as_js:
+                # Thrown while the page is still loading counts as "not yet".
+                body = f"({condition})()" if "=>" in condition else f"({condition})"
+                page.wait_for_function(f"() => {{ try {{ return !!{body}; }} catch (e) "
+                                       f"{{ return false; }} }}", timeout=timeout_ms)
+            else:
+                page.wait_for_selector(condition, state="visible", timeout=timeout_ms)
+        except Exception as e:  # noqa: BLE001
+            raise SetupError(self.where(task, "wait_for") + f" {condition!r}: {_short(e)}") from e
+
+    def _evaluate(self, page, expression: str, arg: Any, task: Task, what: str) -> Any:
+        try:
+            return page.evaluate(expression, arg) if arg is not None else page.evaluate(expression)
+        except Exception as e:  # noqa: BLE001
+            raise SetupError(self.where(task, what) + f": {_short(e)}") from e
+
+    # ------------------------------------------------------------------ verify
+    def verify(self, env, task: Task, obs: Observation, history: list[Step], *,
+               final: bool, session: str, seed: int) -> Verdict | None:
+        """The verifier's verdict now; None when the task has no verifier (or not yet)."""
+        spec = self.verifier_for(task)
+        if spec is None or (not final and not spec.every_step):
+            return None
+        where = self.where(task, f"{spec.kind} verifier")
+        started = time.perf_counter()
+        try:
+            value = self._ask(spec, env, task, obs, history, session=session, seed=seed)
+        except VerifierError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever a user's verifier raises
+            raise VerifierError(f"{where}: raised {type(e).__name__}: {_short(e)}") from e
+        elapsed = time.perf_counter() - started
+        if elapsed > spec.timeout_s:
+            raise VerifierError(f"{where}: took {elapsed:.1f}s (timeout_s={spec.timeout_s})")
+        return Verdict.coerce(value, spec.kind, where)
+
+    def _ask(self, spec: VerifierSpec, env, task: Task, obs: Observation, history: list[Step],
+             *, session: str, seed: int) -> Any:
+        values = dict(seed=seed, task_id=task.task_id, session=session, language=task.language)
+        if spec.kind == "js":
+            return page_of(env).evaluate(_bounded_js(fill(spec.expression, **values),
+                                                     spec.timeout_s), None)
+        if spec.kind == "http":
+            body = self._fetch(spec, fill(spec.url, **values), task)
+            if spec.expression:
+                return page_of(env).evaluate(_bounded_js(spec.expression, spec.timeout_s), body)
+            return body
+        if spec.kind in ("python", "state"):
+            fn = self._python.get(spec.function) or load_callable(spec.function)
+            self._python[spec.function] = fn
+            # On this thread: Playwright's sync API is bound to it. Its time is checked after.
+            return fn(task, obs, history, env)
+        if spec.kind == "judge":
+            return self.judge(task, history, obs)
+        raise VerifierError(f"unknown verifier kind {spec.kind!r}")
+
+    def _fetch(self, spec: VerifierSpec, url: str, task: Task) -> Any:
+        where = self.where(task, "http verifier")
+        req = urllib.request.Request(url, headers={"Accept": "application/json", **spec.headers})
+        try:
+            with urllib.request.urlopen(req, timeout=spec.timeout_s) as resp:
+                raw = resp.read(10_000_000).decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            raise VerifierError(f"{where}: GET {url} answered HTTP {e.code}") from e
+        except (urllib.error.URLError, OSError) as e:
+            raise VerifierError(f"{where}: GET {url} failed: {e}") from e
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            if spec.expression:
+                return raw  # the expression reads text
+            raise VerifierError(f"{where}: GET {url} did not answer JSON "
+                                f"(give an 'expression' to read it): {raw[:120]!r}") from None
+
+
+def _bounded_js(expression: str, timeout_s: float) -> str:
+    """A page function that evaluates `expression` (a value, a promise, or a function of
+    the argument) and rejects after `timeout_s`: a verifier must not hang the crawl."""
+    ms = int(timeout_s * 1000)
+    return (f"async (arg) => {{ const run = async () => {{ const v = ({expression});"
+            f" return typeof v === 'function' ? await v(arg) : await v; }};"
+            f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
+            f"() => reject(new Error('no verdict within {timeout_s}s (timeout_s)')), {ms}))]); }}")
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__

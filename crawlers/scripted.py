@@ -1,0 +1,120 @@
+"""A demonstration written in a task file, played against the live screen.
+
+A lab without a planner for its app writes a task's demonstration as steps
+that name elements, not pixels; each is resolved against the observation's
+elements when it is played, so it survives layout, viewport and theme
+changes:
+
+    params:
+      script:
+        - {tap: {role: button, name: "new tiddler"}}
+        - {type: "milk", into: {role: textbox, name: "Tiddler title"}}
+        - {key: "ctrl+Enter"}
+        - {select: "Paris", on: {role: combobox}}
+        - {scroll: down}
+        - {done: "created"}
+
+`name` matches the accessible name exactly, then case-insensitively as a
+substring; `nth` picks among several matches. A target that is not on the
+screen is waited for (`wait` steps, at most `patience`), then the episode
+ends with a PolicyError that names the step.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.actions import Action, ActionType
+from schemas.observation import Observation
+from schemas.records import Element
+
+from .policy_errors import PolicyError
+
+_VERBS = ("tap", "double_tap", "long_press", "type", "key", "select", "scroll", "back",
+          "wait", "answer", "done")
+
+
+def find_element(elements: list[Element], ref: dict[str, Any]) -> Element | None:
+    """The element `ref` ({role?, name?, nth?}) names, among those with a box."""
+    role, name = ref.get("role"), ref.get("name")
+    boxed = [e for e in elements if e.bbox is not None and e.bbox[2] > e.bbox[0]
+             and e.bbox[3] > e.bbox[1] and (role is None or e.role == role)]
+    if name is not None:
+        exact = [e for e in boxed if e.name.strip() == name]
+        boxed = exact or [e for e in boxed if name.lower() in e.name.lower()]
+    nth = int(ref.get("nth", 0))
+    return boxed[nth] if 0 <= nth < len(boxed) else None
+
+
+class ScriptedPolicy:
+    """Plays `script` (a task's params.script) step by step; `done` when it runs out."""
+
+    name = "oracle"
+
+    def __init__(self, script: list[dict[str, Any]], *, patience: int = 3):
+        for i, step in enumerate(script):
+            verbs = [v for v in _VERBS if v in step]
+            if len(verbs) != 1:
+                raise ValueError(f"script step {i} {step!r}: give exactly one of {_VERBS}")
+        self.script = list(script)
+        self.pos = 0
+        self.patience = patience
+        self.waited = 0
+        self.pending: list[Action] = []
+        self.last_target: Element | None = None
+
+    def act(self, obs: Observation) -> Action:
+        self.last_target = None
+        if self.pending:
+            return self.pending.pop(0)
+        if self.pos >= len(self.script):
+            return Action(type=ActionType.DONE, description="Script finished")
+        step = self.script[self.pos]
+        verb = next(v for v in _VERBS if v in step)
+        value = step[verb]
+        ref = step.get("into") or step.get("on") or (value if isinstance(value, dict) else None)
+        target = None
+        if ref is not None:
+            target = find_element(obs.elements, ref)
+            if target is None:
+                if self.waited >= self.patience:
+                    raise PolicyError(f"script step {self.pos} ({verb}): no element {ref!r} "
+                                      f"on the screen after {self.waited} waits")
+                self.waited += 1
+                return Action(type=ActionType.WAIT, duration_ms=500,
+                              description=f"Wait for {ref!r}")
+        self.waited = 0
+        self.pos += 1
+        self.last_target = target
+        return self._action(verb, value, target, step)
+
+    def _action(self, verb: str, value: Any, target: Element | None, step: dict) -> Action:
+        point = target.centre() if target is not None else (None, None)
+        label = f"{target.role} '{target.name}'" if target is not None else ""
+        if verb in ("tap", "double_tap", "long_press"):
+            return Action(type=ActionType(verb), x=point[0], y=point[1],
+                          description=f"{verb.replace('_', ' ').capitalize()} {label}".strip())
+        if verb == "type":
+            text = str(value)
+            if target is None:
+                return Action(type=ActionType.TYPE, text=text, description=f"Type '{text}'")
+            # Focus the field first, then type: the walk and the oracle record it so.
+            self.pending.append(Action(type=ActionType.TYPE, text=text,
+                                       description=f"Type '{text}'"))
+            return Action(type=ActionType.TAP, x=point[0], y=point[1],
+                          description=f"Tap {label}")
+        if verb == "key":
+            return Action(type=ActionType.KEY, text=str(value), description=f"Press {value}")
+        if verb == "select":
+            return Action(type=ActionType.SELECT, x=point[0], y=point[1], text=str(value),
+                          description=f"Select '{value}' in {label}")
+        if verb == "scroll":
+            return Action.scroll(str(value), 0.5, 0.5, description=f"Scroll {value}")
+        if verb == "back":
+            return Action(type=ActionType.BACK, description="Go back")
+        if verb == "wait":
+            return Action(type=ActionType.WAIT, duration_ms=int(value or 500),
+                          description="Wait")
+        if verb == "answer":
+            return Action(type=ActionType.ANSWER, text=str(value), description="Answer")
+        return Action(type=ActionType.DONE, text=str(value) if value else None,
+                      description="Done")

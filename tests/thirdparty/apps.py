@@ -1,0 +1,98 @@
+"""Third-party web apps from the registries, started on loopback for the tests, stopped by PID.
+
+TiddlyWiki comes from npm (package.json), Datasette from PyPI (the dev extra).
+Nothing here knows the apps' pages: the environment files in
+examples/environments/ and their task files do, as a user's would.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENVIRONMENTS = ROOT / "examples" / "environments"
+TIDDLYWIKI = ROOT / "node_modules" / ".bin" / "tiddlywiki"
+DATASETTE = Path(sys.executable).parent / "datasette"
+
+CITIES = [("Paris", "France", 2_102_650), ("Lyon", "France", 522_250),
+          ("Berlin", "Germany", 3_878_100), ("Madrid", "Spain", 3_332_035),
+          ("北京", "中国", 21_893_095), ("上海", "中国", 24_870_895),
+          ("杭州", "中国", 12_203_600), ("Tokyo", "Japan", 14_094_034)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before serving {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout_s}s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@contextmanager
+def tiddlywiki(folder: Path):
+    """A TiddlyWiki server (node) on a free loopback port; yields its URL."""
+    wiki = folder / "wiki"
+    subprocess.run([str(TIDDLYWIKI), str(wiki), "--init", "server"], check=True,
+                   capture_output=True, timeout=60)
+    port = free_port()
+    log = open(folder / "tiddlywiki.log", "wb")
+    proc = subprocess.Popen([str(TIDDLYWIKI), str(wiki), "--listen", f"port={port}",
+                             "host=127.0.0.1"], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/status", proc)
+        yield url
+    finally:
+        stop(proc)
+        log.close()
+
+
+@contextmanager
+def datasette(folder: Path):
+    """Datasette over a world.db (table cities) made here, on a free loopback port; yields its URL."""
+    db = folder / "world.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE cities (name TEXT PRIMARY KEY, country TEXT, population INT)")
+        con.executemany("INSERT INTO cities VALUES (?, ?, ?)", CITIES)
+    port = free_port()
+    log = open(folder / "datasette.log", "wb")
+    proc = subprocess.Popen([str(DATASETTE), "serve", str(db), "-h", "127.0.0.1", "-p",
+                             str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(url + "/-/versions.json", proc)
+        yield url
+    finally:
+        stop(proc)
+        log.close()

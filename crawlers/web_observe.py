@@ -4,6 +4,13 @@ Screenshots are of the viewport (`scale="css"` by default, so the image,
 the a11y boxes and the action coordinates share one pixel grid). Aria-snapshot
 boxes are relative to the visible viewport; on a zoomed-out mobile page they
 go through the visual viewport's scale and offset to match the screenshot.
+
+Before the screenshot, one evaluate waits for the viewport's loading images
+(at most `image_wait_s`, web_settle.IMAGES_WAIT_JS) and lists the clickable
+elements the aria tree misses (web_clickables.SCAN_JS); these are appended to
+the elements with role "clickable" unless an interactive aria element already
+sits at their box. `scan_clickables = False` or `image_wait_s = 0` on the env
+turn either off.
 """
 from __future__ import annotations
 
@@ -18,12 +25,21 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from schemas.observation import Observation
 
 from .a11y import elements_from_snapshot
+from .web_clickables import MAX_CLICKABLES, MAX_SCANNED, SCAN_JS, clickable_elements, merge_clickables
 from .web_errors import ActionError, PageUnresponsive, short_error
+from .web_settle import IMAGES_WAIT_CAP_S, IMAGES_WAIT_JS
 
 # The visual viewport's zoom: a mobile page without <meta name=viewport> is laid
 # out wider than the screen and shown zoomed out.
 _ZOOM_JS = """() => { const v = window.visualViewport;
   return v ? [v.scale, v.offsetLeft, v.offsetTop] : [1, 0, 0]; }"""
+
+# One round trip before the screenshot: the image wait, then the clickables scan
+# (so its boxes are those of the screen the screenshot shows).
+_BEFORE_SHOT_JS = f"""async (a) => {{
+  const pending = await ({IMAGES_WAIT_JS})(a.imageMs);
+  return {{pending, rows: a.scan ? ({SCAN_JS})(a) : []}};
+}}"""
 
 # Past its own timeouts, a call still blocked this long means the renderer hangs
 # (input dispatch has no timeout): the watchdog steps in.
@@ -32,6 +48,9 @@ _WATCHDOG_GRACE_S = 2.0
 
 class ObserveMixin:
     """WebEnv's observation (state lives on the env)."""
+
+    scan_clickables: bool = True          # add the "clickable" elements the tree misses
+    image_wait_s: float = IMAGES_WAIT_CAP_S   # wait this long at most for loading images
 
     def _observe_after(self, error: str | None) -> Observation:
         try:
@@ -58,6 +77,7 @@ class ObserveMixin:
             page = self._require_page()
         timeout_ms = self.step_timeout_s * 1000
         kw = {"quality": self.jpeg_quality} if self.image_format == "jpeg" else {}
+        rows = self._before_shot(page)
         shot = self._screenshot(page, timeout_ms, kw)
         try:
             tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
@@ -66,16 +86,35 @@ class ObserveMixin:
             if "context was destroyed" not in str(e) and "navigat" not in str(e):
                 raise
             self._wait_navigation(time.monotonic() + self.step_timeout_s)
+            rows = self._before_shot(page)
             shot = self._screenshot(page, timeout_ms, kw)
             tree = page.aria_snapshot(mode="ai", boxes=True, timeout=timeout_ms)
         width, height = Image.open(io.BytesIO(shot)).size
         vp = page.viewport_size or {"width": width, "height": height}
         self._zoom = self._read_zoom(page)
+        elements = elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom)
+        if rows:
+            elements = merge_clickables(
+                elements, clickable_elements(rows, vp["width"], vp["height"], self._zoom))
         return Observation(
             screenshot=shot, image_format=self.image_format, width=width, height=height,
-            url=page.url, a11y_tree=tree,
-            elements=elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom),
-            last_action_error=error)
+            url=page.url, a11y_tree=tree, elements=elements, last_action_error=error)
+
+    def _before_shot(self, page: Page) -> list:
+        """Wait for the viewport's loading images (bounded); the clickables scan's rows."""
+        wait_s = max(0.0, min(self.image_wait_s, self.step_timeout_s / 4))
+        if not self.scan_clickables and wait_s <= 0:
+            return []
+        try:
+            res = page.evaluate(_BEFORE_SHOT_JS, {
+                "imageMs": wait_s * 1000, "scan": self.scan_clickables,
+                "max": MAX_CLICKABLES, "maxScanned": MAX_SCANNED})
+        except PlaywrightError as e:
+            # A navigation replaced the document, or the page broke a builtin
+            # the scan uses: observe without the extra elements.
+            self._raise_if_dead(e)
+            return []
+        return (res.get("rows") or []) if isinstance(res, dict) else []
 
     def _screenshot(self, page: Page, timeout_ms: float, kw: dict) -> bytes:
         # Chromium sometimes answers "Unable to capture screenshot" while a

@@ -5,6 +5,9 @@ domcontentloaded), for the fetch/xhr requests it started (at most
 _XHR_WAIT_CAP_S), and for two animation frames, so the page has applied the
 action's effects and painted. Pending navigations and fetches are tracked from
 Playwright's request events on each page (`page._tf_nav`, `page._tf_inflight`).
+Adopting a context's first page installs the click-listener marks
+(web_clickables.install_listener_marks). IMAGES_WAIT_JS is the observation's
+bounded wait for the viewport's loading images.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, Request
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from .web_clickables import install_listener_marks
 from .web_errors import ActionError
 
 # Two animation frames: the page has applied the action's effects and painted.
@@ -35,6 +39,34 @@ _SCROLL_SETTLE_JS = """() => new Promise(res => {
 })"""
 
 
+# Resolves once the <img>s in the viewport that are still loading have loaded
+# (or failed), or after `ms`, with how many were still pending. A page without
+# pending images answers at once: the cost is one round trip.
+IMAGES_WAIT_JS = """(ms) => new Promise(res => {
+  const vv = window.visualViewport;
+  const vx0 = vv ? vv.offsetLeft : 0, vy0 = vv ? vv.offsetTop : 0;
+  const vx1 = vx0 + (vv ? vv.width : innerWidth), vy1 = vy0 + (vv ? vv.height : innerHeight);
+  const pending = [];
+  for (const img of document.images) {
+    if (img.complete) continue;
+    const r = img.getBoundingClientRect();  // a loading <img> may still be 0x0
+    if (r.right < vx0 || r.bottom < vy0 || r.left > vx1 || r.top > vy1) continue;
+    if (img.checkVisibility && !img.checkVisibility({checkVisibilityCSS: true})) continue;
+    pending.push(img);
+  }
+  let left = pending.length;
+  if (!left || ms <= 0) return res(left);
+  const timer = setTimeout(() => res(left), ms);
+  const done = () => { if (--left === 0) { clearTimeout(timer); res(0); } };
+  for (const img of pending) {
+    img.addEventListener('load', done, {once: true});
+    img.addEventListener('error', done, {once: true});
+  }
+})"""
+
+# The longest an observation waits for the viewport's images before its screenshot.
+IMAGES_WAIT_CAP_S = 1.5
+
 _XHR_WAIT_CAP_S = 1.0
 _QUIET_SLICE_S = 0.3
 
@@ -55,6 +87,11 @@ class SettleMixin:
         page.on("crash", lambda _p: self._on_page_crash(page))
         page.on("close", lambda _p: self._on_page_close(page))
         self._page = page
+        try:
+            # Before the context's first navigation: marks elements given click listeners.
+            install_listener_marks(page.context)
+        except PlaywrightError as e:
+            self._raise_if_dead(e)  # else the walk only misses listener-only clickables
 
     def _on_request(self, page: Page, req: Request) -> None:
         try:

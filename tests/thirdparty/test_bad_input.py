@@ -130,3 +130,11 @@ def test_environment_file_errors_name_file_environment_and_field(tmp_path):
     f.write_text("name: shop\nplatform: android\ntasks: [{task_id: a, instruction: x}]\n")
     with pytest.raises(EnvironmentFileError, match="needs 'app'"):
         load_environment(f)
+
+
+def test_freeze_time_fixes_the_page_clock(server, tmp_path):
+    traj, _ = _one(server, tmp_path, freeze_time="2026-01-05T09:00:00Z",
+                   verifier={"kind": "js", "expression":
+                             "({done: true, success: Date.now() === Date.parse("
+                             "'2026-01-05T09:00:00Z'), reason: new Date().toISOString()})"})
+    assert (traj.outcome, traj.verifier_reason) == ("success", "2026-01-05T09:00:00.000Z")

@@ -1,0 +1,415 @@
+"""The environment file: one app a crawl can play, written in YAML by its owner.
+
+An environment says where the app starts, what the recording may reach, which
+screens to emulate, what to run after each reset, which tasks to play and how
+to decide whether a task succeeded (its verifier). The sandbox's apps and a
+lab's own apps are described the same way; `crawlers/` reads nothing else.
+
+Loading validates everything and names the file, the environment and the
+field in every error (`EnvironmentError`). Tasks are inline or in a JSONL or
+Parquet file beside the environment file.
+
+Deployment values: `${NAME}` and `${NAME:-default}` (upper-case names only,
+so JavaScript's template literals stay as written) are read from the
+environment variables when the file is loaded: one file serves a laptop and a
+staging server.
+
+Placeholders: `{seed}`, `{task_id}`, `{session}` and `{language}` are the
+only names replaced in `start_url`, `setup`, `instruction_js` and verifier
+URLs; every other brace (JavaScript's objects and blocks) stays as written.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .records import Language, Task
+
+PLATFORMS = ("web", "mobile_web", "android", "ios")
+VERIFIER_KINDS = ("js", "http", "python", "judge", "state")
+EXPLORE_POLICIES = ("random_walk", "agent")
+PLACEHOLDERS = ("seed", "task_id", "session", "language")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_ENV_VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class EnvironmentFileError(ValueError):
+    """A bad environment or task file; the message names file, environment and field."""
+
+    def __init__(self, message: str, *, source: str, environment: str | None = None,
+                 field: str | None = None):
+        self.reason, self.source, self.environment, self.field = message, source, environment, field
+        where = [f"file {source}"]
+        if environment:
+            where.append(f"environment '{environment}'")
+        if field:
+            where.append(f"field '{field}'")
+        super().__init__(f"{', '.join(where)}: {message}")
+
+
+def expand_variables(value: Any, *, source: str, environment: str | None = None,
+                     path: str = "") -> Any:
+    """`value` with ${NAME} / ${NAME:-default} replaced from os.environ in every string."""
+    import os
+    if isinstance(value, str):
+        def sub(m: re.Match) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise EnvironmentFileError(f"${{{name}}} is not set (give a default: "
+                                       f"${{{name}:-value}})", source=source,
+                                       environment=environment, field=path or None)
+        return _ENV_VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: expand_variables(v, source=source, environment=environment,
+                                    path=f"{path}.{k}" if path else str(k))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_variables(v, source=source, environment=environment, path=f"{path}.{i}")
+                for i, v in enumerate(value)]
+    return value
+
+
+def fill(template: str, **values: Any) -> str:
+    """`template` with {seed}, {task_id}, {session}, {language} replaced; other braces kept."""
+    def sub(m: re.Match) -> str:
+        name = m.group(1)
+        return str(values[name]) if values.get(name) is not None else m.group(0)
+    return _PLACEHOLDER.sub(sub, template)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerifierSpec(_Strict):
+    """How a task's outcome is decided, after every step.
+
+    - js: `expression`, evaluated in the page, gives {done, success, reward, reason}
+      (a boolean alone means success; `done` defaults to false).
+    - http: GET `url` (placeholders filled); a JSON answer of the same shape, or
+      any answer mapped by `expression`, a JS function of the parsed body (or the
+      text) evaluated in the page: `(r) => ({success: r.count > 0})`.
+    - python: `function` is "module:function", called with
+      (task, observation, history, env) and returning a verdict or a dict.
+    - judge: the VLM judge of the configured backend reads the last screens.
+    - state: the sandbox's state check; `function` names it (a python verifier).
+    """
+
+    kind: Literal["js", "http", "python", "judge", "state"]
+    expression: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    function: str | None = None
+    timeout_s: float = Field(default=5.0, gt=0, le=120)
+    # Every step (the default), or only once the policy stops (an expensive judge).
+    every_step: bool = True
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> "VerifierSpec":
+        need = {"js": "expression", "http": "url", "python": "function", "state": "function"}
+        field = need.get(self.kind)
+        if field and not getattr(self, field):
+            raise ValueError(f"a {self.kind} verifier needs '{field}'")
+        if self.function is not None and not _DOTTED.match(self.function):
+            raise ValueError(f"function {self.function!r}: expected 'module:function'")
+        if self.kind == "judge":
+            self.every_step = False  # one judgement of the whole episode
+        return self
+
+    def label(self) -> str:
+        return self.kind
+
+
+class TaskSpec(_Strict):
+    task_id: str = Field(min_length=1)
+    instruction: str | None = None
+    language: Language = "en"
+    params: dict[str, Any] = Field(default_factory=dict)
+    start_url: str | None = None
+    verifier: VerifierSpec | None = None
+    # Sandbox-style tasks keep their template (the oracle plans from it).
+    template_id: str | None = None
+
+
+class ExploreSpec(_Strict):
+    """Episodes without a task: the walk records, reverse synthesis names the task later.
+    They are verified only by their own `verifier` (the app's "done" signal, say)."""
+
+    policy: Literal["random_walk", "agent"] = "random_walk"
+    episodes: int = Field(default=10, ge=1, le=100_000)
+    max_steps: int = Field(default=15, ge=1, le=1_000)
+    verifier: VerifierSpec | None = None
+
+
+class AppSpec(_Strict):
+    """A native app: Android package (+ activity) or iOS bundle id."""
+
+    package: str | None = None
+    activity: str | None = None
+    bundle_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "AppSpec":
+        if not (self.package or self.bundle_id):
+            raise ValueError("give 'package' (Android) or 'bundle_id' (iOS)")
+        return self
+
+
+class Viewport(_Strict):
+    width: int = Field(gt=0, le=10_000)
+    height: int = Field(gt=0, le=10_000)
+    pixel_ratio: float = Field(default=1.0, gt=0, le=8)
+    is_mobile: bool = False
+
+
+class Environment(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][\w.-]*$")
+    platform: Literal["web", "mobile_web", "android", "ios"] = "web"
+    start_url: str | None = None
+    app: AppSpec | None = None
+    capabilities: dict[str, Any] = Field(default_factory=dict)
+    allow: list[str] = Field(default_factory=list)
+    devices: list[str] = Field(default_factory=list)
+    viewport: Viewport | None = None
+    languages: list[Language] = Field(default_factory=lambda: ["en"])
+    setup: str | None = None
+    wait_for: str | None = None
+    wait_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    tasks: list[TaskSpec] = Field(default_factory=list)
+    instruction_js: str | None = None
+    explore: ExploreSpec | None = None
+    verifier: VerifierSpec | None = None
+    max_steps: int = Field(default=30, ge=1, le=1_000)
+    # Date.now() and new Date() fixed at this ISO time (timers still run), so that
+    # replays of an app that shows clocks or "5 minutes ago" give the same screens.
+    freeze_time: str | None = None
+    # Regexes of text that changes between two identical visits (a query timer,
+    # a clock); masked when replays and screens are compared.
+    volatile: list[str] = Field(default_factory=list)
+    # Values the app plants itself (fake users, fake cards): kept in targets.
+    synthetic_data: bool = False
+    # "module:function" giving a policy that plays a task (the sandbox's planner).
+    oracle: str | None = None
+    source_name: str | None = None
+    description: str | None = None
+
+    @field_validator("allow")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        for origin in v:
+            if not re.match(r"^(https?|wss?)://[^/\s]+", origin):
+                raise ValueError(f"allow entry {origin!r}: expected an origin such as "
+                                 f"'http://127.0.0.1:8000'")
+        return v
+
+    @field_validator("volatile")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"volatile pattern {pattern!r} is not a regex: {e}") from None
+        return v
+
+    @field_validator("oracle")
+    @classmethod
+    def _dotted(cls, v: str | None) -> str | None:
+        if v is not None and not _DOTTED.match(v):
+            raise ValueError(f"{v!r}: expected 'module:function'")
+        return v
+
+    @model_validator(mode="after")
+    def _platform_fields(self) -> "Environment":
+        if self.platform in ("web", "mobile_web"):
+            if not self.start_url and not any(t.start_url for t in self.tasks):
+                raise ValueError(f"a {self.platform} environment needs 'start_url' "
+                                 f"(or a start_url on every task)")
+            if self.app is not None:
+                raise ValueError("'app' is for android/ios; a web environment has 'start_url'")
+        elif self.app is None:
+            raise ValueError(f"an {self.platform} environment needs 'app' "
+                             f"(package/activity or bundle_id)")
+        if not self.tasks and self.explore is None and self.instruction_js is None:
+            raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
+        seen: set[str] = set()
+        for i, t in enumerate(self.tasks):
+            if t.task_id in seen:
+                raise ValueError(f"tasks[{i}]: task_id {t.task_id!r} appears twice")
+            seen.add(t.task_id)
+            if t.instruction is None and self.instruction_js is None:
+                raise ValueError(f"tasks[{i}] ({t.task_id}): no 'instruction' and no "
+                                 f"'instruction_js' to read one from the page")
+        return self
+
+    # ------------------------------------------------------------------ use
+    @property
+    def source(self) -> str:
+        """The trajectories' source_name."""
+        return self.source_name or self.name
+
+    def verifier_for(self, task: TaskSpec | Task | None) -> VerifierSpec | None:
+        if isinstance(task, Task) and task.params.get("explore"):
+            return self.explore.verifier if self.explore else None
+        own = None
+        if isinstance(task, TaskSpec):
+            own = task.verifier
+        elif isinstance(task, Task):
+            spec = self.task_spec(task.task_id)
+            own = spec.verifier if spec else None
+        return own or self.verifier
+
+    def task_spec(self, task_id: str) -> TaskSpec | None:
+        for t in self.tasks:
+            if t.task_id == task_id:
+                return t
+        return None
+
+    def masked(self, text: str | None) -> str:
+        """`text` (a tree, a URL) with every `volatile` match replaced by a marker."""
+        out = text or ""
+        for pattern in self.volatile:
+            out = re.sub(pattern, "<volatile>", out)
+        return out
+
+    def origins(self) -> list[str]:
+        """What the recording may reach: `allow`, or the start URL's origin."""
+        if self.allow:
+            return list(self.allow)
+        urls = [self.start_url] + [t.start_url for t in self.tasks]
+        out = []
+        for u in urls:
+            m = re.match(r"^(https?://[^/]+)", u or "")
+            if m and m.group(1) not in out:
+                out.append(m.group(1))
+        return out
+
+    def as_tasks(self) -> list[Task]:
+        """The task records (the instruction may still come from `instruction_js`)."""
+        return [Task(task_id=t.task_id, instruction=t.instruction or "(read from the page)",
+                     language=t.language, app=self.name, template_id=t.template_id,
+                     params=dict(t.params), start_url=t.start_url) for t in self.tasks]
+
+
+def load_environment(path: str | Path, *, tasks_file: str | Path | None = None) -> Environment:
+    """Read and validate an environment file (YAML); `tasks_file` replaces its tasks."""
+    path = Path(path)
+    source = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EnvironmentFileError("no such file", source=source) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise EnvironmentFileError(f"not valid YAML: {e}", source=source) from None
+    if not isinstance(raw, dict):
+        raise EnvironmentFileError("expected a mapping at the top (name, platform, ...)",
+                                   source=source)
+    name = raw.get("name") if isinstance(raw.get("name"), str) else None
+    raw = expand_variables(raw, source=source, environment=name)
+    tasks = raw.get("tasks")
+    if tasks_file is not None:
+        tasks = str(tasks_file)
+    if isinstance(tasks, str):
+        tasks_path = Path(tasks)
+        if not tasks_path.is_absolute():
+            tasks_path = path.parent / tasks_path
+        rows = read_task_file(tasks_path, environment=name)
+        raw = {**raw, "tasks": expand_variables(rows, source=str(tasks_path), environment=name,
+                                                path="tasks")}
+    return environment_from_dict(raw, source=source)
+
+
+def environment_from_dict(raw: dict, *, source: str = "<dict>") -> Environment:
+    name = raw.get("name") if isinstance(raw.get("name"), str) else None
+    try:
+        return Environment.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown field; known: {_known_fields(err['loc'])}"
+        raise EnvironmentFileError(msg.removeprefix("Value error, "), source=source,
+                                   environment=name, field=field) from None
+
+
+def _known_fields(loc: tuple) -> str:
+    model: type[BaseModel] = Environment
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            break
+        nested = _model_of(field.annotation)
+        if nested is None:
+            break
+        model = nested
+    return ", ".join(sorted(model.model_fields))
+
+
+def _model_of(annotation) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
+    """Task rows from a JSONL or Parquet file (validated with the environment)."""
+    source = str(path)
+    if not path.exists():
+        raise EnvironmentFileError("the tasks file does not exist", source=source,
+                                   environment=environment, field="tasks")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+        rows = pq.read_table(path).to_pylist()
+        for row in rows:
+            if isinstance(row.get("params"), str):  # params stored as JSON text
+                row["params"] = json.loads(row["params"] or "{}")
+            if isinstance(row.get("verifier"), str):
+                row["verifier"] = json.loads(row["verifier"])
+            for key in [k for k, v in row.items() if v is None]:
+                del row[key]
+        return rows
+    if path.suffix not in (".jsonl", ".json"):
+        raise EnvironmentFileError(f"tasks file {path.name}: expected .jsonl or .parquet",
+                                   source=source, environment=environment, field="tasks")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EnvironmentFileError(f"line {n} is not JSON: {e.msg}", source=source,
+                                       environment=environment, field="tasks") from None
+        if not isinstance(row, dict):
+            raise EnvironmentFileError(f"line {n}: expected an object", source=source,
+                                       environment=environment, field="tasks")
+        rows.append(row)
+    return rows
+
+
+def load_environments(folder: str | Path) -> dict[str, tuple[Path, Environment]]:
+    """Every environment file (*.yaml, *.yml) of `folder`, by name; names must be unique."""
+    out: dict[str, tuple[Path, Environment]] = {}
+    for p in sorted(Path(folder).glob("*.y*ml")):
+        env = load_environment(p)
+        if env.name in out:
+            raise EnvironmentFileError(f"name {env.name!r} is also used by {out[env.name][0]}",
+                                       source=str(p), environment=env.name, field="name")
+        out[env.name] = (p, env)
+    return out

@@ -4,6 +4,8 @@ import dagster as dg
 from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.curate import curated_steps
+from dagster_project.assets.environments import (daily_environment_crawl, environment_crawl_job,
+                                                  environment_files_sensor, environment_trajectories)
 from dagster_project.assets.export import web_shards
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
@@ -22,13 +24,14 @@ from dagster_project.sensors import SENSORS
 from dagster_project.training_launcher import TrainingLauncher
 
 defs = dg.Definitions(
-    assets=[task_catalog, web_trajectories, mobile_trajectories, imported_trajectories,
+    assets=[task_catalog, web_trajectories, mobile_trajectories, environment_trajectories,
+            imported_trajectories,
             reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
             task_difficulty, *TRAINING_ASSETS],
     asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS],
-    jobs=[*JOBS, train_job],
-    schedules=[*SCHEDULES, weekly_training],
-    sensors=SENSORS,
+    jobs=[*JOBS, train_job, environment_crawl_job],
+    schedules=[*SCHEDULES, weekly_training, daily_environment_crawl],
+    sensors=[*SENSORS, environment_files_sensor],
     # TRAJFORGE_EXECUTOR: k8s (a pod per step), multiprocess, or in_process; unset = Dagster's default
     executor=production_executor(),
     resources={

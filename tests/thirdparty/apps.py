@@ -6,12 +6,14 @@ examples/environments/ and their task files do, as a user's would.
 """
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -96,3 +98,41 @@ def datasette(folder: Path):
     finally:
         stop(proc)
         log.close()
+
+
+COUNTER_PAGE = b"""<!doctype html><html><body><h1>Counter</h1>
+<button onclick="document.body.dataset.n = (+(document.body.dataset.n||0)) + 1">Add</button>
+</body></html>"""
+
+
+class _CounterHandler(http.server.BaseHTTPRequestHandler):
+    """A page with an Add button; /missing answers 404; /verdict a JSON verdict."""
+
+    def do_GET(self):
+        if self.path.startswith("/missing"):
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"<h1>Not Found</h1>")
+            return
+        verdict = self.path.startswith("/verdict")
+        body = (b'{"done": true, "success": true, "reason": "server says so", "extra": 1}'
+                if verdict else COUNTER_PAGE)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json" if verdict else "text/html")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def counter_server():
+    """A stand-in for a user's small app on a loopback port (a thread); yields its URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CounterHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -1,12 +1,9 @@
 """Bad input becomes an error trajectory or a message naming environment, task and field.
 
-A tiny loopback server (not ours to verify: a 404, a page, a slow answer)
+A tiny loopback server (a page with a counter, a 404, a verdict endpoint)
 stands in for a user's app; every case goes through `crawl_environment`.
 """
 from __future__ import annotations
-
-import http.server
-import threading
 
 import pytest
 
@@ -14,42 +11,14 @@ from crawlers.env_crawl import crawl_environment
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
 from trajforge.store import RawStore
 
-from .apps import free_port
+from .apps import counter_server, free_port
 
 pytestmark = pytest.mark.slow
 
-PAGE = b"""<!doctype html><html><body><h1>Counter</h1>
-<button onclick="document.body.dataset.n = (+(document.body.dataset.n||0)) + 1">Add</button>
-</body></html>"""
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if self.path.startswith("/missing"):
-            self.send_response(404)
-            self.end_headers()
-            self.wfile.write(b"<h1>Not Found</h1>")
-            return
-        if self.path.startswith("/verdict"):
-            body = b'{"done": true, "success": true, "reason": "server says so", "extra": 1}'
-        else:
-            body = PAGE
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json" if self.path.startswith("/verdict")
-                         else "text/html")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with counter_server() as url:
+        yield url
 
 
 def _one(server, tmp_path, **over):

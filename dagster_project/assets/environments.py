@@ -1,0 +1,165 @@
+"""Every environment file in a folder as one partitioned asset: crawl, check, schedule.
+
+`TRAJFORGE_ENVIRONMENTS` (default `environments/`) holds one YAML file per
+app (docs/crawl-your-own-app.md). The sensor `environment_files_sensor`
+validates them and keeps the dynamic partitions `environment` equal to their
+names; a new or changed file starts a crawl of its partition. The schedule
+`daily_environment_crawl` crawls every partition once a day with the day's
+seed, so each day adds new trajectories. A broken file is reported by name,
+file and field, and the other environments go on.
+"""
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from crawlers.env_crawl import crawl_environment
+from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
+from dagster_project.resources import BrowserResource, StorageResource
+from schemas.environment import EnvironmentFileError, load_environment
+
+environment_partitions = dg.DynamicPartitionsDefinition(name="environment")
+ENVIRONMENTS_CRON = os.environ.get("TRAJFORGE_ENVIRONMENTS_CRON", "0 3 * * *")
+# At most this share of a partition's episodes may end in error (a start page
+# that fails, a verifier that throws) before the check fails the run.
+MAX_ERROR_RATE = 0.2
+
+
+def environments_dir() -> Path:
+    return Path(os.environ.get("TRAJFORGE_ENVIRONMENTS", "environments")).resolve()
+
+
+def environment_files(folder: "Path | None" = None) -> "tuple[dict[str, Path], list[str]]":
+    """(name -> file) of the valid environment files, and one message per invalid one."""
+    folder = folder or environments_dir()
+    found: dict[str, Path] = {}
+    problems: list[str] = []
+    for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
+        try:
+            env = load_environment(path)
+        except EnvironmentFileError as err:
+            problems.append(str(err))
+            continue
+        if env.name in found:
+            problems.append(f"file {path}: name {env.name!r} is also used by {found[env.name]}")
+            continue
+        found[env.name] = path
+    return found, problems
+
+
+def day_seed(day: dt.date) -> int:
+    """The seed of a day's scheduled crawl: days since 2000-01-01, new every day."""
+    return (day - dt.date(2000, 1, 1)).days
+
+
+class EnvironmentCrawlConfig(dg.Config):
+    policy: str = ""        # "" = the file's explore.policy if it has no tasks, else oracle
+    seed: int = 0
+    episodes: int = 0       # 0 = every task (or explore.episodes)
+    max_steps: int = 0      # 0 = the file's max_steps / explore.max_steps
+    retries: int = 2
+
+
+@dg.asset(
+    group_name="collect",
+    kinds={"playwright", "parquet"},
+    partitions_def=environment_partitions,
+    retry_policy=CRAWL_RETRY_POLICY,
+    check_specs=[
+        dg.AssetCheckSpec("verified_outcomes", asset="environment_trajectories", blocking=True,
+                          description="No episode of an environment with a verifier is left "
+                                      "'unknown', and errors stay under 20%."),
+    ],
+)
+def environment_trajectories(context: dg.AssetExecutionContext, config: EnvironmentCrawlConfig,
+                             storage: StorageResource, browser: BrowserResource):
+    """Crawl one environment file (the partition) into the raw store's `env/<name>`.
+
+    Resumable (stable ids): a retry or a re-run with the same seed adds nothing.
+    """
+    name = context.partition_key
+    files, problems = environment_files()
+    if name not in files:
+        raise dg.Failure(f"no valid environment file named {name!r} in {environments_dir()}"
+                         + (f"; problems: {problems}" if problems else ""))
+    environment = load_environment(files[name])
+    policy = config.policy or ("random_walk" if not environment.tasks and environment.explore
+                               else "oracle")
+    stats = crawl_environment(
+        environment, store=storage.raw, collection=f"env/{name}", policy=policy,
+        seed=config.seed, episodes=config.episodes or None, max_steps=config.max_steps or None,
+        retries=config.retries, image_format=browser.image_format,
+        step_timeout_s=browser.step_timeout_s,
+        progress=lambda ev: ev.kind in ("trajectory", "retry") and context.log.info(
+            f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()))
+    summary = stats.summary()
+    context.log.info(json.dumps(summary, sort_keys=True))
+    yield dg.MaterializeResult(
+        metadata={**{k: v for k, v in summary.items() if v is not None},
+                  "file": str(files[name]), "policy": policy, "seed": config.seed},
+        check_results=[outcome_check(environment, stats)])
+
+
+def outcome_check(environment, stats) -> dg.AssetCheckResult:
+    """Fails when an environment that has a verifier left episodes unknown, or errors pile up."""
+    played = stats.trajectories
+    has_verifier = environment.verifier is not None or any(t.verifier for t in environment.tasks)
+    error_rate = stats.error / played if played else 0.0
+    problems = []
+    if has_verifier and stats.unknown:
+        problems.append(f"{stats.unknown} episode(s) unknown although a verifier exists")
+    if error_rate > MAX_ERROR_RATE:
+        problems.append(f"error rate {error_rate:.0%} > {MAX_ERROR_RATE:.0%}")
+    return dg.AssetCheckResult(
+        check_name="verified_outcomes", passed=not problems,
+        metadata={"episodes": played, "unknown": stats.unknown, "errors": stats.error,
+                  "error_rate": round(error_rate, 3), "problems": "; ".join(problems) or "none"})
+
+
+environment_crawl_job = dg.define_asset_job(
+    "environment_crawl_job", selection=dg.AssetSelection.assets("environment_trajectories"),
+    description="Crawl one environment file (a partition) with Playwright.")
+
+
+def _fingerprint(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@dg.sensor(job=environment_crawl_job, minimum_interval_seconds=60,
+           default_status=dg.DefaultSensorStatus.STOPPED)
+def environment_files_sensor(context: dg.SensorEvaluationContext):
+    """Keep the `environment` partitions equal to the folder's files; crawl new or changed ones."""
+    files, problems = environment_files()
+    for problem in problems:
+        context.log.warning(problem)
+    known = set(context.instance.get_dynamic_partitions(environment_partitions.name))
+    added = sorted(set(files) - known)
+    removed = sorted(known - set(files))
+    requests = [dg.RunRequest(run_key=f"{name}:{_fingerprint(path)}", partition_key=name,
+                              tags={"trajforge/sensor": "environment_files_sensor"})
+                for name, path in sorted(files.items())]
+    if not files and not removed:
+        return dg.SkipReason(f"no valid environment file in {environments_dir()}"
+                             + (f" ({len(problems)} invalid)" if problems else ""))
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[
+            *([environment_partitions.build_add_request(added)] if added else []),
+            *([environment_partitions.build_delete_request(removed)] if removed else [])])
+
+
+@dg.schedule(job=environment_crawl_job, cron_schedule=ENVIRONMENTS_CRON,
+             execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.STOPPED)
+def daily_environment_crawl(context: dg.ScheduleEvaluationContext):
+    """One run per environment, with the day's seed: day 2 crawls new episodes."""
+    day = context.scheduled_execution_time.date()
+    seed = day_seed(day)
+    for name in sorted(context.instance.get_dynamic_partitions(environment_partitions.name)):
+        yield dg.RunRequest(
+            run_key=f"{day.isoformat()}:{name}", partition_key=name,
+            run_config={"ops": {"environment_trajectories": {"config": {"seed": seed}}}},
+            tags={"trajforge/schedule": "daily_environment_crawl"})

@@ -11,7 +11,10 @@ and stored as an error trajectory that says why once out of retries.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -150,16 +153,22 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
                       backend=None, replay: dict[str, list[Action]] | None = None,
                       image_format: str = "png", step_timeout_s: float = 10.0,
                       guard: SafetyGuard | None = None, batch_size: int = 16,
+                      pool=None,
                       progress: Callable[[ProgressEvent], None] | None = None) -> EnvCrawlStats:
     """Crawl `environment` into `store`/`collection` (default: its name); the figures.
 
-    `env`, when given, is used as is (its own request filter); otherwise one
-    headless Chromium is launched, allowed to reach only the environment's
-    origins. `replay` maps task ids to the actions to play back (policy replay).
+    `env`, when given, is used as is (its own request filter); `pool` (a
+    WebEnvPool, or any pool with `submit` and `lease`) plays up to `pool.size`
+    episodes at once, each attempt on a fresh lease; otherwise one headless
+    Chromium is launched, allowed to reach only the environment's origins.
+    The trajectories do not depend on which. `replay` maps task ids to the
+    actions to play back (policy replay).
     """
+    if pool is not None and env is not None:
+        raise ValueError("crawl_environment: give env= or pool=, not both")
     if policy not in ENV_POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
-    if environment.platform not in ("web", "mobile_web") and env is None:
+    if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
         raise ValueError(f"environment '{environment.name}': platform {environment.platform} "
                          f"runs on an Appium device; pass env= (a MobileEnv) for it")
     runtime = EnvironmentRuntime(environment, judge=judge)
@@ -179,7 +188,7 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
     guard = guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
     started = time.perf_counter()
-    own_env = env is None
+    own_env = env is None and pool is None
     if own_env:
         env = WebEnv.launch(headless=True, image_format=image_format,
                             step_timeout_s=step_timeout_s,
@@ -188,14 +197,31 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
     bar = tqdm(total=len(tasks), desc=f"crawl {environment.name}", unit="traj",
                disable=not sys.stderr.isatty())
 
+    lock = threading.RLock()  # worker threads report while the main thread writes
+
     def emit(kind: str, task: Task, tid: str, **kw) -> None:
-        if progress is not None:
-            progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
-                                   stats=stats, **kw))
+        with lock:
+            if progress is not None:
+                progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
+                                       stats=stats, **kw))
+
+    def write(task: Task, traj: Trajectory, steps: list[Step]) -> None:
+        with lock:
+            writer.add(traj, steps)
+            stats.count(traj)
+            stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
+                                    and s.act_ms is not None)
+            stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
+            bar.update(1)
+        emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
+
+    common = dict(policy=policy, seed=seed, max_steps=steps_budget, retries=retries,
+                  store=store, guard=guard, audit=audit, stats=stats, emit=emit,
+                  backend=backend, replay=replay, lock=lock)
 
     try:
         with store.writer(collection, batch_size=batch_size) as writer:
-            claimed: set[str] = set()
+            todo, claimed = [], set()
             for task in tasks:
                 tid = trajectory_id_for(environment.source, task.task_id, policy, seed)
                 if writer.has(tid) or tid in claimed:
@@ -204,17 +230,12 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
                     emit("skip", task, tid)
                     continue
                 claimed.add(tid)
-                traj, steps = _crawl_one(env, runtime, task, tid, policy=policy, seed=seed,
-                                         max_steps=steps_budget, retries=retries, store=store,
-                                         guard=guard, audit=audit, stats=stats, emit=emit,
-                                         backend=backend, replay=replay)
-                writer.add(traj, steps)
-                stats.count(traj)
-                stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
-                                        and s.act_ms is not None)
-                stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
-                bar.update(1)
-                emit("trajectory", task, tid, outcome=traj.outcome, message=traj.error)
+                todo.append((task, tid))
+            if pool is None:
+                for task, tid in todo:
+                    write(task, *_crawl_one(_own(env), runtime, task, tid, **common))
+            else:
+                _crawl_pooled(pool, runtime, todo, write, common)
     finally:
         bar.close()
         audit.close()
@@ -225,50 +246,116 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
     return stats
 
 
-def _crawl_one(env, runtime: EnvironmentRuntime, task: Task, tid: str, *, policy: str,
+@contextmanager
+def _own_lease(env):
+    """A lease of the crawl's own env: restarted when it died, its episode closed after."""
+    if not env.is_alive():
+        env.restart()
+    try:
+        yield env
+    except BrowserCrashed:
+        env.restart()
+        raise
+    finally:
+        close_episode_quietly(env)
+
+
+def _own(env):
+    return lambda: _own_lease(env)
+
+
+def _crawl_pooled(pool, runtime: EnvironmentRuntime, todo: list, write, common: dict) -> None:
+    """Play `todo` on the pool's workers, each attempt on a fresh lease; write as they end.
+
+    A failure that is not the task's (a PoolError: a browser that will not
+    launch) stops the crawl after the running episodes are written.
+    """
+    if not todo:
+        return
+    stop = threading.Event()
+
+    def work(task, tid):
+        if stop.is_set():
+            return None
+        return _crawl_one(pool.lease, runtime, task, tid, **common)
+
+    # A WebEnvPool runs episodes on its own threads (Playwright binds a browser to
+    # one); a DevicePool's Appium sessions are driven from a thread pool of its size.
+    executor = None if hasattr(pool, "submit") else ThreadPoolExecutor(
+        max_workers=min(pool.size, len(todo)), thread_name_prefix="env-crawl")
+    submit = pool.submit if executor is None else executor.submit
+    futures = {submit(work, task, tid): task for task, tid in todo}
+    first_error = None
+    try:
+        for fut in as_completed(futures):
+            try:
+                result = fut.result()
+            except CancelledError:
+                continue
+            except Exception as e:  # noqa: BLE001 - raised once the others are written
+                if first_error is None:
+                    first_error = e
+                    stop.set()
+                    for f in futures:
+                        f.cancel()
+                continue
+            if result is not None:
+                write(futures[fut], *result)
+    finally:
+        stop.set()
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        if executor is not None:
+            executor.shutdown()
+    if first_error is not None:
+        raise first_error
+
+
+def _crawl_one(acquire, runtime: EnvironmentRuntime, task: Task, tid: str, *, policy: str,
                seed: int, max_steps: int, retries: int, store: RawStore, guard: SafetyGuard,
-               audit: AuditLog, stats: EnvCrawlStats, emit, backend, replay
+               audit: AuditLog, stats: EnvCrawlStats, emit, backend, replay, lock
                ) -> tuple[Trajectory, list[Step]]:
-    """One task, retried from the start while the browser dies or the start page fails."""
+    """One task, retried from the start (on a fresh lease) while the browser dies or the
+    start page fails; out of retries, an error trajectory that says why."""
+    from .device_pool import PoolError
     environment = runtime.environment
     device = device_for(environment, task, seed)
-    last_error = ""
+    last_error, platform = "", environment.platform
     for attempt in range(retries + 1):
         info = EpisodeInfo()
-        if not env.is_alive():
-            env.restart()
         t0 = time.perf_counter()
         try:
-            traj, steps = run_env_episode(
+            with acquire() as env:
+                platform = env_platform(env)
+                traj, steps = run_env_episode(
                 env, runtime, task=task, policy=None, device=device, seed=seed,
                 trajectory_id=tid, blobs=store.blobs, guard=guard, max_steps=max_steps,
                 audit=audit, attempt=attempt, info=info,
                 make_policy=lambda t: make_env_policy(policy, t, environment, seed=seed,
                                                       max_steps=max_steps, guard=guard,
                                                       backend=backend, replay=replay),
-                on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                      action=s.action.type.value))
-        except BrowserCrashed as e:
+                    on_step=lambda s: emit("step", task, tid, step_index=s.index,
+                                          action=s.action.type.value))
+                close_episode_quietly(env)
+        except (PoolError, ValueError):
+            raise  # no browser left, or a configuration error (policy, oracle): stop the crawl
+        except BrowserCrashed as e:  # the lease restarts (or drops) that browser
             last_error = f"BrowserCrashed: {e}"
-            env.restart()
-        except ValueError:
-            raise  # a configuration error (policy, oracle, devices): stop the crawl
         except Exception as e:  # noqa: BLE001 - a page or app problem must not stop the crawl
             last_error = f"{type(e).__name__}: {e}"
-            if not env.is_alive():
-                env.restart()
         else:
-            stats.reset_ms.append(round(steps[0].observe_ms, 1) if steps else
-                                  round((time.perf_counter() - t0) * 1000, 1))
-            stats.blocked_actions += info.blocked_actions
-            stats.blocked_requests += len(info.blocked_requests)
+            with lock:
+                stats.reset_ms.append(round(steps[0].observe_ms, 1) if steps else
+                                      round((time.perf_counter() - t0) * 1000, 1))
+                stats.blocked_actions += info.blocked_actions
+                stats.blocked_requests += len(info.blocked_requests)
             return traj, steps
-        finally:
-            close_episode_quietly(env)
         if attempt < retries:
-            stats.retries += 1
+            with lock:
+                stats.retries += 1
             emit("retry", task, tid, message=last_error)
-    return Trajectory(trajectory_id=tid, task=task, platform=env_platform(env),
+    return Trajectory(trajectory_id=tid, task=task, platform=platform,
                       app=task.app, device=device, source="crawl",
                       source_name=environment.source, policy=policy, seed=seed,
                       outcome="error", verified_by="none", num_steps=0, error=last_error,

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from crawlers.allowlist import Allowlist
+from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.env_crawl import crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
 from dagster_project.resources import BrowserResource, StorageResource
@@ -89,18 +91,24 @@ def environment_trajectories(context: dg.AssetExecutionContext, config: Environm
     environment = load_environment(files[name])
     policy = config.policy or ("random_walk" if not environment.tasks and environment.explore
                                else "oracle")
-    stats = crawl_environment(
-        environment, store=storage.raw, collection=f"env/{name}", policy=policy,
-        seed=config.seed, episodes=config.episodes or None, max_steps=config.max_steps or None,
-        retries=config.retries, image_format=browser.image_format,
-        step_timeout_s=browser.step_timeout_s,
-        progress=lambda ev: ev.kind in ("trajectory", "retry") and context.log.info(
-            f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()))
+    # `browser.browsers` Chromiums, each allowed to reach only the environment's origins.
+    with WebEnvPool(browser.browsers, headless=browser.headless,
+                    executable_path=browser.executable_path, image_format=browser.image_format,
+                    step_timeout_s=browser.step_timeout_s,
+                    request_filter=Allowlist(environment.origins())) as pool:
+        stats = crawl_environment(
+            environment, store=storage.raw, collection=f"env/{name}", policy=policy,
+            seed=config.seed, episodes=config.episodes or None,
+            max_steps=config.max_steps or None, retries=config.retries, pool=pool,
+            progress=lambda ev: ev.kind in ("trajectory", "retry") and context.log.info(
+                f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()))
+        browsers = pool.stats()
     summary = stats.summary()
     context.log.info(json.dumps(summary, sort_keys=True))
     yield dg.MaterializeResult(
         metadata={**{k: v for k, v in summary.items() if v is not None},
-                  "file": str(files[name]), "policy": policy, "seed": config.seed},
+                  "file": str(files[name]), "policy": policy, "seed": config.seed,
+                  "browsers": dg.MetadataValue.json(browsers)},
         check_results=[outcome_check(environment, stats)])
 
 

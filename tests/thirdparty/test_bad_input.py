@@ -107,3 +107,24 @@ def test_freeze_time_fixes_the_page_clock(server, tmp_path):
                              "({done: true, success: Date.now() === Date.parse("
                              "'2026-01-05T09:00:00Z'), reason: new Date().toISOString()})"})
     assert (traj.outcome, traj.verifier_reason) == ("success", "2026-01-05T09:00:00.000Z")
+
+
+def test_a_pool_of_two_browsers_gives_the_same_trajectories(server, tmp_path):
+    from crawlers.allowlist import Allowlist
+    from crawlers.crawl_browser_pool import WebEnvPool
+    raw = {"name": "counter", "start_url": f"{server}/", "max_steps": 3,
+           "tasks": [{"task_id": f"t{i}", "instruction": "Press Add twice",
+                      "params": {"script": [{"tap": {"role": "button", "name": "Add"}}] * (1 + i % 2)}}
+                     for i in range(4)],
+           "verifier": {"kind": "js", "expression": "({success: document.body.dataset.n === '2'})"}}
+    env = environment_from_dict(raw)
+    one = RawStore(tmp_path / "one")
+    crawl_environment(env, store=one, policy="oracle", retries=0)
+    two = RawStore(tmp_path / "two")
+    with WebEnvPool(2, request_filter=Allowlist(env.origins())) as pool:
+        stats = crawl_environment(env, store=two, policy="oracle", retries=0, pool=pool)
+    assert stats.trajectories == 4
+    key = lambda store: sorted((t.trajectory_id, t.outcome, t.num_steps, t.device.name, t.reward)  # noqa: E731
+                               for t in store.iter_trajectories())
+    assert key(one) == key(two)
+    assert [t[1] for t in key(one)].count("success") == 2

@@ -159,6 +159,8 @@ class SetStats:
             "apps": dict(sorted(self.apps.items())),
             "action_types": dict(sorted(self.action_types.items())),
             "thought_backends": dict(sorted(self.backends.items())),
+            # share of the samples whose thought each backend wrote ("template", a VLM's id)
+            "thought_backend_share": {k: v / n for k, v in sorted(self.backends.items())},
             "thought_chars": length_stats(self.thought_chars),
             "thought_chinese": self.thought_chinese,
             "answers": {"total": n, "parsed": self.parsed, "match_recording": self.matches,
@@ -221,8 +223,9 @@ def set_checks(stats: dict[str, Any], *, language: str | None = None,
     """{check: {"passed": bool, "detail": str}}: answers parse, 1:1 mix, language, alignment.
 
     Alignment pass rate = kept checked steps / (those + steps dropped as
-    misaligned); with no checked step (template backend) it passes as
-    "unchecked" and says so.
+    misaligned). With no checked step (template backend) the check did not run: it is
+    reported as not passed, with "severity": "warn" and "not_run": True (a warning, not
+    a pass, and nothing to block on). Other checks carry no severity: an error.
     """
     ans = stats["answers"]
     n = stats["samples"]
@@ -243,7 +246,10 @@ def set_checks(stats: dict[str, Any], *, language: str | None = None,
     checked = stats["alignment"]["checked_steps"]
     dropped = (skipped_steps or {}).get("misaligned", 0)
     if checked + dropped == 0:
-        checks["alignment_rate"] = {"passed": True, "detail": "unchecked (template thoughts)"}
+        backends = ", ".join(f"{k} {v:.0%}" for k, v in stats.get("thought_backend_share", {}).items())
+        checks["alignment_rate"] = {"passed": False, "severity": "warn", "not_run": True, "detail": (
+            f"not run: no step's alignment was checked (thoughts by {backends or 'nobody'}; "
+            "the checks need a VLM)")}
     else:
         rate = checked / (checked + dropped)
         checks["alignment_rate"] = {"passed": rate >= min_alignment_pass, "detail": (

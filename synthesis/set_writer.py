@@ -255,7 +255,7 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, option
                    "skipped_trajectories": skipped_trajectories, "skipped_steps": skipped_steps},
         "summary": {k: figures[k] for k in ("modes", "languages", "language_share",
                                             "action_types", "thought_chars", "thought_backends",
-                                            "alignment")},
+                                            "thought_backend_share", "alignment")},
         "shards": shards,
     }
 

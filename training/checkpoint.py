@@ -57,6 +57,27 @@ def model_fingerprint(model_path: str | Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def is_tiny_random_model(model_path: str | Path, _depth: int = 0) -> bool:
+    """True for the offline tiny Qwen2-VL with random weights (trajforge.vlm.tiny: its
+    marker file says random_weights) and for checkpoints trained from it (their
+    metrics.json names the base model, followed back to the start)."""
+    p = Path(model_path)
+    marker = p / "tiny_vlm.json"
+    if marker.is_file():
+        try:
+            return bool(json.loads(marker.read_text()).get("random_weights"))
+        except (OSError, ValueError):
+            return False
+    metrics = p / METRICS
+    if _depth < 16 and metrics.is_file():
+        try:
+            base = json.loads(metrics.read_text()).get("base_model")
+        except (OSError, ValueError):
+            return False
+        return bool(base) and Path(base) != p and is_tiny_random_model(base, _depth + 1)
+    return False
+
+
 def finished_checkpoint(path: str | Path) -> dict[str, Any] | None:
     """The metrics of a finished checkpoint directory, or None (absent or half-written)."""
     metrics = Path(path) / METRICS

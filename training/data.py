@@ -12,9 +12,10 @@ ends with the template's end-of-turn token (weight 1) so the model learns to sto
 """
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -69,6 +70,63 @@ def iter_reasoning_samples(shards_dir: str | Path, split: str = "train", mode: s
                 image = next((members[e] for e in IMAGE_EXTS if e in members), None)
                 yield ReasoningSample(key, j, image, str(path))
             n += 1
+
+
+TEMPLATE_BACKEND = "template"  # synthesis.cot.TEMPLATE: the thoughts a template wrote
+
+
+class TemplateThoughtsError(ValueError):
+    """A full training run was asked to learn template-written thoughts."""
+
+
+def thought_backend_share(shards_dir: str | Path) -> dict[str, float]:
+    """{thought backend: share of the samples} of a reasoning set: the manifest's
+    summary.thought_backend_share, else its summary.thought_backends counts (sets written
+    before the share was stated), else counted over the samples' own `thought_backend`
+    (a sample without one counts as "unknown"). {} for a set without samples."""
+    from trajforge.shards import MANIFEST, iter_tar_samples
+
+    shards_dir = Path(shards_dir)
+    manifest = json.loads((shards_dir / MANIFEST).read_text(encoding="utf-8"))
+    summary = manifest.get("summary") or {}
+    share = summary.get("thought_backend_share")
+    if isinstance(share, dict) and share:
+        return {str(k): float(v) for k, v in share.items()}
+    counts = summary.get("thought_backends")
+    if not (isinstance(counts, dict) and counts):
+        counts = {}
+        for shard in manifest.get("shards", []):
+            for _key, members in iter_tar_samples(shards_dir / shard["name"], images=False):
+                backend = str((members.get("json") or {}).get("thought_backend") or "unknown")
+                counts[backend] = counts.get(backend, 0) + 1
+    total = sum(counts.values())
+    return {str(k): v / total for k, v in sorted(counts.items())} if total else {}
+
+
+def template_thought_gate(shards_dir: str | Path, *, full_run: bool, trains_thoughts: bool,
+                          allow: bool) -> dict[str, Any]:
+    """Refuse (TemplateThoughtsError) a full run that trains on thoughts when any of the
+    set's thoughts were written by the template backend, unless `allow`
+    (config allow_template_thoughts). Returns what the run reports about it:
+    thought_backend_share, template_share and template_thoughts ("none", "not trained",
+    "tiny model", "allowed")."""
+    share = thought_backend_share(shards_dir)
+    template = share.get(TEMPLATE_BACKEND, 0.0)
+    out = {"thought_backend_share": share, "template_share": template}
+    if template == 0.0:
+        return {**out, "template_thoughts": "none"}
+    if not trains_thoughts:
+        return {**out, "template_thoughts": "not trained"}
+    if not full_run:
+        return {**out, "template_thoughts": "tiny model"}
+    if allow:
+        return {**out, "template_thoughts": "allowed"}
+    raise TemplateThoughtsError(
+        f"{shards_dir}: {template:.0%} of the set's thoughts were written by the template backend "
+        f"(thought backends {share}); a full training run on reason-then-act samples would teach "
+        "that fixed phrasing as reasoning. Write the thoughts with a VLM (cot_steps with a model), "
+        "train direct-act samples only (mode_filter: direct), or set "
+        "allow_template_thoughts: true to train on them anyway.")
 
 
 def shuffled(samples: Iterable, buffer: int, seed: int) -> Iterator:

@@ -16,8 +16,10 @@ One iteration:
    negatives scaled by lambda = min(lambda0 + kappa * p_hat, 1); every answer
    token of every step of a rollout shares its advantage; each step's answer is
    one sequence of the group's loss (per-step mean, then mean over the group's
-   steps, then over groups), k3 KL to the frozen reference model; one optimiser
-   step per iteration (on-policy: the ratio starts at 1);
+   steps, then over groups), k3 KL to the frozen reference model; `ppo_epochs`
+   passes over the sequences in minibatches of `minibatch_size`, one optimiser step
+   per minibatch (default 1 x all: one on-policy step, ratio 1; more steps make the
+   ratio move from the policy's pre-update log-probs and the clip act);
 5. the sampler folds in each rollout's success.
 The trained policy is saved as checkpoint "online-<12 hex>".
 
@@ -46,7 +48,8 @@ from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
 from synthesis.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
 from trajforge.store import RawStore
-from training.config import TrainConfig, resolve_model_path
+from training.config import (TrainConfig, check_minibatch_size, check_ppo_epochs, resolve_model_path,
+                             without_ppo_defaults)
 from training.flywheel import resolve_tasks, sandbox_url
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,20 @@ class OnlineRLConfig(TrainConfig):
     set_mode: Literal["direct", "reason"] = "direct"
     curriculum_low: float = 0.3
     curriculum_high: float = 0.7
+    # PPO-style reuse of each iteration's rollouts (training.config.RLConfig says the same):
+    # passes over its answer sequences, in minibatches of `minibatch_size` sequences.
+    ppo_epochs: int = 1
+    minibatch_size: int | None = None
+
+    @field_validator("ppo_epochs")
+    @classmethod
+    def _epochs(cls, v: int) -> int:
+        return check_ppo_epochs(v)
+
+    @field_validator("minibatch_size")
+    @classmethod
+    def _minibatch(cls, v: int | None) -> int | None:
+        return check_minibatch_size(v)
 
     @field_validator("k")
     @classmethod
@@ -91,7 +108,8 @@ class OnlineRLConfig(TrainConfig):
 
     def identity(self) -> dict[str, Any]:
         # Where the rollouts go and which server plays them do not change what is trained.
-        return {k: v for k, v in super().identity().items() if k not in ("store", "server_url")}
+        return without_ppo_defaults({k: v for k, v in super().identity().items()
+                                     if k not in ("store", "server_url")})
 
 
 def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
@@ -131,46 +149,131 @@ def _rollout_generations(gens: list) -> list:
     return gens[starts[-1]:] if starts else gens
 
 
-def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, clip: float,
-                beta: float, lambda0: float, kappa: float,
-                mixed_precision: bool = True) -> dict[str, float]:
-    """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
-    reward, success, generations) into `policy`; returns loss/kl/... averaged.
-
-    Each step's answer is one sequence: its loss is the per-token GRPO loss averaged
-    over its tokens (training.grpo.grpo_loss on a group of one), the group's loss the
-    mean over its sequences, the total the mean over groups. Backward runs per
-    sequence (scaled), so memory holds one sequence's graph at a time.
-    """
-    from training.grpo import grpo_loss, group_advantages, scale_negatives
-    from training.policy_backend import answer_logprobs
-    from training.precision import forward_context
+def _sequences(groups: list[list[dict]], lambda0: float, kappa: float) -> tuple[list[tuple], list, float]:
+    """(sequences, usable groups, mean |advantage|): one (generation, answer ids, advantage,
+    weight) per answer of every step of every rollout of a group of two or more; the
+    weights (1 / (the group's sequences x the groups)) add up to 1."""
+    from training.grpo import group_advantages, scale_negatives
 
     usable = [g for g in groups if len(g) >= 2]
-    totals: dict[str, float] = defaultdict(float)
-    n_seq = 0
+    seqs, adv_abs = [], 0.0
     for group in usable:
         rewards = torch.tensor([r["reward"] for r in group], dtype=torch.float32)
         p_hat = sum(r["success"] for r in group) / len(group)
         adv = scale_negatives(group_advantages(rewards), p_hat, lambda0, kappa)
-        seqs = [(gen, ids, float(a)) for r, a in zip(group, adv)
+        mine = [(gen, ids, float(a)) for r, a in zip(group, adv)
                 for gen in r["generations"] for ids in gen.answer_ids if len(ids)]
-        for gen, ids, a in seqs:
-            with forward_context(policy, mixed_precision):
-                logp = answer_logprobs(policy, gen.prompt, ids, temperature)[None]
+        seqs += [(gen, ids, a, 1.0 / (len(mine) * len(usable))) for gen, ids, a in mine]
+        adv_abs += float(adv.abs().mean()) / len(usable)
+    return seqs, usable, adv_abs
+
+
+def _accumulate(policy, ref, seqs: list[tuple], *, temperature: float, clip: float, beta: float,
+                mixed_precision: bool, old: dict[int, torch.Tensor] | None = None,
+                ref_cache: dict[int, torch.Tensor] | None = None, scale: float = 1.0,
+                ids: list[int] | None = None) -> dict[str, float]:
+    """Backward of the GRPO loss of `seqs[i]` for i in `ids` (all by default), each scaled by
+    its weight x `scale`; figures weighted by the sequences' weights. `old` (by index): the
+    old log-probs, else this pass's own (detached: ratio 1); `ref_cache` keeps the
+    reference's log-probs between passes."""
+    from training.grpo import grpo_loss
+    from training.policy_backend import answer_logprobs
+    from training.precision import forward_context
+
+    totals: dict[str, float] = defaultdict(float)
+    for i in (range(len(seqs)) if ids is None else ids):
+        gen, answer, a, weight = seqs[i]
+        with forward_context(policy, mixed_precision):
+            logp = answer_logprobs(policy, gen.prompt, answer, temperature)[None]
+        ref_logp = None if ref_cache is None else ref_cache.get(i)
+        if ref_logp is None:
             with torch.no_grad(), forward_context(ref, mixed_precision):
-                ref_logp = answer_logprobs(ref, gen.prompt, ids, temperature)[None]
-            mask = torch.ones_like(logp)
-            loss, stats = grpo_loss(logp, logp.detach(), ref_logp,
-                                    torch.tensor([a], device=logp.device), mask, clip=clip, beta=beta)
-            (loss / (len(seqs) * len(usable))).backward()
-            totals["loss"] += float(loss.detach()) / len(seqs) / len(usable)
-            for key in ("kl", "policy_loss", "clip_frac"):
-                totals[key] += stats[key] / len(seqs) / len(usable)
-            n_seq += 1
-        totals["advantage_abs"] += float(adv.abs().mean()) / len(usable)
-    return {"groups": len(usable), "sequences": n_seq, **{k: totals.get(k, 0.0) for k in
-            ("loss", "kl", "policy_loss", "clip_frac", "advantage_abs")}}
+                ref_logp = answer_logprobs(ref, gen.prompt, answer, temperature)[None]
+            if ref_cache is not None:
+                ref_cache[i] = ref_logp
+        old_logp = logp.detach() if old is None else old[i].to(logp.device)
+        loss, stats = grpo_loss(logp, old_logp, ref_logp, torch.tensor([a], device=logp.device),
+                                torch.ones_like(logp), clip=clip, beta=beta)
+        (loss * weight * scale).backward()
+        totals["loss"] += float(loss.detach()) * weight
+        for key in ("kl", "policy_loss", "clip_frac", "ratio_mean"):
+            totals[key] += stats[key] * weight
+        totals["sequences"] += 1
+    return totals
+
+
+def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, clip: float,
+                beta: float, lambda0: float, kappa: float,
+                mixed_precision: bool = True) -> dict[str, float]:
+    """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
+    reward, success, generations) into `policy`; returns loss/kl/... averaged. No step.
+
+    Each step's answer is one sequence: its loss is the per-token GRPO loss averaged
+    over its tokens (training.grpo.grpo_loss on a group of one), the group's loss the
+    mean over its sequences, the total the mean over groups. Backward runs per
+    sequence (scaled), so memory holds one sequence's graph at a time. On policy:
+    the old log-probs are this pass's own, the ratio is 1.
+    """
+    seqs, usable, adv_abs = _sequences(groups, lambda0, kappa)
+    totals = _accumulate(policy, ref, seqs, temperature=temperature, clip=clip, beta=beta,
+                         mixed_precision=mixed_precision)
+    return {"groups": len(usable), "sequences": len(seqs), "advantage_abs": adv_abs,
+            **{k: totals.get(k, 0.0) for k in ("loss", "kl", "policy_loss", "clip_frac")}}
+
+
+def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature: float, clip: float,
+               beta: float, lambda0: float, kappa: float, ppo_epochs: int = 1,
+               minibatch_size: int | None = None, max_grad_norm: float = 1.0, seed: int = 0,
+               mixed_precision: bool = True) -> dict[str, Any]:
+    """GRPO over `groups` with PPO-style reuse: `ppo_epochs` passes over the sequences, each
+    in shuffled minibatches of `minibatch_size` sequences (None: all), one optimiser step
+    per minibatch. The old log-probs are the policy's before the first step (computed
+    once when there is more than one step; with one step they are that pass's own), so
+    the ratio moves and the clip acts from the second step on. One epoch, one minibatch:
+    exactly grpo_update plus one step. Returns grpo_update's figures averaged over the
+    passes, plus epochs (per pass), clip_frac_last, ratio_mean_last, optimizer_steps."""
+    from training.policy_backend import answer_logprobs
+    from training.precision import forward_context
+
+    seqs, usable, adv_abs = _sequences(groups, lambda0, kappa)
+    n = len(seqs)
+    base = {"groups": len(usable), "sequences": n, "advantage_abs": adv_abs}
+    keys = ("loss", "kl", "policy_loss", "clip_frac", "ratio_mean")
+    if n == 0:
+        optimizer.zero_grad(set_to_none=True)
+        return {**base, **{k: 0.0 for k in keys}, "epochs": [], "clip_frac_last": 0.0,
+                "ratio_mean_last": 0.0, "optimizer_steps": 0}
+    mb = min(minibatch_size or n, n)
+    steps_per_epoch = -(-n // mb)
+    old = None
+    if ppo_epochs * steps_per_epoch > 1:  # the policy moves before some sequences are seen
+        with torch.no_grad(), forward_context(policy, mixed_precision):
+            old = {i: answer_logprobs(policy, g.prompt, ids, temperature)[None].detach()
+                   for i, (g, ids, _, _) in enumerate(seqs)}
+    ref_cache: dict[int, torch.Tensor] = {}
+    rng = torch.Generator().manual_seed(seed)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    epochs, opt_steps = [], 0
+    for _ in range(ppo_epochs):
+        order = torch.randperm(n, generator=rng).tolist() if mb < n else list(range(n))
+        epoch: dict[str, float] = defaultdict(float)
+        for start in range(0, n, mb):
+            ids = order[start:start + mb]
+            share = sum(seqs[i][3] for i in ids)  # the minibatch's loss: a weighted mean
+            optimizer.zero_grad(set_to_none=True)
+            totals = _accumulate(policy, ref, seqs, temperature=temperature, clip=clip, beta=beta,
+                                 mixed_precision=mixed_precision, old=old, ref_cache=ref_cache,
+                                 scale=1.0 / share, ids=ids)
+            for k in keys:
+                epoch[k] += totals.get(k, 0.0)
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizer.step()
+            opt_steps += 1
+        epochs.append(dict(epoch))
+    optimizer.zero_grad(set_to_none=True)
+    return {**base, **{k: sum(e[k] for e in epochs) / len(epochs) for k in keys}, "epochs": epochs,
+            "clip_frac_last": epochs[-1]["clip_frac"], "ratio_mean_last": epochs[-1]["ratio_mean"],
+            "optimizer_steps": opt_steps}
 
 
 def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
@@ -233,13 +336,11 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
             collections += [result.collection, result.failed_collection]
             groups = _groups(store, result, played)
             policy.train()
-            stats = grpo_update(policy, ref, list(groups.values()), temperature=cfg.temperature,
-                                clip=cfg.clip, beta=cfg.beta, lambda0=cfg.lambda0, kappa=cfg.kappa,
-                                mixed_precision=cfg.mixed_precision)
-            if stats["sequences"]:
-                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            stats = ppo_update(policy, ref, list(groups.values()), optimizer,
+                               temperature=cfg.temperature, clip=cfg.clip, beta=cfg.beta,
+                               lambda0=cfg.lambda0, kappa=cfg.kappa, ppo_epochs=cfg.ppo_epochs,
+                               minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
+                               seed=cfg.seed * 1_000_003 + it, mixed_precision=cfg.mixed_precision)
             policy.eval()
             outcomes = [(t, i < s) for t, (s, n) in result.rates.items() for i in range(n)]
             sampler.update(outcomes)
@@ -254,7 +355,7 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
                    "trained_rollouts": len(rewards), **stats}
             history.append(row)
             if report is not None:
-                report.metric(it, **{k: v for k, v in row.items() if k != "iteration"})
+                report.metric(it, **{k: v for k, v in row.items() if k not in ("iteration", "epochs")})
     metrics = {
         "kind": "online", "checkpoint_id": cid, "base_model": str(model_path),
         "ref_model": str(ref_path), "steps": cfg.iterations, "iterations": cfg.iterations,

@@ -12,11 +12,15 @@ tolerance of the recorded point). A completion "succeeds" when it earns the 0.9
 term. Per group: advantages (r - mean) / std, negatives scaled by
 lambda = min(lambda0 + kappa * p_hat, 1) with p_hat the group's success rate; the
 loss is GRPO's clipped surrogate with beta * k3 KL to the frozen reference model
-(ref_model_path, default the starting model), then one AdamW step.
+(ref_model_path, default the starting model). PPO-style: `ppo_epochs` passes over
+the step's rollouts, each in shuffled minibatches of `minibatch_size` rows, one
+AdamW step per minibatch; the old log-probs stay the sampling policy's, so the
+ratio moves and the clip acts from the second step on (ppo_epochs 1 with
+minibatch_size None: one on-policy step, ratio 1).
 
-`batch_size` is the number of rows (completions) per forward/backward pass: the
-step's rows (prompts_per_step x group_size) are split into micro-batches whose
-losses add up to exactly the loss of the whole step, so a large model fits.
+`batch_size` is the number of rows (completions) per forward/backward pass: a
+minibatch's rows are split into micro-batches whose losses add up to exactly the
+loss of the whole minibatch, so a large model fits.
 
 With `curriculum: true` the prompts are chosen per task by
 synthesis.curriculum.CurriculumSampler (tasks the policy solves sometimes, near
@@ -26,7 +30,7 @@ pool of samples per task (POOL_PER_TASK) is kept in memory for it.
 The checkpoint lands in <out_dir>/<rl-id>; the id hashes the config, the data's
 manifest, the policy and the reference model, so a re-run returns the finished
 checkpoint without training. Single process; for several GPUs run one job per
-GPU on different seeds, or wrap `rl_step` with accelerate/FSDP (not done here).
+GPU on different seeds (no DDP or FSDP wrapping here).
 """
 from __future__ import annotations
 
@@ -197,9 +201,18 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
             reward_fn: RewardFn = step_rewards) -> tuple[dict[str, Any], Rollouts, torch.Tensor]:
     """One GRPO update on `samples` (one group of cfg.group_size completions each).
 
+    The update makes cfg.ppo_epochs passes over the rollouts, each in minibatches of
+    cfg.minibatch_size rows (None: all of them), one optimiser step per minibatch; the
+    old log-probs stay those of the sampling policy, so from the second optimiser step on
+    the ratio moves away from 1 and the clip acts. ppo_epochs 1 with minibatch_size None
+    is one on-policy step (ratio 1).
+
     Returns (stats, rollouts, rewards [N]): stats hold loss, policy_loss, kl,
-    clip_frac, ratio_mean, reward_mean, success_rate, lambda_mean, grad_norm,
-    completion_tokens and the per-group success rates.
+    clip_frac, ratio_mean (averaged over the passes; each pass's figures are measured
+    on its minibatches before their own step), clip_frac_last / ratio_mean_last (the
+    last pass), epochs (per pass), optimizer_steps, reward_mean, success_rate,
+    lambda_mean, grad_norm (mean over the optimiser steps), completion_tokens and the
+    per-group success rates.
     """
     cfg, model = state.cfg, state.model
     G = cfg.group_size
@@ -224,39 +237,60 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
 
     model.train()
     n = rollouts.num_rows
-    totals = defaultdict(float)
     tokens = float(rollouts.gen_mask.sum())
-    state.optimizer.zero_grad(set_to_none=True)
-    for start in range(0, n, cfg.batch_size):
-        rows = list(range(start, min(start + cfg.batch_size, n)))
-        idx = torch.tensor(rows)
-        with forward_context(model, cfg.mixed_precision):
-            logp = rollouts.logprobs(model, rows)
-        device = logp.device
-        old = rollouts.old_logp[idx].to(device)
-        if state.ref_model is not None:
-            with torch.no_grad(), forward_context(state.ref_model, cfg.mixed_precision):
-                ref = rollouts.logprobs(state.ref_model, rows).to(device)
-        else:
-            ref = old
-        mask = rollouts.gen_mask[idx].to(device)
-        loss, stats = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip, beta=cfg.beta)
-        # grpo_loss averages over its rows: weight each micro-batch by its share of the rows.
-        (loss * len(rows) / n).backward()
-        chunk_tokens = float(mask.sum())
-        totals["loss"] += float(loss.detach()) * len(rows) / n
-        totals["policy_loss"] += stats["policy_loss"] * len(rows) / n
-        totals["kl"] += stats["kl"] * len(rows) / n
-        totals["clip_frac"] += stats["clip_frac"] * chunk_tokens / max(tokens, 1.0)
-        totals["ratio_mean"] += stats["ratio_mean"] * chunk_tokens / max(tokens, 1.0)
-    grad_norm = torch.nn.utils.clip_grad_norm_(state.params, cfg.max_grad_norm)
-    state.optimizer.step()
-    state.scheduler.step()
+    # The reference does not move: its log-probs are taken once and serve every pass.
+    ref_all = None
+    if state.ref_model is not None:
+        with torch.no_grad(), forward_context(state.ref_model, cfg.mixed_precision):
+            ref_all = torch.cat([rollouts.logprobs(state.ref_model, list(range(s, min(s + cfg.batch_size, n))))
+                                 .float().cpu() for s in range(0, n, cfg.batch_size)])
+    mb = min(cfg.minibatch_size or n, n)
+    shuffle = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    epochs: list[dict[str, float]] = []
+    grad_norms: list[float] = []
+    for _ in range(cfg.ppo_epochs):
+        # Minibatches of shuffled rows; one minibatch of all rows keeps the stream order.
+        order = torch.randperm(n, generator=shuffle).tolist() if mb < n else list(range(n))
+        totals = defaultdict(float)
+        for m_start in range(0, n, mb):
+            m_rows = order[m_start:m_start + mb]
+            state.optimizer.zero_grad(set_to_none=True)
+            for start in range(0, len(m_rows), cfg.batch_size):
+                rows = m_rows[start:start + cfg.batch_size]
+                idx = torch.tensor(rows)
+                with forward_context(model, cfg.mixed_precision):
+                    logp = rollouts.logprobs(model, rows)
+                device = logp.device
+                old = rollouts.old_logp[idx].to(device)
+                ref = old if ref_all is None else ref_all[idx].to(device)
+                mask = rollouts.gen_mask[idx].to(device)
+                loss, st = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip,
+                                     beta=cfg.beta)
+                # grpo_loss averages over its rows: weight each micro-batch by its share of
+                # the minibatch's rows (the gradient), and of the batch's (the epoch's figures).
+                (loss * len(rows) / len(m_rows)).backward()
+                chunk_tokens = float(mask.sum())
+                totals["loss"] += float(loss.detach()) * len(rows) / n
+                totals["policy_loss"] += st["policy_loss"] * len(rows) / n
+                totals["kl"] += st["kl"] * len(rows) / n
+                totals["clip_frac"] += st["clip_frac"] * chunk_tokens / max(tokens, 1.0)
+                totals["ratio_mean"] += st["ratio_mean"] * chunk_tokens / max(tokens, 1.0)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(state.params, cfg.max_grad_norm)))
+            state.optimizer.step()
+        epochs.append(dict(totals))
+    state.scheduler.step()  # the schedule counts RL steps (batches of rollouts), not minibatches
     state.optimizer.zero_grad(set_to_none=True)
     model.eval()
-    stats = {**totals, "reward_mean": float(rewards_t.mean()),
+    # The figures of every pass, averaged (one pass: exactly that pass's); per pass in
+    # `epochs`, the last pass's as *_last.
+    keys = ("loss", "policy_loss", "kl", "clip_frac", "ratio_mean")
+    mean = {k: sum(e[k] for e in epochs) / len(epochs) for k in keys}
+    stats = {**mean, "clip_frac_last": epochs[-1]["clip_frac"],
+             "ratio_mean_last": epochs[-1]["ratio_mean"], "epochs": epochs,
+             "optimizer_steps": float(len(grad_norms)),
+             "reward_mean": float(rewards_t.mean()),
              "success_rate": sum(is_success(float(x)) for x in rewards_t) / n,
-             "lambda_mean": sum(lambdas) / len(lambdas), "grad_norm": float(grad_norm),
+             "lambda_mean": sum(lambdas) / len(lambdas), "grad_norm": sum(grad_norms) / len(grad_norms),
              "completion_tokens": tokens, "group_success_rates": group_rates}
     return stats, rollouts, rewards_t
 
@@ -340,6 +374,9 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
         "success_rate": sum(is_success(r) for r in all_rewards) / rollouts,
         "loss": per_step[-1]["loss"], "losses": [s["loss"] for s in per_step],
         "clip_frac": per_step[-1]["clip_frac"],
+        "clip_frac_per_epoch": [e["clip_frac"] for e in per_step[-1]["epochs"]],
+        "ratio_mean_per_epoch": [e["ratio_mean"] for e in per_step[-1]["epochs"]],
+        "ppo_epochs": cfg.ppo_epochs, "minibatch_size": cfg.minibatch_size,
         "rollouts": rollouts, "rollouts_per_s": rollouts / wall if wall > 0 else 0.0,
         "wall_s": wall, "device": device,
         "curriculum_fallbacks": getattr(prompts, "fallbacks", 0),

@@ -13,14 +13,19 @@ The checkpoint lands in <out_dir>/<checkpoint_id>; its id hashes the config, the
 data's manifest and the base model, so a re-run with the same inputs returns the
 finished checkpoint without training (idempotent materialisation).
 
+Template thoughts: a full run (any model but the tiny random-weights one) on
+reason-then-act samples refuses a set whose thoughts the template backend wrote,
+unless the config says `allow_template_thoughts: true`; the metrics report the set's
+thought_backend_share and what was done (template_thoughts).
+
 Multi-GPU: launch under torchrun, e.g.
     torchrun --nproc_per_node 8 -m training.sft --config examples/train/sft_qwen25vl_7b.yaml
 WORLD_SIZE > 1 wraps the model in DistributedDataParallel (NCCL) and each rank
 takes every WORLD_SIZE-th sample of the stream (rank-strided sharding), so the
 effective batch is batch_size x WORLD_SIZE; rank 0 saves and reports. Plain DDP keeps a
 whole model, its gradients and AdamW states on every rank: 16 bytes per parameter with fp32
-master weights (a 3B model fits one GPU), 8 with `dtype: bfloat16`; larger models need
-FSDP/ZeRO sharding (not implemented). tests/training/test_cuda.py covers the single-GPU
+master weights (a 3B model fits one GPU), 8 with `dtype: bfloat16`. There is no FSDP/ZeRO
+sharding: a model whose weights, gradients and AdamW states do not fit one GPU does not train. tests/training/test_cuda.py covers the single-GPU
 path (run on an H200); DDP across GPUs is untested here.
 """
 from __future__ import annotations
@@ -34,11 +39,11 @@ from typing import Any, Iterator
 
 import torch
 
-from .checkpoint import (checkpoint_id, finished_checkpoint, load_policy, model_fingerprint,
-                         save_checkpoint, shards_fingerprint)
+from .checkpoint import (checkpoint_id, finished_checkpoint, is_tiny_random_model, load_policy,
+                         model_fingerprint, save_checkpoint, shards_fingerprint)
 from .compile import compile_blocks
 from .config import SFTConfig
-from .data import collate, encoded_stream, iter_reasoning_samples, shuffled
+from .data import collate, encoded_stream, iter_reasoning_samples, shuffled, template_thought_gate
 from .entry import entry_point
 from .loss import weighted_token_loss
 from .pipes_report import Reporter, StdoutReporter
@@ -81,12 +86,22 @@ def batches(cfg: SFTConfig, processor, pad_id: int, skipped: dict[str, int],
                              f" (mode {cfg.mode_filter}, skipped {skipped})")
 
 
+def thought_gate(cfg: SFTConfig) -> dict[str, Any]:
+    """training.data.template_thought_gate for this run: a full run is one whose model is
+    not the tiny random-weights one (that one proves the plumbing: `make demo`, the tests,
+    Dagster's tiny mode); it trains thoughts unless mode_filter is "direct"."""
+    return template_thought_gate(cfg.shards, full_run=not is_tiny_random_model(cfg.resolved_model_path()),
+                                 trains_thoughts=cfg.mode_filter != "direct",
+                                 allow=cfg.allow_template_thoughts)
+
+
 def run_sft(cfg: SFTConfig, report: Reporter | None = None) -> dict[str, Any]:
     """Train (or find the finished checkpoint) and return its metrics: checkpoint_id,
     checkpoint_path, steps, loss_first, loss_last, losses, tokens, tokens_per_s, samples,
     wall_s (plus trained_tokens, skipped, the config, and reused: True when the finished
     checkpoint was found and returned without training)."""
     report = report or StdoutReporter()
+    thought_gate(cfg)  # raises before anything is loaded
     cid, _ = sft_checkpoint_id(cfg)
     out = Path(cfg.out_dir) / cid
     done = finished_checkpoint(out)
@@ -101,6 +116,10 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     """Train and save (no check for a finished checkpoint): (metrics, model, processor),
     the model unwrapped from DDP and in eval mode."""
     report = report or StdoutReporter()
+    thoughts = thought_gate(cfg)
+    if thoughts["template_thoughts"] in ("allowed", "tiny model"):
+        report.log(f"warning: training on template-written thoughts ({thoughts['template_share']:.0%} "
+                   f"of {cfg.shards}; {thoughts['template_thoughts']})")
     rank, world, local_rank = _dist()
     cid, base_id = sft_checkpoint_id(cfg)
     out = Path(cfg.out_dir) / cid
@@ -170,7 +189,7 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
         "tokens": tokens * world, "trained_tokens": trained * world,
         "tokens_per_s": tokens * world / wall if wall > 0 else 0.0,
         "samples": samples * world, "wall_s": wall, "skipped": dict(skipped),
-        "world_size": world, "device": device,
+        "world_size": world, "device": device, **thoughts,
         "data": {"shards": str(cfg.shards), "split": cfg.split,
                  "fingerprint": shards_fingerprint(cfg.shards, cfg.split)},
         "config": cfg.model_dump(mode="json"),

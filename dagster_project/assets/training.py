@@ -41,17 +41,20 @@ SFT_DEFAULTS = {
 }
 RL_DEFAULTS = {
     "tiny": {"max_steps": 2, "lr": 1e-4, "group_size": 4, "max_new_tokens": 32, "max_length": 4096,
-             "image_max_pixels": TINY_IMAGE_PIXELS, "prompts_per_step": 1,
+             "image_max_pixels": TINY_IMAGE_PIXELS, "prompts_per_step": 1, "ppo_epochs": 2,
              "mode_filter": "direct"},   # direct-act prompts: 32 new tokens can hold the answer
+    # 8 prompts x G 8 = 64 rollouts per step, reused PPO-style: 2 passes of 2 minibatches,
+    # 4 optimiser steps per batch of rollouts (the ratio moves, the clip acts)
     "full": {"max_steps": 500, "lr": 1e-6, "group_size": 8, "batch_size": 8, "max_new_tokens": 256,
-             "max_length": 4096, "image_max_pixels": 1280 * 28 * 28, "prompts_per_step": 8},
+             "max_length": 4096, "image_max_pixels": 1280 * 28 * 28, "prompts_per_step": 8,
+             "ppo_epochs": 2, "minibatch_size": 32},
 }
 ONLINE_DEFAULTS = {
     "tiny": {"k": 2, "iterations": 1, "tasks_per_iteration": 1, "max_steps": 3, "max_new_tokens": 48,
              "max_length": 4096, "image_max_pixels": TINY_IMAGE_PIXELS,
              "tasks": ["notes.pin", "mobile_shop.favorite_item"]},
     "full": {"k": 8, "iterations": 20, "tasks_per_iteration": 16, "max_steps": 15, "max_new_tokens": 256,
-             "max_length": 8192, "image_max_pixels": 1280 * 28 * 28},
+             "max_length": 8192, "image_max_pixels": 1280 * 28 * 28, "ppo_epochs": 2},
 }
 EVAL_DEFAULTS = {
     "tiny": {"max_samples": 8, "max_steps": 3, "max_new_tokens": 48, "image_max_pixels": TINY_IMAGE_PIXELS,

@@ -12,13 +12,14 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.assets.training import (SFTAssetConfig, TRAINING_ASSETS, loss_fell,
-                                             sft_train_config, train_mode)
+from dagster_project.assets.training import (RLAssetConfig, SFTAssetConfig, TRAINING_ASSETS,
+                                             loss_fell, rl_train_config, sft_train_config, train_mode)
 from dagster_project.resources import StorageResource
 from dagster_project.training_launcher import (CONFIG_ENV, K8sToleration, TrainingLauncher,
                                                build_pod_spec, pod_command, rewrite_paths)
 from tests.training.conftest import TINY_IMAGE_PIXELS, build_small_reasoning_set
 from tests.vlm.helpers import tiny_model_path
+from training.config import RLConfig, SFTConfig
 
 
 def _meta(result, node: str) -> dict:
@@ -53,6 +54,8 @@ def test_sft_then_rl_through_pipes_in_tiny_mode(tmp_path, monkeypatch):
     assert (sft["loss_first"], sft["loss_last"]) == (losses[0], losses[-1])
     assert sft["tokens"] > 0 and sft["tokens_per_s"] > 0
     assert sft["loss_curve"].startswith("![SFT loss")
+    # the set's thoughts are template-written; direct-act samples do not train them
+    assert sft["thought_backend_share.template"] == 1.0 and sft["template_thoughts"] == "not trained"
     ckpt = Path(sft["checkpoint_path"])
     assert ckpt.name == sft["checkpoint_id"] and ckpt.parent == data / "checkpoints" / "sft"
     saved = json.loads((ckpt / "metrics.json").read_text())
@@ -64,6 +67,7 @@ def test_sft_then_rl_through_pipes_in_tiny_mode(tmp_path, monkeypatch):
     assert rl["checkpoint_id"].startswith("rl-") and rl["init_checkpoint"] == str(ckpt)
     assert rl["rollouts"] == 4 and 0.0 <= rl["reward_mean"] <= 1.0 and 0.0 <= rl["success_rate"] <= 1.0
     assert math.isfinite(rl["kl"]) and rl["kl"] >= 0.0 and math.isfinite(rl["loss"])
+    assert rl["ppo_epochs"] == 2 and len(json.loads(rl["clip_frac_per_epoch"])) == 2  # tiny default
     rl_saved = json.loads((Path(rl["checkpoint_path"]) / "metrics.json").read_text())
     assert rl_saved["base_model"] == str(ckpt)            # RL started from the SFT checkpoint
     # the YAML each child read is kept in the run's training dir
@@ -87,6 +91,14 @@ def test_tiny_mode_is_the_default_without_a_model(monkeypatch, tmp_path):
     assert full["model_path"] == "/models/qwen" and full["mode_filter"] == "direct"
     with pytest.raises(ValueError, match="overrides"):
         sft_train_config(SFTAssetConfig(overrides="[1]"), tmp_path, tmp_path, "full")
+    # full mode: a template set is refused unless the config allows it (through overrides)
+    allowed = sft_train_config(SFTAssetConfig(overrides='{"allow_template_thoughts": true}'),
+                               tmp_path, tmp_path, "full")
+    assert SFTConfig.model_validate(allowed).allow_template_thoughts is True
+    assert SFTConfig.model_validate(full).allow_template_thoughts is False
+    # full-mode RL reuses each batch of rollouts: 2 passes x 2 minibatches of 32 of its 64 rows
+    rl = RLConfig.model_validate(rl_train_config(RLAssetConfig(), tmp_path, tmp_path, "/ckpt", "full"))
+    assert (rl.ppo_epochs, rl.minibatch_size, rl.prompts_per_step * rl.group_size) == (2, 32, 64)
     assert loss_fell([3.0, 2.9, float("nan")])[0] is False and loss_fell([3.0, 3.1])[0] is False
 
 

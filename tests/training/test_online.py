@@ -11,7 +11,7 @@ import torch
 
 from tests.vlm.helpers import screenshot
 from training.checkpoint import load_policy
-from training.online import OnlineRLConfig, grpo_update, rollout_reward, run_online_rl
+from training.online import OnlineRLConfig, grpo_update, ppo_update, rollout_reward, run_online_rl
 from training.policy_backend import PolicyBackend
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMRequest
@@ -48,6 +48,39 @@ def test_grpo_update_on_a_hand_made_group(tiny_model):
     grads = [p.grad for p in policy.parameters() if p.grad is not None]
     assert grads and any(float(g.abs().sum()) > 0 for g in grads)
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))  # no step taken here
+
+
+def test_ppo_update_epochs_move_the_ratio_and_one_epoch_is_grpo_update(tiny_model):
+    policy, processor = load_policy(tiny_model, "cpu", "float32", False)
+    ref = copy.deepcopy(policy)
+    backend = PolicyBackend(policy, processor, "ck", max_image_pixels=TINY_IMAGE_PIXELS, record=True)
+    group = []
+    for i, (reward, success) in enumerate([(1.1, False), (0.0, False), (0.0, False)]):
+        backend.generate([_request(str(i))], 4, temperature=1.0, seed=i)
+        group.append({"reward": reward, "success": success, "generations": backend.take_generations()})
+    kw = dict(temperature=1.0, clip=0.05, beta=0.001, lambda0=0.5, kappa=1.5)
+    start = copy.deepcopy(policy.state_dict())
+
+    # One epoch, one minibatch: grpo_update's figures, then one optimiser step.
+    opt = torch.optim.SGD(policy.parameters(), lr=1.0)
+    once = ppo_update(policy, ref, [group], opt, ppo_epochs=1, **kw)
+    stepped = copy.deepcopy(policy.state_dict())
+    policy.load_state_dict(start)
+    plain = grpo_update(policy, ref, [group], **kw)
+    assert once["optimizer_steps"] == 1 and once["sequences"] == plain["sequences"] == 3
+    assert once["loss"] == pytest.approx(plain["loss"], abs=1e-6) and once["clip_frac"] == 0.0
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    torch.optim.SGD(policy.parameters(), lr=1.0).step()
+    assert all(torch.allclose(stepped[k], v, atol=1e-6) for k, v in policy.state_dict().items())
+
+    # Two epochs: the second sees the moved policy against the same old log-probs.
+    policy.load_state_dict(start)
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    twice = ppo_update(policy, ref, [group], opt, ppo_epochs=2, **kw)
+    first, second = twice["epochs"]
+    assert twice["optimizer_steps"] == 2
+    assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and first["clip_frac"] == 0.0
+    assert abs(second["ratio_mean"] - 1.0) > 1e-2 and second["clip_frac"] > 0.0
 
 
 def test_rollout_reward_terms():

@@ -147,3 +147,42 @@ def test_curriculum_prompts_follow_the_sampler(small_reasoning_set, tmp_path):
     assert len(prompts.next_batch(2)) == 2 and prompts.fallbacks == 1
     with pytest.raises(KeyError, match="unknown task"):
         prompts.update([("no-such-task", True)])
+
+
+def test_ppo_epochs_reuse_the_rollouts_so_ratio_and_clip_act(tiny_model, small_reasoning_set, tmp_path):
+    """Two passes over one batch of rollouts: the first is on policy (ratio 1, nothing
+    clipped), the second sees the policy the first step moved, against the same old
+    log-probs: the ratio leaves 1 and the clip acts."""
+    samples = list(iter_reasoning_samples(small_reasoning_set, "train", "direct"))[:1]
+    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=2, lr=1e-2, clip=0.05,
+               ppo_epochs=2)
+    stats, roll, _ = rl_step(setup(cfg), samples, 1, lambda texts, j: [1.0, 0.0, 0.0, 0.0])
+    first, second = stats["epochs"]
+    assert stats["optimizer_steps"] == 2
+    assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and first["clip_frac"] == 0.0
+    assert abs(second["ratio_mean"] - 1.0) > 1e-2 and second["clip_frac"] > 0.0
+    assert stats["clip_frac_last"] == second["clip_frac"]
+    assert stats["clip_frac"] == pytest.approx((first["clip_frac"] + second["clip_frac"]) / 2)
+
+
+def test_minibatches_take_several_steps_and_one_epoch_keeps_the_single_step(tiny_model,
+                                                                           small_reasoning_set, tmp_path):
+    samples = list(iter_reasoning_samples(small_reasoning_set, "train", "direct"))[:1]
+    reward = lambda texts, j: [1.0, 0.0, 0.0, 0.0]  # noqa: E731
+    # minibatches of 2 of the 4 rows: two steps in one pass, the second minibatch off policy
+    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=1, lr=1e-2, clip=0.05,
+               minibatch_size=2)
+    stats, _, _ = rl_step(setup(cfg), samples, 1, reward)
+    assert stats["optimizer_steps"] == 2 and len(stats["epochs"]) == 1
+    assert abs(stats["ratio_mean"] - 1.0) > 1e-3
+    # the defaults (ppo_epochs 1, minibatch_size None): one on-policy step, as before
+    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=2, lr=1e-2, clip=0.05)
+    assert (cfg.ppo_epochs, cfg.minibatch_size) == (1, None)
+    stats, _, _ = rl_step(setup(cfg), samples, 1, reward)
+    assert stats["optimizer_steps"] == 1 and stats["clip_frac"] == 0.0
+    assert stats["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+    # left at their defaults the new fields do not change the checkpoint id
+    assert "ppo_epochs" not in cfg.identity() and "minibatch_size" not in cfg.identity()
+    assert _cfg("m", "s", tmp_path, ppo_epochs=2).identity()["ppo_epochs"] == 2
+    with pytest.raises(ValueError):
+        _cfg("m", "s", tmp_path, ppo_epochs=0)

@@ -1,6 +1,6 @@
 """Normalised nodes -> the web's accessibility text and screen-normalised `Element`s.
 
-The text is the grammar `crawlers.a11y.parse_snapshot` reads (`- role "name"
+The text is the grammar `schemas.a11y.parse_snapshot` reads (`- role "name"
 [state] [box=x,y,w,h]`, two spaces per level), valid YAML like Playwright's
 aria snapshot.
 """
@@ -69,7 +69,7 @@ def _render(n: Node, depth: int) -> list[str]:
 
 
 def render_tree(nodes: list[Node]) -> str:
-    """The tree text, in the grammar `crawlers.a11y.parse_snapshot` reads."""
+    """The tree text, in the grammar `schemas.a11y.parse_snapshot` reads."""
     return "\n".join(line for n in nodes for line in _render(n, 0))
 
 

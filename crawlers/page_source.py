@@ -4,7 +4,7 @@ A policy, a recorder or a filter should not care whether a screen came from
 Playwright, an Android phone, an iPhone or a browser driven through Appium.
 `normalise(kind, source, width, height)` turns each device's page source into
 the same text form as the web (`- role "name" [state] [box=x,y,w,h]`, two
-spaces per level, read back by `crawlers.a11y.parse_snapshot`) and into
+spaces per level, read back by `schemas.a11y.parse_snapshot`) and into
 `Element`s whose boxes are normalised to [0, 1] of the screen.
 
 Each device's parser is its own module, with its role table:

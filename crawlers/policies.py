@@ -22,7 +22,7 @@ from schemas.records import Element, Task
 
 from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, PlanOracle, TaskTemplate
 
-from .a11y import parse_snapshot
+from schemas.a11y import parse_snapshot
 from .guard import SafetyGuard
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from schemas.records import Element
 
-from .a11y import AriaNode, to_elements
+from schemas.a11y import AriaNode, to_elements
 
 CLICKABLE_ROLE = "clickable"
 MAX_CLICKABLES = 50

@@ -24,7 +24,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from schemas.observation import Observation
 
-from .a11y import elements_from_snapshot
+from schemas.a11y import elements_from_snapshot
 from .web_clickables import MAX_CLICKABLES, MAX_SCANNED, SCAN_JS, clickable_elements, merge_clickables
 from .web_errors import ActionError, PageUnresponsive, short_error
 from .web_settle import IMAGES_WAIT_CAP_S, IMAGES_WAIT_JS

@@ -3,7 +3,7 @@
 Boxes come from two places:
 
 - `Step.elements` whose name holds personal data: their normalised bbox.
-- a11y-tree nodes (crawlers/a11y.py) whose name or inline text holds it. A
+- a11y-tree nodes (schemas/a11y.py) whose name or inline text holds it. A
   node's [box=x,y,w,h] is in CSS px of the viewport; the matching Element
   (same role and name, in document order, as `to_elements` builds them) gives
   its normalised box, so zoomed mobile pages map right; without one the box
@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 
 from PIL import Image, ImageFilter
 
-from crawlers.a11y import AriaNode, parse_snapshot
+from schemas.a11y import AriaNode, parse_snapshot
 from schemas.records import Element, Step
 
 from filters.pii import PiiMatch, find_pii, scrub_text

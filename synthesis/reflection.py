@@ -35,7 +35,7 @@ from typing import Iterable
 
 import pyarrow as pa
 
-from crawlers.a11y import parse_snapshot
+from schemas.a11y import parse_snapshot
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard
 from crawlers.policies import OraclePolicy

@@ -14,7 +14,7 @@ import re
 
 from typing import Callable
 
-from crawlers.a11y import parse_snapshot
+from schemas.a11y import parse_snapshot
 from schemas.records import Element, Step, Trajectory
 
 from .cot import TEMPLATE, StepCoT, gui_libra_answer

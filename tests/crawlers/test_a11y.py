@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.a11y import elements_from_snapshot, parse_line, parse_snapshot
+from schemas.a11y import elements_from_snapshot, parse_line, parse_snapshot
 
 SNAPSHOT = '''\
 - generic [active] [ref=e1] [box=8,8,1264,2143]:

@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 
 from tests.export.shard_fixtures import build_store
 from schemas.arrow import step_to_row, trajectory_to_row
+from schemas.records import SCHEMA_VERSION
 from trajforge.export import check_splits, export_shards, split_of
 from trajforge.shards import (ShardError, iter_samples, iter_tar_samples, key_stem, read_manifest,
                               sample_key, shard_paths, verify)
@@ -33,7 +34,7 @@ def expected_json(built, tid: str, index: int) -> dict:
     for k, v in trajectory_to_row(traj).items():
         if k != "trajectory_id":
             obj["trajectory_error" if k == "error" else k] = v
-    obj["schema_version"] = "1.0"
+    obj["schema_version"] = SCHEMA_VERSION
     return json.loads(json.dumps(obj))  # tuples -> lists, as JSON has them
 
 
@@ -97,7 +98,7 @@ def test_manifest_sizes_and_hashes_match_the_files(exported):
     out, result = exported
     manifest = read_manifest(out)
     assert manifest == result.manifest
-    assert manifest["dataset"] == "demo" and manifest["schema_version"] == "1.0"
+    assert manifest["dataset"] == "demo" and manifest["schema_version"] == SCHEMA_VERSION
     assert sorted(p.name for p in out.glob("*.tar")) == sorted(s["name"] for s in manifest["shards"])
     for shard in manifest["shards"]:
         data = (out / shard["name"]).read_bytes()

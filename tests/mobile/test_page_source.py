@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawlers.a11y import parse_snapshot
+from schemas.a11y import parse_snapshot
 from crawlers.page_source import (ACTIONABLE_ROLES, STAMP_BOXES_JS, Node, PageSourceError,
                                   clean_text, normalise, normalise_box, render_tree)
 from schemas.records import Element

@@ -2,7 +2,7 @@
 step, its elements parsed from that text (as the crawler does), EN and ZH."""
 from __future__ import annotations
 
-from crawlers.a11y import elements_from_snapshot
+from schemas.a11y import elements_from_snapshot
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 

@@ -7,7 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from crawlers.a11y import elements_from_snapshot
+from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
 from crawlers.runner import fetch_state
 from filters.neardup import screen_signature

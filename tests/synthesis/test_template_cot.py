@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from crawlers.a11y import parse_snapshot
+from schemas.a11y import parse_snapshot
 from schemas.actions import Action, ActionType
 from schemas.converters.gui_libra import to_gui_libra
 from synthesis.cot import generate_cot

@@ -134,6 +134,22 @@ def history_text(steps: list[Step], upto: int, language: str) -> list[str]:
     return [f"Step {k}: {step_phrase(s, language)}" for k, s in enumerate(steps[:upto], 1)]
 
 
+def executed_history(steps: list[Step], index: int, language: str) -> list[str]:
+    """What had really been done when step `index` was on screen: the action of every
+    executed step before it (by step index), one line each, numbered from 1.
+
+    `steps` are the trajectory's steps as recorded, in index order, dropped ones
+    included: a step a filter dropped is no training target, but it was executed
+    and the screen shows its effect. A step the guard blocked (`step.guard` set)
+    was never executed and gets no line; the runner ends an episode at a blocked
+    step, so in a crawl it is the last step and every sample k has k lines.
+    """
+    _check_language(language)
+    done = [s for s in steps if s.index < index and not s.guard]
+    fmt = "第{k}步：{p}" if language == "zh" else "Step {k}: {p}"
+    return [fmt.format(k=k, p=step_phrase(s, language)) for k, s in enumerate(done, 1)]
+
+
 def page_path(url: str) -> str:
     """The URL's path, or the activity / bundle id as given."""
     if not url:

@@ -19,6 +19,17 @@ covers the JSON values of action_type and value (without their quotes),
 free-text description is left out of "action": it is prose like the thought,
 and weighting it like the action tokens would reward wording, not acting.
 
+The human turn's "Previous actions" are the trajectory as executed
+(synthesis.prompts.executed_history): every executed step before this one, so
+sample k lists k actions, whether or not a filter dropped some of them as
+targets (DESIGN: a dropped step is not a training target but stays in the
+history of the steps after it). A curated trajectory holds its kept steps
+only, so the dropped ones come from `recorded` (the steps the curation read);
+their text is scrubbed of personal data as the kept steps were. A step whose
+earlier steps are neither kept nor recorded is skipped as
+"history_incomplete", never given a shorter history. A step the guard blocked
+was not executed: it has no history line (and ends its episode anyway).
+
 Every step or trajectory left out is listed in `skipped` with its reason.
 """
 from __future__ import annotations
@@ -28,11 +39,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from filters.judge import escape_data
+from filters.pii import scrub_text
 from schemas.actions import Action
 from schemas.converters.gui_libra import NO_POINT, from_gui_libra, to_gui_libra
 from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
-from synthesis.cot import StepCoT, history_text
+from synthesis.cot import StepCoT
+from synthesis.prompts import executed_history
 from synthesis.language import is_chinese
 
 MODES = ("direct", "reason")  # sorted: a step's samples go out in key order
@@ -81,7 +94,7 @@ def system_prompt(mode: str, language: str) -> str:
 def human_prompt(instruction: str, history: list[str], width: int, height: int,
                  language: str) -> str:
     """`<image>` then the task and the earlier actions, one line each
-    (synthesis.prompts.history_text numbers them: "Step 1: ...").
+    (synthesis.prompts.executed_history numbers them: "Step 1: ...").
 
     Task and history are recorded or imported text: `<`/`>` are escaped as in
     filters.judge, so that a `<image>` in an instruction cannot become a second
@@ -201,12 +214,14 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                  alignment: Mapping[int, Any] | None = None, language: str | None = None,
                  require_chinese_thought: bool = False, min_steps: int = MIN_STEPS,
                  max_steps: int = MAX_STEPS, skipped: list[dict] | None = None,
-                 ) -> list[tuple[Step, str, dict]]:
+                 recorded: list[Step] | None = None) -> list[tuple[Step, str, dict]]:
     """(step, key, sample JSON) for both modes of every usable step, in key order.
 
     `steps` are the trajectory's kept steps in index order (gaps allowed);
-    `cots` and `alignment` are keyed by step index. What is left out goes to
-    `skipped` as {trajectory_id, index (None for the whole trajectory), reason, detail}.
+    `cots` and `alignment` are keyed by step index. `recorded`: the trajectory's
+    steps as recorded, dropped ones included (the history; not needed when
+    `steps` has no gaps). What is left out goes to `skipped` as {trajectory_id,
+    index (None for the whole trajectory), reason, detail}.
     """
     from trajforge.shards import sample_key
 
@@ -226,15 +241,18 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
              f"num_steps={traj.num_steps} not in [{min_steps}, {max_steps}]")
         return []
     out = []
-    for pos, step in enumerate(steps):
+    executed = history_steps(steps, recorded)
+    for step in steps:
         why = _unusable(traj, step, cots.get(step.index), require_chinese_thought,
                         None if alignment is None else alignment.get(step.index))
+        if why is None:
+            why = _history_gap(executed, step.index)
         if why is not None:
             skip(step.index, *why)
             continue
         cot = as_step_cot(cots[step.index])
         action = _with_description(step.action, cot)
-        history = history_text(steps, pos, lang)  # positions: a curated trajectory has gaps
+        history = executed_history(executed, step.index, lang)
         base = {
             "trajectory_id": tid, "index": step.index, "language": lang, "app": traj.app,
             "platform": traj.platform, "source": traj.source, "source_name": traj.source_name,
@@ -259,6 +277,35 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                                   {"from": "gpt", "value": text}],
                 "answer": answer, "spans": answer_spans(text)}))
     return out
+
+
+def history_steps(kept: list[Step], recorded: list[Step] | None) -> list[Step]:
+    """The trajectory's steps for its histories, in index order: the kept (curated,
+    scrubbed) ones as they are, the recorded ones that were dropped with their
+    action text and target name scrubbed (filters.pii.scrub_text)."""
+    by_index = {s.index: s for s in kept}
+    for s in recorded or ():
+        if s.index not in by_index:
+            by_index[s.index] = _scrubbed(s)
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def _scrubbed(step: Step) -> Step:
+    update = {}
+    if step.action.text:
+        update["action"] = step.action.model_copy(update={"text": scrub_text(step.action.text)[0]})
+    if step.target is not None and step.target.name:
+        update["target"] = step.target.model_copy(update={"name": scrub_text(step.target.name)[0]})
+    return step.model_copy(update=update) if update else step
+
+
+def _history_gap(executed: list[Step], index: int) -> tuple[str, str] | None:
+    have = sum(1 for s in executed if s.index < index)
+    if have == index:
+        return None
+    missing = sorted(set(range(index)) - {s.index for s in executed})
+    return "history_incomplete", (f"steps {missing[:8]} before it are neither kept nor recorded: "
+                                  "its history would not be the actions taken")
 
 
 def _target_box(step: Step) -> list[float] | None:

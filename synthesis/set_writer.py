@@ -2,8 +2,10 @@
 
 Same conventions as trajforge/export.py, whose machinery it reuses: trajectories
 read from the curated store sorted by (trajectory_id, index) through DuckDB
-(streamed, one trajectory in memory), the split by a stable hash of the
-trajectory id (`split_of`: a trajectory never straddles splits), shards rolled
+(streamed, one trajectory in memory), the split by task template
+(trajforge.holdout: a stable hash of the template, else the instruction; an
+import's official split kept; the manifest's `held_out` names the held-out
+templates), so neither a trajectory nor a template straddles splits, shards rolled
 by count and bytes with a trajectory kept in one shard, tar members with mtime
 0 and fixed owner, JSON with sorted keys: the same input gives the same bytes.
 Shards are written in a staging folder and renamed into place when all are
@@ -12,7 +14,10 @@ and is the commit; shards of an earlier run that this one did not rewrite are
 removed after it.
 
 One sample per (step, mode); see synthesis/reasoning_set.py. Images are the
-curated store's blobs as stored (no re-encode). Everything left out is counted
+curated store's blobs as stored (no re-encode). The histories are the
+trajectories as executed: `recorded` (the raw steps the curation read) gives
+the steps a filter dropped, streamed beside the curated ones in the same
+(trajectory_id, index) order. Everything left out is counted
 in the manifest's totals and listed in quarantine.jsonl with its reason.
 """
 from __future__ import annotations
@@ -29,10 +34,11 @@ from typing import Any
 
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
-from schemas.records import SCHEMA_VERSION
+from schemas.records import SCHEMA_VERSION, Step
 from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
                               ShardSample, SplitWriter, check_splits, committed_trajectories,
-                              group_by_trajectory, package_version, sorted_step_rows, split_of)
+                              group_by_trajectory, package_version, sorted_step_rows)
+from trajforge.holdout import HoldOut
 from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
 from trajforge.store import RawStore, atomic_write_bytes
 
@@ -50,6 +56,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
                         max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                         min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
+                        recorded: RawStore | Path | str | list | None = None,
                         progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Write the set under out_dir; returns a summary (totals, figures, checks).
 
@@ -60,6 +67,10 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     `require_chinese_thought` drops a step whose thought is not Chinese
     (synthesis.language.is_chinese). Trajectories of fewer than `min_steps` or
     more than `max_steps` steps (num_steps, as recorded) are skipped, counted.
+    `recorded`: the steps as recorded, dropped ones included (a RawStore, or a
+    steps Parquet file or list of them, e.g. raw_steps/steps.parquet): every
+    sample's history lists all executed steps before it. Without it, a step
+    after a dropped one is skipped as "history_incomplete".
     """
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
@@ -83,9 +94,9 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     staging.mkdir()
     stats = SetStats()
     try:
-        shards, image_exts, per_split = _write_shards(
+        shards, image_exts, per_split, held_out = _write_shards(
             store, chosen, cots, aligned, staging, splits, split_seed, max_samples_per_shard,
-            max_bytes_per_shard, options, stats, quarantine, progress)
+            max_bytes_per_shard, options, stats, quarantine, progress, recorded)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -107,6 +118,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     manifest = _manifest(dataset, splits, split_seed, shards, image_exts, per_split, options,
                          figures, dict(sorted(skipped_trajectories.items())),
                          dict(sorted(skipped_steps.items())), store, collections)
+    manifest["held_out"] = held_out
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                              ensure_ascii=False) + "\n").encode())
     for p in out_dir.glob("*.tar"):  # after the commit: shards of an earlier run
@@ -145,12 +157,14 @@ def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
 
 
 def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max_samples,
-                  max_bytes, options, stats, quarantine, progress):
+                  max_bytes, options, stats, quarantine, progress, recorded):
     journal = ShardJournal(staging)  # SplitWriter notes each finished shard there
     writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal)
                for name, _ in splits}
     per_split = {name: 0 for name, _ in splits}
+    holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
     seen: set[str] = set()
+    history = _RecordedSteps(recorded, list(chosen), staging / "duckdb-recorded")
     try:
         for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
             seen.add(tid)
@@ -170,11 +184,13 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
                 continue
             mine = {i: cots.pop((tid, i)) for i in indices if (tid, i) in cots}
             align = {i: aligned[(tid, i)] for i in indices if (tid, i) in aligned}
-            samples = _samples(store, traj, steps, mine, align, options, stats, quarantine, source)
+            samples = _samples(store, traj, steps, mine, align, options, stats, quarantine, source,
+                               history.steps_of(tid))
             if samples:
-                split = split_of(tid, splits, split_seed)
+                split = holdout.split(traj.task)
                 writers[split].add_trajectory(samples)
                 per_split[split] += 1
+                holdout.add(traj.task, split)
             if progress is not None:
                 progress(len(samples))
         shards = [s for name, _ in splits for s in writers[name].finish()]
@@ -182,19 +198,84 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
         for w in writers.values():
             w.abort()
         raise
+    finally:
+        history.close()
     for tid in sorted(set(chosen) - seen):
         quarantine.append({"trajectory_id": tid, "index": None, "reason": "steps_missing",
                            "detail": f"no step rows in {chosen[tid][1]}"})
     image_exts = set().union(*(w.image_exts for w in writers.values()))
-    return shards, image_exts, per_split
+    return shards, image_exts, per_split, holdout.manifest()
 
 
-def _samples(store, traj, steps, cots, align, options, stats, quarantine, source) -> list[ShardSample]:
+class _RecordedSteps:
+    """The recorded steps of the chosen trajectories, trajectory by trajectory, in the
+    order sorted_step_rows hands out the curated ones (both sorted by DuckDB on
+    trajectory_id), so one trajectory's rows are held at a time. A repeated index
+    keeps its first row (file order), as the curation does."""
+
+    def __init__(self, recorded, ids: list[str], tmp_dir: Path):
+        self._groups, self._con = iter(()), None
+        self._next: tuple[str, list[dict]] | None = None
+        if recorded is None:
+            return
+        if isinstance(recorded, RawStore):
+            files = [str(f) for f in recorded.step_files()]
+        elif isinstance(recorded, (str, Path)):
+            files = [str(recorded)]
+        else:
+            files = [str(f) for f in recorded]
+        if not files:
+            return
+        import duckdb
+        import pyarrow as pa
+
+        from trajforge.export_plan import DUCKDB_MEMORY
+
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY,
+                                           "temp_directory": str(tmp_dir)})
+        self._con.register("chosen", pa.table({"trajectory_id": ids}))
+        rel = self._con.sql(
+            """SELECT s.* EXCLUDE (filename, file_row_number)
+               FROM read_parquet(?, filename = true, file_row_number = true,
+                                 union_by_name = true) s
+               SEMI JOIN chosen c ON s.trajectory_id = c.trajectory_id
+               ORDER BY s.trajectory_id, s."index", s.filename, s.file_row_number""",
+            params=[files])
+        reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+        self._groups = group_by_trajectory(
+            row for batch in reader(256) for row in batch.to_pylist())
+        self._next = next(self._groups, None)
+
+    def steps_of(self, tid: str) -> list[Step] | None:
+        """The recorded steps of `tid` (None when it has none); ids must come in order."""
+        while self._next is not None and self._next[0] < tid:
+            self._next = next(self._groups, None)
+        if self._next is None or self._next[0] != tid:
+            return None
+        out, seen = [], set()
+        for row in self._next[1]:
+            if row["index"] in seen:
+                continue
+            seen.add(row["index"])
+            try:
+                out.append(row_to_step(row))
+            except SchemaError:
+                continue  # an invalid recorded step: its index stays a gap
+        return out
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+
+
+def _samples(store, traj, steps, cots, align, options, stats, quarantine, source,
+             recorded=None) -> list[ShardSample]:
     skipped: list[dict] = []
     planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
                            require_chinese_thought=options["require_chinese_thought"],
                            min_steps=options["min_steps"], max_steps=options["max_steps"],
-                           skipped=skipped)
+                           skipped=skipped, recorded=recorded)
     quarantine += skipped
     out, missing = [], set()
     for step, key, obj in planned:
@@ -246,6 +327,7 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, option
         "sample": {"key": "<trajectory_id>_s<index:04d>_<mode>", "modes": list(MODES),
                    "image_exts": sorted(image_exts),
                    "json": "trajectory_id, index, mode, language, app, platform, source, "
+                           "task_id, template_id, instruction, "
                            "image, action (recorded), conversations (system/human/gpt), "
                            "answer (GUI-Libra), spans (char offsets into the gpt value), "
                            "thought_backend, alignment"},

@@ -10,7 +10,10 @@ training.rl.reference_box decides; else within POINT_TOLERANCE of the recorded
 point), value token-F1 >= 0.5. A step succeeds when all three hold; an
 answer that does not parse fails all three.
 
-Online (`online_success`): the policy acts in the sandbox through
+Online (`online_success`): run_eval plays what training never saw
+(`eval_tasks`): the templates the set's test split holds out (named in its
+manifest's `held_out`, else trajforge.holdout's default split) with task seeds
+from trajforge.seeds.EVAL_SEED_BASE, which no crawl draws. The policy acts in the sandbox through
 crawlers.agent.AgentPolicy with the reasoning set's prompt, the state verifier
 scores each episode, and the rollouts are recorded in the raw store by verdict
 with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
@@ -44,7 +47,9 @@ class EvalConfig(TrainConfig):
     max_samples: int | None = None
     store: str | None = None
     server_url: str | None = None  # None = start the sandbox in this process
-    tasks: list[str] | Literal["catalog"] = "catalog"
+    # "held_out": the templates the split holds out; "catalog": every template (seen ones
+    # too); or template ids. Played with evaluation seeds (never crawled) either way.
+    tasks: list[str] | Literal["held_out", "catalog"] = "held_out"
     languages: list[str] = ["en"]
     devices: list[str] | None = None
     k: int = 1
@@ -132,6 +137,46 @@ def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None
     return flywheel_turn(model, store, tasks, k, **kw)
 
 
+def held_out_template_ids(shards: str | Path | None, split: str = "test") -> list[str]:
+    """The sandbox templates that `split` holds out: from the set's manifest when given
+    (what this training set really held out), else trajforge.holdout's default split."""
+    from sandbox.tasks import TEMPLATES
+    from trajforge.export_plan import DEFAULT_SPLITS
+    from trajforge.holdout import held_out_templates
+
+    named = None
+    if shards is not None:
+        from trajforge.shards import read_manifest
+        named = (read_manifest(Path(shards)).get("held_out") or {}).get("templates", {}).get(split)
+    if named is None:
+        named = held_out_templates(TEMPLATES, DEFAULT_SPLITS, "v1", among=(split,))
+    return sorted(t for t in named if t in TEMPLATES)
+
+
+def eval_tasks(cfg: EvalConfig) -> list:
+    """The tasks online evaluation plays: held-out templates (cfg.tasks) in cfg.languages,
+    with seed EVAL_SEED_BASE + cfg.seed: neither the template nor the seed was crawled
+    for training."""
+    from sandbox.tasks import TEMPLATES
+    from trajforge.seeds import EVAL_SEED_BASE
+
+    if cfg.tasks == "held_out":
+        ids = held_out_template_ids(cfg.shards, cfg.split if cfg.split != "train" else "test")
+    elif cfg.tasks == "catalog":
+        ids = sorted(TEMPLATES)
+    else:
+        ids = [cfg.tasks] if isinstance(cfg.tasks, str) else list(cfg.tasks)
+    unknown = [t for t in ids if t not in TEMPLATES]
+    if unknown:
+        raise ValueError(f"tasks: unknown template id(s) {unknown}")
+    tasks = [TEMPLATES[t].make_task(lang, EVAL_SEED_BASE + cfg.seed) for t in ids
+             for lang in cfg.languages if lang in TEMPLATES[t].languages]
+    if not tasks:
+        raise ValueError(f"tasks: no held-out template of {cfg.tasks!r} in languages "
+                         f"{cfg.languages}")
+    return tasks
+
+
 def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
     """Offline and/or online evaluation of cfg.model_path; metrics flat enough for Dagster
     (offline_* and online_* keys)."""
@@ -149,7 +194,9 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
         if report is not None:
             report.log(f"offline: step_success={off['step_success']:.3f} on {off['samples']} samples")
     if cfg.store is not None:
-        on = online_success(backend, cfg.tasks, cfg.k, cfg.store, server_url=cfg.server_url,
+        tasks = eval_tasks(cfg)
+        metrics["online_templates"] = ",".join(sorted({t.template_id for t in tasks}))
+        on = online_success(backend, tasks, cfg.k, cfg.store, server_url=cfg.server_url,
                             env=env, seed=cfg.seed, max_steps=cfg.max_steps,
                             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                             devices=cfg.devices, languages=cfg.languages)

@@ -5,9 +5,12 @@ stored) and `<key>.json` (the step's row, its trajectory's row and the schema
 version; see `sample_json`). Keys are `<trajectory_id>_s0004` made safe by
 `shards.key_stem`.
 
-- Splits are by trajectory: a stable hash of (split_seed, trajectory_id) picks
-  the split, so a trajectory never straddles train and evaluation, and adding
-  data never moves an existing trajectory to another split.
+- Splits hold out whole task templates (trajforge.holdout): a stable hash of
+  (split_seed, the task's template, else its instruction) picks the split, so
+  a template (every seed, every language) and a trajectory never straddle
+  train and evaluation, and adding data never moves one to another split. An
+  import's official split is kept. The manifest's `held_out` names the
+  templates each evaluation split holds out.
 - Reproducible: samples go out sorted by (trajectory_id, index) whatever the
   store's batching; tar members carry mtime 0, uid/gid 0, fixed names and
   mode, JSON has sorted keys. The same input gives the same bytes.
@@ -69,6 +72,7 @@ from .export_resume import (STAGING_PREFIX, ResumeMismatch, fingerprint, resume_
                             skip_resumed)
 from .export_samples import ShardSample, sample_json, trajectory_samples
 from .export_writer import JOURNAL, ShardJournal, SplitWriter, fsync_dir
+from .holdout import SPLIT_BY, HoldOut
 from .resolution import Resolution, resolution_profile
 from .shards import MANIFEST
 from .store import RawStore
@@ -125,7 +129,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     options = {"dataset": dataset, "collections": collection_names(store, collections),
                "max_samples_per_shard": max_samples_per_shard,
                "max_bytes_per_shard": max_bytes_per_shard, "splits": splits,
-               "split_seed": split_seed, "resolution": profile.describe(),
+               "split_seed": split_seed, "split_by": SPLIT_BY, "resolution": profile.describe(),
                "schema_version": SCHEMA_VERSION, "trajforge": package_version(),
                "pillow": _PILLOW_VERSION, "webdataset": dist_version("webdataset")}
     if allow_index_gaps:
@@ -139,8 +143,9 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     fsync_dir(out_dir)
     resumed = resume_staging(staging, splits)
     step_skips: list[dict] = []
+    holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
     args = (store, chosen, staging, splits, split_seed, profile, max_samples_per_shard,
-            max_bytes_per_shard, progress, allow_index_gaps, step_skips)
+            max_bytes_per_shard, progress, allow_index_gaps, step_skips, holdout)
     try:
         shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
     except ResumeMismatch:
@@ -163,6 +168,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     publish(out_dir / QUARANTINE, quarantine_jsonl(quarantine))
     manifest = build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
                               store, collections, profile)
+    manifest["held_out"] = holdout.manifest()
     if skipped_steps:
         manifest["totals"]["skipped_steps"] = skipped_steps
     if allow_index_gaps or skipped_steps:
@@ -180,7 +186,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
 
 
 def _write_shards(store, chosen, staging, splits, split_seed, profile, max_samples, max_bytes,
-                  progress, allow_index_gaps, step_skips, resumed):
+                  progress, allow_index_gaps, step_skips, holdout, resumed):
     """Writes every split's shards into staging, after the ones kept from a killed run.
 
     Returns (shards, image_exts, trajectories per split, ids seen, quarantined).
@@ -193,13 +199,14 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
     exported: dict[str, int] = {name: 0 for name, _ in splits}
     seen: set[str] = set()
     quarantine = []
+    holdout.reset()
     resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
                                  thread_name_prefix="export-resize")
     try:
         for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
             seen.add(tid)
             traj, source = chosen[tid]
-            split = split_of(tid, splits, split_seed)
+            split = holdout.split(traj.task)
             try:
                 samples = trajectory_samples(store, traj, rows, source, profile,
                                              allow_index_gaps, step_skips)
@@ -213,6 +220,7 @@ def _write_shards(store, chosen, staging, splits, split_seed, profile, max_sampl
             if todo:
                 writers[split].add_trajectory(todo)
             exported[split] += 1
+            holdout.add(traj.task, split)
             if progress is not None:
                 progress(len(samples))
         if any(to_skip.values()):

@@ -15,6 +15,11 @@ parses back to the recorded action, its token spans slice what they claim,
 the mode agrees with the answer (a thought only in "reason"), and every step
 comes in both modes (the 1:1 mix). The shard-level checks are the same.
 
+Held out: no task template and no instruction (trajforge.holdout's
+normalised form) may appear in more than one split; each one that does is a
+problem naming the template or instruction and its splits (counted in
+`Report.templates_in_several_splits` / `instructions_in_several_splits`).
+
 The scan goes on past a problem so one run lists them all; each problem is a
 `SchemaError` naming the shard file, the sample key and the field.
 """
@@ -53,6 +58,8 @@ class Report:
     trajectories: int = 0
     bytes: int = 0
     problems: list[SchemaError] = field(default_factory=list)
+    templates_in_several_splits: int = 0
+    instructions_in_several_splits: int = 0
 
     @property
     def ok(self) -> bool:
@@ -97,6 +104,7 @@ def validate(shard_dir: Path | str, *, images: bool = True,
     trajs: dict[str, _Traj] = {}
     check = (_SetSamples() if manifest.get("kind") == REASONING_SET
              else _RecordSamples(schema_version))
+    groups = check.groups = _SplitGroups()
     for entry in manifest["shards"]:
         path = shard_dir / entry["name"]
         src = str(path)
@@ -108,6 +116,8 @@ def validate(shard_dir: Path | str, *, images: bool = True,
         report.bytes += size
         report.samples += samples
     check.finish(problem)
+    report.templates_in_several_splits, report.instructions_in_several_splits = \
+        groups.finish(problem)
     for tid, t in sorted(trajs.items()):
         if t.num_steps is None:  # none of its samples was valid: reported already
             continue
@@ -137,6 +147,7 @@ def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
     src = str(path)
     found: list[SchemaError] = []
     samples, tids = 0, set()
+    check.groups.split = entry["split"]
     with open(path, "rb") as f:
         stream = _HashingReader(f)
         try:
@@ -286,7 +297,8 @@ class _RecordSamples:
         self.schema_version = schema_version
 
     def __call__(self, key, members, src, images, problem):
-        return _check_sample(key, members, src, self.schema_version, images, problem)
+        return _check_sample(key, members, src, self.schema_version, images, problem,
+                             seen=lambda obj: self.groups.note(obj, src, key))
 
     def finish(self, problem) -> None:
         pass
@@ -309,6 +321,7 @@ class _SetSamples:
                                      "<trajectory>_sNNNN_<reason|direct>")
         if obj is None:
             return None
+        self.groups.note(obj, src, key)
         failures = self.stats.failures
         self.stats.failures = []  # every failure of this sample, not the first five overall
         try:
@@ -344,7 +357,57 @@ class _SetSamples:
                                     f"{sorted(MODES)}", source=src, record=key, field="mode"))
 
 
-def _check_sample(key, members, src, schema_version, images, problem):
+class _SplitGroups:
+    """Which splits hold each task template and each instruction (once per trajectory)."""
+
+    def __init__(self):
+        self.split = ""
+        self.done: set[str] = set()
+        self.where: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+
+    def note(self, obj: dict, src: str, key: str) -> None:
+        from .holdout import normalise_instruction
+
+        tid = obj.get("trajectory_id")
+        if not isinstance(tid, str) or tid in self.done:
+            return
+        self.done.add(tid)
+        task = obj.get("task") if isinstance(obj.get("task"), dict) else {}
+        template = task.get("template_id") or obj.get("template_id")
+        instruction = task.get("instruction") or obj.get("instruction") or _set_task(obj)
+        for kind, value in (("template", template), ("instruction", instruction)):
+            if isinstance(value, str) and value.strip():
+                if kind == "instruction":
+                    value = normalise_instruction(value)
+                self.where.setdefault((kind, value), {}).setdefault(self.split, (src, key))
+
+    def finish(self, problem) -> tuple[int, int]:
+        counts = {"template": 0, "instruction": 0}
+        for (kind, value), splits in sorted(self.where.items()):
+            if len(splits) < 2:
+                continue
+            counts[kind] += 1
+            src, key = splits[sorted(splits)[-1]]
+            fld = "task.template_id" if kind == "template" else "task.instruction"
+            problem(SchemaError(f"{kind} {value[:80]!r} is in splits {sorted(splits)}: "
+                                "evaluation must hold out what training sees", source=src,
+                                record=key, field=fld))
+        return counts["template"], counts["instruction"]
+
+
+def _set_task(obj: dict) -> str | None:
+    """The task line of a reasoning-set sample's human turn (sets written before the
+    sample carried its instruction)."""
+    for turn in obj.get("conversations") or ():
+        if isinstance(turn, dict) and turn.get("from") == "human":
+            for line in str(turn.get("value", "")).splitlines():
+                for head in ("Task: ", "任务："):
+                    if line.startswith(head):
+                        return line[len(head):]
+    return None
+
+
+def _check_sample(key, members, src, schema_version, images, problem, seen=None):
     """Report its problems; (trajectory_id, index, num_steps or None when invalid) or None."""
     def bad(msg, fld):
         problem(SchemaError(msg, source=src, record=key, field=fld))
@@ -352,6 +415,8 @@ def _check_sample(key, members, src, schema_version, images, problem):
     obj, image = _sample_members(key, members, images, bad, KEY, "<trajectory>_sNNNN")
     if obj is None:
         return None
+    if seen is not None:
+        seen(obj)
     imgs = [image] if image is not None else []
     parsed = _parse_sample_json(obj, schema_version, bad)
     if parsed is None:

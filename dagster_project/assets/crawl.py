@@ -6,6 +6,7 @@ from dagster_project.partitions import web_app_partitions
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from trajforge.catalog import read_catalog
 from trajforge.report import thumbnails_markdown
+from trajforge.seeds import reseeded, sandbox_task
 
 
 # A failed crawl step (a browser that will not start, a full disk, a device farm
@@ -24,6 +25,18 @@ class CrawlConfig(dg.Config):
     # Trajectories per committed Parquet part: at most this many finished
     # episodes are played again after a killed run.
     batch_size: int = 16
+    # -1: the catalog's tasks as they are. >= 0: the catalog's templates drawn again
+    # from this task seed (the daily schedule sets trajforge.seeds.daily_seed of its
+    # date, so each tick crawls new tasks instead of resuming past all of them).
+    task_seed: int = -1
+
+
+def catalog_tasks(storage: StorageResource, app: str, config: CrawlConfig) -> list:
+    """The tasks of `app` this run crawls: the catalog's, or reseeded (config.task_seed)."""
+    tasks = read_catalog(storage.catalog_path, apps=[app])
+    if config.task_seed < 0:
+        return tasks
+    return reseeded(tasks, config.task_seed, sandbox_task)
 
 
 @dg.asset(
@@ -53,7 +66,7 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                     image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
                     request_filter=Allowlist([sandbox.url])) as pool:
         for app in apps:
-            tasks = read_catalog(storage.catalog_path, apps=[app])
+            tasks = catalog_tasks(storage, app, config)
             context.log.info(f"{app}: crawling {len(tasks)} tasks on {pool.size} browsers")
             stats = crawl(tasks, store=store, collection=f"web/{app}", server_url=sandbox.url,
                           policy=config.policy, seed=config.seed,

@@ -4,10 +4,9 @@ from crawlers.device_pool import DevicePool
 from crawlers.randomise import profile_for_task
 from crawlers.runner import crawl
 from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
-                                         _log_progress)
+                                         _log_progress, catalog_tasks)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
 from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
-from trajforge.catalog import read_catalog
 from trajforge.report import thumbnails_markdown
 
 
@@ -44,7 +43,7 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                         step_timeout_s=appium.step_timeout_s, report_path=report,
                         screenshot_scale=appium.screenshot_scale) as pool:
             for app in sorted(apps):
-                tasks = [t for t in read_catalog(storage.catalog_path, apps=[app])
+                tasks = [t for t in catalog_tasks(storage, app, config)
                          if profile_for_task(config.seed, t.task_id, MOBILE_DEVICES) == device]
                 collection = f"mobile/{app}/{device}"
                 context.log.info(f"{app} on {device}: crawling {len(tasks)} tasks "

@@ -45,6 +45,12 @@ def cot_steps(context: dg.AssetExecutionContext, config: CoTConfig, storage: Sto
     })
 
 
+def recorded_steps(storage: StorageResource):
+    """The raw steps the curation read: the histories list the dropped steps too."""
+    path = storage.raw_steps_dir / "steps.parquet"
+    return path if path.exists() else None
+
+
 def set_metadata(summary: dict) -> dict:
     st = summary["stats"]
     t = st["thought_chars"]
@@ -66,10 +72,11 @@ def set_metadata(summary: dict) -> dict:
           deps=["cot_steps"])
 def reasoning_set(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every kept step twice, reason-then-act and direct-act (1:1), with action and
-    coordinate spans for the trainer's loss weights; history in the prompt; 3-50 steps."""
+    coordinate spans for the trainer's loss weights; the history as executed (dropped
+    steps included) in the prompt; 3-50 steps."""
     summary = write_reasoning_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
                                   storage.shards_dir(REASONING_SET), dataset=REASONING_SET,
-                                  progress=context.log.info)
+                                  recorded=recorded_steps(storage), progress=context.log.info)
     context.log.info(f"reasoning set: {summary['stats']['samples']} samples, "
                      f"modes {summary['stats']['modes']}")
     return dg.MaterializeResult(metadata=set_metadata(summary))
@@ -81,7 +88,8 @@ def chinese_gui_set(context: dg.AssetExecutionContext, storage: StorageResource)
     """Chinese tasks with Chinese reasoning (prompted in Chinese; a thought that is not
     Chinese is dropped and counted), from the Chinese web and mobile apps and imports."""
     summary = write_chinese_gui_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
-                                    storage.shards_dir(CHINESE_GUI_SET), progress=context.log.info)
+                                    storage.shards_dir(CHINESE_GUI_SET),
+                                    recorded=recorded_steps(storage), progress=context.log.info)
     return dg.MaterializeResult(metadata=set_metadata(summary))
 
 

@@ -69,8 +69,11 @@ def build_store(root: Path, n_traj: int = 12, collections=("web", "web/late"),
             for t in reversed(order) if reverse else order:
                 lang = "zh" if t % 3 == 0 else "en"
                 task = Task(task_id=f"task-{t}", language=lang, app="shop" if t % 2 else "mail",
-                            instruction="把红鞋加入购物车" if lang == "zh" else "Add red shoes to the cart",
-                            template_id=f"tpl_{t % 4}",
+                            # One template and one wording per task: a split holds out a
+                            # template and its instructions together (trajforge.holdout).
+                            instruction=(f"把红鞋加入购物车（{30 + t} 码）" if lang == "zh"
+                                         else f"Add red shoes to the cart (size {30 + t})"),
+                            template_id=f"tpl_{t}",
                             params={"item": "red shoes", "qty": t} if t % 2 else {"to": "bob"})
                 # One imported-style id with dots, a slash and CJK: keys must stay safe.
                 tid = "aitw/ep.7-中" if t == 7 else trajectory_id_for("test", t)

@@ -14,6 +14,7 @@ from tests.export.shard_fixtures import build_store
 from schemas.arrow import step_to_row, trajectory_to_row
 from schemas.records import SCHEMA_VERSION
 from trajforge.export import check_splits, export_shards, split_of
+from trajforge.holdout import HoldOut
 from trajforge.shards import (ShardError, iter_samples, iter_tar_samples, key_stem, read_manifest,
                               sample_key, shard_paths, verify)
 
@@ -58,7 +59,7 @@ def test_every_step_is_one_sample_equal_to_the_store(built, exported):
     assert len(seen) == built.num_steps
     # The fields a trainer reads, spot-checked in plain terms.
     zh = next(s["json"] for _, s in samples if s["json"]["task"]["language"] == "zh")
-    assert zh["task"]["instruction"] == "把红鞋加入购物车"
+    assert zh["task"]["instruction"].startswith("把红鞋加入购物车（")
     assert zh["device"]["locale"] == "zh-CN"
     assert json.loads(zh["task"]["params_json"]) in ({"to": "bob"}, {"item": "red shoes", "qty": 3},
                                                      {"item": "red shoes", "qty": 9})
@@ -88,9 +89,11 @@ def test_splits_are_by_trajectory_and_match_the_manifest(built, exported):
         for b in names[i + 1:]:
             assert not by_split[a] & by_split[b], f"{a} and {b} share a trajectory"
     assert set().union(*by_split.values()) == set(built.trajectories)
+    plan = HoldOut(list(SPLITS), "v1").plan(t.task for t in built.trajectories.values())
     for split, tids in by_split.items():
         assert manifest["splits"][split]["trajectories"] == len(tids)
-        assert all(split_of(t, list(SPLITS), "v1") == split for t in tids)
+        assert all(plan.split(built.trajectories[t].task) == split
+                   for t in tids)  # by task template (and instruction)
         assert all(n.startswith(f"{split}-") for n in manifest["splits"][split]["shards"])
 
 

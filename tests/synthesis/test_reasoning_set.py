@@ -27,6 +27,7 @@ ACTIONS = {
     4: Action(type=ActionType.WAIT, duration_ms=1500),
     5: Action(type=ActionType.DONE, text="完成"),
 }
+DROPPED = {2: Action.scroll("down")}  # recorded and executed, then dropped by curation
 
 
 def trajectory(lang: str = "en", tid: str = "t-1", num_steps: int = 6) -> tuple[Trajectory, list[Step]]:
@@ -51,11 +52,19 @@ def cot(step: Step, lang: str, description: str = 'press "value": "x" here', **k
     return StepCoT(**{**fields, **kw})
 
 
+def recorded(steps: list[Step]) -> list[Step]:
+    """The trajectory as recorded: its kept steps and the dropped one."""
+    gone = [steps[0].model_copy(update={"index": i, "action": a, "target": None})
+            for i, a in DROPPED.items()]
+    return sorted(steps + gone, key=lambda s: s.index)
+
+
 def samples_of(lang="en", **options):
     traj, steps = trajectory(lang)
     cots = {s.index: cot(s, lang) for s in steps}
     images = {s.index: f"img{s.index}".encode() for s in steps}
-    return traj, steps, build_samples(traj, steps, cots, images, **options)
+    return traj, steps, build_samples(traj, steps, cots, images, recorded=recorded(steps),
+                                      **options)
 
 
 def gpt(sample: dict) -> str:
@@ -119,10 +128,11 @@ def test_history_lists_the_earlier_actions_and_escapes_untrusted_text():
     human = {s["json"]["index"]: s["json"]["conversations"][1]["value"] for s in samples}
     assert human[0].endswith("Previous actions: none")
     lines = human[3].split("Previous actions:\n")[1].splitlines()
-    assert len(lines) == 2  # steps 0 and 1; index 2 was dropped by curation
+    assert len(lines) == 3  # steps 0, 1 and 2: curation dropped 2 as a target, not from the past
     assert lines[0].startswith("Step 1: ") and "Go" in lines[0]
     assert lines[1].startswith("Step 2: ") and "红鞋" in lines[1]
-    assert human[5].count("\nStep ") == 4
+    assert lines[2] == "Step 3: scroll down"
+    assert human[5].count("\nStep ") == 5
     for text in human.values():  # one image slot, whatever the task or typed text says
         assert text.startswith("<image>\nTask: Add red shoes") and text.count("<image>") == 1
 
@@ -174,7 +184,7 @@ def test_checked_alignment_is_carried_and_checks_report_it():
     align = {s.index: AlignmentResult(0.8, 10, (0.4, 0.25, 0.6, 0.35), True, True, None)
              for s in steps}
     images = {s.index: b"x" for s in steps}
-    samples = build_samples(traj, steps, cots, images, alignment=align)
+    samples = build_samples(traj, steps, cots, images, alignment=align, recorded=recorded(steps))
     assert samples[0]["json"]["alignment"] == {"match_rate": 0.8, "box": [0.4, 0.25, 0.6, 0.35],
                                                "point_in_box": True, "checked": True}
     stats = summarise(samples)

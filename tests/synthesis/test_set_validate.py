@@ -65,7 +65,7 @@ def test_an_answer_that_no_longer_matches_its_recording_is_named(reasoning_set, 
             # Another point: the answer no longer says what was recorded, the spans still
             # slice numbers, but not the answer's.
             x, y = obj["answer"]["point_2d"]
-            if x == -100:
+            if x == -100 or len(str(x + 37)) != len(str(x)):  # same length: spans still slice
                 return data
             gpt["value"] = gpt["value"].replace(f"[{x}, {y}]", f"[{x + 37}, {y}]")
             edited.append(name.split(".")[0])

@@ -13,7 +13,8 @@ from synthesis.language import is_chinese
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
-from trajforge.export import check_splits, split_of
+from trajforge.export import check_splits
+from trajforge.holdout import HoldOut
 from trajforge.shards import iter_samples, verify
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
@@ -66,12 +67,13 @@ def test_shards_hold_both_modes_of_every_step_split_by_trajectory(built, written
     assert (summary["samples"], summary["steps"]) == (2 * n_steps, n_steps)
     assert_checks_pass_but_alignment_not_run(summary["checks"])
     splits, seen = check_splits(SPLITS), Counter()
+    plan = HoldOut(splits, "v1").plan(t.task for t in built.trajectories.values())
     for split in manifest["splits"]:
         for key, sample in iter_samples(out, split):
             j = sample["json"]
             tid, i = j["trajectory_id"], j["index"]
             seen[(tid, i, j["mode"])] += 1
-            assert split_of(tid, splits, "v1") == split
+            assert plan.split(built.trajectories[tid].task) == split  # by template
             ext = "jpg" if j["image"]["format"] == "jpeg" else "png"
             assert sample[ext] == built.images[(tid, i)]  # the stored bytes, not re-encoded
             assert key.endswith(f"_s{i:04d}_{j['mode']}")

@@ -28,7 +28,9 @@ screenshot) and UI-S1 drops it, so without images a UI-S1 line needs
 `screen_size`. Also read: OS-Atlas's converted steps (`ac_test.jsonl`,
 see osatlas.py). The TFRecords themselves need TensorFlow and are reported, not read.
 `is_successful` false gives outcome "failure"; absent, "success" (the
-episodes are human demonstrations).
+episodes are human demonstrations). The official split (`splits.json` beside
+the files, else a file named after its split) is kept in the task's params as
+`official_split` (trajforge/importers/splits.py).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from schemas.errors import SchemaError
 from schemas.records import Element
 
 from . import osatlas
+from .splits import with_official_split
 from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
                    norm_point, number, numbers, read_records, require)
 
@@ -96,7 +99,8 @@ class AndroidControlImporter(Importer):
                               field="episode_id")
         ok = rec.get("is_successful", True)
         return Episode(episode_id=str(ep_id), instruction=goal, drafts=drafts,
-                       outcome="failure" if ok is False else "success")
+                       outcome="failure" if ok is False else "success",
+                       params=with_official_split({}, file, str(ep_id)))
 
     def _native(self, file: Path, label: str, rec: Any) -> Episode:
         ep_id = require(rec, "episode_id", (int, str))
@@ -122,7 +126,8 @@ class AndroidControlImporter(Importer):
                                                    instr[i] if i < len(instr) else None),
                                 image=locate_image(file.parent, shots[i]) if shots else None,
                                 size=size))
-        return Episode(episode_id=str(ep_id), instruction=goal, drafts=drafts)
+        return Episode(episode_id=str(ep_id), instruction=goal, drafts=drafts,
+                       params=with_official_split({}, file, str(ep_id)))
 
 
 def native_action(obj: Any, w: int, h: int, *, field: str = "action", description=None):

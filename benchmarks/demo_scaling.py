@@ -43,7 +43,7 @@ def pick_tasks(n: int):
 
 def child(n_tasks: int, work: Path) -> dict:
     """crawl -> consolidate -> curate -> export of `n_tasks` tasks under `work`."""
-    from crawlers.runner import crawl
+    from sandbox.crawl import crawl
     from filters.pipeline import curate
     from sandbox.server import SandboxServer
     from trajforge.consolidate import consolidate

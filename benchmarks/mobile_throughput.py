@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from crawlers.appium_server import AppiumServer  # noqa: E402
 from crawlers.capabilities import build_capabilities, chromium_device  # noqa: E402
 from crawlers.device_pool import DevicePool  # noqa: E402
-from crawlers.runner import crawl  # noqa: E402
+from sandbox.crawl import crawl  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
 from sandbox.tasks import build_catalog  # noqa: E402
 from trajforge.store import RawStore  # noqa: E402

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/multiprocess_speedup.py [--mode smoke|quick|full]
 
 The run materialises two assets, each the crawl of one sandbox app's catalog tasks
-(the body of `web_trajectories` for one partition: the same `crawlers.runner.crawl`
+(the body of `web_trajectories` for one partition: the same `sandbox.crawl.crawl`
 on Chromium against the sandbox, oracle policy, no pop-ups), first with
 `in_process_executor` (one after the other in the run's process), then with
 `multiprocess_executor` as `dagster_project.production.production_executor()` builds it
@@ -49,7 +49,7 @@ def _crawl_asset(app: str) -> dg.AssetsDefinition:
     def _crawl(context: dg.AssetExecutionContext, config: CrawlSlice, storage: StorageResource,
                sandbox: SandboxResource, browser: BrowserResource) -> dg.MaterializeResult:
         from crawlers.allowlist import Allowlist
-        from crawlers.runner import crawl
+        from sandbox.crawl import crawl
         from crawlers.web_env import WebEnv
         from trajforge.catalog import read_catalog
 

@@ -1,34 +1,27 @@
-"""One crawl episode: a task played in an env, recorded step by step, verified by state.
+"""The step loop every episode shares: ask the policy, let the guard judge, execute, record.
 
-`run_episode` plays one task in a WebEnv (or any env with its interface,
-`CrawlEnv`): it opens the sandbox session, asks the policy for an action, lets
-the safety guard judge it, executes it and records the step (the observation
-*before* the action, the action, its target and whether the screen changed).
-When the policy stops, the app's state decides success.
+`play_steps` plays in a WebEnv (or any env with its interface, `CrawlEnv`):
+each step holds the observation *before* its action, the action, its target
+and whether the screen changed. Where an episode starts and who decides its
+outcome belong to its environment (env_episode.run_env_episode).
 """
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from sandbox.server import start_url
-from sandbox.tasks.base import TaskTemplate
 from schemas.actions import ActionType
 from schemas.observation import Observation
-from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, session_seed
+from schemas.records import DeviceProfile, Element, Step
 from trajforge.store import BlobStore
 
-from .env_runtime import StartPageError
+from .env_runtime import StartPageError  # noqa: F401 - raised by episodes, caught by callers
 from .guard import AuditLog, SafetyGuard
 from .policy_errors import PolicyError
 from .policies import Policy
 
 TERMINAL = {ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER}
-SOURCE_NAME = "sandbox"
 
 
 class CrawlEnv(Protocol):
@@ -71,63 +64,6 @@ def element_at(elements: list[Element], x: float, y: float) -> Element | None:
         if best_area is None or area < best_area:
             best, best_area = e, area
     return best
-
-
-def fetch_state(server_url: str, sid: str, timeout_s: float = 10.0) -> dict:
-    """The session's state from the sandbox's HTTP API (any server, any process)."""
-    url = f"{server_url.rstrip('/')}/api/state/{sid}"
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        return json.loads(resp.read().decode("utf-8"))
-
-
-def run_episode(env: CrawlEnv, *, server_url: str, task: Task, template: TaskTemplate | None,
-                policy: Policy, device: DeviceProfile, theme: str, font_scale: float,
-                distraction_rate: float, seed: int, trajectory_id: str, blobs: BlobStore,
-                guard: SafetyGuard, max_steps: int = 30, audit: AuditLog | None = None,
-                attempt: int = 0, on_step: Callable[[Step], None] | None = None,
-                info: EpisodeInfo | None = None) -> tuple[Trajectory, list[Step]]:
-    """Play `task` with `policy` in `env` and return the verified trajectory.
-
-    Raises BrowserCrashed when the browser dies and StartPageError when the
-    start page does not load (the caller retries either); every other
-    failure ends the episode with outcome "failure".
-    """
-    info = info if info is not None else EpisodeInfo()
-    sid = trajectory_id
-    url = start_url(server_url, sid=sid, app=task.app, lang=task.language,
-                    seed=session_seed(task.params, seed), theme=theme,
-                    font_scale=font_scale, distraction_rate=distraction_rate)
-    t0 = time.perf_counter()
-    obs = env.reset(url, device=device)
-    if obs.last_action_error:
-        # Nothing to play on a page that never arrived (a blank screen): the
-        # caller retries, then stores an error that says why.
-        raise StartPageError(f"the start page did not load: {obs.last_action_error}")
-    # A real phone keeps its own screen, locale and theme: record what the env ran.
-    device = getattr(env, "device", None) or device
-    observe_ms = (time.perf_counter() - t0) * 1000
-    shot_sha = blobs.put(obs.screenshot, obs.image_format)
-
-    played = play_steps(env, obs, shot_sha, observe_ms, policy=policy,
-                        trajectory_id=trajectory_id, blobs=blobs, guard=guard,
-                        max_steps=max_steps, audit=audit, attempt=attempt, on_step=on_step,
-                        info=info)
-    steps, terminated, failure = played.steps, played.terminated, played.failure
-
-    info.blocked_requests = list(getattr(env, "blocked_requests", []))
-    try:
-        snapshot, state_error = fetch_state(server_url, sid), None
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        snapshot, state_error = None, f"state of session {sid} unavailable: {e}"
-    outcome, verified_by, error = _verify(snapshot, state_error, task, template, terminated,
-                                          failure, info.answer)
-    distractions = list(snapshot.get("distractions", [])) if snapshot else []
-    traj = Trajectory(trajectory_id=trajectory_id, task=task, platform=env_platform(env),
-                      app=task.app, device=device, source="crawl", source_name=SOURCE_NAME,
-                      policy=policy.name, seed=seed, outcome=outcome, verified_by=verified_by,
-                      num_steps=len(steps), distractions=distractions, error=error,
-                      created_at=time.time())
-    return traj, steps
 
 
 @dataclass
@@ -214,17 +150,3 @@ def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float
 def _notify(on_step, step: Step) -> None:
     if on_step is not None:
         on_step(step)
-
-
-def _verify(snapshot: dict | None, state_error: str | None, task: Task,
-            template: TaskTemplate | None, terminated: bool, failure: str | None,
-            answer: str | None) -> tuple[str, str, str | None]:
-    """(outcome, verified_by, error): the app's state decides, never the policy."""
-    if not terminated:
-        return "failure", "none", failure
-    if template is None:
-        return "unknown", "none", None
-    if snapshot is None:
-        return "error", "none", state_error
-    ok = template.check(task, snapshot["state"], answer)
-    return ("success" if ok else "failure"), "state", None

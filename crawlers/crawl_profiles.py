@@ -6,7 +6,8 @@ phone is the profile. Either way theme and font scale come from the seed.
 """
 from __future__ import annotations
 
-from sandbox.apps import MOBILE_APPS
+from typing import Iterable
+
 from schemas.records import DeviceProfile, Task
 
 from .crawl_episode import CrawlEnv, env_platform
@@ -14,9 +15,11 @@ from .randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_
                         randomise)
 
 
-def is_mobile_task(task: Task, env: CrawlEnv | None = None) -> bool:
-    """A task of a mobile app, or any task played in a mobile env."""
-    return task.app in MOBILE_APPS or (env is not None and env_platform(env) != "web")
+def is_mobile_task(task: Task, env: CrawlEnv | None = None, mobile_apps: Iterable[str] = ()
+                   ) -> bool:
+    """A task of one of `mobile_apps` (the environment provider's phone apps), or any
+    task played in a mobile env."""
+    return task.app in set(mobile_apps) or (env is not None and env_platform(env) != "web")
 
 
 def profiles_for(task: Task, devices: list[str] | None, *, mobile: bool

@@ -2,9 +2,11 @@
 
 `crawl_task` plays a task on one env (restarted when the browser dies);
 `crawl_task_pooled` plays it on envs leased from a pool (a DevicePool of
-Appium sessions or a WebEnvPool of browsers), one lease per attempt. The
-steps of a failed attempt are dropped with it; out of retries, the task is
-stored as an error with no steps, so the next crawl does not retry it forever.
+Appium sessions or a WebEnvPool of browsers), one lease per attempt. What an
+attempt plays is the caller's `play(env, device=, theme=, font_scale=,
+attempt=, info=, on_step=)` (an environment's episode). The steps of a
+failed attempt are dropped with it; out of retries, the task is stored as an
+error with no steps, so the next crawl does not retry it forever.
 """
 from __future__ import annotations
 
@@ -12,15 +14,12 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from sandbox.tasks.base import TaskTemplate
-from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.store import RawStore
+from typing import Callable
 
-from .crawl_episode import SOURCE_NAME, CrawlEnv, EpisodeInfo, env_platform, run_episode
+from schemas.records import DeviceProfile, Step, Task, Trajectory
+
+from .crawl_episode import CrawlEnv, EpisodeInfo, env_platform
 from .crawl_profiles import draw_device
-from .guard import AuditLog, SafetyGuard
-from .policies import OraclePolicy, Policy, RandomWalkPolicy
-from .randomise import episode_seed
 from .web_env import BrowserCrashed
 
 log = logging.getLogger(__name__)
@@ -82,47 +81,25 @@ class ProgressEvent:
     slot: str | None = None          # "<device>#<session>" (or "browser#<n>") in a pool crawl
 
 
-def template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate | None:
-    if task.template_id is None:
-        return None
-    try:
-        return templates[task.template_id]
-    except KeyError:
-        raise KeyError(f"task {task.task_id}: unknown template {task.template_id!r}") from None
+# One attempt of a task on an env: (trajectory, steps); raises BrowserCrashed and the like.
+Play = Callable[..., tuple[Trajectory, list[Step]]]
 
 
-def make_policy(policy: str, task: Task, template: TaskTemplate | None, ep_seed: int,
-                 max_steps: int, guard: SafetyGuard) -> Policy:
-    if policy == "oracle":
-        return OraclePolicy(template, task)
-    # The walk says `done` on its last step, inside the runner's step budget.
-    return RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
-
-
-def crawl_task(env: CrawlEnv, task: Task, template: TaskTemplate | None, tid: str, *,
-               policy: str, seed: int, server_url: str, store: RawStore,
-               guard: SafetyGuard, audit: AuditLog, distraction_rate: float, max_steps: int,
-               retries: int, stats: CrawlStats, lock, emit, verify_random_walk: bool,
-               profiles: TaskProfiles) -> tuple[Trajectory, list[Step]]:
+def crawl_task(env: CrawlEnv, task: Task, tid: str, *, play: Play, policy: str, seed: int,
+               retries: int, stats: CrawlStats, lock, emit, profiles: TaskProfiles,
+               source_name: str) -> tuple[Trajectory, list[Step]]:
     """One task, retried from the start while the browser keeps dying."""
-    ep_seed = episode_seed(seed, task.task_id)
     device, theme, font_scale = draw_device(seed, task, profiles[0], mobile=profiles[1])
-    check_with = template if (policy == "oracle" or verify_random_walk) else None
     last_error = ""
     for attempt in range(retries + 1):
         info = EpisodeInfo()
         if not env.is_alive():  # died after the previous episode's last action
             env.restart()
         try:
-            pol = make_policy(policy, task, template, ep_seed, max_steps, guard)
-            traj, steps = run_episode(
-                env, server_url=server_url, task=task, template=check_with, policy=pol,
-                device=device, theme=theme, font_scale=font_scale,
-                distraction_rate=distraction_rate, seed=seed, trajectory_id=tid,
-                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
-                attempt=attempt, info=info,
-                on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                      action=s.action.type.value))
+            traj, steps = play(env, device=device, theme=theme, font_scale=font_scale,
+                               attempt=attempt, info=info,
+                               on_step=lambda s: emit("step", task, tid, step_index=s.index,
+                                                      action=s.action.type.value))
         except BrowserCrashed as e:
             last_error = f"BrowserCrashed: {e}"
             log.warning("task %s attempt %d: browser died (%s); restarting", task.task_id,
@@ -146,14 +123,13 @@ def crawl_task(env: CrawlEnv, task: Task, template: TaskTemplate | None, tid: st
         stats.blocked_actions += info.blocked_actions
         stats.blocked_requests += len(info.blocked_requests)
         return traj, steps
-    return error_trajectory(task, tid, policy, seed, device, env_platform(env), last_error), []
+    return error_trajectory(task, tid, policy, seed, device, env_platform(env), last_error,
+                            source_name), []
 
 
-def crawl_task_pooled(pool, task: Task, template: TaskTemplate | None, tid: str, *,
-                      policy: str, seed: int, server_url: str, store: RawStore,
-                      guard: SafetyGuard, audit: AuditLog, distraction_rate: float,
-                      max_steps: int, retries: int, stats: CrawlStats, lock, emit,
-                      verify_random_walk: bool, profiles: TaskProfiles | None
+def crawl_task_pooled(pool, task: Task, tid: str, *, play: Play, policy: str, seed: int,
+                      retries: int, stats: CrawlStats, lock, emit,
+                      profiles: TaskProfiles | None, source_name: str
                       ) -> tuple[Trajectory, list[Step]]:
     """One task on leased envs: each attempt leases, a died env means a fresh lease.
 
@@ -163,8 +139,6 @@ def crawl_task_pooled(pool, task: Task, template: TaskTemplate | None, tid: str,
     """
     from .device_pool import PoolError
 
-    ep_seed = episode_seed(seed, task.task_id)
-    check_with = template if (policy == "oracle" or verify_random_walk) else None
     device = theme = font_scale = None
     if profiles is not None:
         device, theme, font_scale = draw_device(seed, task, profiles[0], mobile=profiles[1])
@@ -182,12 +156,8 @@ def crawl_task_pooled(pool, task: Task, template: TaskTemplate | None, tid: str,
                     device, theme, font_scale = draw_device(
                         seed, task, {spec.profile.name: spec.profile}, mobile=True)
                 try:
-                    pol = make_policy(policy, task, template, ep_seed, max_steps, guard)
-                    traj, steps = run_episode(
-                        env, server_url=server_url, task=task, template=check_with,
-                        policy=pol, device=device, theme=theme, font_scale=font_scale,
-                        distraction_rate=distraction_rate, seed=seed, trajectory_id=tid,
-                        blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
+                    traj, steps = play(
+                        env, device=device, theme=theme, font_scale=font_scale,
                         attempt=attempt, info=info,
                         on_step=lambda s: emit("step", task, tid, step_index=s.index,
                                               action=s.action.type.value, slot=slot))
@@ -219,15 +189,16 @@ def crawl_task_pooled(pool, task: Task, template: TaskTemplate | None, tid: str,
     if device is None:  # never leased: record the pool's first phone
         first = pool.devices[0].profile
         device = draw_device(seed, task, {first.name: first}, mobile=True)[0]
-    return error_trajectory(task, tid, policy, seed, device, platform, last_error), []
+    return error_trajectory(task, tid, policy, seed, device, platform, last_error,
+                            source_name), []
 
 
 def error_trajectory(task: Task, tid: str, policy: str, seed: int, device: DeviceProfile,
-                     platform: str, error: str) -> Trajectory:
+                     platform: str, error: str, source_name: str) -> Trajectory:
     # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
     return Trajectory(trajectory_id=tid, task=task, platform=platform, app=task.app,
-                      device=device, source="crawl", source_name=SOURCE_NAME, policy=policy,
+                      device=device, source="crawl", source_name=source_name, policy=policy,
                       seed=seed, outcome="error", verified_by="none", num_steps=0,
                       error=error, created_at=time.time())
 

@@ -33,13 +33,14 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
                     guard: SafetyGuard, max_steps: int, audit: AuditLog | None = None,
                     attempt: int = 0, on_step: Callable[[Step], None] | None = None,
                     info: EpisodeInfo | None = None,
-                    make_policy: Callable[[Task], Policy] | None = None
-                    ) -> tuple[Trajectory, list[Step]]:
+                    make_policy: Callable[[Task], Policy] | None = None,
+                    verify: bool = True) -> tuple[Trajectory, list[Step]]:
     """Play `task` in `runtime`'s environment and return the verified trajectory.
 
     Raises BrowserCrashed and StartPageError (the caller retries either).
     `make_policy`, when given, builds the policy from the task as the page
-    states it (an instruction read by `instruction_js`).
+    states it (an instruction read by `instruction_js`). `verify=False`
+    records the episode unverified (a walk whose task nobody claims).
     """
     info = info if info is not None else EpisodeInfo()
     session = trajectory_id
@@ -55,6 +56,8 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
     verifier_error: str | None = None
 
     def ask(now: Observation, steps: list[Step], final: bool) -> Verdict | None:
+        if not verify:
+            return None
         return runtime.verify(env, task, now, steps, final=final, session=session, seed=seed)
 
     def after_step(now: Observation, steps: list[Step]) -> bool:
@@ -71,7 +74,7 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
                         max_steps=max_steps, audit=audit, attempt=attempt, on_step=on_step,
                         info=info, after_step=after_step)
     info.blocked_requests = list(getattr(env, "blocked_requests", []))
-    spec = runtime.verifier_for(task)
+    spec = runtime.verifier_for(task) if verify else None
     outcome, error = "unknown", None
     ended_by_policy = played.terminated or (played.failure or "").startswith("max_steps=")
     if verifier_error is None and spec is not None and not played.stopped and ended_by_policy:
@@ -105,5 +108,6 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
         verified_by=kind if verified else "none", num_steps=len(played.steps), error=error,
         reward=verdict.reward if verified else None, verifier=kind,
         verifier_reason=(verdict.reason if verdict is not None else None),
+        distractions=list(verdict.distractions or []) if verdict is not None else [],
         created_at=time.time())
     return traj, played.steps

@@ -21,12 +21,14 @@ stored as an error that names the environment, the task and the verifier.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from urllib.parse import urljoin
 from typing import Any, Callable
 
 from schemas.environment import Environment, VerifierSpec, fill
@@ -59,6 +61,8 @@ class Verdict:
     reward: float | None = None
     reason: str | None = None
     kind: str = "none"
+    # Pop-ups the app showed during the episode (the sandbox's distractions).
+    distractions: list[str] | None = None
 
     @classmethod
     def coerce(cls, value: Any, kind: str, where: str) -> "Verdict":
@@ -71,7 +75,7 @@ class Verdict:
         if not isinstance(value, dict):
             raise VerifierError(f"{where}: expected an object {{done, success, reward, reason}} "
                                 f"or a boolean, got {type(value).__name__}: {str(value)[:120]}")
-        unknown = set(value) - {"done", "success", "reward", "reason"}
+        unknown = set(value) - {"done", "success", "reward", "reason", "distractions"}
         if unknown:
             raise VerifierError(f"{where}: unknown key(s) {sorted(unknown)} in the verdict; "
                                 f"expected done, success, reward, reason")
@@ -87,8 +91,13 @@ class Verdict:
         elif success is not None:
             reward = float(success)
         reason = value.get("reason")
+        distractions = value.get("distractions")
+        if distractions is not None and not (isinstance(distractions, list) and
+                                             all(isinstance(d, str) for d in distractions)):
+            raise VerifierError(f"{where}: 'distractions' must be a list of strings")
         return cls(done=bool(value.get("done", False)), success=success, reward=reward,
-                   reason=None if reason is None else str(reason)[:2000], kind=kind)
+                   reason=None if reason is None else str(reason)[:2000], kind=kind,
+                   distractions=distractions)
 
 
 # A judge reads the task and the episode's steps and gives a verdict (a dict or Verdict).
@@ -118,10 +127,14 @@ def page_of(env):
 class EnvironmentRuntime:
     """One environment's start, setup and verification for the episode loop."""
 
-    def __init__(self, environment: Environment, *, judge: JudgeFn | None = None):
+    def __init__(self, environment: Environment, *, judge: JudgeFn | None = None,
+                 plugins: dict[str, Callable] | None = None):
+        """`plugins` maps "module:function" names to callables to use instead of
+        importing them (an in-process provider's verifier with its own tables)."""
         self.environment = environment
         self.judge = judge
-        self._python: dict[str, Callable] = {}
+        self._python: dict[str, Callable] = dict(plugins or {})
+        self._device: DeviceProfile | None = None
         for spec in self._specs():
             if spec.kind == "judge" and judge is None:
                 raise ValueError(f"environment '{environment.name}': a judge verifier needs a "
@@ -140,6 +153,15 @@ class EnvironmentRuntime:
     def verifier_for(self, task: Task) -> VerifierSpec | None:
         return self.environment.verifier_for(task)
 
+    def values(self, task: Task, *, session: str, seed: int,
+               device: DeviceProfile | None = None) -> dict:
+        """What the placeholders are filled with: a task's own params.seed wins."""
+        device = device or self._device
+        return dict(seed=int(task.params.get("seed", seed)), task_id=task.task_id,
+                    session=session, language=task.language, app=task.app,
+                    theme=device.theme if device else None,
+                    font_scale=device.font_scale if device else None)
+
     def where(self, task: Task, what: str) -> str:
         return f"environment '{self.name}', task '{task.task_id}', {what}"
 
@@ -148,8 +170,9 @@ class EnvironmentRuntime:
         url = task.start_url or self.environment.start_url
         if not url:
             raise StartPageError(self.where(task, "start_url") + ": none given")
-        return fill(url, seed=seed, task_id=task.task_id, session=session,
-                    language=task.language)
+        if task.start_url and self.environment.start_url and "://" not in task.start_url:
+            url = urljoin(self.environment.start_url, task.start_url)  # a path of the app
+        return fill(url, **self.values(task, session=session, seed=seed))
 
     def start(self, env, task: Task, *, session: str, seed: int,
               device: DeviceProfile) -> tuple[Observation, Task]:
@@ -158,6 +181,7 @@ class EnvironmentRuntime:
         The task comes back with its instruction read from the page when the
         environment has `instruction_js` and the task has no instruction of its own.
         """
+        self._device = device
         url = self.start_url(task, session=session, seed=seed)
         hooks = getattr(env, "context_hooks", None)
         frozen = self.environment.freeze_time
@@ -181,7 +205,7 @@ class EnvironmentRuntime:
                 raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
                                      f"answered HTTP {status}")
         env_file = self.environment
-        values = dict(seed=seed, task_id=task.task_id, session=session, language=task.language)
+        values = self.values(task, session=session, seed=seed)
         if env_file.setup:
             self._run_setup(env, fill(env_file.setup, **values), task)
         if env_file.wait_for:
@@ -260,7 +284,7 @@ class EnvironmentRuntime:
 
     def _ask(self, spec: VerifierSpec, env, task: Task, obs: Observation, history: list[Step],
              *, session: str, seed: int) -> Any:
-        values = dict(seed=seed, task_id=task.task_id, session=session, language=task.language)
+        values = self.values(task, session=session, seed=seed)
         if spec.kind == "js":
             return page_of(env).evaluate(_bounded_js(fill(spec.expression, **values),
                                                      spec.timeout_s), None)
@@ -272,8 +296,12 @@ class EnvironmentRuntime:
         if spec.kind in ("python", "state"):
             fn = self._python.get(spec.function) or load_callable(spec.function)
             self._python[spec.function] = fn
+            kwargs = {k: v for k, v in (("session", session), ("seed", values["seed"]))
+                      if _accepts(fn, k)}
+            if spec.kind == "state" and spec.url:
+                kwargs["state"] = self._fetch(spec, fill(spec.url, **values), task)
             # On this thread: Playwright's sync API is bound to it. Its time is checked after.
-            return fn(task, obs, history, env)
+            return fn(task, obs, history, env, **kwargs)
         if spec.kind == "judge":
             return self.judge(task, history, obs)
         raise VerifierError(f"unknown verifier kind {spec.kind!r}")
@@ -305,6 +333,14 @@ def _bounded_js(expression: str, timeout_s: float) -> str:
             f" return typeof v === 'function' ? await v(arg) : await v; }};"
             f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
             f"() => reject(new Error('no verdict within {timeout_s}s (timeout_s)')), {ms}))]); }}")
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
 def _short(e: BaseException) -> str:

@@ -1,6 +1,8 @@
 """Policies: what picks the next action from an observation.
 
-- OraclePolicy follows a task template's plan (sandbox.tasks.base.PlanOracle).
+- An oracle (a planner that knows the app) comes from the environment: the
+  sandbox's is sandbox.oracle_policy.OraclePolicy, a task file's demonstration
+  is crawlers.scripted.ScriptedPolicy.
 - RandomWalkPolicy explores the visible controls at random, in the manner of
   OS-Genesis' reverse task synthesis: record interactions first, name the
   task later. It knows no particular app (no sandbox import): it works on
@@ -20,9 +22,9 @@ from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task
 
-from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, PlanOracle, TaskTemplate
 
 from schemas.a11y import parse_snapshot
+
 from .guard import SafetyGuard
 
 
@@ -31,24 +33,6 @@ class Policy(Protocol):
     name: str
 
     def act(self, obs: Observation) -> Action: ...
-
-
-class OraclePolicy:
-    """The template's plan, resolved against the live tree at every step."""
-
-    name = "oracle"
-
-    def __init__(self, template: TaskTemplate, task: Task):
-        self.template = template
-        self.task = task
-        self.oracle: PlanOracle = template.oracle(task)
-
-    def act(self, obs: Observation) -> Action:
-        return self.oracle.next_action(obs)  # OracleError ends the episode
-
-    @property
-    def last_target(self) -> Element | None:
-        return self.oracle.last_target
 
 
 # Roles the random walk may activate. A combobox whose options the tree lists

@@ -34,7 +34,7 @@ EXECUTORS = ("k8s", "multiprocess", "in_process")
 # Imported once by the forkserver: each step process then starts as a fork of a warm
 # interpreter (benchmarks/multiprocess_speedup.py: 0.52x instead of 0.35x vs
 # in-process for one-task steps under load, spawn paying Dagster's import per step).
-PRELOAD_MODULES = ["dagster", "dagster_project.resources", "crawlers.runner", "crawlers.web_env",
+PRELOAD_MODULES = ["dagster", "dagster_project.resources", "sandbox.crawl", "crawlers.web_env",
                    "sandbox.server", "trajforge.catalog"]
 
 # Object stores fsspec reaches through an extra package; the error names it.

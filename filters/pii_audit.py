@@ -1,7 +1,7 @@
 """Prove no planted personal data survived: what the sandbox planted, and where it leaks.
 
 A crawled trajectory's session was started with `task.params.get("seed",
-trajectory.seed)` (crawlers/runner.py), so the values planted in it are
+trajectory.seed)` (sandbox/crawl.py), so the values planted in it are
 `planted_for(app, task.language, that seed)`; `planted_for_trajectory` does
 that look-up. This module checks against the planted list on purpose; the
 detectors in filters/pii.py never see it.

@@ -14,9 +14,11 @@ so JavaScript's template literals stay as written) are read from the
 environment variables when the file is loaded: one file serves a laptop and a
 staging server.
 
-Placeholders: `{seed}`, `{task_id}`, `{session}` and `{language}` are the
-only names replaced in `start_url`, `setup`, `instruction_js` and verifier
-URLs; every other brace (JavaScript's objects and blocks) stays as written.
+Placeholders: `{seed}` (a task's own `params.seed`, else the crawl's),
+`{task_id}`, `{session}`, `{language}`, `{app}` and the episode's `{theme}`
+and `{font_scale}` (drawn from the seed) are the only names replaced in
+`start_url`, `setup`, `wait_for`, `instruction_js` and verifier URLs; every
+other brace (JavaScript's objects and blocks) stays as written.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from .records import Language, Task
 PLATFORMS = ("web", "mobile_web", "android", "ios")
 VERIFIER_KINDS = ("js", "http", "python", "judge", "state")
 EXPLORE_POLICIES = ("random_walk", "agent")
-PLACEHOLDERS = ("seed", "task_id", "session", "language")
+PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ENV_VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -101,7 +103,9 @@ class VerifierSpec(_Strict):
     - python: `function` is "module:function", called with
       (task, observation, history, env) and returning a verdict or a dict.
     - judge: the VLM judge of the configured backend reads the last screens.
-    - state: the sandbox's state check; `function` names it (a python verifier).
+    - state: a python verifier of the app's state: `url` (placeholders filled) is
+      fetched and its JSON handed to `function` as `state=`.
+    A python function may also take `session` and `seed` keywords.
     """
 
     kind: Literal["js", "http", "python", "judge", "state"]

@@ -34,7 +34,7 @@ from schemas.observation import Observation
 from schemas.records import Step, Trajectory, session_seed
 
 if TYPE_CHECKING:
-    from crawlers.runner import CrawlEnv
+    from sandbox.crawl import CrawlEnv
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ FEATURES = ("min_steps", "apps", "gesture", "distractions")
 DEFAULT_WEIGHTS: dict[str, float] = {"min_steps": 0.4, "apps": 0.2, "gesture": 0.2,
                                      "distractions": 0.2}
 # (low, high) per feature: norm = clip((value - low) / (high - low), 0, 1).
-# min_steps: 1 step is trivial, 30 is the crawler's step budget (crawlers.runner max_steps).
+# min_steps: 1 step is trivial, 30 is the crawler's step budget (sandbox.crawl max_steps).
 # apps: one app is the floor, four or more is as cross-app as it gets.
 # gesture: a tap-only task is the floor (1), multi-touch the ceiling (5).
 # distractions: the sandbox shows at most 2 per session (sandbox.distractions.MAX_PER_SESSION).

@@ -14,7 +14,7 @@ it, and that step's action is the correction:
 - replan: nothing to undo: the oracle goes on from the live screen.
 
 Then the oracle continues. `reflect_tasks` plays tasks with this policy
-through `crawlers.runner.run_episode`, so the outcome is verified from the
+through `sandbox.crawl.run_episode`, so the outcome is verified from the
 sandbox state as in any crawl; trajectories are stored with source_name
 "sandbox:reflection" and policy "oracle" (the schema's Policy literal has no
 "reflection"; the wrong step is in the sidecar), and a sidecar table
@@ -38,8 +38,8 @@ import pyarrow as pa
 from schemas.a11y import parse_snapshot
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard
-from crawlers.policies import OraclePolicy
-from crawlers.runner import (CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode)
+from sandbox.oracle_policy import OraclePolicy
+from sandbox.crawl import (CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode)
 from crawlers.web_env import BrowserCrashed, WebEnv
 from filters.neardup import screen_signature
 from sandbox.distractions import DISMISS_NAMES

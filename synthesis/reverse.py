@@ -23,7 +23,7 @@ from typing import Iterable
 
 from crawlers.agent import AgentPolicy
 from crawlers.guard import AuditLog, SafetyGuard
-from crawlers.runner import SOURCE_NAME, CrawlEnv
+from sandbox.crawl import SOURCE_NAME, CrawlEnv
 from filters.judge import Judge, JudgeInput, describe_action, escape_data
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for

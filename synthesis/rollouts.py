@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Iterator
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard
-from crawlers.runner import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed,
+from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed,
                              is_mobile_task, profiles_for, run_episode)
 from crawlers.web_env import BrowserCrashed, WebEnv
 from sandbox.tasks import TEMPLATES
@@ -163,7 +163,7 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     Every task needs a template (its state predicate is the verifier). `env`
     is used as is; without one, a headless Chromium restricted to `server_url`
     is launched for the call. `devices` narrows the device profiles the
-    rollouts draw from (crawlers.runner.profiles_for). With temperature 0 a deterministic model plays
+    rollouts draw from (sandbox.crawl.profiles_for). With temperature 0 a deterministic model plays
     the same episode k times: sample (the default 1.0) for useful rollouts.
     """
     if k < 1:

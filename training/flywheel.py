@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from crawlers.runner import CrawlEnv
+from sandbox.crawl import CrawlEnv
 from schemas.records import Task
 from synthesis.rollouts import FAILED_PREFIX, rejection_sample
 from trajforge.store import RawStore

@@ -1,7 +1,7 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.runner import WebEnvPool, crawl
+from sandbox.crawl import WebEnvPool, crawl
 from dagster_project.partitions import web_app_partitions
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from trajforge.catalog import read_catalog

@@ -2,7 +2,7 @@ import dagster as dg
 
 from crawlers.device_pool import DevicePool
 from crawlers.randomise import profile_for_task
-from crawlers.runner import crawl
+from sandbox.crawl import crawl
 from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
                                          _log_progress, catalog_tasks)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions

@@ -2,7 +2,7 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.runner import is_mobile_task
+from sandbox.crawl import is_mobile_task
 from crawlers.web_env import WebEnv
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from synthesis.reflection import reflect_tasks

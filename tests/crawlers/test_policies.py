@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from crawlers.guard import SafetyGuard
-from crawlers.policies import (VOCABULARY, OraclePolicy, Policy, RandomWalkPolicy,
-                               ReplayPolicy)
+from crawlers.policies import VOCABULARY, Policy, RandomWalkPolicy, ReplayPolicy
+from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks.base import Fill, Finish, OracleError, Tap, Target, TaskTemplate
 from schemas.actions import Action, ActionType
 from schemas.observation import Observation

@@ -17,10 +17,11 @@ from PIL import Image
 
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard, read_audit
-from crawlers.policies import OraclePolicy, ReplayPolicy
+from crawlers.policies import ReplayPolicy
+from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed,
                                 randomise)
-from crawlers.runner import (CrawlStats, ProgressEvent, crawl, element_at, fetch_state,
+from sandbox.crawl import (CrawlStats, ProgressEvent, crawl, element_at, fetch_state,
                              run_episode)
 from crawlers.web_env import WebEnv
 from sandbox.tasks import TEMPLATES, build_catalog

@@ -19,7 +19,7 @@ from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.device_pool import PoolError
 from crawlers.guard import read_audit
-from crawlers.runner import ProgressEvent, crawl
+from sandbox.crawl import ProgressEvent, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import When

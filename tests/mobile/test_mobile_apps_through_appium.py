@@ -12,7 +12,7 @@ from collections import Counter
 
 from crawlers.capabilities import chromium_device
 from crawlers.device_pool import DevicePool
-from crawlers.runner import crawl
+from sandbox.crawl import crawl
 from sandbox.apps import MOBILE_APPS
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Swipe, Tap

@@ -24,7 +24,7 @@ from crawlers.device_pool import DevicePool, PoolExhausted
 from crawlers.guard import read_audit
 from crawlers.randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed,
                                 profile_for_task, randomise)
-from crawlers.runner import ProgressEvent, crawl, draw_device, fetch_state, profiles_for
+from sandbox.crawl import ProgressEvent, crawl, draw_device, fetch_state, profiles_for
 from sandbox.tasks import build_catalog
 from schemas.records import Task, trajectory_id_for
 from tests.crawlers.test_runner import check_store

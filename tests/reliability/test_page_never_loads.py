@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.runner import crawl
+from sandbox.crawl import crawl
 from schemas.records import Task, trajectory_id_for
 from trajforge.store import RawStore
 

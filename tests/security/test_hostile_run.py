@@ -24,7 +24,7 @@ import pytest
 
 from crawlers.allowlist import Allowlist
 from crawlers.guard import read_audit
-from crawlers.runner import crawl, fetch_state
+from sandbox.crawl import crawl, fetch_state
 from crawlers.web_env import WebEnv
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards

@@ -18,7 +18,7 @@ from PIL import Image
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
 from crawlers.guard import AuditLog, SafetyGuard, read_audit
 from crawlers.randomise import fixed
-from crawlers.runner import fetch_state, run_episode
+from sandbox.crawl import fetch_state, run_episode
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
 from schemas.observation import Observation

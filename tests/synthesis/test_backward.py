@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from crawlers.guard import SafetyGuard
-from crawlers.policies import OraclePolicy
+from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import fixed
-from crawlers.runner import fetch_state, run_episode
+from sandbox.crawl import fetch_state, run_episode
 from filters.neardup import screen_signature
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import Action, ActionType

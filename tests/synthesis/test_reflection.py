@@ -9,7 +9,7 @@ import pytest
 
 from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
-from crawlers.runner import fetch_state
+from sandbox.crawl import fetch_state
 from filters.neardup import screen_signature
 from sandbox.apps import APPS
 from sandbox.tasks import TEMPLATES

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from crawlers.runner import crawl
+from sandbox.crawl import crawl
 from filters.judge import DATA_CLOSE, DATA_OPEN, Judge
 from sandbox.tasks import build_catalog
 from synthesis.reverse import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,

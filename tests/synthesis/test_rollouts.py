@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from crawlers.guard import read_audit
-from crawlers.runner import SOURCE_NAME
+from sandbox.crawl import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
 from synthesis.rollouts import model_slug, rejection_sample, rollout_seed

@@ -1,0 +1,261 @@
+"""The sandbox's crawl: catalog tasks in, whole verified trajectories out.
+
+`crawl` runs a list of sandbox tasks through one browser, or concurrently
+through a pool: a WebEnvPool of browsers (one WebEnv per worker thread) or a
+DevicePool of Appium sessions. Each episode is the sandbox environment's
+(sandbox/episode.py, on crawlers.env_episode), the attempts and retries are
+crawlers.crawl_tasks', stable trajectory ids (a re-run resumes without
+duplicates), every trajectory written whole through the store's writer.
+Progress goes to tqdm (on a terminal) and to an optional callback.
+
+The generic names callers use beside it (ProgressEvent, WebEnvPool,
+draw_device, profiles_for, ...) are re-exported here.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed, wait
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Callable, Iterable
+
+from tqdm import tqdm
+
+from crawlers.allowlist import Allowlist
+from crawlers.crawl_browser_pool import WebEnvPool
+from crawlers.crawl_episode import TERMINAL, CrawlEnv, EpisodeInfo, element_at, env_platform
+from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
+from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
+from crawlers.crawl_tasks import CrawlStats, ProgressEvent, crawl_task, crawl_task_pooled
+from crawlers.env_runtime import StartPageError
+from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.policies import RandomWalkPolicy
+from crawlers.randomise import episode_seed
+from crawlers.web_env import WebEnv
+from schemas.records import Step, Task, Trajectory, trajectory_id_for
+from trajforge.store import RawStore
+
+from sandbox.apps import MOBILE_APPS
+from sandbox.environment import SOURCE_NAME
+from sandbox.episode import fetch_state, run_episode
+from sandbox.oracle_policy import OraclePolicy
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import TaskTemplate
+
+if TYPE_CHECKING:
+    from crawlers.device_pool import DevicePool
+
+__all__ = ["crawl", "run_episode", "fetch_state", "element_at", "CrawlEnv", "CrawlStats",
+           "ProgressEvent", "EpisodeInfo", "StartPageError", "SOURCE_NAME", "TERMINAL",
+           "POLICIES", "WebEnvPool", "draw_device", "episode_seed", "env_platform",
+           "is_mobile_task", "profiles_for", "template_for"]
+
+POLICIES = ("oracle", "random_walk")
+
+
+def is_mobile_task(task: Task, env: CrawlEnv | None = None) -> bool:
+    """A task of a sandbox phone app, or any task played in a mobile env."""
+    return _is_mobile_task(task, env, MOBILE_APPS)
+
+
+def template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate | None:
+    if task.template_id is None:
+        return None
+    try:
+        return templates[task.template_id]
+    except KeyError:
+        raise KeyError(f"task {task.task_id}: unknown template {task.template_id!r}") from None
+
+
+def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url: str,
+          policy: str = "oracle", seed: int = 0, distraction_rate: float = 0.25,
+          max_steps: int = 30, retries: int = 2, env: CrawlEnv | None = None,
+          progress: Callable[[ProgressEvent], None] | None = None,
+          image_format: str = "png", step_timeout_s: float = 10.0,
+          extra_origins: list[str] | None = None, batch_size: int = 16,
+          verify_random_walk: bool = False,
+          templates: dict[str, TaskTemplate] | None = None,
+          devices: list[str] | None = None, guard: SafetyGuard | None = None,
+          pool: WebEnvPool | DevicePool | None = None) -> CrawlStats:
+    """Crawl `tasks` into `store`/`collection`; returns what happened.
+
+    `env`, when given, is used as is (its own request filter); otherwise one
+    headless Chromium is launched for the whole call, allowed to reach only
+    `server_url` (and `extra_origins`), with `image_format` and
+    `step_timeout_s`. With `pool` (a WebEnvPool of browsers or a DevicePool of
+    Appium sessions, each configured by its owner), up to `pool.size` episodes
+    run at once, each on an env leased for that attempt; a task whose browser
+    or session dies is retried from scratch on a fresh lease (a restarted
+    browser). The trajectories do not depend on the pool's size.
+    Random-walk trajectories are left unverified ("unknown") unless
+    `verify_random_walk` checks them against their task's template. Templates
+    are looked up in `templates` (default: every sandbox template). `guard`
+    replaces the default SafetyGuard (its patterns).
+
+    Device profiles (`draw_device`): without a pool, and with a WebEnvPool
+    (a browser emulates any profile), each episode draws its profile from its
+    seed: mobile tasks (mobile apps, or any task in a mobile env) from
+    MOBILE_PROFILES through `profile_for_task`, the others from
+    DEVICE_PROFILES; `devices` narrows either family. With a DevicePool, the
+    profile is the leased device's, whatever the seed would draw: the mobile crawl
+    partitions tasks by `profile_for_task` and hands each partition the pool
+    of its profile, so both give a task the same phone. Theme and font scale
+    always come from the seed; `devices`, with a DevicePool, must include the
+    pool's profiles.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r}: expected one of {POLICIES}")
+    if retries < 0:
+        raise ValueError(f"retries={retries} must be >= 0")
+    if pool is not None and env is not None:
+        raise ValueError("crawl: give env= or pool=, not both")
+    tasks = list(tasks)
+    templates = TEMPLATES if templates is None else templates
+    # A catalog that names an unknown template is a configuration error: say so
+    # before any browser work rather than storing a row of errors.
+    resolved = [template_for(task, templates) for task in tasks]
+    if policy == "oracle":
+        for task, template in zip(tasks, resolved):
+            if template is None:
+                raise ValueError(f"task {task.task_id}: the oracle policy needs a template_id")
+    check_devices(devices, pool)
+    # Each task's profiles (and whether it is a mobile task), unless a DevicePool's
+    # leased phone decides.
+    seed_draws = pool is None or pool.profiles is None
+    profiles = [None if not seed_draws else
+                (profiles_for(t, devices, mobile=is_mobile_task(t, env)), is_mobile_task(t, env))
+                for t in tasks]
+    stats = CrawlStats()
+    started = time.perf_counter()
+    guard = guard or SafetyGuard()
+    own_env = env is None and pool is None
+    if own_env:
+        allow = Allowlist([server_url, *(extra_origins or [])])
+        env = WebEnv.launch(headless=True, image_format=image_format,
+                            step_timeout_s=step_timeout_s, request_filter=allow)
+    audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
+    bar = tqdm(total=len(tasks), desc=f"crawl {collection}", unit="traj",
+               disable=not sys.stderr.isatty())
+    # Worker threads report steps and retries while the main thread writes.
+    lock = threading.RLock()
+    pool_before = pool.stats() if pool is not None else None
+
+    def emit(kind: str, task: Task, tid: str, **kw) -> None:
+        with lock:
+            if progress is not None:
+                progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
+                                       stats=stats, **kw))
+
+    def write(task: Task, traj: Trajectory, steps: list[Step]) -> None:
+        with lock:
+            writer.add(traj, steps)
+            stats.count(traj)
+            bar.update(1)
+            bar.set_postfix(ok=stats.success, fail=stats.failure, err=stats.error)
+        emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
+
+    def player(task: Task, template: TaskTemplate | None, tid: str):
+        """One attempt of `task`: the policy made fresh, the sandbox episode played."""
+        ep_seed = episode_seed(seed, task.task_id)
+        check_with = template if (policy == "oracle" or verify_random_walk) else None
+
+        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+            pol = (OraclePolicy(template, task) if policy == "oracle" else
+                   # The walk says `done` on its last step, inside the runner's step budget.
+                   RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language,
+                                    guard=guard))
+            return run_episode(env, server_url=server_url, task=task, template=check_with,
+                               policy=pol, device=device, theme=theme, font_scale=font_scale,
+                               distraction_rate=distraction_rate, seed=seed,
+                               trajectory_id=tid, blobs=store.blobs, guard=guard,
+                               max_steps=max_steps, audit=audit, attempt=attempt, info=info,
+                               on_step=on_step)
+        return play
+
+    common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=lock,
+                  emit=emit, source_name=SOURCE_NAME)
+    try:
+        with store.writer(collection, batch_size=batch_size) as writer:
+            # Claim each trajectory id once: committed ones (and repeats in the
+            # list) are skipped, so no two workers ever play the same task.
+            todo, claimed = [], set()
+            for task, template, task_profiles in zip(tasks, resolved, profiles):
+                tid = trajectory_id_for(SOURCE_NAME, task.task_id, policy, seed)
+                if writer.has(tid) or tid in claimed:
+                    stats.skipped += 1
+                    bar.update(1)
+                    emit("skip", task, tid)
+                    continue
+                claimed.add(tid)
+                todo.append((task, player(task, template, tid), tid, task_profiles))
+            if pool is None:
+                for task, play, tid, task_profiles in todo:
+                    traj, steps = crawl_task(env, task, tid, play=play, profiles=task_profiles,
+                                             **common)
+                    write(task, traj, steps)
+            else:
+                _crawl_concurrently(pool, todo, write, common)
+    finally:
+        bar.close()
+        audit.close()
+        if own_env:
+            env.close()
+        if pool is not None:
+            after = pool.stats()
+            for key in ("reconnects", "server_restarts"):
+                setattr(stats, key, after.get(key, 0) - pool_before.get(key, 0))
+        stats.seconds = round(time.perf_counter() - started, 3)
+        stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
+    return stats
+
+
+def _crawl_concurrently(pool, todo: list, write, common: dict) -> None:
+    """Play `todo` on the pool's `size` workers; write each result as it comes.
+
+    A WebEnvPool runs the episodes on its own threads (each owns its browser);
+    a DevicePool's sessions are driven from a thread pool of its size. A
+    failure that is not the task's (a PoolError: no device left, a server that
+    will not restart, a browser that will not launch) stops the crawl: queued
+    tasks are cancelled, running ones finish and are written, then the error
+    is raised.
+    """
+    if not todo:
+        return
+    stop = threading.Event()
+
+    def work(task, play, tid, task_profiles):
+        if stop.is_set():
+            return None
+        return crawl_task_pooled(pool, task, tid, play=play, profiles=task_profiles, **common)
+
+    first_error: BaseException | None = None
+    with ExitStack() as stack:
+        if hasattr(pool, "submit"):
+            submit = pool.submit
+        else:
+            submit = stack.enter_context(ThreadPoolExecutor(
+                max_workers=min(pool.size, len(todo)), thread_name_prefix="crawl")).submit
+        futures = {submit(work, *item): item[0] for item in todo}
+        try:
+            for fut in as_completed(futures):
+                try:
+                    result = fut.result()
+                except CancelledError:
+                    continue
+                except Exception as e:
+                    if first_error is None:
+                        first_error = e
+                        stop.set()
+                        for f in futures:
+                            f.cancel()
+                    continue
+                if result is not None:
+                    write(futures[fut], *result)
+        finally:
+            stop.set()  # on Ctrl-C too: no new episode starts
+            for f in futures:
+                f.cancel()
+            wait(futures)  # nothing of this crawl runs on once it returns
+    if first_error is not None:
+        raise first_error

@@ -46,6 +46,8 @@ class Bench:
 REGISTRY = [
     Bench("web_crawl", "web_crawl.py", "Web crawl throughput",
           timeout_s={"smoke": 120, "quick": 300, "full": 540}),
+    Bench("env_crawl", "env_crawl.py", "Third-party apps through environment files",
+          timeout_s={"smoke": 180, "quick": 300, "full": 480}),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from schemas.environment import screen_digest
 from schemas.observation import Observation
 from schemas.records import Step, Task
 
@@ -34,3 +35,25 @@ def answer_equals(task: Task, observation: Observation, history: list[Step], env
     norm = lambda s: " ".join(str(s).split()).casefold()  # noqa: E731
     ok = norm(answers[-1]) == norm(want)
     return {"done": True, "success": ok, "reason": f"answered {answers[-1]!r}, expected {want!r}"}
+
+
+def replays_walk(task: Task, observation: Observation, history: list[Step], env) -> dict:
+    """A reversed task's check: the replay saw the walk's screens, step by step.
+
+    params.expect_trees holds the hashes of the walk's trees (volatile text
+    masked with params.volatile); done as soon as a screen differs, or when
+    every recorded screen was seen again.
+    """
+    expect = list(task.params.get("expect_trees") or [])
+    if not expect:
+        raise ValueError(f"task {task.task_id}: replays_walk needs params.expect_trees")
+    volatile = list(task.params.get("volatile") or [])
+    seen = [screen_digest(s.a11y_tree, volatile) for s in history]
+    for i, (got, want) in enumerate(zip(seen, expect)):
+        if got != want:
+            return {"done": True, "success": False,
+                    "reason": f"step {i}: the screen differs from the walk's"}
+    if len(seen) >= len(expect):
+        return {"done": True, "success": True,
+                "reason": f"all {len(expect)} screens of the walk seen again"}
+    return {"done": False, "success": None}

@@ -5,7 +5,8 @@ from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.environments import (daily_environment_crawl, environment_crawl_job,
-                                                  environment_files_sensor, environment_trajectories)
+                                                  environment_files_sensor, environment_reverse_tasks,
+                                                  environment_trajectories)
 from dagster_project.assets.export import web_shards
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
@@ -25,6 +26,7 @@ from dagster_project.training_launcher import TrainingLauncher
 
 defs = dg.Definitions(
     assets=[task_catalog, web_trajectories, mobile_trajectories, environment_trajectories,
+            environment_reverse_tasks,
             imported_trajectories,
             reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
             task_difficulty, *TRAINING_ASSETS],

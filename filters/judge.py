@@ -15,7 +15,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from schemas.records import Step, Trajectory
 from trajforge.vlm.answers import json_objects
@@ -212,6 +212,31 @@ class Judge:
         if unparsed:
             log.info("%s: %d of %d answers unparseable (success=None)", model_id, unparsed, len(verdicts))
         return verdicts
+
+
+def episode_judge(backend: VLMBackend, blobs) -> "Callable":
+    """A `judge` verifier for environment crawls: (task, steps, observation) -> verdict dict.
+
+    The episode is judged once it ends, with this module's prompt and images;
+    the reason names the model, so the record says who judged.
+    """
+    from schemas.records import DeviceProfile
+    judge = Judge(backend)
+
+    def judge_episode(task, steps: list[Step], observation) -> dict:
+        if not steps:
+            return {"done": True, "success": False, "reward": 0.0, "reason": "no steps to judge"}
+        first = steps[0]
+        draft = Trajectory(trajectory_id=first.trajectory_id, task=task, platform="web",
+                           app=task.app, device=DeviceProfile(viewport_width=first.width,
+                                                              viewport_height=first.height),
+                           policy="agent", num_steps=len(steps))
+        images = [blobs.get(s.screenshot, s.image_format) if s.screenshot else b"" for s in steps]
+        verdict = judge.judge([JudgeInput(draft, steps, images)])[0]
+        return {"done": True, "success": verdict.success,
+                "reward": None if verdict.success is None else float(verdict.success),
+                "reason": f"judge {verdict.model_id}: {verdict.reason}"[:2000]}
+    return judge_episode
 
 
 def state_verified_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, str]:

@@ -80,6 +80,20 @@ def expand_variables(value: Any, *, source: str, environment: str | None = None,
     return value
 
 
+def mask_volatile(text: str | None, patterns: list[str]) -> str:
+    """`text` with every match of `patterns` (an environment's `volatile`) replaced."""
+    out = text or ""
+    for pattern in patterns:
+        out = re.sub(pattern, "<volatile>", out)
+    return out
+
+
+def screen_digest(tree: str | None, volatile: list[str]) -> str:
+    """A short hash of a screen's tree with its volatile text masked (replay checks)."""
+    import hashlib
+    return hashlib.sha1(mask_volatile(tree, volatile).encode("utf-8")).hexdigest()[:16]
+
+
 def fill(template: str, **values: Any) -> str:
     """`template` with {seed}, {task_id}, {session}, {language} replaced; other braces kept."""
     def sub(m: re.Match) -> str:
@@ -280,10 +294,7 @@ class Environment(_Strict):
 
     def masked(self, text: str | None) -> str:
         """`text` (a tree, a URL) with every `volatile` match replaced by a marker."""
-        out = text or ""
-        for pattern in self.volatile:
-            out = re.sub(pattern, "<volatile>", out)
-        return out
+        return mask_volatile(text, self.volatile)
 
     def origins(self) -> list[str]:
         """What the recording may reach: `allow`, or the start URL's origin."""

@@ -310,32 +310,14 @@ def _recorded_actions(store, collection: str) -> dict:
 def _vlm_from(config_path: Path, store):
     """(backend, judge callable) from a JSON backend config: the agent's model and the
     episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
-    from crawlers.env_runtime import Verdict
-    from filters.judge import Judge, JudgeInput
-    from schemas.records import Trajectory
+    from filters.judge import episode_judge
 
     from .vlm.backends import backend_from_config
     try:
         backend = backend_from_config(json.loads(config_path.read_text()))
     except (OSError, ValueError, KeyError) as err:
         _fail(f"--vlm-config {config_path}: {err}")
-    judge = Judge(backend)
-
-    def judge_fn(task, steps, obs):
-        if not steps:
-            return Verdict(done=True, success=False, reward=0.0, reason="no steps to judge")
-        first = steps[0]
-        draft = Trajectory(trajectory_id=first.trajectory_id, task=task, platform="web",
-                           app=task.app, device={"viewport_width": first.width,
-                                                 "viewport_height": first.height},
-                           policy="agent", num_steps=len(steps))
-        images = [store.blobs.get(s.screenshot, s.image_format) if s.screenshot else b""
-                  for s in steps]
-        verdict = judge.judge([JudgeInput(draft, steps, images)])[0]
-        return Verdict(done=True, success=verdict.success,
-                       reward=None if verdict.success is None else float(verdict.success),
-                       reason=f"judge {verdict.model_id}: {verdict.reason}")
-    return backend, judge_fn
+    return backend, episode_judge(backend, store.blobs)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.env_crawl import crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
-from dagster_project.resources import BrowserResource, StorageResource
-from schemas.environment import EnvironmentFileError, load_environment
+from dagster_project.resources import BrowserResource, StorageResource, VLMResource
+from filters.judge import episode_judge
+from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
+from synthesis.reverse_env import reverse_environment_tasks
 
 environment_partitions = dg.DynamicPartitionsDefinition(name="environment")
 ENVIRONMENTS_CRON = os.environ.get("TRAJFORGE_ENVIRONMENTS_CRON", "0 3 * * *")
@@ -171,3 +173,63 @@ def daily_environment_crawl(context: dg.ScheduleEvaluationContext):
             run_key=f"{day.isoformat()}:{name}", partition_key=name,
             run_config={"ops": {"environment_trajectories": {"config": {"seed": seed}}}},
             tags={"trajforge/schedule": "daily_environment_crawl"})
+
+
+@dg.asset(
+    group_name="synthesise",
+    kinds={"playwright", "json"},
+    partitions_def=environment_partitions,
+    deps=["environment_trajectories"],
+    retry_policy=CRAWL_RETRY_POLICY,
+)
+def environment_reverse_tasks(context: dg.AssetExecutionContext, storage: StorageResource,
+                              browser: BrowserResource, vlm: VLMResource):
+    """Name an environment's exploration walks as tasks, then replay and verify them.
+
+    The task file (data/reverse/<name>/tasks.jsonl) has the shape of an
+    environment file's tasks; the replays land in `env-reverse/<name>`.
+    """
+    name = context.partition_key
+    files, _ = environment_files()
+    if name not in files:
+        raise dg.Failure(f"no valid environment file named {name!r} in {environments_dir()}")
+    environment = load_environment(files[name])
+    store = storage.raw
+    backend = vlm.backend()
+    walks = explore_walks(store, f"env/{name}")
+    made = reverse_environment_tasks(walks, volatile=environment.volatile, backend=backend,
+                                     blobs=store.blobs, judge=backend is not None)
+    path = made.write(storage.path / "reverse" / name / "tasks.jsonl")
+    replayed = environment_from_dict({**environment.model_dump(exclude_none=True),
+                                      "tasks": made.tasks, "explore": None},
+                                     source=str(path)) if made.tasks else None
+    summary = {}
+    if replayed is not None:
+        judge = episode_judge(backend, store.blobs) if backend is not None else None
+        with WebEnvPool(browser.browsers, headless=browser.headless,
+                        executable_path=browser.executable_path,
+                        image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
+                        request_filter=Allowlist(environment.origins())) as pool:
+            stats = crawl_environment(replayed, store=store, collection=f"env-reverse/{name}",
+                                      policy="replay", pool=pool, judge=judge)
+        summary = stats.summary()
+    context.log.info(f"{name}: {made.walks} walks -> {len(made.tasks)} tasks {made.sources}; "
+                     f"replays {json.dumps(summary, sort_keys=True)}")
+    return dg.MaterializeResult(metadata={
+        "walks": made.walks, "tasks": len(made.tasks), "task_file": str(path),
+        "instruction_sources": dg.MetadataValue.json(made.sources),
+        "skipped_walks": dg.MetadataValue.json(made.skipped),
+        "replays_verified": summary.get("success", 0),
+        "replays_failed": summary.get("failure", 0), "replays_error": summary.get("error", 0),
+        "template_named": made.sources.get("template", 0)})
+
+
+def explore_walks(store, collection: str):
+    """(trajectory, steps) of the exploration episodes recorded in `collection`."""
+    walks = {t.trajectory_id: t for t in store.iter_trajectories(collection)
+             if t.task.params.get("explore")}
+    steps: dict = {}
+    for s in store.iter_steps(collection):
+        if s.trajectory_id in walks:
+            steps.setdefault(s.trajectory_id, []).append(s)
+    return [(walks[tid], steps.get(tid, [])) for tid in sorted(walks)]

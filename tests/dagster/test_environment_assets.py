@@ -90,3 +90,40 @@ def _run_all(instance, data):
     assert counts == [2, 3]          # seed 0, then day 1 adds one, day 2 another
     assert _materialize(instance, data, "counter", seed=seeds[1]).success   # a re-run adds nothing
     assert len(list(RawStore(data / "raw").iter_trajectories("env/counter"))) == 3
+
+
+WALKER = """name: walker
+start_url: {url}/
+explore: {{policy: random_walk, episodes: 2, max_steps: 4}}
+"""
+
+
+def test_explored_walks_become_replayed_verified_tasks(server, tmp_path, monkeypatch):
+    import json
+
+    from dagster_project.assets.environments import environment_reverse_tasks
+    from dagster_project.resources import VLMResource
+    folder, data = tmp_path / "environments", tmp_path / "data"
+    folder.mkdir()
+    (folder / "walker.yaml").write_text(WALKER.format(url=server))
+    monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(environment_partitions.name, ["walker"])
+        resources = {"storage": StorageResource(root=str(data)),
+                     "browser": BrowserResource(browsers=1), "vlm": VLMResource(kind="none")}
+        run = dg.materialize([environment_trajectories, environment_reverse_tasks],
+                             partition_key="walker", instance=instance, resources=resources)
+        assert run.success
+        [mat] = run.asset_materializations_for_node("environment_reverse_tasks")
+        meta = {k: v.value for k, v in mat.metadata.items()}
+    walks = list(RawStore(data / "raw").iter_trajectories("env/walker"))
+    assert len(walks) == 2 and {t.outcome for t in walks} == {"unknown"}   # no verifier: honest
+    assert meta["walks"] == 2 and meta["tasks"] == 2
+    assert meta["instruction_sources"] == {"template": 2}          # no VLM: labelled template
+    rows = [json.loads(line) for line in (data / "reverse" / "walker" / "tasks.jsonl")
+            .read_text().splitlines()]
+    assert all(r["params"]["instruction_source"] == "template" and r["params"]["actions"]
+               for r in rows)
+    replays = list(RawStore(data / "raw").iter_trajectories("env-reverse/walker"))
+    assert sorted(t.outcome for t in replays) == ["success", "success"], [t.error for t in replays]
+    assert {t.verified_by for t in replays} == {"python"} and meta["replays_verified"] == 2

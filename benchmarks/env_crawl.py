@@ -1,0 +1,158 @@
+"""Crawling third-party apps through environment files: the recorder against a bare loop.
+
+    .venv/bin/python benchmarks/env_crawl.py [--mode quick]
+
+In one run, for TiddlyWiki (npm) and Datasette (PyPI), each started on
+loopback as the tests start them, through their files in examples/environments/:
+
+1. trajforge: `crawl_environment` with the oracle on the task file, then a
+   random walk of a few exploration episodes (1 browser, the allowlist proxy,
+   verifier after every step): episodes, verified-success rate, the walk's
+   no-op rate, P50/P95 step latency, reset time, steps/s;
+2. baseline: a bare Playwright loop over the very steps 1 recorded: per
+   trajectory a fresh context and the start page, per step a click at the
+   recorded point (typing the recorded text, pressing the recorded key) and a
+   PNG screenshot, nothing else.
+
+The row is 1's steps/s over 2's (the price of recording: settle, aria snapshot
+with boxes, clickables scan, verifier, blobs and Parquet).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Row, machine_short, pick  # noqa: E402
+
+from crawlers.env_crawl import crawl_environment  # noqa: E402
+from schemas.environment import load_environment  # noqa: E402
+from schemas.keys import to_playwright  # noqa: E402
+from tests.thirdparty.apps import ENVIRONMENTS, datasette, tiddlywiki  # noqa: E402
+from trajforge.store import RawStore  # noqa: E402
+
+SIZES = {"smoke": {"walks": 1, "walk_steps": 4}, "quick": {"walks": 3, "walk_steps": 8},
+         "full": {"walks": 6, "walk_steps": 10}}
+APPS = {"tiddlywiki": (tiddlywiki, "TIDDLYWIKI_URL"), "datasette": (datasette, "DATASETTE_URL")}
+
+
+def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
+    """Replay the recorded steps with click / type / key + screenshot only."""
+    from playwright.sync_api import sync_playwright
+
+    from crawlers.browser import launch_chromium
+
+    trajs = list(store.iter_trajectories(collections))
+    steps_by: dict = {}
+    for s in store.iter_steps(collections):
+        steps_by.setdefault(s.trajectory_id, []).append(s)
+    n, phase = 0, {"act": 0.0, "screenshot": 0.0}
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            t0 = time.perf_counter()
+            for traj in trajs:
+                d = traj.device
+                ctx = browser.new_context(viewport={"width": d.viewport_width,
+                                                    "height": d.viewport_height},
+                                          device_scale_factor=d.pixel_ratio, locale=d.locale,
+                                          color_scheme=d.theme)
+                page = ctx.new_page()
+                page.goto(traj.task.start_url or start_url, wait_until="domcontentloaded")
+                for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
+                    a = s.action
+                    t = time.perf_counter()
+                    try:
+                        if a.x is not None and a.type.value in ("tap", "select"):
+                            page.mouse.click(a.x * d.viewport_width, a.y * d.viewport_height)
+                        elif a.type.value == "type" and a.text:
+                            page.keyboard.insert_text(a.text)
+                        elif a.type.value == "key" and a.text:
+                            page.keyboard.press(to_playwright(a.text))
+                        elif a.type.value == "scroll":
+                            page.mouse.wheel(0, 480 if a.direction == "down" else -480)
+                    except Exception:  # noqa: BLE001 - the baseline does not recover, it moves on
+                        pass
+                    t1 = time.perf_counter()
+                    phase["act"] += t1 - t
+                    try:
+                        page.screenshot(type="png", scale="css")
+                    except Exception:  # noqa: BLE001 - a navigation swapped the frame: once more
+                        page.screenshot(type="png", scale="css")
+                    phase["screenshot"] += time.perf_counter() - t1
+                    n += 1
+                ctx.close()
+            seconds = time.perf_counter() - t0
+        finally:
+            browser.close()
+    return {"steps": n, "seconds": seconds, "steps_per_s": n / seconds if seconds else 0.0,
+            "phase_ms_per_step": {k: round(v * 1000 / max(1, n), 1) for k, v in phase.items()}}
+
+
+def measure(walks: int, walk_steps: int) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="env_crawl-") as tmp:
+        root = Path(tmp)
+        for name, (start, var) in APPS.items():
+            (root / name).mkdir()
+            with start(root / name) as url:
+                os.environ[var] = url
+                environment = load_environment(ENVIRONMENTS / f"{name}.yaml")
+                store = RawStore(root / name / "raw")
+                t0 = time.perf_counter()
+                tasks = crawl_environment(environment, store=store, collection="tasks",
+                                          policy="oracle", retries=0)
+                walk = crawl_environment(environment, store=store, collection="walk",
+                                         policy="random_walk", episodes=walks,
+                                         max_steps=walk_steps, retries=0)
+                seconds = time.perf_counter() - t0
+                steps = tasks.steps + walk.steps
+                bare = bare_loop(store, ["tasks", "walk"], environment.start_url)
+                out[name] = {"tasks": tasks.summary(), "walk": walk.summary(),
+                             "steps": steps, "seconds": round(seconds, 2),
+                             "steps_per_s": steps / seconds, "bare": bare}
+    return out
+
+
+def rows_from(m: dict) -> list[Row]:
+    mach = machine_short()
+    rows = []
+    for name, r in m.items():
+        t, w = r["tasks"], r["walk"]
+        note = (f"{t['episodes']} task episodes, verified success {t['verified_success_rate']}; "
+                f"{w['episodes']} walks, no-op rate {w['noop_rate']}; step P50/P95 "
+                f"{t['step_ms_p50']}/{t['step_ms_p95']} ms (tasks), "
+                f"{w['step_ms_p50']}/{w['step_ms_p95']} ms (walk); reset P50 "
+                f"{t['reset_ms_p50']} ms; bare act {r['bare']['phase_ms_per_step']['act']} + "
+                f"screenshot {r['bare']['phase_ms_per_step']['screenshot']} ms")
+        rows.append(Row("env_crawl", f"{name} (environment file): recorded steps/s, 1 browser",
+                        r["steps_per_s"], r["bare"]["steps_per_s"], "steps/s",
+                        "bare Playwright click + PNG screenshot over the same steps",
+                        note=note, machine=mach,
+                        extra={"tasks": t, "walk": w, "bare": r["bare"]}))
+    return rows
+
+
+def run(mode: str) -> list[Row]:
+    sizes = pick(mode, SIZES)
+    return rows_from(measure(sizes["walks"], sizes["walk_steps"]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", default="quick", choices=list(SIZES))
+    args = ap.parse_args()
+    m = measure(**SIZES[args.mode])
+    print(json.dumps(m, indent=2))
+    for r in rows_from(m):
+        print(f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} = {r.ratio:.2f}")
+        print(f"  {r.note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -35,6 +35,8 @@ from schemas.environment import Environment, VerifierSpec, fill
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task
 
+from .env_page import web_page
+
 # The HTTP status of the document that is shown (Chromium 109+).
 _STATUS_JS = """() => { const n = performance.getEntriesByType('navigation')[0];
   return n && n.responseStatus ? n.responseStatus : null; }"""
@@ -116,11 +118,13 @@ def load_callable(dotted: str) -> Callable:
 
 
 def page_of(env):
-    """The Playwright page of a WebEnv (JS verifiers, setup); a clear error elsewhere."""
-    page = getattr(env, "page", None)
+    """The page of a WebEnv or of an Appium Chromium phone (JS verifiers, setup); a clear
+    error for a native app."""
+    page = web_page(env)
     if page is None:
         raise SetupError(f"{type(env).__name__} has no page to run JavaScript in "
-                         f"(js verifiers and setup scripts need a browser environment)")
+                         f"(js verifiers, setup scripts and instruction_js need a browser; "
+                         f"a native app's setup is a deep link)")
     return page
 
 
@@ -167,6 +171,13 @@ class EnvironmentRuntime:
 
     # ------------------------------------------------------------------ start
     def start_url(self, task: Task, *, session: str, seed: int) -> str:
+        """Where the episode starts: a URL, or for a native app its package/activity or
+        bundle id (the env launches it)."""
+        app = self.environment.app
+        if app is not None and not task.start_url:
+            if app.package:
+                return f"{app.package}/{app.activity}" if app.activity else app.package
+            return app.bundle_id
         url = task.start_url or self.environment.start_url
         if not url:
             raise StartPageError(self.where(task, "start_url") + ": none given")
@@ -198,7 +209,7 @@ class EnvironmentRuntime:
         if obs.last_action_error:
             raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
                                  f"did not load: {obs.last_action_error}")
-        page = getattr(env, "page", None)
+        page = web_page(env)
         if page is not None:
             status = self._evaluate(page, _STATUS_JS, None, task, "start page status")
             if isinstance(status, int) and status >= 400:
@@ -224,6 +235,8 @@ class EnvironmentRuntime:
         return obs, task
 
     def _run_setup(self, env, script: str, task: Task) -> None:
+        if web_page(env) is None and self.environment.app is not None:
+            return self._deep_link(env, script, task)
         page = page_of(env)
         try:
             page.evaluate(script)
@@ -237,7 +250,33 @@ class EnvironmentRuntime:
             raise SetupError(self.where(task, "setup") + f": the page did not load after "
                              f"setup: {_short(e)}") from e
 
+    def _deep_link(self, env, link: str, task: Task) -> None:
+        """A native app's setup: open the deep link in the app (Appium's mobile: deepLink)."""
+        app = self.environment.app
+        args = {"url": link.strip()}
+        args.update({"package": app.package} if app.package else {"bundleId": app.bundle_id})
+        try:
+            env.driver.execute_script("mobile: deepLink", args)
+        except Exception as e:  # noqa: BLE001
+            raise SetupError(self.where(task, "setup") + f": deep link {link!r}: {_short(e)}") from e
+
+    def _wait_native(self, env, condition: str, task: Task) -> None:
+        """wait_for in a native app: an XPath ("//...") or an accessibility id."""
+        by = "xpath" if condition.lstrip().startswith(("/", "(")) else "accessibility id"
+        deadline = time.monotonic() + self.environment.wait_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if env.driver.find_elements(by, condition):
+                    return
+            except Exception:  # noqa: BLE001 - the app is still starting
+                pass
+            time.sleep(0.25)
+        raise SetupError(self.where(task, "wait_for") + f" {condition!r} ({by}): not found "
+                         f"within {self.environment.wait_timeout_s}s")
+
     def _wait_for(self, env, condition: str, task: Task) -> None:
+        if web_page(env) is None and self.environment.app is not None:
+            return self._wait_native(env, condition, task)
         page = page_of(env)
         timeout_ms = self.environment.wait_timeout_s * 1000
         kind, _, body = condition.partition(":")

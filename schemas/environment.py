@@ -254,9 +254,15 @@ class Environment(_Strict):
                                  f"(or a start_url on every task)")
             if self.app is not None:
                 raise ValueError("'app' is for android/ios; a web environment has 'start_url'")
-        elif self.app is None:
-            raise ValueError(f"an {self.platform} environment needs 'app' "
-                             f"(package/activity or bundle_id)")
+        else:
+            if self.app is None:
+                raise ValueError(f"an {self.platform} environment needs 'app' "
+                                 f"(package/activity or bundle_id)")
+            # A native app has no page: what needs one is refused here, not mid-crawl.
+            specs = [self.verifier] + [t.verifier for t in self.tasks]
+            if any(s is not None and s.kind == "js" for s in specs) or self.instruction_js:
+                raise ValueError(f"an {self.platform} app has no page for JavaScript: use an "
+                                 f"http, python or judge verifier (and no instruction_js)")
         if not self.tasks and self.explore is None and self.instruction_js is None:
             raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
         seen: set[str] = set()

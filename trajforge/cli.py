@@ -9,6 +9,7 @@ import json
 import sys
 import tarfile
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -259,7 +260,14 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
                          "are played back"),
           vlm_config: Optional[Path] = typer.Option(
               None, help="a JSON VLM backend config, for --policy agent and judge verifiers"),
-          image_format: str = typer.Option("png", help="png or jpeg")) -> None:
+          image_format: str = typer.Option("png", help="png or jpeg"),
+          appium: bool = typer.Option(False, help="play on phones through a local Appium server "
+                                                  "(Chromium phones of the file's devices)"),
+          devices_file: Optional[Path] = typer.Option(
+              None, help="an Appium capabilities file of real devices (docs/device_farm.md); "
+                         "implies --appium"),
+          appium_url: Optional[str] = typer.Option(None, help="an Appium server already running")
+          ) -> None:
     """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
     from crawlers.env_crawl import ENV_POLICIES, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
@@ -280,14 +288,39 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
             "actions" in t.params for t in environment.tasks):
         _fail("--policy replay needs --replay-from COLLECTION or tasks with params.actions")
     try:
-        stats = crawl_environment(environment, store=store,
-                                  collection=collection or f"env/{environment.name}",
-                                  policy=policy, seed=seed, episodes=episodes,
-                                  max_steps=max_steps, judge=judge, backend=backend,
-                                  replay=replay, image_format=image_format)
+        with ExitStack() as stack:
+            pool = None
+            if appium or devices_file or appium_url:
+                pool = stack.enter_context(_device_pool(environment, devices_file, appium_url,
+                                                        image_format))
+            stats = crawl_environment(environment, store=store,
+                                      collection=collection or f"env/{environment.name}",
+                                      policy=policy, seed=seed, episodes=episodes,
+                                      max_steps=max_steps, judge=judge, backend=backend,
+                                      replay=replay, image_format=image_format, pool=pool)
     except ValueError as err:
         _fail(str(err))
     typer.echo(json.dumps(stats.summary(), sort_keys=True))
+
+
+@contextmanager
+def _device_pool(environment, devices_file, appium_url, image_format):
+    """A DevicePool for the environment: the devices file's phones, or Chromium phones of
+    the file's `devices` (default pixel_8), on `appium_url` or a local Appium server."""
+    from crawlers.appium_server import AppiumServer
+    from crawlers.capabilities import chromium_device, load_devices
+    from crawlers.device_pool import DevicePool
+    from crawlers.randomise import MOBILE_PROFILES
+    if devices_file is not None:
+        specs = load_devices(devices_file)
+    else:
+        names = [n for n in environment.devices if n in MOBILE_PROFILES] or ["pixel_8"]
+        specs = [chromium_device(n) for n in names]
+    with ExitStack() as stack:
+        server = None if appium_url else stack.enter_context(AppiumServer())
+        pool = DevicePool(specs, server=server, server_url=appium_url, image_format=image_format)
+        with pool:  # closed before the server it uses stops
+            yield pool
 
 
 def _recorded_actions(store, collection: str) -> dict:

@@ -10,15 +10,10 @@ and stored as an error trajectory that says why once out of retries.
 """
 from __future__ import annotations
 
-import sys
-import threading
 import time
-from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
-
-from tqdm import tqdm
 
 from schemas.actions import Action
 from schemas.environment import Environment
@@ -27,6 +22,7 @@ from trajforge.store import RawStore
 
 from .allowlist import Allowlist
 from .crawl_episode import EpisodeInfo, env_platform
+from .crawl_loop import Recorder, run_pooled
 from .crawl_tasks import CrawlStats, ProgressEvent, close_episode_quietly
 from .env_episode import run_env_episode
 from .env_runtime import EnvironmentRuntime, JudgeFn, load_callable
@@ -204,50 +200,31 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
                             step_timeout_s=step_timeout_s,
                             request_filter=Allowlist(environment.origins()))
     audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
-    bar = tqdm(total=len(tasks), desc=f"crawl {environment.name}", unit="traj",
-               disable=not sys.stderr.isatty())
 
-    lock = threading.RLock()  # worker threads report while the main thread writes
+    def figures(traj: Trajectory, steps: list[Step]) -> None:
+        stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
+                                and s.act_ms is not None)
+        stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
-    def emit(kind: str, task: Task, tid: str, **kw) -> None:
-        with lock:
-            if progress is not None:
-                progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
-                                       stats=stats, **kw))
-
-    def write(task: Task, traj: Trajectory, steps: list[Step]) -> None:
-        with lock:
-            writer.add(traj, steps)
-            stats.count(traj)
-            stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
-                                    and s.act_ms is not None)
-            stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
-            bar.update(1)
-        emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
-
+    rec = Recorder(stats, total=len(tasks), desc=f"crawl {environment.name}",
+                   progress=progress, on_write=figures)
     common = dict(policy=policy, seed=seed, max_steps=steps_budget, retries=retries,
-                  store=store, guard=guard, audit=audit, stats=stats, emit=emit,
-                  backend=backend, replay=replay, lock=lock)
-
+                  store=store, guard=guard, audit=audit, stats=stats, emit=rec.emit,
+                  backend=backend, replay=replay, lock=rec.lock)
     try:
-        with store.writer(collection, batch_size=batch_size) as writer:
-            todo, claimed = [], set()
-            for task in tasks:
-                tid = trajectory_id_for(environment.source, task.task_id, policy, seed)
-                if writer.has(tid) or tid in claimed:
-                    stats.skipped += 1
-                    bar.update(1)
-                    emit("skip", task, tid)
-                    continue
-                claimed.add(tid)
-                todo.append((task, tid))
+        with store.writer(collection, batch_size=batch_size) as rec.writer:
+            todo = rec.claim(((t,) for t in tasks),
+                             lambda t: trajectory_id_for(environment.source, t.task_id,
+                                                         policy, seed))
             if pool is None:
                 for task, tid in todo:
-                    write(task, *_crawl_one(_own(env), runtime, task, tid, **common))
+                    rec.write(task, *_crawl_one(_own(env), runtime, task, tid, **common))
             else:
-                _crawl_pooled(pool, runtime, todo, write, common)
+                run_pooled(pool, todo,
+                           lambda task, tid: _crawl_one(pool.lease, runtime, task, tid, **common),
+                           rec.write)
     finally:
-        bar.close()
+        rec.close()
         audit.close()
         if own_env:
             env.close()
@@ -272,54 +249,6 @@ def _own_lease(env):
 
 def _own(env):
     return lambda: _own_lease(env)
-
-
-def _crawl_pooled(pool, runtime: EnvironmentRuntime, todo: list, write, common: dict) -> None:
-    """Play `todo` on the pool's workers, each attempt on a fresh lease; write as they end.
-
-    A failure that is not the task's (a PoolError: a browser that will not
-    launch) stops the crawl after the running episodes are written.
-    """
-    if not todo:
-        return
-    stop = threading.Event()
-
-    def work(task, tid):
-        if stop.is_set():
-            return None
-        return _crawl_one(pool.lease, runtime, task, tid, **common)
-
-    # A WebEnvPool runs episodes on its own threads (Playwright binds a browser to
-    # one); a DevicePool's Appium sessions are driven from a thread pool of its size.
-    executor = None if hasattr(pool, "submit") else ThreadPoolExecutor(
-        max_workers=min(pool.size, len(todo)), thread_name_prefix="env-crawl")
-    submit = pool.submit if executor is None else executor.submit
-    futures = {submit(work, task, tid): task for task, tid in todo}
-    first_error = None
-    try:
-        for fut in as_completed(futures):
-            try:
-                result = fut.result()
-            except CancelledError:
-                continue
-            except Exception as e:  # noqa: BLE001 - raised once the others are written
-                if first_error is None:
-                    first_error = e
-                    stop.set()
-                    for f in futures:
-                        f.cancel()
-                continue
-            if result is not None:
-                write(futures[fut], *result)
-    finally:
-        stop.set()
-        for f in futures:
-            f.cancel()
-        wait(futures)
-        if executor is not None:
-            executor.shutdown()
-    if first_error is not None:
-        raise first_error
 
 
 def _crawl_one(acquire, runtime: EnvironmentRuntime, task: Task, tid: str, *, policy: str,

@@ -13,17 +13,12 @@ draw_device, profiles_for, ...) are re-exported here.
 """
 from __future__ import annotations
 
-import sys
-import threading
 import time
-from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed, wait
-from contextlib import ExitStack
 from typing import TYPE_CHECKING, Callable, Iterable
-
-from tqdm import tqdm
 
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
+from crawlers.crawl_loop import Recorder, run_pooled
 from crawlers.crawl_episode import TERMINAL, CrawlEnv, EpisodeInfo, element_at, env_platform
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
@@ -33,7 +28,7 @@ from crawlers.guard import AuditLog, SafetyGuard
 from crawlers.policies import RandomWalkPolicy
 from crawlers.randomise import episode_seed
 from crawlers.web_env import WebEnv
-from schemas.records import Step, Task, Trajectory, trajectory_id_for
+from schemas.records import Task, trajectory_id_for
 from trajforge.store import RawStore
 
 from sandbox.apps import MOBILE_APPS
@@ -135,25 +130,8 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
         env = WebEnv.launch(headless=True, image_format=image_format,
                             step_timeout_s=step_timeout_s, request_filter=allow)
     audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
-    bar = tqdm(total=len(tasks), desc=f"crawl {collection}", unit="traj",
-               disable=not sys.stderr.isatty())
-    # Worker threads report steps and retries while the main thread writes.
-    lock = threading.RLock()
+    rec = Recorder(stats, total=len(tasks), desc=f"crawl {collection}", progress=progress)
     pool_before = pool.stats() if pool is not None else None
-
-    def emit(kind: str, task: Task, tid: str, **kw) -> None:
-        with lock:
-            if progress is not None:
-                progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
-                                       stats=stats, **kw))
-
-    def write(task: Task, traj: Trajectory, steps: list[Step]) -> None:
-        with lock:
-            writer.add(traj, steps)
-            stats.count(traj)
-            bar.update(1)
-            bar.set_postfix(ok=stats.success, fail=stats.failure, err=stats.error)
-        emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
 
     def player(task: Task, template: TaskTemplate | None, tid: str):
         """One attempt of `task`: the policy made fresh, the sandbox episode played."""
@@ -173,31 +151,25 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
                                on_step=on_step)
         return play
 
-    common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=lock,
-                  emit=emit, source_name=SOURCE_NAME)
+    common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=rec.lock,
+                  emit=rec.emit, source_name=SOURCE_NAME)
     try:
-        with store.writer(collection, batch_size=batch_size) as writer:
-            # Claim each trajectory id once: committed ones (and repeats in the
-            # list) are skipped, so no two workers ever play the same task.
-            todo, claimed = [], set()
-            for task, template, task_profiles in zip(tasks, resolved, profiles):
-                tid = trajectory_id_for(SOURCE_NAME, task.task_id, policy, seed)
-                if writer.has(tid) or tid in claimed:
-                    stats.skipped += 1
-                    bar.update(1)
-                    emit("skip", task, tid)
-                    continue
-                claimed.add(tid)
-                todo.append((task, player(task, template, tid), tid, task_profiles))
+        with store.writer(collection, batch_size=batch_size) as rec.writer:
+            todo = rec.claim(zip(tasks, resolved, profiles),
+                             lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed))
+            todo = [(task, player(task, template, tid), tid, task_profiles)
+                    for task, tid, template, task_profiles in todo]
             if pool is None:
                 for task, play, tid, task_profiles in todo:
-                    traj, steps = crawl_task(env, task, tid, play=play, profiles=task_profiles,
-                                             **common)
-                    write(task, traj, steps)
+                    rec.write(task, *crawl_task(env, task, tid, play=play,
+                                                profiles=task_profiles, **common))
             else:
-                _crawl_concurrently(pool, todo, write, common)
+                run_pooled(pool, todo,
+                           lambda task, play, tid, task_profiles: crawl_task_pooled(
+                               pool, task, tid, play=play, profiles=task_profiles, **common),
+                           rec.write)
     finally:
-        bar.close()
+        rec.close()
         audit.close()
         if own_env:
             env.close()
@@ -208,54 +180,3 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
         stats.seconds = round(time.perf_counter() - started, 3)
         stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
     return stats
-
-
-def _crawl_concurrently(pool, todo: list, write, common: dict) -> None:
-    """Play `todo` on the pool's `size` workers; write each result as it comes.
-
-    A WebEnvPool runs the episodes on its own threads (each owns its browser);
-    a DevicePool's sessions are driven from a thread pool of its size. A
-    failure that is not the task's (a PoolError: no device left, a server that
-    will not restart, a browser that will not launch) stops the crawl: queued
-    tasks are cancelled, running ones finish and are written, then the error
-    is raised.
-    """
-    if not todo:
-        return
-    stop = threading.Event()
-
-    def work(task, play, tid, task_profiles):
-        if stop.is_set():
-            return None
-        return crawl_task_pooled(pool, task, tid, play=play, profiles=task_profiles, **common)
-
-    first_error: BaseException | None = None
-    with ExitStack() as stack:
-        if hasattr(pool, "submit"):
-            submit = pool.submit
-        else:
-            submit = stack.enter_context(ThreadPoolExecutor(
-                max_workers=min(pool.size, len(todo)), thread_name_prefix="crawl")).submit
-        futures = {submit(work, *item): item[0] for item in todo}
-        try:
-            for fut in as_completed(futures):
-                try:
-                    result = fut.result()
-                except CancelledError:
-                    continue
-                except Exception as e:
-                    if first_error is None:
-                        first_error = e
-                        stop.set()
-                        for f in futures:
-                            f.cancel()
-                    continue
-                if result is not None:
-                    write(futures[fut], *result)
-        finally:
-            stop.set()  # on Ctrl-C too: no new episode starts
-            for f in futures:
-                f.cancel()
-            wait(futures)  # nothing of this crawl runs on once it returns
-    if first_error is not None:
-        raise first_error

@@ -111,7 +111,39 @@ class SFTConfig(TrainConfig):
         return v
 
 
-class RLConfig(TrainConfig):
+class PPOReuse(TrainConfig):
+    """PPO-style reuse of each batch of rollouts: `ppo_epochs` passes over its rows (or
+    answer sequences), each pass in shuffled minibatches of `minibatch_size` (None = all:
+    one optimiser step per pass). ppo_epochs 1 with minibatch_size None is one on-policy
+    step (the ratio is 1, the clip idle); more steps per batch make the ratio move and the
+    clip act. Left at those defaults they are out of the checkpoint id."""
+
+    ppo_epochs: int = 1
+    minibatch_size: int | None = None
+
+    @field_validator("ppo_epochs")
+    @classmethod
+    def _epochs(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be >= 1")
+        return v
+
+    @field_validator("minibatch_size")
+    @classmethod
+    def _minibatch(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError("must be >= 1 (or null: all rows of the batch)")
+        return v
+
+    def identity(self) -> dict[str, Any]:
+        ident = super().identity()
+        return {k: v for k, v in ident.items() if not (k in PPO_DEFAULTS and v == PPO_DEFAULTS[k])}
+
+
+PPO_DEFAULTS = {"ppo_epochs": 1, "minibatch_size": None}
+
+
+class RLConfig(PPOReuse):
     """Offline step-level GRPO on a reasoning set (issue 7, part 2)."""
 
     ref_model_path: str | None = None  # None = model_path
@@ -125,12 +157,6 @@ class RLConfig(TrainConfig):
     temperature: float = 1.0
     max_new_tokens: int = 64
     prompts_per_step: int = 1
-    # PPO-style reuse of each batch of rollouts: `ppo_epochs` passes over its rows, each
-    # pass in shuffled minibatches of `minibatch_size` rows (None = all rows: one optimiser
-    # step per pass). ppo_epochs 1 with minibatch_size None is one on-policy step (the ratio
-    # is 1, the clip idle); more steps per batch make the ratio move and the clip act.
-    ppo_epochs: int = 1
-    minibatch_size: int | None = None
     curriculum: bool = False
     # direct-act prompts by default: the reward scores the answer, a thought only adds tokens
     mode_filter: Literal["direct", "reason"] | None = "direct"
@@ -142,42 +168,8 @@ class RLConfig(TrainConfig):
             raise ValueError("must be >= 2 (advantages compare rollouts of one group)")
         return v
 
-    @field_validator("ppo_epochs")
-    @classmethod
-    def _epochs(cls, v: int) -> int:
-        return check_ppo_epochs(v)
-
-    @field_validator("minibatch_size")
-    @classmethod
-    def _minibatch(cls, v: int | None) -> int | None:
-        return check_minibatch_size(v)
-
-    def identity(self) -> dict[str, Any]:
-        return without_ppo_defaults(super().identity())
-
     def resolved_ref_model_path(self) -> Path:
         return resolve_model_path(self.ref_model_path or self.model_path)
-
-
-def check_ppo_epochs(v: int) -> int:
-    if v < 1:
-        raise ValueError("must be >= 1")
-    return v
-
-
-def check_minibatch_size(v: int | None) -> int | None:
-    if v is not None and v < 1:
-        raise ValueError("must be >= 1 (or null: all rows of the batch)")
-    return v
-
-
-PPO_DEFAULTS = {"ppo_epochs": 1, "minibatch_size": None}
-
-
-def without_ppo_defaults(ident: dict[str, Any]) -> dict[str, Any]:
-    """The identity without PPO fields left at their defaults: a config that does not use
-    them keeps the checkpoint id it had before they existed."""
-    return {k: v for k, v in ident.items() if not (k in PPO_DEFAULTS and v == PPO_DEFAULTS[k])}
 
 
 def resolve_model_path(model_path: str) -> Path:

@@ -48,14 +48,13 @@ from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
 from synthesis.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
 from trajforge.store import RawStore
-from training.config import (TrainConfig, check_minibatch_size, check_ppo_epochs, resolve_model_path,
-                             without_ppo_defaults)
+from training.config import PPOReuse, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
 
 log = logging.getLogger(__name__)
 
 
-class OnlineRLConfig(TrainConfig):
+class OnlineRLConfig(PPOReuse):
     """Online GRPO in the sandbox. `max_steps` is the agent's step budget per episode."""
 
     ref_model_path: str | None = None  # None = model_path
@@ -77,20 +76,7 @@ class OnlineRLConfig(TrainConfig):
     set_mode: Literal["direct", "reason"] = "direct"
     curriculum_low: float = 0.3
     curriculum_high: float = 0.7
-    # PPO-style reuse of each iteration's rollouts (training.config.RLConfig says the same):
-    # passes over its answer sequences, in minibatches of `minibatch_size` sequences.
-    ppo_epochs: int = 1
-    minibatch_size: int | None = None
-
-    @field_validator("ppo_epochs")
-    @classmethod
-    def _epochs(cls, v: int) -> int:
-        return check_ppo_epochs(v)
-
-    @field_validator("minibatch_size")
-    @classmethod
-    def _minibatch(cls, v: int | None) -> int | None:
-        return check_minibatch_size(v)
+    # ppo_epochs / minibatch_size (PPOReuse): passes over each iteration's answer sequences.
 
     @field_validator("k")
     @classmethod
@@ -108,8 +94,7 @@ class OnlineRLConfig(TrainConfig):
 
     def identity(self) -> dict[str, Any]:
         # Where the rollouts go and which server plays them do not change what is trained.
-        return without_ppo_defaults({k: v for k, v in super().identity().items()
-                                     if k not in ("store", "server_url")})
+        return {k: v for k, v in super().identity().items() if k not in ("store", "server_url")}
 
 
 def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:

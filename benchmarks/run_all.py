@@ -50,6 +50,8 @@ REGISTRY = [
           timeout_s={"smoke": 180, "quick": 300, "full": 480}),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
+    Bench("pii_ocr", "pii_ocr.py", "Personal data on screenshots without a tree (OCR)",
+          timeout_s={"smoke": 180, "quick": 300, "full": 540}),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
     Bench("vlm_batching", "vlm_batching.py", "VLM batching"),
     Bench("mobile_throughput", "mobile_throughput.py", "Mobile crawl throughput"),

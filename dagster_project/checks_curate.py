@@ -4,7 +4,7 @@ import json
 import dagster as dg
 
 from dagster_project.resources import StorageResource
-from filters.audit import curated_leaks, unexplained_drops
+from filters.audit import curated_pii_audit, unexplained_drops
 
 MAX_DUPLICATE_RATE = 0.5   # more means a crawler stuck on one screen, not a dataset
 MAX_NOOP_RATE = 0.3
@@ -47,11 +47,33 @@ def curated_noop_rate(storage: StorageResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset="curated_steps", blocking=True,
-                description="No personal data the sandbox planted is left in any text field of the curated steps.")
+                description="No planted personal data is left in a real-data trajectory of the curated "
+                            "steps; in synthetic ones (the sandbox) it is kept and listed in pii_audit.jsonl.")
 def curated_no_planted_pii(storage: StorageResource) -> dg.AssetCheckResult:
-    checked, leaks = curated_leaks(storage.curated)
-    return dg.AssetCheckResult(passed=not leaks, metadata={
-        "trajectories_checked": checked, "leaks": len(leaks), "first": dg.MetadataValue.json(leaks[:5])})
+    s = _summary(storage)
+    synthetic = s.get("pii_synthetic_sources", [])
+    audit = curated_pii_audit(storage.curated, synthetic)
+    listed = _audited_trajectories(storage.curated_dir / "pii_audit.jsonl")
+    unlisted = sorted({k["trajectory_id"] for k in audit["kept"]} - listed)
+    return dg.AssetCheckResult(passed=not audit["leaks"] and not unlisted, metadata={
+        "trajectories_checked": audit["checked"], "leaks": len(audit["leaks"]),
+        "synthetic_sources": dg.MetadataValue.json(synthetic),
+        "synthetic_values_kept": len(audit["kept"]),
+        "kept_but_not_in_audit": dg.MetadataValue.json(unlisted[:5]),
+        "first": dg.MetadataValue.json(audit["leaks"][:5])})
+
+
+def _audited_trajectories(path) -> set[str]:
+    """Trajectories with a kept_synthetic line in curation's PII audit."""
+    if not path.exists():
+        return set()
+    out = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("action") == "kept_synthetic":
+                out.add(rec["trajectory_id"])
+    return out
 
 
 CURATE_CHECKS = [curated_steps_reconcile, curated_duplicate_rate, curated_noop_rate, curated_no_planted_pii]

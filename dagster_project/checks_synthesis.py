@@ -6,6 +6,7 @@ import dagster as dg
 
 from dagster_project.assets.synthesis import CHINESE_GUI_SET, REASONING_SET
 from dagster_project.resources import StorageResource
+from synthesis.placeholders import placeholder_counts
 from synthesis.set_stats import reasoning_set_stats, set_checks
 
 CHECKS_OF = {"answers_parse": "every answer parses back to the recorded action and its spans are exact",
@@ -31,6 +32,28 @@ def _set_checks(asset: str, dataset: str, **kw):
     return checks
 
 
+def _placeholder_check(asset: str, dataset: str):
+    @dg.asset_check(asset=asset, name=f"{asset}_no_placeholder_targets", blocking=True,
+                    description="No training target (gpt turn, answer) holds a personal-data "
+                                "placeholder such as [EMAIL]: a model would learn to type it.")
+    def check(storage: StorageResource) -> dg.AssetCheckResult:
+        return placeholder_result(placeholder_counts(storage.shards_dir(dataset)))
+    return check
+
+
+def placeholder_result(counts: dict) -> dg.AssetCheckResult:
+    """Fails when any target holds a placeholder; prompts are reported."""
+    return dg.AssetCheckResult(passed=counts["samples"] > 0 and counts["targets_with_placeholder"] == 0,
+                               metadata={
+        "samples": counts["samples"], "targets_with_placeholder": counts["targets_with_placeholder"],
+        "prompts_with_placeholder": counts["prompts_with_placeholder"],
+        "tokens_in_targets": dg.MetadataValue.json(counts["tokens_in_targets"]),
+        "tokens_in_prompts": dg.MetadataValue.json(counts["tokens_in_prompts"]),
+        "examples": dg.MetadataValue.json(counts["examples"])})
+
+
 SYNTHESIS_CHECKS = [_set_checks("reasoning_set", REASONING_SET),
                     _set_checks("chinese_gui_set", CHINESE_GUI_SET, language="zh",
-                                require_chinese_thought=True)]
+                                require_chinese_thought=True),
+                    _placeholder_check("reasoning_set", REASONING_SET),
+                    _placeholder_check("chinese_gui_set", CHINESE_GUI_SET)]

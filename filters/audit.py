@@ -1,12 +1,14 @@
 """Audits of a curation's output, used by the blocking asset checks and the tests."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from filters.pii_audit import find_leaks, planted_for, planted_for_trajectory
+from filters.pii_sources import is_synthetic, is_synthetic_source
 from schemas.records import Step, Trajectory, session_seed
 from trajforge.store import RawStore
 
@@ -32,26 +34,45 @@ def task_texts(traj: Trajectory) -> list[str]:
     return [traj.task.instruction, traj.task.params_json(), traj.task.start_url or ""]
 
 
-def curated_leaks(store: RawStore) -> tuple[int, list[dict]]:
-    """(sandbox trajectories checked, planted values found in their text fields)."""
+def curated_leaks(store: RawStore, synthetic_sources: Iterable[str] = ()) -> tuple[int, list[dict]]:
+    """(sandbox trajectories checked, planted values found in their text fields).
+
+    Trajectories of `synthetic_sources` (filters/pii_sources.py) keep their
+    values on purpose: what is found in them is not a leak (curated_pii_audit
+    lists it). By default every trajectory counts as real."""
+    return _curated_findings(store, tuple(synthetic_sources))[::2]
+
+
+def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str]) -> dict:
+    """Planted values in the curated store: {"checked", "leaks" (in real-data
+    trajectories: must be none), "kept" (in synthetic ones, kept on purpose)}."""
+    checked, kept, leaks = _curated_findings(store, tuple(synthetic_sources))
+    return {"checked": checked, "leaks": leaks, "kept": kept}
+
+
+def _curated_findings(store: RawStore, synthetic: tuple[str, ...]):
     trajs = {t.trajectory_id: t for t in store.iter_trajectories() if t.source == "crawl"}
     planted = {tid: planted_for_trajectory(t) for tid, t in trajs.items()}
-    leaks = []
+    kept_ids = {tid for tid, t in trajs.items() if is_synthetic(t, synthetic)}
+    found = []
     for tid, t in trajs.items():
         for leak in find_leaks(task_texts(t), planted[tid]):
-            leaks.append({"trajectory_id": tid, "field": "task", **leak})
+            found.append({"trajectory_id": tid, "field": "task", **leak})
     for step in store.iter_steps():
         if step.trajectory_id not in trajs:
             continue
         for leak in find_leaks(step_texts(step), planted[step.trajectory_id]):
-            leaks.append({"trajectory_id": step.trajectory_id, "index": step.index, **leak})
-    return len(trajs), leaks
+            found.append({"trajectory_id": step.trajectory_id, "index": step.index, **leak})
+    kept = [f for f in found if f["trajectory_id"] in kept_ids]
+    return len(trajs), kept, [f for f in found if f["trajectory_id"] not in kept_ids]
 
 
-def shard_leaks(shard_dir: Path) -> tuple[int, list[dict]]:
+def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = ()) -> tuple[int, list[dict]]:
     """(sandbox samples checked, planted values found anywhere in their JSON).
 
     The whole sample document is searched, so every text field that ships counts.
+    Samples of `synthetic_sources` keep their values on purpose and are not
+    searched; by default every sample counts as real.
     """
     import json
 
@@ -62,6 +83,8 @@ def shard_leaks(shard_dir: Path) -> tuple[int, list[dict]]:
     for key, sample in iter_samples(shard_dir, images=False):
         doc = sample["json"]
         if doc.get("source") != "crawl":
+            continue
+        if is_synthetic_source(doc.get("source"), doc.get("source_name"), synthetic_sources):
             continue
         task = doc["task"]
         params = json.loads(task.get("params_json") or "{}")

@@ -52,6 +52,8 @@ TRAJECTORY_VERDICT_SCHEMA = pa.schema([
     ("judge_irrelevant", pa.list_(pa.int32())),
     ("judge_raw", pa.large_string()),
     ("pii_task_kinds", pa.list_(pa.string())),
+    # "synthetic_kept" (its source declares its data synthetic), "surrogate" or "off"
+    ("pii_policy", pa.string()),
 ])
 
 

@@ -19,9 +19,13 @@ Detectors are generic patterns with validation, never a list of known values:
 
 Digit runs are bounded by non-digits, so prices, order numbers, dates, times,
 SKUs and 6-digit codes do not match any digit pattern. Overlapping candidates
-resolve to the longest span. Scrubbing replaces each match with a placeholder
+resolve to the longest span. `scrub_text` replaces each match with a placeholder
 ([EMAIL], [PHONE], [CN_ID], [BANK_CARD], [ADDRESS]) that no detector matches,
-so scrubbing twice equals scrubbing once.
+so scrubbing twice equals scrubbing once. Curation does not use placeholders
+for what it ships: real values get format-preserving surrogates
+(filters/pii_surrogate.py) and values a source declares synthetic are kept
+(filters/pii_sources.py); a placeholder in a training target would teach a
+model to type "[EMAIL]".
 """
 from __future__ import annotations
 
@@ -256,23 +260,26 @@ def scrub_text(text: str) -> tuple[str, list[PiiMatch]]:
     return "".join(parts), matches
 
 
-def _scrub_value(value: Any, found: list[PiiMatch]) -> Any:
+def _scrub_value(value: Any, found: list[PiiMatch], scrub=scrub_text) -> Any:
     if isinstance(value, str):
-        new, ms = scrub_text(value)
+        new, ms = scrub(value)
         found.extend(ms)
         return new
     if isinstance(value, list):
-        return [_scrub_value(v, found) for v in value]
+        return [_scrub_value(v, found, scrub) for v in value]
     if isinstance(value, dict):
-        return {k: _scrub_value(v, found) for k, v in value.items()}
+        return {k: _scrub_value(v, found, scrub) for k, v in value.items()}
     return value
 
 
-def scrub_task(task: Task) -> tuple[Task, list[PiiMatch]]:
-    """A copy of `task` with its instruction and string parameters scrubbed."""
+def scrub_task(task: Task, surrogates=None) -> tuple[Task, list[PiiMatch]]:
+    """A copy of `task` with its instruction and string parameters scrubbed: each value
+    replaced by its surrogate (a filters.pii_surrogate.Surrogates) or, without one,
+    by its kind's placeholder."""
     found: list[PiiMatch] = []
-    instruction = _scrub_value(task.instruction, found)
-    params = _scrub_value(task.params, found)
+    scrub = scrub_text if surrogates is None else surrogates.scrub
+    instruction = _scrub_value(task.instruction, found, scrub)
+    params = _scrub_value(task.params, found, scrub)
     if not found:
         return task, []
     return task.model_copy(update={"instruction": instruction, "params": params}), found

@@ -19,6 +19,16 @@ radius of at least 60% of its height (glyph strokes vanish; measured in the
 tests as a >90% drop of edge energy). Text fields that are not drawn on this
 screenshot (url, action text, thought...) are recorded with box None and note
 "not_on_screen".
+
+What replaces a value in the text is the caller's choice: a trajectory's
+`Surrogates` (filters/pii_surrogate.py: a format-preserving stand-in, the same
+for the same value in every field of the trajectory; what curation uses for
+real data), or, without one, its kind's placeholder (`[EMAIL]`...). With
+`keep=True` (data its source declares synthetic) nothing is rewritten or
+blurred: the records are still made, each with `"kept": "synthetic"`, for the
+audit. A screenshot without a tree and without elements is read by OCR when
+an `ocr` engine is given (filters/pii_ocr.py); its boxes are recorded with
+field "ocr[i]" (the i-th line read) and box_source "ocr".
 """
 from __future__ import annotations
 
@@ -33,7 +43,7 @@ from PIL import Image, ImageFilter
 from schemas.a11y import AriaNode, parse_snapshot
 from schemas.records import Element, Step
 
-from filters.pii import PiiMatch, find_pii, scrub_text
+from filters.pii import PLACEHOLDERS, PiiMatch, find_pii, scrub_text
 
 Box = tuple[float, float, float, float]
 PAD_PX = 2
@@ -53,7 +63,32 @@ class ScrubResult:
 
 
 # ---------------------------------------------------------------- text fields
-def scrub_url(url: str) -> tuple[str, list[PiiMatch]]:
+class _Placeholders:
+    """The replacer without surrogates: each match becomes its kind's placeholder."""
+
+    find = staticmethod(find_pii)
+    scrub = staticmethod(scrub_text)
+
+    @staticmethod
+    def value(kind: str, text: str) -> str:
+        return PLACEHOLDERS[kind]
+
+
+class _Keep:
+    """The replacer for synthetic data: matches are found (and recorded), never replaced."""
+
+    find = staticmethod(find_pii)
+
+    @staticmethod
+    def value(kind: str, text: str) -> str:
+        return text
+
+    @staticmethod
+    def scrub(text):
+        return text, find_pii(text or "")
+
+
+def scrub_url(url: str, replacer=_Placeholders) -> tuple[str, list[PiiMatch]]:
     """Scrub the path segments, query values and fragment of a URL (decoded first)."""
     if not url:
         return url, []
@@ -61,31 +96,31 @@ def scrub_url(url: str) -> tuple[str, list[PiiMatch]]:
     found: list[PiiMatch] = []
 
     def clean(s: str) -> str:
-        new, ms = scrub_text(s)
+        new, ms = replacer.scrub(s)
         found.extend(ms)
         return new
 
     path = "/".join(quote(clean(unquote(seg)), safe="@:+,;=!$&'()*~") for seg in parts.path.split("/"))
     query = urlencode([(k, clean(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)])
     fragment = quote(clean(unquote(parts.fragment)), safe="/?=&@:+,;!$'()*~")
-    if not found:
-        return url, []  # untouched URLs keep their exact encoding
+    if not found or replacer is _Keep:
+        return url, found  # untouched URLs keep their exact encoding
     return urlunsplit((parts.scheme, parts.netloc, path, query, fragment)), found
 
 
 _TREE_ATTR = re.compile(r"\[(?:box|ref)=[^\]]*\]")
 
 
-def scrub_tree(tree: str) -> tuple[str, list[PiiMatch]]:
+def scrub_tree(tree: str, replacer=_Placeholders) -> tuple[str, list[PiiMatch]]:
     """Scrub each line of an a11y tree, leaving its [box=...] and [ref=...] untouched."""
     found: list[PiiMatch] = []
     out = []
     for line in tree.split("\n"):
         protected = [(m.start(), m.end()) for m in _TREE_ATTR.finditer(line)]
-        ms = [m for m in find_pii(line)
+        ms = [m for m in replacer.find(line)
               if all(m.end <= a or m.start >= b for a, b in protected)]
         for m in reversed(ms):
-            line = line[:m.start] + f"[{m.kind.upper()}]" + line[m.end:]
+            line = line[:m.start] + replacer.value(m.kind, m.text) + line[m.end:]
         found.extend(ms)
         out.append(line)
     return "\n".join(out), found
@@ -116,7 +151,7 @@ def _node_boxes(nodes: list[AriaNode], elements: list[Element], width: int,
 
 
 def _tree_records(tree: str, elements: list[Element], width: int,
-                  height: int) -> tuple[list[dict], int]:
+                  height: int, find=find_pii) -> tuple[list[dict], int]:
     """Records for the tree's nodes, and how many matches the nodes hold in all."""
     nodes = parse_snapshot(tree)
     seen = 0
@@ -124,7 +159,7 @@ def _tree_records(tree: str, elements: list[Element], width: int,
     texts = [" ".join(dict.fromkeys(t for t in (n.name, n.text or "") if t)) for n in nodes]
     records = []
     for i, n in enumerate(nodes):
-        url_matches, text_matches = find_pii(n.url or ""), find_pii(texts[i])
+        url_matches, text_matches = find(n.url or ""), find(texts[i])
         seen += len(url_matches) + len(text_matches)
         for m in url_matches:
             records.append({"kind": m.kind, "field": f"a11y_tree[{i}].url", "box": None,
@@ -206,10 +241,19 @@ def blur_boxes(image: bytes, boxes: list[Box], image_format: str) -> tuple[bytes
 
 
 # ---------------------------------------------------------------- the step
-def scrub_step(step: Step, image: bytes | None) -> ScrubResult:
-    """A scrubbed copy of `step`, its blurred screenshot (None if unchanged) and the records."""
-    records, seen_in_nodes = _tree_records(step.a11y_tree, step.elements, step.width, step.height)
-    tree, line_matches = scrub_tree(step.a11y_tree)
+def scrub_step(step: Step, image: bytes | None, *, surrogates=None, keep: bool = False,
+               ocr=None, ocr_always: bool = False) -> ScrubResult:
+    """A scrubbed copy of `step`, its blurred screenshot (None if unchanged) and the records.
+
+    `surrogates`: a filters.pii_surrogate.Surrogates (values replaced by their
+    surrogates); None: placeholders. `keep`: synthetic data, recorded only.
+    `ocr`: a filters.pii_ocr.OcrEngine, read on screenshots without a tree (and
+    elements), or on every screenshot with `ocr_always`.
+    """
+    replacer = _Keep if keep else (surrogates if surrogates is not None else _Placeholders)
+    records, seen_in_nodes = _tree_records(step.a11y_tree, step.elements, step.width, step.height,
+                                           find=replacer.find)
+    tree, line_matches = scrub_tree(step.a11y_tree, replacer)
     # A match on a line the parser does not read as a node: count it, never drop it.
     records.extend({"kind": m.kind, "field": "a11y_tree", "box": None, "note": "no_box"}
                    for m in line_matches[seen_in_nodes:])
@@ -217,7 +261,7 @@ def scrub_step(step: Step, image: bytes | None) -> ScrubResult:
 
     elements = []
     for i, e in enumerate(step.elements):
-        name, ms = scrub_text(e.name)
+        name, ms = replacer.scrub(e.name)
         for m in ms:
             rec = {"kind": m.kind, "field": f"elements[{i}].name", "box": e.bbox}
             if e.bbox is None:
@@ -228,12 +272,12 @@ def scrub_step(step: Step, image: bytes | None) -> ScrubResult:
                 rec["box"] = min(inner, key=lambda b: (b[2] - b[0]) * (b[3] - b[1])) if inner else e.bbox
                 rec["box_source"] = "tree" if inner else "element"
             records.append(rec)
-        elements.append(e.model_copy(update={"name": name}) if ms else e)
+        elements.append(e.model_copy(update={"name": name}) if ms and not keep else e)
 
     def text_field(value: str | None, name: str) -> str | None:
         if not value:
             return value
-        new, ms = scrub_text(value)
+        new, ms = replacer.scrub(value)
         # Not drawn as such on this screenshot; the element showing it has its own record.
         records.extend({"kind": m.kind, "field": name, "box": None, "note": "not_on_screen"}
                        for m in ms)
@@ -245,12 +289,19 @@ def scrub_step(step: Step, image: bytes | None) -> ScrubResult:
     if step.target is not None:
         update["target"] = step.target.model_copy(
             update={"name": text_field(step.target.name, "target.name")})
-    url, ms = scrub_url(step.url)
+    url, ms = scrub_url(step.url, replacer)
     records.extend({"kind": m.kind, "field": "url", "box": None, "note": "not_on_screen"} for m in ms)
     update["url"] = url
     update["action"] = step.action.model_copy(update={
         "text": text_field(step.action.text, "action.text"),
         "description": text_field(step.action.description, "action.description")})
+
+    if ocr is not None and image is not None and (ocr_always or needs_ocr(step)):
+        records.extend(_ocr_records(ocr, image, replacer.find))
+    if keep:  # synthetic: listed for the audit, nothing rewritten, nothing blurred
+        for r in records:
+            r["kept"] = "synthetic"
+        return ScrubResult(step=step, image=None, records=records)
 
     new_image = None
     if image is not None:
@@ -263,3 +314,21 @@ def scrub_step(step: Step, image: bytes | None) -> ScrubResult:
             new_image, _ = blur_boxes(image, boxes, step.image_format)
             update["screenshot"] = hashlib.sha256(new_image).hexdigest()
     return ScrubResult(step=step.model_copy(update=update), image=new_image, records=records)
+
+
+def needs_ocr(step: Step) -> bool:
+    """A screenshot with nothing that says where its text is: no tree, no elements."""
+    return not step.a11y_tree.strip() and not step.elements
+
+
+def _ocr_records(engine, image: bytes, find) -> list[dict]:
+    """Records (normalised boxes) for the personal values OCR reads on the screenshot."""
+    from filters.pii_ocr import pii_boxes
+
+    w, h = Image.open(io.BytesIO(image)).size
+    out = []
+    for b in pii_boxes(engine.lines(image), find):
+        x0, y0, x1, y1 = b["box"]
+        out.append({"kind": b["kind"], "field": f"ocr[{b['line']}]",
+                    "box": (x0 / w, y0 / h, x1 / w, y1 / h), "box_source": "ocr"})
+    return out

@@ -38,11 +38,14 @@ from schemas.records import Trajectory
 from trajforge.store import BlobStore, RawStore
 
 from .base import BASE_COLUMNS, ScreenInfo, StepView, TrajectoryContext, check_order, decide, score_columns
+from .pii_sources import DEFAULT_SYNTHETIC_SOURCES, is_synthetic
 from .curated_table import (TRAJECTORY_VERDICT_SCHEMA, CuratedWriter, link_blob, sorted_groups,
                             steps_schema, swap_in)
 from .steps import BLANK_MIN_STD, FILTER_ORDER, NearDuplicate, default_filters, read_screen
 
 COLLECTION = "curated"
+PII_AUDIT = "pii_audit.jsonl"
+OCR_MODES = ("no_tree", "always", "never")
 EXTRA_REASONS = ("no_steps", "no_steps_kept")  # trajectory-only reasons
 
 
@@ -61,6 +64,11 @@ class CurateConfig:
     judge_trusted: bool = True      # judge state-verified runs too, to measure agreement
     judge_batch: int = 4            # trajectories per Judge.judge call
     scrub: bool = True
+    # Sources whose personal data is synthetic (filters/pii_sources.py): kept, listed.
+    synthetic_sources: tuple[str, ...] = DEFAULT_SYNTHETIC_SOURCES
+    # OCR for real data's screenshots: "no_tree" (those without a tree or elements),
+    # "always", or "never" (filters/pii_ocr.py).
+    ocr: str = "no_tree"
     batch_rows: int = 512
     workers: int = 2                # screenshot decoding threads (PIL lets go of the GIL)
     histogram_max_distance: int = 32   # the whole range, so the plot shows where the radius cuts
@@ -125,6 +133,14 @@ class _Run:
         self.verdicts: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.pii_steps = 0
+        if config.ocr not in OCR_MODES:
+            raise ValueError(f"CurateConfig.ocr={config.ocr!r}: expected one of {OCR_MODES}")
+        self.pii_kept: Counter[str] = Counter()
+        self.policies: Counter[str] = Counter()
+        self.ocr_screens = 0
+        self._ocr_engine = None
+        self.audit_tmp = out_dir / f".{PII_AUDIT}.tmp"
+        self.audit_lines: list[str] = []
 
     # -- input --------------------------------------------------------------------------
     def _trajectories(self) -> dict[str, Trajectory]:
@@ -301,10 +317,13 @@ class _Run:
                     buf.append(row)
                 # Decoding, blurring and encoding let go of the GIL: a step per thread.
                 kept_rows = [r for r in rows if r["keep"]]
-                kept = [self._store_scrubbed(res, row, store, pii)
-                        for res, row in zip(pool.map(self._scrub, to_scrub), kept_rows)]
+                policy, surrogates = self._pii_policy(traj, to_scrub)
+                kept = [self._store_scrubbed(res, row, store, pii, policy)
+                        for res, row in zip(pool.map(
+                            lambda raw: self._scrub(raw, policy, surrogates), to_scrub), kept_rows)]
                 kept_steps += len(kept)
-                traj_rows[tid] = self._finish_trajectory(traj, rows, kept, curated, pii)
+                traj_rows[tid] = self._finish_trajectory(traj, rows, kept, curated, pii, policy,
+                                                         surrogates)
                 if len(buf) >= self.config.batch_rows:
                     writer.write_table(pa.Table.from_pylist(buf, schema=self.schema))
                     buf = []
@@ -314,17 +333,50 @@ class _Run:
         self.timings["write_s"] = round(time.perf_counter() - t0, 3)
         return steps_tmp, store_tmp, dropped, pii, traj_rows, kept_steps
 
-    def _scrub(self, raw: dict):
-        """(scrubbed step, PII records, blurred image or None); runs in a worker thread."""
-        step = row_to_step(raw, source=str(self.steps_path))
-        if not self.config.scrub:
-            return step, [], None
-        from .pii import scrub_step
-        res = scrub_step(step, self.blobs.get(step.screenshot, step.image_format))
-        return res.step, res.records, res.image
+    def _pii_policy(self, traj: Trajectory | None, raws: list[dict]):
+        """("off" | "synthetic_kept" | "surrogate", the trajectory's Surrogates or None).
 
-    def _store_scrubbed(self, scrubbed, row: dict, store: RawStore, pii: Counter):
-        step, records, image = scrubbed
+        The surrogates learn the values of the task and of the typed text first, so
+        that the same value is replaced in every field even where only one field's
+        context lets the detectors find it."""
+        if not self.config.scrub or traj is None:
+            return "off", None
+        if is_synthetic(traj, self.config.synthetic_sources):
+            return "synthetic_kept", None
+        from .pii_surrogate import Surrogates
+        surrogates = Surrogates(traj.trajectory_id)
+        surrogates.learn(traj.task.instruction)
+        surrogates.learn(traj.task.params_json())
+        for raw in raws:
+            surrogates.learn((raw.get("action") or {}).get("text"))
+        return "surrogate", surrogates
+
+    def _ocr(self):
+        if self._ocr_engine is None:
+            from .pii_ocr import default_engine
+            self._ocr_engine = default_engine()
+        return self._ocr_engine
+
+    def _scrub(self, raw: dict, policy: str, surrogates):
+        """(scrubbed step, PII records, blurred image or None, whether OCR read it); runs
+        in a worker thread."""
+        step = row_to_step(raw, source=str(self.steps_path))
+        if policy == "off":
+            return step, [], None, False
+        from .pii import scrub_step
+        from .pii_blur import needs_ocr
+        ocr = None
+        if policy == "surrogate" and self.config.ocr != "never" and step.screenshot and \
+                (self.config.ocr == "always" or needs_ocr(step)):
+            ocr = self._ocr()
+        image = self.blobs.get(step.screenshot, step.image_format)
+        res = scrub_step(step, image, surrogates=surrogates, keep=policy == "synthetic_kept",
+                         ocr=ocr, ocr_always=self.config.ocr == "always")
+        return res.step, res.records, res.image, ocr is not None and image is not None
+
+    def _store_scrubbed(self, scrubbed, row: dict, store: RawStore, pii: Counter, policy: str):
+        step, records, image, read_by_ocr = scrubbed
+        self.ocr_screens += read_by_ocr
         if image is not None:
             sha = store.blobs.put(image, step.image_format)
             step = step.model_copy(update={"screenshot": sha})
@@ -332,11 +384,30 @@ class _Run:
             link_blob(self.blobs, store.blobs, step.screenshot, step.image_format)
         kinds = Counter(r["kind"] for r in records)
         self.pii_steps += bool(records)
-        pii.update(kinds)
+        (self.pii_kept if policy == "synthetic_kept" else pii).update(kinds)
+        self._audit(step.trajectory_id, step.index, policy, records)
         row.update(pii_kinds=sorted(kinds), pii_count=len(records), screenshot_out=step.screenshot)
         return step
 
-    def _finish_trajectory(self, traj, rows, kept, curated: CuratedWriter, pii: Counter) -> dict:
+    def _audit(self, tid: str, index: int | None, policy: str, records: list[dict]) -> None:
+        """One line per record: what was found where, and whether it was kept or replaced.
+        Values themselves are never written."""
+        for r in records:
+            box = r.get("box")
+            self.audit_lines.append(json.dumps({
+                "trajectory_id": tid, "index": index, "kind": r["kind"], "field": r["field"],
+                "action": "kept_synthetic" if policy == "synthetic_kept" else "surrogate",
+                "box": None if box is None else [round(float(c), 5) for c in box],
+                "box_source": r.get("box_source"), "note": r.get("note")},
+                sort_keys=True, ensure_ascii=False))
+
+    def _flush_audit(self) -> None:
+        with open(self.audit_tmp, "a", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in self.audit_lines)
+        self.audit_lines.clear()
+
+    def _finish_trajectory(self, traj, rows, kept, curated: CuratedWriter, pii: Counter,
+                           policy: str = "off", surrogates=None) -> dict:
         first = rows[0]
         tkeep, treason = decide(self.traj_filters, first)
         v = self.verdicts.get(first["trajectory_id"])
@@ -345,12 +416,22 @@ class _Run:
             tkeep, treason = False, "no_steps_kept"
         if tkeep and traj is not None:
             task = traj.task
-            if self.config.scrub:
-                from .pii import scrub_task
-                task, matches = scrub_task(task)
+            if policy != "off":
+                from .pii import find_pii, scrub_task
+                if policy == "synthetic_kept":
+                    matches = find_pii(task.instruction) + find_pii(task.params_json())
+                    self.pii_kept.update(Counter(m.kind for m in matches))
+                else:
+                    task, matches = scrub_task(task, surrogates)
+                    pii.update(Counter(m.kind for m in matches))
                 task_kinds = sorted({m.kind for m in matches})
-                pii.update(Counter(m.kind for m in matches))
+                self._audit(traj.trajectory_id, None, policy, [
+                    {"kind": m.kind, "field": "task", "box": None, "note": "not_on_screen"}
+                    for m in matches])
+            self.policies[policy] += 1
             curated.add(traj.model_copy(update={"task": task}), kept)
+        if len(self.audit_lines) >= 4096:
+            self._flush_audit()
         return {"trajectory_id": first["trajectory_id"], "keep": tkeep, "reason": treason,
                 "steps_in": len(rows), "steps_kept": len(kept),
                 "outcome": traj.outcome if traj else None,
@@ -358,7 +439,8 @@ class _Run:
                 "judge_success": v.success if v else None, "judge_parsed": v.parsed if v else None,
                 "judge_model": v.model_id if v else None,
                 "judge_irrelevant": list(v.irrelevant_steps) if v else None,
-                "judge_raw": v.raw if v else None, "pii_task_kinds": task_kinds}
+                "judge_raw": v.raw if v else None, "pii_task_kinds": task_kinds,
+                "pii_policy": policy if tkeep and traj is not None else None}
 
     # -- the run ----------------------------------------------------------------------------------
     def execute(self) -> CurateResult:
@@ -366,7 +448,9 @@ class _Run:
         if self.judge is not None:
             self._run_judge(trajs)
         n_steps, seen = self._score(trajs)
+        self.audit_tmp.unlink(missing_ok=True)
         steps_tmp, store_tmp, dropped, pii, traj_rows, kept_steps = self._write(trajs, n_steps)
+        self._flush_audit()
         for tid in sorted(set(trajs) - seen):  # a trajectory with no step rows
             t = trajs[tid]
             traj_rows[tid] = {"trajectory_id": tid, "keep": False, "reason": "no_steps", "steps_in": 0,
@@ -380,6 +464,7 @@ class _Run:
         pq.write_table(traj_table, trajs_tmp, compression="zstd")
         os.replace(steps_tmp, self.out_dir / "steps.parquet")
         os.replace(trajs_tmp, self.out_dir / "trajectories.parquet")
+        os.replace(self.audit_tmp, self.out_dir / PII_AUDIT)
         swap_in(store_tmp, self.out_dir / "store")
         tmp = self.out_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
@@ -400,6 +485,13 @@ class _Run:
             "trajectories_dropped": dict(sorted(t_dropped.items())),
             "pii": dict(sorted(pii.items())),
             "pii_steps": self.pii_steps,
+            # Synthetic values (pii_synthetic_sources) found and kept as they are; "pii"
+            # counts the real ones replaced by surrogates. Each is a line of pii_audit.jsonl.
+            "pii_synthetic_kept": dict(sorted(self.pii_kept.items())),
+            "pii_synthetic_sources": sorted(self.config.synthetic_sources),
+            "pii_trajectories": dict(sorted(self.policies.items())),
+            "pii_ocr": {"mode": self.config.ocr, "screens_read": self.ocr_screens,
+                        "engine": None if self._ocr_engine is None else self._ocr_engine.name},
             "neardup_histogram": {str(k): v for k, v in sorted(hist.items())},
             "screens_decoded": len(self.screens),
             "filter_order": list(FILTER_ORDER),

@@ -25,7 +25,8 @@ sample k lists k actions, whether or not a filter dropped some of them as
 targets (DESIGN: a dropped step is not a training target but stays in the
 history of the steps after it). A curated trajectory holds its kept steps
 only, so the dropped ones come from `recorded` (the steps the curation read);
-their text is scrubbed of personal data as the kept steps were. A step whose
+their text is scrubbed of personal data as the kept steps were (a synthetic
+source's values kept, real ones given the same surrogates). A step whose
 earlier steps are neither kept nor recorded is skipped as
 "history_incomplete", never given a shorter history. A step the guard blocked
 was not executed: it has no history line (and ends its episode anyway).
@@ -39,7 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from filters.judge import escape_data
-from filters.pii import scrub_text
+from filters.pii_sources import is_synthetic
+from filters.pii_surrogate import Surrogates
 from schemas.actions import Action
 from schemas.converters.gui_libra import NO_POINT, from_gui_libra, to_gui_libra
 from schemas.errors import SchemaError
@@ -241,7 +243,7 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
              f"num_steps={traj.num_steps} not in [{min_steps}, {max_steps}]")
         return []
     out = []
-    executed = history_steps(steps, recorded)
+    executed = history_steps(steps, recorded, traj)
     for step in steps:
         why = _unusable(traj, step, cots.get(step.index), require_chinese_thought,
                         None if alignment is None else alignment.get(step.index))
@@ -279,23 +281,30 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
     return out
 
 
-def history_steps(kept: list[Step], recorded: list[Step] | None) -> list[Step]:
+def history_steps(kept: list[Step], recorded: list[Step] | None,
+                  traj: Trajectory | None = None) -> list[Step]:
     """The trajectory's steps for its histories, in index order: the kept (curated,
     scrubbed) ones as they are, the recorded ones that were dropped with their
-    action text and target name scrubbed (filters.pii.scrub_text)."""
+    action text and target name scrubbed as curation scrubs: a synthetic source's
+    values kept (filters.pii_sources, the default registry), real ones replaced by the
+    surrogates curation gave them (filters.pii_surrogate: seeded by the trajectory id
+    and the value, so the same)."""
+    keep = traj is not None and is_synthetic(traj)
     by_index = {s.index: s for s in kept}
+    surrogates: dict[str, Surrogates] = {}
     for s in recorded or ():
         if s.index not in by_index:
-            by_index[s.index] = _scrubbed(s)
+            by_index[s.index] = s if keep else _scrubbed(
+                s, surrogates.setdefault(s.trajectory_id, Surrogates(s.trajectory_id)))
     return [by_index[i] for i in sorted(by_index)]
 
 
-def _scrubbed(step: Step) -> Step:
+def _scrubbed(step: Step, surrogates: Surrogates) -> Step:
     update = {}
     if step.action.text:
-        update["action"] = step.action.model_copy(update={"text": scrub_text(step.action.text)[0]})
+        update["action"] = step.action.model_copy(update={"text": surrogates.scrub(step.action.text)[0]})
     if step.target is not None and step.target.name:
-        update["target"] = step.target.model_copy(update={"name": scrub_text(step.target.name)[0]})
+        update["target"] = step.target.model_copy(update={"name": surrogates.scrub(step.target.name)[0]})
     return step.model_copy(update=update) if update else step
 
 

@@ -5,6 +5,7 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.schedules import AFTER_CRAWL
+from filters.pii_sources import synthetic_source_names
 from filters.pipeline import CurateConfig, curate
 from trajforge import plots
 
@@ -15,11 +16,27 @@ class CurateSettings(dg.Config):
     min_steps: int = 3
     max_steps: int = 50
     drop_failed: bool = True
+    ocr: str = "no_tree"      # OCR real data's screenshots: "no_tree", "always" or "never"
+
+
+def synthetic_sources() -> tuple[str, ...]:
+    """The sandbox, plus every environment file that declares synthetic_data: true
+    (filters/pii_sources.py); their personal data is kept, the rest gets surrogates."""
+    from dagster_project.assets.environments import environment_files
+    from schemas.environment import EnvironmentFileError, load_environment
+
+    envs = []
+    for path in environment_files()[0].values():
+        try:
+            envs.append(load_environment(path))
+        except EnvironmentFileError:
+            continue  # changed since it was listed; its sensor reports it
+    return synthetic_source_names(envs)
 
 
 def curate_config(cfg: CurateSettings) -> CurateConfig:
     kw = dict(loop_k=cfg.loop_k, min_steps=cfg.min_steps, max_steps=cfg.max_steps,
-              drop_failed=cfg.drop_failed)
+              drop_failed=cfg.drop_failed, ocr=cfg.ocr, synthetic_sources=synthetic_sources())
     if cfg.near_duplicate_max_distance >= 0:
         kw["near_duplicate_max_distance"] = cfg.near_duplicate_max_distance
     return CurateConfig(**kw)
@@ -41,6 +58,8 @@ def curated_metadata(summary: dict) -> dict:
             plots.histogram_png(hist, "pHash distance to the nearest earlier same-key screen",
                                 "Hamming distance"), "pHash distances")),
         "pii_scrubbed": dg.MetadataValue.json(summary.get("pii", {})),
+        "pii_synthetic_kept": dg.MetadataValue.json(summary.get("pii_synthetic_kept", {})),
+        "pii_ocr": dg.MetadataValue.json(summary.get("pii_ocr", {})),
         "summary": dg.MetadataValue.json(summary),
     }
     if summary.get("judge"):

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.raw import raw_steps
 from dagster_project.assets.synthesis import chinese_gui_set, cot_steps, reasoning_set, task_difficulty
-from dagster_project.checks_synthesis import SYNTHESIS_CHECKS
+from dagster_project.checks_synthesis import CHECKS_OF, SYNTHESIS_CHECKS
 from dagster_project.resources import StorageResource, VLMResource
 from tests.export.shard_fixtures import build_store
 
@@ -30,7 +30,9 @@ def test_sets_materialise_with_checks_and_show_their_mix(tmp_path):
         instance=dg.DagsterInstance.ephemeral())
     assert result.success
     evals = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert len(evals) == 8, evals
+    assert len(evals) == 2 * len(CHECKS_OF) + 2, evals   # + the two placeholder checks
+    for name in ("reasoning_set_no_placeholder_targets", "chinese_gui_set_no_placeholder_targets"):
+        assert evals[name].passed and evals[name].metadata["targets_with_placeholder"].value == 0
     # Template thoughts: the alignment checks did not run, a warning (not a pass, no block).
     not_run = {"reasoning_set_alignment_rate", "chinese_gui_set_alignment_rate"}
     assert all(e.passed for name, e in evals.items() if name not in not_run), evals

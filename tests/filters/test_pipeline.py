@@ -56,27 +56,66 @@ def test_verdicts_point_at_the_right_rows(curated):
         ["ok", "missing", "broken", "empty", "ok"]
 
 
-def test_kept_steps_are_scrubbed_into_the_curated_store(raw, curated):
+def test_kept_steps_go_to_the_curated_store_synthetic_values_kept_and_listed(raw, curated):
+    """The planted table is a sandbox crawl: its values are synthetic, kept as they are."""
     rows = by_key(curated)
     pii_row = rows[("t01_good", 1)]
     assert pii_row["pii_kinds"] == ["email"] and pii_row["pii_count"] >= 1
     original = hashlib.sha256(raw.images[("t01_good", 1)]).hexdigest()
-    assert pii_row["screenshot_out"] != original       # the box was blurred
-    assert rows[("t01_good", 0)]["screenshot_out"] == hashlib.sha256(raw.images[("t01_good", 0)]).hexdigest()
+    assert pii_row["screenshot_out"] == original       # synthetic: not blurred
     store = RawStore(curated.out_dir / "store")
     assert store.collections() == ["curated"]
     steps = {(s.trajectory_id, s.index): s for s in store.iter_steps()}
     assert set(steps) == {k for k, r in rows.items() if r["keep"]}
-    assert EMAIL not in steps[("t01_good", 1)].a11y_tree and "[EMAIL]" in steps[("t01_good", 1)].a11y_tree
-    assert store.blobs.get(pii_row["screenshot_out"]) != raw.images[("t01_good", 1)]
+    assert EMAIL in steps[("t01_good", 1)].a11y_tree and "[EMAIL]" not in steps[("t01_good", 1)].a11y_tree
     for s in steps.values():
         assert store.blobs.exists(s.screenshot, s.image_format)
     trajs = {t.trajectory_id: t for t in store.iter_trajectories()}
-    assert PHONE not in trajs["t01_good"].task.instruction and "[PHONE]" in trajs["t01_good"].task.instruction
+    assert trajs["t01_good"].task.instruction == f"Call {PHONE} about the order"
     assert trajs["t04_loop"].num_steps == 6 and sorted(i for t, i in steps if t == "t04_loop") == [0, 1, 2, 3, 5]
-    assert curated.summary["pii"] == {"email": 2, "phone": 1}
+    assert curated.summary["pii"] == {} and curated.summary["pii_synthetic_kept"] == {"email": 2, "phone": 1}
+    assert curated.summary["pii_synthetic_sources"] == ["sandbox"]
     tt = {r["trajectory_id"]: r for r in table(curated, "trajectories.parquet").to_pylist()}
     assert tt["t01_good"]["pii_task_kinds"] == ["phone"] and tt["t00_failed"]["reason"] == "task_failed"
+    assert tt["t01_good"]["pii_policy"] == "synthetic_kept" and tt["t00_failed"]["pii_policy"] is None
+    # Listed for the audit, without the values.
+    audit = [json.loads(line) for line in (curated.out_dir / "pii_audit.jsonl").read_text().splitlines()]
+    assert {(a["trajectory_id"], a["index"], a["kind"], a["action"]) for a in audit} == {
+        ("t01_good", 1, "email", "kept_synthetic"), ("t01_good", None, "phone", "kept_synthetic")}
+    assert EMAIL not in json.dumps(audit) and PHONE not in json.dumps(audit)
+
+
+def test_real_data_gets_surrogates_in_every_field_and_a_blur(raw, tmp_path):
+    """The same table declared real (no synthetic source): values replaced, boxes blurred."""
+    from filters.pii import find_pii
+    real = curate(raw.dir, raw.blobs, tmp_path / "cur",
+                  config=CurateConfig(synthetic_sources=(), ocr="never"))
+    rows = by_key(real)
+    pii_row = rows[("t01_good", 1)]
+    assert pii_row["pii_kinds"] == ["email"]
+    assert pii_row["screenshot_out"] != hashlib.sha256(raw.images[("t01_good", 1)]).hexdigest()
+    store = RawStore(real.out_dir / "store")
+    steps = {(s.trajectory_id, s.index): s for s in store.iter_steps()}
+    assert store.blobs.get(pii_row["screenshot_out"]) != raw.images[("t01_good", 1)]
+    tree = steps[("t01_good", 1)].a11y_tree
+    assert EMAIL not in tree and "[EMAIL]" not in tree
+    [m] = find_pii(tree)
+    assert m.kind == "email" and m.text.endswith(("@example.com", "@example.net", "@example.org"))
+    assert steps[("t01_good", 1)].elements[0].name == f"Email {m.text}"   # tree and element agree
+    trajs = {t.trajectory_id: t for t in store.iter_trajectories()}
+    instruction = trajs["t01_good"].task.instruction
+    assert PHONE not in instruction and "[PHONE]" not in instruction
+    [p] = find_pii(instruction)
+    assert p.kind == "phone" and len(p.text) == len(PHONE) and p.text[:3] == PHONE[:3]
+    assert real.summary["pii"] == {"email": 2, "phone": 1} and real.summary["pii_synthetic_kept"] == {}
+    tt = {r["trajectory_id"]: r for r in table(real, "trajectories.parquet").to_pylist()}
+    assert tt["t01_good"]["pii_policy"] == "surrogate"
+    # A re-run gives the same bytes: the surrogates are seeded by trajectory and value.
+    again = curate(raw.dir, raw.blobs, tmp_path / "cur2",
+                   config=CurateConfig(synthetic_sources=(), ocr="never"))
+    steps2 = {(s.trajectory_id, s.index): s for s in RawStore(again.out_dir / "store").iter_steps()}
+    assert steps2[("t01_good", 1)].a11y_tree == tree
+    assert (again.out_dir / "pii_audit.jsonl").read_bytes() == (real.out_dir / "pii_audit.jsonl").read_bytes()
 
 
 def test_thresholds_move_on_the_stored_table(curated):

@@ -1,5 +1,7 @@
 """The issue's "done when": a run with a planted prompt injection, planted personal
-data and baiting pages ships shards with none of them acted on or left in.
+data and baiting pages ships shards with none of them acted on; the planted
+personal data is the sandbox's own (synthetic): it ships as it is and is listed
+in curation's audit, while the same run curated as real data keeps none of it.
 
 One module-scoped run on the real sandbox and Chromium: a note whose text gives
 orders (typed into the notes app, so the app then shows it on its pages), the
@@ -31,7 +33,7 @@ from dagster_project.assets.export import web_shards
 from dagster_project.assets.raw import raw_steps
 from dagster_project.assets.synthesis import cot_steps, reasoning_set
 from dagster_project.resources import StorageResource, VLMResource
-from filters.audit import curated_leaks, shard_leaks
+from filters.audit import curated_leaks, curated_pii_audit, shard_leaks, step_texts
 from filters.judge import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT
 from sandbox.apps import APPS
 from sandbox.server import SandboxServer
@@ -39,6 +41,7 @@ from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate
 from sandbox.tasks.settings import _page
 from schemas.records import Task, trajectory_id_for
+from synthesis.placeholders import placeholder_counts
 from synthesis.prompts import SYSTEM_BOX, SYSTEM_COT, SYSTEM_PREDICT
 from tests.vlm.helpers import FakeOpenAIServer, user_texts
 from trajforge.store import RawStore
@@ -199,16 +202,54 @@ def test_bait_actions_are_blocked_audited_and_never_executed(run):
     assert states["security.send_all:en:0"]["mass_mail_sent"] is False
 
 
-def test_planted_personal_data_was_recorded_and_none_ships(run):
+def test_planted_personal_data_is_synthetic_kept_and_listed(run):
+    """The sandbox plants its own data (synthetic_data): it ships as it is, so the
+    targets and the screens agree, and every value found is listed in the audit."""
     checked, raw_leaks = curated_leaks(run["store"])
     assert checked == len(run["tasks"]) and raw_leaks  # the pages did show planted data
-    checked, leaks = shard_leaks(run["data"] / "shards" / "sandbox")
-    assert checked > 0 and leaks == []
-    # The reasoning set (thoughts from the VLM, prompts) ships none either.
-    planted = {p["value"] for tid in ("notes.create:en:3", "notes.create:zh:4")
-               for p in run["states"][tid]["_planted_pii"]}
-    text = _shard_text(run["data"] / "shards" / "reasoning_set")
-    assert text and not [v for v in planted if v in text]
+    curated = run["data"] / "curated"
+    summary = json.loads((curated / "summary.json").read_text())
+    assert summary["pii_synthetic_sources"] == ["sandbox"] and summary["pii_synthetic_kept"]
+    assert summary["pii"] == {}
+    audit = [json.loads(line) for line in (curated / "pii_audit.jsonl").read_text().splitlines()]
+    assert audit and {a["action"] for a in audit} == {"kept_synthetic"}
+    kept = curated_pii_audit(RawStore(curated / "store"), ["sandbox"])
+    assert kept["leaks"] == [] and kept["kept"]
+    assert {k["trajectory_id"] for k in kept["kept"]} <= {a["trajectory_id"] for a in audit}
+    checked, shipped = shard_leaks(run["data"] / "shards" / "sandbox")
+    assert checked > 0 and shipped                          # kept, not rewritten
+    assert shard_leaks(run["data"] / "shards" / "sandbox", ["sandbox"]) == (0, [])
+    # No placeholder anywhere in the reasoning set: a model would learn to type [EMAIL].
+    counts = placeholder_counts(run["data"] / "shards" / "reasoning_set")
+    assert counts["samples"] > 0 and counts["targets_with_placeholder"] == 0
+    assert counts["prompts_with_placeholder"] == 0
+
+
+def test_the_same_run_as_real_data_gets_consistent_surrogates(run, tmp_path):
+    """The real-data variant: the same raw steps curated with no synthetic source."""
+    from filters.pii_surrogate import surrogate
+    from filters.pipeline import CurateConfig, curate
+
+    data = run["data"]
+    res = curate(data / "raw_steps", RawStore(data / "raw").blobs, tmp_path / "curated",
+                 config=CurateConfig(synthetic_sources=()))
+    store = res.store
+    checked, leaks = curated_leaks(store)
+    assert checked > 0 and leaks == []                      # no planted value is left
+    assert res.summary["pii"] and res.summary["pii_synthetic_kept"] == {}
+    raw = {(s.trajectory_id, s.index): s for s in run["store"].iter_steps("web/security")}
+    swapped = 0
+    for step in store.iter_steps():
+        text = "\n".join(step_texts(step))
+        assert not re.search(r"\[(EMAIL|PHONE|CN_ID|BANK_CARD|ADDRESS)\]", text)
+        before = raw[(step.trajectory_id, step.index)]
+        tid = step.trajectory_id
+        planted = [p for t in run["tasks"] for p in run["states"][t.task_id]["_planted_pii"]]
+        for p in planted:
+            if p["value"] in before.a11y_tree:   # shown on the page: its surrogate is there now
+                assert surrogate(p["kind"], p["value"], tid) in step.a11y_tree, (p, tid)
+                swapped += 1
+    assert swapped > 0
 
 
 def test_every_vlm_prompt_keeps_the_injection_inside_its_data_block(run):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
+from filters.pii_surrogate import surrogate
 from filters.pipeline import curate
 from schemas.actions import Action, ActionType
 from schemas.arrow import row_to_step
@@ -102,8 +103,11 @@ def test_a_blocked_step_was_not_executed_and_has_no_history_line():
 
 
 def test_dropped_text_is_scrubbed_in_the_history():
+    """Real data (an import): the dropped step's typed address becomes the surrogate that
+    curation gives it in the kept steps (seeded by trajectory and value), never [EMAIL]."""
     task = Task(task_id="t", instruction="Write to bob", language="en", app="mail")
     traj = Trajectory(trajectory_id="tp", task=task, platform="web", app="mail",
+                      source="import", source_name="aitz",
                       policy="oracle", num_steps=3, device=DeviceProfile(viewport_width=100, viewport_height=100), outcome="success", verified_by="state")
     acts = [Action.type_text("alice.smith@example.com", 0.5, 0.5), Action.tap(0.2, 0.2),
             Action(type=ActionType.DONE)]
@@ -112,6 +116,11 @@ def test_dropped_text_is_scrubbed_in_the_history():
     cots = {c.index: c for c in generate_cot([(traj, steps)])}
     out = sample_jsons(traj, steps[1:], cots, recorded=steps)
     human = out[0][2]["conversations"][1]["value"]
-    assert history_of(human) == ['Step 1: type "[EMAIL]"']
-    assert "alice" not in human
-    assert human == human_prompt("Write to bob", ['Step 1: type "[EMAIL]"'], 100, 100, "en")
+    typed = surrogate("email", "alice.smith@example.com", "tp")
+    assert history_of(human) == [f'Step 1: type "{typed}"']
+    assert "alice" not in human and "[EMAIL]" not in human
+    # A sandbox trajectory's planted address is synthetic: kept as typed.
+    sandbox = traj.model_copy(update={"source": "crawl", "source_name": "sandbox"})
+    kept = sample_jsons(sandbox, steps[1:], cots, recorded=steps)[0][2]["conversations"][1]["value"]
+    assert history_of(kept) == ['Step 1: type "alice.smith@example.com"']
+    assert human == human_prompt("Write to bob", [f'Step 1: type "{typed}"'], 100, 100, "en")

@@ -19,10 +19,12 @@ import logging
 from schemas.actions import Action, ActionType
 from schemas.converters.gui_libra import Coords, from_gui_libra
 from schemas.errors import SchemaError
+from schemas.model_profiles import ModelProfile, model_profile
 from schemas.observation import Observation
 from schemas.records import Element, Task, Trajectory
 from synthesis.agent_prompt import agent_messages, history_line, reasoning_set_messages
 from synthesis.prompts import action_phrase
+from trajforge.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 from .guard import ACTIVATABLE_ROLES
@@ -51,6 +53,10 @@ class AgentPolicy:
     "agent"); set_mode: the reasoning set's mode ("direct" or "reason", None: the
     backend's `set_mode`, else "direct"). The reasoning-set prompt lists the whole
     history (as the set does: history_len is ignored) and needs coords="pixels".
+    profile: the model profile of the reasoning-set prompt (schemas.model_profiles; None:
+    the backend's `profile`, which training.flywheel reads from the set's manifest, else
+    the default): the screenshot is resized to its frame as the set's images are, the
+    prompt gives that size, and the answer is read in its frame and coordinates.
     """
 
     name = "agent"
@@ -58,7 +64,8 @@ class AgentPolicy:
     def __init__(self, backend: VLMBackend, task: Task, *, language: str | None = None,
                  max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
                  max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None,
-                 prompt: str | None = None, set_mode: str | None = None):
+                 prompt: str | None = None, set_mode: str | None = None,
+                 profile: "ModelProfile | str | None" = None):
         prompt = prompt or getattr(backend, "prompt", None) or "agent"
         set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
         if prompt not in PROMPTS or set_mode not in SET_MODES:
@@ -81,6 +88,7 @@ class AgentPolicy:
         self.seed = seed
         self.prompt = prompt
         self.set_mode = set_mode
+        self.profile = model_profile(profile or getattr(backend, "profile", None))
         self.steps = 0
         self.history: list[str] = []
         self.set_history: list[str] = []  # the reasoning set's "Step k: ..." lines
@@ -96,11 +104,12 @@ class AgentPolicy:
 
     def request(self, obs: Observation) -> VLMRequest:
         if self.prompt == "reasoning_set":
+            fw, fh = self.profile.frame(obs.width, obs.height)
             messages = reasoning_set_messages(
                 task=self.task.instruction, language=self.language, mode=self.set_mode,
-                history=self.set_history, screenshot=obs.screenshot, width=obs.width,
-                height=obs.height)
-            return self._request(messages, obs)
+                history=self.set_history, screenshot=self._framed(obs), width=fw, height=fh,
+                coords=self.profile.coords)
+            return self._request(messages, obs, (fw, fh))
         start = max(0, len(self.history) - self.history_len)
         shown = [history_line(i, h) for i, h in enumerate(self.history)][start:] \
             if self.history_len else []
@@ -110,11 +119,21 @@ class AgentPolicy:
             width=obs.width, height=obs.height, elements=obs.elements, coords=self.coords)
         return self._request(messages, obs)
 
-    def _request(self, messages: list[dict], obs: Observation) -> VLMRequest:
+    def _framed(self, obs: Observation) -> bytes:
+        """The screenshot at the profile's frame, resized as the set writer resizes it."""
+        size = self.profile.frame(obs.width, obs.height)
+        if size == (obs.width, obs.height):
+            return obs.screenshot
+        return resize_image(obs.screenshot, obs.image_format, size, source=self.task.task_id)
+
+    def _request(self, messages: list[dict], obs: Observation,
+                 frame: tuple[int, int] | None = None) -> VLMRequest:
+        """`frame`: the size the answer's pixels refer to (metadata width/height)."""
+        w, h = frame or (obs.width, obs.height)
         return VLMRequest(messages=messages, key=f"{self.task.task_id}#{self.steps}",
                           metadata={"task_id": self.task.task_id, "step": self.steps,
-                                    "width": obs.width, "height": obs.height,
-                                    "prompt": self.prompt})
+                                    "width": w, "height": h, "prompt": self.prompt,
+                                    "coords": self.profile.coords if frame else self.coords})
 
     def act(self, obs: Observation) -> Action:
         req = self.request(obs)
@@ -128,7 +147,11 @@ class AgentPolicy:
             raw = raw[0]
         self.answers.append(raw)
         try:
-            action, thought = from_gui_libra(raw, obs.width, obs.height, coords=self.coords)
+            if self.prompt == "reasoning_set":
+                fw, fh = self.profile.frame(obs.width, obs.height)
+                action, thought = from_gui_libra(raw, fw, fh, coords=self.profile.coords)
+            else:
+                action, thought = from_gui_libra(raw, obs.width, obs.height, coords=self.coords)
         except (SchemaError, ValueError) as e:  # pydantic's errors are ValueErrors too
             self.stats["unparseable"] += 1
             self.last_error = f"{req.key}: {e}"
@@ -144,7 +167,8 @@ class AgentPolicy:
         self.history.append(action.description or action.brief())
         # As synthesis.prompts.history_text words a recorded step (the runner records
         # last_target as the step's target).
-        phrase = action_phrase(action, self.last_target, obs.width, obs.height, self.language)
+        phrase = action_phrase(action, self.last_target, obs.width, obs.height, self.language,
+                               self.profile if self.prompt == "reasoning_set" else None)
         k = len(self.set_history) + 1
         self.set_history.append(f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}")
         return action

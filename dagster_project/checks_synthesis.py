@@ -6,13 +6,17 @@ import dagster as dg
 
 from dagster_project.assets.synthesis import CHINESE_GUI_SET, REASONING_SET
 from dagster_project.resources import StorageResource
+from synthesis.frame_check import tap_answers_in_box
 from synthesis.placeholders import placeholder_counts
 from synthesis.set_stats import reasoning_set_stats, set_checks
 
 CHECKS_OF = {"answers_parse": "every answer parses back to the recorded action and its spans are exact",
              "mix_1_to_1": "reason-then-act and direct-act samples are 1:1",
              "language": "the set's languages (and, for the Chinese set, Chinese thoughts)",
-             "alignment_rate": "the share of checked steps the alignment checks kept"}
+             "alignment_rate": "the share of checked steps the alignment checks kept",
+             "taps_in_box": "read as its model profile's trainer reads it (image resized, answer "
+                            "parsed, point mapped back to the screenshot), every tap-like answer "
+                            "lands inside its recorded target box"}
 
 
 def _set_checks(asset: str, dataset: str, **kw):
@@ -22,7 +26,13 @@ def _set_checks(asset: str, dataset: str, **kw):
     @dg.multi_asset_check(specs=specs, name=f"{asset}_checks")
     def checks(storage: StorageResource):
         stats = reasoning_set_stats(storage.shards_dir(dataset))
-        for name, result in set_checks(stats, skipped_steps=stats["skipped_steps"], **kw).items():
+        results = set_checks(stats, skipped_steps=stats["skipped_steps"], **kw)
+        taps = tap_answers_in_box(storage.shards_dir(dataset))
+        results["taps_in_box"] = {"passed": taps["passed"], "detail": (
+            f"{taps['profile']}: {taps['inside']}/{taps['tap_answers']} tap answers inside their "
+            f"target box, {taps['outside']} outside ({taps['unparsed']} unparsed, "
+            f"{taps['recorded_outside']} recorded outside); examples: {taps['examples']}")}
+        for name, result in results.items():
             warn = result.get("severity") == "warn"
             yield dg.AssetCheckResult(
                 asset_key=asset, check_name=f"{asset}_{name}", passed=result["passed"],

@@ -13,11 +13,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .actions import Action
+from .provenance import build_id
 
 # 1.1: trajectories gained reward, verifier and verifier_reason (parts written
 # at 1.0 read with those null: schemas.arrow.upgrade_trajectories).
 SCHEMA_VERSION = "1.1"
-PIPELINE_VERSION = "0.1.0"
+# The code a record was made with: the package version and its git commit,
+# "0.1.0+g<12 hex>" (schemas.provenance.build_id; "0.1.0" outside a checkout
+# without $TRAJFORGE_GIT_COMMIT).
+PIPELINE_VERSION = build_id()
 
 # Integer fields are int32 / int64 columns in Parquet (schemas.arrow): a record
 # that validates must also be writable.

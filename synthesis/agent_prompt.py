@@ -213,10 +213,13 @@ def conversation_messages(system: str, human: str, screenshot: bytes) -> list[di
 
 
 def reasoning_set_messages(*, task: str, language: Language, mode: str, history: list[str],
-                           screenshot: bytes, width: int, height: int) -> list[dict]:
-    """The messages of one step in the reasoning set's own prompt (system prompt of `mode`,
-    the task, the earlier actions as `Step k: ...` lines, the screenshot)."""
+                           screenshot: bytes, width: int, height: int,
+                           coords: str = "pixels") -> list[dict]:
+    """The messages of one step in the reasoning set's own prompt (system prompt of `mode`
+    and the model profile's `coords`, the task, the earlier actions as `Step k: ...`
+    lines, the screenshot). `screenshot`, width and height: the image at the profile's
+    frame, as the set stores it (crawlers.agent.AgentPolicy resizes it)."""
     from synthesis.reasoning_set import human_prompt, system_prompt as set_system_prompt
 
-    return conversation_messages(set_system_prompt(mode, language),
+    return conversation_messages(set_system_prompt(mode, language, coords),
                                  human_prompt(task, history, width, height, language), screenshot)

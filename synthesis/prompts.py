@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 from filters.judge import DATA_CLOSE, DATA_OPEN, escape_data
 from schemas.actions import Action, ActionType
 from schemas.converters import swipe_direction
+from schemas.model_profiles import ModelProfile
 from schemas.records import Element, Step, Trajectory
 from trajforge.vlm.backends import VLMRequest
 from trajforge.vlm.messages import image_part, text_part
@@ -55,21 +56,27 @@ def element_words(element: Element, language: str) -> str:
     return f'the {_ROLE_EN.get(element.role, element.role)} "{element.name}"'
 
 
-def _where(action: Action, target: Element | None, width: int, height: int, language: str) -> str:
+def _where(action: Action, target: Element | None, width: int, height: int, language: str,
+           profile: ModelProfile | None = None) -> str:
     if target is not None and target.name:
         return element_words(target, language)
     if action.x is not None:
-        px, py = action.point_px(width, height)
+        px, py = (action.point_px(width, height) if profile is None
+                  else profile.to_model(action.x, action.y, width, height))
         return f"({px}, {py}) 处" if language == "zh" else f"({px}, {py})"
     return "屏幕" if language == "zh" else "the screen"
 
 
 def action_phrase(action: Action, target: Element | None, width: int, height: int,
-                  language: str) -> str:
-    """The action in plain words, lower case: 'tap the button "Go"' / '点击“Go”按钮'."""
+                  language: str, profile: ModelProfile | None = None) -> str:
+    """The action in plain words, lower case: 'tap the button "Go"' / '点击“Go”按钮'.
+
+    A point without a named target is written in pixels of the width x height
+    screenshot, or, with a model `profile`, as that profile's answer writes it
+    (schemas.model_profiles: pixels of its frame, or its grid)."""
     _check_language(language)
     t, zh = action.type, language == "zh"
-    where = _where(action, target, width, height, language)
+    where = _where(action, target, width, height, language, profile)
     named = target is not None and bool(target.name)
     text = action.text or ""
     if t == ActionType.TAP:
@@ -113,8 +120,8 @@ def action_phrase(action: Action, target: Element | None, width: int, height: in
     return simple[t][0 if zh else 1]
 
 
-def step_phrase(step: Step, language: str) -> str:
-    return action_phrase(step.action, step.target, step.width, step.height, language)
+def step_phrase(step: Step, language: str, profile: ModelProfile | None = None) -> str:
+    return action_phrase(step.action, step.target, step.width, step.height, language, profile)
 
 
 def action_description(step: Step, language: str) -> str:
@@ -134,7 +141,8 @@ def history_text(steps: list[Step], upto: int, language: str) -> list[str]:
     return [f"Step {k}: {step_phrase(s, language)}" for k, s in enumerate(steps[:upto], 1)]
 
 
-def executed_history(steps: list[Step], index: int, language: str) -> list[str]:
+def executed_history(steps: list[Step], index: int, language: str,
+                     profile: ModelProfile | None = None) -> list[str]:
     """What had really been done when step `index` was on screen: the action of every
     executed step before it (by step index), one line each, numbered from 1.
 
@@ -143,11 +151,13 @@ def executed_history(steps: list[Step], index: int, language: str) -> list[str]:
     and the screen shows its effect. A step the guard blocked (`step.guard` set)
     was never executed and gets no line; the runner ends an episode at a blocked
     step, so in a crawl it is the last step and every sample k has k lines.
+    `profile`: a point is written in that model profile's frame (action_phrase), as
+    the sample's answer writes it.
     """
     _check_language(language)
     done = [s for s in steps if s.index < index and not s.guard]
     fmt = "第{k}步：{p}" if language == "zh" else "Step {k}: {p}"
-    return [fmt.format(k=k, p=step_phrase(s, language)) for k, s in enumerate(done, 1)]
+    return [fmt.format(k=k, p=step_phrase(s, language, profile)) for k, s in enumerate(done, 1)]
 
 
 def page_path(url: str) -> str:

@@ -7,8 +7,14 @@ For each step of a curated trajectory that has a usable chain of thought
 - mode "direct": the same answer without the thought.
 
 The answer is written by schemas.converters.gui_libra.to_gui_libra from the
-RECORDED action (pixels of the screenshot), so it parses back with
-from_gui_libra to the recording; the CoT contributes the thought and the
+RECORDED action, in the frame of a named model profile (schemas.model_profiles,
+default qwen2.5-vl): the sample's image is the screenshot resized to the frame
+that profile's trainer feeds (`image` = its size, `screenshot` = the recorded
+size), and point_2d is in pixels of that image, or on the profile's grid
+(`coords`). A trainer that reads the sample, resizes the image as it will (a
+no-op: the image is already at its smart_resize size) and executes the answer
+lands on the recorded target. It parses back with from_gui_libra (width/height
+= `image`, coords = `coords`) to the recording; the CoT contributes the thought and the
 action description only. The two modes have different system prompts: the
 same screen and history map to two different outputs, so the model must be
 told which one is wanted.
@@ -45,6 +51,8 @@ from filters.pii_surrogate import Surrogates
 from schemas.actions import Action
 from schemas.converters.gui_libra import NO_POINT, from_gui_libra, to_gui_libra
 from schemas.errors import SchemaError
+from schemas.model_profiles import Coords, ModelProfile, model_profile
+from schemas.provenance import provenance
 from schemas.records import Step, Trajectory
 from synthesis.cot import StepCoT
 from synthesis.prompts import executed_history
@@ -54,13 +62,22 @@ MODES = ("direct", "reason")  # sorted: a step's samples go out in key order
 MIN_STEPS, MAX_STEPS = 3, 50
 _TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answer>")
 
+_JSON = ('{"action_description": "...", "action_type": "...", "value": "...", '
+         '"point_2d": [x, y]}')
 _FORMAT = {
-    "en": ('{"action_description": "...", "action_type": "...", "value": "...", '
-           '"point_2d": [x, y]} (point_2d in pixels of the screenshot; [-100, -100] when the '
-           'action has no point; unused fields "None")'),
-    "zh": ('{"action_description": "...", "action_type": "...", "value": "...", '
-           '"point_2d": [x, y]}（point_2d 为截图的像素坐标；没有点时为 [-100, -100]；'
-           '未使用的字段填 "None"）'),
+    ("en", "pixels"): _JSON + (' (point_2d in pixels of the screenshot; [-100, -100] when the '
+                               'action has no point; unused fields "None")'),
+    ("zh", "pixels"): _JSON + '（point_2d 为截图的像素坐标；没有点时为 [-100, -100]；未使用的字段填 "None"）',
+    ("en", "grid1000"): _JSON + (' (point_2d on a 0-1000 grid over the screenshot: [0, 0] is the '
+                                 'top-left corner, [1000, 1000] the bottom-right; [-100, -100] when '
+                                 'the action has no point; unused fields "None")'),
+    ("zh", "grid1000"): _JSON + ('（point_2d 为截图上 0-1000 网格的坐标：[0, 0] 为左上角，[1000, 1000] '
+                                 '为右下角；没有点时为 [-100, -100]；未使用的字段填 "None"）'),
+    ("en", "grid999"): _JSON + (' (point_2d on a 0-999 grid over the screenshot: [0, 0] is the '
+                                'top-left corner, [999, 999] the bottom-right; [-100, -100] when '
+                                'the action has no point; unused fields "None")'),
+    ("zh", "grid999"): _JSON + ('（point_2d 为截图上 0-999 网格的坐标：[0, 0] 为左上角，[999, 999] '
+                                '为右下角；没有点时为 [-100, -100]；未使用的字段填 "None"）'),
 }
 _ACTION_NAMES = ("Click, LongPress, Swipe, Scroll, Write, Select, KeyboardPress, OpenAPP, "
                  "NavigateBack, NavigateHome, Wait, Answer, Terminate")
@@ -86,11 +103,13 @@ _HUMAN = {
 }
 
 
-def system_prompt(mode: str, language: str) -> str:
-    if (language, mode) not in _SYSTEM:
-        raise ValueError(f"mode={mode!r}, language={language!r}: expected a mode in {MODES} "
-                         f"and language 'en' or 'zh'")
-    return _SYSTEM[(language, mode)].format(fmt=_FORMAT[language], names=_ACTION_NAMES)
+def system_prompt(mode: str, language: str, coords: Coords = "pixels") -> str:
+    """The system turn of `mode`; `coords` is the profile's (schemas.model_profiles)."""
+    if (language, mode) not in _SYSTEM or (language, coords) not in _FORMAT:
+        raise ValueError(f"mode={mode!r}, language={language!r}, coords={coords!r}: expected a "
+                         f"mode in {MODES}, language 'en' or 'zh' and coords pixels, grid1000 "
+                         f"or grid999")
+    return _SYSTEM[(language, mode)].format(fmt=_FORMAT[(language, coords)], names=_ACTION_NAMES)
 
 
 def human_prompt(instruction: str, history: list[str], width: int, height: int,
@@ -111,9 +130,16 @@ def human_prompt(instruction: str, history: list[str], width: int, height: int,
 
 # -- answers and their spans ------------------------------------------------------
 
-def answer_text(action: Action, width: int, height: int, thought: str | None = None) -> str:
-    """The GUI-Libra answer (pixels of the screenshot), with the thought for mode "reason"."""
-    return to_gui_libra(action, width, height, thought=thought, coords="pixels")
+def answer_text(action: Action, width: int, height: int, thought: str | None = None,
+                profile: "ModelProfile | str | None" = None) -> str:
+    """The GUI-Libra answer, with the thought for mode "reason": for a width x height
+    screenshot, in the frame of `profile` (schemas.model_profiles); without one, in
+    pixels of width x height as given."""
+    if profile is None:
+        return to_gui_libra(action, width, height, thought=thought, coords="pixels")
+    p = model_profile(profile)
+    fw, fh = p.frame(width, height)
+    return to_gui_libra(action, fw, fh, thought=thought, coords=p.coords, think_tag=p.think_tag)
 
 
 def answer_spans(text: str) -> dict[str, list[list[int]]]:
@@ -216,19 +242,25 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                  alignment: Mapping[int, Any] | None = None, language: str | None = None,
                  require_chinese_thought: bool = False, min_steps: int = MIN_STEPS,
                  max_steps: int = MAX_STEPS, skipped: list[dict] | None = None,
-                 recorded: list[Step] | None = None) -> list[tuple[Step, str, dict]]:
+                 recorded: list[Step] | None = None,
+                 profile: "ModelProfile | str | None" = None) -> list[tuple[Step, str, dict]]:
     """(step, key, sample JSON) for both modes of every usable step, in key order.
 
     `steps` are the trajectory's kept steps in index order (gaps allowed);
     `cots` and `alignment` are keyed by step index. `recorded`: the trajectory's
     steps as recorded, dropped ones included (the history; not needed when
-    `steps` has no gaps). What is left out goes to `skipped` as {trajectory_id,
-    index (None for the whole trajectory), reason, detail}.
+    `steps` has no gaps). `profile`: the model profile the set is written for
+    (None: schemas.model_profiles.DEFAULT_PROFILE); the image a writer stores for
+    a sample is the screenshot resized to `image`'s size. What is left out goes
+    to `skipped` as {trajectory_id, index (None for the whole trajectory),
+    reason, detail}.
     """
     from trajforge.shards import sample_key
 
     tid = traj.trajectory_id
     lang = traj.task.language
+    prof = model_profile(profile)
+    made_by = provenance(model_profile=prof.name)
 
     def skip(index, reason, detail=""):
         if skipped is not None:
@@ -249,32 +281,41 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                         None if alignment is None else alignment.get(step.index))
         if why is None:
             why = _history_gap(executed, step.index)
+        if why is None:
+            try:
+                frame = prof.frame(step.width, step.height)
+            except ValueError as err:
+                why = "bad_screenshot", f"no {prof.name} frame for it: {err}"
         if why is not None:
             skip(step.index, *why)
             continue
         cot = as_step_cot(cots[step.index])
         action = _with_description(step.action, cot)
-        history = executed_history(executed, step.index, lang)
+        history = executed_history(executed, step.index, lang, prof)
         base = {
             "trajectory_id": tid, "index": step.index, "language": lang, "app": traj.app,
             "platform": traj.platform, "source": traj.source, "source_name": traj.source_name,
-            "task_id": traj.task.task_id,
-            "image": {"width": step.width, "height": step.height, "format": step.image_format},
+            "verifier": traj.verifier, "task_id": traj.task.task_id,
+            # The image as stored in the sample: the screenshot at the profile's frame.
+            "image": {"width": frame[0], "height": frame[1], "format": step.image_format},
+            "screenshot": {"width": step.width, "height": step.height},
+            "model_profile": prof.name, "coords": prof.coords, "provenance": made_by,
             "action": step.action.model_dump(mode="json", exclude_none=True),
             # The target element's normalised box: RL's step reward tests point-in-box on it.
             "target_box": _target_box(step),
             "thought_backend": cot.backend,
             "alignment": alignment_view(None if alignment is None else alignment.get(step.index)),
         }
-        human = human_prompt(traj.task.instruction, history, step.width, step.height, lang)
+        human = human_prompt(traj.task.instruction, history, frame[0], frame[1], lang)
         for mode in MODES:
             text = answer_text(action, step.width, step.height,
-                               thought=cot.thought if mode == "reason" else None)
+                               thought=cot.thought if mode == "reason" else None, profile=prof)
             _, _, brace = text.partition("<answer>")
             answer = json.loads(brace[brace.index("{"):brace.rindex("}") + 1])
             out.append((step, f"{sample_key(tid, step.index)}_{mode}", {
                 **base, "mode": mode,
-                "conversations": [{"from": "system", "value": system_prompt(mode, lang)},
+                "conversations": [{"from": "system",
+                                   "value": system_prompt(mode, lang, prof.coords)},
                                   {"from": "human", "value": human},
                                   {"from": "gpt", "value": text}],
                 "answer": answer, "spans": answer_spans(text)}))
@@ -388,12 +429,29 @@ def build_samples(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any],
                   images: Mapping[int, bytes] | Callable[[Step], bytes], **options) -> list[dict]:
     """WebDataset samples ({"__key__", "png"|"jpg"|"webp": bytes, "json": dict}) of one
     trajectory; `images` gives each step's encoded screenshot as stored (by index, or a
-    function of the step). `options` are those of `sample_jsons`."""
+    function of the step), and each sample holds it resized to the profile's frame
+    (frame_image). `options` are those of `sample_jsons`."""
     from trajforge.shards import IMAGE_EXT
 
     get = images if callable(images) else (lambda s: images[s.index])
-    return [{"__key__": key, IMAGE_EXT[step.image_format]: get(step), "json": obj}
-            for step, key, obj in sample_jsons(traj, steps, cots, **options)]
+    out, framed = [], {}
+    for step, key, obj in sample_jsons(traj, steps, cots, **options):
+        if step.index not in framed:  # both modes share the step's image
+            framed[step.index] = frame_image(get(step), step, obj)
+        out.append({"__key__": key, IMAGE_EXT[step.image_format]: framed[step.index], "json": obj})
+    return out
+
+
+def frame_image(data: bytes, step: Step, sample: dict) -> bytes:
+    """The step's encoded screenshot at the sample's `image` size (its profile's frame),
+    resized with trajforge.resolution.resize_image (LANCZOS, same format); the bytes as
+    they are when the sizes agree. The agent resizes what it sees the same way."""
+    from trajforge.resolution import resize_image
+
+    size = (sample["image"]["width"], sample["image"]["height"])
+    if size == (step.width, step.height):
+        return data
+    return resize_image(data, step.image_format, size, source=f"{step.trajectory_id}#{step.index}")
 
 
 def write_reasoning_set(curated_store, cot_rows: Iterable, out_dir, **kw) -> dict:

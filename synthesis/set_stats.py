@@ -81,6 +81,8 @@ class SetStats:
         self.apps: Counter = Counter()
         self.action_types: Counter = Counter()
         self.backends: Counter = Counter()
+        self.profiles: Counter = Counter()
+        self.max_image_pixels = 0
         self.thought_chars: list[int] = []
         self.thought_chinese = 0
         self.parsed = self.matches = self.spans_ok = 0
@@ -104,15 +106,20 @@ class SetStats:
         self.backends[sample["thought_backend"]] += 1
         text = gpt_text(sample)
         width, height = sample["image"]["width"], sample["image"]["height"]
+        # The answer's frame: pixels of the sample's image, or the model profile's grid.
+        coords = sample.get("coords", "pixels")
+        cmp_size = (width, height) if coords == "pixels" else (1000, 1000)
+        self.profiles[sample.get("model_profile") or "none"] += 1
+        self.max_image_pixels = max(self.max_image_pixels, int(width) * int(height))
         recorded = Action.model_validate(sample["action"])
         try:
-            parsed, thought = from_gui_libra(text, width, height)
+            parsed, thought = from_gui_libra(text, width, height, coords=coords)
         except SchemaError as err:
             self._fail(key, "unparsed", str(err))
             parsed, thought = None, None
         if parsed is not None:
             self.parsed += 1
-            if same_action(parsed, recorded, width, height):
+            if same_action(parsed, recorded, *cmp_size):
                 self.matches += 1
             else:
                 self._fail(key, "answer_differs", f"{parsed.brief()} != recorded {recorded.brief()}")
@@ -159,6 +166,8 @@ class SetStats:
             "apps": dict(sorted(self.apps.items())),
             "action_types": dict(sorted(self.action_types.items())),
             "thought_backends": dict(sorted(self.backends.items())),
+            "model_profiles": dict(sorted(self.profiles.items())),
+            "max_image_pixels": self.max_image_pixels,  # the largest image (frame) in the set
             # share of the samples whose thought each backend wrote ("template", a VLM's id)
             "thought_backend_share": {k: v / n for k, v in sorted(self.backends.items())},
             "thought_chars": length_stats(self.thought_chars),

@@ -13,8 +13,15 @@ done; manifest.json (with each shard's sha256) is written last, atomically,
 and is the commit; shards of an earlier run that this one did not rewrite are
 removed after it.
 
-One sample per (step, mode); see synthesis/reasoning_set.py. Images are the
-curated store's blobs as stored (no re-encode). The histories are the
+One sample per (step, mode); see synthesis/reasoning_set.py. The set is
+written for one model profile (schemas.model_profiles; `profile`, default
+qwen2.5-vl): each image is the curated store's blob resized to the frame that
+profile's trainer feeds (trajforge.resolution.resize_image, LANCZOS, the stored
+format; the blob's bytes as they are when the frame is the screenshot's size),
+once per step for both modes, and the answers' points are in that frame. The
+manifest names the profile (`model_profile`) and what made the set
+(`provenance`: pipeline version, git commit, profile), and counts the source
+environments and verifiers of its trajectories (`sources`, `verifiers`). The histories are the
 trajectories as executed: `recorded` (the raw steps the curation read) gives
 the steps a filter dropped, streamed beside the curated ones in the same
 (trajectory_id, index) order. Everything left out is counted
@@ -34,10 +41,14 @@ from typing import Any
 
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
+from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
+from schemas.provenance import provenance
 from schemas.records import SCHEMA_VERSION, Step
 from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
                               ShardSample, SplitWriter, check_splits, committed_trajectories,
                               group_by_trajectory, package_version, sorted_step_rows)
+from trajforge.export_manifest import count_source, source_counts
+from trajforge.export_quarantine import Unusable
 from trajforge.holdout import HoldOut
 from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
 from trajforge.store import RawStore, atomic_write_bytes
@@ -57,6 +68,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                         min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
                         recorded: RawStore | Path | str | list | None = None,
+                        profile: "str | ModelProfile" = DEFAULT_PROFILE,
                         progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Write the set under out_dir; returns a summary (totals, figures, checks).
 
@@ -70,7 +82,9 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     `recorded`: the steps as recorded, dropped ones included (a RawStore, or a
     steps Parquet file or list of them, e.g. raw_steps/steps.parquet): every
     sample's history lists all executed steps before it. Without it, a step
-    after a dropped one is skipped as "history_incomplete".
+    after a dropped one is skipped as "history_incomplete". `profile`: the model
+    profile (schemas.model_profiles name or ModelProfile) whose frame the images
+    and coordinates are written in; the manifest names it.
     """
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
@@ -79,8 +93,10 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
         raise ValueError("max_samples_per_shard and max_bytes_per_shard must be positive")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    prof = model_profile(profile)
     options = {"language": language, "require_chinese_thought": require_chinese_thought,
-               "min_steps": min_steps, "max_steps": max_steps, "modes": list(MODES)}
+               "min_steps": min_steps, "max_steps": max_steps, "modes": list(MODES),
+               "model_profile": prof.name}
 
     quarantine: list[dict] = []
     cots, aligned = _index_cot_rows(cot_rows, alignment, quarantine)
@@ -94,9 +110,10 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     staging.mkdir()
     stats = SetStats()
     try:
-        shards, image_exts, per_split, held_out = _write_shards(
+        shards, image_exts, per_split, held_out, sources = _write_shards(
             store, chosen, cots, aligned, staging, splits, split_seed, max_samples_per_shard,
-            max_bytes_per_shard, options, stats, quarantine, progress, recorded)
+            max_bytes_per_shard, {**options, "profile": prof}, stats, quarantine, progress,
+            recorded)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -119,13 +136,21 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                          figures, dict(sorted(skipped_trajectories.items())),
                          dict(sorted(skipped_steps.items())), store, collections)
     manifest["held_out"] = held_out
+    manifest["model_profile"] = prof.describe()
+    # The largest image of the set: a trainer's image_max_pixels below it would shrink
+    # that image out of its answers' frame (training.data.frame_gate).
+    manifest["frames"] = {"max_pixels": figures["max_image_pixels"]}
+    manifest["provenance"] = provenance(model_profile=prof.name)
+    manifest.update(source_counts(sources))
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                              ensure_ascii=False) + "\n").encode())
     for p in out_dir.glob("*.tar"):  # after the commit: shards of an earlier run
         if SHARD_NAME.match(p.name) and p.name not in {s["name"] for s in shards}:
             p.unlink()
     return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
-            **manifest["totals"], "stats": figures,
+            **manifest["totals"], "stats": figures, "model_profile": prof.name,
+            "provenance": manifest["provenance"], "sources": manifest["sources"],
+            "verifiers": manifest["verifiers"],
             "checks": set_checks(figures, language=language,
                                  require_chinese_thought=require_chinese_thought,
                                  skipped_steps=dict(skipped_steps)),
@@ -162,6 +187,7 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
     writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal)
                for name, _ in splits}
     per_split = {name: 0 for name, _ in splits}
+    sources: dict = {}
     holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
     seen: set[str] = set()
     history = _RecordedSteps(recorded, list(chosen), staging / "duckdb-recorded")
@@ -190,6 +216,7 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
                 split = holdout.split(traj.task)
                 writers[split].add_trajectory(samples)
                 per_split[split] += 1
+                count_source(sources, traj)
                 holdout.add(traj.task, split)
             if progress is not None:
                 progress(len(samples))
@@ -204,7 +231,7 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
         quarantine.append({"trajectory_id": tid, "index": None, "reason": "steps_missing",
                            "detail": f"no step rows in {chosen[tid][1]}"})
     image_exts = set().union(*(w.image_exts for w in writers.values()))
-    return shards, image_exts, per_split, holdout.manifest()
+    return shards, image_exts, per_split, holdout.manifest(), sources
 
 
 class _RecordedSteps:
@@ -275,9 +302,10 @@ def _samples(store, traj, steps, cots, align, options, stats, quarantine, source
     planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
                            require_chinese_thought=options["require_chinese_thought"],
                            min_steps=options["min_steps"], max_steps=options["max_steps"],
-                           skipped=skipped, recorded=recorded)
+                           skipped=skipped, recorded=recorded, profile=options["profile"])
     quarantine += skipped
     out, missing = [], set()
+    framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
     for step, key, obj in planned:
         path = store.blobs.path(step.screenshot, step.image_format)
         try:
@@ -291,12 +319,29 @@ def _samples(store, traj, steps, cots, align, options, stats, quarantine, source
                                        record=f"{traj.trajectory_id}#{step.index}",
                                        field="screenshot"))})
             continue
+        frame = (obj["image"]["width"], obj["image"]["height"])
+        sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
+                             image_ext=IMAGE_EXT[step.image_format], image_path=path,
+                             image_size=size, image_format=step.image_format,
+                             resize_to=None if frame == (step.width, step.height) else frame,
+                             json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
+                                             separators=(",", ":"), allow_nan=False).encode())
+        if sample.resize_to is not None:
+            if step.index in missing:
+                continue
+            if step.index in framed:
+                sample._resized = framed[step.index]
+            else:
+                try:
+                    sample.prepare()
+                except Unusable as bad:  # the blob does not decode: the step goes, counted once
+                    missing.add(step.index)
+                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                       "reason": bad.reason, "detail": bad.detail})
+                    continue
+                framed[step.index] = sample._resized
         stats.add(key, obj)
-        out.append(ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                           image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                           image_size=size, image_format=step.image_format,
-                           json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                           separators=(",", ":"), allow_nan=False).encode()))
+        out.append(sample)
     return out
 
 
@@ -327,9 +372,12 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, option
         "sample": {"key": "<trajectory_id>_s<index:04d>_<mode>", "modes": list(MODES),
                    "image_exts": sorted(image_exts),
                    "json": "trajectory_id, index, mode, language, app, platform, source, "
-                           "task_id, template_id, instruction, "
-                           "image, action (recorded), conversations (system/human/gpt), "
-                           "answer (GUI-Libra), spans (char offsets into the gpt value), "
+                           "source_name, verifier, task_id, template_id, instruction, "
+                           "image (its size: the model profile's frame), screenshot (the "
+                           "recorded size), model_profile, coords, provenance, "
+                           "action (recorded, normalised), conversations (system/human/gpt), "
+                           "answer (GUI-Libra, points in the frame), spans (char offsets "
+                           "into the gpt value), target_box (normalised), "
                            "thought_backend, alignment"},
         "totals": {"samples": sum(s["samples"] for s in shards), "steps": figures["steps"],
                    "trajectories": sum(per_split.values()), "shards": len(shards),

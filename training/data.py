@@ -129,6 +129,59 @@ def template_thought_gate(shards_dir: str | Path, *, full_run: bool, trains_thou
         "allow_template_thoughts: true to train on them anyway.")
 
 
+class FrameMismatchError(ValueError):
+    """A full training run would feed the set's images in another frame than its answers'."""
+
+
+def set_profile(shards_dir: str | Path):
+    """The model profile a set's manifest names (schemas.model_profiles.ModelProfile), or
+    None for a set written before profiles (answers in pixels of the stored screenshot).
+    Training, evaluation (training.evaluate.run_eval) and the agent it plays read it here."""
+    from schemas.model_profiles import manifest_profile
+    from trajforge.shards import read_manifest
+
+    return manifest_profile(read_manifest(Path(shards_dir)))
+
+
+def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *,
+               full_run: bool) -> dict[str, Any]:
+    """Does this run feed the set's images in the frame its answers are written in?
+
+    A set written for a profile stores each image at that profile's frame (a
+    smart_resize size, so the processor leaves it alone); an image_max_pixels cap
+    below its largest image (manifest `frames.max_pixels`, else the profile's
+    max_pixels) would shrink some images again and move every
+    pixel answer of theirs (grid answers are relative and survive). A set that names
+    no profile has its answers in pixels of the stored screenshot, which the
+    processor resizes. A full run raises FrameMismatchError for either; the tiny
+    random-weights model only reports it. Returns {"model_profile", "frame"
+    ("kept", "no profile", "capped")} for the run's metrics."""
+    from trajforge.shards import read_manifest
+
+    manifest = read_manifest(Path(shards_dir))
+    profile = set_profile(shards_dir)
+    largest = (manifest.get("frames") or {}).get("max_pixels")
+    if profile is not None and not isinstance(largest, int):
+        largest = profile.max_pixels  # not stated: as large as the profile allows
+    if profile is None:
+        problem, status = ("its manifest names no model profile: the answers are pixels of the "
+                           "stored screenshot, and the processor's smart_resize moves them; write "
+                           "the set again (write_reasoning_set(profile=...))"), "no profile"
+    elif (profile.coords == "pixels" and image_max_pixels is not None
+          and image_max_pixels < largest):
+        problem, status = (f"it is written for {profile.name} (images up to {largest} "
+                           f"pixels, answers in their pixels) but image_max_pixels="
+                           f"{image_max_pixels} shrinks them out of that frame; set "
+                           f"image_max_pixels >= {largest} (or null), or write the "
+                           f"set for a profile with max_pixels <= {image_max_pixels}"), "capped"
+    else:
+        return {"model_profile": profile.name, "frame": "kept"}
+    if full_run:
+        raise FrameMismatchError(f"{shards_dir}: {problem}")
+    return {"model_profile": None if profile is None else profile.name, "frame": status,
+            "detail": problem}
+
+
 def shuffled(samples: Iterable, buffer: int, seed: int) -> Iterator:
     """A seeded shuffle through a bounded buffer (buffer <= 1: the stream order)."""
     if buffer <= 1:

@@ -68,7 +68,8 @@ def score_answer(text: str, sample_json: dict) -> dict[str, bool]:
     """parsed / type / point / value / step for one answer against the sample's record."""
     w, h = sample_json["image"]["width"], sample_json["image"]["height"]
     ref = Action.model_validate(sample_json["action"])
-    pred = parse_prediction(text, w, h)
+    # The answer's frame: the sample's image (its model profile's frame) and coordinates.
+    pred = parse_prediction(text, w, h, coords=sample_json.get("coords", "pixels"))
     if pred is None:
         return {"parsed": False, "type": False, "point": False, "value": False, "step": False}
     type_ok = pred.type == ref.type
@@ -183,8 +184,13 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
     if cfg.shards is None and cfg.store is None:
         raise ValueError("EvalConfig: set shards (offline), store (online) or both")
     started = time.perf_counter()
+    from training.data import set_profile
+
+    # The agent plays with the profile of the set the model learnt from (its manifest).
+    profile = set_profile(cfg.shards) if cfg.shards is not None else None
     backend = policy_backend_for(cfg.model_path, device=cfg.device, dtype=cfg.dtype,
-                                 image_max_pixels=cfg.image_max_pixels, set_mode=cfg.set_mode)
+                                 image_max_pixels=cfg.image_max_pixels, set_mode=cfg.set_mode,
+                                 profile=None if profile is None else profile.name)
     metrics: dict[str, Any] = {"kind": "eval", "checkpoint_id": backend.model_id,
                                "model_path": cfg.model_path}
     if cfg.shards is not None:

@@ -74,8 +74,9 @@ def checkpoint_id_of(path: str | Path) -> str:
 
 def policy_backend_for(path: str | Path, *, device: str = "auto", dtype: str = "auto",
                        image_max_pixels: int | None = None, set_mode: str = "direct",
-                       record: bool = False):
-    """A checkpoint directory as a PolicyBackend (reasoning-set prompt, id = checkpoint id)."""
+                       record: bool = False, profile: str | None = None):
+    """A checkpoint directory as a PolicyBackend (reasoning-set prompt, id = checkpoint id);
+    `profile`: the model profile of the set it was trained on (training.data.set_profile)."""
     from training.checkpoint import load_policy
     from training.config import resolve_model_path
     from training.policy_backend import PolicyBackend
@@ -83,7 +84,7 @@ def policy_backend_for(path: str | Path, *, device: str = "auto", dtype: str = "
     path = resolve_model_path(str(path))
     model, processor = load_policy(path, device=device, dtype=dtype, gradient_checkpointing=False)
     return PolicyBackend(model, processor, checkpoint_id_of(path), max_image_pixels=image_max_pixels,
-                         set_mode=set_mode, record=record)
+                         set_mode=set_mode, record=record, profile=profile)
 
 
 def flywheel_turn(checkpoint: str | Path | VLMBackend, store: RawStore | str | Path,

@@ -45,12 +45,15 @@ class PolicyBackend:
 
     def __init__(self, model, processor, model_id: str, *, max_image_pixels: int | None = None,
                  prompt: str = "reasoning_set", set_mode: str = "direct", record: bool = False,
-                 mixed_precision: bool = True):
+                 mixed_precision: bool = True, profile: str | None = None):
         self.model = model
         self.mixed_precision = mixed_precision  # bf16 autocast over fp32 weights on cuda
         self.processor = processor
         self.prompt = prompt
         self.set_mode = set_mode
+        # The reasoning set's model profile (its manifest's): AgentPolicy frames the
+        # screenshot and reads the answer with it. None: the default profile.
+        self.profile = profile
         self.record = record
         self.generations: list[Generation] = []
         self._encoder = TransformersBackend.from_loaded(model, processor, model_id,

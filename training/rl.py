@@ -89,7 +89,8 @@ def step_rewards(texts: list[str], sample_json: dict) -> list[float]:
         raise SchemaError(f"cannot read the recorded action or image size: {exc}",
                           field="action") from None
     box = reference_box(sample_json, ref)
-    return [step_reward(t, ref, box, width=width, height=height) for t in texts]
+    coords = sample_json.get("coords", "pixels")  # the set's model profile's coordinates
+    return [step_reward(t, ref, box, width=width, height=height, coords=coords) for t in texts]
 
 
 def is_success(reward: float) -> bool:

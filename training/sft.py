@@ -43,7 +43,8 @@ from .checkpoint import (checkpoint_id, finished_checkpoint, is_tiny_random_mode
                          model_fingerprint, save_checkpoint, shards_fingerprint)
 from .compile import compile_blocks
 from .config import SFTConfig
-from .data import collate, encoded_stream, iter_reasoning_samples, shuffled, template_thought_gate
+from .data import (collate, encoded_stream, frame_gate, iter_reasoning_samples, shuffled,
+                   template_thought_gate)
 from .entry import entry_point
 from .loss import weighted_token_loss
 from .pipes_report import Reporter, StdoutReporter
@@ -120,6 +121,11 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     if thoughts["template_thoughts"] in ("allowed", "tiny model"):
         report.log(f"warning: training on template-written thoughts ({thoughts['template_share']:.0%} "
                    f"of {cfg.shards}; {thoughts['template_thoughts']})")
+    frame = frame_gate(cfg.shards, cfg.image_max_pixels,
+                       full_run=not is_tiny_random_model(cfg.resolved_model_path()))
+    if frame["frame"] != "kept":
+        report.log(f"warning: the tiny model is fed images outside the answers' frame: "
+                   f"{frame['detail']}")
     rank, world, local_rank = _dist()
     cid, base_id = sft_checkpoint_id(cfg)
     out = Path(cfg.out_dir) / cid
@@ -190,6 +196,7 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
         "tokens_per_s": tokens * world / wall if wall > 0 else 0.0,
         "samples": samples * world, "wall_s": wall, "skipped": dict(skipped),
         "world_size": world, "device": device, **thoughts,
+        "model_profile": frame["model_profile"], "frame": frame["frame"],
         "data": {"shards": str(cfg.shards), "split": cfg.split,
                  "fingerprint": shards_fingerprint(cfg.shards, cfg.split)},
         "config": cfg.model_dump(mode="json"),

@@ -63,7 +63,8 @@ from PIL import __version__ as _PILLOW_VERSION
 
 from schemas.records import SCHEMA_VERSION
 
-from .export_manifest import (build_manifest, collection_names, dist_version, package_version,
+from .export_manifest import (build_manifest, collection_names, count_source, dist_version,
+                              package_version,
                               publish, remove_leftovers, remove_stale_shards)
 from .export_plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits, committed_trajectories,
                           group_by_trajectory, sorted_step_rows, split_of)
@@ -159,6 +160,9 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
         shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
     quarantine, skipped, skipped_steps = quarantine_records(chosen, seen, quarantine + bad,
                                                             step_skips)
+    sources: dict = {}
+    for tid in sorted(seen - {q["trajectory_id"] for q in bad}):
+        count_source(sources, chosen[tid][0])
 
     for shard in shards:
         path = staging / shard["name"]
@@ -167,7 +171,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     shutil.rmtree(staging, ignore_errors=True)
     publish(out_dir / QUARANTINE, quarantine_jsonl(quarantine))
     manifest = build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
-                              store, collections, profile)
+                              store, collections, profile, sources)
     manifest["held_out"] = holdout.manifest()
     if skipped_steps:
         manifest["totals"]["skipped_steps"] = skipped_steps

@@ -10,7 +10,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-from schemas.records import PIPELINE_VERSION, SCHEMA_VERSION
+from schemas.provenance import pipeline_version, provenance
+from schemas.records import SCHEMA_VERSION
 
 from .export_resume import STAGING_PREFIX
 from .resolution import Resolution
@@ -19,7 +20,7 @@ from .store import RawStore, atomic_write_bytes
 
 
 def build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped, store,
-                   collections, profile: Resolution) -> dict:
+                   collections, profile: Resolution, sources: dict | None = None) -> dict:
     split_info = {}
     for name, frac in splits:
         mine = [s for s in shards if s["split"] == name]
@@ -38,6 +39,11 @@ def build_manifest(dataset, splits, split_seed, shards, image_exts, exported, sk
         "collections": collection_names(store, collections),
         "split_seed": split_seed,
         "resolution": profile.describe(),
+        # What made it (pipeline version, git commit), the model profile the images were
+        # sized for (None: coordinates stay normalised, no model's frame), and the source
+        # environments and verifiers of its trajectories.
+        "provenance": provenance(model_profile=profile.model_profile),
+        **source_counts(sources),
         "splits": split_info,
         "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(image_exts),
                    "json": "step row + trajectory row (error -> trajectory_error) + schema_version"},
@@ -63,10 +69,23 @@ def dist_version(name: str) -> str:
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("trajforge")
-    except metadata.PackageNotFoundError:
-        return PIPELINE_VERSION
+    return pipeline_version()
+
+
+def source_counts(sources: dict | None) -> dict:
+    """{"sources": {source_name: trajectories}, "verifiers": {verifier: trajectories}}
+    from {"sources": Counter, "verifiers": Counter} (a trajectory without a verifier
+    counts under "none")."""
+    sources = sources or {}
+    return {k: dict(sorted((str(n), c) for n, c in (sources.get(k) or {}).items()))
+            for k in ("sources", "verifiers")}
+
+
+def count_source(sources: dict, traj) -> None:
+    """Count `traj`'s source environment and verifier into `sources` (see source_counts)."""
+    for key, value in (("sources", traj.source_name), ("verifiers", traj.verifier or "none")):
+        bucket = sources.setdefault(key, {})
+        bucket[value] = bucket.get(value, 0) + 1
 
 
 def publish(path: Path, data: bytes) -> None:

@@ -9,7 +9,11 @@ A profile maps a screenshot's (width, height) to the size it is exported at:
   sample is normalised to [0, 1] of the image;
 - `qwen`: Qwen2.5-VL's `smart_resize` (sides multiples of 28, pixels between
   min_pixels and max_pixels), so the model sees the image unresized and its
-  pixel outputs live in the exported frame.
+  pixel outputs live in the exported frame;
+- a model profile's name (schemas.model_profiles: "qwen2.5-vl", "qwen3-vl",
+  "ui-tars", "gui-libra", "open-autoglm"): the frame that profile's trainer feeds
+  (the same sizes the reasoning set is written at); the manifest's provenance
+  names the profile.
 
 Images are resized with Pillow (LANCZOS) and re-encoded in their stored format;
 an image already at its target size keeps its bytes. Coordinates and boxes are
@@ -27,6 +31,8 @@ from PIL import Image, UnidentifiedImageError
 from schemas.converters.qwen import MAX_PIXELS as QWEN_MAX_PIXELS
 from schemas.converters.qwen import MIN_PIXELS as QWEN_MIN_PIXELS
 from schemas.converters.qwen import smart_resize
+from schemas.model_profiles import PROFILES as MODEL_PROFILES
+from schemas.model_profiles import ModelProfile, model_profile
 
 NATIVE_MAX_PIXELS = 1920 * 1080
 # Re-encoding settings per stored format. Fixed, so an export is reproducible.
@@ -48,11 +54,20 @@ class Resolution:
     """One profile. Build with `resolution_profile("native")` or the classmethods."""
 
     name: str
-    kind: str  # "native" | "fixed" | "qwen"
+    kind: str  # "native" | "fixed" | "qwen" | "model"
     width: int | None = None  # fixed
     height: int | None = None
-    max_pixels: int | None = None  # native, qwen
-    min_pixels: int | None = None  # qwen
+    max_pixels: int | None = None  # native, qwen, model
+    min_pixels: int | None = None  # qwen, model
+    factor: int | None = None  # model
+    model_profile: str | None = None  # model: the schemas.model_profiles name
+
+    @classmethod
+    def model(cls, spec: "str | ModelProfile") -> "Resolution":
+        """The frame of a model profile (schemas.model_profiles)."""
+        p = model_profile(spec)
+        return cls(p.name, "model", max_pixels=p.max_pixels, min_pixels=p.min_pixels,
+                   factor=p.factor, model_profile=p.name)
 
     @classmethod
     def native(cls, max_pixels: int = NATIVE_MAX_PIXELS) -> "Resolution":
@@ -79,6 +94,9 @@ class Resolution:
         if self.kind == "qwen":
             h, w = smart_resize(height, width, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
             return w, h
+        if self.kind == "model":
+            h, w = smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
+            return w, h
         if width * height <= self.max_pixels:
             return width, height
         scale = math.sqrt(self.max_pixels / (width * height))
@@ -104,8 +122,12 @@ def resolution_profile(spec: "str | int | Resolution") -> Resolution:
     try:
         return PROFILES[str(spec)]
     except KeyError:
-        raise ValueError(f"resolution: unknown profile {spec!r}; "
-                         f"use one of {sorted(PROFILES)} or a Resolution") from None
+        pass
+    try:
+        return Resolution.model(str(spec))
+    except ValueError:
+        raise ValueError(f"resolution: unknown profile {spec!r}; use one of {sorted(PROFILES)}, "
+                         f"a model profile ({sorted(MODEL_PROFILES)}) or a Resolution") from None
 
 
 def resize_image(data: bytes, image_format: str, size: tuple[int, int], *, source: str = "") -> bytes:

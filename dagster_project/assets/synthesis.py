@@ -5,6 +5,7 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.schedules import AFTER_CRAWL
+from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.cot_table import read_cot_rows, write_cot_table
 from synthesis.difficulty import difficulty_table
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
@@ -13,6 +14,13 @@ from trajforge.store import atomic_write_table
 
 REASONING_SET = "reasoning_set"
 CHINESE_GUI_SET = "chinese_gui"
+
+
+class SetConfig(dg.Config):
+    # The model profile the set is written for (schemas.model_profiles): its trainer's
+    # image frame and coordinates. qwen2.5-vl is what examples/train/ and the training
+    # assets train; the manifest names it, and training, evaluation and the agent read it.
+    profile: str = DEFAULT_PROFILE
 
 
 class CoTConfig(dg.Config):
@@ -64,19 +72,25 @@ def set_metadata(summary: dict) -> dict:
             plots.bar_png(st["action_types"], f"actions ({st['steps']} steps)"), "actions")),
         "skipped_steps": dg.MetadataValue.json(summary.get("skipped_steps", {})),
         "skipped_trajectories": dg.MetadataValue.json(summary.get("skipped_trajectories", {})),
+        "model_profile": summary.get("model_profile", ""),
+        "provenance": dg.MetadataValue.json(summary.get("provenance", {})),
+        "sources": dg.MetadataValue.json(summary.get("sources", {})),
+        "verifiers": dg.MetadataValue.json(summary.get("verifiers", {})),
         "path": dg.MetadataValue.path(summary["out_dir"]),
     }
 
 
 @dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"},
           deps=["cot_steps"])
-def reasoning_set(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+def reasoning_set(context: dg.AssetExecutionContext, config: SetConfig,
+                  storage: StorageResource) -> dg.MaterializeResult:
     """Every kept step twice, reason-then-act and direct-act (1:1), with action and
     coordinate spans for the trainer's loss weights; the history as executed (dropped
     steps included) in the prompt; 3-50 steps."""
     summary = write_reasoning_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
                                   storage.shards_dir(REASONING_SET), dataset=REASONING_SET,
-                                  recorded=recorded_steps(storage), progress=context.log.info)
+                                  recorded=recorded_steps(storage), profile=config.profile,
+                                  progress=context.log.info)
     context.log.info(f"reasoning set: {summary['stats']['samples']} samples, "
                      f"modes {summary['stats']['modes']}")
     return dg.MaterializeResult(metadata=set_metadata(summary))
@@ -84,12 +98,14 @@ def reasoning_set(context: dg.AssetExecutionContext, storage: StorageResource) -
 
 @dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"},
           deps=["cot_steps"])
-def chinese_gui_set(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
+def chinese_gui_set(context: dg.AssetExecutionContext, config: SetConfig,
+                    storage: StorageResource) -> dg.MaterializeResult:
     """Chinese tasks with Chinese reasoning (prompted in Chinese; a thought that is not
     Chinese is dropped and counted), from the Chinese web and mobile apps and imports."""
     summary = write_chinese_gui_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
                                     storage.shards_dir(CHINESE_GUI_SET),
-                                    recorded=recorded_steps(storage), progress=context.log.info)
+                                    recorded=recorded_steps(storage), profile=config.profile,
+                                    progress=context.log.info)
     return dg.MaterializeResult(metadata=set_metadata(summary))
 
 

@@ -10,7 +10,8 @@ GUI-Libra (github.com/GUI-Libra/GUI-Libra, README "Data Format") answers with
 Qwen3-based checkpoints (GUI-Libra-4B/8B) write `<thinking>` instead of
 `<think>` and give `point_2d` on the 0-1000 grid (`coords="grid1000"`); the
 Qwen2.5-VL ones (3B/7B) give absolute pixels of the image the model saw
-(`coords="pixels"`; pass the resized size, see `qwen.smart_resize`). Unused
+(`coords="pixels"`; pass the resized size, see `qwen.smart_resize`); `coords="grid999"`
+is Open-AutoGLM's 0-999 frame (schemas.model_profiles' open-autoglm). Unused
 fields are the string "None"; the prompt asks for `point_2d` [-100, -100]
 when there is no point. Both, and JSON null or a missing key, read as "absent".
 
@@ -64,11 +65,11 @@ from typing import Any, Literal
 
 from ..actions import Action, ActionType
 from ..errors import SchemaError
-from ..grids import GRID_1000, point_from_grid, point_from_pixels, point_to_grid, point_to_pixels
+from ..grids import GRID_999, GRID_1000, point_from_grid, point_from_pixels, point_to_grid, point_to_pixels
 from . import (direction_from, make_action, ms_from_seconds, seconds_text, swipe_direction,
                swipe_end, unsupported)
 
-Coords = Literal["pixels", "grid1000"]
+Coords = Literal["pixels", "grid1000", "grid999"]  # grid999: Open-AutoGLM's 0-999 frame
 
 TO_NAME = {
     ActionType.TAP: "Click",
@@ -185,9 +186,11 @@ def from_gui_libra(text: str, width: int, height: int, *,
 def _encode(x: float, y: float, width: int, height: int, coords: Coords) -> list[int]:
     if coords == "grid1000":
         return point_to_grid(x, y, GRID_1000)
+    if coords == "grid999":
+        return point_to_grid(x, y, GRID_999)
     if coords == "pixels":
         return point_to_pixels(x, y, width, height)
-    raise ValueError(f"coords must be 'pixels' or 'grid1000', not {coords!r}")
+    raise ValueError(f"coords must be 'pixels', 'grid1000' or 'grid999', not {coords!r}")
 
 
 def _decode(value: Any, width: int, height: int, coords: Coords) -> tuple[float, float] | None:
@@ -201,9 +204,11 @@ def _decode(value: Any, width: int, height: int, coords: Coords) -> tuple[float,
             raise SchemaError(f"{value!r} is not a point [x, y]", field="point_2d") from None
     if coords == "grid1000":
         return point_from_grid(value, GRID_1000, field="point_2d")
+    if coords == "grid999":
+        return point_from_grid(value, GRID_999, field="point_2d")
     if coords == "pixels":
         return point_from_pixels(value, width, height, field="point_2d")
-    raise ValueError(f"coords must be 'pixels' or 'grid1000', not {coords!r}")
+    raise ValueError(f"coords must be 'pixels', 'grid1000' or 'grid999', not {coords!r}")
 
 
 def _absent(value: Any) -> bool:

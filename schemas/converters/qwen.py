@@ -66,15 +66,22 @@ def smart_resize(height: int, width: int, factor: int = IMAGE_FACTOR,
     Both sides become multiples of `factor`, the pixel count lands in
     [min_pixels, max_pixels], and the aspect ratio stays as close as it can:
     round each side to the nearest multiple; if that is too many pixels, scale
-    both sides down by the same factor and round down; if too few, scale up and
-    round up. Rounding is Python's `round` (ties to even), as Qwen's code does.
+    both sides down by the same factor and round down (at least one `factor`);
+    if too few, scale up and round up. Rounding is Python's `round` (ties to
+    even), as Qwen's code does. This is the frame transformers' Qwen2-VL /
+    Qwen2.5-VL / Qwen3-VL image processors resize to (their `smart_resize` is the
+    reference in tests/schemas/test_model_profiles.py, sizes down to 1 pixel):
+    a side under factor/2 rounds to 0 and the image is scaled up from its
+    true size.
     """
     if height <= 0 or width <= 0:
         raise ValueError(f"image size {width}x{height} is not positive")
     if max(height, width) / min(height, width) > MAX_RATIO:
         raise ValueError(f"aspect ratio of {width}x{height} is over {MAX_RATIO}")
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
+    if min_pixels <= 0 or min_pixels > max_pixels:
+        raise ValueError(f"need 0 < min_pixels ({min_pixels}) <= max_pixels ({max_pixels})")
+    h = round(height / factor) * factor
+    w = round(width / factor) * factor
     if h * w > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
         h = max(factor, math.floor(height / beta / factor) * factor)

@@ -215,5 +215,7 @@ def test_gui_libra_malformed_input_names_the_field(answer, field):
 def test_gui_libra_grid_out_of_range():
     text = '<answer>{"action_type": "Click", "point_2d": [1001, 5]}</answer>'
     raises_field("point_2d", from_gui_libra, text, *SCREEN, coords="grid1000")
+    # grid999 (Open-AutoGLM's frame, the open-autoglm model profile) stops at 999.
+    raises_field("point_2d", from_gui_libra, text, *SCREEN, coords="grid999")
     with pytest.raises(ValueError, match="coords"):
-        from_gui_libra(text, *SCREEN, coords="grid999")
+        from_gui_libra(text, *SCREEN, coords="grid5")

@@ -14,6 +14,7 @@ from filters.pipeline import curate
 from schemas.actions import Action, ActionType
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
+from schemas.model_profiles import model_profile
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 from synthesis.cot import generate_cot
 from synthesis.prompts import executed_history
@@ -75,7 +76,8 @@ def test_sample_k_lists_k_executed_actions_with_the_dropped_ones(curated_set, tm
         for g in gone:  # a dropped step's line is its recorded action
             if g in recorded[j["trajectory_id"]]:
                 mine = recorded[j["trajectory_id"]]
-                want = executed_history([mine[i] for i in sorted(mine)], g + 1, "en")
+                want = executed_history([mine[i] for i in sorted(mine)], g + 1, "en",
+                                        model_profile(j["model_profile"]))
                 assert lines[g] == want[g]
     assert after_gap > 0
 
@@ -123,4 +125,6 @@ def test_dropped_text_is_scrubbed_in_the_history():
     sandbox = traj.model_copy(update={"source": "crawl", "source_name": "sandbox"})
     kept = sample_jsons(sandbox, steps[1:], cots, recorded=steps)[0][2]["conversations"][1]["value"]
     assert history_of(kept) == ['Step 1: type "alice.smith@example.com"']
-    assert human == human_prompt("Write to bob", [f'Step 1: type "{typed}"'], 100, 100, "en")
+    # The screenshot's size in the prompt is the frame the model sees (qwen2.5-vl: 112x112).
+    assert human == human_prompt("Write to bob", [f'Step 1: type "{typed}"'],
+                                 *model_profile(None).frame(100, 100), "en")

@@ -7,6 +7,10 @@ from collections import Counter
 
 import pytest
 
+import io
+
+from PIL import Image
+
 from schemas.actions import Action, ActionType
 from schemas.converters.gui_libra import from_gui_libra, to_gui_libra
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
@@ -62,9 +66,21 @@ def recorded(steps: list[Step]) -> list[Step]:
 def samples_of(lang="en", **options):
     traj, steps = trajectory(lang)
     cots = {s.index: cot(s, lang) for s in steps}
-    images = {s.index: f"img{s.index}".encode() for s in steps}
+    images = {s.index: png(s.index) for s in steps}
     return traj, steps, build_samples(traj, steps, cots, images, recorded=recorded(steps),
                                       **options)
+
+
+def png(shade: int) -> bytes:
+    """A W x H screenshot (one grey per step)."""
+    buf = io.BytesIO()
+    Image.new("L", (W, H), 40 * shade).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def frame(sample: dict) -> tuple[int, int]:
+    """The size of the image a sample holds: the model profile's frame (qwen2.5-vl: 392x840)."""
+    return sample["json"]["image"]["width"], sample["json"]["image"]["height"]
 
 
 def gpt(sample: dict) -> str:
@@ -78,7 +94,9 @@ def test_every_step_gives_one_reason_and_one_direct_sample():
     assert Counter(s["json"]["mode"] for s in samples) == {"direct": 5, "reason": 5}
     for s in samples:
         j = s["json"]
-        assert s["png"] == f"img{j['index']}".encode()  # the bytes given, untouched
+        # the screenshot given, resized to the frame the trainer feeds
+        assert Image.open(io.BytesIO(s["png"])).size == frame(s) == (392, 840)
+        assert j["screenshot"] == {"width": W, "height": H}
         assert [t["from"] for t in j["conversations"]] == ["system", "human", "gpt"]
         assert j["conversations"][0]["value"] == system_prompt(j["mode"], "en")
         assert gpt(s).startswith("<think>Observation: ") == (j["mode"] == "reason")
@@ -93,7 +111,7 @@ def test_spans_slice_exactly_and_answers_parse_back_to_the_recording():
     recorded = {s.index: s.action for s in steps}
     for s in samples:
         j, text = s["json"], gpt(s)
-        action, thought = from_gui_libra(text, W, H)
+        action, thought = from_gui_libra(text, *frame(s))
         want = recorded[j["index"]]
         assert action.type == want.type
         if want.x is not None:  # pixel points round-trip within 1 px
@@ -183,7 +201,7 @@ def test_checked_alignment_is_carried_and_checks_report_it():
     cots = {s.index: cot(s, "en") for s in steps}
     align = {s.index: AlignmentResult(0.8, 10, (0.4, 0.25, 0.6, 0.35), True, True, None)
              for s in steps}
-    images = {s.index: b"x" for s in steps}
+    images = {s.index: png(s.index) for s in steps}
     samples = build_samples(traj, steps, cots, images, alignment=align, recorded=recorded(steps))
     assert samples[0]["json"]["alignment"] == {"match_rate": 0.8, "box": [0.4, 0.25, 0.6, 0.35],
                                                "point_in_box": True, "checked": True}

@@ -15,6 +15,7 @@ from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
 from trajforge.export import check_splits
 from trajforge.holdout import HoldOut
+from trajforge.resolution import resize_image
 from trajforge.shards import iter_samples, verify
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
@@ -75,7 +76,9 @@ def test_shards_hold_both_modes_of_every_step_split_by_trajectory(built, written
             seen[(tid, i, j["mode"])] += 1
             assert plan.split(built.trajectories[tid].task) == split  # by template
             ext = "jpg" if j["image"]["format"] == "jpeg" else "png"
-            assert sample[ext] == built.images[(tid, i)]  # the stored bytes, not re-encoded
+            # the stored bytes at the model profile's frame (as they are at that size)
+            assert sample[ext] == resize_image(built.images[(tid, i)], j["image"]["format"],
+                                               (j["image"]["width"], j["image"]["height"]))
             assert key.endswith(f"_s{i:04d}_{j['mode']}")
     assert seen == Counter({(t, s.index, m): 1 for t, ss in want.items() for s in ss
                             for m in ("direct", "reason")})

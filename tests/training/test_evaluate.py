@@ -11,7 +11,8 @@ from schemas.converters.gui_libra import from_gui_libra
 from schemas.observation import Observation
 from schemas.records import Task
 from synthesis.cot import generate_cot
-from synthesis.reasoning_set import answer_text, sample_jsons
+from schemas.model_profiles import DEFAULT_PROFILE
+from synthesis.reasoning_set import answer_text, frame_image, sample_jsons
 from tests.export.shard_fixtures import build_store
 from training.data import iter_reasoning_samples, render
 from training.evaluate import offline_step_accuracy, score_answer
@@ -45,7 +46,9 @@ def test_reasoning_set_prompt_is_the_one_the_set_writes(tmp_path, tiny_model, t)
     traj, recorded = built.trajectories[tid], built.steps[tid]
     processor = load_processor(tiny_model)
     for mode in ("direct", "reason"):
-        backend = Replay([answer_text(s.action, s.width, s.height) for s in recorded])
+        # Answers in the frame of the set's (default) model profile, as a trained model gives them.
+        backend = Replay([answer_text(s.action, s.width, s.height, profile=DEFAULT_PROFILE)
+                          for s in recorded])
         agent = AgentPolicy(backend, traj.task, prompt="reasoning_set", set_mode=mode)
         played = []  # the steps as the runner records what the agent did
         for s in recorded:
@@ -63,7 +66,9 @@ def test_reasoning_set_prompt_is_the_one_the_set_writes(tmp_path, tiny_model, t)
             assert msgs[0]["content"] == system
             assert _texts(msgs[1]) == human.removeprefix("<image>\n")
             images = [p["image"] for p in msgs[1]["content"] if p["type"] == "image"]
-            assert images == [built.images[(tid, s.index)]]
+            # the screenshot resized to the profile's frame, byte for byte as the set stores it
+            assert images == [frame_image(built.images[(tid, s.index)], s, sample)]
+            assert req.metadata["width"] == sample["image"]["width"]
             # Through the chat template: the very prompt SFT trains on (training.data.render).
             chat, _ = split_images(msgs)
             assert processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) \

@@ -7,7 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from filters.pipeline import curate
+from filters.pipeline import CurateConfig, curate
 from schemas.actions import Action
 from schemas.records import Step
 from tests.filters.conftest import EMAIL, KEPT, PHONE, _traj, build_raw, picture
@@ -23,7 +23,8 @@ SPLITS = (("train", 0.5), ("val", 0.5))
 def curated_dir(tmp_path_factory):
     raw = build_raw(tmp_path_factory.mktemp("raw"))
     out = tmp_path_factory.mktemp("curated")
-    curate(raw.dir, raw.blobs, out)
+    # The fixture's values stand for real personal data: no source declared synthetic.
+    curate(raw.dir, raw.blobs, out, config=CurateConfig(synthetic_sources=()))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed, wait
 from contextlib import ExitStack
 from typing import Callable, Iterable
@@ -70,8 +71,12 @@ class Recorder:
         self.emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome,
                   message=traj.error)
 
-    def close(self) -> None:
+    def close(self, started: float) -> None:
+        """End the progress bar; the crawl's seconds and steps/s since `started`."""
         self.bar.close()
+        stats = self.stats
+        stats.seconds = round(time.perf_counter() - started, 3)
+        stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
 
 
 def run_pooled(pool, todo: list[tuple], work: Callable, write: Callable) -> None:

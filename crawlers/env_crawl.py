@@ -224,12 +224,10 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
                            lambda task, tid: _crawl_one(pool.lease, runtime, task, tid, **common),
                            rec.write)
     finally:
-        rec.close()
+        rec.close(started)
         audit.close()
         if own_env:
             env.close()
-        stats.seconds = round(time.perf_counter() - started, 3)
-        stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
     return stats
 
 

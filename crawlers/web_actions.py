@@ -42,18 +42,6 @@ _SELECT_AT_JS = """([x, y, want]) => {
   return {value: opt.value};
 }"""
 
-# Key names from other action spaces -> Playwright's names (the lone keys that
-# were accepted before schemas.keys, whose to_playwright now covers these and chords).
-_KEY_NAMES = {
-    "enter": "Enter", "return": "Enter", "search": "Enter", "go": "Enter",
-    "keycode_enter": "Enter", "backspace": "Backspace", "del": "Backspace",
-    "keycode_del": "Backspace", "delete": "Delete", "tab": "Tab", "esc": "Escape",
-    "escape": "Escape", "space": " ", "up": "ArrowUp", "down": "ArrowDown",
-    "left": "ArrowLeft", "right": "ArrowRight", "arrowup": "ArrowUp",
-    "arrowdown": "ArrowDown", "arrowleft": "ArrowLeft", "arrowright": "ArrowRight",
-    "pageup": "PageUp", "pagedown": "PageDown",
-}
-
 _DEFAULT_LONG_PRESS_MS = 800
 _DEFAULT_SWIPE_MS = 300
 _DEFAULT_WAIT_MS = 500
@@ -275,9 +263,9 @@ def press_key(page: Page, name: str) -> None:
     ActionError naming it."""
     try:
         key = to_playwright(canonical_key(name))
-    except KeyNameError as e:
+    except KeyNameError as e:  # Playwright may still know it ("F13", "AudioVolumeMute")
         known = str(e)
-        key = _KEY_NAMES.get(name.lower(), name)
+        key = name
     else:
         known = None
     try:

@@ -169,7 +169,7 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
                                pool, task, tid, play=play, profiles=task_profiles, **common),
                            rec.write)
     finally:
-        rec.close()
+        rec.close(started)
         audit.close()
         if own_env:
             env.close()
@@ -177,6 +177,4 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
             after = pool.stats()
             for key in ("reconnects", "server_restarts"):
                 setattr(stats, key, after.get(key, 0) - pool_before.get(key, 0))
-        stats.seconds = round(time.perf_counter() - started, 3)
-        stats.steps_per_s = round(stats.steps / stats.seconds, 3) if stats.seconds else 0.0
     return stats

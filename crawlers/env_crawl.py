@@ -10,6 +10,7 @@ and stored as an error trajectory that says why once out of retries.
 """
 from __future__ import annotations
 
+import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -91,7 +92,6 @@ def environment_tasks(environment: Environment, *, episodes: int | None = None,
 def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
     """The screen of a task's episode: the environment's viewport, or a profile it names
     drawn by the seed; the locale follows the task's language, the theme the seed."""
-    import random
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
     mobile = environment.platform != "web"
     if environment.viewport is not None:

@@ -143,9 +143,6 @@ class VerifierSpec(_Strict):
             self.every_step = False  # one judgement of the whole episode
         return self
 
-    def label(self) -> str:
-        return self.kind
-
 
 class TaskSpec(_Strict):
     task_id: str = Field(min_length=1)
@@ -422,15 +419,3 @@ def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
                                        environment=environment, field="tasks")
         rows.append(row)
     return rows
-
-
-def load_environments(folder: str | Path) -> dict[str, tuple[Path, Environment]]:
-    """Every environment file (*.yaml, *.yml) of `folder`, by name; names must be unique."""
-    out: dict[str, tuple[Path, Environment]] = {}
-    for p in sorted(Path(folder).glob("*.y*ml")):
-        env = load_environment(p)
-        if env.name in out:
-            raise EnvironmentFileError(f"name {env.name!r} is also used by {out[env.name][0]}",
-                                       source=str(p), environment=env.name, field="name")
-        out[env.name] = (p, env)
-    return out

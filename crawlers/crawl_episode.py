@@ -16,7 +16,6 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile, Element, Step
 from trajforge.store import BlobStore
 
-from .env_runtime import StartPageError  # noqa: F401 - raised by episodes, caught by callers
 from .guard import AuditLog, SafetyGuard
 from .policy_errors import PolicyError
 from .policies import Policy

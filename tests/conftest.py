@@ -5,6 +5,9 @@ import tempfile
 
 from hypothesis import HealthCheck, settings
 
+# The moto S3 server fixture (`s3_server`), for every test folder.
+pytest_plugins = ["tests.s3_server"]
+
 # The datasets library must never try the network here.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

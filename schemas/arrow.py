@@ -27,10 +27,20 @@ ACTION_TYPE = pa.struct([
     ("amount", pa.float64()),
 ])
 
+VISIBILITY_TYPE = pa.struct([
+    ("on_screen", pa.bool_()),
+    ("visible_fraction", pa.float64()),
+    ("hit_fraction", pa.float64()),
+    ("centre_hit", pa.bool_()),
+    ("modal_covered", pa.bool_()),
+])
+
 ELEMENT_TYPE = pa.struct([
     ("role", pa.string()),
     ("name", pa.string()),
     ("bbox", pa.list_(pa.float64(), 4)),
+    # Added later (issue 18): step parts written before it lack the field; it reads as None.
+    ("visibility", VISIBILITY_TYPE),
 ])
 
 STEP_SCHEMA = pa.schema([
@@ -105,7 +115,8 @@ TASK_SCHEMA = pa.schema(list(TASK_TYPE))
 def _element_row(e) -> dict | None:
     if e is None:
         return None
-    return {"role": e.role, "name": e.name, "bbox": list(e.bbox) if e.bbox else None}
+    return {"role": e.role, "name": e.name, "bbox": list(e.bbox) if e.bbox else None,
+            "visibility": e.visibility.model_dump() if e.visibility else None}
 
 
 def well_formed(value: Any) -> Any:
@@ -261,7 +272,9 @@ def _struct(records: list, struct_type: pa.StructType, special: dict | None = No
             values = [None if r is None else get(r) for r in records]
         else:
             values = list(map(get, records))
-        children.append(_column(values, field.type))
+        # A nested record (an element's visibility) is a struct of its own.
+        children.append(_struct(values, field.type) if pa.types.is_struct(field.type)
+                        else _column(values, field.type))
     mask = pa.array(nulls, pa.bool_()) if has_nulls else None
     return pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask)
 

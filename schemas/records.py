@@ -38,6 +38,26 @@ Outcome = Literal["success", "failure", "error", "unknown"]
 VerifiedBy = Literal["state", "js", "http", "python", "judge", "dataset", "none"]
 
 
+class Visibility(BaseModel):
+    """Measured at capture time by hit-testing the live screen (crawlers.visibility)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    on_screen: bool  # the box intersects the viewport
+    visible_fraction: float = Field(ge=0, le=1)  # share of the box's area inside the viewport
+    # Share of the probe points (centre + 4 inner points) that hit-test to the
+    # element itself or a descendant.
+    hit_fraction: float = Field(ge=0, le=1)
+    centre_hit: bool  # the centre hit-tests to the element or a descendant
+    modal_covered: bool  # a modal/dialog/overlay that is not an ancestor covers the centre
+
+    @property
+    def is_target(self) -> bool:
+        """The only elements a grounding sample may point at."""
+        return (self.on_screen and self.centre_hit and not self.modal_covered
+                and self.visible_fraction >= 0.99)
+
+
 class Element(BaseModel):
     """An element of the screen: role, accessible name and its normalised box."""
 
@@ -46,6 +66,8 @@ class Element(BaseModel):
     role: str
     name: str = ""
     bbox: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in [0,1]
+    # None: not measured (imported screens, records written before it existed).
+    visibility: Visibility | None = None
 
     @field_validator("bbox")
     @classmethod

@@ -86,7 +86,9 @@ def test_datasets_loads_every_split_with_the_declared_features(built, out, tmp_p
         assert j["action"]["x2"] == step.action.x2
         assert j["target"] == (None if step.target is None else
                                {"role": step.target.role, "name": step.target.name,
-                                "bbox": list(step.target.bbox)})
+                                "bbox": list(step.target.bbox),
+                                "visibility": (step.target.visibility.model_dump()
+                                               if step.target.visibility else None)})
         assert [e["role"] for e in j["elements"]] == [e.role for e in step.elements]
         traj = built.trajectories[step.trajectory_id]
         assert j["task"]["language"] == traj.task.language

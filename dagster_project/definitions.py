@@ -8,6 +8,7 @@ from dagster_project.assets.environments import (daily_environment_crawl, enviro
                                                   environment_files_sensor, environment_reverse_tasks,
                                                   environment_trajectories)
 from dagster_project.assets.export import web_shards
+from dagster_project.assets.grounding import GROUNDING_CHECKS, grounding_set
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
 from dagster_project.assets.raw import raw_steps
@@ -29,8 +30,8 @@ defs = dg.Definitions(
             environment_reverse_tasks,
             imported_trajectories,
             reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
-            task_difficulty, *TRAINING_ASSETS],
-    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS],
+            grounding_set, task_difficulty, *TRAINING_ASSETS],
+    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS, *GROUNDING_CHECKS],
     jobs=[*JOBS, train_job, environment_crawl_job],
     schedules=[*SCHEDULES, weekly_training, daily_environment_crawl],
     sensors=[*SENSORS, environment_files_sensor],

@@ -219,3 +219,36 @@ def format_grounding_table(st: dict[str, Any]) -> str:
         f"{line(b['sizes_before'])}, after {line(b['sizes_after'])}",
         f"  shards            {st['shards']}  ({st['bytes'] / 1e6:.1f} MB); splits "
         + "; ".join(f"{k} {v.get('samples', 0)}" for k, v in st["splits"].items())])
+
+
+_SAMPLE_FIELDS = ("id", "kind", "language", "expression", "element", "box_source", "size_bucket",
+                  "point", "box", "point_norm", "box_norm", "conversations")
+
+
+def record_problems(rec: dict) -> list[tuple[str, str]]:
+    """(message, field) for each problem of one shard record (`trajforge validate`)."""
+    from .grounding_text import KINDS
+
+    out = []
+    for f in ("trajectory_id", "index", "language", "image", "screen_signature", "samples"):
+        if f not in rec:
+            out.append((f"record lacks {f!r}", f))
+    if out:
+        return out
+    if not rec["samples"]:
+        out.append(("a record without samples", "samples"))
+    for i, s in enumerate(rec["samples"]):
+        missing = [f for f in _SAMPLE_FIELDS if f not in s]
+        if missing:
+            out.append((f"sample lacks {missing}", f"samples[{i}]"))
+            continue
+        if s["kind"] not in KINDS:
+            out.append((f"kind {s['kind']!r} is not one of {KINDS}", f"samples[{i}].kind"))
+        if s["language"] != rec["language"]:
+            out.append((f"language {s['language']} on a {rec['language']} screen",
+                        f"samples[{i}].language"))
+        if not (_inside(s["point"], s["box"]) and _inside(s["point_norm"], s["box_norm"])):
+            out.append((f"point {s['point']} outside box {s['box']}", f"samples[{i}].point"))
+        if s["box_source"] not in ("visibility", "dataset"):
+            out.append((f"box_source {s['box_source']!r}", f"samples[{i}].box_source"))
+    return out

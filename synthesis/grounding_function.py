@@ -137,7 +137,7 @@ class VLMFunction:
 def clean_phrase(raw: str) -> str | None:
     """The first line, stripped of quotes and a final stop; None when empty or too long."""
     line = next((ln.strip() for ln in raw.splitlines() if ln.strip()), "")
-    line = line.strip("\"'“”「」 ").rstrip(".。")
+    line = line.rstrip(".。").strip("\"'“”「」 ").rstrip(".。")
     words = line.split()
     if not line or len(words) > MAX_WORDS or len(line) > MAX_CHARS * (2 if len(words) > 1 else 1):
         return None

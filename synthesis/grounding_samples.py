@@ -246,3 +246,20 @@ def _sample(sid, kind, expr, lang, e: Element, box_source, bucket, step: Step,
     if fn:
         s["function"], s["function_backend"] = fn
     return s
+
+
+def vlm_describer(backend, blobs) -> Callable:
+    """A describer asking `backend` (a trajforge.vlm VLMBackend) with both screenshots
+    from `blobs` (a BlobStore); the template answers (labelled) where the VLM gives nothing."""
+    from .grounding_function import VLMFunction
+
+    vlm = VLMFunction(backend)
+
+    def describe(traj: Trajectory, items: list[tuple[Step, Step]]) -> dict:
+        asks = [(b.target, screen_change(b, a), traj.task.language,
+                 blobs.get(b.screenshot, b.image_format) if b.screenshot else b"",
+                 blobs.get(a.screenshot, a.image_format) if a.screenshot else b"",
+                 f"{b.trajectory_id}#{b.index}") for b, a in items]
+        return {b.index: (phrase, label) for (b, _), (phrase, label) in
+                zip(items, vlm.describe_many(asks)) if phrase}
+    return describe

@@ -57,8 +57,9 @@ def named(e: Element, language: str) -> str:
     if language == "zh":
         return f"“{_name(e)}”{role_word(e.role, 'zh')}"
     word = role_word(e.role, "en")
-    if word.split()[-1] in _name(e).lower().split():  # "the Search box", not "the Search search box"
-        return f"the {_name(e)}"
+    first, *rest = word.split()
+    if first in _name(e).lower().split():  # "the Search box", not "the Search search box"
+        return " ".join(["the", _name(e), *rest])
     return f"the {_name(e)} {word}"
 
 

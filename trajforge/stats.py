@@ -27,6 +27,9 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
         # action types per step, thought lengths (synthesis/set_stats.py).
         from synthesis.set_stats import reasoning_set_stats
         return reasoning_set_stats(shard_dir)
+    if manifest.get("kind") == "grounding":  # one record per screen, its samples inside
+        from synthesis.grounding_checks import grounding_set_stats
+        return grounding_set_stats(shard_dir)
     counts = {name: Counter() for name in _PER_TRAJECTORY}
     actions: Counter = Counter()
     splits: dict[str, dict[str, int]] = {
@@ -91,6 +94,9 @@ def format_table(stats: dict[str, Any]) -> str:
     if stats.get("kind") == "reasoning_set":
         from synthesis.set_stats import format_reasoning_table
         return format_reasoning_table(stats)
+    if stats.get("kind") == "grounding":
+        from synthesis.grounding_checks import format_grounding_table
+        return format_grounding_table(stats)
     lines = [f"dataset {stats['dataset']}  version {stats['version']}",
              f"  trajectories      {stats['trajectories']}",
              f"  steps             {stats['steps']}",

@@ -42,6 +42,8 @@ from .shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
 KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}$")
 SET_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_(reason|direct)$")
 REASONING_SET = "reasoning_set"
+GROUNDING = "grounding"
+GROUND_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_ground$")
 _STEP_FIELDS = frozenset(STEP_SCHEMA.names)
 # The sample JSON holds the trajectory row too: its id once, its error renamed.
 _TRAJ_FIELDS = {("trajectory_error" if n == "error" else n): n
@@ -103,6 +105,7 @@ def validate(shard_dir: Path | str, *, images: bool = True,
     keys: set[str] = set()
     trajs: dict[str, _Traj] = {}
     check = (_SetSamples() if manifest.get("kind") == REASONING_SET
+             else _GroundingRecords() if manifest.get("kind") == GROUNDING
              else _RecordSamples(schema_version))
     groups = check.groups = _SplitGroups()
     for entry in manifest["shards"]:
@@ -355,6 +358,31 @@ class _SetSamples:
                 src, key = self.where[step]
                 problem(SchemaError(f"step has mode(s) {sorted(modes)}, the mix wants "
                                     f"{sorted(MODES)}", source=src, record=key, field="mode"))
+
+
+class _GroundingRecords:
+    """Records of a grounding set (synthesis/grounding_checks.record_problems)."""
+
+    def __call__(self, key, members, src, images, problem):
+        from synthesis.grounding_checks import record_problems
+
+        obj, _ = _sample_members(key, members, images, lambda m, f: problem(
+            SchemaError(m, source=src, record=key, field=f)), GROUND_KEY, "<trajectory>_sNNNN_ground")
+        if obj is None:
+            return None
+        self.groups.note(obj, src, key)
+        found = record_problems(obj)
+        for msg, fld in found:
+            problem(SchemaError(msg, source=src, record=key, field=fld))
+        if found and any(f in ("trajectory_id", "index") for _, f in found):
+            return None
+        if f"{sample_key(str(obj['trajectory_id']), int(obj['index']))}_ground" != key:
+            problem(SchemaError("trajectory_id and index do not give the key", source=src,
+                                record=key, field="trajectory_id/index"))
+        return obj["trajectory_id"], obj["index"], None
+
+    def finish(self, problem) -> None:
+        pass
 
 
 class _SplitGroups:

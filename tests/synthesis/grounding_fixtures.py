@@ -70,13 +70,14 @@ class Built:
     steps: dict
 
 
-def build_grounding_store(root: Path, per_language: int = 2, collection: str = "curated") -> Built:
+def build_grounding_store(root: Path, per_language: int = 2, collection: str = "curated",
+                          languages=("en", "zh")) -> Built:
     """`per_language` trajectories per language of 3 steps: inbox (tap Compose), the
     compose dialog, the inbox again (a near-duplicate of step 0: same tree)."""
     store = RawStore(root)
     trajs, steps = {}, {}
     with store.writer(collection) as w:
-        for lang in ("en", "zh"):
+        for lang in languages:
             for t in range(per_language):
                 tid = f"g{lang}{t}"
                 task = Task(task_id=f"mail-{lang}-{t}", instruction=f"write mail {t}", language=lang,

@@ -34,6 +34,8 @@ from trajforge.vlm.backends import VLMBackend, VLMRequest
 from training.config import TrainConfig
 from training.flywheel import flywheel_turn, policy_backend_for
 from training.rl import reference_box
+# Grounding sets: point-in-box accuracy by role, size bucket, language (training/grounding_eval.py).
+from training.grounding_eval import offline_grounding_accuracy  # noqa: F401
 
 log = logging.getLogger(__name__)
 

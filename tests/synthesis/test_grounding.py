@@ -209,3 +209,15 @@ def test_imports_with_boxes_yield_samples_and_never_guess(tmp_path, fmt, folder,
         assert all(tuple(s["box_norm"]) in given for s in rec["samples"])
     if samples:
         assert boxes_on_targets(records, store)["passed"]
+
+
+def test_viewer_draws_a_screen_with_its_targets(built, tmp_path):
+    from trajforge.viewer import build_site
+
+    _, out, _ = built
+    index = build_site(out, tmp_path / "site")
+    pages = sorted((index.parent / "t").glob("*.html"))
+    html = "".join(p.read_text() for p in pages)
+    assert html.count('class="marker point a-ground"') == 26  # one point per target element
+    assert html.count('<rect class="target"') == 26
+    assert "the button that opens the New message dialog" in html and "列表中的第二项" in html

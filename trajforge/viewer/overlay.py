@@ -102,3 +102,26 @@ def _text(kind: str, text: str, px: float, py: float, r: float, w: float, h: flo
 def _top(kind: str, text: str, w: float, font: float) -> dict[str, Any]:
     return {"kind": "label", "action": kind, "x": 4.0, "y": font * 1.3, "text": text,
             "anchor": "start", "font": font}
+
+
+def grounding_shapes(samples: list[dict[str, Any]], width: int, height: int) -> list[dict[str, Any]]:
+    """A grounding record's targets: per element its box (titled with every expression),
+    its point, and its first expression as a label; action "ground" for styling."""
+    w, h = float(width), float(height)
+    r, font = w / 80, w / 45
+    by_box: dict[tuple, list[dict]] = {}
+    for s in samples:
+        by_box.setdefault(tuple(s.get("box_norm") or ()), []).append(s)
+    out: list[dict[str, Any]] = []
+    for box, group in by_box.items():
+        if len(box) != 4:
+            continue
+        x0, y0, x1, y1 = (_clip(c) for c in box)
+        out.append({"kind": "box", "action": "target", "x": x0 * w, "y": y0 * h,
+                    "w": (x1 - x0) * w, "h": (y1 - y0) * h,
+                    "title": " | ".join(f"{s.get('kind')}: {s.get('expression')}" for s in group)})
+        px, py = (_clip(c) for c in group[0].get("point_norm", ((x0 + x1) / 2, (y0 + y1) / 2)))
+        out.append({"kind": "circle", "action": "ground", "cx": px * w, "cy": py * h, "r": r})
+        out.append(_text("ground", _label(group[0].get("expression", "")), px * w, py * h, r, w, h,
+                         font))
+    return out

@@ -31,7 +31,7 @@ import jinja2
 from PIL import Image
 
 from ..shards import IMAGE_EXTS, ShardError, iter_tar_samples, key_stem, read_manifest
-from .overlay import shapes
+from .overlay import grounding_shapes, shapes
 
 MARKER = ".trajforge-viewer"  # says a folder is ours to replace
 THUMB_SIZE = (240, 240)
@@ -190,6 +190,8 @@ def _trajectory_view(traj: dict, site: Path) -> dict:
     first = samples[0][2]
     stem = key_stem(traj["id"])
     task = first.get("task") or {}
+    if isinstance(first.get("samples"), list):  # a grounding record: its task fields are flat
+        task = {k: first.get(k) for k in ("instruction", "language", "template_id", "app")}
     head_verdicts = _verdicts(first)
     steps = []
     for shard, key, meta, ext, data in samples:
@@ -206,6 +208,10 @@ def _trajectory_view(traj: dict, site: Path) -> dict:
             "url": meta.get("url"), "screen_changed": meta.get("screen_changed"),
             "verdicts": own, "shapes": shapes(action, meta.get("target"), w, h),
         })
+        if isinstance(meta.get("samples"), list):  # a grounding set's screen: its targets
+            steps[-1].update(shapes=grounding_shapes(meta["samples"], w, h), action_type="ground",
+                             description=f"{len(meta['samples'])} grounding samples: " + "; ".join(
+                                 str(s.get("expression")) for s in meta["samples"][:40]))
     thumb = _write_thumb(site, stem, samples[0][4])
     row = {
         "file": f"t/{stem}.html", "id": traj["id"], "split": traj["split"],

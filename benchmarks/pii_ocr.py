@@ -1,6 +1,6 @@
 """OCR blur of personal data on screenshots without a tree: recall (EN, ZH) and throughput.
 
-The sandbox's planted values (filters/pii_audit.planted_for: emails, phones,
+The sandbox's planted values (sandbox/planted_pii.planted_for: emails, phones,
 resident IDs, cards, addresses) are drawn with PIL and Noto Sans CJK into
 screenshots that have no accessibility tree and no elements (as most imports
 ship them): rows of "label: value", values inside sentences, and distractor
@@ -46,7 +46,7 @@ COVER = 0.9
 
 def planted_values(lang: str, n: int, seed: int = 0) -> list[dict]:
     """Distinct planted values of every sandbox app (kind, value), shuffled."""
-    from filters.pii_audit import planted_for
+    from sandbox.planted_pii import planted_for
     from sandbox.apps import APPS
 
     seen, out = set(), []

@@ -4,7 +4,7 @@ Instructions and data stay apart, as in filters/judge.py: the system message is
 fixed text; what the app shows (URL, element names, the agent's own earlier
 action descriptions, which quote page text) goes into the user message as one
 JSON document between SCREEN_OPEN and SCREEN_CLOSE, with `<` and `>` escaped by
-filters.judge.escape_data, so page text can neither close the block nor smuggle
+schemas.prompt_data.escape_data, so page text can neither close the block nor smuggle
 chat special tokens into a local model. The task sits before the block, escaped
 the same way (imported instructions are untrusted text too).
 
@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from filters.judge import escape_data
 from schemas.converters.gui_libra import Coords
 from schemas.grids import GRID_1000, point_to_grid, point_to_pixels
+from schemas.prompt_data import escape_data
 from schemas.records import Element
+from schemas.set_prompt import human_prompt, system_prompt as set_system_prompt
 from trajforge.vlm.messages import image_part, text_part
 
 SCREEN_OPEN = "<screen_data>"
@@ -195,7 +196,7 @@ IMAGE_TOKEN = "<image>"
 def conversation_messages(system: str, human: str, screenshot: bytes) -> list[dict]:
     """A reasoning-set sample's system and human turns as chat messages.
 
-    The human text holds one `<image>` slot (synthesis.reasoning_set.human_prompt):
+    The human text holds one `<image>` slot (schemas.set_prompt.human_prompt):
     it becomes the image part, in place, and the line break after it goes (the
     image is a block of its own), as training/data.py and training/generation.py
     render a sample, so a model evaluated with these messages sees exactly the
@@ -219,7 +220,5 @@ def reasoning_set_messages(*, task: str, language: Language, mode: str, history:
     and the model profile's `coords`, the task, the earlier actions as `Step k: ...`
     lines, the screenshot). `screenshot`, width and height: the image at the profile's
     frame, as the set stores it (crawlers.agent.AgentPolicy resizes it)."""
-    from synthesis.reasoning_set import human_prompt, system_prompt as set_system_prompt
-
     return conversation_messages(set_system_prompt(mode, language, coords),
                                  human_prompt(task, history, width, height, language), screenshot)

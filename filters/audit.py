@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from filters.pii_audit import find_leaks, planted_for, planted_for_trajectory
+from filters.pii_audit import PlantedLookup, find_leaks, planted_for_trajectory
 from filters.pii_sources import is_synthetic, is_synthetic_source
 from schemas.records import Step, Trajectory, session_seed
 from trajforge.store import RawStore
@@ -34,25 +34,29 @@ def task_texts(traj: Trajectory) -> list[str]:
     return [traj.task.instruction, traj.task.params_json(), traj.task.start_url or ""]
 
 
-def curated_leaks(store: RawStore, synthetic_sources: Iterable[str] = ()) -> tuple[int, list[dict]]:
+def curated_leaks(store: RawStore, synthetic_sources: Iterable[str] = (), *,
+                  planted: PlantedLookup) -> tuple[int, list[dict]]:
     """(sandbox trajectories checked, planted values found in their text fields).
+
+    `planted`: what each session planted (sandbox.planted_pii.planted_for).
 
     Trajectories of `synthetic_sources` (filters/pii_sources.py) keep their
     values on purpose: what is found in them is not a leak (curated_pii_audit
     lists it). By default every trajectory counts as real."""
-    return _curated_findings(store, tuple(synthetic_sources))[::2]
+    return _curated_findings(store, tuple(synthetic_sources), planted)[::2]
 
 
-def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str]) -> dict:
+def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str], *,
+                      planted: PlantedLookup) -> dict:
     """Planted values in the curated store: {"checked", "leaks" (in real-data
     trajectories: must be none), "kept" (in synthetic ones, kept on purpose)}."""
-    checked, kept, leaks = _curated_findings(store, tuple(synthetic_sources))
+    checked, kept, leaks = _curated_findings(store, tuple(synthetic_sources), planted)
     return {"checked": checked, "leaks": leaks, "kept": kept}
 
 
-def _curated_findings(store: RawStore, synthetic: tuple[str, ...]):
+def _curated_findings(store: RawStore, synthetic: tuple[str, ...], lookup: PlantedLookup):
     trajs = {t.trajectory_id: t for t in store.iter_trajectories() if t.source == "crawl"}
-    planted = {tid: planted_for_trajectory(t) for tid, t in trajs.items()}
+    planted = {tid: planted_for_trajectory(t, lookup) for tid, t in trajs.items()}
     kept_ids = {tid for tid, t in trajs.items() if is_synthetic(t, synthetic)}
     found = []
     for tid, t in trajs.items():
@@ -67,7 +71,8 @@ def _curated_findings(store: RawStore, synthetic: tuple[str, ...]):
     return len(trajs), kept, [f for f in found if f["trajectory_id"] not in kept_ids]
 
 
-def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = ()) -> tuple[int, list[dict]]:
+def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = (), *,
+                planted: PlantedLookup) -> tuple[int, list[dict]]:
     """(sandbox samples checked, planted values found anywhere in their JSON).
 
     The whole sample document is searched, so every text field that ships counts.
@@ -90,7 +95,7 @@ def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = ()) -> tuple
         params = json.loads(task.get("params_json") or "{}")
         ident = (doc["app"], task["language"], session_seed(params, doc["seed"]))
         if ident not in cache:
-            cache[ident] = planted_for(*ident)
+            cache[ident] = planted(*ident)
         checked += 1
         for leak in find_leaks([json.dumps(doc, ensure_ascii=False)], cache[ident]):
             leaks.append({"sample": key, **leak})

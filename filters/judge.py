@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from schemas.prompt_data import escape_data
 from schemas.records import Step, Trajectory
 from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend, VLMRequest
@@ -75,11 +76,6 @@ class ParsedAnswer:
     @property
     def parsed(self) -> bool:
         return self.success is not None
-
-
-def escape_data(text: str) -> str:
-    """JSON text made safe to sit between the data markers (still valid JSON)."""
-    return text.replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 def describe_action(step: Step) -> str:
@@ -237,6 +233,22 @@ def episode_judge(backend: VLMBackend, blobs) -> "Callable":
                 "reward": None if verdict.success is None else float(verdict.success),
                 "reason": f"judge {verdict.model_id}: {verdict.reason}"[:2000]}
     return judge_episode
+
+
+def replay_verifier(judge: Judge, blobs) -> "Callable":
+    """Verdicts on recorded episodes (the sandbox's reverse replays, sandbox/reverse.py
+    `verify_replays`): (trajectory, steps) pairs in, one JudgeVerdict each, the
+    screenshots read from `blobs` (b"" where one is missing)."""
+    def verify(replays: list[tuple[Trajectory, list[Step]]]) -> list[JudgeVerdict]:
+        return judge.judge([JudgeInput(traj, steps, [_shot(blobs, s) for s in steps])
+                            for traj, steps in replays])
+    return verify
+
+
+def _shot(blobs, step: Step) -> bytes:
+    if not step.screenshot or not blobs.exists(step.screenshot, step.image_format):
+        return b""
+    return blobs.get(step.screenshot, step.image_format)
 
 
 def state_verified_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, str]:

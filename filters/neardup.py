@@ -23,13 +23,15 @@ costs more than the search here (see benchmarks/phash_neardup.py).
 """
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Hashable, Sequence
 
 import numpy as np
 
-# Calibrated on the sandbox's labelled pairs (filters/calibration.py,
+# The second key beside pHash; it lives in schemas so that collection (which may not
+# import filters) keys screens the same way.
+from schemas.screen_signature import screen_signature  # noqa: F401
+
+# Calibrated on the sandbox's labelled pairs (sandbox/calibration_pages.py, filters/calibration.py,
 # tests/filters/test_neardup_calibration.py; figures in docs/benchmarks.md): a
 # 20-80 px scroll moves pHash by up to 24 bits, toasts by 4-16; with the screen
 # signature as the second key no negative pair matches at any radius up to 24,
@@ -40,35 +42,6 @@ _INDEX_BITS = 40                      # score = distance << 40 | earlier index
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
 _NONE = np.int64(np.iinfo(np.int64).max)
 _PAIRS_PER_BATCH = 1 << 22            # bounds memory: ~4M candidate pairs at a time
-
-
-# Lines of an accessibility tree that change while the state does not: live
-# regions (toasts, alerts) and the numbers in them; boxes move on every scroll.
-_LIVE_ROLES = re.compile(r"^\s*-\s*(status|alert|log|timer|marquee)\b")
-_BOX_OR_REF = re.compile(r"\s*\[(box|ref|cursor)=[^\]]*\]")
-_DIGITS = re.compile(r"\d+")
-
-
-def screen_signature(a11y_tree: str) -> str:
-    """A short hash of an accessibility tree, stable across scrolls, toasts and clocks.
-
-    Works on the Step text form (`- role "name" [box=...]`) and on Playwright
-    aria snapshots: boxes and refs are dropped, live-region subtrees (status,
-    alert, ...) are dropped, digit runs become "#". Two screens with the same
-    signature show the same elements; pass it (with the action signature) as
-    the key of `nearest_earlier`.
-    """
-    out, skip_indent = [], None
-    for line in a11y_tree.splitlines():
-        indent = len(line) - len(line.lstrip())
-        if skip_indent is not None and indent > skip_indent:
-            continue  # inside a live region
-        skip_indent = None
-        if _LIVE_ROLES.match(line):
-            skip_indent = indent
-            continue
-        out.append(_DIGITS.sub("#", _BOX_OR_REF.sub("", line)).rstrip())
-    return hashlib.sha1("\n".join(out).encode("utf-8")).hexdigest()[:16]
 
 
 def as_uint64(hashes) -> np.ndarray:

@@ -1,15 +1,15 @@
-"""Prove no planted personal data survived: what the sandbox planted, and where it leaks.
+"""Prove no planted personal data survived: where the planted values leak.
 
-A crawled trajectory's session was started with `task.params.get("seed",
-trajectory.seed)` (sandbox/crawl.py), so the values planted in it are
-`planted_for(app, task.language, that seed)`; `planted_for_trajectory` does
-that look-up. This module checks against the planted list on purpose; the
-detectors in filters/pii.py never see it.
+What a session planted comes from its provider as a look-up `planted(app,
+language, session seed) -> [{kind, value, where}]` (the sandbox's:
+sandbox.planted_pii.planted_for); `planted_for_trajectory` asks it for the
+session a crawled trajectory ran in. This module checks against the planted
+list on purpose; the detectors in filters/pii.py never see it.
 """
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 from urllib.parse import unquote
 
 from schemas.records import Trajectory, session_seed
@@ -18,20 +18,16 @@ _DIGIT_SEPARATORS = re.compile(r"(?<=\d)[\s\-().]+(?=\d)")
 _MIN_DIGITS = 7  # shorter digit strings (a ZIP code, a house number) are not evidence
 
 
-def planted_for(app: str, lang: str, seed: int) -> list[dict]:
-    """The sandbox app's planted values for a session ({kind, value, where})."""
-    from sandbox.apps import APPS  # the sandbox is only needed by audits
-    if app not in APPS:
-        raise KeyError(f"unknown sandbox app {app!r}; known: {sorted(APPS)}")
-    return list(APPS[app].initial_state(lang, int(seed))["_planted_pii"])
+# (app, language, session seed) -> the values planted in that session.
+PlantedLookup = Callable[[str, str, int], list[dict]]
 
 
-def planted_for_trajectory(traj: Trajectory) -> list[dict]:
+def planted_for_trajectory(traj: Trajectory, planted: PlantedLookup) -> list[dict]:
     """What was planted in the session a crawled trajectory ran in (none for imports)."""
     if traj.source != "crawl":
         return []
     seed = session_seed(traj.task.params, traj.seed)
-    return planted_for(traj.app, traj.task.language, seed)
+    return planted(traj.app, traj.task.language, seed)
 
 
 def _norm(text: str) -> str:

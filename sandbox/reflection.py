@@ -13,9 +13,11 @@ it, and that step's action is the correction:
 - undo:   it flipped a switch/checkbox in place: tap it again;
 - replan: nothing to undo: the oracle goes on from the live screen.
 
-Then the oracle continues. `reflect_tasks` plays tasks with this policy
-through `sandbox.crawl.run_episode`, so the outcome is verified from the
-sandbox state as in any crawl; trajectories are stored with source_name
+Then the oracle continues. The reflection's words come from the caller's
+`write_reflection` (synthesis.reflection_text.reflection: pure text from the
+live observation), so this episode runner stays on the collection side.
+`reflect_tasks` plays tasks with this policy through `sandbox.crawl.run_episode`,
+so the outcome is verified from the sandbox state as in any crawl; trajectories are stored with source_name
 "sandbox:reflection" and policy "oracle" (the schema's Policy literal has no
 "reflection"; the wrong step is in the sidecar), and a sidecar table
 `reflection.parquet` in the collection's folder lists per trajectory the wrong
@@ -31,26 +33,30 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pyarrow as pa
 
-from schemas.a11y import parse_snapshot
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard
-from sandbox.oracle_policy import OraclePolicy
-from sandbox.crawl import (CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode)
 from crawlers.web_env import BrowserCrashed, WebEnv
-from filters.neardup import screen_signature
-from sandbox.distractions import DISMISS_NAMES
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
+from schemas.a11y import parse_snapshot
 from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task, Trajectory, trajectory_id_for
+from schemas.screen_signature import screen_signature
 from trajforge.store import RawStore, atomic_write_table
 
-from . import reflection_text as say
+from sandbox import reflection_words as say
+from sandbox.crawl import CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode
+from sandbox.distractions import DISMISS_NAMES
+from sandbox.oracle_policy import OraclePolicy
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
+
+# Writes the text inside <reflection> from the screen the wrong step produced:
+# synthesis.reflection_text.reflection (pure text; collection does not import it).
+ReflectionWriter = Callable[..., str]
 
 SOURCE_NAME = "sandbox:reflection"
 CLICKABLE = ("link", "button", "tab", "menuitem", "option", "checkbox", "switch", "radio")
@@ -143,9 +149,11 @@ class ReflectionPolicy:
     name = "oracle"  # the runner stores policy.name; see the module docstring
 
     def __init__(self, template: TaskTemplate, task: Task, *, wrong_at: int, seed: int,
-                 language: str | None = None, guard: SafetyGuard | None = None):
+                 write_reflection: ReflectionWriter, language: str | None = None,
+                 guard: SafetyGuard | None = None):
         if wrong_at < 0:
             raise ValueError(f"wrong_at={wrong_at} must be >= 0")
+        self.write_reflection = write_reflection
         self.delegate = OraclePolicy(template, task)
         self.task = task
         self.wrong_at = wrong_at
@@ -233,7 +241,7 @@ class ReflectionPolicy:
         else:
             kind = "replan"
             action = self._oracle(obs)
-        text = say.reflection(kind, lang=self.language, wrong_role=w.target.role,
+        text = self.write_reflection(kind, lang=self.language, wrong_role=w.target.role,
                               wrong_name=w.target.name, intended_name=w.intended.name, obs=obs,
                               screen_changed=changed, checked=checked,
                               next_description=action.description if kind == "replan" else None)
@@ -292,7 +300,8 @@ def sidecar_paths(store: RawStore, collection: str) -> tuple[Path, Path]:
 
 
 def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
-                  collection: str = "reflection/sandbox", env: CrawlEnv | None = None,
+                  write_reflection: ReflectionWriter, collection: str = "reflection/sandbox",
+                  env: CrawlEnv | None = None,
                   seed: int = 0, templates: dict[str, TaskTemplate] | None = None,
                   wrong_at: int = 0, distraction_rate: float = 0.0, max_steps: int = 30,
                   devices: list[str] | None = None, guard: SafetyGuard | None = None
@@ -300,7 +309,8 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
     """Play each task with a ReflectionPolicy; store the verified trajectories and the sidecar.
 
     Trajectory ids are trajectory_id_for("reflection", task_id, seed): a re-run
-    skips what is stored. `env` (a WebEnv) is used as is; without it one
+    skips what is stored. `write_reflection`: the reflection's text
+    (synthesis.reflection_text.reflection). `env` (a WebEnv) is used as is; without it one
     headless Chromium allowed to reach only `server_url` runs the call.
     """
     templates = TEMPLATES if templates is None else templates
@@ -325,7 +335,8 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                     raise ValueError(f"task {task.task_id}: reflection needs the template of "
                                      f"its oracle, got template_id={task.template_id!r}")
                 played = _play(env, task, template, tid, server_url=server_url, store=store,
-                               seed=seed, wrong_at=wrong_at, distraction_rate=distraction_rate,
+                               write_reflection=write_reflection, seed=seed,
+                               wrong_at=wrong_at, distraction_rate=distraction_rate,
                                max_steps=max_steps, devices=devices, guard=guard, audit=audit,
                                result=result)
                 if played is None:
@@ -353,14 +364,16 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
 
 
 def _play(env, task: Task, template: TaskTemplate, tid: str, *, server_url: str,
-          store: RawStore, seed: int, wrong_at: int, distraction_rate: float, max_steps: int,
-          devices, guard: SafetyGuard, audit: AuditLog, result: ReflectionResult):
+          store: RawStore, write_reflection: ReflectionWriter, seed: int, wrong_at: int,
+          distraction_rate: float, max_steps: int, devices, guard: SafetyGuard,
+          audit: AuditLog, result: ReflectionResult):
     """One episode; None (counted in `result`) when it has no wrong step or failed to run."""
     mobile = is_mobile_task(task, env)
     device, theme, font_scale = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
                                             mobile=mobile)
     policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
-                              language=task.language, guard=guard)
+                              write_reflection=write_reflection, language=task.language,
+                              guard=guard)
     try:
         traj, steps = run_episode(env, server_url=server_url, task=task, template=template,
                                   policy=policy, device=device, theme=theme,

@@ -1,12 +1,14 @@
-"""Reverse task synthesis (OS-Genesis): name what a random walk did, then prove it.
+"""Reverse task synthesis (OS-Genesis) on the sandbox: replay a walk's named task, keep what is confirmed.
 
-For each random-walk trajectory, a VLM reads the walk (its actions in words
-and the first and last screenshots, all recorded text quoted as data) and
-writes the high-level task a user could have given. The agent then plays that
-task from the same start (same app, session seed and device). A sandbox walk
-has no template predicate for an invented task, so the Judge
-(filters.judge.Judge) verifies the replay; only a confirmed replay is kept, as
-a trajectory with outcome "success" and verified_by "judge".
+For each random-walk trajectory, `name_walks` (synthesis.reverse_env.walk_namer:
+a VLM reads the walk, its actions in words and first and last screenshots, all
+recorded text quoted as data) gives the high-level task a user could have
+given. The agent then plays that task live from the same start (same app,
+session seed and device): that part is this module's, an episode runner on
+the collection side. A sandbox walk has no template predicate for an invented
+task, so `verify_replays` (filters.judge.replay_verifier: the Judge over the
+recorded replay) decides; only a confirmed replay is kept, as a trajectory with
+outcome "success" and verified_by "judge".
 
 Kept replays go to `reverse/<model>`; rejected ones to
 `reverse-rejected/<model>` with the reason in `error`: every walk is counted.
@@ -17,20 +19,28 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable, Protocol
 
 from crawlers.agent import AgentPolicy
 from crawlers.guard import AuditLog, SafetyGuard
-from sandbox.crawl import SOURCE_NAME, CrawlEnv
-from filters.judge import Judge, JudgeInput
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
-from trajforge.store import BlobStore, RawStore
+from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from .reverse_env import (INSTRUCTION_PROMPT, WALK_CLOSE, WALK_OPEN,  # noqa: F401
-                          instruction_request, parse_instruction, walk_data)
-from .rollouts import model_slug, play_agent_episode, sandbox_env
+from sandbox.crawl import SOURCE_NAME, CrawlEnv
+from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
+
+
+class Verdict(Protocol):
+    success: bool | None   # None: the verifier's answer did not parse
+    reason: str
+
+
+# (walk, its steps, the language to write in) for each walk -> its instruction or None.
+WalkNamer = Callable[[list[tuple[Trajectory, list[Step], str]]], list["str | None"]]
+# The replays (trajectory, steps; screenshots in the store's blobs) -> one verdict each.
+ReplayVerifier = Callable[[list[tuple[Trajectory, list[Step]]]], list[Verdict]]
 
 log = logging.getLogger(__name__)
 
@@ -74,31 +84,19 @@ def reverse_task(walk: Trajectory, instruction: str, language: str) -> Task:
                 start_url=walk.task.start_url)
 
 
-def _image(blobs: BlobStore, step: Step) -> bytes:
-    if not step.screenshot or not blobs.exists(step.screenshot, step.image_format):
-        return b""
-    return blobs.get(step.screenshot, step.image_format)
-
-
-def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, backend: VLMBackend,
-                  store: RawStore, server_url: str, judge: Judge | None = None,
-                  agent_backend: VLMBackend | None = None, walk_blobs: BlobStore | None = None,
-                  env: CrawlEnv | None = None, collection: str | None = None,
+def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks: WalkNamer,
+                  verify_replays: ReplayVerifier, agent_backend: VLMBackend, store: RawStore,
+                  server_url: str, env: CrawlEnv | None = None, collection: str | None = None,
                   rejected_collection: str | None = None, language: str | None = None,
                   max_steps: int = 15, seed: int = 0, coords: Coords = "pixels",
-                  max_new_tokens: int = 128, batch_size: int = 8,
-                  guard: SafetyGuard | None = None) -> ReverseResult:
-    """Name each walk's task with `backend`, replay it with the agent, keep what the judge confirms.
+                  batch_size: int = 8, guard: SafetyGuard | None = None) -> ReverseResult:
+    """Name each walk's task with `name_walks`, replay it with the agent, keep what
+    `verify_replays` confirms.
 
-    agent_backend: plays the replays (default: `backend`). judge: verifies them
-    (default: a Judge on `backend`). walk_blobs: where the walks' screenshots
-    are (default: store.blobs). language: of the written tasks (default: each
-    walk's task language). The replay runs on the walk's device, with no
+    agent_backend: plays the replays. language: of the written tasks (default:
+    each walk's task language). The replay runs on the walk's device, with no
     distractions; `seed` is the agent's sampling seed (greedy decoding ignores it).
     """
-    agent_backend = agent_backend or backend
-    judge = judge or Judge(backend)
-    walk_blobs = walk_blobs or store.blobs
     guard = guard or SafetyGuard()
     model_id = agent_backend.model_id
     slug = model_slug(model_id)
@@ -131,10 +129,10 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, backend: VL
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start:start + batch_size]
                 for item, traj, steps in _play_chunk(
-                        chunk, backend=backend, agent_backend=agent_backend, judge=judge,
-                        walk_blobs=walk_blobs, store=store, server_url=server_url, env=live,
-                        language=language, max_steps=max_steps, seed=seed, coords=coords,
-                        max_new_tokens=max_new_tokens, guard=guard, audit=audit):
+                        chunk, name_walks=name_walks, verify_replays=verify_replays,
+                        agent_backend=agent_backend, store=store, server_url=server_url,
+                        env=live, language=language, max_steps=max_steps, seed=seed,
+                        coords=coords, guard=guard, audit=audit):
                     result.items.append(item)
                     if item.kept:
                         result.kept += 1
@@ -157,21 +155,15 @@ def _why_unfinished(traj: Trajectory) -> str:
     return traj.outcome
 
 
-def _play_chunk(chunk, *, backend, agent_backend, judge, walk_blobs, store, server_url, env,
-                language, max_steps, seed, coords, max_new_tokens, guard, audit):
+def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, store, server_url, env,
+                language, max_steps, seed, coords, guard, audit):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
-    requests = []
-    for walk, steps, _ in chunk:
-        lang = language or walk.task.language
-        first, last = _image(walk_blobs, steps[0]), _image(walk_blobs, steps[-1])
-        requests.append(instruction_request(walk, steps, first, last, lang))
-    answers = backend.generate(requests, max_new_tokens)
-    if len(answers) != len(requests):
-        raise RuntimeError(f"{backend.model_id}: {len(answers)} answers for {len(requests)} requests")
+    named = name_walks([(walk, steps, language or walk.task.language) for walk, steps, _ in chunk])
+    if len(named) != len(chunk):
+        raise RuntimeError(f"name_walks gave {len(named)} instructions for {len(chunk)} walks")
 
     replays = []
-    for (walk, steps, tid), raw in zip(chunk, answers):
-        instruction = parse_instruction(raw)
+    for (walk, steps, tid), instruction in zip(chunk, named):
         if instruction is None:
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue
@@ -189,9 +181,9 @@ def _play_chunk(chunk, *, backend, agent_backend, judge, walk_blobs, store, serv
 
     if not replays:
         return
-    inputs = [JudgeInput(traj, rsteps, [_image(store.blobs, s) for s in rsteps])
-              for _, _, _, traj, rsteps in replays]
-    verdicts = judge.judge(inputs)
+    verdicts = verify_replays([(traj, rsteps) for _, _, _, traj, rsteps in replays])
+    if len(verdicts) != len(replays):
+        raise RuntimeError(f"verify_replays gave {len(verdicts)} verdicts for {len(replays)} replays")
     for (walk, tid, instruction, traj, rsteps), verdict in zip(replays, verdicts):
         if verdict.success is None:
             item = ReverseItem(walk.trajectory_id, tid, instruction, False, "judge unparseable")

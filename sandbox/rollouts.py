@@ -6,7 +6,9 @@ with it; the device, theme and font scale are drawn from it). The runner
 verifies each rollout against the task template's state predicate; successes
 go to `rollouts/<model>` (SFT data), everything else to
 `rollouts-failed/<model>`, so every rollout is kept and counted. The success
-rate per task (`RolloutResult.rates`) feeds the curriculum.
+rate per task (`RolloutResult.rates`) feeds the curriculum. It plays live, so it
+is an episode runner on the collection side (DESIGN: synthesis works on
+recorded data only); the curriculum reads its rates.
 
 Provenance: trajectories carry policy "agent" and source_name
 "sandbox:agent:<model_id>". Trajectory ids are stable (task, model, seed): a
@@ -24,15 +26,16 @@ from typing import Callable, Iterable, Iterator
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
 from crawlers.guard import AuditLog, SafetyGuard
-from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed,
-                             is_mobile_task, profiles_for, run_episode)
 from crawlers.web_env import BrowserCrashed, WebEnv
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import TaskTemplate
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMBackend
+
+from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed, is_mobile_task,
+                           profiles_for, run_episode)
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import TaskTemplate
 
 log = logging.getLogger(__name__)
 

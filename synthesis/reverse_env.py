@@ -200,6 +200,20 @@ def reverse_environment_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *,
     return out
 
 
+def walk_namer(backend: VLMBackend, blobs: BlobStore | None, max_new_tokens: int = 128):
+    """The sandbox's reverse replays' namer (sandbox/reverse.py `name_walks`): for each
+    (walk, steps, language), the instruction `backend` writes, None where it does not parse."""
+    def name_walks(items: list[tuple[Trajectory, list[Step], str]]) -> list[str | None]:
+        requests = [instruction_request(w, s, _shot(blobs, s[0]), _shot(blobs, s[-1]), lang)
+                    for w, s, lang in items]
+        answers = backend.generate(requests, max_new_tokens) if requests else []
+        if len(answers) != len(requests):
+            raise RuntimeError(f"{backend.model_id}: {len(answers)} answers for "
+                               f"{len(requests)} requests")
+        return [parse_instruction(raw) for raw in answers]
+    return name_walks
+
+
 def _shot(blobs: BlobStore | None, step: Step) -> bytes:
     if blobs is None or not step.screenshot or not blobs.exists(step.screenshot,
                                                                 step.image_format):

@@ -164,6 +164,6 @@ _REFLECTION = re.compile(r"<reflection>(.*?)</reflection>", re.DOTALL)
 
 def recorded_reflection(step: Step) -> str | None:
     """The `<reflection>` a reflection episode recorded as this step's thought
-    (synthesis/reflection.py), so that the template does not overwrite it."""
+    (sandbox/reflection.py), so that the template does not overwrite it."""
     m = _REFLECTION.search(step.thought or "")
     return m.group(1).strip() or None if m else None

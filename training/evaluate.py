@@ -2,7 +2,7 @@
 
 Offline (`offline_step_accuracy`): every direct-act sample of the split is asked
 with the prompt it was written with (its system and human turns, the
-screenshot: synthesis.agent_prompt.conversation_messages), greedily; the
+screenshot: crawlers.agent_prompt.conversation_messages), greedily; the
 answer is parsed (schemas.converters.gui_libra) and compared with the recorded
 action as synthesis.rewards.step_reward does in RL: type, point in the target's
 box (the sample's "target_box" when it holds the recorded point, as
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from schemas.actions import Action
-from synthesis.agent_prompt import conversation_messages
+from crawlers.agent_prompt import conversation_messages
 from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 from training.config import TrainConfig

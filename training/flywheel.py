@@ -1,7 +1,7 @@
 """The data flywheel: a checkpoint's rollouts go back into the raw store, routed by verdict.
 
 One turn (`flywheel_turn`) plays tasks in the sandbox with a trained policy,
-k rollouts each, through synthesis.rollouts.rejection_sample: the app's state
+k rollouts each, through sandbox.rollouts.rejection_sample: the app's state
 verifies every rollout; verified successes land in `rollouts/<checkpoint id>`,
 everything else in `rollouts-failed/<checkpoint id>`, each trajectory with
 source_name "sandbox:agent:<checkpoint id>" (its provenance). `sft_sources`
@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 
 from sandbox.crawl import CrawlEnv
 from schemas.records import Task
-from synthesis.rollouts import FAILED_PREFIX, rejection_sample
+from sandbox.rollouts import FAILED_PREFIX, rejection_sample
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMBackend
 

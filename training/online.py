@@ -5,7 +5,7 @@ One iteration:
    synthesis.difficulty over the store's crawls where they cover a task, else
    the prior 0.5) picks `tasks_per_iteration` tasks;
 2. each is played k times by the current policy through
-   synthesis.rollouts.rejection_sample, with a recording PolicyBackend (the
+   sandbox.rollouts.rejection_sample, with a recording PolicyBackend (the
    reasoning set's prompt) and the policy id "<checkpoint id>@it<i>": the
    rollouts land in the raw store, verified successes in rollouts/<id>, the
    rest in rollouts-failed/<id> (the flywheel's routing);
@@ -46,7 +46,7 @@ from pydantic import field_validator
 from schemas.records import Step, Task, Trajectory
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
-from synthesis.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
+from sandbox.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
 from trajforge.store import RawStore
 from training.config import PPOReuse, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url

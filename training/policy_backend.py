@@ -5,7 +5,7 @@
 rollouts record as their provenance. Its prompt is the reasoning set's
 (`prompt = "reasoning_set"`): AgentPolicy reads that attribute, so a model
 trained on the set acts with the prompt it learnt from, also through
-synthesis.rollouts.rejection_sample, which builds its own AgentPolicy.
+sandbox.rollouts.rejection_sample, which builds its own AgentPolicy.
 
 With `record=True` every generate call keeps, per sample, the processor's
 prompt tensors and the sampled answer token ids (cut after the first

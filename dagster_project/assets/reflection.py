@@ -2,10 +2,11 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from sandbox.crawl import is_mobile_task
 from crawlers.web_env import WebEnv
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
-from synthesis.reflection import reflect_tasks
+from sandbox.crawl import is_mobile_task
+from sandbox.reflection import reflect_tasks
+from synthesis.reflection_text import reflection
 from trajforge.catalog import read_catalog
 
 COLLECTION = "reflection/sandbox"
@@ -45,7 +46,7 @@ def reflection_trajectories(context: dg.AssetExecutionContext, config: Reflectio
                        image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
                        request_filter=Allowlist([sandbox.url])) as env:
         r = reflect_tasks(tasks, store=storage.raw, server_url=sandbox.url, collection=COLLECTION,
-                          env=env, seed=config.seed, wrong_at=config.wrong_at,
+                          write_reflection=reflection, env=env, seed=config.seed, wrong_at=config.wrong_at,
                           max_steps=config.max_steps)
     for task_id, why in r.skipped:
         context.log.info(f"{task_id}: no reflection ({why})")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Union
 
 from crawlers.policy_errors import PolicyError
+from schemas.action_words import ZH_ROLE  # the oracle's role words
 from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task
@@ -280,9 +281,6 @@ _PHRASES = {
            "done": "任务完成", "back": "返回上一页", "wait": "等待{target}出现"},
 }
 _ZH_DIRECTION = {"up": "上", "down": "下", "left": "左", "right": "右"}
-ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
-            "checkbox": "复选框", "switch": "开关", "radio": "单选项", "combobox": "下拉框",
-            "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
 
 
 # Fixed bars that stay on screen while the content scrolls under them: an

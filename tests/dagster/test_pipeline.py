@@ -63,11 +63,12 @@ def test_graph_materialises_end_to_end_and_reruns_idempotently(tmp_path):
     # The pages showed the sandbox's planted personal data: synthetic, it ships as it is
     # (listed in curation's audit) and is no leak of real data.
     from filters.audit import curated_leaks, shard_leaks
+    from sandbox.planted_pii import planted_for
     from trajforge.store import RawStore
-    assert curated_leaks(RawStore(data / "raw"))[1]
-    checked, shipped = shard_leaks(data / "shards" / "sandbox")
+    assert curated_leaks(RawStore(data / "raw"), planted=planted_for)[1]
+    checked, shipped = shard_leaks(data / "shards" / "sandbox", planted=planted_for)
     assert checked == stats["steps"] and shipped
-    assert shard_leaks(data / "shards" / "sandbox", ["sandbox"]) == (0, [])
+    assert shard_leaks(data / "shards" / "sandbox", ["sandbox"], planted=planted_for) == (0, [])
     assert (data / "curated" / "pii_audit.jsonl").stat().st_size > 0
 
     # A re-run of the same partition finds everything committed: no duplicates.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from filters.calibration import evaluate, labelled_pairs, pr_table
+from sandbox.calibration_pages import draw_pairs
 from filters.neardup import DEFAULT_MAX_DISTANCE
 
 APPS = ("shop", "mail", "social", "mobile_shop", "mobile_social")
@@ -28,7 +29,7 @@ def pairs():
     with SandboxServer() as srv, sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
-            yield labelled_pairs(srv.url, browser, langs=("en", "zh"), apps=APPS)
+            yield labelled_pairs(draw_pairs(srv.url, browser, langs=("en", "zh"), apps=APPS))
         finally:
             browser.close()
 

@@ -6,7 +6,8 @@ import collections
 import pytest
 
 from filters.pii import KINDS, find_pii
-from filters.pii_audit import find_leaks, planted_for
+from filters.pii_audit import find_leaks
+from sandbox.planted_pii import planted_for
 from sandbox.apps import APPS, MOBILE_APPS, WEB_APPS
 from sandbox.apps._personal_data import resolve_path
 

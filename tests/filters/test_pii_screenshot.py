@@ -8,7 +8,8 @@ import pytest
 from PIL import Image
 
 from filters.pii import scrub_step
-from filters.pii_audit import find_leaks, planted_for
+from filters.pii_audit import find_leaks
+from sandbox.planted_pii import planted_for
 from filters.pii_blur import _pixel_box
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step

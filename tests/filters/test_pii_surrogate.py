@@ -7,7 +7,7 @@ import re
 import pytest
 
 from filters.pii import find_pii, luhn_valid, scrub_task, scrub_step, valid_cn_id
-from filters.pii_audit import planted_for
+from sandbox.planted_pii import planted_for
 from filters.pii_sources import is_synthetic, synthetic_source_names
 from filters.pii_surrogate import Surrogates, id_check_char, is_valid, surrogate
 from sandbox.apps import APPS

@@ -34,6 +34,7 @@ from dagster_project.assets.raw import raw_steps
 from dagster_project.assets.synthesis import cot_steps, reasoning_set
 from dagster_project.resources import StorageResource, VLMResource
 from filters.audit import curated_leaks, curated_pii_audit, shard_leaks, step_texts
+from sandbox.planted_pii import planted_for
 from filters.judge import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT
 from sandbox.apps import APPS
 from sandbox.server import SandboxServer
@@ -205,7 +206,7 @@ def test_bait_actions_are_blocked_audited_and_never_executed(run):
 def test_planted_personal_data_is_synthetic_kept_and_listed(run):
     """The sandbox plants its own data (synthetic_data): it ships as it is, so the
     targets and the screens agree, and every value found is listed in the audit."""
-    checked, raw_leaks = curated_leaks(run["store"])
+    checked, raw_leaks = curated_leaks(run["store"], planted=planted_for)
     assert checked == len(run["tasks"]) and raw_leaks  # the pages did show planted data
     curated = run["data"] / "curated"
     summary = json.loads((curated / "summary.json").read_text())
@@ -213,12 +214,12 @@ def test_planted_personal_data_is_synthetic_kept_and_listed(run):
     assert summary["pii"] == {}
     audit = [json.loads(line) for line in (curated / "pii_audit.jsonl").read_text().splitlines()]
     assert audit and {a["action"] for a in audit} == {"kept_synthetic"}
-    kept = curated_pii_audit(RawStore(curated / "store"), ["sandbox"])
+    kept = curated_pii_audit(RawStore(curated / "store"), ["sandbox"], planted=planted_for)
     assert kept["leaks"] == [] and kept["kept"]
     assert {k["trajectory_id"] for k in kept["kept"]} <= {a["trajectory_id"] for a in audit}
-    checked, shipped = shard_leaks(run["data"] / "shards" / "sandbox")
+    checked, shipped = shard_leaks(run["data"] / "shards" / "sandbox", planted=planted_for)
     assert checked > 0 and shipped                          # kept, not rewritten
-    assert shard_leaks(run["data"] / "shards" / "sandbox", ["sandbox"]) == (0, [])
+    assert shard_leaks(run["data"] / "shards" / "sandbox", ["sandbox"], planted=planted_for) == (0, [])
     # No placeholder anywhere in the reasoning set: a model would learn to type [EMAIL].
     counts = placeholder_counts(run["data"] / "shards" / "reasoning_set")
     assert counts["samples"] > 0 and counts["targets_with_placeholder"] == 0
@@ -234,7 +235,7 @@ def test_the_same_run_as_real_data_gets_consistent_surrogates(run, tmp_path):
     res = curate(data / "raw_steps", RawStore(data / "raw").blobs, tmp_path / "curated",
                  config=CurateConfig(synthetic_sources=()))
     store = res.store
-    checked, leaks = curated_leaks(store)
+    checked, leaks = curated_leaks(store, planted=planted_for)
     assert checked > 0 and leaks == []                      # no planted value is left
     assert res.summary["pii"] and res.summary["pii_synthetic_kept"] == {}
     raw = {(s.trajectory_id, s.index): s for s in run["store"].iter_steps("web/security")}

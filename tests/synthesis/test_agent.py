@@ -23,7 +23,7 @@ from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task
-from synthesis.agent_prompt import SCREEN_CLOSE, SCREEN_OPEN, agent_messages
+from crawlers.agent_prompt import SCREEN_CLOSE, SCREEN_OPEN, agent_messages
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 

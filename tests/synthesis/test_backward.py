@@ -7,11 +7,12 @@ from crawlers.guard import SafetyGuard
 from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import fixed
 from sandbox.crawl import fetch_state, run_episode
-from filters.neardup import screen_signature
+from schemas.screen_signature import screen_signature
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from synthesis.backward import backward_slices, restore_state
+from sandbox.backward import restore_state
+from synthesis.backward import backward_slices
 from trajforge.store import RawStore
 
 ACTIONS = [Action.tap(0.1, 0.1), Action.type_text("hi"), Action.tap(0.2, 0.2),

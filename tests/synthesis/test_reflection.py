@@ -10,14 +10,15 @@ import pytest
 from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
 from sandbox.crawl import fetch_state
-from filters.neardup import screen_signature
+from schemas.screen_signature import screen_signature
 from sandbox.apps import APPS
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.settings import SWITCH_LABELS
 from schemas.actions import ActionType
 from schemas.observation import Observation
-from synthesis.reflection import (SOURCE_NAME, ReflectionPolicy, reflect_tasks, sidecar_paths,
-                                  wrong_candidates, write_sidecar)
+from sandbox.reflection import (SOURCE_NAME, ReflectionPolicy, reflect_tasks, sidecar_paths,
+                                wrong_candidates, write_sidecar)
+from synthesis.reflection_text import reflection
 from trajforge.store import RawStore
 
 
@@ -53,7 +54,8 @@ def test_wrong_candidates_are_visible_enabled_unguarded_neighbours():
 
 def test_no_alternative_is_reported_and_the_oracle_goes_on():
     task = TEMPLATES["settings.notification"].make_task("en", 0)
-    policy = ReflectionPolicy(TEMPLATES["settings.notification"], task, wrong_at=0, seed=0)
+    policy = ReflectionPolicy(TEMPLATES["settings.notification"], task, wrong_at=0, seed=0,
+                              write_reflection=reflection)
     only = observation('- link "Notifications Message previews, sound, vibration" '
                        '[box=300,500,600,70]\n')
     action = policy.act(only)
@@ -74,7 +76,8 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     store = RawStore(tmp_path / "raw")
     en = TEMPLATES["settings.notification"].make_task("en", 0)   # home -> Notifications -> switch
     zh = TEMPLATES["settings.privacy"].make_task("zh", 0)        # 首页 -> 隐私 -> 开关
-    run = dict(store=store, server_url=sandbox.url, env=env, seed=0, devices=["desktop"])
+    run = dict(store=store, server_url=sandbox.url, env=env, seed=0, devices=["desktop"],
+               write_reflection=reflection)
 
     # EN: the wrong tap at step 0 opens another settings page; back; the oracle goes on.
     r = reflect_tasks([en], wrong_at=0, **run)
@@ -144,7 +147,7 @@ def test_no_wrong_action_is_counted_and_nothing_is_stored(sandbox, env, tmp_path
     store = RawStore(tmp_path / "raw")
     task = TEMPLATES["settings.notification"].make_task("en", 0)
     r = reflect_tasks([task], store=store, server_url=sandbox.url, env=env, wrong_at=0,
-                      devices=["desktop"], guard=guard)
+                      devices=["desktop"], guard=guard, write_reflection=reflection)
     assert r.trajectories == 0 and r.errors == [] and len(r.skipped) == 1
     task_id, why = r.skipped[0]
     assert task_id == task.task_id and why.startswith("step 0: no visible")

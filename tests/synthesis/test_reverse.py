@@ -12,10 +12,11 @@ import json
 import re
 
 from sandbox.crawl import crawl
-from filters.judge import DATA_CLOSE, DATA_OPEN, Judge
+from filters.judge import DATA_CLOSE, DATA_OPEN, Judge, replay_verifier
+from sandbox.reverse import reverse_tasks
 from sandbox.tasks import build_catalog
-from synthesis.reverse import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
-                               reverse_tasks)
+from synthesis.reverse_env import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
+                                   walk_namer)
 from trajforge.store import RawStore
 from trajforge.vlm.backends import VLMRequest
 
@@ -110,9 +111,10 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
                for _, steps in walks)
 
     writer, checker = Writer(), Checker()
-    result = reverse_tasks(walks, backend=writer, agent_backend=Follower(),
-                           judge=Judge(checker), store=store, server_url=sandbox.url, env=env,
-                           max_steps=5)
+    result = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+                           verify_replays=replay_verifier(Judge(checker), store.blobs),
+                           agent_backend=Follower(), store=store, server_url=sandbox.url,
+                           env=env, max_steps=5)
     assert (result.total, result.kept, result.skipped) == (2, 1, 0)
     assert result.kept_rate == 0.5 and result.reasons == {"judge rejected": 1}
     kept_item, rejected_item = result.items
@@ -148,8 +150,9 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
     assert len(checker.requests) == 2
 
     # Re-run: both walks are already settled; no model is asked again.
-    again = reverse_tasks(walks, backend=writer, agent_backend=Follower(), judge=Judge(checker),
-                          store=store, server_url=sandbox.url, env=env)
+    again = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+                          verify_replays=replay_verifier(Judge(checker), store.blobs),
+                          agent_backend=Follower(), store=store, server_url=sandbox.url, env=env)
     assert (again.total, again.kept, again.skipped, again.items) == (2, 1, 2, [])
     assert len(writer.requests) == 2 and len(checker.requests) == 2
 

@@ -11,7 +11,7 @@ from crawlers.guard import read_audit
 from sandbox.crawl import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
-from synthesis.rollouts import model_slug, rejection_sample, rollout_seed
+from sandbox.rollouts import model_slug, rejection_sample, rollout_seed
 from trajforge.store import RawStore
 
 from .test_agent import ScriptedAgent

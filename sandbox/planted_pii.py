@@ -1,0 +1,17 @@
+"""The personal data the sandbox plants in a session: what the PII audits look for.
+
+A crawled trajectory's session was started with `task.params.get("seed",
+trajectory.seed)` (sandbox/crawl.py), so the values planted in it are
+`planted_for(app, task.language, that seed)`. The audits (filters/audit.py)
+take this look-up as an argument: filters read recorded data, never the sandbox.
+"""
+from __future__ import annotations
+
+from sandbox.apps import APPS
+
+
+def planted_for(app: str, lang: str, seed: int) -> list[dict]:
+    """The sandbox app's planted values for a session ({kind, value, where})."""
+    if app not in APPS:
+        raise KeyError(f"unknown sandbox app {app!r}; known: {sorted(APPS)}")
+    return list(APPS[app].initial_state(lang, int(seed))["_planted_pii"])

@@ -124,7 +124,8 @@ def main() -> None:
                 ["--select", "imported_trajectories,reflection_trajectories,raw_steps,"
                              "curated_steps,web_shards"], env),
             "synthesis": materialize(
-                ["--select", "cot_steps,reasoning_set,chinese_gui_set,task_difficulty"], env),
+                ["--select", "cot_steps,reasoning_set,chinese_gui_set,grounding_set,"
+                             "task_difficulty"], env),
             "training": materialize(["--select", "sft_checkpoint,rl_checkpoint,online_eval"], env),
         }
     wall = time.time() - t0
@@ -142,7 +143,15 @@ def main() -> None:
         st = json.loads(out)
         sets[name] = {k: st[k] for k in ("samples", "steps", "trajectories", "modes", "languages",
                                          "thought_backends", "skipped_steps", "skipped_trajectories")}
+    # Grounding: samples per unique screen signature, the languages, drops and balance.
+    out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / "grounding_set"),
+                          "--json"], cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    g = json.loads(out)
+    grounding = {k: g[k] for k in ("samples", "records", "unique_screens", "samples_per_unique_screen",
+                                   "languages", "kinds", "size_buckets")}
+    grounding.update({k: g["summary"][k] for k in ("dropped", "dedup_rate", "balance")})
     report = {
+        "grounding": grounding,
         "wall_s": round(wall, 1),
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "peak_rss_mb": round(mem.peak / 2**20),
@@ -173,6 +182,9 @@ def main() -> None:
     for name, st in sets.items():
         print(f"== {name}: {st['samples']} samples ({st['steps']} steps), modes {st['modes']}, "
               f"languages {st['languages']}, thoughts by {st['thought_backends']}")
+    print(f"== grounding_set: {grounding['samples']} samples on {grounding['unique_screens']} unique "
+          f"screens ({grounding['samples_per_unique_screen']:.1f} per screen), languages "
+          f"{grounding['languages']}, sizes {grounding['size_buckets']}")
     r = report["reflection"]
     print(f"== reflection: {r['trajectories']} episodes with a real wrong step, "
           f"{r['led_to_success']} recovered to a verified success, corrections {r['corrections']}")

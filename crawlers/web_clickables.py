@@ -26,12 +26,16 @@ them to its element list as `Element(role="clickable", name=<their text>)`:
   is clickable. Boxes come from getBoundingClientRect, the frame of the
   aria-snapshot boxes, and go through the same zoom mapping (a11y.to_elements),
   so they match the screenshot on zoomed-out mobile pages too.
+- Each row carries the element's visibility record, measured in the same scan
+  on the DOM node itself (crawlers.visibility.PROBE_JS).
 """
 from __future__ import annotations
 
 from schemas.records import Element
 
 from schemas.a11y import AriaNode, to_elements
+
+from .visibility import PROBE_JS, visibility_from_row
 
 CLICKABLE_ROLE = "clickable"
 MAX_CLICKABLES = 50
@@ -64,8 +68,10 @@ LISTENER_MARK_JS = """(() => {
                                                     configurable: true, enumerable: false});
 })();""" % {"ws": _WS}
 
-# Returns [[x, y, w, h, name], ...] in CSS px of the layout viewport (the aria boxes' frame).
+# Returns [[x, y, w, h, name, visibility row], ...] in CSS px of the layout viewport
+# (the aria boxes' frame).
 SCAN_JS = """(opts) => {
+  const probe = %(probe)s;
   const max = opts.max, maxScanned = opts.maxScanned;
   const marked = window.%(ws)s;
   const vv = window.visualViewport;
@@ -113,11 +119,12 @@ SCAN_JS = """(opts) => {
       const root = el.getRootNode();
       const hit = (root.elementFromPoint ? root : document).elementFromPoint(cx, cy);
       if (hit && hit !== el && !el.contains(hit) && !hit.contains(el)) continue;  // covered
-      out.push([r.left, r.top, r.width, r.height, nameOf(el)]);
+      out.push([r.left, r.top, r.width, r.height, nameOf(el),
+                probe(el, r.left, r.top, r.width, r.height)]);
     }
   }
   return out;
-}""" % {"ws": _WS}
+}""" % {"ws": _WS, "probe": PROBE_JS}
 
 
 def install_listener_marks(context) -> None:
@@ -135,15 +142,19 @@ def install_listener_marks(context) -> None:
 def clickable_elements(rows: list, viewport_width: int, viewport_height: int,
                        zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
     """SCAN_JS rows -> `clickable` elements, boxes mapped like the aria elements."""
-    nodes = []
+    nodes, seen = [], []
     for row in rows or []:
         try:
             x, y, w, h = (float(v) for v in row[:4])
             name = str(row[4]) if len(row) > 4 and row[4] is not None else ""
         except (TypeError, ValueError):
             continue
+        if w <= 0 or h <= 0:   # to_elements leaves these out; keep the rows aligned
+            continue
         nodes.append(AriaNode(role=CLICKABLE_ROLE, name=name, box=(x, y, w, h)))
-    return to_elements(nodes, viewport_width, viewport_height, zoom)
+        seen.append(visibility_from_row(row[5]) if len(row) > 5 else None)
+    return [e.model_copy(update={"visibility": v})
+            for e, v in zip(to_elements(nodes, viewport_width, viewport_height, zoom), seen)]
 
 
 def _iou(a, b) -> float:

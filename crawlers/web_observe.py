@@ -11,6 +11,11 @@ elements the aria tree misses (web_clickables.SCAN_JS); these are appended to
 the elements with role "clickable" unless an interactive aria element already
 sits at their box. `scan_clickables = False` or `image_wait_s = 0` on the env
 turn either off.
+
+After the aria snapshot, one more evaluate hit-tests every element it lists
+(crawlers.visibility: on screen, visible fraction, centre and inner points,
+modal cover); the clickables get the same record inside the scan.
+`measure_visibility = False` leaves `Element.visibility` None (not measured).
 """
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from schemas.observation import Observation
 
-from schemas.a11y import elements_from_snapshot
+from schemas.a11y import parse_snapshot, to_elements
+from .visibility import MEASURE_JS, boxed_nodes, measure_args, with_visibility
 from .web_clickables import MAX_CLICKABLES, MAX_SCANNED, SCAN_JS, clickable_elements, merge_clickables
 from .web_errors import ActionError, PageUnresponsive, short_error
 from .web_settle import IMAGES_WAIT_CAP_S, IMAGES_WAIT_JS
@@ -51,6 +57,7 @@ class ObserveMixin:
 
     scan_clickables: bool = True          # add the "clickable" elements the tree misses
     image_wait_s: float = IMAGES_WAIT_CAP_S   # wait this long at most for loading images
+    measure_visibility: bool = True       # hit-test every element (Element.visibility)
 
     def _observe_after(self, error: str | None) -> Observation:
         try:
@@ -92,7 +99,9 @@ class ObserveMixin:
         width, height = Image.open(io.BytesIO(shot)).size
         vp = page.viewport_size or {"width": width, "height": height}
         self._zoom = self._read_zoom(page)
-        elements = elements_from_snapshot(tree, vp["width"], vp["height"], self._zoom)
+        nodes = boxed_nodes(parse_snapshot(tree))
+        elements = with_visibility(to_elements(nodes, vp["width"], vp["height"], self._zoom),
+                                   self._measure_visibility(page, nodes))
         if rows:
             elements = merge_clickables(
                 elements, clickable_elements(rows, vp["width"], vp["height"], self._zoom))
@@ -115,6 +124,20 @@ class ObserveMixin:
             self._raise_if_dead(e)
             return []
         return (res.get("rows") or []) if isinstance(res, dict) else []
+
+    def _measure_visibility(self, page: Page, nodes: list) -> list | None:
+        """The visibility rows of the snapshot's boxed nodes; None when not measured."""
+        if not self.measure_visibility or not nodes:
+            return None
+        try:
+            res = page.evaluate(MEASURE_JS, measure_args(nodes))
+        except PlaywrightError as e:
+            # A navigation since the snapshot, or a page that broke a builtin:
+            # the elements stay unmeasured rather than guessed.
+            self._raise_if_dead(e)
+            return None
+        self.last_visibility_stats = res.get("stats") if isinstance(res, dict) else None
+        return res.get("rows") if isinstance(res, dict) else None
 
     def _screenshot(self, page: Page, timeout_ms: float, kw: dict) -> bytes:
         # Chromium sometimes answers "Unable to capture screenshot" while a

@@ -52,6 +52,8 @@ REGISTRY = [
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
     Bench("pii_ocr", "pii_ocr.py", "Personal data on screenshots without a tree (OCR)",
           timeout_s={"smoke": 180, "quick": 300, "full": 540}),
+    Bench("grounding", "grounding.py", "Grounding synthesis against the crawl",
+          timeout_s={"smoke": 180, "quick": 300, "full": 540}),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
     Bench("vlm_batching", "vlm_batching.py", "VLM batching"),
     Bench("mobile_throughput", "mobile_throughput.py", "Mobile crawl throughput"),

@@ -41,3 +41,27 @@ def test_grounding_set_materialises_and_its_checks_pass_then_fail_on_one_languag
     assert not evals["grounding_set_language_mix"].passed
     assert "zh" in evals["grounding_set_language_mix"].metadata["detail"].value
     assert evals["grounding_set_points_in_boxes"].passed
+
+
+def test_grounding_set_from_real_crawled_steps(tmp_path):
+    """The sandbox crawled by real Chromium (visibility measured at capture), curated,
+    then grounding_set: every check passes and each unique screen gives >= 15 samples."""
+    from sandbox.crawl import crawl
+    from sandbox.server import SandboxServer
+    from sandbox.tasks import TEMPLATES
+    from trajforge.store import RawStore
+
+    data = tmp_path / "data"
+    ids = [t for t in sorted(TEMPLATES) if {"en", "zh"} <= set(TEMPLATES[t].languages)][:2]
+    tasks = [TEMPLATES[t].make_task(lang, 3) for t in ids for lang in ("en", "zh")]
+    with SandboxServer() as server:
+        crawl(tasks, store=RawStore(data / "raw"), collection="web", server_url=server.url)
+    result = dg.materialize(ASSETS, resources={"storage": StorageResource(root=str(data)),
+                                               "vlm": VLMResource(kind="none")},
+                            run_config=RUN, instance=dg.DagsterInstance.ephemeral())
+    evals = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert all(e.passed for e in evals.values()), {k: e.metadata["detail"].value for k, e in evals.items()}
+    meta = result.asset_materializations_for_node("grounding_set")[0].metadata
+    assert meta["samples_per_unique_screen"].value >= 15
+    assert set(meta["languages"].value) == {"en", "zh"}
+    assert meta["dropped"].value["not_measured"] == 0  # the crawler measured every element

@@ -49,7 +49,7 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
     traj_rows, steps_per_traj = {}, {}
     quarantine = []
     for f in store.trajectory_files(collections):
-        for row in pq.read_table(f, schema=TRAJECTORY_SCHEMA).to_pylist():
+        for row in store.read_table(f, schema=TRAJECTORY_SCHEMA).to_pylist():
             try:
                 t = row_to_trajectory(row, source=str(f))
             except SchemaError as e:
@@ -66,7 +66,7 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
     with pq.ParquetWriter(steps_tmp, STEP_SCHEMA, compression="zstd") as writer:
         buf = []
         for f in store.step_files(collections):
-            for batch in pq.ParquetFile(f).iter_batches(batch_size=batch_rows):
+            for batch in store.iter_batches(f, batch_rows):
                 for row in batch.to_pylist():
                     try:
                         s = row_to_step(row, source=str(f))

@@ -165,9 +165,29 @@ class BlobStore:
 
 
 class RawStore:
-    def __init__(self, root: Path):
+    """The store under a local folder, or (an fsspec URL such as s3://bucket/prefix)
+    an ObjectRawStore (trajforge/object_store.py); `storage_options` go to fsspec."""
+
+    def __new__(cls, root=None, storage_options: dict | None = None):
+        if cls is RawStore and root is not None:
+            from .object_store import ObjectRawStore, is_url
+
+            if is_url(root):
+                return super().__new__(ObjectRawStore)
+        return super().__new__(cls)
+
+    def __init__(self, root: Path, storage_options: dict | None = None):
+        if isinstance(root, str) and root.startswith("file://"):
+            root = root[len("file://"):]
         self.root = Path(root)
         self.blobs = BlobStore(self.root / "blobs")
+
+    def read_table(self, path, **kw) -> pa.Table:
+        """A committed part's table, page checksums verified (SchemaError if damaged)."""
+        return _read_table(path, **kw)
+
+    def iter_batches(self, path, batch_size: int) -> Iterator[pa.RecordBatch]:
+        return _iter_batches(path, batch_size)
 
     # -- reading -------------------------------------------------------------
     def collections(self) -> list[str]:
@@ -204,22 +224,22 @@ class RawStore:
     def committed_ids(self, collections=None) -> set[str]:
         ids: set[str] = set()
         for f in self.trajectory_files(collections):
-            ids.update(r["trajectory_id"] for r in _rows(f, _read_table(f, columns=["trajectory_id"])))
+            ids.update(r["trajectory_id"] for r in _rows(f, self.read_table(f, columns=["trajectory_id"])))
         return ids
 
     def iter_trajectories(self, collections=None) -> Iterator[Trajectory]:
         for f in self.trajectory_files(collections):
-            for row in _rows(f, _read_table(f, schema=TRAJECTORY_SCHEMA)):
+            for row in _rows(f, self.read_table(f, schema=TRAJECTORY_SCHEMA)):
                 yield row_to_trajectory(row, source=str(f))
 
     def iter_step_batches(self, collections=None, batch_size: int = 256) -> Iterator[pa.RecordBatch]:
         """Arrow batches of steps, streamed file by file (memory stays flat)."""
         for f in self.step_files(collections):
-            yield from _iter_batches(f, batch_size)
+            yield from self.iter_batches(f, batch_size)
 
     def iter_steps(self, collections=None) -> Iterator[Step]:
         for f in self.step_files(collections):
-            for batch in _iter_batches(f, 256):
+            for batch in self.iter_batches(f, 256):
                 for row in _rows(f, batch):
                     yield row_to_step(row, source=str(f))
 

@@ -1,0 +1,260 @@
+"""The raw store and its blobs on object storage (an fsspec URL: s3://bucket/prefix).
+
+`RawStore("s3://...")` returns an `ObjectRawStore`; a local path keeps the
+local store (trajforge/store.py) as it is. Object storage has no rename, so a
+batch is committed by a marker written last instead:
+
+    <root>/blobs/<sha[:2]>/<sha>.<ext>                        put if absent (same name, same bytes)
+    <root>/<collection>/part-<n>-<writer>.steps.parquet       unique names: writers never collide
+    <root>/<collection>/part-<n>-<writer>.trajectories.parquet
+    <root>/<collection>/_commits/part-<n>-<writer>.json       the commit, put after both tables
+    <root>/<collection>/_claims/<trajectory id>               who owns an id (conditional put)
+    <root>/_collections/<collection>                          so listing never walks the blobs
+
+A reader lists `_commits/` and reads only the parts named there, so it sees a
+whole part or none. An id is claimed by a conditional put (`If-None-Match: *`,
+atomic on S3, MinIO and moto) of `_claims/<id>` holding the writer's name: of
+two writers on two nodes exactly one gets it, the other skips that trajectory.
+A claim found holding one's own name is one's own (a retried put whose first
+answer was lost, or a writer restarted under the same `writer_id`, which is
+how a crashed writer's claimed-but-uncommitted ids are taken back).
+
+Every request is retried with bounded exponential backoff; when the attempts
+run out, `ObjectStoreError` names the object and the part, the batch stays
+buffered, and no marker has been written, so the store holds no half part.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Callable, Iterable, Iterator, TypeVar
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.arrow import steps_table, trajectories_table
+from schemas.records import Step, Trajectory
+
+from .store import BlobStore, RawStore, TrajectoryWriter, _damaged
+
+T = TypeVar("T")
+
+RETRIES = 6             # attempts per request
+BACKOFF_S = 0.25        # first wait; doubles, capped at BACKOFF_MAX_S (about 8 s in all)
+BACKOFF_MAX_S = 3.0
+# Not worth a retry: the answer is the answer.
+_FINAL = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError)
+
+
+class ObjectStoreError(OSError):
+    """A request to object storage that failed every attempt (names the object and the part)."""
+
+
+def is_url(root) -> bool:
+    """True for an fsspec URL other than a local file (s3://, gs://, memory://...)."""
+    if not isinstance(root, str) or "://" not in root:
+        return False
+    return root.split("://", 1)[0] not in ("file", "local")
+
+
+def retry(op: Callable[[], T], what: str, attempts: int = RETRIES) -> T:
+    """op(), again after a growing pause on a transient error; ObjectStoreError naming `what` at the end."""
+    for i in range(attempts):
+        try:
+            return op()
+        except _FINAL:
+            raise
+        except Exception as exc:  # botocore/aiohttp timeouts are not OSErrors
+            if i == attempts - 1:
+                raise ObjectStoreError(f"{what}: failed after {attempts} attempts: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+            time.sleep(min(BACKOFF_MAX_S, BACKOFF_S * 2 ** i))
+    raise AssertionError("unreachable")
+
+
+def filesystem(url: str, storage_options: dict | None = None):
+    import fsspec
+
+    protocol = url.split("://", 1)[0]
+    # No listing cache: another node's commits must show on the next listing.
+    return fsspec.filesystem(protocol, use_listings_cache=False, **(storage_options or {}))
+
+
+def put_if_absent(fs, path: str, data: bytes) -> bool:
+    """Conditional put; False if the object already exists (then it is left as it is)."""
+    try:
+        fs.pipe_file(path, data, mode="create")
+        return True
+    except FileExistsError:
+        return False
+
+
+class ObjectBlobStore(BlobStore):
+    def __init__(self, fs, root: str, protocol: str):
+        self.fs, self.root, self.protocol = fs, root.rstrip("/"), protocol
+
+    def path(self, sha: str, ext: str = "png") -> str:  # type: ignore[override]
+        return f"{self.root}/{sha[:2]}/{sha}.{ext}"
+
+    def url(self, sha: str, ext: str = "png") -> str:
+        return f"{self.protocol}://{self.path(sha, ext)}"
+
+    def _write(self, sha: str, ext: str, data: bytes) -> None:
+        p = self.path(sha, ext)
+        retry(lambda: put_if_absent(self.fs, p, data), f"blob {self.url(sha, ext)}")
+
+    def get(self, sha: str, ext: str = "png") -> bytes:
+        p = self.path(sha, ext)
+        return retry(lambda: self.fs.cat_file(p), f"blob {self.url(sha, ext)}")
+
+    def exists(self, sha: str, ext: str = "png") -> bool:
+        p = self.path(sha, ext)
+        return retry(lambda: self.fs.exists(p), f"blob {self.url(sha, ext)}")
+
+
+class ObjectRawStore(RawStore):
+    def __init__(self, root: str, storage_options: dict | None = None):
+        self.url = root.rstrip("/")
+        self.protocol = self.url.split("://", 1)[0]
+        self.fs = filesystem(self.url, storage_options)
+        self.root = self.fs._strip_protocol(self.url)  # bucket/prefix: what fs calls take
+        self.blobs = ObjectBlobStore(self.fs, f"{self.root}/blobs", self.protocol)
+
+    def full_url(self, path: str) -> str:
+        return f"{self.protocol}://{path}"
+
+    def _ls(self, path: str) -> list[str]:
+        try:
+            return sorted(retry(lambda: self.fs.ls(path, detail=False), f"listing {self.full_url(path)}"))
+        except FileNotFoundError:
+            return []
+
+    # -- reading -------------------------------------------------------------
+    def collections(self) -> list[str]:
+        names = [unquote(p.rsplit("/", 1)[-1]) for p in self._ls(f"{self.root}/_collections")]
+        return sorted(c for c in names if self.commits(c))
+
+    def commits(self, collection: str) -> list[dict]:
+        """The commit markers of a collection, in part order."""
+        out = []
+        for p in self._ls(f"{self.root}/{collection}/_commits"):
+            if p.endswith(".json"):
+                out.append(json.loads(retry(lambda: self.fs.cat_file(p), f"commit {self.full_url(p)}")))
+        return sorted(out, key=lambda m: (m["part"], m["writer"]))
+
+    def _parts(self, collection: str) -> list[tuple[str, str]]:  # type: ignore[override]
+        folder = f"{self.root}/{collection}"
+        return [(f"{folder}/{m['steps']}", f"{folder}/{m['trajectories']}") for m in self.commits(collection)]
+
+    def read_table(self, path, **kw) -> pa.Table:
+        try:
+            return retry(lambda: pq.read_table(path, filesystem=self.fs,
+                                               page_checksum_verification=True, **kw),
+                         f"reading {self.full_url(path)}")
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise _damaged(self.full_url(path), exc) from exc
+
+    def iter_batches(self, path, batch_size: int) -> Iterator[pa.RecordBatch]:
+        # A part is read whole (parts are batch-sized); a partial stream cannot be retried.
+        yield from self.read_table(path).to_batches(max_chunksize=batch_size)
+
+    def claim_owner(self, collection: str, trajectory_id: str) -> str | None:
+        p = f"{self.root}/{collection}/_claims/{quote(trajectory_id, safe='')}"
+        try:
+            return retry(lambda: self.fs.cat_file(p), f"claim {self.full_url(p)}").decode()
+        except FileNotFoundError:
+            return None
+
+    def writer(self, collection: str, batch_size: int = 16,  # type: ignore[override]
+               writer_id: str | None = None) -> "ObjectTrajectoryWriter":
+        return ObjectTrajectoryWriter(self, collection, batch_size, writer_id)
+
+
+def default_writer_id() -> str:
+    """Unique per process: host, pid and a random tail (pass writer_id to resume one's claims)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class ObjectTrajectoryWriter(TrajectoryWriter):
+    """TrajectoryWriter on object storage: claim on add, commit marker last on flush."""
+
+    def __init__(self, store: ObjectRawStore, collection: str, batch_size: int = 16,
+                 writer_id: str | None = None):
+        self.store = store
+        self.collection = collection
+        self.folder = f"{store.root}/{collection}"
+        self.batch_size = batch_size
+        self.writer_id = writer_id or default_writer_id()
+        if "/" in self.writer_id or "." in self.writer_id:
+            raise ValueError(f"writer_id {self.writer_id!r}: no '/' or '.' (it is part of object names)")
+        marker = f"{store.root}/_collections/{quote(collection, safe='')}"
+        retry(lambda: put_if_absent(store.fs, marker, b""), f"collection {store.full_url(marker)}")
+        self.committed = store.committed_ids(collection)
+        self._trajs: list[Trajectory] = []
+        self._steps: list[Step] = []
+        self._pending: set[str] = set()
+        self._part = len(store.commits(collection))
+        self.written = 0
+        self.lost_claims = 0  # ids another writer owns: skipped, counted
+
+    def claim(self, trajectory_id: str) -> bool:
+        """Own `trajectory_id` in this collection, or learn that another writer does."""
+        p = f"{self.folder}/_claims/{quote(trajectory_id, safe='')}"
+        mine = self.writer_id.encode()
+        if retry(lambda: put_if_absent(self.store.fs, p, mine), f"claim {self.store.full_url(p)}"):
+            return True
+        return self.store.claim_owner(self.collection, trajectory_id) == self.writer_id
+
+    def add(self, traj: Trajectory, steps: list[Step]) -> bool:
+        if self.has(traj.trajectory_id):
+            return False
+        if len(steps) != traj.num_steps:
+            raise ValueError(f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} "
+                             f"but {len(steps)} steps given")
+        if not self.claim(traj.trajectory_id):
+            self.lost_claims += 1
+            self.committed.add(traj.trajectory_id)  # someone else's: never ask again
+            return False
+        self._trajs.append(traj)
+        self._pending.add(traj.trajectory_id)
+        self._steps.extend(steps)
+        if len(self._trajs) >= self.batch_size:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        if not self._trajs:
+            return
+        fs, name = self.store.fs, f"part-{self._part:06d}-{self.writer_id}"
+        url = self.store.full_url(f"{self.folder}/{name}")
+        steps, trajs = steps_table(self._steps), trajectories_table(self._trajs)
+        # Plain puts under names no one else writes: a retry rewrites the same bytes.
+        for kind, table in (("steps", steps), ("trajectories", trajs)):
+            data = _parquet_bytes(table)
+            path = f"{self.folder}/{name}.{kind}.parquet"
+            retry(lambda: fs.pipe_file(path, data), f"part {url}: {kind} table")
+        marker = json.dumps({"part": self._part, "writer": self.writer_id,
+                             "steps": f"{name}.steps.parquet",
+                             "trajectories": f"{name}.trajectories.parquet",
+                             "num_steps": steps.num_rows, "num_trajectories": trajs.num_rows},
+                            sort_keys=True).encode()
+        mpath = f"{self.folder}/_commits/{name}.json"
+        # The commit. A lost answer to a put that did land shows as our own marker.
+        if not retry(lambda: put_if_absent(fs, mpath, marker), f"part {url}: commit marker"):
+            if retry(lambda: fs.cat_file(mpath), f"part {url}: commit marker") != marker:
+                raise ObjectStoreError(f"part {url}: another commit marker holds this name")
+        self.committed.update(t.trajectory_id for t in self._trajs)
+        self.written += len(self._trajs)
+        self._part += 1
+        self._trajs, self._steps = [], []
+        self._pending.clear()
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
+    return sink.getvalue().to_pybytes()

@@ -49,6 +49,7 @@ REGISTRY = [
     Bench("env_crawl", "env_crawl.py", "Third-party apps through environment files",
           timeout_s={"smoke": 180, "quick": 300, "full": 480}),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
+    Bench("visibility_capture", "visibility_capture.py", "The visibility record at capture time"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
     Bench("pii_ocr", "pii_ocr.py", "Personal data on screenshots without a tree (OCR)",
           timeout_s={"smoke": 180, "quick": 300, "full": 540}),

@@ -30,7 +30,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from schemas.observation import Observation
 
 from schemas.a11y import parse_snapshot, to_elements
-from .visibility import MEASURE_JS, boxed_nodes, measure_args, with_visibility
+from .visibility import MEASURE_JS, boxed_nodes, measure_args, measure_result, with_visibility
 from .web_clickables import MAX_CLICKABLES, MAX_SCANNED, SCAN_JS, clickable_elements, merge_clickables
 from .web_errors import ActionError, PageUnresponsive, short_error
 from .web_settle import IMAGES_WAIT_CAP_S, IMAGES_WAIT_JS
@@ -136,8 +136,8 @@ class ObserveMixin:
             # the elements stay unmeasured rather than guessed.
             self._raise_if_dead(e)
             return None
-        self.last_visibility_stats = res.get("stats") if isinstance(res, dict) else None
-        return res.get("rows") if isinstance(res, dict) else None
+        rows, self.last_visibility_stats = measure_result(res)
+        return rows
 
     def _screenshot(self, page: Page, timeout_ms: float, kw: dict) -> bytes:
         # Chromium sometimes answers "Unable to capture screenshot" while a

@@ -16,6 +16,8 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
+from schemas.records import Visibility
+
 Box = tuple[float, float, float, float]   # x, y, w, h in the source's units
 
 
@@ -41,6 +43,8 @@ class Node:
     value: str | None = None      # a field's content, or a text-only node's text
     url: str | None = None        # a link's href
     children: list[Node] = field(default_factory=list)
+    # Set after parsing (crawlers.page_visibility) or read from the stamp (HTML).
+    visibility: Visibility | None = None
 
 
 ACTIONABLE_ROLES = frozenset({

@@ -89,7 +89,8 @@ def to_elements(nodes: list[Node], width: float, height: float) -> list[Element]
     def walk(n: Node) -> None:
         label = n.name or n.value or ""
         if has_area(n.box) and (n.role in ACTIONABLE_ROLES or label):
-            out.append(Element(role=n.role, name=label, bbox=normalise_box(n.box, width, height)))
+            out.append(Element(role=n.role, name=label, bbox=normalise_box(n.box, width, height),
+                               visibility=n.visibility))
         for c in n.children:
             walk(c)
 

@@ -22,6 +22,7 @@ from .page_render import normalise_box, render_tree, to_elements
 from .page_source_android import parse_android
 from .page_source_html import STAMP_BOXES_JS, parse_html
 from .page_source_ios import parse_ios
+from .page_visibility import measure_nodes
 
 __all__ = ["PageSourceError", "STAMP_BOXES_JS", "Node", "ACTIONABLE_ROLES", "normalise",
            "parse_android", "parse_ios", "parse_html", "render_tree", "to_elements",
@@ -41,4 +42,6 @@ def normalise(kind: str, source: str | bytes, width: float, height: float
     if not (width > 0 and height > 0):
         raise ValueError(f"screen size must be positive, got {width}x{height}")
     nodes = parsers[kind](source)
+    if kind != "html":   # HTML carries the page's own hit tests (data-tf-vis)
+        measure_nodes(nodes, width, height)
     return render_tree(nodes), to_elements(nodes, width, height)

@@ -19,6 +19,9 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from schemas.records import Visibility
+
+from .visibility import PROBE_JS, visibility_from_row
 from .page_nodes import (ACTIONABLE_ROLES, NAMED_FROM_CONTENT, Box, Node, PageSourceError,
                          absorb, clean_text, is_quiet)
 
@@ -29,9 +32,12 @@ from .page_nodes import (ACTIONABLE_ROLES, NAMED_FROM_CONTENT, Box, Node, PageSo
 # (data-tf-box="x,y,w,h", CSS px from the visible top-left, 0.1 px), the
 # live value of fields (data-tf-value; passwords masked), the live checked
 # state (data-tf-checked: the `checked` attribute only holds the initial one)
-# and focus (data-tf-focus). Stale stamps are removed; unchanged ones are not
-# rewritten, so pages watching their DOM see no churn.
+# and focus (data-tf-focus), and the visibility record of each boxed element
+# (data-tf-vis="on_screen,visible_fraction,hit_fraction,centre_hit,modal_covered",
+# hit-tested on the node itself by crawlers.visibility.PROBE_JS). Stale stamps are
+# removed; unchanged ones are not rewritten, so pages watching their DOM see no churn.
 STAMP_BOXES_JS = r"""
+const probe = """ + PROBE_JS + r""";
 const r1 = v => Math.round(v * 10) / 10;
 // Boxes relative to what the screen shows: the visual viewport (the layout
 // viewport unless the page is zoomed), so box / size is the screenshot's [0, 1].
@@ -44,10 +50,12 @@ const put = (el, name, v) => {
 };
 for (const el of document.querySelectorAll('*')) {
   const r = el.getBoundingClientRect();
-  let box = null, value = null, checked = null;
+  let box = null, value = null, checked = null, vis = null;
   if (r.width > 0 && r.height > 0 &&
       el.checkVisibility({visibilityProperty: true, opacityProperty: true})) {
     box = [r.x - ox, r.y - oy, r.width, r.height].map(r1).join(',');
+    vis = probe(el, r.x, r.y, r.width, r.height).map(v => typeof v === 'boolean' ? +v :
+                                                     Math.round(v * 1000) / 1000).join(',');
   }
   if (el.tagName === 'INPUT') {
     if (el.type === 'checkbox' || el.type === 'radio') {
@@ -62,6 +70,7 @@ for (const el of document.querySelectorAll('*')) {
     value = o ? o.label : '';
   }
   put(el, 'data-tf-box', box);
+  put(el, 'data-tf-vis', vis);
   put(el, 'data-tf-value', value);
   put(el, 'data-tf-checked', checked);
   put(el, 'data-tf-focus', el === focus && el !== document.body ? '' : null);
@@ -157,6 +166,22 @@ def _html_box(el: _El) -> Box | None:
         raise PageSourceError("html", "negative size", path=_html_path(el),
                               attribute="data-tf-box", value=raw)
     return (x, y, w, h) if w > 0 and h > 0 else None
+
+
+_VIS = re.compile(r"\s*\d+(\.\d+)?\s*(,\s*\d+(\.\d+)?\s*){4}")
+
+
+def _html_vis(el: _El) -> Visibility | None:
+    """data-tf-vis (STAMP_BOXES_JS) as a Visibility; None on a source stamped without it."""
+    raw = el.attrs.get("data-tf-vis")
+    if raw is None or not raw.strip():
+        return None
+    got = (visibility_from_row([float(v) for v in raw.split(",")]) if _VIS.fullmatch(raw)
+           else None)
+    if got is None:
+        raise PageSourceError("html", "expected data-tf-vis like 1,1,0.8,1,0 (five numbers)",
+                              path=_html_path(el), attribute="data-tf-vis", value=raw)
+    return got
 
 
 def _dom_text(el: _El, skip: _El | None = None) -> str:
@@ -273,24 +298,25 @@ def _html_nodes(el: _El, b: _DomBuilder) -> list[Node]:
     if el.tag in _SKIP_TAGS or "hidden" in a or a.get("aria-hidden") == "true":
         return []
     box = _html_box(el)
+    vis = _html_vis(el) if box is not None else None
     role = _html_role(el)
     if role is None:
         return []
     if el.tag == "svg":   # drawn, not read: an image when named, else nothing
         name = _html_label(el, "img", b) or clean_text(a.get("title"))
-        return [Node("img", name=name, box=box)] if box and name else []
+        return [Node("img", name=name, box=box, visibility=vis)] if box and name else []
     children: list[Node] = []
     if el.tag not in ("textarea", "select"):    # their content is their value
         for c in el.children:
             if isinstance(c, _El):
                 children += _html_nodes(c, b)
             elif box is not None and clean_text(c):   # text shows only inside a rendered box
-                children.append(Node("text", name=clean_text(c), box=box))
+                children.append(Node("text", name=clean_text(c), box=box, visibility=vis))
     if box is None:
         return children   # not rendered itself (display: contents, zero size): children move up
 
     node = Node(role, name=_html_label(el, role, b), box=box, states=_html_states(el, role),
-                children=children)
+                children=children, visibility=vis)
     if role in NAMED_FROM_CONTENT or (role in ACTIONABLE_ROLES and node.name):
         absorb(node)
     if not node.name:

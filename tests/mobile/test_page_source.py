@@ -299,7 +299,8 @@ def test_tree_round_trips_through_parse_snapshot(fixture):
     again = [Element(role=n.role, name=n.name, bbox=normalise_box(n.box, w, h))
              for n in nodes if n.box and n.box[2] > 0 and n.box[3] > 0
              and (n.role in ACTIONABLE_ROLES or n.name)]
-    assert again == els
+    # The tree text has no visibility record; the Elements carry it (issue 18).
+    assert again == [e.model_copy(update={"visibility": None}) for e in els]
     assert len(els) >= 12
     assert isinstance(yaml.safe_load(tree), list)   # valid YAML, like Playwright's snapshot
 

@@ -178,3 +178,24 @@ def test_a_listener_only_clickable_carries_the_record_and_is_hit(screens):
     env.page.evaluate(_CATCH_JS)
     _click(env.page, span)
     assert env.page.evaluate("() => window.__tfHit && window.__tfHit.id") == "tf-listener-span"
+
+
+def test_iframe_content_is_never_a_target(screens):
+    # The aria snapshot gives an iframe's nodes boxes in the frame's own viewport and
+    # the page's DOM walk cannot reach them: unresolved, so never a grounding target.
+    env, observe = screens
+    observe("mail")
+    env.page.set_content(
+        '<button>Top</button><iframe style="position:absolute;left:200px;top:100px;'
+        'width:300px;height:200px;border:0" srcdoc="<button>Inner</button>"></iframe>')
+    env.page.frame_locator("iframe").get_by_role("button").wait_for()
+    obs = env.observe()
+    assert _one_named(obs, "Top").visibility.is_target
+    inner = _one_named(obs, "Inner").visibility
+    assert not inner.is_target and inner.hit_fraction == 0
+    assert env.last_visibility_stats["unresolved"] == 1
+
+
+def _one_named(obs, name):
+    (e,) = [e for e in obs.elements if e.role == "button" and e.name == name]
+    return e

@@ -7,9 +7,10 @@ samples, so the image is stored once; a sample is one (target element, expressio
 - Dedup: the same element (role, name, box to 0.01) on screens of one screen signature
   (filters.neardup.screen_signature of the tree, the curation's key; the URL without a
   tree) is used once, the first time it is met (trajectories in id order).
-- Balance: a cap of ROLE_CAP targets per role per screen, in reading order; small
-  targets are exempt (kept, counted). `GroundingStats` has the role and size counts
-  before and after the cap.
+- Balance: a cap of ROLE_CAP targets per (role, size bucket) per screen, in reading
+  order: a screen of forty links gives four small, four medium and four large ones,
+  so small targets are kept (and counted) without crowding out the rest.
+  `GroundingStats` has the role and size counts before and after the cap.
 - Language: the task's (zh expressions on Chinese screens, en on English ones).
 - Frame: the model profile's (schemas.model_profiles): the answer's point (the box's
   centre) and box are in pixels of the frame or on its grid; `point_norm`/`box_norm`
@@ -101,8 +102,8 @@ class GroundingStats:
                               for r, n in self.drops.items()},
             "targets_met": met, "deduplicated": self.deduplicated,
             "dedup_rate": self.deduplicated / met if met else 0.0,
-            "balance": {"method": f"cap of {ROLE_CAP} targets per role per screen, reading "
-                                  "order; small targets exempt", "capped": self.capped,
+            "balance": {"method": f"cap of {ROLE_CAP} targets per role and size bucket per "
+                                  "screen, reading order", "capped": self.capped,
                         "roles_before": dict(sorted(self.roles_before.items())),
                         "roles_after": dict(sorted(self.roles_after.items())),
                         "sizes_before": dict(sorted(self.sizes_before.items())),
@@ -181,10 +182,10 @@ def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
             bucket = size_bucket(c.element.bbox, frame)
             stats.roles_before[c.element.role] += 1
             stats.sizes_before[bucket] += 1
-            if bucket != "small" and per_role[c.element.role] >= ROLE_CAP:
+            if per_role[c.element.role, bucket] >= ROLE_CAP:
                 stats.capped += 1
                 continue
-            per_role[c.element.role] += 1
+            per_role[c.element.role, bucket] += 1
             stats.roles_after[c.element.role] += 1
             stats.sizes_after[bucket] += 1
             kept.append((c, bucket))

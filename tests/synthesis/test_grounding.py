@@ -134,22 +134,22 @@ def test_function_template_and_vlm_labels():
     assert clean_phrase("“打开设置”。") == "打开设置" and clean_phrase("") is None
 
 
-def test_role_cap_balances_and_small_targets_are_kept():
+def test_the_cap_is_per_role_and_size_so_small_targets_stay_balanced():
     from schemas.records import DeviceProfile, Task, Trajectory
     tr = Trajectory(trajectory_id="cap", task=Task(task_id="c", instruction="i", language="en", app="m"),
                     platform="web", app="m", device=DeviceProfile(viewport_width=1280, viewport_height=800),
                     policy="oracle", num_steps=1)
     big = [el("button", f"Action {k}", (0.05 + 0.15 * k, 0.3, 0.18 + 0.15 * k, 0.45)) for k in range(6)]
-    tiny = [el("button", f"Icon {k}", (0.05 + 0.03 * k, 0.9, 0.065 + 0.03 * k, 0.92)) for k in range(5)]
+    tiny = [el("button", f"Icon {k}", (0.05 + 0.03 * k, 0.9, 0.065 + 0.03 * k, 0.92)) for k in range(7)]
     step = Step(trajectory_id="cap", index=0, screenshot="a" * 64, width=1280, height=800,
                 a11y_tree="- button", elements=big + tiny, action=Action(type=ActionType.WAIT, duration_ms=1))
     stats = GroundingStats()
     [(_, _, rec)] = screen_records(tr, [step], model_profile("qwen2.5-vl"), set(), stats)
     names = {s["element"]["name"] for s in rec["samples"]}
-    assert names == {f"Action {k}" for k in range(4)} | {f"Icon {k}" for k in range(5)}
+    assert names == {f"Action {k}" for k in range(4)} | {f"Icon {k}" for k in range(4)}
     b = stats.result()["balance"]
-    assert b["capped"] == 2 and b["roles_before"] == {"button": 11} and b["roles_after"] == {"button": 9}
-    assert b["sizes_before"] == {"medium": 6, "small": 5} and b["sizes_after"] == {"medium": 4, "small": 5}
+    assert b["capped"] == 5 and b["roles_before"] == {"button": 13} and b["roles_after"] == {"button": 8}
+    assert b["sizes_before"] == {"medium": 6, "small": 7} and b["sizes_after"] == {"medium": 4, "small": 4}
 
 
 def test_each_check_fails_on_what_it_guards(built):
@@ -191,7 +191,7 @@ def test_stats_and_validate_understand_the_set(built, tmp_path):
 
 
 @pytest.mark.parametrize("fmt, folder, samples", [
-    ("aitz", "aitz", 41),                                      # ui_positions with text/icon names
+    ("aitz", "aitz", 23),                                      # ui_positions with text/icon names (capped per role and size)
     ("mind2web", "mind2web_and_multimodal_mind2web", 2),       # the target's box and name
     ("agentnet", "opencua_agentnet/agentnetbench_sample_data", 0),  # a box without a name
 ])

@@ -92,6 +92,7 @@ class RayEnvPool(SlotLookup):
         self._threads: ThreadPoolExecutor | None = None
         self._n = {"leases": 0, "launches": 0, "browsers_lost": 0, "reconnects": 0,
                    "actors_lost": 0, "actors_replaced": 0, "episodes_replayed": 0}
+        self.lost_at: list[float] = []  # time.monotonic() of each actor loss seen
         self._slots = [_Slot(name=f"ray-{resource}#{i}") for i in range(size)]
         for slot in self._slots:
             self._start_actor(slot)
@@ -169,6 +170,12 @@ class RayEnvPool(SlotLookup):
         """Each slot's Ray node id (None while its actor is not up)."""
         with self._cond:
             return {s.name: s.node_id for s in self._slots}
+
+    def slot_pids(self) -> dict[str, int]:
+        """Each live actor's worker process id (the browser runs under it)."""
+        from .ray_actor import get
+        return {s.name: get(s.actor.where.remote(), self.call_timeout_s)["pid"]
+                for s in self._slots if s.env is not None}
 
     def device_of(self, env):
         """The DeviceSpec an Appium slot's env was opened on (a `devices` pool)."""
@@ -257,6 +264,7 @@ class RayEnvPool(SlotLookup):
                     slot.name, first_line(error))
         with self._cond:
             self._n["actors_lost"] += 1
+            self.lost_at.append(time.monotonic())
             self._n["episodes_replayed"] += 1
             self._n["actors_replaced"] += 1
             old = slot.actor

@@ -110,6 +110,20 @@ def test_one_online_rl_iteration_plays_its_rollouts_on_a_ray_actor(ray_pool, san
     assert len(trajs) == 2 and all(t.num_steps >= 1 for t in trajs)
 
 
+def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_actors(
+        ray_cluster, sandbox):
+    from dagster_project.ray_resource import RayResource
+    from dagster_project.resources import BrowserResource
+
+    allow = Allowlist([sandbox.url])
+    with RayResource().browser_pool(BrowserResource(browsers=1), allow) as local:
+        assert isinstance(local, WebEnvPool) and local.size == 1
+    with RayResource(address=ray_cluster.cluster.address, actors=1).browser_pool(
+            BrowserResource(), allow) as remote:
+        assert isinstance(remote, RayEnvPool) and remote.size == 1
+        assert remote.stats()["resource"] == "browser"
+
+
 def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
         ray_cluster, ray_pool, sandbox, tasks, local_reference, tmp_path):
     # Runs last: it leaves the cluster one worker node.
@@ -143,3 +157,4 @@ def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
     # Every actor now lives on the surviving worker; replacements wait for a free browser.
     live = {n for n in ray_pool.slot_nodes().values() if n is not None}
     assert live == {ray_cluster.workers[0].node_id}
+

@@ -1,0 +1,50 @@
+"""The `ray` resource: where the crawl's browsers run when they run on Ray.
+
+Unset (the default, `make demo`): the crawl assets use local browsers
+(WebEnvPool) and Ray is never imported. `address` set ($TRAJFORGE_RAY_ADDRESS: "auto", "ray://head:10001",
+"127.0.0.1:6379"): the assets connect to that cluster with the plain Ray
+client and play on a RayEnvPool of `actors` browser actors (each takes one
+unit of the `browser` resource; see docs/operations.md). `local: true` starts
+a one-machine Ray for a demo or a test (its `browsers` resource declared here).
+"""
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+from pydantic import Field
+
+
+class RayResource(dg.ConfigurableResource):
+    address: str = ""
+    local: bool = False
+    actors: int = Field(default=4, ge=1)       # browser actors of the pool
+    local_browsers: int = Field(default=4, ge=1)  # the `browser` resource of a local Ray
+
+    @classmethod
+    def from_env(cls) -> "RayResource":
+        """$TRAJFORGE_RAY_ADDRESS (unset: no Ray), $TRAJFORGE_RAY_ACTORS (default 4)."""
+        return cls(address=os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
+                   actors=int(os.environ.get("TRAJFORGE_RAY_ACTORS", "4")))
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.address) or self.local
+
+    def browser_pool(self, browser, request_filter):
+        """A pool of browsers for the crawl: local (WebEnvPool) unless Ray is set."""
+        launch = dict(headless=browser.headless, executable_path=browser.executable_path,
+                      image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
+                      request_filter=request_filter)
+        if not self.enabled:
+            from crawlers.crawl_browser_pool import WebEnvPool
+            return WebEnvPool(browser.browsers, **launch)
+        import ray
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=2, resources={"browser": self.local_browsers},
+                         include_dashboard=False, log_to_driver=False)
+        from crawlers.ray_pool import RayEnvPool
+        return RayEnvPool(self.actors, **launch)

@@ -45,6 +45,21 @@ def stats(shard_dir: Path = typer.Argument(..., help="a shard folder (with manif
 
 
 @app.command()
+def convert(set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's shard folder"),
+            to: str = typer.Option(..., "--to", help="llamafactory, swift, verl, easyr1, trl or hf-parquet"),
+            out: Path = typer.Option(..., "--out", help="output folder (replaced atomically)"),
+            profile: Optional[str] = typer.Option(None, help="model profile; must be the set's")) -> None:
+    """Convert a reasoning / Chinese / grounding set to a trainer's format."""
+    from .convert import convert as convert_set
+    try:
+        result = convert_set(set_dir, to, out, profile=profile)
+    except (SchemaError, ValueError, OSError) as err:
+        _fail(f"{set_dir}: {err}")
+    typer.echo(f"{result['samples']} samples to {out} ({to}); per split {result['per_split']}; "
+               f"{result['inexpressible_count']} the format cannot express (listed in the manifest)")
+
+
+@app.command()
 def verify(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)")) -> None:
     """Check every shard's size and sha256 against the manifest."""
     from .shards import verify as verify_shards

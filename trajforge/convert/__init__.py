@@ -1,0 +1,123 @@
+"""`trajforge convert`: a set (reasoning, Chinese, grounding) to a trainer's format.
+
+    convert(set_dir, "llamafactory", out_dir)   # or swift, verl, easyr1, trl, hf-parquet
+
+Streams the set (source.iter_items: one shard sample in memory), writes in batches,
+keeps the splits and the set's profile frame, and commits atomically (output.commit:
+a `.partial-convert` folder renamed into place, its manifest written last). A sample
+the format cannot express is counted and listed in the manifest with its reason.
+`round_trip(set_dir, out_dir, fmt)` reads the output back with the format's reader and
+compares every sample's prompt, answer, image hash and coordinates with the set.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from schemas.model_profiles import manifest_profile, model_profile
+
+from . import easyr1, hf_parquet, llamafactory, swift, trl, verl
+from .output import MANIFEST, begin, commit
+from .rl import Inexpressible
+from .source import ConvertError, iter_items, open_set
+
+FORMATS = {m.NAME: m for m in (llamafactory, swift, verl, easyr1, trl, hf_parquet)}
+
+__all__ = ["FORMATS", "ConvertError", "convert", "round_trip", "MANIFEST"]
+
+
+def _format(fmt: str):
+    if fmt not in FORMATS:
+        raise ConvertError(f"unknown format {fmt!r}; use one of {sorted(FORMATS)}", field="to")
+    return FORMATS[fmt]
+
+
+def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str | None = None,
+            limit: int | None = None) -> dict[str, Any]:
+    """Write `fmt` under out_dir; returns its manifest. `profile`: the frame asked for;
+    it must be the set's (the images are stored at it: another frame needs the set
+    re-written with that profile). `limit`: the first N items only (checks)."""
+    module = _format(fmt)
+    set_dir, out_dir = Path(set_dir), Path(out_dir)
+    manifest = open_set(set_dir)
+    prof = manifest_profile(manifest) or model_profile(None)
+    if profile is not None and model_profile(profile).name != prof.name:
+        raise ConvertError(f"the set is written for profile {prof.name}, not {profile}: write "
+                           "the set with that profile (its images are stored at its frame)",
+                           source=str(set_dir / "manifest.json"), field="model_profile")
+    started = time.perf_counter()
+    tmp = begin(out_dir)
+    per_split, per_kind, inexpressible = Counter(), Counter(), []
+    image_bytes = 0
+    writer = module.Writer(tmp, manifest["dataset"])
+    items = iter_items(set_dir, manifest)
+    for item in items if limit is None else islice(items, limit):
+        try:
+            writer.write(item)
+        except Inexpressible as why:
+            inexpressible.append({"key": item.key, "split": item.split,
+                                  "action_type": item.action_type, "reason": str(why)})
+            continue
+        per_split[item.split] += 1
+        per_kind[item.kind] += 1
+        image_bytes += len(item.image)
+    extra = writer.finish()
+    written = {
+        "format": fmt, "source": {"path": str(set_dir), "kind": manifest["kind"],
+                                  "dataset": manifest["dataset"], "version": manifest["version"]},
+        "model_profile": prof.name, "coords": prof.coords,
+        "per_split": dict(sorted(per_split.items())), "per_kind": dict(sorted(per_kind.items())),
+        "samples": sum(per_split.values()), "image_bytes": image_bytes, "limit": limit,
+        "inexpressible_count": len(inexpressible), "inexpressible": inexpressible,
+        "seconds": round(time.perf_counter() - started, 3), **extra}
+    if fmt == "hf-parquet":
+        from trajforge.stats import shard_stats
+
+        from .card import card
+        (tmp / "README.md").write_text(card(manifest["dataset"], manifest, written,
+                                            shard_stats(set_dir), hf_parquet.features()),
+                                       encoding="utf-8")
+    commit(tmp, out_dir, written)
+    return written
+
+
+def _source_records(set_dir: Path, limit: int | None):
+    items = iter_items(set_dir)
+    for item in items if limit is None else islice(items, limit):
+        yield item.key, {"split": item.split, "system": item.system, "prompt": item.prompt,
+                         "answer": item.answer, "image_sha256": item.image_sha256,
+                         "point": item.point, "box": item.box, "action_type": item.action_type}
+
+
+def round_trip(set_dir: Path | str, out_dir: Path | str, fmt: str | None = None,
+               limit: int | None = None) -> list[str]:
+    """Differences between the set and its conversion (none: []): every sample written
+    must read back identical, and every sample not written must be listed as inexpressible."""
+    import json
+
+    out_dir = Path(out_dir)
+    written = json.loads((out_dir / MANIFEST).read_text())
+    module = _format(fmt or written["format"])
+    listed = {i["key"] for i in written["inexpressible"]}
+    back = {}
+    for rec in module.read_back(out_dir):
+        if rec["key"] in back:
+            return [f"{rec['key']}: written twice"]
+        back[rec["key"]] = rec
+    problems = []
+    for key, want in _source_records(Path(set_dir), limit if limit is not None else
+                                     written.get("limit")):
+        got = back.pop(key, None)
+        if got is None:
+            if key not in listed:
+                problems.append(f"{key}: missing from the output and not listed")
+            continue
+        for field in ("split", "system", "prompt", "answer", "image_sha256", "point", "box"):
+            if got[field] != want[field]:
+                problems.append(f"{key}: {field} {str(got[field])[:80]!r} != set's "
+                                f"{str(want[field])[:80]!r}")
+    problems += [f"{k}: in the output, not in the set" for k in sorted(back)]
+    return problems

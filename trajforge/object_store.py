@@ -46,6 +46,9 @@ T = TypeVar("T")
 RETRIES = 6             # attempts per request
 BACKOFF_S = 0.25        # first wait; doubles, capped at BACKOFF_MAX_S (about 8 s in all)
 BACKOFF_MAX_S = 3.0
+# Per request, enforced on the event loop: a stalled server does not always trip
+# the client's socket timeouts (a PUT to a stopped server waited for ever).
+REQUEST_TIMEOUT_S = 30.0
 # Not worth a retry: the answer is the answer.
 _FINAL = (FileExistsError, FileNotFoundError, PermissionError, ValueError, TypeError)
 
@@ -81,21 +84,29 @@ def filesystem(url: str, storage_options: dict | None = None):
 
     protocol = url.split("://", 1)[0]
     # No listing cache: another node's commits must show on the next listing.
-    return fsspec.filesystem(protocol, use_listings_cache=False, **(storage_options or {}))
+    fs = fsspec.filesystem(protocol, use_listings_cache=False, **(storage_options or {}))
+    if hasattr(fs, "retries"):  # s3fs retries timeouts 5x by itself: ours are the bounded ones
+        fs.retries = 1
+    return fs
 
 
-def put_if_absent(fs, path: str, data: bytes) -> bool:
+def put_if_absent(fs, path: str, data: bytes, timeout: float | None = None) -> bool:
     """Conditional put; False if the object already exists (then it is left as it is)."""
     try:
-        fs.pipe_file(path, data, mode="create")
+        fs.pipe_file(path, data, mode="create", timeout=timeout)
         return True
     except FileExistsError:
         return False
 
 
 class ObjectBlobStore(BlobStore):
-    def __init__(self, fs, root: str, protocol: str):
+    def __init__(self, fs, root: str, protocol: str, attempts: int = RETRIES,
+                 timeout: float = REQUEST_TIMEOUT_S):
         self.fs, self.root, self.protocol = fs, root.rstrip("/"), protocol
+        self.attempts, self.timeout = attempts, timeout
+
+    def _retry(self, op: Callable[[], T], what: str) -> T:
+        return retry(op, what, self.attempts)
 
     def path(self, sha: str, ext: str = "png") -> str:  # type: ignore[override]
         return f"{self.root}/{sha[:2]}/{sha}.{ext}"
@@ -105,31 +116,40 @@ class ObjectBlobStore(BlobStore):
 
     def _write(self, sha: str, ext: str, data: bytes) -> None:
         p = self.path(sha, ext)
-        retry(lambda: put_if_absent(self.fs, p, data), f"blob {self.url(sha, ext)}")
+        self._retry(lambda: put_if_absent(self.fs, p, data, self.timeout), f"blob {self.url(sha, ext)}")
 
     def get(self, sha: str, ext: str = "png") -> bytes:
         p = self.path(sha, ext)
-        return retry(lambda: self.fs.cat_file(p), f"blob {self.url(sha, ext)}")
+        return self._retry(lambda: self.fs.cat_file(p, timeout=self.timeout), f"blob {self.url(sha, ext)}")
 
     def exists(self, sha: str, ext: str = "png") -> bool:
         p = self.path(sha, ext)
-        return retry(lambda: self.fs.exists(p), f"blob {self.url(sha, ext)}")
+        return self._retry(lambda: self.fs.exists(p, timeout=self.timeout), f"blob {self.url(sha, ext)}")
 
 
 class ObjectRawStore(RawStore):
-    def __init__(self, root: str, storage_options: dict | None = None):
+    """`attempts`: tries per request (see `retry`), `timeout`: seconds per request;
+    the client's own retries are turned off so that one bounded policy applies."""
+
+    def __init__(self, root: str, storage_options: dict | None = None, attempts: int = RETRIES,
+                 timeout: float = REQUEST_TIMEOUT_S):
         self.url = root.rstrip("/")
         self.protocol = self.url.split("://", 1)[0]
         self.fs = filesystem(self.url, storage_options)
         self.root = self.fs._strip_protocol(self.url)  # bucket/prefix: what fs calls take
-        self.blobs = ObjectBlobStore(self.fs, f"{self.root}/blobs", self.protocol)
+        self.attempts, self.timeout = attempts, timeout
+        self.blobs = ObjectBlobStore(self.fs, f"{self.root}/blobs", self.protocol, attempts, timeout)
+
+    def _retry(self, op: Callable[[], T], what: str) -> T:
+        return retry(op, what, self.attempts)
 
     def full_url(self, path: str) -> str:
         return f"{self.protocol}://{path}"
 
     def _ls(self, path: str) -> list[str]:
         try:
-            return sorted(retry(lambda: self.fs.ls(path, detail=False), f"listing {self.full_url(path)}"))
+            return sorted(self._retry(lambda: self.fs.ls(path, detail=False, timeout=self.timeout),
+                                      f"listing {self.full_url(path)}"))
         except FileNotFoundError:
             return []
 
@@ -143,7 +163,8 @@ class ObjectRawStore(RawStore):
         out = []
         for p in self._ls(f"{self.root}/{collection}/_commits"):
             if p.endswith(".json"):
-                out.append(json.loads(retry(lambda: self.fs.cat_file(p), f"commit {self.full_url(p)}")))
+                data = self._retry(lambda: self.fs.cat_file(p, timeout=self.timeout), f"commit {self.full_url(p)}")
+                out.append(json.loads(data))
         return sorted(out, key=lambda m: (m["part"], m["writer"]))
 
     def _parts(self, collection: str) -> list[tuple[str, str]]:  # type: ignore[override]
@@ -152,9 +173,11 @@ class ObjectRawStore(RawStore):
 
     def read_table(self, path, **kw) -> pa.Table:
         try:
-            return retry(lambda: pq.read_table(path, filesystem=self.fs,
-                                               page_checksum_verification=True, **kw),
-                         f"reading {self.full_url(path)}")
+            data = self._retry(lambda: self.fs.cat_file(path, timeout=self.timeout),
+                               f"reading {self.full_url(path)}")
+            return pq.read_table(pa.BufferReader(data), page_checksum_verification=True, **kw)
+        except (ObjectStoreError, FileNotFoundError):
+            raise
         except (pa.ArrowInvalid, OSError) as exc:
             raise _damaged(self.full_url(path), exc) from exc
 
@@ -165,7 +188,7 @@ class ObjectRawStore(RawStore):
     def claim_owner(self, collection: str, trajectory_id: str) -> str | None:
         p = f"{self.root}/{collection}/_claims/{quote(trajectory_id, safe='')}"
         try:
-            return retry(lambda: self.fs.cat_file(p), f"claim {self.full_url(p)}").decode()
+            return self._retry(lambda: self.fs.cat_file(p, timeout=self.timeout), f"claim {self.full_url(p)}").decode()
         except FileNotFoundError:
             return None
 
@@ -192,7 +215,8 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         if "/" in self.writer_id or "." in self.writer_id:
             raise ValueError(f"writer_id {self.writer_id!r}: no '/' or '.' (it is part of object names)")
         marker = f"{store.root}/_collections/{quote(collection, safe='')}"
-        retry(lambda: put_if_absent(store.fs, marker, b""), f"collection {store.full_url(marker)}")
+        store._retry(lambda: put_if_absent(store.fs, marker, b"", store.timeout),
+                     f"collection {store.full_url(marker)}")
         self.committed = store.committed_ids(collection)
         self._trajs: list[Trajectory] = []
         self._steps: list[Step] = []
@@ -205,7 +229,8 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         """Own `trajectory_id` in this collection, or learn that another writer does."""
         p = f"{self.folder}/_claims/{quote(trajectory_id, safe='')}"
         mine = self.writer_id.encode()
-        if retry(lambda: put_if_absent(self.store.fs, p, mine), f"claim {self.store.full_url(p)}"):
+        if self.store._retry(lambda: put_if_absent(self.store.fs, p, mine, self.store.timeout),
+                             f"claim {self.store.full_url(p)}"):
             return True
         return self.store.claim_owner(self.collection, trajectory_id) == self.writer_id
 
@@ -230,13 +255,14 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         if not self._trajs:
             return
         fs, name = self.store.fs, f"part-{self._part:06d}-{self.writer_id}"
+        timeout = self.store.timeout
         url = self.store.full_url(f"{self.folder}/{name}")
         steps, trajs = steps_table(self._steps), trajectories_table(self._trajs)
         # Plain puts under names no one else writes: a retry rewrites the same bytes.
         for kind, table in (("steps", steps), ("trajectories", trajs)):
             data = _parquet_bytes(table)
             path = f"{self.folder}/{name}.{kind}.parquet"
-            retry(lambda: fs.pipe_file(path, data), f"part {url}: {kind} table")
+            self.store._retry(lambda: fs.pipe_file(path, data, timeout=timeout), f"part {url}: {kind} table")
         marker = json.dumps({"part": self._part, "writer": self.writer_id,
                              "steps": f"{name}.steps.parquet",
                              "trajectories": f"{name}.trajectories.parquet",
@@ -244,8 +270,9 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
                             sort_keys=True).encode()
         mpath = f"{self.folder}/_commits/{name}.json"
         # The commit. A lost answer to a put that did land shows as our own marker.
-        if not retry(lambda: put_if_absent(fs, mpath, marker), f"part {url}: commit marker"):
-            if retry(lambda: fs.cat_file(mpath), f"part {url}: commit marker") != marker:
+        what = f"part {url}: commit marker"
+        if not self.store._retry(lambda: put_if_absent(fs, mpath, marker, timeout), what):
+            if self.store._retry(lambda: fs.cat_file(mpath, timeout=timeout), what) != marker:
                 raise ObjectStoreError(f"part {url}: another commit marker holds this name")
         self.committed.update(t.trajectory_id for t in self._trajs)
         self.written += len(self._trajs)

@@ -41,9 +41,9 @@ fi
 
 stamp=.venv/.trajforge-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "[setup] pip install -e .[dev,ray,trainers]"
+  echo "[setup] pip install -e .[all,dev]"
   $VPY -m pip install -q --upgrade pip >/dev/null
-  $VPY -m pip install -q -e ".[dev,ray,trainers]"
+  $VPY -m pip install -q -e ".[all,dev]"
   touch "$stamp"
 fi
 

@@ -2,6 +2,7 @@
 import dagster as dg
 
 from dagster_project.assets.catalog import task_catalog
+from dagster_project.assets.convert import CONVERT_CHECKS, converted_sets
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.environments import (daily_environment_crawl, environment_crawl_job,
@@ -30,8 +31,9 @@ defs = dg.Definitions(
             environment_reverse_tasks,
             imported_trajectories,
             reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
-            grounding_set, task_difficulty, *TRAINING_ASSETS],
-    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS, *GROUNDING_CHECKS],
+            grounding_set, task_difficulty, converted_sets, *TRAINING_ASSETS],
+    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS, *GROUNDING_CHECKS,
+                  *CONVERT_CHECKS],
     jobs=[*JOBS, train_job, environment_crawl_job],
     schedules=[*SCHEDULES, weekly_training, daily_environment_crawl],
     sensors=[*SENSORS, environment_files_sensor],

@@ -55,6 +55,8 @@ REGISTRY = [
           timeout_s={"smoke": 180, "quick": 300, "full": 540}),
     Bench("grounding", "grounding.py", "Grounding synthesis against the crawl",
           timeout_s={"smoke": 180, "quick": 300, "full": 540}),
+    Bench("ray_pool", "ray_pool.py", "Environments as Ray actors",
+          timeout_s={"smoke": 240, "quick": 400, "full": 540}),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
     Bench("vlm_batching", "vlm_batching.py", "VLM batching"),
     Bench("mobile_throughput", "mobile_throughput.py", "Mobile crawl throughput"),

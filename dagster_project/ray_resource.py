@@ -1,7 +1,13 @@
-"""The `ray` resource: where the crawl's browsers run when they run on Ray.
+"""Where the crawl's browsers run when they run on Ray.
+
+The crawl asset reads it from its `browser` resource (`ray_address`,
+`ray_actors`; RayResource.for_browser) rather than from a resource key of its
+own, so every resource dict that materialises the asset (tests, benchmarks)
+keeps working unchanged. RayResource is also a ConfigurableResource for
+assets that want it under its own key.
 
 Unset (the default, `make demo`): the crawl assets use local browsers
-(WebEnvPool) and Ray is never imported. `address` set ($TRAJFORGE_RAY_ADDRESS: "auto", "ray://head:10001",
+(WebEnvPool) and Ray is never imported. `address` set (or $TRAJFORGE_RAY_ADDRESS: "auto", "ray://head:10001",
 "127.0.0.1:6379"): the assets connect to that cluster with the plain Ray
 client and play on a RayEnvPool of `actors` browser actors (each takes one
 unit of the `browser` resource; see docs/operations.md). `local: true` starts
@@ -22,10 +28,11 @@ class RayResource(dg.ConfigurableResource):
     local_browsers: int = Field(default=4, ge=1)  # the `browser` resource of a local Ray
 
     @classmethod
-    def from_env(cls) -> "RayResource":
-        """$TRAJFORGE_RAY_ADDRESS (unset: no Ray), $TRAJFORGE_RAY_ACTORS (default 4)."""
-        return cls(address=os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
-                   actors=int(os.environ.get("TRAJFORGE_RAY_ACTORS", "4")))
+    def for_browser(cls, browser) -> "RayResource":
+        """The Ray settings of a BrowserResource (`ray_address`, else
+        $TRAJFORGE_RAY_ADDRESS; unset: no Ray) and its `ray_actors`."""
+        return cls(address=browser.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
+                   actors=browser.ray_actors)
 
     @property
     def enabled(self) -> bool:

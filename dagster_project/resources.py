@@ -93,6 +93,10 @@ class BrowserResource(dg.ConfigurableResource):
     image_format: str = "png"
     step_timeout_s: float = 10.0
     browsers: int = Field(default=2, ge=1)
+    # Ray: a cluster address ("auto", "ray://head:10001"; else $TRAJFORGE_RAY_ADDRESS) makes
+    # the web crawl play on `ray_actors` browser actors (dagster_project/ray_resource.py).
+    ray_address: str = ""
+    ray_actors: int = Field(default=4, ge=1)
 
 
 class AppiumResource(dg.ConfigurableResource):

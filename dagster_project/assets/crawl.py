@@ -1,8 +1,9 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from sandbox.crawl import WebEnvPool, crawl
+from sandbox.crawl import crawl
 from dagster_project.partitions import web_app_partitions
+from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from trajforge.catalog import read_catalog
 from trajforge.report import thumbnails_markdown
@@ -59,12 +60,10 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
     store = storage.raw
     totals: dict = {}
     examples = []
-    # `browser.browsers` Chromiums for the whole run, one per worker thread; recording
-    # never leaves the sandbox's origin.
-    with WebEnvPool(browser.browsers, headless=browser.headless,
-                    executable_path=browser.executable_path,
-                    image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
-                    request_filter=Allowlist([sandbox.url])) as pool:
+    # `browser.browsers` Chromiums for the whole run, one per worker thread (or
+    # `browser.ray_actors` Ray actors when a Ray address is set); recording never
+    # leaves the sandbox's origin.
+    with RayResource.for_browser(browser).browser_pool(browser, Allowlist([sandbox.url])) as pool:
         for app in apps:
             tasks = catalog_tasks(storage, app, config)
             context.log.info(f"{app}: crawling {len(tasks)} tasks on {pool.size} browsers")

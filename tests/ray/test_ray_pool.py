@@ -1,7 +1,9 @@
 """The crawl and online-RL rollouts on a RayEnvPool over a real 3-node Ray cluster
 (tests/ray/conftest.py), on real Chromium and the real sandbox.
 
-One catalog slice crawled on a local WebEnvPool is the reference: the Ray pool
+First, the web_trajectories asset materialised with the `browser` resource
+naming the cluster (2 actors; the pool's figures in its metadata). Then one
+catalog slice crawled on a local WebEnvPool is the reference: the Ray pool
 (4 browser actors over 2 worker nodes) records the same trajectories (ids,
 outcomes, steps, devices, actions); then an online-RL iteration plays its
 rollouts on an actor; last (it leaves one worker), a worker node is killed in
@@ -71,6 +73,35 @@ def _crawl(pool, tasks, sandbox, store, collection, progress=None):
                  policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
 
 
+def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(
+        ray_cluster, tmp_path):
+    # First in the file: the module's 4-actor pool (ray_pool) is not holding the browsers yet.
+    import dagster as dg
+
+    from dagster_project.assets.catalog import task_catalog
+    from dagster_project.assets.crawl import web_trajectories
+    from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+
+    resources = {"storage": StorageResource(root=str(tmp_path / "data")),
+                 "sandbox": SandboxResource(),
+                 "browser": BrowserResource(ray_address=ray_cluster.cluster.address,
+                                            ray_actors=2)}
+    instance = dg.DagsterInstance.ephemeral()
+    assets = [task_catalog, web_trajectories]
+    assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
+                          instance=instance,
+                          run_config={"ops": {"task_catalog": {"config": {"per_template": 1}}}}
+                          ).success
+    run = dg.materialize(assets, selection=["web_trajectories"], partition_key="settings",
+                         resources=resources, instance=instance)
+    assert run.success
+    meta = run.asset_materializations_for_node("web_trajectories")[0].metadata
+    pool = meta["browsers"].value
+    assert pool["resource"] == "browser" and pool["launches"] == 2 and pool["nodes_used"] >= 1
+    assert pool["leases"] >= meta["trajectories"].value > 0
+    assert pool["env_calls"] > meta["steps"].value and meta["success_rate"].value >= 0.95
+
+
 def test_the_ray_pool_records_what_the_local_pool_records(ray_cluster, ray_pool, sandbox, tasks,
                                                           local_reference, tmp_path):
     # Placed by the `browser` resource: 2 actors on each worker, none on the head.
@@ -116,10 +147,11 @@ def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_a
     from dagster_project.resources import BrowserResource
 
     allow = Allowlist([sandbox.url])
-    with RayResource().browser_pool(BrowserResource(browsers=1), allow) as local:
+    unset = BrowserResource(browsers=1)
+    with RayResource.for_browser(unset).browser_pool(unset, allow) as local:
         assert isinstance(local, WebEnvPool) and local.size == 1
-    with RayResource(address=ray_cluster.cluster.address, actors=1).browser_pool(
-            BrowserResource(), allow) as remote:
+    set_on_browser = BrowserResource(ray_address=ray_cluster.cluster.address, ray_actors=1)
+    with RayResource.for_browser(set_on_browser).browser_pool(set_on_browser, allow) as remote:
         assert isinstance(remote, RayEnvPool) and remote.size == 1
         assert remote.stats()["resource"] == "browser"
 

@@ -58,6 +58,8 @@ REGISTRY = [
     Bench("ray_pool", "ray_pool.py", "Environments as Ray actors",
           timeout_s={"smoke": 240, "quick": 400, "full": 540}),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
+    Bench("convert", "convert.py", "trajforge convert to the trainers' formats",
+          timeout_s={"smoke": 120, "quick": 240, "full": 480}),
     Bench("vlm_batching", "vlm_batching.py", "VLM batching"),
     Bench("mobile_throughput", "mobile_throughput.py", "Mobile crawl throughput"),
     Bench("demo_scaling", "demo_scaling.py", "The demo's data path, 1x to 4x",

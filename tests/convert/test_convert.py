@@ -126,7 +126,9 @@ def test_hf_parquet_fixed_columns_features_and_card(reasoning_dir, grounding_dir
         [config] = header["configs"]
         assert {f["split"] for f in config["data_files"]} == set(m["per_split"])
         assert all((out / f["path"]).is_file() for f in config["data_files"])
-        assert header["license"] and "## Provenance" in text and '"languages"' in text
+        assert header["license"] and "## Provenance" in text and "## Personal data" in text
+        counts = json.loads(text.split("```json")[1].split("```")[0])
+        assert counts["languages"] and (("dedup_rate" in counts) == (set_dir == grounding_dir))
         assert {s["name"]: s["num_examples"] for s in header["dataset_info"]["splits"]} == m["per_split"]
 
 

@@ -34,6 +34,14 @@ def card(dataset: str, set_manifest: dict, written: dict, stats: dict, features)
              ""]
     for name, n in sorted(sources.items()):
         lines.append(f"- source `{name}`: {n} trajectories (licence: that of the source)")
+    verifiers = set_manifest.get("verifiers") or {}
+    if verifiers:
+        lines.append("- verifiers: " + ", ".join(f"{k} {v}" for k, v in sorted(verifiers.items())))
+    lines += ["", "## Personal data", "",
+              "Values a source declares synthetic are kept as they are; real values were "
+              "replaced by consistent, format-preserving surrogates in every field of a "
+              "trajectory and blurred where drawn (trajforge curation, filters.pii_*), before "
+              "the set was written.", ""]
     lines += ["", "## Counts (`trajforge stats`)", "", "```json",
               json.dumps(_counts(stats), indent=1, sort_keys=True, ensure_ascii=False), "```", "",
               f"Samples per split: {json.dumps(written['per_split'])}; per kind: "
@@ -44,5 +52,10 @@ def card(dataset: str, set_manifest: dict, written: dict, stats: dict, features)
 
 def _counts(stats: dict) -> dict:
     keep = ("languages", "platforms", "apps", "action_types", "kinds", "modes", "samples",
-            "steps", "trajectories", "dedup_rate", "deduplicated", "personal_data", "pii")
-    return {k: stats[k] for k in keep if k in stats}
+            "steps", "trajectories", "unique_screens", "skipped_steps", "skipped_trajectories")
+    out = {k: stats[k] for k in keep if k in stats}
+    summary = stats.get("summary") or {}
+    # Dedup: the grounding set's own figures; a reasoning set is deduplicated upstream
+    # by curation (its skipped_* counts are what the set itself left out).
+    out.update({k: summary[k] for k in ("deduplicated", "dedup_rate", "dropped") if k in summary})
+    return out

@@ -168,7 +168,7 @@ class RawStore:
     """The store under a local folder, or (an fsspec URL such as s3://bucket/prefix)
     an ObjectRawStore (trajforge/object_store.py); `storage_options` go to fsspec."""
 
-    def __new__(cls, root=None, storage_options: dict | None = None):
+    def __new__(cls, root=None, *args, **kwargs):
         if cls is RawStore and root is not None:
             from .object_store import ObjectRawStore, is_url
 

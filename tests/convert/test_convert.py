@@ -101,6 +101,12 @@ def test_cli_converts_and_errors_name_the_path(reasoning_dir, tmp_path):
                                  "qwen3-vl", "--out", str(tmp_path / "z")])
     assert r.exit_code == 2 and "qwen2.5-vl" in r.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    r = CliRunner().invoke(app, ["convert", str(reasoning_dir), "--to", "swift",
+                                 "--out", str(tmp_path / "mine")])
+    assert r.exit_code == 2 and "is not a conversion output" in r.output
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 def test_hf_parquet_fixed_columns_features_and_card(reasoning_dir, grounding_dir, tmp_path):

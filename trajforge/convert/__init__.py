@@ -48,6 +48,10 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
         raise ConvertError(f"the set is written for profile {prof.name}, not {profile}: write "
                            "the set with that profile (its images are stored at its frame)",
                            source=str(set_dir / "manifest.json"), field="model_profile")
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+        # The output replaces the folder whole: never someone's other files.
+        raise ConvertError(f"{out_dir} exists and is not a conversion output (no {MANIFEST})",
+                           source=str(out_dir), field="out")
     started = time.perf_counter()
     tmp = begin(out_dir)
     per_split, per_kind, inexpressible = Counter(), Counter(), []

@@ -1,7 +1,7 @@
 """Part commits and blob puts: a local folder against an S3-compatible server (moto on
 loopback), in the same run, through the same RawStore API.
 
-    .venv/bin/python benchmarks/object_store.py [--parts 20] [--blobs 200]
+    .venv/bin/python benchmarks/object_store.py [smoke|quick|full]
 
 Prints parts/s and blobs/s for each and the ratio S3 / local. moto is an in-memory
 Python server on this machine: the figure is the protocol's cost (requests per part:
@@ -9,7 +9,6 @@ claims, two tables, the marker), not a real S3's network latency.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -18,11 +17,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import Row, machine_short, pick  # noqa: E402
 from tests.s3_server import start_server, stop_server  # noqa: E402
 from tests.storage.records import make_traj, png  # noqa: E402
 from trajforge.store import RawStore  # noqa: E402
 
 TRAJS_PER_PART, STEPS = 4, 5
+SIZES = {"smoke": {"parts": 4, "blobs": 40}, "quick": {"parts": 20, "blobs": 200},
+         "full": {"parts": 60, "blobs": 600}}
 
 
 def commit_parts(store, parts: int) -> float:
@@ -42,25 +44,30 @@ def put_blobs(store, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", type=int, default=20)
-    ap.add_argument("--blobs", type=int, default=200)
-    args = ap.parse_args()
+def measure(parts: int, blobs: int) -> dict:
     server = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             stores = {"local": RawStore(Path(tmp) / "raw"),
-                      "s3 (moto)": RawStore(server.url("bench"), storage_options=server.storage_options)}
-            figs = {k: (commit_parts(s, args.parts), put_blobs(s, args.blobs)) for k, s in stores.items()}
+                      "s3": RawStore(server.url("bench"), storage_options=server.storage_options)}
+            return {k: (commit_parts(s, parts), put_blobs(s, blobs)) for k, s in stores.items()}
     finally:
         stop_server(server.proc)
-    print(f"{'store':<10} {'parts/s':>9} {'blobs/s':>9}   ({TRAJS_PER_PART} traj x {STEPS} steps a part)")
-    for k, (p, b) in figs.items():
-        print(f"{k:<10} {p:>9.1f} {b:>9.1f}")
-    (lp, lb), (sp, sb) = figs["local"], figs["s3 (moto)"]
-    print(f"ratio s3/local: parts {sp / lp:.2f}x, blobs {sb / lb:.2f}x")
+
+
+def run(mode: str) -> list[Row]:
+    size = pick(mode, SIZES)
+    figs = measure(size["parts"], size["blobs"])
+    (lp, lb), (sp, sb) = figs["local"], figs["s3"]
+    note = f"{size['parts']} parts of {TRAJS_PER_PART} traj x {STEPS} steps, {size['blobs']} blobs; {machine_short()}"
+    return [
+        Row("object_store", "Part commits/s on the S3 server (moto, loopback)", sp, lp, "parts/s",
+            "the same parts into a local folder", note=note),
+        Row("object_store", "Blob puts/s on the S3 server (moto, loopback)", sb, lb, "blobs/s",
+            "the same blobs into a local folder", note=note),
+    ]
 
 
 if __name__ == "__main__":
-    main()
+    for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
+        print(f"{r.name}: {r.figure:.1f} vs {r.baseline:.1f} {r.unit} (ratio {r.ratio:.2f}) {r.note}")

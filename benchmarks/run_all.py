@@ -57,6 +57,7 @@ REGISTRY = [
           timeout_s={"smoke": 180, "quick": 300, "full": 540}),
     Bench("ray_pool", "ray_pool.py", "Environments as Ray actors",
           timeout_s={"smoke": 240, "quick": 400, "full": 540}),
+    Bench("object_store", "object_store.py", "The raw store on object storage (S3)"),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
     Bench("convert", "convert.py", "trajforge convert to the trainers' formats",
           timeout_s={"smoke": 120, "quick": 240, "full": 480}),

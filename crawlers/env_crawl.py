@@ -199,7 +199,7 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
         env = WebEnv.launch(headless=True, image_format=image_format,
                             step_timeout_s=step_timeout_s,
                             request_filter=Allowlist(environment.origins()))
-    audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
+    audit = store.audit_log(collection)
 
     def figures(traj: Trajectory, steps: list[Step]) -> None:
         stats.noop_steps += sum(1 for s in steps if s.screen_changed is False

@@ -24,7 +24,7 @@ from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
 from crawlers.crawl_tasks import CrawlStats, ProgressEvent, crawl_task, crawl_task_pooled
 from crawlers.env_runtime import StartPageError
-from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
 from crawlers.randomise import episode_seed
 from crawlers.web_env import WebEnv
@@ -129,7 +129,7 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
         allow = Allowlist([server_url, *(extra_origins or [])])
         env = WebEnv.launch(headless=True, image_format=image_format,
                             step_timeout_s=step_timeout_s, request_filter=allow)
-    audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
+    audit = store.audit_log(collection)
     rec = Recorder(stats, total=len(tasks), desc=f"crawl {collection}", progress=progress)
     pool_before = pool.stats() if pool is not None else None
 

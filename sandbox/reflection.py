@@ -322,7 +322,7 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
         env = WebEnv.launch(headless=True, image_format="png",
                             request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
-    audit = AuditLog(store.root / "audit" / f"{collection}.jsonl")
+    audit = store.audit_log(collection)
     try:
         with store.writer(collection) as writer:
             for task in tasks:

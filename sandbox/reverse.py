@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from crawlers.agent import AgentPolicy
-from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.guard import SafetyGuard
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store import RawStore
@@ -107,7 +107,7 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks:
     result.total = len(walks)
     with store.writer(result.collection, batch_size=1) as kept_w, \
             store.writer(result.rejected_collection, batch_size=1) as rejected_w, \
-            AuditLog(store.root / "audit" / f"{result.collection}.jsonl") as audit:
+            store.audit_log(result.collection) as audit:
         todo = []
         for walk, steps in walks:
             tid = trajectory_id_for(SOURCE_NAME, f"reverse:{walk.trajectory_id}", "agent",

@@ -190,7 +190,7 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     started = time.perf_counter()
     with store.writer(result.collection, batch_size=1) as kept, \
             store.writer(result.failed_collection, batch_size=1) as failed, \
-            AuditLog(store.root / "audit" / f"{result.collection}.jsonl") as audit, \
+            store.audit_log(result.collection) as audit, \
             sandbox_env(env if not _all_done(tasks, k, seed, model_id, kept, failed) else _NoEnv(),
                         server_url) as live:
         for task, template in zip(tasks, resolved):

@@ -28,8 +28,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
@@ -38,6 +40,8 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import steps_table, trajectories_table
 from schemas.records import Step, Trajectory
+
+from crawlers.guard import AuditLog
 
 from .store import BlobStore, RawStore, TrajectoryWriter, _damaged
 
@@ -142,6 +146,15 @@ class ObjectRawStore(RawStore):
 
     def _retry(self, op: Callable[[], T], what: str) -> T:
         return retry(op, what, self.attempts)
+
+    def audit_log(self, collection: str, writer_id: str | None = None):  # type: ignore[override]
+        """Appended line by line to a local spool file (a bucket has no append), put to
+        <root>/audit/<collection>/<writer>.jsonl when the crawl closes it: one object per
+        writer, so writers on different nodes never overwrite each other's log."""
+        writer = writer_id or default_writer_id()
+        spool = Path(os.environ.get("TRAJFORGE_SPOOL_DIR") or Path(tempfile.gettempdir()) / "trajforge-spool")
+        local = spool / self.protocol / self.root / "audit" / collection / f"{writer}.jsonl"
+        return SpooledAuditLog(local, self, f"{self.root}/audit/{collection}/{writer}.jsonl")
 
     def full_url(self, path: str) -> str:
         return f"{self.protocol}://{path}"
@@ -285,3 +298,22 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
     return sink.getvalue().to_pybytes()
+
+
+class SpooledAuditLog(AuditLog):
+    """An AuditLog whose close puts the spooled file to the object store (with the
+    store's bounded retries). A crawl killed before its close leaves its log in the
+    local spool only ($TRAJFORGE_SPOOL_DIR, else the temp folder), named by writer."""
+
+    def __init__(self, local: Path, store: "ObjectRawStore", key: str):
+        super().__init__(local)
+        self._store, self._key = store, key
+
+    def close(self) -> None:
+        super().close()
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        store = self._store
+        store._retry(lambda: store.fs.pipe_file(self._key, data, timeout=store.timeout),
+                     f"audit log {store.full_url(self._key)}")

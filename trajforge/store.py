@@ -182,6 +182,12 @@ class RawStore:
         self.root = Path(root)
         self.blobs = BlobStore(self.root / "blobs")
 
+    def audit_log(self, collection: str):
+        """The guard's audit log of a crawl into `collection` (<root>/audit/<collection>.jsonl)."""
+        from crawlers.guard import AuditLog
+
+        return AuditLog(self.root / "audit" / f"{collection}.jsonl")
+
     def read_table(self, path, **kw) -> pa.Table:
         """A committed part's table, page checksums verified (SchemaError if damaged)."""
         return _read_table(path, **kw)

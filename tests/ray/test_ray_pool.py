@@ -10,8 +10,8 @@ rollouts on an actor; last (it leaves one worker), a worker node is killed in
 the middle of a crawl: its episodes are replayed on the other node, 0 lost,
 0 duplicated, every part readable, the replays counted.
 
-The store is a local folder: the object-storage store (s3://) is another
-part of this issue and was not in the tree when these tests were written.
+The Ray crawl that is compared with the local pool writes into an S3-compatible
+server (moto, tests/s3_server.py); the node-kill crawl writes into a local folder.
 """
 from __future__ import annotations
 
@@ -102,16 +102,22 @@ def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_c
     assert pool["env_calls"] > meta["steps"].value and meta["success_rate"].value >= 0.95
 
 
-def test_the_ray_pool_records_what_the_local_pool_records(ray_cluster, ray_pool, sandbox, tasks,
-                                                          local_reference, tmp_path):
+def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(
+        ray_cluster, ray_pool, sandbox, tasks, local_reference, s3_server):
     # Placed by the `browser` resource: 2 actors on each worker, none on the head.
     nodes = ray_pool.slot_nodes()
     workers = {w.node_id for w in ray_cluster.workers}
     assert set(nodes.values()) == workers and len(nodes) == 4
-    store = RawStore(tmp_path / "raw")
+    # Into the S3-compatible server (moto on loopback): parts, blobs, commit markers.
+    store = RawStore(s3_server.url("ray"), storage_options=s3_server.storage_options)
     stats = _crawl(ray_pool, tasks, sandbox, store, "web/ray")
     got = _summary(store, "web/ray")
     assert got == local_reference
+    assert len(store.commits("web/ray")) >= 1
+    # The guard's audit log went to the bucket too (one object per writer), a line per action.
+    [log] = store.fs.ls(f"{store.root}/audit/web/ray", detail=False)
+    lines = store.fs.cat_file(log).decode().splitlines()
+    assert len(lines) >= stats.steps
     assert stats.trajectories == len(tasks) and stats.error == 0 and stats.success >= 4
     figures = ray_pool.stats()
     assert figures["leases"] >= len(tasks) and figures["nodes_used"] == 2

@@ -11,7 +11,9 @@ from sandbox.apps import APPS
 
 
 def planted_for(app: str, lang: str, seed: int) -> list[dict]:
-    """The sandbox app's planted values for a session ({kind, value, where})."""
+    """The sandbox app's planted values for a session ({kind, value, where}); none for
+    an app the sandbox does not serve (a lab's own app, crawled through its
+    environment file, plants nothing the sandbox knows of)."""
     if app not in APPS:
-        raise KeyError(f"unknown sandbox app {app!r}; known: {sorted(APPS)}")
+        return []
     return list(APPS[app].initial_state(lang, int(seed))["_planted_pii"])

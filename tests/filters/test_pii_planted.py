@@ -114,5 +114,7 @@ def test_find_leaks_matches_digits_without_separators():
 
 def test_planted_for_follows_the_session_seed():
     assert planted_for("settings", "en", 3) == APPS["settings"].initial_state("en", 3)["_planted_pii"]
-    with pytest.raises(KeyError, match="unknown sandbox app"):
-        planted_for("nope", "en", 0)
+    assert planted_for("settings", "en", 3) != planted_for("settings", "en", 4)
+    # A lab's own app (crawled through its environment file) planted nothing the
+    # sandbox knows of: the audit of a store holding its crawls goes on.
+    assert planted_for("tiddlywiki", "en", 3) == []

@@ -58,4 +58,6 @@ if [ -f package.json ]; then
     touch node_modules/.stamp
   fi
 fi
+# The trainers' own loaders (LLaMA-Factory, ms-swift, verl) in their own venv.
+bash scripts/setup_trainers.sh
 echo "[setup] ready"

@@ -12,10 +12,13 @@ if [ -f "$stamp" ] && [ "$stamp" -nt "$0" ]; then exit 0; fi
 P="$V/bin/python -m pip install -q"
 # torch first: the CPU build on local disk (a bare `torch` pulls a multi-GB CUDA build).
 $V/bin/python -c "import torch" >/dev/null 2>&1 || $P torch==2.13.0
-# transformers 5.5.x fits LLaMA-Factory (<=5.6) and verl (>=5.5.3); datasets 4.0.0 fits
-# LLaMA-Factory (<=4.0.0) and ms-swift (>=4.0). torch is already there, so not upgraded.
+# transformers 5.5.x fits LLaMA-Factory (<=5.6) and verl (>=5.5.3). datasets 4.8.4: ms-swift
+# 4.6 imports datasets.features.Json (not in 4.0.0, LLaMA-Factory's cap; LLaMA-Factory's data
+# code also imports torchaudio, which has no build for torch 2.13, so it is not run).
+# torch is already there and pinned, so not upgraded.
 $P "torch==2.13.0" "transformers>=5.5.3,<5.6" "datasets==4.8.4" "accelerate<=1.11" \
-   pillow pandas pyarrow omegaconf numpy msgpack cryptography protobuf json_repair jsonschema
+   pillow pandas pyarrow omegaconf numpy msgpack cryptography protobuf json_repair jsonschema \
+   pyvers cloudpickle orjson importlib_metadata
 $P --no-deps llamafactory==0.9.5 ms-swift==4.6.0 verl==0.9.1 "peft==0.18.*" \
    "tensordict==0.10.0" ray modelscope modelscope_hub
 touch "$stamp"

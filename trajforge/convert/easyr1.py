@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from .messages import messages
-from .output import ParquetFiles
+from .output import ParquetFiles, parquet_rows
 from .rl import ground_truth, image_struct
 from .source import Item
 
@@ -42,13 +42,9 @@ class Writer:
 
 
 def read_back(out: Path):
-    import pyarrow.parquet as pq
-
-    for path in sorted(out.glob("*.parquet")):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
-            for row in batch.to_pylist():
-                gt = json.loads(row["answer"])
-                yield {"key": row["key"], "split": path.stem, "system": row["system"],
-                       "prompt": row["prompt"], "answer": row["sft_answer"],
-                       "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
-                       "point": gt["point"], "box": gt["box"]}
+    for split, row in parquet_rows(out):
+        gt = json.loads(row["answer"])
+        yield {"key": row["key"], "split": split, "system": row["system"],
+               "prompt": row["prompt"], "answer": row["sft_answer"],
+               "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
+               "point": gt["point"], "box": gt["box"]}

@@ -47,6 +47,16 @@ def commit(tmp: Path, out: Path, manifest: dict) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def parquet_rows(out: Path, batch_size: int = 256):
+    """(split, row) for every row of the <split>.parquet files of `out`, in batches (flat memory)."""
+    import pyarrow.parquet as pq
+
+    for path in sorted(out.glob("*.parquet")):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+            for row in batch.to_pylist():
+                yield path.stem, row
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

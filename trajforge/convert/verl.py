@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from .messages import messages
-from .output import ParquetFiles
+from .output import ParquetFiles, parquet_rows
 from .rl import ground_truth, image_struct
 from .source import Item
 
@@ -52,15 +52,11 @@ class Writer:
 
 
 def read_back(out: Path):
-    import pyarrow.parquet as pq
-
-    for path in sorted(out.glob("*.parquet")):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
-            for row in batch.to_pylist():
-                msgs = {m["role"]: m["content"] for m in row["prompt"]}
-                gt = json.loads(row["reward_model"]["ground_truth"])
-                yield {"key": row["extra_info"]["key"], "split": path.stem,
-                       "system": msgs["system"], "prompt": msgs["user"],
-                       "answer": row["extra_info"]["answer"],
-                       "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
-                       "point": gt["point"], "box": gt["box"]}
+    for split, row in parquet_rows(out):
+        msgs = {m["role"]: m["content"] for m in row["prompt"]}
+        gt = json.loads(row["reward_model"]["ground_truth"])
+        yield {"key": row["extra_info"]["key"], "split": split,
+               "system": msgs["system"], "prompt": msgs["user"],
+               "answer": row["extra_info"]["answer"],
+               "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
+               "point": gt["point"], "box": gt["box"]}

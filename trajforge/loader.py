@@ -39,6 +39,10 @@ from typing import Any, Iterator
 import webdataset as wds
 from webdataset.utils import make_seed
 
+from webdataset.tariterators import group_by_keys, tar_file_expander
+
+from .object_store import is_url
+from .shard_publish import read_remote_manifest
 from .shards import IMAGE_EXTS, ShardError, hf_data_files, hf_features, read_manifest
 
 # image= argument -> webdataset image spec (PIL RGB, or torch uint8 CHW RGB).
@@ -97,18 +101,23 @@ class ShardDataset(wds.DataPipeline):
     def __init__(self, shard_dir: Path | str, split: str = "train", *, shuffle: int = 1000,
                  seed: int = 0, rank: int | None = None, world_size: int | None = None,
                  resampled: bool = False, epoch_samples: int | None = None,
-                 image: str = "pil"):
-        self.shard_dir = Path(shard_dir)
-        manifest = read_manifest(self.shard_dir)
+                 image: str = "pil", storage_options: dict | None = None):
+        # A folder, or a set published to object storage (s3://bucket/prefix, see
+        # trajforge.shard_publish): shards then stream through fsspec, never land on disk.
+        self.remote = is_url(str(shard_dir))
+        self.storage_options = storage_options
+        self.shard_dir = str(shard_dir).rstrip("/") if self.remote else Path(shard_dir)
+        manifest = (read_remote_manifest(self.shard_dir, storage_options) if self.remote
+                    else read_manifest(self.shard_dir))
         shards = [s for s in manifest["shards"] if s["split"] == split]
         if not shards:
             raise ShardError(f"no shards for split {split!r} (splits: {sorted(manifest['splits'])})",
-                             source=str(self.shard_dir / "manifest.json"), field="shards.split")
+                             source=f"{self.shard_dir}/manifest.json", field="shards.split")
         if image != "bytes" and image not in IMAGE_SPECS:
             raise ValueError(f"image must be one of {sorted(IMAGE_SPECS) + ['bytes']}, not {image!r}")
         if shuffle < 0:
             raise ValueError(f"shuffle buffer size {shuffle} is negative")
-        self.split, self.urls = split, [str(self.shard_dir / s["name"]) for s in shards]
+        self.split, self.urls = split, [f"{self.shard_dir}/{s['name']}" for s in shards]
         self.samples = sum(s["samples"] for s in shards)  # the whole split, all ranks
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         if not resampled and len(self.urls) < self.world_size:
@@ -122,8 +131,7 @@ class ShardDataset(wds.DataPipeline):
         self.epoch_samples = epoch_samples or max(1, self.samples // self.world_size)
         self.image = image
         self._decode_image = None if image == "bytes" else wds.imagehandler(IMAGE_SPECS[image])
-        super().__init__(self._shard_urls, wds.tarfile_to_samples(handler=_tar_error),
-                         self._shuffled, self._decoded)
+        super().__init__(self._shard_urls, self._samples, self._shuffled, self._decoded)
 
     def set_epoch(self, epoch: int) -> None:
         """Reshuffle for this epoch. Call before iterating the DataLoader; workers
@@ -161,6 +169,26 @@ class ShardDataset(wds.DataPipeline):
             random.Random(make_seed(self.seed, self.epoch)).shuffle(urls)
         for url in urls[self.rank::self.world_size][worker::workers]:
             yield {"url": url}
+
+    def _samples(self, urls: Iterator[dict]) -> Iterator[dict]:
+        if not self.remote:
+            return wds.tarfile_to_samples(handler=_tar_error)(urls)
+        # webdataset's gopen has no s3:// handler: open each shard as an fsspec stream
+        # and hand it to webdataset's own tar expander and key grouping.
+        files = tar_file_expander(self._object_streams(urls), handler=_tar_error)
+        return group_by_keys(files, handler=_tar_error)
+
+    def _object_streams(self, urls: Iterator[dict]) -> Iterator[dict]:
+        import fsspec
+
+        for sample in urls:
+            try:
+                stream = fsspec.open(sample["url"], "rb", **(self.storage_options or {})).open()
+            except Exception as exn:
+                exn.args = exn.args + (sample["url"],)
+                _tar_error(exn)  # raises a ShardError naming the shard
+                continue
+            yield {**sample, "stream": stream}
 
     def _shuffled(self, samples: Iterator[dict]) -> Iterator[dict]:
         if not self.shuffle_size:
@@ -201,7 +229,7 @@ class ShardDataset(wds.DataPipeline):
                 image = self._decode_image(exts[0], data)
             except Exception as exc:  # PIL raises several types for a damaged image
                 raise ShardError(f"cannot decode the image: {exc}", field=exts[0], **where) from None
-        return {"key": key, "image": image, "shard": Path(url).name, **obj}
+        return {"key": key, "image": image, "shard": str(url).rsplit("/", 1)[-1], **obj}
 
 
 def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:

@@ -267,10 +267,21 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
     def flush(self) -> None:
         if not self._trajs:
             return
+        self._commit(steps_table(self._steps), trajectories_table(self._trajs))
+        self._trajs, self._steps = [], []
+        self._pending.clear()
+
+    def add_tables(self, steps: pa.Table, trajs: pa.Table) -> None:
+        """Commit prebuilt tables as one part, unclaimed: for a single writer filling a
+        prefix of its own (a curated generation, trajforge/curated_object.py)."""
+        self.flush()
+        self._commit(steps, trajs)
+
+    def _commit(self, steps: pa.Table, trajs: pa.Table) -> None:
+        """Both tables under names no one else writes, then the commit marker."""
         fs, name = self.store.fs, f"part-{self._part:06d}-{self.writer_id}"
         timeout = self.store.timeout
         url = self.store.full_url(f"{self.folder}/{name}")
-        steps, trajs = steps_table(self._steps), trajectories_table(self._trajs)
         # Plain puts under names no one else writes: a retry rewrites the same bytes.
         for kind, table in (("steps", steps), ("trajectories", trajs)):
             data = _parquet_bytes(table)
@@ -287,11 +298,9 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         if not self.store._retry(lambda: put_if_absent(fs, mpath, marker, timeout), what):
             if self.store._retry(lambda: fs.cat_file(mpath, timeout=timeout), what) != marker:
                 raise ObjectStoreError(f"part {url}: another commit marker holds this name")
-        self.committed.update(t.trajectory_id for t in self._trajs)
-        self.written += len(self._trajs)
+        self.committed.update(trajs.column("trajectory_id").to_pylist())
+        self.written += trajs.num_rows
         self._part += 1
-        self._trajs, self._steps = [], []
-        self._pending.clear()
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:

@@ -11,17 +11,38 @@ from trajforge.store import RawStore
 
 
 class StorageResource(dg.ConfigurableResource):
-    """The data root ($TRAJFORGE_DATA, default ./data) and the paths under it."""
+    """The data root ($TRAJFORGE_DATA, default ./data) and the paths under it.
+
+    `object_root` ($TRAJFORGE_OBJECT_ROOT), an fsspec URL such as s3://bucket/prefix:
+    the curated data is published to <object_root>/curated (trajforge/curated_object.py)
+    and every shard set to <object_root>/shards/<dataset> (trajforge/shard_publish.py),
+    each written through its local folder under the data root first. `raw_url`
+    ($TRAJFORGE_RAW_URL) puts the raw store itself on object storage. Unset: local
+    folders only, as before.
+    """
 
     root: str = ""
+    object_root: str = ""
+    raw_url: str = ""
 
     @property
     def path(self) -> Path:
         return Path(self.root or os.environ.get("TRAJFORGE_DATA", "data")).resolve()
 
     @property
+    def object_url(self) -> str:
+        """The object-storage root, checked (protocol known, its package installed); "" if unset."""
+        url = self.object_root or os.environ.get("TRAJFORGE_OBJECT_ROOT", "")
+        if not url:
+            return ""
+        from dagster_project.production import check_storage_root
+        parsed = check_storage_root(url)
+        return "" if parsed.is_local else parsed.url
+
+    @property
     def raw(self) -> RawStore:
-        return RawStore(self.path / "raw")
+        url = self.raw_url or os.environ.get("TRAJFORGE_RAW_URL", "")
+        return RawStore(url) if url else RawStore(self.path / "raw")
 
     @property
     def catalog_path(self) -> Path:
@@ -32,7 +53,18 @@ class StorageResource(dg.ConfigurableResource):
         return self.path / "raw_steps"
 
     def shards_dir(self, dataset: str) -> Path:
+        """A set's local folder (with an object root: its local mirror)."""
         return self.path / "shards" / dataset
+
+    def shards_target(self, dataset: str) -> str | Path:
+        """Where a set is shipped: <object_root>/shards/<dataset>, else shards_dir."""
+        return f"{self.object_url}/shards/{dataset}" if self.object_url else self.shards_dir(dataset)
+
+    def shard_destination(self, dataset: str):
+        """`with storage.shard_destination(name) as out:` write the set to `out`; with an
+        object root it is published (shards, manifest last) when the block ends."""
+        from trajforge.shard_publish import shard_destination
+        return shard_destination(self.shards_target(dataset), local=self.shards_dir(dataset))
 
     @property
     def curated_dir(self) -> Path:
@@ -40,8 +72,26 @@ class StorageResource(dg.ConfigurableResource):
         return self.path / "curated"
 
     @property
+    def curated_url(self) -> str:
+        return f"{self.object_url}/curated" if self.object_url else ""
+
+    def publish_curated(self) -> str | None:
+        """Put curated_dir at curated_url as a new generation (None without an object root)."""
+        if not self.curated_url:
+            return None
+        from trajforge.curated_object import publish_curated
+        return publish_curated(self.curated_dir, self.curated_url)
+
+    @property
     def curated(self) -> RawStore:
-        """Kept trajectories with their kept, scrubbed steps: what the export ships."""
+        """Kept trajectories with their kept, scrubbed steps: what the export ships.
+
+        With an object root, curated_dir is first brought to the published generation
+        (a step on another node, or after another node's curation)."""
+        if self.curated_url:
+            from trajforge.curated_object import current_generation, sync_curated
+            if current_generation(self.curated_url) is not None:
+                sync_curated(self.curated_url, self.curated_dir)
         return RawStore(self.curated_dir / "store")
 
     @property

@@ -84,10 +84,14 @@ def curated_steps(context: dg.AssetExecutionContext, config: CurateSettings, sto
         context.log.info("no VLM configured (TRAJFORGE_VLM_KIND): the judge is skipped")
     curate(storage.raw_steps_dir, storage.raw.blobs, storage.curated_dir,
            config=curate_config(config), judge=judge, progress=context.log.info)
+    generation = storage.publish_curated()  # with an object root; None otherwise
     summary = json.loads((storage.curated_dir / "summary.json").read_text())
     context.log.info(f"curated: {summary['steps_kept']} of {summary['steps_in']} steps kept; "
                      f"dropped {summary.get('dropped', {})}")
+    where = {"url": dg.MetadataValue.url(storage.curated_url), "generation": generation} \
+        if generation else {}
     return dg.MaterializeResult(metadata={
         **curated_metadata(summary),
         "path": dg.MetadataValue.path(str(storage.curated_dir)),
+        **where,
     })

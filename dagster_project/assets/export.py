@@ -22,10 +22,10 @@ def web_shards(context: dg.AssetExecutionContext, config: ExportConfig,
     Reads the curated store: kept trajectories, their kept steps (so step indices
     may have gaps where a step was dropped), text scrubbed and screenshots blurred.
     """
-    out = storage.shards_dir(config.dataset)
-    export_shards(storage.curated, out, dataset=config.dataset, allow_index_gaps=True,
-                  max_samples_per_shard=config.max_samples_per_shard,
-                  resolution=config.resolution)
+    with storage.shard_destination(config.dataset) as out:  # an object root: published here
+        export_shards(storage.curated, out, dataset=config.dataset, allow_index_gaps=True,
+                      max_samples_per_shard=config.max_samples_per_shard,
+                      resolution=config.resolution)
     # Figures read back from the shards themselves: what users get, not what was meant.
     summary = shard_summary(out)
     context.log.info(f"shards: {summary['trajectories']} trajectories, {summary['steps']} steps, "
@@ -37,5 +37,5 @@ def web_shards(context: dg.AssetExecutionContext, config: ExportConfig,
         "languages": dg.MetadataValue.json(summary["languages"]),
         "shards": sum(s["shards"] for s in summary["splits"].values()),
         **summary_metadata(summary),
-        "path": dg.MetadataValue.path(str(out)),
+        "path": dg.MetadataValue.path(str(storage.shards_target(config.dataset))),
     })

@@ -35,8 +35,9 @@ def grounding_set(context: dg.AssetExecutionContext, config: GroundingConfig,
     labelled template); deduplicated over near-duplicate screens, roles capped per screen."""
     backend = vlm.backend()
     describe = None if backend is None else vlm_describer(backend, storage.curated.blobs)
-    r = write_grounding_set(storage.curated, storage.shards_dir(GROUNDING_SET),
-                            dataset=GROUNDING_SET, profile=config.profile, describe=describe)
+    with storage.shard_destination(GROUNDING_SET) as out:
+        r = write_grounding_set(storage.curated, out,
+                                dataset=GROUNDING_SET, profile=config.profile, describe=describe)
     s = r["summary"]
     context.log.info(f"grounding set: {s['samples']} samples on {s['unique_screens']} unique "
                      f"screens ({r['samples_per_s']:.0f} samples/s)")

@@ -87,10 +87,11 @@ def reasoning_set(context: dg.AssetExecutionContext, config: SetConfig,
     """Every kept step twice, reason-then-act and direct-act (1:1), with action and
     coordinate spans for the trainer's loss weights; the history as executed (dropped
     steps included) in the prompt; 3-50 steps."""
-    summary = write_reasoning_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
-                                  storage.shards_dir(REASONING_SET), dataset=REASONING_SET,
-                                  recorded=recorded_steps(storage), profile=config.profile,
-                                  progress=context.log.info)
+    with storage.shard_destination(REASONING_SET) as out:  # published at the block's end
+        summary = write_reasoning_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
+                                      out, dataset=REASONING_SET,
+                                      recorded=recorded_steps(storage), profile=config.profile,
+                                      progress=context.log.info)
     context.log.info(f"reasoning set: {summary['stats']['samples']} samples, "
                      f"modes {summary['stats']['modes']}")
     return dg.MaterializeResult(metadata=set_metadata(summary))
@@ -102,10 +103,10 @@ def chinese_gui_set(context: dg.AssetExecutionContext, config: SetConfig,
                     storage: StorageResource) -> dg.MaterializeResult:
     """Chinese tasks with Chinese reasoning (prompted in Chinese; a thought that is not
     Chinese is dropped and counted), from the Chinese web and mobile apps and imports."""
-    summary = write_chinese_gui_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
-                                    storage.shards_dir(CHINESE_GUI_SET),
-                                    recorded=recorded_steps(storage), profile=config.profile,
-                                    progress=context.log.info)
+    with storage.shard_destination(CHINESE_GUI_SET) as out:
+        summary = write_chinese_gui_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
+                                        out, recorded=recorded_steps(storage), profile=config.profile,
+                                        progress=context.log.info)
     return dg.MaterializeResult(metadata=set_metadata(summary))
 
 

@@ -31,13 +31,26 @@ def _fail(message: str) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+@contextmanager
+def _set_folder(shard_dir: str):
+    """A shard folder, or a set at an fsspec URL (s3://...) fetched to a temporary one."""
+    from .object_store import is_url
+    if not is_url(shard_dir):
+        yield Path(shard_dir)
+        return
+    from .shard_publish import fetched_set
+    with fetched_set(shard_dir) as folder:
+        yield folder
+
+
 @app.command()
-def stats(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
+def stats(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Count trajectories, steps, languages, actions... in exported shards."""
     from .stats import format_table, shard_stats
     try:
-        result = shard_stats(shard_dir)
+        with _set_folder(shard_dir) as folder:
+            result = shard_stats(folder)
     except (SchemaError, tarfile.TarError, OSError) as err:
         _fail(str(err))
     typer.echo(json.dumps(result, ensure_ascii=False, sort_keys=True) if as_json
@@ -79,7 +92,8 @@ def export(
     data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
     raw: Optional[Path] = typer.Option(None, help="raw store; default <data>/raw"),
     dataset: str = typer.Option("sandbox", help="dataset name"),
-    out: Optional[Path] = typer.Option(None, help="shard folder; default <data>/shards/<dataset>"),
+    out: Optional[str] = typer.Option(None, help="shard folder or s3:// URL (published, manifest "
+                                                   "last); default <data>/shards/<dataset>"),
     collection: Optional[List[str]] = typer.Option(None, help="collections to export (repeatable); default all"),
     max_samples: int = typer.Option(1000, help="most samples per shard"),
     max_bytes: int = typer.Option(500_000_000, help="most bytes per shard"),
@@ -92,7 +106,9 @@ def export(
     from .store import RawStore
     root = (data or data_root()).resolve()
     raw = (raw or root / "raw").resolve()
-    out = (out or root / "shards" / dataset).resolve()
+    from .object_store import is_url
+    from .shard_publish import shard_destination
+    out = out if out and is_url(out) else Path(out or root / "shards" / dataset).resolve()
     if not raw.is_dir():
         _fail(f"no raw store at {raw}")
     store = RawStore(raw)
@@ -102,10 +118,11 @@ def export(
         total = sum(t.num_steps for t in store.iter_trajectories(collection or None))
         bar = tqdm(total=total, unit="step", desc=f"export {dataset}", file=sys.stderr)
     try:
-        result = export_shards(store, out, dataset=dataset, collections=collection or None,
-                               max_samples_per_shard=max_samples, max_bytes_per_shard=max_bytes,
-                               split_seed=split_seed, resolution=resolution,
-                               progress=None if bar is None else bar.update)
+        with shard_destination(out) as folder:  # a URL: written locally, then published
+            result = export_shards(store, folder, dataset=dataset, collections=collection or None,
+                                   max_samples_per_shard=max_samples, max_bytes_per_shard=max_bytes,
+                                   split_seed=split_seed, resolution=resolution,
+                                   progress=None if bar is None else bar.update)
     except (SchemaError, ValueError, OSError) as err:
         _fail(str(err))
     finally:
@@ -116,19 +133,21 @@ def export(
                f"{result.shards} shards ({result.bytes / 1e6:.1f} MB) in {out} "
                f"[{result.seconds:.1f} s, {rate:.0f} steps/s, version {result.manifest['version']}]")
     if result.skipped:
-        typer.echo(f"quarantined: {result.skipped} (see {out / 'quarantine.jsonl'})", err=True)
+        typer.echo(f"quarantined: {result.skipped} (see {out}/quarantine.jsonl)", err=True)
 
 
 MAX_SHOWN = 50  # problems printed by validate; the rest are counted
 
 
 @app.command()
-def validate(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
+def validate(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
              images: bool = typer.Option(True, help="check each image's header and format")) -> None:
     """Check shards against the manifest and every sample against the schema."""
     from .validate import validate as run_validate
     try:
-        report = run_validate(shard_dir, images=images)
+        with _set_folder(shard_dir) as folder:
+            report = run_validate(folder, images=images)
+        report.shard_dir = shard_dir  # name what the user gave, not the temporary copy
     except (SchemaError, OSError) as err:
         _fail(str(err))
     for p in report.problems[:MAX_SHOWN]:

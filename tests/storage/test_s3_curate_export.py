@@ -11,9 +11,11 @@ import time
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
+from typer.testing import CliRunner
 
 from filters.pipeline import CurateConfig, curate
 from tests.filters.conftest import build_raw
+from trajforge.cli import app
 from trajforge.curated_object import (CURRENT, current_generation, open_curated, publish_curated,
                                       sync_curated)
 from trajforge.export import export_shards
@@ -98,10 +100,18 @@ def test_curate_and_export_into_s3_match_the_local_run(curated_dir, s3_server, a
     assert _wds_samples(set_urls(shards_url)) == want
     assert _wds_samples(pipe_urls(shards_url)) == want
 
-    # stats and validate of the set at its URL.
+    # stats and validate of the set at its URL, in Python and from the command line.
     with fetched_set(shards_url, opts) as folder:
         assert validate(folder).ok
         assert shard_stats(folder)["steps"] == local_res.samples
+    cli = CliRunner()
+    out = cli.invoke(app, ["stats", "--json", shards_url])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["steps"] == local_res.samples
+    ok = cli.invoke(app, ["validate", shards_url])
+    assert ok.exit_code == 0 and shards_url in ok.stdout, ok.output
+    missing = cli.invoke(app, ["validate", s3_server.url("nothing-here")])
+    assert missing.exit_code != 0 and "manifest.json" in missing.output
 
 
 def test_a_rerun_replaces_curated_data_by_one_pointer_put(curated_dir, s3_server):

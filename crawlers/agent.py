@@ -57,6 +57,9 @@ class AgentPolicy:
     the backend's `profile`, which training.flywheel reads from the set's manifest, else
     the default): the screenshot is resized to its frame as the set's images are, the
     prompt gives that size, and the answer is read in its frame and coordinates.
+    episode: a key put in every request's metadata ("episode"), so that a backend that
+    records its generations can hand back one episode's when several play at once
+    (training.policy_backend.PolicyBackend.take_generations(episode=...)).
     """
 
     name = "agent"
@@ -65,7 +68,7 @@ class AgentPolicy:
                  max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
                  max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None,
                  prompt: str | None = None, set_mode: str | None = None,
-                 profile: "ModelProfile | str | None" = None):
+                 profile: "ModelProfile | str | None" = None, episode: str | None = None):
         prompt = prompt or getattr(backend, "prompt", None) or "agent"
         set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
         if prompt not in PROMPTS or set_mode not in SET_MODES:
@@ -86,6 +89,7 @@ class AgentPolicy:
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.seed = seed
+        self.episode = episode
         self.prompt = prompt
         self.set_mode = set_mode
         self.profile = model_profile(profile or getattr(backend, "profile", None))
@@ -133,7 +137,8 @@ class AgentPolicy:
         return VLMRequest(messages=messages, key=f"{self.task.task_id}#{self.steps}",
                           metadata={"task_id": self.task.task_id, "step": self.steps,
                                     "width": w, "height": h, "prompt": self.prompt,
-                                    "coords": self.profile.coords if frame else self.coords})
+                                    "coords": self.profile.coords if frame else self.coords,
+                                    **({"episode": self.episode} if self.episode else {})})
 
     def act(self, obs: Observation) -> Action:
         req = self.request(obs)

@@ -18,11 +18,21 @@ lease, and the pool starts a replacement actor, which Ray schedules when a
 node with the resource is free (until then the pool runs on fewer actors).
 
 `crawl(..., pool=RayEnvPool(4, request_filter=Allowlist([url])))`, and the
-same for crawl_environment; `ray.init` is called (address=None: a local
-Ray) unless Ray is already initialised.
+same for crawl_environment, sandbox.rollouts.rejection_sample and
+training.online; `ray.init` is called (address=None: a local Ray) unless Ray is
+already initialised.
+
+Phones: `RayEnvPool(n, devices=[spec, ...], factory=AppiumSessionFactory(url))`
+gives slot i the device `devices[i % len(devices)]`; its actor calls
+`factory(spec)` (an Appium session through the server at `url`, which must be
+reachable from the node) and takes one unit of `device:<spec's profile>` (or of
+`resource`, when given), so it runs only on a node that declares that resource:
+`ray start --resources '{"device:pixel_8": 2}'` on the host the phones (or
+Appium's Chromium) are attached to.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -53,8 +63,9 @@ class _Slot:
 class RayEnvPool(SlotLookup):
     """`size` envs as Ray actors; see the module docstring.
 
-    `resource`: the custom resource each actor takes one unit of ("browser",
-    or "device:<profile>" with `devices` and a factory that opens that phone).
+    `resource`: the custom resource each actor takes one unit of (default "browser";
+    with `devices`, "device:<profile>" of the slot's device). With `devices`, `factory`
+    is called with the slot's DeviceSpec (AppiumSessionFactory opens an Appium session).
     `call_timeout_s` bounds one env call (a step's own watchdog ends well
     before); an actor that does not answer is treated as lost.
     `lease_timeout_s`: how long a lease waits for an actor to come up (after
@@ -64,7 +75,7 @@ class RayEnvPool(SlotLookup):
     platform = "web"
     profiles = None  # a browser emulates any profile: the seed draws it
 
-    def __init__(self, size: int, *, address: str | None = None, resource: str = "browser",
+    def __init__(self, size: int, *, address: str | None = None, resource: str | None = None,
                  factory: Callable[[], object] | None = None, devices: list | None = None,
                  call_timeout_s: float = 120.0, lease_timeout_s: float = 120.0,
                  launch_timeout_s: float = 120.0, **launch_kw):
@@ -72,12 +83,18 @@ class RayEnvPool(SlotLookup):
             raise ValueError(f"RayEnvPool: size={size} must be >= 1")
         if factory is not None and launch_kw:
             raise ValueError("RayEnvPool: give factory= or launch keywords, not both")
+        if devices is not None and (not devices or factory is None):
+            raise ValueError("RayEnvPool: devices= needs at least one DeviceSpec and a factory= "
+                             "that opens a session on one (AppiumSessionFactory)")
         import ray  # lazily: a crawl without a Ray pool never imports it
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._ray = ray
         self.size = size
-        self.resource = resource
+        self.resource = resource or (f"device:{devices[0].profile.name}"
+                                     if devices and len({d.profile.name for d in devices}) == 1
+                                     else "device:<profile>" if devices else "browser")
+        self._resource = resource
         self.devices = devices
         if devices:
             self.platform = "mobile_web"
@@ -93,7 +110,7 @@ class RayEnvPool(SlotLookup):
         self._n = {"leases": 0, "launches": 0, "browsers_lost": 0, "reconnects": 0,
                    "actors_lost": 0, "actors_replaced": 0, "episodes_replayed": 0}
         self.lost_at: list[float] = []  # time.monotonic() of each actor loss seen
-        self._slots = [_Slot(name=f"ray-{resource}#{i}") for i in range(size)]
+        self._slots = [_Slot(name=f"ray-{self._slot_resource(i)}#{i}") for i in range(size)]
         for slot in self._slots:
             self._start_actor(slot)
 
@@ -177,6 +194,14 @@ class RayEnvPool(SlotLookup):
         return {s.name: get(s.actor.where.remote(), self.call_timeout_s)["pid"]
                 for s in self._slots if s.env is not None}
 
+    def slots(self) -> list[dict]:
+        """A snapshot of the slots (for logs and tests), as DevicePool.slots gives it:
+        busy = leased now (an episode is playing on it), leases so far, its Ray node."""
+        with self._cond:
+            return [{"slot": s.name, "resource": self._slot_resource(i), "node_id": s.node_id,
+                     "busy": s.leased, "connected": s.env is not None, "leases": s.leases}
+                    for i, s in enumerate(self._slots)]
+
     def device_of(self, env):
         """The DeviceSpec an Appium slot's env was opened on (a `devices` pool)."""
         i = self._slots.index(self._slot_of(env))
@@ -210,11 +235,19 @@ class RayEnvPool(SlotLookup):
         self.close()
 
     # ------------------------------------------------------------------ internals
+    def _slot_resource(self, i: int) -> str:
+        if self._resource or not self.devices:
+            return self._resource or "browser"
+        return f"device:{self.devices[i % len(self.devices)].profile.name}"
+
     def _start_actor(self, slot: _Slot) -> None:
         from .ray_actor import remote_actor_class
+        i = next(n for n, s in enumerate(self._slots) if s is slot)
+        factory = (functools.partial(self._factory, self.devices[i % len(self.devices)])
+                   if self.devices else self._factory)
         actor = remote_actor_class().options(
-            num_cpus=0, resources={self.resource: 1}, max_restarts=0,
-            max_task_retries=0).remote(self._factory)
+            num_cpus=0, resources={self._slot_resource(i): 1}, max_restarts=0,
+            max_task_retries=0).remote(factory)
         slot.actor, slot.env, slot.node_id = actor, None, None
         slot.ready = actor.launch.remote()
 
@@ -274,6 +307,22 @@ class RayEnvPool(SlotLookup):
             self._ray.kill(old)
         except Exception:  # noqa: BLE001 - already gone with its node
             pass
+
+
+class AppiumSessionFactory:
+    """Opens a MobileEnv (one Appium session) on a DeviceSpec, in the actor: picklable, so
+    it crosses to the worker. `server_url`: the Appium server, as the node reaches it;
+    `mobile_env_kw`: MobileEnv's keywords (image_format, step_timeout_s, screenshot_scale,
+    allow_hosts). The chromedriver port is picked free on the node."""
+
+    def __init__(self, server_url: str, **mobile_env_kw):
+        self.server_url = server_url
+        self.mobile_env_kw = mobile_env_kw
+
+    def __call__(self, spec):
+        from .appium_server import free_port
+        from .mobile_env import MobileEnv
+        return MobileEnv(self.server_url, spec, chromedriver_port=free_port(), **self.mobile_env_kw)
 
 
 class _WebEnvFactory:

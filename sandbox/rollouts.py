@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -138,6 +139,7 @@ class RolloutResult:
     outcomes: dict[str, int] = field(default_factory=dict)  # of the rollouts played now
     unparseable_answers: int = 0
     blocked_actions: int = 0
+    retries: int = 0                # rollouts replayed whole after their env died (pool)
     steps: int = 0
     seconds: float = 0.0
 
@@ -153,7 +155,8 @@ class RolloutResult:
 
 def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawStore,
                      server_url: str, k: int = 8, seed: int = 0, env: CrawlEnv | None = None,
-                     collection: str | None = None, failed_collection: str | None = None,
+                     pool=None, collection: str | None = None,
+                     failed_collection: str | None = None,
                      max_steps: int = 15, temperature: float = 1.0, coords: Coords = "pixels",
                      history_len: int = 8, max_new_tokens: int = 256,
                      distraction_rate: float = 0.0, retries: int = 1,
@@ -164,13 +167,24 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     """Play each task `k` times with the agent; keep the state-verified successes.
 
     Every task needs a template (its state predicate is the verifier). `env`
-    is used as is; without one, a headless Chromium restricted to `server_url`
-    is launched for the call. `devices` narrows the device profiles the
-    rollouts draw from (sandbox.crawl.profiles_for). With temperature 0 a deterministic model plays
+    is used as is; without one (and without a pool), a headless Chromium
+    restricted to `server_url` is launched for the call. `pool` (a WebEnvPool, a
+    RayEnvPool or any pool with `lease`, and `submit` or `size`) plays up to its
+    size rollouts at once, each attempt on a fresh lease: a rollout whose env died
+    (a lost Ray actor too) is replayed whole on another. The rollouts are the
+    sequential path's: the same ids, seeds and devices; the backend is called from
+    the pool's threads (PolicyBackend serialises its calls, so each answer depends
+    only on its prompt and seed). Each AgentPolicy puts its trajectory id in its
+    requests' metadata ("episode"), and `on_rollout` is called on the calling thread
+    as each rollout is written (in the order they end, with a pool).
+    `devices` narrows the device profiles the rollouts draw from
+    (sandbox.crawl.profiles_for). With temperature 0 a deterministic model plays
     the same episode k times: sample (the default 1.0) for useful rollouts.
     """
     if k < 1:
         raise ValueError(f"k={k} must be >= 1")
+    if pool is not None and env is not None:
+        raise ValueError("rejection_sample: give env= or pool=, not both")
     tasks = list(tasks)
     templates = TEMPLATES if templates is None else templates
     resolved = []
@@ -188,59 +202,107 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
         raise ValueError(f"collection and failed_collection are both {result.collection!r}")
     guard = guard or SafetyGuard()
     started = time.perf_counter()
+    successes = {task.task_id: 0 for task in tasks}
+
+    def agent(task: Task, rseed: int, tid: str) -> AgentPolicy:
+        return AgentPolicy(backend, task, max_steps=max_steps, coords=coords,
+                           history_len=history_len, max_new_tokens=max_new_tokens,
+                           temperature=temperature, seed=rseed, episode=tid)
+
+    def record(task: Task, traj: Trajectory, steps: list[Step], unparseable: int) -> None:
+        (kept if traj.outcome == "success" else failed).add(traj, steps)
+        successes[task.task_id] += traj.outcome == "success"
+        result.written += 1
+        result.steps += len(steps)
+        result.outcomes[traj.outcome] = result.outcomes.get(traj.outcome, 0) + 1
+        result.unparseable_answers += unparseable
+        result.blocked_actions += sum(s.guard is not None for s in steps)
+        if on_rollout is not None:
+            on_rollout(traj)
+
     with store.writer(result.collection, batch_size=1) as kept, \
             store.writer(result.failed_collection, batch_size=1) as failed, \
-            store.audit_log(result.collection) as audit, \
-            sandbox_env(env if not _all_done(tasks, k, seed, model_id, kept, failed) else _NoEnv(),
-                        server_url) as live:
+            store.audit_log(result.collection) as audit:
+        todo = []  # (task, template, seed, id) of each rollout not stored yet, in order
         for task, template in zip(tasks, resolved):
-            successes = 0
             for i in range(k):
                 rseed = rollout_seed(seed, task.task_id, i)
                 tid = trajectory_id_for(SOURCE_NAME, task.task_id, "agent", model_id, rseed)
                 if kept.has(tid) or failed.has(tid):
                     result.skipped += 1
-                    successes += kept.has(tid)
+                    successes[task.task_id] += kept.has(tid)
                     continue
-                policy = AgentPolicy(backend, task, max_steps=max_steps, coords=coords,
-                                     history_len=history_len, max_new_tokens=max_new_tokens,
-                                     temperature=temperature, seed=rseed)
-                try:
-                    traj, steps = play_agent_episode(
-                        live, policy, task=task, template=template, server_url=server_url,
-                        store=store, trajectory_id=tid, seed=rseed, max_steps=max_steps,
-                        guard=guard, audit=audit, distraction_rate=distraction_rate,
-                        devices=devices, retries=retries)
-                except BrowserCrashed as e:  # out of retries: stored as an error, no steps
-                    traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
-                    steps = []
-                (kept if traj.outcome == "success" else failed).add(traj, steps)
-                successes += traj.outcome == "success"
-                result.written += 1
-                result.steps += len(steps)
-                result.outcomes[traj.outcome] = result.outcomes.get(traj.outcome, 0) + 1
-                result.unparseable_answers += policy.stats["unparseable"]
-                result.blocked_actions += sum(s.guard is not None for s in steps)
-                if on_rollout is not None:
-                    on_rollout(traj)
-            result.rates[task.task_id] = (successes, k)
+                todo.append((task, template, rseed, tid))
+        play_kw = dict(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
+                       audit=audit, distraction_rate=distraction_rate, devices=devices,
+                       retries=retries)
+        if pool is not None:
+            result.retries += _play_pooled(pool, todo, agent, record, model_id, **play_kw)
+        elif todo:
+            with sandbox_env(env, server_url) as live:
+                for task, template, rseed, tid in todo:
+                    policy = agent(task, rseed, tid)
+                    try:
+                        traj, steps = play_agent_episode(
+                            live, policy, task=task, template=template, trajectory_id=tid,
+                            seed=rseed, **play_kw)
+                    except BrowserCrashed as e:  # out of retries: stored as an error, no steps
+                        traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
+                        steps = []
+                    record(task, traj, steps, policy.stats["unparseable"])
+        for task in tasks:
+            result.rates[task.task_id] = (successes[task.task_id], k)
     result.seconds = round(time.perf_counter() - started, 3)
     log.info("rejection sampling with %s: %d rollouts written, %d skipped, rates %s",
              model_id, result.written, result.skipped, result.rates)
     return result
 
 
-def _all_done(tasks, k, seed, model_id, kept, failed) -> bool:
-    """Whether every rollout is already stored (then no browser is launched)."""
-    return all(kept.has(tid) or failed.has(tid) for task in tasks for i in range(k)
-               for tid in [trajectory_id_for(SOURCE_NAME, task.task_id, "agent", model_id,
-                                             rollout_seed(seed, task.task_id, i))])
+def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, model_id: str, *,
+                 server_url: str, store: RawStore, max_steps: int, guard: SafetyGuard,
+                 audit: AuditLog | None, distraction_rate: float, devices: list[str] | None,
+                 retries: int) -> int:
+    """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task_pooled: one
+    lease per attempt, a died env or lost actor means the rollout is replayed whole on a
+    fresh lease); each is recorded on this thread as it ends. Returns the retries."""
+    from crawlers.crawl_loop import run_pooled
+    from crawlers.crawl_tasks import CrawlStats, crawl_task_pooled
+    from crawlers.crawl_profiles import check_devices
 
+    check_devices(devices, pool)
+    stats, lock = CrawlStats(), threading.Lock()
+    # A pool of browsers emulates the profile the seed draws, as the sequential path's
+    # browser does; a pool of phones (profiles set) plays on the leased phone's.
+    seed_draws = pool.profiles is None
+    source_name = agent_source_name(model_id)
 
-class _NoEnv:
-    """Stands in for a browser when nothing is left to play."""
+    def work(task: Task, template: TaskTemplate, rseed: int, tid: str):
+        played: dict[str, AgentPolicy] = {}
 
-    platform = "web"
+        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+            policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
+            traj, steps = run_episode(
+                env, server_url=server_url, task=task, template=template, policy=policy,
+                device=device, theme=device.theme, font_scale=device.font_scale,
+                distraction_rate=distraction_rate, seed=rseed, trajectory_id=tid,
+                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
+                attempt=attempt, info=info, on_step=on_step)
+            traj = settle_unparseable(traj, policy)
+            return traj.model_copy(update={"source_name": source_name}), steps
+
+        profiles = None
+        if seed_draws:
+            mobile = is_mobile_task(task)
+            profiles = (profiles_for(task, devices, mobile=mobile), mobile)
+        traj, steps = crawl_task_pooled(pool, task, tid, play=play, policy="agent", seed=rseed,
+                                        retries=retries, stats=stats, lock=lock,
+                                        emit=lambda *a, **kw: None, profiles=profiles,
+                                        source_name=source_name)
+        policy = played.get("policy")
+        return traj, steps, policy.stats["unparseable"] if policy is not None else 0
+
+    run_pooled(pool, todo, work, record)
+    return stats.retries
 
 
 def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,

@@ -24,10 +24,18 @@ One iteration:
 The trained policy is saved as checkpoint "online-<12 hex>".
 
 `python -m training.online --config X.yaml` runs it (see examples/train/online_tiny.yaml).
-One process, one device: episodes are played one after another in one browser,
-and the update runs between iterations (bf16 + gradient checkpointing on cuda via
-training.checkpoint.load_policy). Several sandbox workers feeding one learner
-would be the way to scale; it is not built.
+One learner, one device; the update runs between iterations (bf16 + gradient
+checkpointing on cuda via training.checkpoint.load_policy). An iteration's k x tasks
+rollouts play one after another in one browser (`rollout_envs: 1`, the default), or
+at once on a pool of envs: `rollout_envs: N` local browsers (WebEnvPool), or, with
+`ray_address`, N Ray actors holding one browser each (crawlers.ray_pool.RayEnvPool:
+placed on nodes declaring the `browser` resource; the sandbox at `server_url` must
+be reachable from them). `run_online_rl(cfg, pool=...)` takes a pool built by the
+caller. The model stays here: every generation is made on this process (one at a
+time, seeded per step), so a rollout's answers, and hence its trajectory, ids and
+the update, are the sequential path's whatever the pool; each rollout's generations
+are taken by its trajectory id. A rollout whose env died (a lost Ray actor) is
+replayed whole on another one.
 A rollout that is already stored (a re-run of an interrupted run) is not
 played again and so has no log-probs: it counts for the curriculum, not the gradient.
 """
@@ -37,6 +45,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,6 +85,11 @@ class OnlineRLConfig(PPOReuse):
     set_mode: Literal["direct", "reason"] = "direct"
     curriculum_low: float = 0.3
     curriculum_high: float = 0.7
+    # Where the rollouts play (see the module docstring): 1 = one browser, in turn;
+    # N = N envs at once, local browsers or, with ray_address ("auto", "ray://head:10001",
+    # "host:6379"), Ray actors on nodes with the `browser` resource.
+    rollout_envs: int = 1
+    ray_address: str | None = None
     # ppo_epochs / minibatch_size (PPOReuse): passes over each iteration's answer sequences.
 
     @field_validator("k")
@@ -85,7 +99,7 @@ class OnlineRLConfig(PPOReuse):
             raise ValueError("must be >= 2 (advantages compare the rollouts of one task)")
         return v
 
-    @field_validator("iterations", "tasks_per_iteration")
+    @field_validator("iterations", "tasks_per_iteration", "rollout_envs")
     @classmethod
     def _positive_count(cls, v: int) -> int:
         if v < 1:
@@ -93,8 +107,10 @@ class OnlineRLConfig(PPOReuse):
         return v
 
     def identity(self) -> dict[str, Any]:
-        # Where the rollouts go and which server plays them do not change what is trained.
-        return {k: v for k, v in super().identity().items() if k not in ("store", "server_url")}
+        # Where the rollouts go and which server and envs play them do not change what is
+        # trained (the rollouts are the same on a pool as in one browser).
+        return {k: v for k, v in super().identity().items()
+                if k not in ("store", "server_url", "rollout_envs", "ray_address")}
 
 
 def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
@@ -261,10 +277,12 @@ def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature:
             "optimizer_steps": opt_steps}
 
 
-def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
+def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> dict:
     """Train by online GRPO in the sandbox; returns the metrics (see the module docstring).
 
-    `env`: a CrawlEnv to play in (default: a headless Chromium allowed only the sandbox).
+    `env`: a CrawlEnv to play in (default: a headless Chromium allowed only the sandbox);
+    `pool`: a pool of envs (WebEnvPool, RayEnvPool) whose free envs play the rollouts at
+    once (default: the one `cfg.rollout_envs` / `cfg.ray_address` describe).
     Idempotent: a finished checkpoint with the same id is returned without training.
     """
     from training.checkpoint import (checkpoint_id, finished_checkpoint, load_policy,
@@ -272,6 +290,8 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
     from training.policy_backend import PolicyBackend
     from training.precision import adamw, training_dtype
 
+    if env is not None and pool is not None:
+        raise ValueError("run_online_rl: give env= or pool=, not both")
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)
     model_path = cfg.resolved_model_path()
@@ -301,23 +321,25 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
     history, collections = [], []
     rollouts = successes = 0
     rollout_s = 0.0
-    with sandbox_url(cfg.server_url) as url, sandbox_env(env, url) as live:
+    with sandbox_url(cfg.server_url) as url, rollout_envs(cfg, url, env, pool) as (live, envs):
         for it in range(cfg.iterations):
             batch = pick_tasks(sampler, cfg.tasks_per_iteration)
             backend.model_id = f"{cid}@it{it}"
             played: dict[str, list] = {}
 
-            def on_rollout(traj, _played=played):
-                _played[traj.trajectory_id] = _rollout_generations(backend.take_generations())
+            def on_rollout(traj, _played=played):  # this rollout's generations only
+                tid = traj.trajectory_id
+                _played[tid] = _rollout_generations(backend.take_generations(episode=tid))
 
             backend.take_generations()
             t0 = time.perf_counter()
             result = rejection_sample(
                 [by_id[t] for t in batch], backend=backend, store=store, server_url=url, k=cfg.k,
-                seed=cfg.seed + 7919 * it, env=live, max_steps=cfg.max_steps,
+                seed=cfg.seed + 7919 * it, env=live, pool=envs, max_steps=cfg.max_steps,
                 temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                 devices=cfg.devices, on_rollout=on_rollout)
-            rollout_s += time.perf_counter() - t0
+            it_rollout_s = time.perf_counter() - t0
+            rollout_s += it_rollout_s
             collections += [result.collection, result.failed_collection]
             groups = _groups(store, result, played)
             policy.train()
@@ -335,12 +357,14 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
             successes += ok_it
             rewards = [r["reward"] for g in groups.values() for r in g]
             row = {"iteration": it, "tasks": len(batch), "rollouts": n_it,
+                   "rollout_s": round(it_rollout_s, 3), "rollout_retries": result.retries,
                    "success_rate": ok_it / n_it if n_it else 0.0,
                    "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
                    "trained_rollouts": len(rewards), **stats}
             history.append(row)
             if report is not None:
                 report.metric(it, **{k: v for k, v in row.items() if k not in ("iteration", "epochs")})
+        pool_stats = envs.stats() if envs is not None else None
     metrics = {
         "kind": "online", "checkpoint_id": cid, "base_model": str(model_path),
         "ref_model": str(ref_path), "steps": cfg.iterations, "iterations": cfg.iterations,
@@ -349,10 +373,34 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None) -> dict:
         "reward_first": history[0]["reward_mean"], "reward_last": history[-1]["reward_mean"],
         "kl": _mean([h["kl"] for h in history]), "loss": history[-1]["loss"],
         "rollouts_per_s": rollouts / rollout_s if rollout_s > 0 else 0.0,
+        "rollout_pool": pool_stats,
         "collections": sorted(set(collections)), "store": str(store.root),
         "history": history, "wall_s": round(time.perf_counter() - started, 3)}
     path = save_checkpoint(policy, processor, out, metrics)
     return {**metrics, "checkpoint_path": str(path)}
+
+
+@contextmanager
+def rollout_envs(cfg: OnlineRLConfig, url: str, env=None, pool=None):
+    """(env, pool) the rollouts play on: the caller's, else one browser (rollout_envs 1,
+    no ray_address) or a pool of cfg.rollout_envs (RayEnvPool with ray_address, else
+    WebEnvPool), allowed to reach only the sandbox; a pool made here is closed after."""
+    if env is not None or pool is not None:
+        yield env, pool
+        return
+    if cfg.ray_address is None and cfg.rollout_envs == 1:
+        with sandbox_env(None, url) as live:
+            yield live, None
+        return
+    from crawlers.allowlist import Allowlist
+    if cfg.ray_address is not None:
+        from crawlers.ray_pool import RayEnvPool
+        made = RayEnvPool(cfg.rollout_envs, address=cfg.ray_address, request_filter=Allowlist([url]))
+    else:
+        from crawlers.crawl_browser_pool import WebEnvPool
+        made = WebEnvPool(cfg.rollout_envs, request_filter=Allowlist([url]))
+    with made:
+        yield None, made
 
 
 def _groups(store: RawStore, result, played: dict[str, list]) -> dict[str, list[dict]]:

@@ -13,10 +13,19 @@ end-of-turn token): online RL recomputes the log-probs of exactly what was
 sampled, under the policy and the reference model (`answer_logprobs`).
 Requests go through the model one at a time: an agent asks for one action per
 step, and unpadded prompts make the recomputation exact.
+
+Several episodes may play at once (rollouts on a pool's envs, one driver thread
+each): `generate` holds a lock from its `torch.manual_seed` to the end of its
+sampling, so a request's answer depends only on its prompt and seed, as when the
+episodes play one after another; each recorded generation carries its request's
+"episode" (AgentPolicy puts it in the metadata), and `take_generations(episode)`
+hands back that episode's only, whichever thread asks and in whatever order the
+episodes end.
 """
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -56,6 +65,7 @@ class PolicyBackend:
         self.profile = profile
         self.record = record
         self.generations: list[Generation] = []
+        self._lock = threading.RLock()  # one generate at a time (the seed is torch's global)
         self._encoder = TransformersBackend.from_loaded(model, processor, model_id,
                                                         max_image_pixels=max_image_pixels)
         self.tokenizer = self._encoder.tokenizer
@@ -77,10 +87,17 @@ class PolicyBackend:
     def encode(self, request: VLMRequest) -> dict[str, torch.Tensor]:
         return self._encoder.encode(request)
 
-    def take_generations(self) -> list[Generation]:
-        """The recorded generations since the last call (and forget them)."""
-        out, self.generations = self.generations, []
-        return out
+    def take_generations(self, episode: str | None = None) -> list[Generation]:
+        """The recorded generations not taken yet (and forget them), in the order they were
+        made; with `episode`, only that episode's (its requests' metadata "episode")."""
+        with self._lock:
+            if episode is None:
+                out, self.generations = self.generations, []
+                return out
+            out = [g for g in self.generations if g.request.metadata.get("episode") == episode]
+            self.generations = [g for g in self.generations
+                                if g.request.metadata.get("episode") != episode]
+            return out
 
     def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
                  temperature: float = 0.0, n: int = 1, seed: int | None = None
@@ -89,6 +106,11 @@ class PolicyBackend:
         sample_kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
                      if temperature > 0 else {"do_sample": False, "temperature": None,
                                               "top_k": None, "top_p": None})
+        with self._lock:
+            return self._generate(requests, max_new_tokens, sample_kw, n, seed)
+
+    def _generate(self, requests: list[VLMRequest], max_new_tokens: int, sample_kw: dict,
+                  n: int, seed: int | None) -> list[str] | list[list[str]]:
         was_training = self.model.training
         self.model.eval()
         results: list[list[str]] = []

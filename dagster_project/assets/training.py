@@ -135,6 +135,10 @@ class RLAssetConfig(TrainAssetConfig):
     lambda0: float = 0.5
     kappa: float = 1.5
     max_new_tokens: Optional[int] = None
+    # online: where the rollouts play (training.online): N envs at once, local browsers or,
+    # with ray_address ("" = $TRAJFORGE_RAY_ADDRESS, else none), Ray actors.
+    rollout_envs: Optional[int] = None
+    ray_address: str = ""
 
 
 class EvalAssetConfig(dg.Config):
@@ -164,8 +168,10 @@ def rl_train_config(cfg: RLAssetConfig, data: Path, shards: Path, init: str, mod
     shared = {**cfg.common(), "model_path": init, "beta": cfg.beta, "clip": cfg.clip,
               "lambda0": cfg.lambda0, "kappa": cfg.kappa, "max_new_tokens": cfg.max_new_tokens}
     if cfg.online:
+        ray = cfg.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS") or None
         return merged(ONLINE_DEFAULTS[mode], {**shared, "k": cfg.group_size, "store": str(data / "raw"),
-                                 "out_dir": str(data / "checkpoints" / "online")},
+                                 "out_dir": str(data / "checkpoints" / "online"),
+                                 "rollout_envs": cfg.rollout_envs, "ray_address": ray},
                       cfg.overrides, "rl_checkpoint")
     return merged(RL_DEFAULTS[mode], {**shared, "shards": str(shards), "split": "train",
                                       "group_size": cfg.group_size,

@@ -140,3 +140,22 @@ def test_k8s_pod_spec_is_a_valid_gpu_pod():
         "python", "training.sft", 8)[-1]
     with pytest.raises(ValueError, match="not one of"):
         TrainingLauncher(kind="slurm").resolved_kind
+
+
+def test_online_rl_takes_its_rollout_pool_from_the_asset_config_or_the_ray_address(
+        monkeypatch, tmp_path):
+    from training.online import OnlineRLConfig
+
+    monkeypatch.delenv("TRAJFORGE_RAY_ADDRESS", raising=False)
+    online = OnlineRLConfig.model_validate(
+        rl_train_config(RLAssetConfig(online=True), tmp_path, tmp_path, "/ckpt", "tiny"))
+    assert (online.rollout_envs, online.ray_address) == (1, None)  # one browser, in turn
+    pooled = OnlineRLConfig.model_validate(rl_train_config(
+        RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny"))
+    assert (pooled.rollout_envs, pooled.ray_address) == (4, None)  # 4 local browsers
+    monkeypatch.setenv("TRAJFORGE_RAY_ADDRESS", "ray://head:10001")
+    on_ray = OnlineRLConfig.model_validate(rl_train_config(
+        RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny"))
+    assert (on_ray.rollout_envs, on_ray.ray_address) == (4, "ray://head:10001")
+    # Where the rollouts play is not part of what is trained: the same checkpoint id.
+    assert on_ray.identity() == online.identity()

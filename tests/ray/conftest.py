@@ -1,8 +1,14 @@
 """A real multi-node Ray cluster on loopback for the Ray-pool tests, one per session.
 
-A head with no `browser` resource (nothing can place a browser there) and two
-worker nodes with `browser: 2` each, every node its own raylet and object store
+A head with no `browser` resource (nothing can place a browser there), two
+worker nodes with `browser: 2` each and a third, the "phone host", with
+`device:pixel_8: 1` and no browser (an Appium session's actor can run only
+there; `ray_cluster.device_node`), every node its own raylet and object store
 (100 MB each), started by ray.cluster_utils.Cluster and shut down at the end.
+One Appium server (node_modules/.bin/appium with appium-chromium-driver, on
+loopback) serves the whole session: `appium_server`.
+The node-kill test (test_ray_pool.py, last in the file, and the file after
+test_ray_appium.py) removes a browser worker: it runs after every other test.
 The Ray workers find the project through PYTHONPATH, which the nodes inherit.
 Node failure is detected in about 3 s (1 s health checks, 3 misses) instead of
 Ray's default of about 30 s, so the kill test's recovery is seen in the test's time.
@@ -18,6 +24,7 @@ ray = pytest.importorskip("ray")
 
 ROOT = str(Path(__file__).resolve().parents[2])
 NODE = dict(num_cpus=1, object_store_memory=100 * 2**20)
+DEVICE_RESOURCE = "device:pixel_8"
 
 
 class RayTestCluster:
@@ -30,6 +37,7 @@ class RayTestCluster:
                 "health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
                 "health_check_failure_threshold": 3}))
         self.workers = [self.add_worker() for _ in range(2)]
+        self.device_node = self.cluster.add_node(**NODE, resources={DEVICE_RESOURCE: 1})
         ray.init(address=self.cluster.address, log_to_driver=False)
         self.cluster.wait_for_nodes()
 
@@ -57,3 +65,10 @@ def ray_cluster():
         yield c
     finally:
         c.shutdown()
+
+
+@pytest.fixture(scope="session")
+def appium_server():
+    from crawlers.appium_server import AppiumServer
+    with AppiumServer() as server:
+        yield server

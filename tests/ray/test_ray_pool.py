@@ -15,8 +15,11 @@ server (moto, tests/s3_server.py); the node-kill crawl writes into a local folde
 """
 from __future__ import annotations
 
-import math
+import os
+import signal
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -127,24 +130,114 @@ def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(
     assert (again.trajectories, again.skipped) == (0, len(tasks))
 
 
-def test_one_online_rl_iteration_plays_its_rollouts_on_a_ray_actor(ray_pool, sandbox, tmp_path):
+ONLINE = dict(tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=2, iterations=1,
+              tasks_per_iteration=2, max_steps=3, max_new_tokens=4, device="cpu", lr=1e-3)
+
+
+def _online_cfg(sandbox, out: Path, **kw):
     from tests.training.conftest import TINY_IMAGE_PIXELS
     from tests.vlm.helpers import tiny_model_path
-    from training.online import OnlineRLConfig, run_online_rl
+    from training.online import OnlineRLConfig
 
-    cfg = OnlineRLConfig(model_path=str(tiny_model_path()), out_dir=str(tmp_path / "ckpt"),
-                         store=str(tmp_path / "raw"), server_url=sandbox.url,
-                         tasks=["settings.wifi"], devices=["desktop"], k=2, iterations=1,
-                         tasks_per_iteration=1, max_steps=3, max_new_tokens=4, device="cpu",
-                         image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-3)
-    with ray_pool.lease() as env:  # the env the rollouts play in is a Ray actor's browser
-        calls = env.calls
-        m = run_online_rl(cfg, env=env)
-        assert env.calls - calls >= 2 * 2  # at least a reset and an observation per rollout
-    assert (m["iterations"], m["rollouts"]) == (1, 2)
-    assert math.isfinite(m["loss"]) and m["history"][0]["sequences"] >= 2
-    trajs = list(RawStore(tmp_path / "raw").iter_trajectories())
-    assert len(trajs) == 2 and all(t.num_steps >= 1 for t in trajs)
+    return OnlineRLConfig(model_path=str(tiny_model_path()), out_dir=str(out / "ckpt"),
+                          store=str(out / "raw"), server_url=sandbox.url,
+                          image_max_pixels=TINY_IMAGE_PIXELS, **ONLINE, **kw)
+
+
+def _rollouts(store_root: Path) -> dict:
+    """trajectory id -> (outcome, steps, device, each step's action and screenshot)."""
+    store = RawStore(store_root)
+    trajs, steps = [], []
+    for collection in store.collections():  # each whole, no duplicates within
+        t, s = check_store(store, collection)
+        trajs, steps = trajs + t, steps + s
+    assert len({t.trajectory_id for t in trajs}) == len(trajs), "a rollout stored twice"
+    by_tid: dict[str, list] = {}
+    for s in sorted(steps, key=lambda s: (s.trajectory_id, s.index)):
+        by_tid.setdefault(s.trajectory_id, []).append((s.action, s.screenshot))
+    return {t.trajectory_id: (t.outcome, t.num_steps, t.device, t.seed, by_tid.get(t.trajectory_id))
+            for t in trajs}
+
+
+FIGURES = ("rollouts", "trained_rollouts", "sequences", "groups", "loss", "kl", "reward_mean")
+
+
+@pytest.fixture(scope="module")
+def online_sequential(sandbox, tmp_path_factory):
+    """One online-RL iteration with its rollouts played one after another in one local browser."""
+    from training.online import run_online_rl
+
+    out = tmp_path_factory.mktemp("online-seq")
+    m = run_online_rl(_online_cfg(sandbox, out))
+    return m, _rollouts(out / "raw")
+
+
+def _slot_leases(pool) -> dict[str, int]:
+    return {s["slot"]: s["leases"] for s in pool.slots()}
+
+
+def test_an_online_rl_iteration_spreads_its_rollouts_over_actors_on_both_nodes(
+        ray_cluster, ray_pool, sandbox, online_sequential, tmp_path):
+    from training.online import run_online_rl
+
+    seq, seq_rollouts = online_sequential
+    before, stats_before = _slot_leases(ray_pool), ray_pool.stats()
+    m = run_online_rl(_online_cfg(sandbox, tmp_path), pool=ray_pool)
+    after, stats_after = _slot_leases(ray_pool), ray_pool.stats()
+    # 2 tasks x k=2 rollouts, each on its own lease; played at once, on actors of both workers.
+    used = {name for name in after if after[name] > before[name]}
+    nodes = {ray_pool.slot_nodes()[name] for name in used}
+    assert stats_after["leases"] - stats_before["leases"] == 4
+    assert len(used) >= 2 and nodes == {w.node_id for w in ray_cluster.workers}
+    assert m["rollout_pool"]["nodes_used"] == 2 and m["rollout_pool"]["resource"] == "browser"
+    # The sequential path's rollouts: same checkpoint id (the pool is not part of what is
+    # trained), same trajectory ids and seeds, same devices, answers (actions) and screens.
+    assert m["checkpoint_id"] == seq["checkpoint_id"]
+    got = _rollouts(tmp_path / "raw")
+    assert len(got) == 4 and got == seq_rollouts
+    # Each rollout's generations were its own: the update saw the same sequences and losses.
+    it, seq_it = m["history"][0], seq["history"][0]
+    assert {k: it[k] for k in FIGURES} == {k: seq_it[k] for k in FIGURES}
+    assert it["sequences"] >= 4 and it["rollout_retries"] == 0
+
+
+def test_an_actor_killed_mid_rollout_replays_that_rollout_whole(
+        ray_pool, sandbox, online_sequential, tmp_path):
+    from training.online import run_online_rl
+
+    seq, seq_rollouts = online_sequential
+    before = ray_pool.stats()
+    pids = ray_pool.slot_pids()  # asked now: an actor answers once its running call is done
+    killed: list[str] = []
+    done = threading.Event()
+
+    def killer():  # SIGKILL the Ray worker process of an actor seen mid-rollout
+        while not done.is_set():
+            busy = [s["slot"] for s in ray_pool.slots() if s["busy"]]
+            if busy and ray_pool.stats()["env_calls"] > before["env_calls"]:
+                os.kill(pids[busy[0]], signal.SIGKILL)
+                killed.append(busy[0])
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        m = run_online_rl(_online_cfg(sandbox, tmp_path), pool=ray_pool)
+    finally:
+        done.set()
+        thread.join()
+    after = ray_pool.stats()
+    assert killed
+    assert after["actors_lost"] - before["actors_lost"] == 1
+    assert after["episodes_replayed"] - before["episodes_replayed"] == 1
+    assert m["history"][0]["rollout_retries"] == 1
+    # None lost, none duplicated (check_store), none stored as an error: the same rollouts
+    # as the sequential path, and the replayed one's first attempt left no generations behind.
+    got = _rollouts(tmp_path / "raw")
+    assert got == seq_rollouts and all(v[0] != "error" for v in got.values())
+    it, seq_it = m["history"][0], seq["history"][0]
+    assert {k: it[k] for k in FIGURES} == {k: seq_it[k] for k in FIGURES}
 
 
 def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_actors(

@@ -3,7 +3,10 @@ loopback), in the same run, through the same RawStore API.
 
     .venv/bin/python benchmarks/object_store.py [smoke|quick|full]
 
-Prints parts/s and blobs/s for each and the ratio S3 / local. moto is an in-memory
+Prints parts/s, blobs/s and exported samples/s (WebDataset shards written into a
+local folder, or into s3:// through trajforge.shard_publish: the same export on a
+local mirror, then every shard put whole and the manifest last) for each and the
+ratio S3 / local. moto is an in-memory
 Python server on this machine: the figure is the protocol's cost (requests per part:
 claims, two tables, the marker), not a real S3's network latency.
 """
@@ -23,8 +26,10 @@ from tests.storage.records import make_traj, png  # noqa: E402
 from trajforge.store import RawStore  # noqa: E402
 
 TRAJS_PER_PART, STEPS = 4, 5
-SIZES = {"smoke": {"parts": 4, "blobs": 40}, "quick": {"parts": 20, "blobs": 200},
-         "full": {"parts": 60, "blobs": 600}}
+SIZES = {"smoke": {"parts": 4, "blobs": 40, "samples": 60},
+         "quick": {"parts": 20, "blobs": 200, "samples": 400},
+         "full": {"parts": 60, "blobs": 600, "samples": 2000}}
+SAMPLES_PER_SHARD = 50
 
 
 def commit_parts(store, parts: int) -> float:
@@ -44,27 +49,49 @@ def put_blobs(store, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def measure(parts: int, blobs: int) -> dict:
+def export_samples(source: RawStore, dest, mirror: Path, storage_options) -> float:
+    """Samples/s of an export into `dest` (a folder, or a URL published from `mirror`)."""
+    from trajforge.export import export_shards
+    from trajforge.shard_publish import shard_destination
+
+    t0 = time.perf_counter()
+    with shard_destination(dest, local=mirror, storage_options=storage_options) as out:
+        res = export_shards(source, out, dataset="bench", max_samples_per_shard=SAMPLES_PER_SHARD)
+    return res.samples / (time.perf_counter() - t0)
+
+
+def measure(parts: int, blobs: int, samples: int) -> dict:
     server = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             stores = {"local": RawStore(Path(tmp) / "raw"),
                       "s3": RawStore(server.url("bench"), storage_options=server.storage_options)}
-            return {k: (commit_parts(s, parts), put_blobs(s, blobs)) for k, s in stores.items()}
+            figs = {k: [commit_parts(s, parts), put_blobs(s, blobs)] for k, s in stores.items()}
+            source = RawStore(Path(tmp) / "export-source")
+            with source.writer("bench", batch_size=16) as w:
+                for i in range(samples // STEPS):
+                    w.add(*make_traj(source, f"e{i:05d}", n=STEPS, seed=50_000 + i))
+            figs["local"].append(export_samples(source, Path(tmp) / "shards", None, None))
+            figs["s3"].append(export_samples(source, server.url("shards"), Path(tmp) / "mirror",
+                                             server.storage_options))
+            return figs
     finally:
         stop_server(server.proc)
 
 
 def run(mode: str) -> list[Row]:
     size = pick(mode, SIZES)
-    figs = measure(size["parts"], size["blobs"])
-    (lp, lb), (sp, sb) = figs["local"], figs["s3"]
+    figs = measure(size["parts"], size["blobs"], size["samples"])
+    (lp, lb, le), (sp, sb, se) = figs["local"], figs["s3"]
     note = f"{size['parts']} parts of {TRAJS_PER_PART} traj x {STEPS} steps, {size['blobs']} blobs; {machine_short()}"
     return [
         Row("object_store", "Part commits/s on the S3 server (moto, loopback)", sp, lp, "parts/s",
             "the same parts into a local folder", note=note),
         Row("object_store", "Blob puts/s on the S3 server (moto, loopback)", sb, lb, "blobs/s",
             "the same blobs into a local folder", note=note),
+        Row("object_store", "Export samples/s into s3:// (moto, loopback; shards put, manifest last)",
+            se, le, "samples/s", "the same export into a local folder",
+            note=f"{size['samples']} samples, {SAMPLES_PER_SHARD} per shard; {machine_short()}"),
     ]
 
 

@@ -10,10 +10,11 @@ Pure functions, so the same code path is checked in tests and used in a deployme
   default (multiprocess, in-process under `dg.materialize`).
 - `parse_storage_root()` / `check_storage_root()` validate the data root as an
   fsspec URL (file://, s3://, gs://) and say what the installed stores can use.
-  The raw and curated stores, the consolidated tables and the shard writers take
-  local paths (atomic renames, append-mode audit logs), so on Kubernetes the data
-  root is a mounted volume; `publish_dir()` copies a finished directory (shards
-  and their manifest) to object storage through fsspec.
+  The data root itself is a local folder (the consolidated tables, the writers'
+  working copies); StorageResource.object_root (an s3:// URL, checked here) is where
+  the curated data and the shard sets are published (trajforge/curated_object.py,
+  trajforge/shard_publish.py) and raw_url the raw store. `publish_dir()` copies any
+  other finished directory to object storage through fsspec.
 """
 from __future__ import annotations
 

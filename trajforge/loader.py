@@ -188,7 +188,10 @@ class ShardDataset(wds.DataPipeline):
                 exn.args = exn.args + (sample["url"],)
                 _tar_error(exn)  # raises a ShardError naming the shard
                 continue
-            yield {**sample, "stream": stream}
+            try:  # asked for the next shard: this one is read to its end
+                yield {**sample, "stream": stream}
+            finally:
+                stream.close()
 
     def _shuffled(self, samples: Iterator[dict]) -> Iterator[dict]:
         if not self.shuffle_size:

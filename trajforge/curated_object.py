@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -77,7 +77,8 @@ def _store_at(base: ObjectFolder, generation: str) -> ObjectRawStore:
 
 
 def new_generation() -> str:
-    return f"gen-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    """gen-<UTC time to the microsecond>-<random>: names sort by age (clocks in sync)."""
+    return f"gen-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
 
 
 def publish_curated(local_dir: Path | str, url: str, storage_options: dict | None = None,
@@ -101,7 +102,7 @@ def publish_curated(local_dir: Path | str, url: str, storage_options: dict | Non
                 w.add_tables(local_store.read_table(steps_file), local_store.read_table(trajs_file))
     folder.put_file(SUMMARY, local_dir / SUMMARY, "curated summary")
     base.put_bytes(CURRENT, json.dumps({"generation": generation}).encode(), "curated pointer")
-    _remove_old_generations(base, keep={generation, *_previous(local_dir)})
+    _remove_old_generations(base)
     (local_dir / GENERATION_FILE).write_text(generation)
     return generation
 
@@ -121,9 +122,16 @@ def _put_blobs(local: RawStore, remote: ObjectRawStore) -> None:
         list(pool.map(put, files))
 
 
-def _remove_old_generations(base: ObjectFolder, keep: set[str]) -> None:
-    gens = {name.split("/", 1)[0] for name in base.sizes() if name.startswith("gen-")}
-    for gen in sorted(gens - keep):
+def _remove_old_generations(base: ObjectFolder) -> None:
+    """Remove generations older than the one before the current pointer's. Names start
+    with a UTC time, so they sort by age; the pointer is read again here, and newer
+    generations (another node publishing now) are never touched."""
+    current = current_generation(base.url, base.storage_options)
+    if current is None:
+        return
+    gens = sorted({name.split("/", 1)[0] for name in base.sizes() if name.startswith("gen-")})
+    older = [g for g in gens if g < current]
+    for gen in older[:-1]:  # the previous one stays for a reader caught mid-switch
         for name in sorted(base.sizes(gen)):
             base.remove(name, "old curated generation")
 

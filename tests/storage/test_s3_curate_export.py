@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from filters.pipeline import CurateConfig, curate
 from tests.filters.conftest import build_raw
+from schemas.errors import SchemaError
 from trajforge.cli import app
 from trajforge.curated_object import (CURRENT, current_generation, open_curated, publish_curated,
                                       sync_curated)
@@ -190,3 +191,20 @@ def test_an_unfinished_set_is_not_published(curated_dir, s3_server, tmp_path):
         with shard_destination(url, local=mirror, storage_options=s3_server.storage_options):
             pass
     assert ObjectFolder(url, s3_server.storage_options).sizes() == {}
+
+
+def test_bad_objects_are_named(s3_server, curated_dir):
+    opts = s3_server.storage_options
+    url = s3_server.url("bad")
+    folder = ObjectFolder(url, opts)
+    with pytest.raises(FileNotFoundError, match=rf"{url}/CURRENT.json"):
+        open_curated(url, opts)
+    folder.put_bytes(CURRENT, b"{not json")
+    with pytest.raises(SchemaError, match=rf"{url}/CURRENT.json.*'generation'"):
+        open_curated(url, opts)
+    folder.put_bytes(MANIFEST, json.dumps({"dataset": "x", "version": "1", "splits": {},
+                                           "shards": [{"name": "../evil.tar"}]}).encode())
+    with pytest.raises(ShardError, match=rf"{url}/manifest.json, record 0, field 'shards.split'"):
+        ShardDataset(url, "train", storage_options=opts)
+    with pytest.raises(FileNotFoundError, match="summary.json"):
+        publish_curated(curated_dir / "store", url, opts)   # not a finished curation

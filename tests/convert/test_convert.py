@@ -157,7 +157,9 @@ def test_llamafactory_and_swift_follow_their_documented_schema(reasoning_dir, gr
     convert(grounding_dir, "swift", tmp_path / "sw")
     rows = [json.loads(x) for p in (tmp_path / "sw").glob("*.jsonl") for x in p.read_text().splitlines()]
     assert rows and all(len(r["objects"]["ref"]) == len(r["objects"]["bbox"]) == 1 for r in rows)
-    assert all(r["objects"]["bbox_type"] == "real" for r in rows)
+    # "norm1" (0-1 of the screenshot): one of the two types ms-swift knows ("real", "norm1")
+    assert all(r["objects"]["bbox_type"] == "norm1" for r in rows)
+    assert all(0 <= c <= 1 for r in rows for c in r["objects"]["bbox"][0])
 
 
 def test_verl_and_easyr1_columns(reasoning_dir, tmp_path):

@@ -93,7 +93,8 @@ def _source_records(set_dir: Path, limit: int | None):
     for item in items if limit is None else islice(items, limit):
         yield item.key, {"split": item.split, "system": item.system, "prompt": item.prompt,
                          "answer": item.answer, "image_sha256": item.image_sha256,
-                         "point": item.point, "box": item.box, "action_type": item.action_type}
+                         "point": item.point, "box": item.box, "action_type": item.action_type,
+                         "box_norm": item.meta.get("box_norm")}
 
 
 def round_trip(set_dir: Path | str, out_dir: Path | str, fmt: str | None = None,
@@ -119,7 +120,9 @@ def round_trip(set_dir: Path | str, out_dir: Path | str, fmt: str | None = None,
             if key not in listed:
                 problems.append(f"{key}: missing from the output and not listed")
             continue
-        for field in ("split", "system", "prompt", "answer", "image_sha256", "point", "box"):
+        # box_norm: where a format carries the normalised box too (ms-swift's objects)
+        for field in ("split", "system", "prompt", "answer", "image_sha256", "point", "box",
+                      *(["box_norm"] if "box_norm" in got else [])):
             if got[field] != want[field]:
                 problems.append(f"{key}: {field} {str(got[field])[:80]!r} != set's "
                                 f"{str(want[field])[:80]!r}")

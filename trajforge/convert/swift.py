@@ -1,8 +1,14 @@
 """ms-swift: `messages` + `images` JSONL per split; a grounding sample also carries
-`objects` ({"ref": [expression], "bbox": [[x0, y0, x1, y1]]}, in the profile's frame;
-`bbox_type` "real" for pixels, "norm1000" on the 0-1000 grid) as ms-swift's grounding
-datasets do. The token-weight spans stay in the `spans` column (ms-swift's `loss_scale`
-weighs by template rule, not per character)."""
+`objects` ({"ref": [expression], "bbox": [[x0, y0, x1, y1]], "bbox_type": "norm1"}) as
+ms-swift's grounding datasets do. The box is the normalised one (0-1 of the screenshot):
+"real" and "norm1" are the only types ms-swift knows, and a grid box typed anything else
+is read as pixels and rescaled wrong; from "norm1" its template writes each model's own
+frame where a lab's prompt uses `<ref-object>` / `<bbox>`. The answers themselves keep the
+literal coordinates of the set's profile (the text every other format trains on; ms-swift's
+rendering of `<bbox>` depends on the template and QWENVL_BBOX_FORMAT). Image paths are
+relative to the output folder: ms-swift opens them from the working directory or
+$ROOT_IMAGE_DIR. The token-weight spans stay in the `spans` column (ms-swift's
+`loss_scale` weighs by template rule, not per character)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +18,6 @@ from .output import ImageFiles, JsonlFiles
 from .source import Item
 
 NAME = "swift"
-_BBOX_TYPE = {"pixels": "real", "grid1000": "norm1000", "grid999": "norm1000"}
 
 
 class Writer:
@@ -22,8 +27,8 @@ class Writer:
     def write(self, item: Item) -> None:
         row = {"messages": messages(item), "images": [self.images.put(item)], **common_columns(item)}
         if item.kind == "grounding":
-            row["objects"] = {"ref": [item.meta["expression"]], "bbox": [item.box],
-                              "bbox_type": _BBOX_TYPE[item.meta["coords"] or "pixels"]}
+            row["objects"] = {"ref": [item.meta["expression"]],
+                              "bbox": [list(item.meta["box_norm"])], "bbox_type": "norm1"}
         self.rows.write(item.split, row)
 
     def finish(self) -> dict:
@@ -36,5 +41,5 @@ def read_back(out: Path):
     for rec in read_jsonl(out, files):
         row = rec["row"]
         if row["kind"] == "grounding":  # the box as ms-swift reads it: from `objects`
-            rec["box"] = row["objects"]["bbox"][0]
+            rec["box_norm"] = row["objects"]["bbox"][0]
         yield rec

@@ -240,6 +240,32 @@ def test_an_actor_killed_mid_rollout_replays_that_rollout_whole(
     assert {k: it[k] for k in FIGURES} == {k: seq_it[k] for k in FIGURES}
 
 
+def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
+        ray_cluster, ray_pool, sandbox, tasks, tmp_path):
+    # crawl_environment, the path of any lab's app: here the sandbox's own environment
+    # file (sandbox/environment.py: start URL, state verifier, oracle plugin).
+    from crawlers.env_crawl import crawl_environment
+    from sandbox.environment import sandbox_environment
+
+    environment = sandbox_environment(sandbox.url, distraction_rate=0.5)
+    # 2 EN + 2 ZH; a catalog task's start_url is where /start leads: the file's start_url
+    # (/start with the episode's session) is where an environment episode begins.
+    chosen = [t.model_copy(update={"start_url": None}) for t in tasks[:2] + tasks[3:5]]
+    local, remote = RawStore(tmp_path / "local"), RawStore(tmp_path / "ray")
+    with WebEnvPool(2, request_filter=Allowlist(environment.origins())) as pool:
+        want = crawl_environment(environment, store=local, policy="oracle", tasks=chosen,
+                                 seed=0, pool=pool)
+    before = _slot_leases(ray_pool)
+    got = crawl_environment(environment, store=remote, policy="oracle", tasks=chosen, seed=0,
+                            pool=ray_pool)
+    after = _slot_leases(ray_pool)
+    assert _summary(remote, "sandbox") == _summary(local, "sandbox")
+    assert got.trajectories == want.trajectories == len(chosen)
+    assert (got.error, got.success) == (0, want.success) and got.success >= 3
+    used = {ray_pool.slot_nodes()[name] for name in after if after[name] > before[name]}
+    assert used == {w.node_id for w in ray_cluster.workers}  # played on both worker nodes
+
+
 def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_actors(
         ray_cluster, sandbox):
     from dagster_project.ray_resource import RayResource

@@ -128,3 +128,27 @@ def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model
     again = run_online_rl(cfg, env=env)
     assert again["reused"] and again["checkpoint_id"] == cid
     assert len(list(store.iter_trajectories())) == 2
+
+
+def test_rollouts_on_a_local_pool_of_two_browsers_are_the_sequential_ones(tiny_model, sandbox,
+                                                                          env, tmp_path):
+    # rollout_envs: 2 -> a WebEnvPool(2) plays the iteration's 2 x 2 rollouts at once.
+    base = dict(model_path=str(tiny_model), server_url=sandbox.url,
+                tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=2, iterations=1,
+                tasks_per_iteration=2, max_steps=3, max_new_tokens=4, device="cpu",
+                image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-3)
+    seq = run_online_rl(OnlineRLConfig(out_dir=str(tmp_path / "a"), store=str(tmp_path / "a/raw"),
+                                       **base), env=env)
+    pooled = run_online_rl(OnlineRLConfig(out_dir=str(tmp_path / "b"), rollout_envs=2,
+                                          store=str(tmp_path / "b/raw"), **base))
+    assert pooled["checkpoint_id"] == seq["checkpoint_id"] and seq["rollout_pool"] is None
+    assert pooled["rollout_pool"]["browsers"] == 2 and pooled["rollout_pool"]["leases"] == 4
+
+    def rollouts(root):
+        store = RawStore(root)
+        shots = {(s.trajectory_id, s.index): (s.action, s.screenshot) for s in store.iter_steps()}
+        return {t.trajectory_id: (t.seed, t.outcome, t.device) for t in store.iter_trajectories()}, shots
+
+    assert rollouts(tmp_path / "b/raw") == rollouts(tmp_path / "a/raw")
+    figures = ("rollouts", "trained_rollouts", "sequences", "groups", "loss", "kl")
+    assert {k: pooled["history"][0][k] for k in figures} == {k: seq["history"][0][k] for k in figures}

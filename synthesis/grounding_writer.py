@@ -33,6 +33,7 @@ from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
 from trajforge.store import RawStore
 
 from .grounding_samples import GroundingStats, screen_records
+from .set_pii import PersonalData, audit_beside
 from .set_writer import _publish
 
 KIND = "grounding"
@@ -44,7 +45,8 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
                         profile: "str | ModelProfile" = DEFAULT_PROFILE, describe=None,
                         collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
                         max_samples_per_shard: int = 1000,
-                        max_bytes_per_shard: int = 500_000_000) -> dict[str, Any]:
+                        max_bytes_per_shard: int = 500_000_000,
+                        pii_audit: Path | str | None = None) -> dict[str, Any]:
     """Write the set under out_dir; returns the manifest's totals and summary, and
     `samples_per_s` (synthesis throughput, images included). `describe`: the functional
     describer (synthesis.grounding_samples.template_describer by default; see
@@ -60,7 +62,7 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
     staging = out_dir / _STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    stats, seen = GroundingStats(), set()
+    stats, seen, personal = GroundingStats(), set(), PersonalData()
     journal = ShardJournal(staging)
     writers = {n: SplitWriter(staging, n, max_samples_per_shard, max_bytes_per_shard, journal)
                for n, _ in splits}
@@ -82,6 +84,8 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
                 writers[split].add_trajectory(samples)
                 per_split[split] += 1
                 holdout.add(traj.task, split)
+                for step, _, _ in records:
+                    personal.add(tid, step.index)
         shards = [s for n, _ in splits for s in writers[n].finish()]
     except BaseException:
         for w in writers.values():
@@ -98,6 +102,9 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
     seconds = time.perf_counter() - started
     manifest = _manifest(dataset, splits, split_seed, shards, per_split, figures, prof,
                          holdout.manifest(), store, collections, len(quarantine))
+    # what curation did to the personal data of these screens (synthesis.set_pii)
+    manifest["personal_data"] = personal.figures(
+        pii_audit if pii_audit is not None else audit_beside(store.root))
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                              ensure_ascii=False) + "\n").encode())
     for p in out_dir.glob("*.tar"):

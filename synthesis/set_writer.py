@@ -54,6 +54,7 @@ from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
 from trajforge.store import RawStore, atomic_write_bytes
 
 from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
+from .set_pii import PersonalData, audit_beside
 from .set_stats import SetStats, set_checks
 
 KIND = "reasoning_set"
@@ -69,7 +70,8 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
                         recorded: RawStore | Path | str | list | None = None,
                         profile: "str | ModelProfile" = DEFAULT_PROFILE,
-                        progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+                        progress: Callable[[int], Any] | None = None,
+                        pii_audit: Path | str | None = None) -> dict[str, Any]:
     """Write the set under out_dir; returns a summary (totals, figures, checks).
 
     `cot_rows`: StepCoT records or rows of a CoT table (dicts with its fields;
@@ -84,7 +86,9 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     sample's history lists all executed steps before it. Without it, a step
     after a dropped one is skipped as "history_incomplete". `profile`: the model
     profile (schemas.model_profiles name or ModelProfile) whose frame the images
-    and coordinates are written in; the manifest names it.
+    and coordinates are written in; the manifest names it. `pii_audit`: the
+    curation's audit (default: the one beside the curated store); the manifest's
+    `personal_data` counts its lines for the set's own steps (synthesis.set_pii).
     """
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
@@ -108,12 +112,12 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     for p in out_dir.glob(".*.tmp"):
         p.unlink(missing_ok=True)
     staging.mkdir()
-    stats = SetStats()
+    stats, personal = SetStats(), PersonalData()
     try:
         shards, image_exts, per_split, held_out, sources = _write_shards(
             store, chosen, cots, aligned, staging, splits, split_seed, max_samples_per_shard,
             max_bytes_per_shard, {**options, "profile": prof}, stats, quarantine, progress,
-            recorded)
+            recorded, personal)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -142,6 +146,8 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     manifest["frames"] = {"max_pixels": figures["max_image_pixels"]}
     manifest["provenance"] = provenance(model_profile=prof.name)
     manifest.update(source_counts(sources))
+    manifest["personal_data"] = personal.figures(
+        pii_audit if pii_audit is not None else audit_beside(store.root))
     _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
                                              ensure_ascii=False) + "\n").encode())
     for p in out_dir.glob("*.tar"):  # after the commit: shards of an earlier run
@@ -182,7 +188,7 @@ def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
 
 
 def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max_samples,
-                  max_bytes, options, stats, quarantine, progress, recorded):
+                  max_bytes, options, stats, quarantine, progress, recorded, personal):
     journal = ShardJournal(staging)  # SplitWriter notes each finished shard there
     writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal)
                for name, _ in splits}
@@ -217,6 +223,8 @@ def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max
                 writers[split].add_trajectory(samples)
                 per_split[split] += 1
                 count_source(sources, traj)
+                for smp in samples:
+                    personal.add(tid, json.loads(smp.json)["index"])
                 holdout.add(traj.task, split)
             if progress is not None:
                 progress(len(samples))

@@ -41,7 +41,7 @@ def card(dataset: str, set_manifest: dict, written: dict, stats: dict, features)
               "Values a source declares synthetic are kept as they are; real values were "
               "replaced by consistent, format-preserving surrogates in every field of a "
               "trajectory and blurred where drawn (trajforge curation, filters.pii_*), before "
-              "the set was written.", ""]
+              "the set was written.", "", *_personal_data(set_manifest.get("personal_data"))]
     lines += ["", "## Counts (`trajforge stats`)", "", "```json",
               json.dumps(_counts(stats), indent=1, sort_keys=True, ensure_ascii=False), "```", "",
               f"Samples per split: {json.dumps(written['per_split'])}; per kind: "
@@ -59,3 +59,17 @@ def _counts(stats: dict) -> dict:
     # by curation (its skipped_* counts are what the set itself left out).
     out.update({k: summary[k] for k in ("deduplicated", "dedup_rate", "dropped") if k in summary})
     return out
+
+
+def _personal_data(pd: dict | None) -> list[str]:
+    """The set's own figures (synthesis.set_pii: the curation's audit, for its steps)."""
+    if not pd or pd.get("audit") is None:
+        return ["Figures for this set: not recorded (" +
+                ((pd or {}).get("note") or "the set's manifest has no personal_data") + ").", ""]
+    def kinds(d: dict) -> str:
+        return ", ".join(f"{k} {v}" for k, v in d.items()) or "none"
+    return [f"Of the set's {pd['steps']} steps, {pd['steps_with_personal_data']} held personal "
+            f"data. Values replaced by surrogates: {kinds(pd['replaced_by_surrogates'])}; "
+            f"kept as a source's synthetic values: {kinds(pd['kept_synthetic'])}; "
+            f"blurred where drawn in a screenshot: {pd['blurred_in_screenshots']}; by field: "
+            f"{kinds(pd['fields'])} (the curation's {pd['audit']}, which names no value).", ""]

@@ -58,6 +58,8 @@ if [ -f package.json ]; then
     touch node_modules/.stamp
   fi
 fi
-# The trainers' own loaders (LLaMA-Factory, ms-swift, verl) in their own venv.
+# The trainers' own loaders (ms-swift, verl) in their own venv; LLaMA-Factory in a
+# third (its datasets/torchaudio pins fit neither of the others).
 bash scripts/setup_trainers.sh
+bash scripts/setup_llamafactory.sh
 echo "[setup] ready"

@@ -1,29 +1,38 @@
-"""The trainers' own data loaders read trajforge's converted sets: LLaMA-Factory, ms-swift
-and verl run in .venv-trainers (scripts/setup_trainers.sh; they pin transformers/datasets
-versions the main .venv cannot take), as subprocesses over outputs converted here."""
+"""The trainers' own data loaders read trajforge's converted sets, as subprocesses over outputs
+converted here: ms-swift and verl in .venv-trainers (scripts/setup_trainers.sh), LLaMA-Factory
+in .venv-llamafactory (scripts/setup_llamafactory.sh); they pin transformers/datasets/torch
+versions the main .venv cannot take."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from trajforge.convert import convert
 
 ROOT = Path(__file__).resolve().parents[2]
-VPY = ROOT / ".venv-trainers" / "bin" / "python"
+TRAINERS = ROOT / ".venv-trainers"
+LLAMAFACTORY = ROOT / ".venv-llamafactory"
+
+
+def run_in_venv(venv: Path, script: str, cwd: Path, *args: str, timeout: int = 120) -> dict:
+    """`script` in `venv`'s python; its last stdout line is JSON."""
+    py = venv / "bin" / "python"
+    if not py.exists():
+        pytest.fail(f"{py} is missing: run scripts/setup.sh (make test runs it)")
+    p = subprocess.run([str(py), "-c", textwrap.dedent(script), *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-4000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def run_in_trainers(script: str, cwd: Path, *args: str) -> dict:
-    if not VPY.exists():
-        pytest.fail(f"{VPY} is missing: run scripts/setup_trainers.sh (make test runs it)")
-    p = subprocess.run([str(VPY), "-c", textwrap.dedent(script), *args], cwd=cwd,
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr[-4000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_in_venv(TRAINERS, script, cwd, *args)
 
 
 SWIFT = """
@@ -100,3 +109,127 @@ def test_verl_rlhf_dataset_tokenises_the_parquet(reasoning_dir, tmp_path):
     assert got["n"] == m["per_split"]["train"] == len(df) > 0
     assert got["input_ids"] and got["image_tokens"]
     assert got["ground_truth"] == [r["ground_truth"] for r in df["reward_model"]]
+
+
+@pytest.fixture(scope="module")
+def lf_model(tmp_path_factory):
+    """The tiny Qwen2-VL as a checkpoint directory LLaMA-Factory's load_tokenizer takes: it is
+    saved where torchvision is missing (no video-processor config), and AutoProcessor with
+    torchvision (.venv-llamafactory) then needs one; a real Qwen2-VL checkpoint carries
+    preprocessor_config.json, the image processor's settings, which serve for video too."""
+    from tests.vlm.helpers import tiny_model_path
+
+    path = tmp_path_factory.mktemp("lf-model") / "tiny-qwen2vl"
+    shutil.copytree(tiny_model_path(), path)
+    image = json.loads((path / "processor_config.json").read_text())["image_processor"]
+    (path / "preprocessor_config.json").write_text(json.dumps(image, indent=2))
+    return path
+
+
+LLAMAFACTORY_DATA = """
+import json, sys
+from llamafactory.data import get_dataset, get_template_and_fix_tokenizer
+from llamafactory.extras.constants import IGNORE_INDEX
+from llamafactory.hparams import get_train_args
+from llamafactory.model import load_tokenizer
+model, data_dir, dataset, out, max_pixels = sys.argv[1:6]
+model_args, data_args, training_args, _, _ = get_train_args(dict(
+    model_name_or_path=model, stage="sft", do_train=True, finetuning_type="full",
+    template="qwen2_vl", dataset=dataset, dataset_dir=data_dir, media_dir=data_dir,
+    image_max_pixels=int(max_pixels), cutoff_len=4096, output_dir=out, overwrite_cache=True,
+    report_to="none"))
+modules = load_tokenizer(model_args)
+tok = modules["tokenizer"]
+template = get_template_and_fix_tokenizer(tok, data_args)
+ds = get_dataset(template, model_args, data_args, training_args, stage="sft", **modules)
+pad = tok.convert_tokens_to_ids("<|image_pad|>")
+rows = []
+for ex in ds["train_dataset"]:
+    ids, labels = ex["input_ids"], ex["labels"]
+    first = next(i for i, x in enumerate(labels) if x != IGNORE_INDEX)
+    decode = lambda t: tok.decode(t, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    rows.append({"images": ex["images"], "image_pads": ids.count(pad),
+                 "prompt_masked": all(x == IGNORE_INDEX for x in labels[:first]),
+                 "answer_labels_are_inputs": labels[first:] == ids[first:],
+                 "prompt": decode(ids[:first]), "labels": decode(labels[first:])})
+print(json.dumps({"processor": type(modules["processor"]).__name__, "rows": rows}))
+"""
+
+
+def _image_tokens(processor, path: Path) -> int:
+    """<|image_pad|> tokens Qwen2-VL's processor expands this image to: its patch grid
+    (t, h, w) after smart_resize, merged merge_size x merge_size."""
+    with Image.open(path) as im:
+        grid = processor.image_processor(images=[im.convert("RGB")])["image_grid_thw"][0]
+    return int(grid.prod()) // processor.image_processor.merge_size ** 2
+
+
+@pytest.mark.parametrize("which", ["reasoning", "grounding"])
+def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grounding_dir,
+                                                      lf_model, tmp_path):
+    """LLaMA-Factory's own data path (hparams, load_tokenizer, the qwen2_vl template,
+    get_dataset for sft) over the converted folder, checked against the rows it was given."""
+    from trajforge.vlm.transformers_backend import load_processor
+
+    out = tmp_path / "lf"
+    m = convert(reasoning_dir if which == "reasoning" else grounding_dir, "llamafactory", out)
+    split = "train" if "train" in m["per_split"] else sorted(m["per_split"])[0]
+    dataset = f"{m['source']['dataset']}_{split}"
+    assert dataset in json.loads((out / "dataset_info.json").read_text())
+    rows = [json.loads(line) for line in (out / f"{split}.jsonl").read_text().splitlines()]
+    got = run_in_venv(LLAMAFACTORY, LLAMAFACTORY_DATA, tmp_path, str(lf_model), str(out),
+                      dataset, str(tmp_path / "run"), str(m["image_max_pixels"]), timeout=240)
+    assert got["processor"] == "Qwen2VLProcessor"
+    assert len(got["rows"]) == len(rows) == m["per_split"][split] > 0
+
+    # The YAML's image_max_pixels (the manifest's): LLaMA-Factory must not shrink any image.
+    assert m["image_max_pixels"] == max(
+        w * h for w, h in (Image.open(p).size for p in (out / "images").iterdir()))
+    processor = load_processor(lf_model)  # this venv's transformers: an independent count
+    counts = {}
+    for row, ex in zip(rows, got["rows"]):
+        msgs = {msg["role"]: msg["content"] for msg in row["messages"]}
+        [image] = row["images"]
+        # media_dir resolved the relative path to the converted image (not dropped).
+        assert ex["images"] == [str(out / image)], row["id"]
+        n = counts.setdefault(image, _image_tokens(processor, out / image))
+        assert ex["image_pads"] == n > 0, row["id"]
+        vision = "<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>"
+        assert ex["prompt"] == (f"<|im_start|>system\n{msgs['system']}<|im_end|>\n"
+                                f"<|im_start|>user\n{msgs['user'].replace('<image>', vision)}"
+                                "<|im_end|>\n<|im_start|>assistant\n"), row["id"]
+        assert ex["prompt_masked"] and ex["answer_labels_are_inputs"], row["id"]
+        # The trained tokens are exactly the set's answer, then the turn's end.
+        assert ex["labels"] == msgs["assistant"] + "<|im_end|>\n", row["id"]
+        assert (f'"action_type": "{row["action_type"]}"' if which == "reasoning"
+                else '"bbox_2d": [') in ex["labels"], row["id"]
+
+
+LLAMAFACTORY_TRAIN = """
+import json, sys
+from llamafactory.train.tuner import run_exp
+model, data_dir, dataset, out, max_pixels = sys.argv[1:6]
+run_exp(dict(model_name_or_path=model, stage="sft", do_train=True, finetuning_type="full",
+             template="qwen2_vl", dataset=dataset, dataset_dir=data_dir, media_dir=data_dir,
+             image_max_pixels=int(max_pixels), cutoff_len=1024, max_samples=4,
+             per_device_train_batch_size=2, max_steps=2, learning_rate=1e-4, logging_steps=1,
+             save_strategy="no", report_to="none", bf16=False, fp16=False, plot_loss=False,
+             disable_gradient_checkpointing=True, overwrite_cache=True, seed=0, output_dir=out))
+print(json.dumps({"done": True}))
+"""
+
+
+def test_llamafactory_trains_two_steps_on_the_set(reasoning_dir, lf_model, tmp_path):
+    """LLaMA-Factory's own sft run (run_exp: its data path, collator and Trainer) on the
+    converted set with the tiny Qwen2-VL, full fine-tuning on CPU for 2 optimiser steps."""
+    import math
+
+    m = convert(reasoning_dir, "llamafactory", tmp_path / "lf")
+    run = tmp_path / "run"
+    run_in_venv(LLAMAFACTORY, LLAMAFACTORY_TRAIN, tmp_path, str(lf_model), str(tmp_path / "lf"),
+                f"{m['source']['dataset']}_train", str(run), str(m["image_max_pixels"]),
+                timeout=300)
+    state = json.loads((run / "trainer_state.json").read_text())
+    losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+    assert state["global_step"] == 2 and len(losses) == 2
+    assert all(math.isfinite(x) and x > 0 for x in losses)

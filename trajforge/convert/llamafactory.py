@@ -1,6 +1,9 @@
 """LLaMA-Factory: ShareGPT-style `messages` + `images` JSONL per split, `dataset_info.json`
 registering each split (formatting "sharegpt", OpenAI-style role tags), images alongside
-with paths relative to the folder (LLaMA-Factory's `media_dir`/`dataset_dir`)."""
+with paths relative to the folder (LLaMA-Factory's `media_dir`/`dataset_dir`). The manifest's
+`image_max_pixels` is the largest image's pixel count: LLaMA-Factory shrinks any image above its
+own `image_max_pixels` (default 768*768) before the processor, which would move a screenshot
+out of the frame its pixel answers are written in, so the YAML must set at least this."""
 from __future__ import annotations
 
 import json
@@ -19,10 +22,12 @@ class Writer:
     def __init__(self, tmp: Path, dataset: str):
         self.tmp, self.dataset = tmp, dataset
         self.rows, self.images = JsonlFiles(tmp), ImageFiles(tmp)
+        self.max_pixels = 0
 
     def write(self, item: Item) -> None:
         self.rows.write(item.split, {"messages": messages(item), "images": [self.images.put(item)],
                                      **common_columns(item)})
+        self.max_pixels = max(self.max_pixels, item.width * item.height)
 
     def finish(self) -> dict:
         self.rows.close()
@@ -31,7 +36,7 @@ class Writer:
                                         "tags": TAGS}
                 for s in self.rows.splits}
         (self.tmp / "dataset_info.json").write_text(json.dumps(info, indent=2) + "\n")
-        return {"datasets": sorted(info)}
+        return {"datasets": sorted(info), "image_max_pixels": self.max_pixels}
 
 
 def read_back(out: Path):

@@ -10,6 +10,9 @@ kills one worker in the middle of a crawl and times the recovery (kill to the
 loss seen by the pool, kill to the crawl's end). Also: one env call's round
 trip through an actor (the per-call hop) against the same call on a local
 browser, and each browser's memory (RSS of the actor's process tree).
+Online-RL rollouts/s: one training.online iteration (the tiny random-weight VLM,
+k rollouts x 2 tasks, the rollout phase only: `rollouts_per_s`) in one local
+browser, one rollout after another, then on the 2 and the 4 actors.
 Browsers are launched before the clocks start.
 """
 from __future__ import annotations
@@ -28,7 +31,8 @@ from common import ROOT, Row, pick  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
-SIZES = {"smoke": {"tasks": 2}, "quick": {"tasks": 4}, "full": {"tasks": 8}}
+SIZES = {"smoke": {"tasks": 2, "k": 2}, "quick": {"tasks": 4, "k": 4},
+         "full": {"tasks": 8, "k": 8}}
 NODE = dict(num_cpus=1, object_store_memory=100 * 2**20)
 
 
@@ -54,7 +58,29 @@ def _hop_ms(env, n: int = 50) -> float:
     return (time.perf_counter() - t0) / n * 1000
 
 
-def measure(n_tasks: int) -> dict:
+def _rollouts(pool, url: str, root: str, name: str, k: int) -> dict:
+    """One online-RL iteration's rollout phase (k x 2 tasks) on `pool` (None: one browser)."""
+    from tests.vlm.helpers import tiny_model_path
+    from training.online import OnlineRLConfig, run_online_rl
+
+    out = Path(root) / f"online-{name}"
+    cfg = OnlineRLConfig(model_path=str(tiny_model_path()), out_dir=str(out / "ckpt"),
+                         store=str(out / "raw"), server_url=url,
+                         tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=k,
+                         iterations=1, tasks_per_iteration=2, max_steps=3, max_new_tokens=4,
+                         device="cpu", image_max_pixels=28 * 28 * 16, lr=1e-3)
+    from trajforge.store import RawStore
+
+    m = run_online_rl(cfg, pool=pool)
+    store = RawStore(out / "raw")
+    # What the rollouts were: ids and each step's screenshot (the same for any pool).
+    played = sorted((s.trajectory_id, s.index, s.screenshot) for s in store.iter_steps())
+    return {"rollouts": m["rollouts"], "rollout_s": m["history"][0]["rollout_s"],
+            "rollouts_per_s": round(m["rollouts_per_s"], 3),
+            "sequences": m["history"][0]["sequences"], "played": played}
+
+
+def measure(n_tasks: int, k: int = 4) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -85,6 +111,7 @@ def measure(n_tasks: int) -> dict:
                 hop_local = local.submit(lambda: _local_hop(local)).result()
                 s = _crawl(local, tasks, srv.url, root, "local")
                 out["local_2"] = {"steps": s.steps, "seconds": s.seconds, "steps_per_s": s.steps_per_s}
+            out["rollouts_sequential_1"] = _rollouts(None, srv.url, root, "seq", k)
             with RayEnvPool(2, request_filter=allow) as one:
                 t1 = time.perf_counter()
                 one.launch_all()
@@ -97,6 +124,7 @@ def measure(n_tasks: int) -> dict:
                 s = _crawl(one, tasks, srv.url, root, "ray1")
                 out["ray_1node_2"] = {"steps": s.steps, "seconds": s.seconds,
                                       "steps_per_s": s.steps_per_s}
+                out["rollouts_ray_2"] = _rollouts(one, srv.url, root, "ray2", k)
             workers.append(cluster.add_node(**NODE, resources={"browser": 2}))
             cluster.wait_for_nodes()
             with RayEnvPool(4, request_filter=allow) as two:
@@ -104,6 +132,7 @@ def measure(n_tasks: int) -> dict:
                 s = _crawl(two, tasks, srv.url, root, "ray2")
                 out["ray_2nodes_4"] = {"steps": s.steps, "seconds": s.seconds,
                                        "steps_per_s": s.steps_per_s}
+                out["rollouts_ray_4"] = _rollouts(two, srv.url, root, "ray4", k)
                 killed: list[float] = []
                 lock = threading.Lock()
 
@@ -143,6 +172,8 @@ def rows_from(m: dict) -> list[Row]:
     base = m["local_2"]["steps_per_s"]
     one, two = m["ray_1node_2"]["steps_per_s"], m["ray_2nodes_4"]["steps_per_s"]
     k = m["node_kill"]
+    seq = m["rollouts_sequential_1"]
+    r2, r4 = m["rollouts_ray_2"], m["rollouts_ray_4"]
     return [
         Row("ray_pool", "Ray pool: steps/s, 2 browser actors on 1 worker node", one, base,
             "steps/s", "local WebEnvPool(2), same tasks",
@@ -153,21 +184,30 @@ def rows_from(m: dict) -> list[Row]:
             k["kill_to_crawl_end_s"], k["crawl_seconds"], "s", "that crawl's whole time",
             note=f"{k['actors_lost']} actors lost, {k['episodes_replayed']} replayed, loss seen "
                  f"{k['loss_seen_s']} s after the kill, {k['errors']} errors"),
+        Row("ray_pool", "Online-RL rollouts/s, 2 Ray actors (1 node)", r2["rollouts_per_s"],
+            seq["rollouts_per_s"], "rollouts/s", "one local browser, in turn",
+            note=f"{seq['rollouts']} rollouts, tiny VLM (1 step each); same rollouts: "
+                 f"{r2['played'] == seq['played']}"),
+        Row("ray_pool", "Online-RL rollouts/s, 4 Ray actors (2 nodes)", r4["rollouts_per_s"],
+            seq["rollouts_per_s"], "rollouts/s", "one local browser, in turn",
+            note=f"same rollouts: {r4['played'] == seq['played']}"),
     ]
 
 
 def run(mode: str) -> list[Row]:
-    return rows_from(measure(pick(mode, SIZES)["tasks"]))
+    size = pick(mode, SIZES)
+    return rows_from(measure(size["tasks"], size["k"]))
 
 
 def main() -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="quick", choices=list(SIZES))
     args = ap.parse_args()
-    m = measure(SIZES[args.mode]["tasks"])
-    print(json.dumps(m, indent=2))
+    m = measure(SIZES[args.mode]["tasks"], SIZES[args.mode]["k"])
+    print(json.dumps({k: ({**v, "played": len(v["played"])} if k.startswith("rollouts_") else v)
+                      for k, v in m.items()}, indent=2))
     for r in rows_from(m):
-        print(f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} = {r.ratio:.2f}")
+        print(f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} = {r.ratio:.2f}; {r.note}")
     return m
 
 

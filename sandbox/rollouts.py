@@ -223,11 +223,14 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     with store.writer(result.collection, batch_size=1) as kept, \
             store.writer(result.failed_collection, batch_size=1) as failed, \
             store.audit_log(result.collection) as audit:
-        todo = []  # (task, template, seed, id) of each rollout not stored yet, in order
+        todo, seen = [], set()  # (task, template, seed, id) of each rollout not stored yet
         for task, template in zip(tasks, resolved):
             for i in range(k):
                 rseed = rollout_seed(seed, task.task_id, i)
                 tid = trajectory_id_for(SOURCE_NAME, task.task_id, "agent", model_id, rseed)
+                if tid in seen:  # a task listed twice is played (and counted) once
+                    continue
+                seen.add(tid)
                 if kept.has(tid) or failed.has(tid):
                     result.skipped += 1
                     successes[task.task_id] += kept.has(tid)

@@ -16,24 +16,17 @@ from tests.synthesis.grounding_fixtures import build_grounding_store
 from trajforge.convert import convert
 
 ENCODE = """
-import json, os, shutil, sys
+import json, os, sys
 from pathlib import Path
 from PIL import Image
-from transformers import Qwen2VLImageProcessor
-from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
-tiny, full = Path(sys.argv[1]), Path(sys.argv[2])
-if not full.exists():  # a Qwen2-VL checkpoint as the Hub ships it: with its video processor
-    shutil.copytree(tiny, full)
-    ip = Qwen2VLImageProcessor.from_pretrained(tiny)
-    Qwen2VLVideoProcessor(patch_size=ip.patch_size, merge_size=ip.merge_size,
-                          temporal_patch_size=ip.temporal_patch_size).save_pretrained(full)
+full = Path(sys.argv[1])
 from swift import get_processor, get_template, load_dataset
 proc = get_processor(str(full), model_type="qwen2_vl")
 tpl = get_template(proc, template_type="qwen2_vl")
 tpl.set_mode("train")
 patch = proc.image_processor.patch_size
 out = {}
-for path in sys.argv[3:]:
+for path in sys.argv[2:]:
     rows, _ = load_dataset([path], split_dataset_ratio=0.0)
     got = []
     for row in rows:
@@ -70,11 +63,9 @@ def _rows(out):
 
 @pytest.mark.slow
 def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(reasoning_dir, tmp_path,
-                                                                    monkeypatch):
+                                                                    full_checkpoint, monkeypatch):
     """Reasoning set (qwen2.5-vl: pixels of the frame) and a grounding set written for
     qwen3-vl (0-1000 grid) through swift's template; MAX_PIXELS is the profile's cap."""
-    from tests.vlm.helpers import tiny_model_path
-
     outs = {"reasoning": tmp_path / "r", "grounding": tmp_path / "g"}
     convert(reasoning_dir, "swift", outs["reasoning"])
     convert(_profile_set(tmp_path, "qwen3-vl"), "swift", outs["grounding"])
@@ -83,8 +74,7 @@ def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(reasoning_dir
     for name, out in outs.items():  # images are relative: swift opens them from ROOT_IMAGE_DIR
         monkeypatch.setenv("ROOT_IMAGE_DIR", str(out))
         monkeypatch.setenv("MAX_PIXELS", str(model_profile("qwen2.5-vl").max_pixels))
-        results[name] = run_in_venv(TRAINERS, ENCODE, ROOT, str(tiny_model_path()),
-                                    str(tmp_path / "tiny-full"), files[name],
+        results[name] = run_in_venv(TRAINERS, ENCODE, ROOT, str(full_checkpoint), files[name],
                                     timeout=300)[files[name]]
 
     reasoning, want = results["reasoning"], _rows(outs["reasoning"])

@@ -5,7 +5,6 @@ versions the main .venv cannot take."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -66,64 +65,57 @@ def test_swift_load_dataset_reads_both_sets(reasoning_dir, grounding_dir, tmp_pa
 
 
 VERL = """
-import json, sys
+import asyncio, json, sys
 from omegaconf import OmegaConf
-from transformers import AutoTokenizer, Qwen2VLImageProcessor, Qwen2VLProcessor
+from transformers import AutoProcessor
 from verl.utils.dataset.rl_dataset import RLHFDataset
-# image-only (the video processor needs torchvision, not installed): the slow PIL processor
-class ImageOnly(Qwen2VLProcessor):
-    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kw):
-        super().__init__(image_processor, tokenizer, None, chat_template=chat_template, **kw)
-tok = AutoTokenizer.from_pretrained(sys.argv[2])
-proc = ImageOnly(Qwen2VLImageProcessor.from_pretrained(sys.argv[2]), tok, chat_template=tok.chat_template)
+proc = AutoProcessor.from_pretrained(sys.argv[2])
 cfg = OmegaConf.create({"prompt_key": "prompt", "image_key": "images", "max_prompt_length": 8192,
                         "filter_overlong_prompts": False, "truncation": "error",
                         "return_raw_chat": False, "cache_dir": sys.argv[3]})
 ds = RLHFDataset(data_files=[sys.argv[1]], tokenizer=proc.tokenizer, config=cfg, processor=proc)
-import asyncio
-items = [ds[i] for i in range(len(ds))]
-# verl 0.9 items carry raw_prompt; its AgentLoop tokenises them as RLHFDataset documents
-ids = []
-for it in items:
-    # (its process_vision_info needs qwen_vl_utils -> torchvision: the chat text only,
-    # whose image placeholder is one <|image_pad|> before the processor expands it)
-    text = proc.apply_chat_template(it["raw_prompt"], tokenize=False, add_generation_prompt=True)
-    ids.append(tok(text, return_tensors="pt")["input_ids"][0])
 image_id = proc.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-print(json.dumps({"n": len(ds),
-    "input_ids": all(int(x.numel()) > 0 for x in ids),
-    "image_tokens": all(int((x == image_id).sum()) > 0 for x in ids),
-    "ground_truth": [it["reward_model"]["ground_truth"] for it in items]}))
+patch, merge = proc.image_processor.patch_size, proc.image_processor.merge_size
+out = []
+for i in range(len(ds)):
+    it = ds[i]
+    # what verl's AgentLoop does with an item: its images through RLHFDataset.process_vision_info
+    # (qwen_vl_utils), the chat template, then the processor expands the image pads
+    images, _ = asyncio.run(RLHFDataset.process_vision_info(it["raw_prompt"], patch, cfg))
+    text = proc.apply_chat_template(it["raw_prompt"], tokenize=False, add_generation_prompt=True)
+    enc = proc(text=[text], images=images, return_tensors="pt")
+    t, h, w = (int(x) for x in enc["image_grid_thw"][0])
+    out.append({"pads": int((enc["input_ids"][0] == image_id).sum()),
+                "grid_pads": t * h * w // merge ** 2, "fed": [w * patch, h * patch],
+                "ground_truth": it["reward_model"]["ground_truth"]})
+print(json.dumps(out))
 """
 
 
-def test_verl_rlhf_dataset_tokenises_the_parquet(reasoning_dir, tmp_path):
-    from tests.vlm.helpers import tiny_model_path
+def test_verl_rlhf_dataset_feeds_the_image_in_the_ground_truths_frame(reasoning_dir,
+                                                                      full_checkpoint, tmp_path):
+    """verl's RLHFDataset and its AgentLoop's vision path (qwen_vl_utils' fetch_image, its
+    smart_resize with the default caps) on the verl parquet: the image expanded into its pads,
+    fed at the stored size (the frame the ground truth's pixels are in), ground truths as
+    written."""
+    import io
+
+    import pandas as pd
+    from PIL import Image
 
     m = convert(reasoning_dir, "verl", tmp_path / "verl")
-    import pandas as pd
-
     df = pd.read_parquet(tmp_path / "verl" / "train.parquet")
     got = run_in_trainers(VERL, tmp_path, str(tmp_path / "verl" / "train.parquet"),
-                          str(tiny_model_path()), str(tmp_path / "cache"))
-    assert got["n"] == m["per_split"]["train"] == len(df) > 0
-    assert got["input_ids"] and got["image_tokens"]
-    assert got["ground_truth"] == [r["ground_truth"] for r in df["reward_model"]]
-
-
-@pytest.fixture(scope="module")
-def lf_model(tmp_path_factory):
-    """The tiny Qwen2-VL as a checkpoint directory LLaMA-Factory's load_tokenizer takes: it is
-    saved where torchvision is missing (no video-processor config), and AutoProcessor with
-    torchvision (.venv-llamafactory) then needs one; a real Qwen2-VL checkpoint carries
-    preprocessor_config.json, the image processor's settings, which serve for video too."""
-    from tests.vlm.helpers import tiny_model_path
-
-    path = tmp_path_factory.mktemp("lf-model") / "tiny-qwen2vl"
-    shutil.copytree(tiny_model_path(), path)
-    image = json.loads((path / "processor_config.json").read_text())["image_processor"]
-    (path / "preprocessor_config.json").write_text(json.dumps(image, indent=2))
-    return path
+                          str(full_checkpoint), str(tmp_path / "cache"))
+    assert len(got) == m["per_split"]["train"] == len(df) > 0
+    for g, (_, row) in zip(got, df.iterrows()):
+        assert g["pads"] == g["grid_pads"] > 0
+        stored = Image.open(io.BytesIO(row["images"][0]["bytes"])).size
+        assert g["fed"] == list(stored)
+        assert g["ground_truth"] == row["reward_model"]["ground_truth"]
+        point = json.loads(row["reward_model"]["ground_truth"]).get("point")
+        if point and point != [-100, -100]:
+            assert 0 <= point[0] < stored[0] and 0 <= point[1] < stored[1]
 
 
 LLAMAFACTORY_DATA = """
@@ -166,7 +158,7 @@ def _image_tokens(processor, path: Path) -> int:
 
 @pytest.mark.parametrize("which", ["reasoning", "grounding"])
 def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grounding_dir,
-                                                      lf_model, tmp_path):
+                                                      full_checkpoint, tmp_path):
     """LLaMA-Factory's own data path (hparams, load_tokenizer, the qwen2_vl template,
     get_dataset for sft) over the converted folder, checked against the rows it was given."""
     from trajforge.vlm.transformers_backend import load_processor
@@ -177,7 +169,7 @@ def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grou
     dataset = f"{m['source']['dataset']}_{split}"
     assert dataset in json.loads((out / "dataset_info.json").read_text())
     rows = [json.loads(line) for line in (out / f"{split}.jsonl").read_text().splitlines()]
-    got = run_in_venv(LLAMAFACTORY, LLAMAFACTORY_DATA, tmp_path, str(lf_model), str(out),
+    got = run_in_venv(LLAMAFACTORY, LLAMAFACTORY_DATA, tmp_path, str(full_checkpoint), str(out),
                       dataset, str(tmp_path / "run"), str(m["image_max_pixels"]), timeout=240)
     assert got["processor"] == "Qwen2VLProcessor"
     assert len(got["rows"]) == len(rows) == m["per_split"][split] > 0
@@ -185,7 +177,7 @@ def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grou
     # The YAML's image_max_pixels (the manifest's): LLaMA-Factory must not shrink any image.
     assert m["image_max_pixels"] == max(
         w * h for w, h in (Image.open(p).size for p in (out / "images").iterdir()))
-    processor = load_processor(lf_model)  # this venv's transformers: an independent count
+    processor = load_processor(full_checkpoint)  # this venv's transformers: an independent count
     counts = {}
     for row, ex in zip(rows, got["rows"]):
         msgs = {msg["role"]: msg["content"] for msg in row["messages"]}
@@ -219,14 +211,14 @@ print(json.dumps({"done": True}))
 """
 
 
-def test_llamafactory_trains_two_steps_on_the_set(reasoning_dir, lf_model, tmp_path):
+def test_llamafactory_trains_two_steps_on_the_set(reasoning_dir, full_checkpoint, tmp_path):
     """LLaMA-Factory's own sft run (run_exp: its data path, collator and Trainer) on the
     converted set with the tiny Qwen2-VL, full fine-tuning on CPU for 2 optimiser steps."""
     import math
 
     m = convert(reasoning_dir, "llamafactory", tmp_path / "lf")
     run = tmp_path / "run"
-    run_in_venv(LLAMAFACTORY, LLAMAFACTORY_TRAIN, tmp_path, str(lf_model), str(tmp_path / "lf"),
+    run_in_venv(LLAMAFACTORY, LLAMAFACTORY_TRAIN, tmp_path, str(full_checkpoint), str(tmp_path / "lf"),
                 f"{m['source']['dataset']}_train", str(run), str(m["image_max_pixels"]),
                 timeout=300)
     state = json.loads((run / "trainer_state.json").read_text())

@@ -113,13 +113,18 @@ def publish_set(local_dir: Path | str, url: str, storage_options: dict | None = 
     return PublishResult(dest.url, len(listed), put + len(manifest_bytes), len(stale), unchanged=False)
 
 
-def read_remote_manifest(url: str, storage_options: dict | None = None) -> dict:
-    """The manifest of a set at `url`, checked as trajforge.shards.read_manifest checks a folder's."""
-    dest = ObjectFolder(url, storage_options)
+def _manifest_bytes(dest: ObjectFolder) -> bytes:
     data = dest.get_or_none(MANIFEST, "manifest")
     if data is None:
         raise ShardError("no manifest.json (export not finished, or being replaced)",
                          source=dest.url_of(MANIFEST))
+    return data
+
+
+def read_remote_manifest(url: str, storage_options: dict | None = None) -> dict:
+    """The manifest of a set at `url`, checked as trajforge.shards.read_manifest checks a folder's."""
+    dest = ObjectFolder(url, storage_options)
+    data = _manifest_bytes(dest)
     with tempfile.TemporaryDirectory(prefix="trajforge-manifest-") as tmp:
         (Path(tmp) / MANIFEST).write_bytes(data)
         try:
@@ -135,10 +140,7 @@ def fetched_set(url: str, storage_options: dict | None = None) -> Iterator[Path]
     `validate`, which read every byte anyway): the manifest, the shards it lists and
     any other tar under the prefix (validate reports unlisted ones)."""
     dest = ObjectFolder(url, storage_options)
-    manifest_bytes = dest.get_or_none(MANIFEST, "manifest")
-    if manifest_bytes is None:
-        raise ShardError("no manifest.json (export not finished, or being replaced)",
-                         source=dest.url_of(MANIFEST))
+    manifest_bytes = _manifest_bytes(dest)
     with tempfile.TemporaryDirectory(prefix="trajforge-set-") as tmp:
         folder = Path(tmp)
         (folder / MANIFEST).write_bytes(manifest_bytes)

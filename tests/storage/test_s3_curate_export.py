@@ -13,9 +13,8 @@ import pytest
 import webdataset as wds
 from typer.testing import CliRunner
 
-from filters.pipeline import CurateConfig, curate
-from tests.filters.conftest import build_raw
 from schemas.errors import SchemaError
+from tests.export.test_export_curated import curated_dir  # noqa: F401 - the shared fixture
 from trajforge.cli import app
 from trajforge.curated_object import (CURRENT, current_generation, open_curated, publish_curated,
                                       sync_curated)
@@ -32,14 +31,6 @@ from trajforge.webdataset_urls import pipe_urls, register_fsspec, set_urls
 
 SPLITS = (("train", 0.5), ("val", 0.5))
 EXPORT = dict(dataset="curated", splits=SPLITS, allow_index_gaps=True, max_samples_per_shard=3)
-
-
-@pytest.fixture(scope="module")
-def curated_dir(tmp_path_factory):
-    raw = build_raw(tmp_path_factory.mktemp("raw"))
-    out = tmp_path_factory.mktemp("curated")
-    curate(raw.dir, raw.blobs, out, config=CurateConfig(synthetic_sources=()))
-    return out
 
 
 @pytest.fixture

@@ -74,3 +74,19 @@ def test_model_id_config_and_protocol():
         backend_from_config({"kind": "vllm"})
     with pytest.raises(ValueError, match=r"messages\[1\].content\[0\]"):
         VLMRequest([{"role": "system", "content": "x"}, {"role": "user", "content": [{"type": "image", "image": b""}]}])
+
+
+def test_seeded_sampling_from_several_threads_is_what_each_gets_alone():
+    """Rollouts on a pool's threads share one backend (sandbox.rollouts with pool=): each
+    seeded call must sample what it samples alone, though torch's RNG is the process's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = tiny_backend(4)
+    reqs = mixed_requests()[:2]
+    seeds = list(range(12))
+    alone = {s: backend.generate(reqs, 12, temperature=1.5, seed=s) for s in seeds}
+    assert len({tuple(v) for v in alone.values()}) > 1  # the seeds give different samples
+    with ThreadPoolExecutor(4) as ex:
+        together = dict(zip(seeds, ex.map(
+            lambda s: backend.generate(reqs, 12, temperature=1.5, seed=s), seeds)))
+    assert together == alone

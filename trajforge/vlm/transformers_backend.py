@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -106,6 +107,9 @@ def model_id_for(path: str | Path) -> str:
     p = Path(path)
     digest = hashlib.sha256((p / "config.json").read_bytes()).hexdigest()[:8]
     return f"{p.resolve().name}@{digest}"
+
+
+_SEEDED_GENERATE = threading.Lock()
 
 
 class TransformersBackend:
@@ -209,10 +213,12 @@ class TransformersBackend:
             batch = {k: v.to(self.device) for k, v in self.collate([encodings[i] for i in idx]).items()}
             if "pixel_values" in batch:
                 batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
-            if seed is not None:
-                torch.manual_seed(seed + start)
             t0 = time.perf_counter()
-            with torch.inference_mode():
+            # torch's RNG is the process's: episodes playing on a pool's threads take turns
+            # from the seed to the end of sampling, so a batch's samples depend on its seed only
+            with _SEEDED_GENERATE, torch.inference_mode():
+                if seed is not None:
+                    torch.manual_seed(seed + start)
                 out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
                                           num_return_sequences=n, pad_token_id=self.pad_id,
                                           suppress_tokens=vision_token_ids(self.model) or None,

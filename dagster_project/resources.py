@@ -167,6 +167,10 @@ class AppiumResource(dg.ConfigurableResource):
     # Emulated phones: "device" keeps the phone's real pixels (1082x2402 on a
     # Pixel 8), as a real device gives; "css" one pixel per CSS px, ~2.5x faster.
     screenshot_scale: str = "device"
+    # A Ray cluster whose phone hosts declare `device:<profile>` (dagster_project.ray_resource):
+    # each session an actor there; `external_url` is then the Appium server as those hosts
+    # reach it. "" (and no $TRAJFORGE_APPIUM_RAY_ADDRESS): a local DevicePool.
+    ray_address: str = ""
     _server: object = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:

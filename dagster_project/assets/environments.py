@@ -18,9 +18,9 @@ from pathlib import Path
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.env_crawl import crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
+from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, StorageResource, VLMResource
 from filters.judge import episode_judge
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
@@ -93,11 +93,9 @@ def environment_trajectories(context: dg.AssetExecutionContext, config: Environm
     environment = load_environment(files[name])
     policy = config.policy or ("random_walk" if not environment.tasks and environment.explore
                                else "oracle")
-    # `browser.browsers` Chromiums, each allowed to reach only the environment's origins.
-    with WebEnvPool(browser.browsers, headless=browser.headless,
-                    executable_path=browser.executable_path, image_format=browser.image_format,
-                    step_timeout_s=browser.step_timeout_s,
-                    request_filter=Allowlist(environment.origins())) as pool:
+    # `browser.browsers` Chromiums (or `browser.ray_actors` Ray actors when a Ray address is
+    # set), each allowed to reach only the environment's origins.
+    with _browsers(browser, environment) as pool:
         stats = crawl_environment(
             environment, store=storage.raw, collection=f"env/{name}", policy=policy,
             seed=config.seed, episodes=config.episodes or None,
@@ -112,6 +110,12 @@ def environment_trajectories(context: dg.AssetExecutionContext, config: Environm
                   "file": str(files[name]), "policy": policy, "seed": config.seed,
                   "browsers": dg.MetadataValue.json(browsers)},
         check_results=[outcome_check(environment, stats)])
+
+
+def _browsers(browser, environment):
+    """The environment's pool: local browsers, or Ray actors when the browser resource names
+    a cluster (dagster_project.ray_resource), allowed only the environment's origins."""
+    return RayResource.for_browser(browser).browser_pool(browser, Allowlist(environment.origins()))
 
 
 def outcome_check(environment, stats) -> dg.AssetCheckResult:
@@ -206,10 +210,7 @@ def environment_reverse_tasks(context: dg.AssetExecutionContext, storage: Storag
     summary = {}
     if replayed is not None:
         judge = episode_judge(backend, store.blobs) if backend is not None else None
-        with WebEnvPool(browser.browsers, headless=browser.headless,
-                        executable_path=browser.executable_path,
-                        image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
-                        request_filter=Allowlist(environment.origins())) as pool:
+        with _browsers(browser, environment) as pool:
             stats = crawl_environment(replayed, store=store, collection=f"env-reverse/{name}",
                                       policy="replay", pool=pool, judge=judge)
         summary = stats.summary()

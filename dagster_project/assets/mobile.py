@@ -6,6 +6,7 @@ from sandbox.crawl import crawl
 from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
                                          _log_progress, catalog_tasks)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
+from dagster_project.ray_resource import RayResource
 from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
 from trajforge.report import thumbnails_markdown
 
@@ -38,10 +39,7 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
     examples = []
     for device, apps in sorted(by_device.items()):
         report = storage.path / "reports" / "quarantine.jsonl"
-        with DevicePool(appium.devices_for(device), server=appium.server,
-                        server_url=appium.url, sessions_per_device=appium.sessions,
-                        step_timeout_s=appium.step_timeout_s, report_path=report,
-                        screenshot_scale=appium.screenshot_scale) as pool:
+        with _device_pool(appium, device, report) as pool:
             for app in sorted(apps):
                 tasks = [t for t in catalog_tasks(storage, app, config)
                          if profile_for_task(config.seed, t.task_id, MOBILE_DEVICES) == device]
@@ -70,3 +68,14 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
         "device_pools": dg.MetadataValue.json(pool_stats),
         "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
     })
+
+
+def _device_pool(appium: AppiumResource, device: str, report):
+    """The profile's sessions: a local DevicePool, or Ray actors on the cluster's phone hosts
+    when the Appium resource names one."""
+    ray = RayResource.for_appium(appium)
+    if ray.enabled:
+        return ray.device_pool(appium, appium.devices_for(device))
+    return DevicePool(appium.devices_for(device), server=appium.server, server_url=appium.url,
+                      sessions_per_device=appium.sessions, step_timeout_s=appium.step_timeout_s,
+                      report_path=report, screenshot_scale=appium.screenshot_scale)

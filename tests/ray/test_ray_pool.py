@@ -1,8 +1,12 @@
 """The crawl and online-RL rollouts on a RayEnvPool over a real 3-node Ray cluster
 (tests/ray/conftest.py), on real Chromium and the real sandbox.
 
-First, the web_trajectories asset materialised with the `browser` resource
-naming the cluster (2 actors; the pool's figures in its metadata). Then one
+First, Appium sessions as Ray actors: a RayEnvPool of `device:pixel_8` actors on
+the cluster's phone host, each holding one real Appium session (appium-chromium-
+driver: Chromium emulating a pixel_8, not a phone) through the session's Appium
+server on loopback. Then the web_trajectories and environment_trajectories assets
+materialised with the `browser` resource naming the cluster (2 actors; the pool's
+figures in their metadata). Then one
 catalog slice crawled on a local WebEnvPool is the reference: the Ray pool
 (4 browser actors over 2 worker nodes) records the same trajectories (ids,
 outcomes, steps, devices, actions); then an online-RL iteration plays its
@@ -12,6 +16,8 @@ the middle of a crawl: its episodes are replayed on the other node, 0 lost,
 
 The Ray crawl that is compared with the local pool writes into an S3-compatible
 server (moto, tests/s3_server.py); the node-kill crawl writes into a local folder.
+One file, so one cluster per test run (a session fixture is per xdist worker, and
+--dist loadfile keeps a file on one worker).
 """
 from __future__ import annotations
 
@@ -24,11 +30,14 @@ from pathlib import Path
 import pytest
 
 from crawlers.allowlist import Allowlist
+from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.ray_pool import RayEnvPool
+from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
 from sandbox.crawl import ProgressEvent, crawl
 from sandbox.server import SandboxServer
+from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks
+from tests.ray.conftest import DEVICE_RESOURCE
 from trajforge.store import RawStore
 
 pytestmark = pytest.mark.slow
@@ -76,6 +85,76 @@ def _crawl(pool, tasks, sandbox, store, collection, progress=None):
                  policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
 
 
+# Three or four steps each on the phone (as tests/mobile/test_mobile_crawl.py plays them).
+TASK_IDS = ["settings.dark_mode:en:0", "notes.favourite:zh:0"]
+
+
+def test_appium_sessions_as_ray_actors_crawl_mobile_tasks_on_the_device_node(
+        ray_cluster, appium_server, sandbox, tmp_path):
+    catalog = {t.task_id: t for t in build_catalog(per_template=1, languages=("en", "zh"), seed=0)}
+    tasks = [catalog[i] for i in TASK_IDS]
+    store = RawStore(tmp_path / "raw")
+    with RayEnvPool(1, devices=[chromium_device("pixel_8")],
+                    factory=AppiumSessionFactory(appium_server.url)) as pool:
+        assert pool.resource == DEVICE_RESOURCE and pool.profiles == ["pixel_8"]
+        stats = crawl(tasks, store=store, collection="mobile/ray", server_url=sandbox.url,
+                      policy="oracle", seed=0, distraction_rate=0.0, retries=1, pool=pool)
+        figures = pool.stats()
+        nodes = pool.slot_nodes()
+        # The env in the actor is an Appium session (its W3C session id), on the phone host.
+        with pool.lease() as env:
+            assert env.session_id and env.platform == "mobile_web" and env.kind == "chromium"
+    # The actor was placed by its `device:pixel_8` resource: on the phone host only.
+    assert set(nodes.values()) == {ray_cluster.device_node.node_id}
+    assert figures["nodes_used"] == 1 and figures["leases"] >= len(tasks)
+    assert figures["actors_lost"] == 0 and figures["env_calls"] > stats.steps
+    trajs, steps = check_store(store, "mobile/ray")  # whole, no duplicates
+    assert stats.trajectories == len(tasks) and stats.error == 0
+    assert sorted(t.task.task_id for t in trajs) == sorted(TASK_IDS)
+    for t in trajs:
+        assert (t.outcome, t.verified_by, t.platform) == ("success", "state", "mobile_web")
+        assert t.device.name == "pixel_8"
+        assert (t.device.viewport_width, t.device.viewport_height, t.device.pixel_ratio) == \
+            (412, 915, 2.625)
+        assert t.num_steps >= 3
+    assert {(s.width, s.height) for s in steps} == {(1082, 2402)}  # a pixel_8's device pixels
+
+
+
+def test_the_mobile_asset_plays_its_sessions_on_the_phone_host_when_appium_names_a_cluster(
+        ray_cluster, appium_server, tmp_path):
+    import dagster as dg
+
+    from crawlers.randomise import profile_for_task
+    from dagster_project.assets.catalog import task_catalog
+    from dagster_project.assets.mobile import mobile_trajectories
+    from dagster_project.partitions import MOBILE_DEVICES
+    from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
+    from trajforge.catalog import read_catalog
+
+    data = tmp_path / "data"
+    resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
+                 "appium": AppiumResource(external_url=appium_server.url, sessions=1,
+                                          screenshot_scale="css",
+                                          ray_address=ray_cluster.cluster.address)}
+    instance = dg.DagsterInstance.ephemeral()
+    assets = [task_catalog, mobile_trajectories]
+    cfg = {"ops": {"task_catalog": {"config": {"per_template": 1, "languages": ["en"]}}}}
+    assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
+                          instance=instance, run_config=cfg).success
+    key = dg.MultiPartitionKey({"app": "mobile_shop", "device": "pixel_8"})
+    run = dg.materialize(assets, selection=["mobile_trajectories"], partition_key=key,
+                         resources=resources, instance=instance)
+    assert run.success
+    meta = {k: v.value for k, v in
+            run.asset_materializations_for_node("mobile_trajectories")[0].metadata.items()}
+    mine = [t for t in read_catalog(data / "catalog" / "tasks.parquet", apps=["mobile_shop"])
+            if profile_for_task(0, t.task_id, MOBILE_DEVICES) == "pixel_8"]
+    assert meta["trajectories"] == len(mine) > 0 and meta["success_rate"] >= 0.9
+    pool = meta["device_pools"]["pixel_8"]  # Ray actors on the phone host, not a DevicePool
+    assert pool["resource"] == "device:pixel_8" and pool["nodes_used"] == 1
+    assert pool["leases"] >= len(mine) and pool["actors_lost"] == 0
+
 def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(
         ray_cluster, tmp_path):
     # First in the file: the module's 4-actor pool (ray_pool) is not holding the browsers yet.
@@ -103,6 +182,37 @@ def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_c
     assert pool["resource"] == "browser" and pool["launches"] == 2 and pool["nodes_used"] >= 1
     assert pool["leases"] >= meta["trajectories"].value > 0
     assert pool["env_calls"] > meta["steps"].value and meta["success_rate"].value >= 0.95
+
+
+def test_the_environment_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(
+        ray_cluster, tmp_path, monkeypatch):
+    # A lab's own app through its environment file (a counter page, its js verifier), crawled
+    # by the Dagster asset on 2 browser actors; before ray_pool holds the cluster's browsers.
+    import dagster as dg
+
+    from dagster_project.assets.environments import environment_partitions, environment_trajectories
+    from dagster_project.resources import BrowserResource, StorageResource
+    from tests.dagster.test_environment_assets import ENV, GOOD
+    from tests.thirdparty.apps import counter_server
+
+    folder = tmp_path / "environments"
+    folder.mkdir()
+    with counter_server() as url, dg.instance_for_test() as instance:
+        (folder / "counter.yaml").write_text(ENV.format(name="counter", url=url, expr=GOOD))
+        monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
+        instance.add_dynamic_partitions(environment_partitions.name, ["counter"])
+        run = dg.materialize(
+            [environment_trajectories], partition_key="counter", instance=instance,
+            resources={"storage": StorageResource(root=str(tmp_path / "data")),
+                       "browser": BrowserResource(ray_address=ray_cluster.cluster.address,
+                                                  ray_actors=2)})
+    assert run.success
+    meta = {k: v.value for k, v in
+            run.asset_materializations_for_node("environment_trajectories")[0].metadata.items()}
+    pool = meta["browsers"]  # a pool of 2 Ray actors (one episode: one of them played it)
+    assert pool["resource"] == "browser" and pool["browsers"] == 2 and pool["nodes_used"] == 1
+    assert pool["leases"] >= meta["episodes"] == meta["success"] == 1
+    assert pool["env_calls"] > 0
 
 
 def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(

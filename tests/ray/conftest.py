@@ -7,8 +7,9 @@ there; `ray_cluster.device_node`), every node its own raylet and object store
 (100 MB each), started by ray.cluster_utils.Cluster and shut down at the end.
 One Appium server (node_modules/.bin/appium with appium-chromium-driver, on
 loopback) serves the whole session: `appium_server`.
-The node-kill test (test_ray_pool.py, last in the file, and the file after
-test_ray_appium.py) removes a browser worker: it runs after every other test.
+The node-kill test (last in test_ray_pool.py, the one file of Ray tests, so that
+one xdist worker runs them all on this one cluster) removes a browser worker: it
+runs after every other test.
 The Ray workers find the project through PYTHONPATH, which the nodes inherit.
 Node failure is detected in about 3 s (1 s health checks, 3 misses) instead of
 Ray's default of about 30 s, so the kill test's recovery is seen in the test's time.

@@ -10,10 +10,13 @@ not to the whole curated store. Values are never in the audit, so never here.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
 from filters.pipeline import PII_AUDIT
+
+_INDEX = re.compile(r"\[\d+\]")
 
 
 def audit_beside(store_root) -> Path | None:
@@ -49,7 +52,7 @@ class PersonalData:
                     if not mine:
                         continue
                     (kept if r["action"] == "kept_synthetic" else replaced)[r["kind"]] += 1
-                    fields[r["field"]] += 1
+                    fields[_INDEX.sub("[]", r["field"])] += 1  # "elements[52].name" -> "elements[].name"
                 except (ValueError, KeyError) as err:
                     raise ValueError(f"{audit}: line {n}: not an audit record ({err!r})") from None
                 if index is not None:

@@ -81,3 +81,15 @@ def test_steps_outside_the_set_are_not_counted(raw, tmp_path):
         f.write("{not json\n")
     with pytest.raises(ValueError, match=r"pii_audit.jsonl: line \d+"):
         _set_from(real.out_dir, tmp_path / "bad")
+
+
+def test_fields_are_counted_by_kind_of_field_not_by_position(raw, tmp_path):
+    real = curate(raw.dir, raw.blobs, tmp_path / "cur",
+                  config=CurateConfig(synthetic_sources=(), ocr="never"))
+    fields = _set_from(real.out_dir, tmp_path / "set")["personal_data"]["fields"]
+    import re
+    position = re.compile(r"\[\d+\]")
+    assert fields and not any(position.search(f) for f in fields)
+    assert "elements[].name" in fields
+    audit = [json.loads(x) for x in (real.out_dir / "pii_audit.jsonl").read_text().splitlines()]
+    assert any(position.search(a["field"]) for a in audit)  # the audit names positions

@@ -284,6 +284,7 @@ def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, mod
 
         def play(env, *, device, theme, font_scale, attempt, info, on_step):
             policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
+            policy.act = _noting_model_errors(policy.act, played)
             traj, steps = run_episode(
                 env, server_url=server_url, task=task, template=template, policy=policy,
                 device=device, theme=device.theme, font_scale=device.font_scale,
@@ -301,11 +302,25 @@ def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, mod
                                         retries=retries, stats=stats, lock=lock,
                                         emit=lambda *a, **kw: None, profiles=profiles,
                                         source_name=source_name)
+        if "model_error" in played:  # the model failed, not the env: stop, as one browser does
+            raise played["model_error"]
         policy = played.get("policy")
         return traj, steps, policy.stats["unparseable"] if policy is not None else 0
 
     run_pooled(pool, todo, work, record)
     return stats.retries
+
+
+def _noting_model_errors(act: Callable, played: dict) -> Callable:
+    """The policy's act, noting an exception of the model's own (the pooled crawl records any
+    exception as an error episode and goes on; a rollout whose model fails must stop the run)."""
+    def act_or_note(obs):
+        try:
+            return act(obs)
+        except Exception as e:
+            played["model_error"] = e
+            raise
+    return act_or_note
 
 
 def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,

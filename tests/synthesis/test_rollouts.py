@@ -85,3 +85,29 @@ def test_rejection_sampling_refuses_tasks_without_a_verifier(tmp_path):
         rejection_sample([task], backend=_Refuses(), store=store,
                          server_url="http://127.0.0.1:9", k=0)
     assert store.collections() == []
+
+
+class _Broken:
+    """A model that fails (an out-of-memory, a dead endpoint): not the env's fault."""
+
+    model_id = "org/broken"
+
+    def generate(self, *a, **kw):
+        raise RuntimeError("CUDA out of memory (planted)")
+
+
+def test_a_model_error_stops_rejection_sampling_on_a_pool_as_on_one_browser(sandbox, env,
+                                                                            tmp_path):
+    from crawlers.allowlist import Allowlist
+    from crawlers.crawl_browser_pool import WebEnvPool
+
+    task = next(t for t in build_catalog(1, ("en",)) if t.template_id == "settings.wifi")
+    kw = dict(backend=_Broken(), server_url=sandbox.url, k=2, seed=7, max_steps=3,
+              devices=["desktop"])
+    with pytest.raises(RuntimeError, match="out of memory"):
+        rejection_sample([task], store=RawStore(tmp_path / "one"), env=env, **kw)
+    store = RawStore(tmp_path / "pool")
+    with WebEnvPool(2, request_filter=Allowlist([sandbox.url])) as pool, \
+            pytest.raises(RuntimeError, match="out of memory"):
+        rejection_sample([task], store=store, pool=pool, **kw)
+    assert list(store.iter_trajectories("rollouts/org_broken")) == []  # no error rollouts kept

@@ -11,7 +11,7 @@ import pytest
 
 from schemas.model_profiles import model_profile
 from synthesis.grounding_writer import write_grounding_set
-from tests.convert.test_trainer_loaders import ROOT, TRAINERS, run_in_venv
+from tests.convert.trainer_venvs import ROOT, TRAINERS, run_in_venv
 from tests.synthesis.grounding_fixtures import build_grounding_store
 from trajforge.convert import convert
 

@@ -46,9 +46,9 @@ def child(n_tasks: int, work: Path) -> dict:
     from sandbox.crawl import crawl
     from filters.pipeline import curate
     from sandbox.server import SandboxServer
-    from trajforge.consolidate import consolidate
-    from trajforge.export import export_shards
-    from trajforge.store import RawStore
+    from trajforge.store.consolidate import consolidate
+    from trajforge.publish.export import export_shards
+    from trajforge.store.raw import RawStore
 
     tasks = pick_tasks(n_tasks)
     store = RawStore(work / "raw")

@@ -34,7 +34,7 @@ from crawlers.env_crawl import crawl_environment  # noqa: E402
 from schemas.environment import load_environment  # noqa: E402
 from schemas.keys import to_playwright  # noqa: E402
 from tests.thirdparty.apps import ENVIRONMENTS, datasette, tiddlywiki  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 SIZES = {"smoke": {"walks": 1, "walk_steps": 4}, "quick": {"walks": 3, "walk_steps": 8},
          "full": {"walks": 6, "walk_steps": 10}}

@@ -25,7 +25,7 @@ from sandbox.crawl import crawl  # noqa: E402
 from sandbox.server import SandboxServer  # noqa: E402
 from sandbox.tasks import TEMPLATES  # noqa: E402
 from synthesis.grounding_writer import write_grounding_set  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 SIZES = {"smoke": {"templates": 2}, "quick": {"templates": 6}, "full": {"templates": 12}}
 

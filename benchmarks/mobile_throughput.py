@@ -32,7 +32,7 @@ from crawlers.device_pool import DevicePool  # noqa: E402
 from sandbox.crawl import crawl  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
 from sandbox.tasks import build_catalog  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 PROFILE = "pixel_8"
 

@@ -51,7 +51,7 @@ def _crawl_asset(app: str) -> dg.AssetsDefinition:
         from crawlers.allowlist import Allowlist
         from sandbox.crawl import crawl
         from crawlers.web_env import WebEnv
-        from trajforge.catalog import read_catalog
+        from trajforge.tasks.catalog import read_catalog
 
         tasks = read_catalog(storage.catalog_path, apps=[app])[:config.tasks]
         t0 = time.perf_counter()
@@ -88,7 +88,7 @@ def multiprocess_job() -> dg.JobDefinition:
 
 def _write_catalog(path: Path) -> None:
     from sandbox.tasks import build_catalog
-    from trajforge.catalog import write_catalog
+    from trajforge.tasks.catalog import write_catalog
     write_catalog(build_catalog(1, ("en",), 0), path)
 
 

@@ -4,7 +4,7 @@ loopback), in the same run, through the same RawStore API.
     .venv/bin/python benchmarks/object_store.py [smoke|quick|full]
 
 Prints parts/s, blobs/s and exported samples/s (WebDataset shards written into a
-local folder, or into s3:// through trajforge.shard_publish: the same export on a
+local folder, or into s3:// through trajforge.publish.remote: the same export on a
 local mirror, then every shard put whole and the manifest last) for each and the
 ratio S3 / local. moto is an in-memory
 Python server on this machine: the figure is the protocol's cost (requests per part:
@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from common import Row, machine_short, pick  # noqa: E402
 from tests.s3_server import start_server, stop_server  # noqa: E402
 from tests.storage.records import make_traj, png  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 TRAJS_PER_PART, STEPS = 4, 5
 SIZES = {"smoke": {"parts": 4, "blobs": 40, "samples": 60},
@@ -51,8 +51,8 @@ def put_blobs(store, n: int) -> float:
 
 def export_samples(source: RawStore, dest, mirror: Path, storage_options) -> float:
     """Samples/s of an export into `dest` (a folder, or a URL published from `mirror`)."""
-    from trajforge.export import export_shards
-    from trajforge.shard_publish import shard_destination
+    from trajforge.publish.export import export_shards
+    from trajforge.publish.remote import shard_destination
 
     t0 = time.perf_counter()
     with shard_destination(dest, local=mirror, storage_options=storage_options) as out:

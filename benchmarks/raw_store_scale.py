@@ -111,7 +111,7 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     import pyarrow.dataset as ds
 
     from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, steps_table, trajectories_table
-    from trajforge.store import RawStore, atomic_write_table
+    from trajforge.store.raw import RawStore, atomic_write_table
 
     out: dict = {"steps": n_steps}
     store = RawStore(root / "raw")
@@ -249,7 +249,7 @@ def time_writer(store, collection: str, groups: list, how: str) -> float:
     swaps in the per-step dict-row tables the writer built before (the same Parquet)."""
     import pyarrow as pa
 
-    import trajforge.store as store_module
+    import trajforge.store.raw as store_module
     from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row
 
     saved = store_module.steps_table, store_module.trajectories_table

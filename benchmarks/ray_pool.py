@@ -45,7 +45,7 @@ def _rss_mb(pid: int) -> float:
 
 def _crawl(pool, tasks, url, root, name, progress=None):
     from sandbox.crawl import crawl
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
     return crawl(tasks, store=RawStore(Path(root) / name), collection="web", server_url=url,
                  policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
 
@@ -69,7 +69,7 @@ def _rollouts(pool, url: str, root: str, name: str, k: int) -> dict:
                          tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=k,
                          iterations=1, tasks_per_iteration=2, max_steps=3, max_new_tokens=4,
                          device="cpu", image_max_pixels=28 * 28 * 16, lr=1e-3)
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
 
     m = run_online_rl(cfg, pool=pool)
     store = RawStore(out / "raw")

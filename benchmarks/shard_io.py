@@ -5,10 +5,10 @@
 Builds a raw store of 1280x800 PNG screenshots (a noisy block each, ~150 KB),
 exports it once, then in the same run and on the same bytes:
 
-- write, ours: `trajforge.shards.ShardTarWriter` (tar headers from a template,
+- write, ours: `trajforge.publish.shards.ShardTarWriter` (tar headers from a template,
   sha256 on a helper thread) writing the exported samples from memory into
   the same shard files as the export rolled them, fsync per shard;
-- write, export's writer: `trajforge.export.SplitWriter` (rolling by count and
+- write, export's writer: `trajforge.publish.export.SplitWriter` (rolling by count and
   bytes, and per shard the resume journal's fsync'd line and a folder fsync)
   writing the same samples, grouped by trajectory;
 - write, tarfile: plain `tarfile` writing the same members (same names, same
@@ -17,7 +17,7 @@ exports it once, then in the same run and on the same bytes:
   manifest), in MB of shards per second;
 - export with a resolution profile (--profile, default qwen): samples/s,
   the cost of decoding, resizing and re-encoding every screenshot;
-- read: samples/s through `trajforge.shards.iter_samples` (tarfile) and
+- read: samples/s through `trajforge.publish.shards.iter_samples` (tarfile) and
   through `webdataset.WebDataset` (no decoding), from the page cache.
 
 Each figure is the best of --repeat runs (interleaved, so load drifts hit both
@@ -48,9 +48,9 @@ sys.path.insert(0, str(ROOT))
 
 from schemas.actions import Action  # noqa: E402
 from schemas.records import DeviceProfile, Step, Task, Trajectory  # noqa: E402
-from trajforge.export import ShardJournal, SplitWriter, export_shards  # noqa: E402
-from trajforge.shards import ShardTarWriter, iter_samples, read_manifest  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.publish.export import ShardJournal, SplitWriter, export_shards  # noqa: E402
+from trajforge.publish.shards import ShardTarWriter, iter_samples, read_manifest  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 W, H = 1280, 800
 MB = 1e6
@@ -282,7 +282,7 @@ def run(mode: str):
         Row("shard_io", "shards: export with the qwen resolution profile (resize)",
             f["export_samples_s"]["qwen"], f["export_samples_s"]["native"], "samples/s",
             "export at native resolution", machine=mach),
-        Row("shard_io", "shards: read, trajforge.shards.iter_samples", r["trajforge_iter_samples"],
+        Row("shard_io", "shards: read, trajforge.publish.shards.iter_samples", r["trajforge_iter_samples"],
             r["webdataset"], "samples/s", "webdataset.WebDataset (no decode)", machine=mach),
     ]
 

@@ -42,7 +42,7 @@ from sandbox.apps import WEB_APPS  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
 from sandbox.tasks import build_catalog  # noqa: E402
 from schemas.records import session_seed  # noqa: E402
-from trajforge.store import RawStore  # noqa: E402
+from trajforge.store.raw import RawStore  # noqa: E402
 
 SIZES = {"smoke": {"tasks": 2, "browsers": (1, 2), "repeat": 1},
          "quick": {"tasks": 6, "browsers": (1, 2, 4), "repeat": 1},

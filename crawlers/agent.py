@@ -23,7 +23,7 @@ from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, model_profile
 from schemas.observation import Observation
 from schemas.records import Element, Task, Trajectory
-from trajforge.resolution import resize_image
+from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 from .agent_prompt import agent_messages, history_line, reasoning_set_messages

@@ -14,9 +14,11 @@ from typing import Callable, Protocol
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Element, Step
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 
-from .guard import AuditLog, SafetyGuard
+from .guard import SafetyGuard
+
+from trajforge.store.audit import AuditLog
 from .policy_errors import PolicyError
 from .policies import Policy
 

@@ -19,7 +19,7 @@ from typing import Callable
 from schemas.actions import Action
 from schemas.environment import Environment
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .allowlist import Allowlist
 from .crawl_episode import EpisodeInfo, env_platform
@@ -27,7 +27,8 @@ from .crawl_loop import Recorder, run_pooled
 from .crawl_tasks import CrawlStats, ProgressEvent, close_episode_quietly
 from .env_episode import run_env_episode
 from .env_runtime import EnvironmentRuntime, JudgeFn, load_callable
-from .guard import AuditLog, SafetyGuard
+from .guard import SafetyGuard
+from trajforge.store.audit import AuditLog
 from .policies import Policy, RandomWalkPolicy, ReplayPolicy
 from .scripted import ScriptedPolicy
 from .randomise import DEVICE_PROFILES, LOCALES, MOBILE_PROFILES, THEMES, episode_seed

@@ -20,11 +20,12 @@ from typing import Callable
 
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 
 from .crawl_episode import CrawlEnv, EpisodeInfo, env_platform, play_steps
 from .env_runtime import EnvironmentRuntime, Verdict, VerifierError
-from .guard import AuditLog, SafetyGuard
+from .guard import SafetyGuard
+from trajforge.store.audit import AuditLog
 from .policies import Policy
 
 

@@ -4,7 +4,7 @@ import json
 import dagster as dg
 
 from dagster_project.resources import StorageResource
-from trajforge.quality import coordinates_out_of_bounds, oracle_success_rate, undecodable_screenshots
+from trajforge.report.quality import coordinates_out_of_bounds, oracle_success_rate, undecodable_screenshots
 
 MIN_ORACLE_SUCCESS = 0.95
 

@@ -12,8 +12,8 @@ Pure functions, so the same code path is checked in tests and used in a deployme
   fsspec URL (file://, s3://, gs://) and say what the installed stores can use.
   The data root itself is a local folder (the consolidated tables, the writers'
   working copies); StorageResource.object_root (an s3:// URL, checked here) is where
-  the curated data and the shard sets are published (trajforge/curated_object.py,
-  trajforge/shard_publish.py) and raw_url the raw store. `publish_dir()` copies any
+  the curated data and the shard sets are published (trajforge/store/curated_object.py,
+  trajforge/publish/remote.py) and raw_url the raw store. `publish_dir()` copies any
   other finished directory to object storage through fsspec.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ EXECUTORS = ("k8s", "multiprocess", "in_process")
 # interpreter (benchmarks/multiprocess_speedup.py: 0.52x instead of 0.35x vs
 # in-process for one-task steps under load, spawn paying Dagster's import per step).
 PRELOAD_MODULES = ["dagster", "dagster_project.resources", "sandbox.crawl", "crawlers.web_env",
-                   "sandbox.server", "trajforge.catalog"]
+                   "sandbox.server", "trajforge.tasks.catalog"]
 
 # Object stores fsspec reaches through an extra package; the error names it.
 _REMOTE = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}

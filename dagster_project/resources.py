@@ -7,15 +7,15 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 class StorageResource(dg.ConfigurableResource):
     """The data root ($TRAJFORGE_DATA, default ./data) and the paths under it.
 
     `object_root` ($TRAJFORGE_OBJECT_ROOT), an fsspec URL such as s3://bucket/prefix:
-    the curated data is published to <object_root>/curated (trajforge/curated_object.py)
-    and every shard set to <object_root>/shards/<dataset> (trajforge/shard_publish.py),
+    the curated data is published to <object_root>/curated (trajforge/store/curated_object.py)
+    and every shard set to <object_root>/shards/<dataset> (trajforge/publish/remote.py),
     each written through its local folder under the data root first. `raw_url`
     ($TRAJFORGE_RAW_URL) puts the raw store itself on object storage. Unset: local
     folders only, as before.
@@ -63,7 +63,7 @@ class StorageResource(dg.ConfigurableResource):
     def shard_destination(self, dataset: str):
         """`with storage.shard_destination(name) as out:` write the set to `out`; with an
         object root it is published (shards, manifest last) when the block ends."""
-        from trajforge.shard_publish import shard_destination
+        from trajforge.publish.remote import shard_destination
         return shard_destination(self.shards_target(dataset), local=self.shards_dir(dataset))
 
     @property
@@ -79,7 +79,7 @@ class StorageResource(dg.ConfigurableResource):
         """Put curated_dir at curated_url as a new generation (None without an object root)."""
         if not self.curated_url:
             return None
-        from trajforge.curated_object import publish_curated
+        from trajforge.store.curated_object import publish_curated
         return publish_curated(self.curated_dir, self.curated_url)
 
     @property
@@ -89,7 +89,7 @@ class StorageResource(dg.ConfigurableResource):
         With an object root, curated_dir is first brought to the published generation
         (a step on another node, or after another node's curation)."""
         if self.curated_url:
-            from trajforge.curated_object import current_generation, sync_curated
+            from trajforge.store.curated_object import current_generation, sync_curated
             if current_generation(self.curated_url) is not None:
                 sync_curated(self.curated_url, self.curated_dir)
         return RawStore(self.curated_dir / "store")

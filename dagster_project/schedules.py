@@ -1,7 +1,7 @@
 """Scheduled collection: a daily crawl of every app, then consolidation and export.
 
 The crawl schedule starts one run per app partition. Each tick draws its task
-seeds from its date (trajforge.seeds.daily_seed: the catalog's templates with
+seeds from its date (trajforge.tasks.seeds.daily_seed: the catalog's templates with
 that day's seeds), so day 2 crawls new tasks rather than resuming past day 1's
 (the crawl's resume is keyed by task id and seed). The downstream assets
 carry an on-cron automation condition: once all of the day's crawls have
@@ -12,7 +12,7 @@ import os
 import dagster as dg
 
 from dagster_project.partitions import WEB_APPS, mobile_partitions
-from trajforge.seeds import daily_seed
+from trajforge.tasks.seeds import daily_seed
 
 CRAWL_CRON = os.environ.get("TRAJFORGE_CRAWL_CRON", "0 2 * * *")
 EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
@@ -37,7 +37,7 @@ def day_config(asset: str, day: str) -> dict:
 
 
 # Tasks per template and language in a day's crawl (the catalog's own count is kept:
-# trajforge.seeds.reseeded); the seeds of two days never overlap at this width.
+# trajforge.tasks.seeds.reseeded); the seeds of two days never overlap at this width.
 DAILY_PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DAILY_PER_TEMPLATE", "8"))
 
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from filters.pii_audit import PlantedLookup, find_leaks, planted_for_trajectory
 from filters.pii_sources import is_synthetic, is_synthetic_source
 from schemas.records import Step, Trajectory, session_seed
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def unexplained_drops(steps_path: Path) -> int:
@@ -81,7 +81,7 @@ def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = (), *,
     """
     import json
 
-    from trajforge.shards import iter_samples
+    from trajforge.publish.shards import iter_samples
 
     cache: dict[tuple, list[dict]] = {}
     checked, leaks = 0, []

@@ -23,8 +23,8 @@ from typing import Iterator
 import pyarrow as pa
 
 from schemas.records import Step, Trajectory
-from trajforge.store import BlobStore, TrajectoryWriter, atomic_write_bytes
-from trajforge.export import group_by_trajectory
+from trajforge.store.raw import BlobStore, TrajectoryWriter, atomic_write_bytes
+from trajforge.publish.export import group_by_trajectory
 
 from .base import BASE_COLUMNS
 

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from schemas.arrow import row_to_step, row_to_trajectory, upgrade_trajectories
 from schemas.errors import SchemaError
 from schemas.records import Trajectory
-from trajforge.store import BlobStore, RawStore
+from trajforge.store.raw import BlobStore, RawStore
 
 from .base import BASE_COLUMNS, ScreenInfo, StepView, TrajectoryContext, check_order, decide, score_columns
 from .pii_sources import DEFAULT_SYNTHETIC_SOURCES, is_synthetic

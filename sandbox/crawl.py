@@ -29,7 +29,7 @@ from crawlers.policies import RandomWalkPolicy
 from crawlers.randomise import episode_seed
 from crawlers.web_env import WebEnv
 from schemas.records import Task, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from sandbox.apps import MOBILE_APPS
 from sandbox.environment import SOURCE_NAME

@@ -17,10 +17,11 @@ from typing import Callable
 from crawlers.crawl_episode import CrawlEnv, EpisodeInfo
 from crawlers.env_episode import run_env_episode
 from crawlers.env_runtime import EnvironmentRuntime
-from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.guard import SafetyGuard
+from trajforge.store.audit import AuditLog
 from crawlers.policies import Policy
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 
 from sandbox.environment import CHECK_STATE, check_state, sandbox_environment
 from sandbox.tasks.base import TaskTemplate

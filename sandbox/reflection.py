@@ -38,14 +38,15 @@ from typing import Callable, Iterable
 import pyarrow as pa
 
 from crawlers.allowlist import Allowlist
-from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.guard import SafetyGuard
+from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.a11y import parse_snapshot
 from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task, Trajectory, trajectory_id_for
 from schemas.screen_signature import screen_signature
-from trajforge.store import RawStore, atomic_write_table
+from trajforge.store.raw import RawStore, atomic_write_table
 
 from sandbox import reflection_words as say
 from sandbox.crawl import CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode

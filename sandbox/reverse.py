@@ -25,7 +25,7 @@ from crawlers.agent import AgentPolicy
 from crawlers.guard import SafetyGuard
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 from sandbox.crawl import SOURCE_NAME, CrawlEnv

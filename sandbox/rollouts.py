@@ -26,11 +26,12 @@ from typing import Callable, Iterable, Iterator
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
-from crawlers.guard import AuditLog, SafetyGuard
+from crawlers.guard import SafetyGuard
+from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed, is_mobile_task,

@@ -266,7 +266,7 @@ def generate_cot(trajectories_with_steps: Iterable[tuple[Trajectory, list[Step]]
 
 
 def blob_loader(blobs) -> Callable[[Step], bytes]:
-    """load_image for a trajforge.store.BlobStore (the curated store's screenshots)."""
+    """load_image for a trajforge.store.raw.BlobStore (the curated store's screenshots)."""
     return lambda step: blobs.get(step.screenshot, step.image_format)
 
 

@@ -234,7 +234,7 @@ def difficulty_rows(store_or_pairs, *, collections=None,
                     levels: str = "tertile") -> list[dict]:
     """One row per task (sorted by task_id): its features, score and level.
 
-    `store_or_pairs`: a trajforge.store.RawStore (read in `collections`), or an
+    `store_or_pairs`: a trajforge.store.raw.RawStore (read in `collections`), or an
     iterable of (Trajectory, list[Step]). `optimal_steps`: {task_id: steps} or
     the path of an imported tasks table. `norms="minmax"` fits the ranges to
     this task set instead of the fixed DEFAULT_NORMS.

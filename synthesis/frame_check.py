@@ -40,7 +40,7 @@ def tap_answers_in_box(shard_dir: Path | str, profile: "str | ModelProfile | Non
                        split: str | None = None) -> dict[str, Any]:
     """{"profile", "tap_answers", "inside", "outside", "unparsed", "recorded_outside",
     "share_inside", "passed", "examples"} over the set's samples (all splits, or `split`)."""
-    from trajforge.shards import IMAGE_EXTS, iter_tar_samples, read_manifest
+    from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, read_manifest
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)

@@ -30,7 +30,7 @@ _EXAMPLES = 5
 
 def iter_records(shard_dir: Path | str, images: bool = False) -> Iterator[tuple[str, dict, bytes | None]]:
     """(key, record JSON, image bytes or None) of every shard record, in manifest order."""
-    from trajforge.shards import IMAGE_EXTS, iter_tar_samples, read_manifest
+    from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, read_manifest
 
     shard_dir = Path(shard_dir)
     for shard in read_manifest(shard_dir)["shards"]:
@@ -144,7 +144,7 @@ def dedup_rate(summary: dict, records: Iterable[tuple[str, dict, bytes | None]],
 
 def grounding_checks(shard_dir: Path | str, curated, **bounds) -> dict[str, dict]:
     """All four checks over a written set (bounds: min_share, max_share, max_rate)."""
-    from trajforge.shards import read_manifest
+    from trajforge.publish.shards import read_manifest
 
     manifest = read_manifest(Path(shard_dir))
     profile = manifest_profile(manifest) or model_profile(None)
@@ -160,7 +160,7 @@ def grounding_checks(shard_dir: Path | str, curated, **bounds) -> dict[str, dict
 def grounding_set_stats(shard_dir: Path | str) -> dict[str, Any]:
     """`trajforge stats` for kind "grounding": the manifest's figures, recounted from the
     shards (samples per split, per role, size and language) so a damaged set shows."""
-    from trajforge.shards import read_manifest
+    from trajforge.publish.shards import read_manifest
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
@@ -193,7 +193,7 @@ def grounding_set_stats(shard_dir: Path | str) -> dict[str, Any]:
 
 
 def _records_of(path: Path):
-    from trajforge.shards import iter_tar_samples
+    from trajforge.publish.shards import iter_tar_samples
 
     for key, members in iter_tar_samples(path, images=False):
         yield key, members.get("json") or {}, None

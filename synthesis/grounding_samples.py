@@ -147,7 +147,7 @@ def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
     element keys used so far (dedup across the whole set); `describe(traj, [(before,
     after)])` -> {index: (phrase, backend)} writes the functional descriptions."""
     from schemas.provenance import provenance
-    from trajforge.shards import sample_key
+    from trajforge.publish.shards import sample_key
 
     lang = traj.task.language
     functions = _functions(traj, steps, describe or template_describer)

@@ -1,8 +1,8 @@
 """Writes the grounding set as WebDataset shards (manifest kind "grounding").
 
-The reasoning set's machinery (synthesis.set_writer, trajforge.export): trajectories
+The reasoning set's machinery (synthesis.set_writer, trajforge.publish.export): trajectories
 from the curated store sorted by (trajectory_id, index) through DuckDB, one in memory;
-the split by task template (trajforge.holdout); shards rolled by count and bytes in a
+the split by task template (trajforge.publish.holdout); shards rolled by count and bytes in a
 staging folder, renamed into place; manifest.json (shard sha256s) written last and
 atomically; the same input gives the same bytes. One shard record per screen
 (`<trajectory>_sNNNN_ground`: its image at the model profile's frame and a JSON with
@@ -24,13 +24,13 @@ from schemas.errors import SchemaError
 from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
 from schemas.records import SCHEMA_VERSION
-from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
+from trajforge.publish.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
                               ShardSample, SplitWriter, check_splits, committed_trajectories,
                               group_by_trajectory, package_version, sorted_step_rows)
-from trajforge.export_quarantine import Unusable
-from trajforge.holdout import HoldOut
-from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
-from trajforge.store import RawStore
+from trajforge.publish.quarantine import Unusable
+from trajforge.publish.holdout import HoldOut
+from trajforge.publish.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
+from trajforge.store.raw import RawStore
 
 from .grounding_samples import GroundingStats, screen_records
 from .set_pii import PersonalData, audit_beside

@@ -57,7 +57,7 @@ def count_samples(samples: Iterable[tuple[str, dict]]) -> dict[str, Any]:
 
 def placeholder_counts(shard_dir: Path | str) -> dict[str, Any]:
     """`count_samples` over a written set's shards (images skipped)."""
-    from trajforge.shards import iter_tar_samples, read_manifest
+    from trajforge.publish.shards import iter_tar_samples, read_manifest
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)

@@ -192,7 +192,7 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
     to `skipped` as {trajectory_id, index (None for the whole trajectory),
     reason, detail}.
     """
-    from trajforge.shards import sample_key
+    from trajforge.publish.shards import sample_key
 
     tid = traj.trajectory_id
     lang = traj.task.language
@@ -368,7 +368,7 @@ def build_samples(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any],
     trajectory; `images` gives each step's encoded screenshot as stored (by index, or a
     function of the step), and each sample holds it resized to the profile's frame
     (frame_image). `options` are those of `sample_jsons`."""
-    from trajforge.shards import IMAGE_EXT
+    from trajforge.publish.shards import IMAGE_EXT
 
     get = images if callable(images) else (lambda s: images[s.index])
     out, framed = [], {}
@@ -381,9 +381,9 @@ def build_samples(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any],
 
 def frame_image(data: bytes, step: Step, sample: dict) -> bytes:
     """The step's encoded screenshot at the sample's `image` size (its profile's frame),
-    resized with trajforge.resolution.resize_image (LANCZOS, same format); the bytes as
+    resized with schemas.resolution.resize_image (LANCZOS, same format); the bytes as
     they are when the sizes agree. The agent resizes what it sees the same way."""
-    from trajforge.resolution import resize_image
+    from schemas.resolution import resize_image
 
     size = (sample["image"]["width"], sample["image"]["height"])
     if size == (step.width, step.height):

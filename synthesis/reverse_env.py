@@ -26,7 +26,7 @@ from filters.judge import describe_action, escape_data
 from schemas.actions import ActionType
 from schemas.environment import screen_digest
 from schemas.records import Step, Trajectory
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 from trajforge.vlm.messages import image_part, text_part

@@ -271,7 +271,7 @@ def set_checks(stats: dict[str, Any], *, language: str | None = None,
 
 def reasoning_set_stats(shard_dir: Path | str) -> dict[str, Any]:
     """The figures of a written reasoning set, read from its shards (images skipped)."""
-    from trajforge.shards import iter_tar_samples, read_manifest
+    from trajforge.publish.shards import iter_tar_samples, read_manifest
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)

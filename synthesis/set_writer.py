@@ -1,9 +1,9 @@
 """Writes the reasoning set (and the Chinese GUI set) as WebDataset shards.
 
-Same conventions as trajforge/export.py, whose machinery it reuses: trajectories
+Same conventions as trajforge/publish/export.py, whose machinery it reuses: trajectories
 read from the curated store sorted by (trajectory_id, index) through DuckDB
 (streamed, one trajectory in memory), the split by task template
-(trajforge.holdout: a stable hash of the template, else the instruction; an
+(trajforge.publish.holdout: a stable hash of the template, else the instruction; an
 import's official split kept; the manifest's `held_out` names the held-out
 templates), so neither a trajectory nor a template straddles splits, shards rolled
 by count and bytes with a trajectory kept in one shard, tar members with mtime
@@ -16,7 +16,7 @@ removed after it.
 One sample per (step, mode); see synthesis/reasoning_set.py. The set is
 written for one model profile (schemas.model_profiles; `profile`, default
 qwen2.5-vl): each image is the curated store's blob resized to the frame that
-profile's trainer feeds (trajforge.resolution.resize_image, LANCZOS, the stored
+profile's trainer feeds (schemas.resolution.resize_image, LANCZOS, the stored
 format; the blob's bytes as they are when the frame is the screenshot's size),
 once per step for both modes, and the answers' points are in that frame. The
 manifest names the profile (`model_profile`) and what made the set
@@ -44,14 +44,14 @@ from schemas.errors import SchemaError
 from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
 from schemas.records import SCHEMA_VERSION, Step
-from trajforge.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
+from trajforge.publish.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
                               ShardSample, SplitWriter, check_splits, committed_trajectories,
                               group_by_trajectory, package_version, sorted_step_rows)
-from trajforge.export_manifest import count_source, source_counts
-from trajforge.export_quarantine import Unusable
-from trajforge.holdout import HoldOut
-from trajforge.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
-from trajforge.store import RawStore, atomic_write_bytes
+from trajforge.publish.manifest import count_source, source_counts
+from trajforge.publish.quarantine import Unusable
+from trajforge.publish.holdout import HoldOut
+from trajforge.publish.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
+from trajforge.store.raw import RawStore, atomic_write_bytes
 
 from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
 from .set_pii import PersonalData, audit_beside
@@ -264,7 +264,7 @@ class _RecordedSteps:
         import duckdb
         import pyarrow as pa
 
-        from trajforge.export_plan import DUCKDB_MEMORY
+        from trajforge.publish.plan import DUCKDB_MEMORY
 
         tmp_dir.mkdir(parents=True, exist_ok=True)
         self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY,

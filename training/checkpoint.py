@@ -30,7 +30,7 @@ def checkpoint_id(kind: str, config_dict: dict[str, Any], data_fingerprint: str)
 def shards_fingerprint(shards_dir: str | Path, split: str | None = None) -> str:
     """The reasoning set's identity: its manifest lists every shard's sha256, so the
     manifest's hash changes whenever a byte of the data does."""
-    from trajforge.shards import MANIFEST
+    from trajforge.publish.shards import MANIFEST
 
     digest = hashlib.sha256((Path(shards_dir) / MANIFEST).read_bytes())
     if split is not None:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from schemas.errors import SchemaError
-from trajforge.shards import IMAGE_EXTS, iter_tar_samples, shard_paths
+from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, shard_paths
 
 IGNORE = -100
 IMAGE_MARKER = "<image>"
@@ -84,7 +84,7 @@ def thought_backend_share(shards_dir: str | Path) -> dict[str, float]:
     summary.thought_backend_share, else its summary.thought_backends counts (sets written
     before the share was stated), else counted over the samples' own `thought_backend`
     (a sample without one counts as "unknown"). {} for a set without samples."""
-    from trajforge.shards import MANIFEST, iter_tar_samples
+    from trajforge.publish.shards import MANIFEST, iter_tar_samples
 
     shards_dir = Path(shards_dir)
     manifest = json.loads((shards_dir / MANIFEST).read_text(encoding="utf-8"))
@@ -138,7 +138,7 @@ def set_profile(shards_dir: str | Path):
     None for a set written before profiles (answers in pixels of the stored screenshot).
     Training, evaluation (training.evaluate.run_eval) and the agent it plays read it here."""
     from schemas.model_profiles import manifest_profile
-    from trajforge.shards import read_manifest
+    from trajforge.publish.shards import read_manifest
 
     return manifest_profile(read_manifest(Path(shards_dir)))
 
@@ -156,7 +156,7 @@ def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *,
     processor resizes. A full run raises FrameMismatchError for either; the tiny
     random-weights model only reports it. Returns {"model_profile", "frame"
     ("kept", "no profile", "capped")} for the run's metrics."""
-    from trajforge.shards import read_manifest
+    from trajforge.publish.shards import read_manifest
 
     manifest = read_manifest(Path(shards_dir))
     profile = set_profile(shards_dir)

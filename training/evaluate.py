@@ -12,8 +12,8 @@ answer that does not parse fails all three.
 
 Online (`online_success`): run_eval plays what training never saw
 (`eval_tasks`): the templates the set's test split holds out (named in its
-manifest's `held_out`, else trajforge.holdout's default split) with task seeds
-from trajforge.seeds.EVAL_SEED_BASE, which no crawl draws. The policy acts in the sandbox through
+manifest's `held_out`, else trajforge.publish.holdout's default split) with task seeds
+from trajforge.tasks.seeds.EVAL_SEED_BASE, which no crawl draws. The policy acts in the sandbox through
 crawlers.agent.AgentPolicy with the reasoning set's prompt, the state verifier
 scores each episode, and the rollouts are recorded in the raw store by verdict
 with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
@@ -142,14 +142,14 @@ def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None
 
 def held_out_template_ids(shards: str | Path | None, split: str = "test") -> list[str]:
     """The sandbox templates that `split` holds out: from the set's manifest when given
-    (what this training set really held out), else trajforge.holdout's default split."""
+    (what this training set really held out), else trajforge.publish.holdout's default split."""
     from sandbox.tasks import TEMPLATES
-    from trajforge.export_plan import DEFAULT_SPLITS
-    from trajforge.holdout import held_out_templates
+    from trajforge.publish.plan import DEFAULT_SPLITS
+    from trajforge.publish.holdout import held_out_templates
 
     named = None
     if shards is not None:
-        from trajforge.shards import read_manifest
+        from trajforge.publish.shards import read_manifest
         named = (read_manifest(Path(shards)).get("held_out") or {}).get("templates", {}).get(split)
     if named is None:
         named = held_out_templates(TEMPLATES, DEFAULT_SPLITS, "v1", among=(split,))
@@ -161,7 +161,7 @@ def eval_tasks(cfg: EvalConfig) -> list:
     with seed EVAL_SEED_BASE + cfg.seed: neither the template nor the seed was crawled
     for training."""
     from sandbox.tasks import TEMPLATES
-    from trajforge.seeds import EVAL_SEED_BASE
+    from trajforge.tasks.seeds import EVAL_SEED_BASE
 
     if cfg.tasks == "held_out":
         ids = held_out_template_ids(cfg.shards, cfg.split if cfg.split != "train" else "test")

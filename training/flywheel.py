@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 from sandbox.crawl import CrawlEnv
 from schemas.records import Task
 from sandbox.rollouts import FAILED_PREFIX, rejection_sample
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 log = logging.getLogger(__name__)

@@ -72,7 +72,7 @@ def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str |
                                dtype: str = "auto", image_max_pixels: int | None = None) -> dict:
     """Greedy point-in-box accuracy of `model` on the samples of `split`."""
     from training.flywheel import policy_backend_for
-    from trajforge.shards import IMAGE_EXTS, iter_tar_samples, read_manifest, shard_paths
+    from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, read_manifest, shard_paths
 
     manifest = read_manifest(Path(shards_dir))
     if manifest.get("kind") != "grounding":

@@ -56,7 +56,7 @@ from schemas.records import Step, Task, Trajectory
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
 from sandbox.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from training.config import PPOReuse, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
 

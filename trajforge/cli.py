@@ -17,7 +17,7 @@ import typer
 
 from schemas.errors import SchemaError
 
-from .config import data_root
+from trajforge.config import data_root
 
 app = typer.Typer(help="trajforge: GUI-agent trajectories to training data.",
                   no_args_is_help=True, add_completion=False,
@@ -34,11 +34,11 @@ def _fail(message: str) -> None:
 @contextmanager
 def _set_folder(shard_dir: str):
     """A shard folder, or a set at an fsspec URL (s3://...) fetched to a temporary one."""
-    from .object_store import is_url
+    from trajforge.store.object_store import is_url
     if not is_url(shard_dir):
         yield Path(shard_dir)
         return
-    from .shard_publish import fetched_set
+    from trajforge.publish.remote import fetched_set
     with fetched_set(shard_dir) as folder:
         yield folder
 
@@ -47,7 +47,7 @@ def _set_folder(shard_dir: str):
 def stats(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
           as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Count trajectories, steps, languages, actions... in exported shards."""
-    from .stats import format_table, shard_stats
+    from trajforge.read.stats import format_table, shard_stats
     try:
         with _set_folder(shard_dir) as folder:
             result = shard_stats(folder)
@@ -63,7 +63,7 @@ def convert(set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's
             out: Path = typer.Option(..., "--out", help="output folder (replaced atomically)"),
             profile: Optional[str] = typer.Option(None, help="model profile; must be the set's")) -> None:
     """Convert a reasoning / Chinese / grounding set to a trainer's format."""
-    from .convert import convert as convert_set
+    from trajforge.convert import convert as convert_set
     try:
         result = convert_set(set_dir, to, out, profile=profile)
     except (SchemaError, ValueError, OSError) as err:
@@ -75,7 +75,7 @@ def convert(set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's
 @app.command()
 def verify(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)")) -> None:
     """Check every shard's size and sha256 against the manifest."""
-    from .shards import verify as verify_shards
+    from trajforge.publish.shards import verify as verify_shards
     try:
         problems = verify_shards(shard_dir)
     except (SchemaError, OSError) as err:
@@ -102,12 +102,12 @@ def export(
     progress: bool = typer.Option(True, help="show a progress bar on stderr"),
 ) -> None:
     """Export the raw store to WebDataset shards split by trajectory."""
-    from .export import export_shards
-    from .store import RawStore
+    from trajforge.publish.export import export_shards
+    from trajforge.store.raw import RawStore
     root = (data or data_root()).resolve()
     raw = (raw or root / "raw").resolve()
-    from .object_store import is_url
-    from .shard_publish import shard_destination
+    from trajforge.store.object_store import is_url
+    from trajforge.publish.remote import shard_destination
     out = out if out and is_url(out) else Path(out or root / "shards" / dataset).resolve()
     if not raw.is_dir():
         _fail(f"no raw store at {raw}")
@@ -143,7 +143,7 @@ MAX_SHOWN = 50  # problems printed by validate; the rest are counted
 def validate(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
              images: bool = typer.Option(True, help="check each image's header and format")) -> None:
     """Check shards against the manifest and every sample against the schema."""
-    from .validate import validate as run_validate
+    from trajforge.read.validate import validate as run_validate
     try:
         with _set_folder(shard_dir) as folder:
             report = run_validate(folder, images=images)
@@ -170,8 +170,8 @@ def catalog(
     """Build the DuckDB catalog (trajectories, steps, shards) and query it."""
     import duckdb
 
-    from .warehouse import build_catalog, catalog_path, is_stale
-    from .warehouse import query as run_query
+    from trajforge.read.duckdb_catalog import build_catalog, catalog_path, is_stale
+    from trajforge.read.duckdb_catalog import query as run_query
     root = (data or data_root()).resolve()
     db = (db or catalog_path(root)).resolve()
     if not root.is_dir():
@@ -211,7 +211,7 @@ def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manife
          port: int = typer.Option(0, help="port for --serve; 0 picks a free one")) -> None:
     """Build a static HTML viewer of the trajectories (and optionally serve it)."""
     try:
-        from . import viewer  # imported here: jinja2/pillow only when viewing
+        from trajforge.read import viewer  # imported here: jinja2/pillow only when viewing
     except ImportError as err:
         _fail(f"the viewer is not available: {err}")
     try:
@@ -248,8 +248,8 @@ def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
             screen_size: Optional[str] = typer.Option(
                 None, help="WIDTHxHEIGHT of the screenshots, for records that state none")) -> None:
     """Import a public GUI-agent dataset into the raw store (collection import/<format>)."""
-    from .importers import IMPORTERS, import_path
-    from .store import RawStore
+    from trajforge.importers import IMPORTERS, import_path
+    from trajforge.store.raw import RawStore
     if fmt not in IMPORTERS:
         _fail(f"unknown format {fmt!r}; known: {', '.join(sorted(IMPORTERS))}")
     size = None
@@ -306,7 +306,7 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
     from crawlers.env_crawl import ENV_POLICIES, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
 
-    from .store import RawStore
+    from trajforge.store.raw import RawStore
     if policy not in ENV_POLICIES:
         _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     try:
@@ -379,7 +379,7 @@ def _vlm_from(config_path: Path, store):
     episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
     from filters.judge import episode_judge
 
-    from .vlm.backends import backend_from_config
+    from trajforge.vlm.backends import backend_from_config
     try:
         backend = backend_from_config(json.loads(config_path.read_text()))
     except (OSError, ValueError, KeyError) as err:

@@ -2,8 +2,8 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource
 from sandbox.tasks import build_catalog
-from trajforge.catalog import catalog_summary, write_catalog
-from trajforge.seeds import check_crawl_seed
+from trajforge.tasks.catalog import catalog_summary, write_catalog
+from trajforge.tasks.seeds import check_crawl_seed
 
 
 class TaskCatalogConfig(dg.Config):

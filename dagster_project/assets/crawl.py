@@ -2,12 +2,13 @@ import dagster as dg
 
 from crawlers.allowlist import Allowlist
 from sandbox.crawl import crawl
+from sandbox.tasks import make_task
 from dagster_project.partitions import web_app_partitions
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
-from trajforge.catalog import read_catalog
-from trajforge.report import thumbnails_markdown
-from trajforge.seeds import reseeded, sandbox_task
+from trajforge.tasks.catalog import read_catalog
+from trajforge.report.figures import thumbnails_markdown
+from trajforge.tasks.seeds import reseeded
 
 
 # A failed crawl step (a browser that will not start, a full disk, a device farm
@@ -27,7 +28,7 @@ class CrawlConfig(dg.Config):
     # episodes are played again after a killed run.
     batch_size: int = 16
     # -1: the catalog's tasks as they are. >= 0: the catalog's templates drawn again
-    # from this task seed (the daily schedule sets trajforge.seeds.daily_seed of its
+    # from this task seed (the daily schedule sets trajforge.tasks.seeds.daily_seed of its
     # date, so each tick crawls new tasks instead of resuming past all of them).
     task_seed: int = -1
 
@@ -37,7 +38,7 @@ def catalog_tasks(storage: StorageResource, app: str, config: CrawlConfig) -> li
     tasks = read_catalog(storage.catalog_path, apps=[app])
     if config.task_seed < 0:
         return tasks
-    return reseeded(tasks, config.task_seed, sandbox_task)
+    return reseeded(tasks, config.task_seed, make_task)
 
 
 @dg.asset(

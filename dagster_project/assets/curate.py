@@ -7,7 +7,7 @@ from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.schedules import AFTER_CRAWL
 from filters.pii_sources import synthetic_source_names
 from filters.pipeline import CurateConfig, curate
-from trajforge import plots
+from trajforge.report import plots
 
 
 class CurateSettings(dg.Config):

@@ -4,8 +4,8 @@ from dagster_project.assets.raw import summary_metadata
 from dagster_project.schedules import AFTER_CRAWL
 
 from dagster_project.resources import StorageResource
-from trajforge.export import export_shards
-from trajforge.report import shard_summary
+from trajforge.publish.export import export_shards
+from trajforge.report.figures import shard_summary
 
 
 class ExportConfig(dg.Config):

@@ -7,7 +7,7 @@ from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.grounding_checks import grounding_checks
 from synthesis.grounding_samples import vlm_describer
 from synthesis.grounding_writer import write_grounding_set
-from trajforge import plots
+from trajforge.report import plots
 
 GROUNDING_SET = "grounding_set"
 CHECKS_OF = {

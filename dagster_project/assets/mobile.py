@@ -8,7 +8,7 @@ from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _firs
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
-from trajforge.report import thumbnails_markdown
+from trajforge.report.figures import thumbnails_markdown
 
 
 @dg.asset(

@@ -3,13 +3,13 @@ import dagster as dg
 from dagster_project.schedules import AFTER_CRAWL
 
 from dagster_project.resources import StorageResource
-from trajforge.consolidate import consolidate
+from trajforge.store.consolidate import consolidate
 from training.flywheel import failure_pool, sft_sources
-from trajforge.report import app_outcome_rows, outcome_columns, raw_summary, summary_markdown
+from trajforge.report.figures import app_outcome_rows, outcome_columns, raw_summary, summary_markdown
 
 
 def summary_metadata(summary: dict) -> dict:
-    """A trajforge.report summary as Dagster metadata: plots as markdown, a table, the JSON."""
+    """A trajforge.report.figures summary as Dagster metadata: plots as markdown, a table, the JSON."""
     cols = outcome_columns(summary)
     meta = {name: dg.MetadataValue.md(md) for name, md in summary_markdown(summary).items()}
     meta["app_outcome_table"] = dg.MetadataValue.table(

@@ -7,7 +7,7 @@ from dagster_project.resources import BrowserResource, SandboxResource, StorageR
 from sandbox.crawl import is_mobile_task
 from sandbox.reflection import reflect_tasks
 from synthesis.reflection_text import reflection
-from trajforge.catalog import read_catalog
+from trajforge.tasks.catalog import read_catalog
 
 COLLECTION = "reflection/sandbox"
 

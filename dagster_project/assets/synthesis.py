@@ -9,8 +9,8 @@ from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.cot_table import read_cot_rows, write_cot_table
 from synthesis.difficulty import difficulty_table
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
-from trajforge import plots
-from trajforge.store import atomic_write_table
+from trajforge.report import plots
+from trajforge.store.raw import atomic_write_table
 
 REASONING_SET = "reasoning_set"
 CHINESE_GUI_SET = "chinese_gui"

@@ -23,7 +23,7 @@ import dagster as dg
 from dagster_project.assets.synthesis import REASONING_SET
 from dagster_project.resources import StorageResource
 from dagster_project.training_launcher import TrainingLauncher, metadata_value
-from trajforge import plots
+from trajforge.report import plots
 
 MODE_ENV = "TRAJFORGE_TRAIN_MODE"      # tiny | full
 MODEL_ENV = "TRAJFORGE_TRAIN_MODEL"    # a local model directory

@@ -32,6 +32,11 @@ def get_template(template_id: str) -> TaskTemplate:
         raise KeyError(f"unknown task template {template_id!r}") from None
 
 
+def make_task(template_id: str, language: str, seed: int) -> Task:
+    """One template's task (the `make_task` that trajforge.tasks.seeds.reseeded takes)."""
+    return get_template(template_id).make_task(language, seed)
+
+
 def build_catalog(per_template: int = 1, languages=("en", "zh"), seed: int = 0,
                   apps: list[str] | None = None) -> list[Task]:
     """`per_template` tasks of each template in each language, seeds from `seed`."""

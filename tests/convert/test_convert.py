@@ -12,7 +12,7 @@ from trajforge.cli import app
 from trajforge.convert import FORMATS, MANIFEST, ConvertError, convert, round_trip
 from trajforge.convert import output
 from trajforge.convert.source import iter_items
-from trajforge.shards import read_manifest
+from trajforge.publish.shards import read_manifest
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.guard import AuditLog, GuardDecision, SafetyGuard, read_audit
+from crawlers.guard import GuardDecision, SafetyGuard
+
+from trajforge.store.audit import AuditLog, read_audit
 from schemas.actions import Action, ActionType
 from schemas.records import Element
 

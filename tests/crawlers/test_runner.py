@@ -16,7 +16,8 @@ import pytest
 from PIL import Image
 
 from crawlers.allowlist import Allowlist
-from crawlers.guard import AuditLog, SafetyGuard, read_audit
+from crawlers.guard import SafetyGuard
+from trajforge.store.audit import AuditLog, read_audit
 from crawlers.policies import ReplayPolicy
 from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed,
@@ -30,7 +31,7 @@ from schemas.actions import ActionType
 from schemas.arrow import row_to_step
 from schemas.records import Element, Task, trajectory_id_for
 from tests.sandbox_fixtures import sandbox_fixtures
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 # -- pure logic -------------------------------------------------------------------

@@ -12,8 +12,8 @@ from dagster_project.schedules import daily_mobile_crawl, daily_web_crawl
 from sandbox.tasks import build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Trajectory, trajectory_id_for
-from trajforge.catalog import write_catalog
-from trajforge.seeds import EVAL_SEED_BASE
+from trajforge.tasks.catalog import write_catalog
+from trajforge.tasks.seeds import EVAL_SEED_BASE
 
 
 class _Storage:  # what catalog_tasks reads of StorageResource
@@ -27,7 +27,7 @@ def tick(schedule, day: dt.datetime) -> list[dg.RunRequest]:
 
 
 def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
 
     catalog = tmp_path / "catalog.parquet"
     write_catalog(build_catalog(2, ("en", "zh"), 0, apps=["mail"]), catalog)

@@ -12,7 +12,7 @@ from dagster_project.assets.environments import (daily_environment_crawl, enviro
                                                   environment_trajectories)
 from dagster_project.resources import BrowserResource, StorageResource
 from tests.thirdparty.apps import counter_server
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 

@@ -49,7 +49,7 @@ def test_grounding_set_from_real_crawled_steps(tmp_path):
     from sandbox.crawl import crawl
     from sandbox.server import SandboxServer
     from sandbox.tasks import TEMPLATES
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
 
     data = tmp_path / "data"
     ids = [t for t in sorted(TEMPLATES) if {"en", "zh"} <= set(TEMPLATES[t].languages)][:2]

@@ -15,7 +15,7 @@ from dagster_project.assets.raw import raw_steps
 from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.sensors import import_inbox_sensor
-from trajforge.stats import shard_stats
+from trajforge.read.stats import shard_stats
 
 SAMPLES = Path(__file__).resolve().parents[1] / "importers" / "samples"
 ASSETS = [imported_trajectories, raw_steps, curated_steps, web_shards, *CURATE_CHECKS]

@@ -13,7 +13,7 @@ from dagster_project.assets.export import web_shards
 from dagster_project.assets.raw import raw_steps
 from dagster_project.resources import StorageResource, VLMResource
 from tests.export.shard_fixtures import build_store
-from trajforge.plots import MAX_PNG_BYTES
+from trajforge.report.plots import MAX_PNG_BYTES
 
 PNG_URI = re.compile(r"data:image/png;base64,([A-Za-z0-9+/=]+)")
 PLOTS = {"action_histogram", "steps_per_trajectory", "language_share", "platform_share", "app_outcome"}

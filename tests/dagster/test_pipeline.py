@@ -17,7 +17,7 @@ from dagster_project.assets.raw import raw_steps
 from dagster_project.checks import CHECKS
 from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource, VLMResource
-from trajforge.stats import shard_stats
+from trajforge.read.stats import shard_stats
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = [task_catalog, web_trajectories, raw_steps, curated_steps, web_shards, *CHECKS, *CURATE_CHECKS]
@@ -64,7 +64,7 @@ def test_graph_materialises_end_to_end_and_reruns_idempotently(tmp_path):
     # (listed in curation's audit) and is no leak of real data.
     from filters.audit import curated_leaks, shard_leaks
     from sandbox.planted_pii import planted_for
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
     assert curated_leaks(RawStore(data / "raw"), planted=planted_for)[1]
     checked, shipped = shard_leaks(data / "shards" / "sandbox", planted=planted_for)
     assert checked == stats["steps"] and shipped
@@ -127,7 +127,7 @@ def test_mobile_partition_crawls_through_appium_into_the_same_shards(tmp_path):
     # The partition holds exactly the app's tasks that draw pixel_8.
     from crawlers.randomise import profile_for_task
     from dagster_project.partitions import MOBILE_DEVICES
-    from trajforge.catalog import read_catalog
+    from trajforge.tasks.catalog import read_catalog
     mine = [t for t in read_catalog(data / "catalog" / "tasks.parquet", apps=["mobile_shop"])
             if profile_for_task(0, t.task_id, MOBILE_DEVICES) == "pixel_8"]
     assert crawled == len(mine)

@@ -10,7 +10,7 @@ from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.reflection import COLLECTION, reflection_trajectories, spread
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from synthesis.template_cot import recorded_reflection
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def test_spread_takes_every_nth_task_by_id():

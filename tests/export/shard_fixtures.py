@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 # No test here may reach the network (datasets / huggingface_hub look online otherwise).
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -70,7 +70,7 @@ def build_store(root: Path, n_traj: int = 12, collections=("web", "web/late"),
                 lang = "zh" if t % 3 == 0 else "en"
                 task = Task(task_id=f"task-{t}", language=lang, app="shop" if t % 2 else "mail",
                             # One template and one wording per task: a split holds out a
-                            # template and its instructions together (trajforge.holdout).
+                            # template and its instructions together (trajforge.publish.holdout).
                             instruction=(f"把红鞋加入购物车（{30 + t} 码）" if lang == "zh"
                                          else f"Add red shoes to the cart (size {30 + t})"),
                             template_id=f"tpl_{t}",

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli import app
-from trajforge.export import export_shards
+from trajforge.publish.export import export_shards
 
 SCRIPT = Path(sys.executable).parent / "trajforge"
 runner = CliRunner()

@@ -11,10 +11,10 @@ from filters.pipeline import CurateConfig, curate
 from schemas.actions import Action
 from schemas.records import Step
 from tests.filters.conftest import EMAIL, KEPT, PHONE, _traj, build_raw, picture
-from trajforge.export import export_shards
-from trajforge.shards import iter_samples
-from trajforge.store import RawStore
-from trajforge.validate import validate
+from trajforge.publish.export import export_shards
+from trajforge.publish.shards import iter_samples
+from trajforge.store.raw import RawStore
+from trajforge.read.validate import validate
 
 SPLITS = (("train", 0.5), ("val", 0.5))
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.export.shard_fixtures import build_store
-from trajforge.export import JOURNAL, STAGING_PREFIX, export_shards, split_of
-from trajforge.shards import iter_samples, sample_key, read_manifest, verify
+from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards, split_of
+from trajforge.publish.shards import iter_samples, sample_key, read_manifest, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
@@ -27,8 +27,8 @@ OPTIONS = dict(dataset="demo", splits=SPLITS, max_samples_per_shard=2, resolutio
 CHILD = """
 import os, signal, sys, time
 from pathlib import Path
-from trajforge.export import export_shards
-from trajforge.store import RawStore
+from trajforge.publish.export import export_shards
+from trajforge.store.raw import RawStore
 root, out, mode, arg, options = sys.argv[1:6]
 done = 0
 def progress(_):

@@ -10,11 +10,11 @@ import pytest
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
 from tests.export.shard_fixtures import H, W, screenshot
-from trajforge.export import export_shards, split_of
-from trajforge.holdout import OFFICIAL_SPLIT, HoldOut, held_out_templates, split_group
-from trajforge.shards import iter_samples
-from trajforge.store import RawStore
-from trajforge.validate import validate
+from trajforge.publish.export import export_shards, split_of
+from trajforge.publish.holdout import OFFICIAL_SPLIT, HoldOut, held_out_templates, split_group
+from trajforge.publish.shards import iter_samples
+from trajforge.store.raw import RawStore
+from trajforge.read.validate import validate
 
 EN = {"language": "en", "app": "app"}
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
@@ -107,7 +107,7 @@ def test_templates_that_share_an_instruction_stay_together():
 def test_online_evaluation_plays_held_out_templates_with_unseen_seeds(tmp_path):
     from sandbox.tasks import TEMPLATES as SANDBOX
     from training.evaluate import EvalConfig, eval_tasks
-    from trajforge.seeds import EVAL_SEED_BASE
+    from trajforge.tasks.seeds import EVAL_SEED_BASE
 
     cfg = EvalConfig(model_path="m", store=str(tmp_path / "s"), languages=["en", "zh"])
     tasks = eval_tasks(cfg)

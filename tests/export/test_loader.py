@@ -10,9 +10,9 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from trajforge.export import export_shards
-from trajforge.loader import ShardDataset, collate_lists, load_hf
-from trajforge.shards import ShardError, iter_samples, read_manifest, sample_key
+from trajforge.publish.export import export_shards
+from trajforge.read.loader import ShardDataset, collate_lists, load_hf
+from trajforge.publish.shards import ShardError, iter_samples, read_manifest, sample_key
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 

@@ -16,12 +16,12 @@ import webdataset as wds
 from PIL import Image
 
 from schemas.errors import SchemaError
-from trajforge import plots
-from trajforge.consolidate import consolidate
-from trajforge.export import export_shards
-from trajforge.report import raw_summary, shard_summary, summary_markdown
-from trajforge.shards import iter_tar_samples, read_manifest
-from trajforge.stats import shard_stats
+from trajforge.report import plots
+from trajforge.store.consolidate import consolidate
+from trajforge.publish.export import export_shards
+from trajforge.report.figures import raw_summary, shard_summary, summary_markdown
+from trajforge.publish.shards import iter_tar_samples, read_manifest
+from trajforge.read.stats import shard_stats
 
 PNG_URI = re.compile(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)")
 COMMON = ("trajectories", "steps", "verified_success", "action_types", "steps_per_trajectory",
@@ -145,7 +145,7 @@ def test_missing_raw_steps_names_the_file(tmp_path):
 
 
 def test_an_empty_store_still_gets_its_report(tmp_path):
-    from trajforge.store import RawStore
+    from trajforge.store.raw import RawStore
     consolidate(RawStore(tmp_path / "raw"), tmp_path / "raw_steps")
     s = raw_summary(tmp_path / "raw_steps")
     assert s["trajectories"] == s["steps"] == 0 and s["steps_per_trajectory"] == {}

@@ -10,10 +10,10 @@ from schemas.actions import Action, ActionType, to_pixels
 from schemas.arrow import STEP_SCHEMA, row_to_step
 from schemas.converters.qwen import smart_resize
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
-from trajforge.export import export_shards
-from trajforge.resolution import PROFILES, Resolution, resize_image, resolution_profile
-from trajforge.shards import iter_samples, read_manifest
-from trajforge.store import RawStore
+from trajforge.publish.export import export_shards
+from schemas.resolution import PROFILES, Resolution, resize_image, resolution_profile
+from trajforge.publish.shards import iter_samples, read_manifest
+from trajforge.store.raw import RawStore
 
 BG, RED, BLUE, GREEN = (128, 128, 128), (230, 20, 20), (20, 20, 230), (20, 200, 20)
 GO = (0.55, 0.30, 0.70, 0.50)  # the tapped button's box

@@ -7,8 +7,8 @@ import json
 import pytest
 from PIL import Image
 
-from trajforge.export import export_shards
-from trajforge.shards import hf_data_files, hf_features, read_manifest, shard_paths
+from trajforge.publish.export import export_shards
+from trajforge.publish.shards import hf_data_files, hf_features, read_manifest, shard_paths
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 
@@ -24,7 +24,7 @@ def out(built, tmp_path_factory):
 
 def expected(built):
     """{key: (image ext, image bytes, trajectory id, index, action type)} from the store."""
-    from trajforge.shards import sample_key
+    from trajforge.publish.shards import sample_key
     rows = {}
     for tid, steps in built.steps.items():
         for s in steps:

@@ -1,4 +1,4 @@
-"""trajforge.shards.ShardTarWriter writes the bytes webdataset's TarWriter writes
+"""trajforge.publish.shards.ShardTarWriter writes the bytes webdataset's TarWriter writes
 (the reference), and its sha256 and size are those of the file."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tarfile
 import pytest
 import webdataset as wds
 
-from trajforge.shards import ShardTarWriter, iter_tar_samples
+from trajforge.publish.shards import ShardTarWriter, iter_tar_samples
 
 
 def samples() -> list[dict]:

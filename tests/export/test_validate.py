@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli import app
-from trajforge.export import export_shards
-from trajforge.shards import read_manifest, sample_key
-from trajforge.validate import validate
+from trajforge.publish.export import export_shards
+from trajforge.publish.shards import read_manifest, sample_key
+from trajforge.read.validate import validate
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "trajforge"
@@ -248,17 +248,17 @@ def test_bad_manifest_is_one_line_exit_2(tmp_path):
 
 def test_sample_key_of_the_fixture_is_safe():
     # The fixture's imported-style id has a dot, a slash and CJK: the key must still pass.
-    assert validate.__module__ == "trajforge.validate"
-    from trajforge.validate import KEY
+    assert validate.__module__ == "trajforge.read.validate"
+    from trajforge.read.validate import KEY
     assert KEY.match(sample_key("aitw/ep.7-中", 3))
 
 
-# -- `trajforge view`: the command is wired to trajforge.viewer (tested by its author) ------
+# -- `trajforge view`: the command is wired to trajforge.read.viewer (tested by its author) ------
 
 def test_view_passes_its_arguments_to_build_site(clean, tmp_path, monkeypatch):
     import types
 
-    import trajforge
+    import trajforge.read
     calls = []
 
     def build_site(shard_dir, out_dir=None, *, limit=None):
@@ -269,8 +269,8 @@ def test_view_passes_its_arguments_to_build_site(clean, tmp_path, monkeypatch):
         return tmp_path / "site" / "index.html"
 
     stub = types.SimpleNamespace(build_site=build_site, serve=None)
-    monkeypatch.setitem(sys.modules, "trajforge.viewer", stub)
-    monkeypatch.setattr(trajforge, "viewer", stub, raising=False)
+    monkeypatch.setitem(sys.modules, "trajforge.read.viewer", stub)
+    monkeypatch.setattr(trajforge.read, "viewer", stub, raising=False)
     result = runner.invoke(app, ["view", str(clean), "--out", str(tmp_path / "site"), "--limit", "3"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"viewer: {tmp_path / 'site' / 'index.html'}"

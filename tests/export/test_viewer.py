@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageStat
 
-from trajforge.export import export_shards
-from trajforge.shards import ShardError, iter_samples, key_stem
-from trajforge.viewer import build_site, serve
-from trajforge.viewer.overlay import shapes
+from trajforge.publish.export import export_shards
+from trajforge.publish.shards import ShardError, iter_samples, key_stem
+from trajforge.read.viewer import build_site, serve
+from trajforge.read.viewer.overlay import shapes
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"

@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from schemas.actions import Action, ActionType
 from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 
 W, H = 64, 40
 EMAIL = "alice.smith@example.com"

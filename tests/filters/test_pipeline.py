@@ -12,7 +12,7 @@ from filters.pipeline import CurateConfig, curate
 from filters.steps import FILTER_ORDER, default_filters
 from schemas.arrow import TRAJECTORY_SCHEMA, trajectory_to_row
 from tests.filters.conftest import EMAIL, KEPT, PHONE, PLANTED
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMRequest
 
 

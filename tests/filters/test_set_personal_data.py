@@ -12,7 +12,7 @@ from synthesis.cot import generate_cot
 from synthesis.set_writer import write_reasoning_set
 from trajforge.convert import convert
 from trajforge.convert.source import iter_items
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def _set_from(curated_dir, out, **kw):

@@ -17,7 +17,7 @@ from schemas.actions import Action, ActionType
 from schemas.arrow import row_to_step, step_to_row
 from schemas.records import Element, Step
 from tests.filters.conftest import W, H, _traj, blank, picture
-from trajforge.store import BlobStore
+from trajforge.store.raw import BlobStore
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from schemas.converters.gui_libra import to_gui_libra
 from trajforge.importers import import_path
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 SAMPLES = Path(__file__).parent / "samples"
 

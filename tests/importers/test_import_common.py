@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from schemas.errors import SchemaError
 from trajforge.cli import app
 from trajforge.importers import IMPORTERS, import_path
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .conftest import SAMPLES, load
 

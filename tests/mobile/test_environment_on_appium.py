@@ -9,7 +9,7 @@ from crawlers.device_pool import DevicePool
 from crawlers.env_crawl import crawl_environment
 from schemas.environment import environment_from_dict
 from tests.thirdparty.apps import counter_server
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from sandbox.apps import MOBILE_APPS
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Swipe, Tap
 from schemas.actions import ActionType
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def _needs(template, lang: str, kind: str) -> bool:

@@ -21,14 +21,14 @@ import pytest
 from crawlers.appium_server import AppiumServer
 from crawlers.capabilities import chromium_device
 from crawlers.device_pool import DevicePool, PoolExhausted
-from crawlers.guard import read_audit
+from trajforge.store.audit import read_audit
 from crawlers.randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed,
                                 profile_for_task, randomise)
 from sandbox.crawl import ProgressEvent, crawl, draw_device, fetch_state, profiles_for
 from sandbox.tasks import build_catalog
 from schemas.records import Task, trajectory_id_for
 from tests.crawlers.test_runner import check_store
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 # Three or four steps each (tap, tap, done): a kill after the first action hits a
 # live episode, because the second tap needs the session.

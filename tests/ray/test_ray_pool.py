@@ -38,7 +38,7 @@ from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks
 from tests.ray.conftest import DEVICE_RESOURCE
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_the_mobile_asset_plays_its_sessions_on_the_phone_host_when_appium_names
     from dagster_project.assets.mobile import mobile_trajectories
     from dagster_project.partitions import MOBILE_DEVICES
     from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
-    from trajforge.catalog import read_catalog
+    from trajforge.tasks.catalog import read_catalog
 
     data = tmp_path / "data"
     resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),

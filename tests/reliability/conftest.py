@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def check_store_whole(store: RawStore, collection: str) -> tuple[list, list]:

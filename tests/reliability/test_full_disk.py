@@ -24,9 +24,9 @@ from PIL import Image
 
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge import shards
-from trajforge.export import export_shards
-from trajforge.store import RawStore
+from trajforge.publish import shards
+from trajforge.publish.export import export_shards
+from trajforge.store.raw import RawStore
 
 from .conftest import blob_files_intact, check_store_whole
 

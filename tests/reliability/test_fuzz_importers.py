@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trajforge.importers import import_path
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .conftest import check_store_whole
 from .test_fuzz_records import mutated

@@ -1,4 +1,4 @@
-"""Fuzz: the shard reader (trajforge.shards) on truncated, garbled and odd shards.
+"""Fuzz: the shard reader (trajforge.publish.shards) on truncated, garbled and odd shards.
 
 A real export of a small store is damaged: a shard truncated, overwritten or
 spliced with garbage at a random place, or its manifest mutated. Reading
@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.export.shard_fixtures import build_store
-from trajforge import shards
-from trajforge.export import export_shards
-from trajforge.shards import ShardError
+from trajforge.publish import shards
+from trajforge.publish.export import export_shards
+from trajforge.publish.shards import ShardError
 
 from .test_fuzz_records import mutated
 

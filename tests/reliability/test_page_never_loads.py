@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.crawl import crawl
 from schemas.records import Task, trajectory_id_for
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .conftest import BEHAVIOURS, check_store_whole
 

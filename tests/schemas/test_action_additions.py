@@ -15,7 +15,7 @@ from schemas.arrow import ACTION_TYPE, STEP_SCHEMA, row_to_step, step_to_row, st
 from schemas.converters import from_gui_libra, to_autoglm, to_gui_libra, to_qwen25vl
 from schemas.errors import SchemaError
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 SHA = hashlib.sha256(b"png").hexdigest()
 # ACTION_TYPE as it was before the scroll amount: parts on disk have this shape.
@@ -101,8 +101,8 @@ def test_old_steps_parts_still_read(tmp_path):
 
 
 def test_old_parts_consolidate_and_catalogue_with_new_ones(tmp_path):
-    from trajforge.consolidate import consolidate
-    from trajforge.warehouse import build_catalog, query
+    from trajforge.store.consolidate import consolidate
+    from trajforge.read.duckdb_catalog import build_catalog, query
 
     store = _store_with_old_and_new_parts(tmp_path)
     consolidate(store, tmp_path / "consolidated")

@@ -24,7 +24,7 @@ def rows_reference(records, to_row, schema) -> pa.Table:
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
-    buf = io.BytesIO()  # the store's write options (trajforge.store.atomic_write_table)
+    buf = io.BytesIO()  # the store's write options (trajforge.store.raw.atomic_write_table)
     pq.write_table(table, buf, compression="zstd", write_page_checksum=True)
     return buf.getvalue()
 

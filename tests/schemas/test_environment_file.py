@@ -10,7 +10,7 @@ import pytest
 from schemas.arrow import TRAJECTORY_SCHEMA, trajectory_to_row, upgrade_trajectories
 from schemas.environment import EnvironmentFileError, fill, load_environment
 from schemas.records import DeviceProfile, Task, Trajectory
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 BASE = "name: app\nstart_url: http://127.0.0.1:9/\n"
 

@@ -17,7 +17,7 @@ from schemas.arrow import (ELEMENT_TYPE, STEP_SCHEMA, VISIBILITY_TYPE, row_to_st
                            step_to_row, steps_table, trajectories_table)
 from schemas.errors import SchemaError
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, Visibility
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 SHA = hashlib.sha256(b"png").hexdigest()
 SEEN = Visibility(on_screen=True, visible_fraction=1.0, hit_fraction=1.0, centre_hit=True,
@@ -120,7 +120,7 @@ def _old_part(folder, n: int, tid: str) -> None:
 
 
 def test_old_parts_read_with_visibility_null_and_consolidate(tmp_path):
-    from trajforge.consolidate import consolidate
+    from trajforge.store.consolidate import consolidate
 
     store = RawStore(tmp_path / "raw")
     _old_part(store.root / "crawl" / "web", 0, "old")

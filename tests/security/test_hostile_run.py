@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawlers.allowlist import Allowlist
-from crawlers.guard import read_audit
+from trajforge.store.audit import read_audit
 from sandbox.crawl import crawl, fetch_state
 from crawlers.web_env import WebEnv
 from dagster_project.assets.curate import curated_steps
@@ -45,7 +45,7 @@ from schemas.records import Task, trajectory_id_for
 from synthesis.placeholders import placeholder_counts
 from synthesis.prompts import SYSTEM_BOX, SYSTEM_COT, SYSTEM_PREDICT
 from tests.vlm.helpers import FakeOpenAIServer, user_texts
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 

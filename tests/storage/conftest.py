@@ -2,7 +2,7 @@
 (a plugin that tests/conftest.py registers, so other folders have it too)."""
 import pytest
 
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import random
 import sys
 
 from tests.storage.records import make_traj
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def main(url: str, n: int, seed: int) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "transformers", "tokenizers", "dagster_k8s", "dagster_postgres")
 CRAWL_PATH = ("crawlers.crawl_loop", "crawlers.env_crawl", "sandbox.crawl",
-              "trajforge.store", "trajforge.object_store", "trajforge.consolidate")
+              "trajforge.store.raw", "trajforge.store.object_store", "trajforge.store.consolidate")
 
 BLOCKER = f"""
 import sys

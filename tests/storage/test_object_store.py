@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.storage.records import make_traj, png
-from trajforge.consolidate import consolidate
-from trajforge.object_store import ObjectRawStore
-from trajforge.store import RawStore
+from trajforge.store.consolidate import consolidate
+from trajforge.store.object_store import ObjectRawStore
+from trajforge.store.raw import RawStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

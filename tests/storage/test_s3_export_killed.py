@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.export.shard_fixtures import build_store
-from trajforge.export import JOURNAL, STAGING_PREFIX, export_shards
-from trajforge.object_folder import ObjectFolder
-from trajforge.shard_publish import publish_set, shard_destination, spool_dir
-from trajforge.shards import MANIFEST
+from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards
+from trajforge.store.object_folder import ObjectFolder
+from trajforge.publish.remote import publish_set, shard_destination, spool_dir
+from trajforge.publish.shards import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)),
@@ -28,10 +28,10 @@ OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from trajforge.export import JOURNAL, STAGING_PREFIX, export_shards
-from trajforge.object_folder import ObjectFolder
-from trajforge.shard_publish import shard_destination
-from trajforge.store import RawStore
+from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards
+from trajforge.store.object_folder import ObjectFolder
+from trajforge.publish.remote import shard_destination
+from trajforge.store.raw import RawStore
 root, url, mode, n, options = sys.argv[1:6]
 n, count = int(n), [0]
 def tick(*_):

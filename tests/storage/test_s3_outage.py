@@ -7,8 +7,8 @@ import time
 import pytest
 
 from tests.storage.records import make_traj
-from trajforge.object_store import ObjectStoreError
-from trajforge.store import RawStore
+from trajforge.store.object_store import ObjectStoreError
+from trajforge.store.raw import RawStore
 
 
 @pytest.fixture

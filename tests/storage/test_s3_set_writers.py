@@ -12,9 +12,9 @@ from synthesis.grounding_writer import write_grounding_set
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.grounding_fixtures import build_grounding_store
-from trajforge.shard_publish import publish_set, shard_destination
-from trajforge.shards import read_manifest
-from trajforge.webdataset_urls import register_fsspec, set_urls
+from trajforge.publish.remote import publish_set, shard_destination
+from trajforge.publish.shards import read_manifest
+from trajforge.read.webdataset_urls import register_fsspec, set_urls
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 

@@ -9,8 +9,8 @@ from PIL import Image
 
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.consolidate import consolidate
-from trajforge.store import RawStore
+from trajforge.store.consolidate import consolidate
+from trajforge.store.raw import RawStore
 
 
 def _png(seed: int) -> bytes:

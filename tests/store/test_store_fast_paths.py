@@ -12,7 +12,7 @@ import pytest
 from schemas.actions import Action
 from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row)
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
-from trajforge.store import RawStore, atomic_write_table
+from trajforge.store.raw import RawStore, atomic_write_table
 
 
 def trajectory(store: RawStore, tid: str, n: int = 3):

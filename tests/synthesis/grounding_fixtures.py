@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, Visibility
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 W, H = 320, 200
 SEEN = Visibility(on_screen=True, visible_fraction=1.0, hit_fraction=1.0, centre_hit=True,

@@ -16,7 +16,8 @@ import pytest
 from PIL import Image
 
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
-from crawlers.guard import AuditLog, SafetyGuard, read_audit
+from crawlers.guard import SafetyGuard
+from trajforge.store.audit import AuditLog, read_audit
 from crawlers.randomise import fixed
 from sandbox.crawl import fetch_state, run_episode
 from sandbox.tasks import TEMPLATES, build_catalog
@@ -24,7 +25,7 @@ from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element, Task
 from crawlers.agent_prompt import SCREEN_CLOSE, SCREEN_OPEN, agent_messages
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 _LINE = re.compile(r'^- (\S+) (".*") \[box=(-?\d+),(-?\d+),(-?\d+),(-?\d+)\]$')

@@ -13,7 +13,7 @@ from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 from sandbox.backward import restore_state
 from synthesis.backward import backward_slices
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 ACTIONS = [Action.tap(0.1, 0.1), Action.type_text("hi"), Action.tap(0.2, 0.2),
            Action(type=ActionType.DONE)]

@@ -11,7 +11,7 @@ from synthesis.difficulty import (DEFAULT_NORMS, DIFFICULTY_SCHEMA, assign_level
                                   fit_norms, gesture_score, merge_task_features, normalise,
                                   task_features)
 from trajforge.importers.tasks_table import TaskRow, write_tasks
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def make(tid: str, task_id: str, actions: list[Action], *, outcome="failure", verified_by="none",

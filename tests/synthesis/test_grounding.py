@@ -20,9 +20,9 @@ from synthesis.grounding_writer import write_grounding_set
 from synthesis.language import is_chinese
 from tests.synthesis.grounding_fixtures import SEEN, build_grounding_store, dialog, el, inbox
 from trajforge.importers import import_path
-from trajforge.stats import format_table, shard_stats
-from trajforge.store import RawStore
-from trajforge.validate import validate
+from trajforge.read.stats import format_table, shard_stats
+from trajforge.store.raw import RawStore
+from trajforge.read.validate import validate
 
 SAMPLES = Path(__file__).parents[1] / "importers" / "samples"
 SPLITS = (("train", 0.5), ("test", 0.5))
@@ -212,7 +212,7 @@ def test_imports_with_boxes_yield_samples_and_never_guess(tmp_path, fmt, folder,
 
 
 def test_viewer_draws_a_screen_with_its_targets(built, tmp_path):
-    from trajforge.viewer import build_site
+    from trajforge.read.viewer import build_site
 
     _, out, _ = built
     index = build_site(out, tmp_path / "site")

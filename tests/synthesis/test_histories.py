@@ -21,8 +21,8 @@ from synthesis.prompts import executed_history
 from synthesis.reasoning_set import human_prompt, sample_jsons
 from synthesis.set_writer import write_reasoning_set
 from tests.filters.conftest import build_raw
-from trajforge.shards import iter_samples
-from trajforge.store import RawStore
+from trajforge.publish.shards import iter_samples
+from trajforge.store.raw import RawStore
 
 
 def history_of(human: str) -> list[str]:

@@ -6,7 +6,7 @@ from synthesis.cot import generate_cot
 from synthesis.placeholders import count_samples, placeholder_counts
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def _with_typed(built, root, text: str) -> RawStore:

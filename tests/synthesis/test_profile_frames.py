@@ -16,8 +16,8 @@ from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 from synthesis.cot import generate_cot
 from synthesis.frame_check import tap_answers_in_box
 from synthesis.set_writer import write_reasoning_set
-from trajforge.shards import MANIFEST, iter_samples
-from trajforge.store import RawStore
+from trajforge.publish.shards import MANIFEST, iter_samples
+from trajforge.store.raw import RawStore
 
 # Odd sizes: a phone near 1440x3120 and a desktop page near 1280x800.
 SCREENS = {"android": (1441, 3119), "web": (1279, 801)}

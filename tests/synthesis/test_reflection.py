@@ -19,7 +19,7 @@ from schemas.observation import Observation
 from sandbox.reflection import (SOURCE_NAME, ReflectionPolicy, reflect_tasks, sidecar_paths,
                                 wrong_candidates, write_sidecar)
 from synthesis.reflection_text import reflection
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 
 def observation(tree: str, url: str = "http://127.0.0.1:1/settings/") -> Observation:

@@ -17,7 +17,7 @@ from sandbox.reverse import reverse_tasks
 from sandbox.tasks import build_catalog
 from synthesis.reverse_env import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
                                    walk_namer)
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMRequest
 
 from .test_agent import answer, click_on, request_texts, screen_of, task_of

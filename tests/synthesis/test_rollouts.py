@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.guard import read_audit
+from trajforge.store.audit import read_audit
 from sandbox.crawl import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
 from sandbox.rollouts import model_slug, rejection_sample, rollout_seed
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .test_agent import ScriptedAgent
 

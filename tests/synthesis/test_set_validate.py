@@ -13,7 +13,7 @@ from synthesis.cot import generate_cot
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
-from trajforge.validate import validate
+from trajforge.read.validate import validate
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 from crawlers.env_crawl import crawl_environment
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .apps import counter_server, free_port
 

@@ -16,7 +16,7 @@ import pytest
 
 from crawlers.env_crawl import crawl_environment
 from schemas.environment import load_environment
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .apps import ENVIRONMENTS, datasette, tiddlywiki
 

@@ -7,7 +7,7 @@ from tests.synthesis.test_agent import ScriptedAgent
 from training.checkpoint import load_policy, save_checkpoint
 from training.evaluate import online_success
 from training.flywheel import failure_pool, flywheel_turn, resolve_tasks, sft_sources
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 
 from .conftest import TINY_IMAGE_PIXELS
 from .sandbox_fixtures import env, sandbox  # noqa: F401

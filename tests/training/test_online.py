@@ -13,7 +13,7 @@ from tests.vlm.helpers import screenshot
 from training.checkpoint import load_policy
 from training.online import OnlineRLConfig, grpo_update, ppo_update, rollout_reward, run_online_rl
 from training.policy_backend import PolicyBackend
-from trajforge.store import RawStore
+from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMRequest
 from trajforge.vlm.messages import image_part, text_part
 

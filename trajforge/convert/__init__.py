@@ -19,10 +19,10 @@ from typing import Any
 
 from schemas.model_profiles import manifest_profile, model_profile
 
-from . import easyr1, hf_parquet, llamafactory, swift, trl, verl
-from .output import MANIFEST, begin, commit
-from .rl import Inexpressible
-from .source import ConvertError, iter_items, open_set
+from trajforge.convert import easyr1, hf_parquet, llamafactory, swift, trl, verl
+from trajforge.convert.output import MANIFEST, begin, commit
+from trajforge.convert.rl import Inexpressible
+from trajforge.convert.source import ConvertError, iter_items, open_set
 
 FORMATS = {m.NAME: m for m in (llamafactory, swift, verl, easyr1, trl, hf_parquet)}
 
@@ -78,9 +78,9 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
         "inexpressible_count": len(inexpressible), "inexpressible": inexpressible,
         "seconds": round(time.perf_counter() - started, 3), **extra}
     if fmt == "hf-parquet":
-        from trajforge.stats import shard_stats
+        from trajforge.read.stats import shard_stats
 
-        from .card import card
+        from trajforge.convert.card import card
         (tmp / "README.md").write_text(card(manifest["dataset"], manifest, written,
                                             shard_stats(set_dir), hf_parquet.features()),
                                        encoding="utf-8")

@@ -10,8 +10,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from .output import ParquetFiles
-from .source import Item
+from trajforge.convert.output import ParquetFiles
+from trajforge.convert.source import Item
 
 NAME = "hf-parquet"
 _STR = ("id", "split", "kind", "trajectory_id", "mode", "language", "platform", "app",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .messages import common_columns, messages, read_jsonl
-from .output import ImageFiles, JsonlFiles
-from .source import Item
+from trajforge.convert.messages import common_columns, messages, read_jsonl
+from trajforge.convert.output import ImageFiles, JsonlFiles
+from trajforge.convert.source import Item
 
 NAME = "llamafactory"
 TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user",

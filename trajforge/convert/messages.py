@@ -5,7 +5,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .source import Item, answer_point
+from trajforge.convert.source import Item, answer_point
 
 IMAGE_TAG = "<image>"
 

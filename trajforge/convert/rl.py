@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .source import Item
+from trajforge.convert.source import Item
 
 INEXPRESSIBLE = {"Swipe": "the RL ground truth is an action type and one box: a swipe's "
                           "direction and end point have no field"}

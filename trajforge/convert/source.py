@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.errors import SchemaError
-from trajforge.shards import IMAGE_EXTS, ShardError, iter_tar_samples, read_manifest
+from trajforge.publish.shards import IMAGE_EXTS, ShardError, iter_tar_samples, read_manifest
 
 SET_KINDS = {"reasoning_set": "action", "grounding": "grounding"}
 NO_POINT = [-100, -100]

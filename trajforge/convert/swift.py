@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .messages import common_columns, messages, read_jsonl
-from .output import ImageFiles, JsonlFiles
-from .source import Item
+from trajforge.convert.messages import common_columns, messages, read_jsonl
+from trajforge.convert.output import ImageFiles, JsonlFiles
+from trajforge.convert.source import Item
 
 NAME = "swift"
 

@@ -9,9 +9,9 @@ import hashlib
 
 from pathlib import Path
 
-from .messages import IMAGE_TAG, common_columns, messages
-from .output import ParquetFiles
-from .source import Item, answer_point
+from trajforge.convert.messages import IMAGE_TAG, common_columns, messages
+from trajforge.convert.output import ParquetFiles
+from trajforge.convert.source import Item, answer_point
 
 NAME = "trl"
 

@@ -8,10 +8,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from .messages import messages
-from .output import ParquetFiles, parquet_rows
-from .rl import ground_truth, image_struct
-from .source import Item
+from trajforge.convert.messages import messages
+from trajforge.convert.output import ParquetFiles, parquet_rows
+from trajforge.convert.rl import ground_truth, image_struct
+from trajforge.convert.source import Item
 
 NAME = "verl"
 

@@ -58,7 +58,7 @@ from schemas.keys import canonical_or_raw
 from schemas.errors import SchemaError
 from schemas.records import Element
 
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
                    numbers, read_records, require)
 
 _CLICKS = {"click": (ActionType.TAP, None), "leftClick": (ActionType.TAP, None),

@@ -46,7 +46,7 @@ from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
 
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, json_field, locate_image,
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, json_field, locate_image,
                    numbers, read_records, require)
 
 TAP_DISTANCE = 0.04  # AitW's _SWIPE_DISTANCE_THRESHOLD

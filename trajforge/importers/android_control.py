@@ -44,9 +44,9 @@ from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
 
-from . import osatlas
-from .splits import with_official_split
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
+from trajforge.importers import osatlas
+from trajforge.importers.splits import with_official_split
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
                    norm_point, number, numbers, read_records, require)
 
 DIRECTIONS = ("up", "down", "left", "right")

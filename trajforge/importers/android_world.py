@@ -26,8 +26,8 @@ from typing import Iterator
 from schemas.errors import SchemaError
 from schemas.records import Task
 
-from .base import RECORD_ERRORS, Context, Importer, bad, read_records, require
-from .tasks_table import TaskRow
+from trajforge.importers.base import RECORD_ERRORS, Context, Importer, bad, read_records, require
+from trajforge.importers.tasks_table import TaskRow
 
 DIFFICULTIES = ("easy", "medium", "hard")
 # Task-name prefix -> the app the task runs in (AndroidWorld's app set).

@@ -33,7 +33,7 @@ from schemas.actions import ActionType
 from schemas.converters.autoglm import parse_autoglm
 from schemas.errors import SchemaError
 
-from .base import RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, read_records
+from trajforge.importers.base import RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, read_records
 
 
 class AutoGLMImporter(Importer):

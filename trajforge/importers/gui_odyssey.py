@@ -35,8 +35,8 @@ from schemas.errors import SchemaError
 from schemas.grids import GRID_1000, point_from_grid
 from schemas.records import Element
 
-from . import osatlas
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
+from trajforge.importers import osatlas
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
                    numbers, read_records, require)
 
 _KEYS = {"KEY_HOME": (ActionType.HOME, None), "KEY_BACK": (ActionType.BACK, None),

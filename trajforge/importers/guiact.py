@@ -45,8 +45,8 @@ from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
 
-from . import osatlas
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
+from trajforge.importers import osatlas
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
                    read_records, require)
 
 _UID = [(re.compile(r"^uid_(record_\d+)_step_(\d+)$"), "web"),

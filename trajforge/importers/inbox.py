@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from schemas.errors import SchemaError
-from trajforge.store import RawStore, atomic_write_bytes
+from trajforge.store.raw import RawStore, atomic_write_bytes
 
 LEDGER = ".ledger.json"
 

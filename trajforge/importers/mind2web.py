@@ -42,7 +42,7 @@ from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
 
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
                    norm_point, numbers, read_records, require)
 
 _OPS = {"CLICK": ActionType.TAP, "TYPE": ActionType.TYPE, "SELECT": ActionType.SELECT}

@@ -31,10 +31,10 @@ from typing import Iterator
 from schemas.errors import SchemaError
 from schemas.records import Task
 
-from .android_control import native_action
-from .base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, language_of, locate_image,
+from trajforge.importers.android_control import native_action
+from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, language_of, locate_image,
                    read_records, require)
-from .tasks_table import TaskRow
+from trajforge.importers.tasks_table import TaskRow
 
 _GOAL = re.compile(r"(?:Goal|Task|Instruction|instruction)\s*:\s*(.+)")
 

@@ -25,7 +25,7 @@ from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.grids import GRID_1000, point_from_grid
 
-from .base import RECORD_ERRORS, Draft, Episode, bad, locate_image, read_records, require
+from trajforge.importers.base import RECORD_ERRORS, Draft, Episode, bad, locate_image, read_records, require
 
 _POINT = re.compile(r"^(CLICK|LONG_PRESS)\s*<point>\s*\[\[\s*([^\]]*)\]\]\s*</point>$")
 _ARG = re.compile(r"^([A-Z_]+)\s*\[(.*)\]$", re.DOTALL)

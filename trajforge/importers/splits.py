@@ -3,7 +3,7 @@
 Datasets that ship a split (AndroidControl's and AitW's `splits.json`:
 `{"train": [episode_id, ...], "validation": [...], "test": [...]}`;
 GUI-Odyssey's `*_split.json`) have it honoured: the importer writes it into
-the task's params as `official_split` (trajforge.holdout.OFFICIAL_SPLIT), and
+the task's params as `official_split` (trajforge.publish.holdout.OFFICIAL_SPLIT), and
 the export and the set writers put the trajectory in that split. Where no
 split file exists, a file the dataset itself names after its split
 (UI-S1's `android_control_train_example.jsonl` / `..._evaluation_std.jsonl`,
@@ -17,7 +17,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from trajforge.holdout import OFFICIAL_SPLIT
+from trajforge.publish.holdout import OFFICIAL_SPLIT
 
 SPLIT_FILES = ("splits.json", "split.json")
 _NAMED = [(re.compile(r"(^|[^a-z])(test|eval|evaluation)([^a-z]|$)"), "test"),

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from schemas.arrow import TASK_TYPE, task_to_row, well_formed
 from schemas.errors import SchemaError
 from schemas.records import Task
-from trajforge.store import atomic_write_table
+from trajforge.store.raw import atomic_write_table
 
 TASKS_SCHEMA = pa.schema(list(TASK_TYPE) + [
     ("source_name", pa.string()),

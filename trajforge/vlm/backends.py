@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .messages import validate_messages
+from trajforge.vlm.messages import validate_messages
 
 __all__ = ["VLMRequest", "VLMBackend", "backend_from_config"]  # + the lazy TransformersBackend, OpenAIBackend
 
@@ -63,10 +63,10 @@ def backend_from_config(config: dict) -> VLMBackend:
     if "api_key" in cfg:
         raise ValueError("backend config: pass api_key_env (the variable's name), never the key itself")
     if kind == "transformers":
-        from .transformers_backend import TransformersBackend
+        from trajforge.vlm.transformers_backend import TransformersBackend
         return TransformersBackend(**cfg)
     if kind == "openai":
-        from .openai_backend import OpenAIBackend
+        from trajforge.vlm.openai_backend import OpenAIBackend
         return OpenAIBackend(**cfg)
     raise ValueError(f"backend config: kind={kind!r} is not 'transformers' or 'openai'")
 
@@ -74,9 +74,9 @@ def backend_from_config(config: dict) -> VLMBackend:
 def __getattr__(name: str):
     # Lazy re-exports: importing this module must not import torch.
     if name == "TransformersBackend":
-        from .transformers_backend import TransformersBackend
+        from trajforge.vlm.transformers_backend import TransformersBackend
         return TransformersBackend
     if name == "OpenAIBackend":
-        from .openai_backend import OpenAIBackend
+        from trajforge.vlm.openai_backend import OpenAIBackend
         return OpenAIBackend
     raise AttributeError(name)

@@ -12,8 +12,8 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .backends import VLMRequest, check_sampling
-from .messages import to_openai_messages
+from trajforge.vlm.backends import VLMRequest, check_sampling
+from trajforge.vlm.messages import to_openai_messages
 
 log = logging.getLogger(__name__)
 

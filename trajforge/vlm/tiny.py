@@ -100,7 +100,7 @@ def _build_processor(tok_object):
     from transformers import PreTrainedTokenizerFast, Qwen2VLProcessor
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from .transformers_backend import image_only_processor_class
+    from trajforge.vlm.transformers_backend import image_only_processor_class
 
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tok_object, bos_token=None, eos_token="<|im_end|>",

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
-from .backends import VLMRequest, check_sampling
-from .messages import split_images
+from trajforge.vlm.backends import VLMRequest, check_sampling
+from trajforge.vlm.messages import split_images
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,13 @@
 # trajforge: `make demo` runs the whole graph on the embedded sandbox,
 # `make test` runs the suite. Both set up what they need first (idempotent).
-.PHONY: setup demo test test-fast bench dev clean
+.PHONY: setup setup-test demo test lint bench dev clean
 
 setup:
 	@bash scripts/setup.sh
+
+# The demo's set-up plus the trainers' venvs (.venv-trainers, .venv-llamafactory).
+setup-test:
+	@bash scripts/setup_test.sh
 
 demo: setup
 	@.venv/bin/python scripts/demo.py
@@ -11,8 +15,12 @@ demo: setup
 # Two workers, one test file each at a time (module fixtures stay shared): the
 # tests wait on Chromium and Appium as much as they compute. A fixed hash seed
 # keeps the workers' collection order identical (sets in parametrize lists).
-test: setup
+test: setup-test lint
 	@PYTHONHASHSEED=0 .venv/bin/python -m pytest -q -n 2 --dist loadfile
+
+lint: setup
+	@.venv/bin/ruff check .
+	@.venv/bin/ruff format --check .
 
 # Every benchmark against its same-run baseline; rewrites docs/benchmarks.md.
 bench: setup

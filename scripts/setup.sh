@@ -58,8 +58,6 @@ if [ -f package.json ]; then
     touch node_modules/.stamp
   fi
 fi
-# The trainers' own loaders (ms-swift, verl) in their own venv; LLaMA-Factory in a
-# third (its datasets/torchaudio pins fit neither of the others).
-bash scripts/setup_trainers.sh
-bash scripts/setup_llamafactory.sh
+# The trainers' own loaders (ms-swift, verl; LLaMA-Factory) live in their own venvs,
+# built by `make test` only (scripts/setup_test.sh): the demo never uses them.
 echo "[setup] ready"

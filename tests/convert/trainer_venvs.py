@@ -18,7 +18,7 @@ def run_in_venv(venv: Path, script: str, cwd: Path, *args: str, timeout: int = 1
     """`script` in `venv`'s python; its last stdout line is JSON."""
     py = venv / "bin" / "python"
     if not py.exists():
-        pytest.fail(f"{py} is missing: run scripts/setup.sh (make test runs it)")
+        pytest.fail(f"{py} is missing: run scripts/setup_test.sh (make test runs it)")
     p = subprocess.run([str(py), "-c", textwrap.dedent(script), *args], cwd=cwd,
                        capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-4000:]

@@ -2,6 +2,10 @@
 
 Bad input (a missing folder, a broken manifest or shard) ends with a one-line
 error on stderr and exit code 2, never a traceback.
+
+Each command imports its stage inside its function, on purpose: `trajforge stats`
+must not pay for Playwright, Appium, DuckDB, fsspec or torch, which other commands
+import. The CLI is the top of the package graph, so none of these hides a cycle.
 """
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
+from synthesis.grounding_checks import format_grounding_table, grounding_set_stats
+from synthesis.set_stats import format_reasoning_table, reasoning_set_stats
 
 _PER_TRAJECTORY = {"languages": lambda j: j["task"]["language"],
                    "platforms": lambda j: j["platform"],
@@ -25,10 +27,8 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
     if manifest.get("kind") == "reasoning_set":
         # Samples of another shape (one per step and mode): modes, languages,
         # action types per step, thought lengths (synthesis/set_stats.py).
-        from synthesis.set_stats import reasoning_set_stats
         return reasoning_set_stats(shard_dir)
     if manifest.get("kind") == "grounding":  # one record per screen, its samples inside
-        from synthesis.grounding_checks import grounding_set_stats
         return grounding_set_stats(shard_dir)
     counts = {name: Counter() for name in _PER_TRAJECTORY}
     actions: Counter = Counter()
@@ -92,10 +92,8 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
 def format_table(stats: dict[str, Any]) -> str:
     """A plain-text rendering for people (the CLI without --json)."""
     if stats.get("kind") == "reasoning_set":
-        from synthesis.set_stats import format_reasoning_table
         return format_reasoning_table(stats)
     if stats.get("kind") == "grounding":
-        from synthesis.grounding_checks import format_grounding_table
         return format_grounding_table(stats)
     lines = [f"dataset {stats['dataset']}  version {stats['version']}",
              f"  trajectories      {stats['trajectories']}",

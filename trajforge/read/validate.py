@@ -38,6 +38,10 @@ from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_tr
 from schemas.errors import SchemaError
 
 from trajforge.publish.shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
+from synthesis.grounding_checks import record_problems
+from synthesis.reasoning_set import MODES
+from synthesis.set_stats import SetStats
+from trajforge.publish.holdout import normalise_instruction
 
 KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}$")
 SET_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_(reason|direct)$")
@@ -311,7 +315,6 @@ class _SetSamples:
     """Samples of a reasoning set: the answer, its spans and the 1:1 mix of modes."""
 
     def __init__(self):
-        from synthesis.set_stats import SetStats  # synthesis imports trajforge, not back
         self.stats = SetStats()
         self.modes: dict[tuple[str, int], set[str]] = {}
         self.where: dict[tuple[str, int], tuple[str, str]] = {}
@@ -352,7 +355,6 @@ class _SetSamples:
         return tid, index, None  # a set keeps some steps only: no index completeness
 
     def finish(self, problem) -> None:
-        from synthesis.reasoning_set import MODES
         for step, modes in sorted(self.modes.items()):
             if modes != set(MODES):
                 src, key = self.where[step]
@@ -364,7 +366,6 @@ class _GroundingRecords:
     """Records of a grounding set (synthesis/grounding_checks.record_problems)."""
 
     def __call__(self, key, members, src, images, problem):
-        from synthesis.grounding_checks import record_problems
 
         obj, _ = _sample_members(key, members, images, lambda m, f: problem(
             SchemaError(m, source=src, record=key, field=f)), GROUND_KEY, "<trajectory>_sNNNN_ground")
@@ -394,7 +395,6 @@ class _SplitGroups:
         self.where: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
 
     def note(self, obj: dict, src: str, key: str) -> None:
-        from trajforge.publish.holdout import normalise_instruction
 
         tid = obj.get("trajectory_id")
         if not isinstance(tid, str) or tid in self.done:

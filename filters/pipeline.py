@@ -97,6 +97,7 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
 
 def _run(source: RawSteps, out_dir: Path, config: CurateConfig, judge,
          say: Callable[[str], Any]) -> CurateResult:
+    """The stages in their order (see the module's docstring)."""
     timings: dict[str, float] = {}
     filters = default_filters(config)
     check_order(filters)
@@ -110,26 +111,27 @@ def _run(source: RawSteps, out_dir: Path, config: CurateConfig, judge,
     with _timed(timings, "score_s"):
         scorer.run(trajs, source.work / "scores.parquet", config.workers, say)
     with _timed(timings, "write_s"):
-        last = _LastPass(source=source, scorer=scorer, decider=Decider(filters, scorer.steps),
+        stages = _Stages(source=source, scorer=scorer, decider=Decider(filters, scorer.steps),
                          scrubber=Scrubber(config, source), verdicts=verdicts,
                          writer=CurationWriter(out_dir, source.work, source.blobs,
                                                steps_schema(score_columns(filters)),
                                                config.batch_rows))
-        traj_rows = last.run(trajs, config.workers, say)
+        traj_rows = stages.last_pass(trajs, config.workers, say)
     for tid in sorted(set(trajs) - scorer.trajectories):  # a trajectory with no step rows
-        traj_rows[tid] = last.decider.without_steps(trajs[tid])
-    summary = last.summary(config, traj_rows, judged=judge is not None)
-    last.writer.commit([traj_rows[t] for t in sorted(traj_rows)], summary)
+        traj_rows[tid] = stages.decider.without_steps(trajs[tid])
+    summary = _summary(stages, config, traj_rows, judged=judge is not None)
+    stages.writer.commit([traj_rows[t] for t in sorted(traj_rows)], summary)
     return CurateResult(out_dir=out_dir, steps_in=summary["steps_in"],
                         steps_kept=summary["steps_kept"], dropped=summary["dropped"],
                         trajectories_in=summary["trajectories_in"],
                         trajectories_kept=summary["trajectories_kept"], pii=summary["pii"],
-                        summary=summary, seconds=0.0, timings=timings, counts=last.counts())
+                        summary=summary, seconds=0.0, timings=timings, counts=_counts(stages))
 
 
 @dataclass(frozen=True)
-class _LastPass:
-    """Decide, scrub and write, a trajectory at a time over the scored steps."""
+class _Stages:
+    """One run's stages, once scored; decide, scrub and write run together in the last
+    pass, a trajectory at a time over the scored steps."""
 
     source: RawSteps
     scorer: Scorer
@@ -138,7 +140,7 @@ class _LastPass:
     writer: CurationWriter
     verdicts: dict[str, JudgeVerdict]
 
-    def run(self, trajs: dict[str, Trajectory], workers: int,
+    def last_pass(self, trajs: dict[str, Trajectory], workers: int,
             say: Callable[[str], Any]) -> dict[str, dict]:
         """trajectory_id -> its trajectories.parquet row, for those with step rows."""
         scores = _rows_of(pq.ParquetFile(self.source.work / "scores.parquet"),
@@ -182,46 +184,49 @@ class _LastPass:
                    screenshot_out=step.screenshot)
         return step
 
-    def summary(self, config: CurateConfig, traj_rows: dict[str, dict], judged: bool) -> dict:
-        d = self.decider
-        # Reconciliation holds by construction; a failure here is a bug, not bad data.
-        assert self.scorer.steps == d.steps_kept + sum(d.dropped.values()), (self.scorer.steps, d.dropped)
-        assert len(traj_rows) == d.trajectories_kept + sum(d.trajectories_dropped.values())
-        summary = {
-            "steps_in": self.scorer.steps, "steps_kept": d.steps_kept, "dropped": dict(d.dropped),
-            "trajectories_in": len(traj_rows), "trajectories_kept": d.trajectories_kept,
-            "trajectories_dropped": dict(sorted(d.trajectories_dropped.items())),
-            "pii": dict(sorted(self.scrubber.replaced.items())),
-            **self.scrubber.summary(),
-            "neardup_histogram": {str(k): v for k, v in
-                                  sorted(d.histogram(config.histogram_max_distance).items())},
-            "screens_decoded": len(self.scorer.screens),
-            "filter_order": list(FILTER_ORDER),
-            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
-            "near_duplicate_max_distance": d.near.max_distance,
-        }
-        if judged:
-            summary["judge"] = judge_summary(self.verdicts, traj_rows, config.trusted_verifiers)
-        return summary
 
-    def counts(self) -> dict[str, dict]:
-        """What each stage counted."""
-        d, s, w = self.decider, self.scrubber, self.writer
-        return {
-            "read": {"trajectories": self.source.trajectories_read,
-                     "screens_decoded": len(self.scorer.screens)},
-            "judge": {"judged": len(self.verdicts),
-                      "parsed": sum(1 for v in self.verdicts.values() if v.parsed)},
-            "score": {"steps": self.scorer.steps, "trajectories": len(self.scorer.trajectories)},
-            "decide": {"steps_kept": d.steps_kept, "steps_dropped": dict(d.dropped),
-                       "trajectories_kept": d.trajectories_kept,
-                       "trajectories_dropped": dict(sorted(d.trajectories_dropped.items()))},
-            "scrub": {"steps_with_pii": s.steps_with_pii, "replaced": dict(sorted(s.replaced.items())),
-                      "synthetic_kept": dict(sorted(s.synthetic_kept.items())),
-                      "trajectories": dict(sorted(s.policies.items())), "ocr_screens": s.ocr_screens},
-            "write": {"step_rows": w.rows_written, "trajectories": w.trajectories_stored,
-                      "steps": w.steps_stored, "audit_lines": w.audit_lines},
-        }
+def _summary(stages: _Stages, config: CurateConfig, traj_rows: dict[str, dict], judged: bool) -> dict:
+    """summary.json: the stages' figures that a reader of the curated data needs."""
+    d, scorer = stages.decider, stages.scorer
+    # Reconciliation holds by construction; a failure here is a bug, not bad data.
+    assert scorer.steps == d.steps_kept + sum(d.dropped.values()), (scorer.steps, d.dropped)
+    assert len(traj_rows) == d.trajectories_kept + sum(d.trajectories_dropped.values())
+    summary = {
+        "steps_in": scorer.steps, "steps_kept": d.steps_kept, "dropped": dict(d.dropped),
+        "trajectories_in": len(traj_rows), "trajectories_kept": d.trajectories_kept,
+        "trajectories_dropped": dict(sorted(d.trajectories_dropped.items())),
+        "pii": dict(sorted(stages.scrubber.replaced.items())),
+        **stages.scrubber.summary(),
+        "neardup_histogram": {str(k): v for k, v in
+                              sorted(d.histogram(config.histogram_max_distance).items())},
+        "screens_decoded": len(scorer.screens),
+        "filter_order": list(FILTER_ORDER),
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "near_duplicate_max_distance": d.near.max_distance,
+    }
+    if judged:
+        summary["judge"] = judge_summary(stages.verdicts, traj_rows, config.trusted_verifiers)
+    return summary
+
+
+def _counts(stages: _Stages) -> dict[str, dict]:
+    """What each stage counted (CurateResult.counts)."""
+    d, s, w = stages.decider, stages.scrubber, stages.writer
+    verdicts = stages.verdicts.values()
+    return {
+        "read": {"trajectories": stages.source.trajectories_read,
+                 "screens_decoded": len(stages.scorer.screens)},
+        "judge": {"judged": len(verdicts), "parsed": sum(1 for v in verdicts if v.parsed)},
+        "score": {"steps": stages.scorer.steps, "trajectories": len(stages.scorer.trajectories)},
+        "decide": {"steps_kept": d.steps_kept, "steps_dropped": dict(d.dropped),
+                   "trajectories_kept": d.trajectories_kept,
+                   "trajectories_dropped": dict(sorted(d.trajectories_dropped.items()))},
+        "scrub": {"steps_with_pii": s.steps_with_pii, "replaced": dict(sorted(s.replaced.items())),
+                  "synthetic_kept": dict(sorted(s.synthetic_kept.items())),
+                  "trajectories": dict(sorted(s.policies.items())), "ocr_screens": s.ocr_screens},
+        "write": {"step_rows": w.rows_written, "trajectories": w.trajectories_stored,
+                  "steps": w.steps_stored, "audit_lines": w.audit_lines},
+    }
 
 
 def _rows_of(pf: pq.ParquetFile, batch_size: int):

@@ -24,7 +24,6 @@ from ..base import ScreenInfo, StepView
 from ..steps import read_screen
 
 DUCKDB_MEMORY = "512MB"
-NO_SCREENSHOT = ScreenInfo(status="empty", error="step has no screenshot")
 
 
 def sorted_groups(steps_path: Path, tmp_dir: Path,
@@ -91,16 +90,17 @@ class RawSteps:
     def step(self, raw: dict) -> Step:
         return row_to_step(raw, source=str(self.steps_path))
 
-    def row_error(self, raw: dict, traj: Trajectory | None, seen: set[int]) -> tuple[Step | None, str | None]:
-        """(the validated Step or None, why the row is invalid or None)."""
+    def validate(self, raw: dict, traj: Trajectory | None,
+                 seen: set[int]) -> tuple[Step | None, str | None]:
+        """(the Step or None, why the row is invalid or None); `seen`: the indices of
+        the trajectory's earlier rows."""
         try:
             step = self.step(raw)
         except SchemaError as err:
             return None, str(err)
         record = f"{raw['trajectory_id']}#{raw.get('index')}"
         if traj is None:
-            why = "no row in trajectories.parquet for this step"
-            field = "trajectory_id"
+            why, field = "no row in trajectories.parquet for this step", "trajectory_id"
         elif step.index in seen:
             why, field = "step index repeated in its trajectory", "index"
         elif step.index >= traj.num_steps:
@@ -124,7 +124,8 @@ class Screens:
             self.info[key] = info
 
     def of(self, raw: dict) -> ScreenInfo:
-        return self.info.get(_screen_key(raw)) or NO_SCREENSHOT
+        return self.info.get(_screen_key(raw)) or ScreenInfo(status="empty",
+                                                             error="step has no screenshot")
 
     def __len__(self) -> int:
         return len(self.info)
@@ -139,7 +140,7 @@ def step_views(source: RawSteps, screens: Screens, rows: list[dict], row0: int,
     """A trajectory's raw rows as the filters see them; `row0` is the first one's row id."""
     views, seen = [], set()
     for i, raw in enumerate(rows):
-        step, error = source.row_error(raw, traj, seen)
+        step, error = source.validate(raw, traj, seen)
         if step is not None:
             seen.add(step.index)
         views.append(StepView(row=row0 + i, raw=raw, step=step, error=error, screen=screens.of(raw)))

@@ -40,11 +40,10 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 
 from PIL import Image, ImageFilter
 
-from schemas.a11y import AriaNode, parse_snapshot
-from schemas.records import Element, Step
-
 from filters.pii import PLACEHOLDERS, PiiMatch, find_pii, scrub_text
 from filters.pii_ocr import pii_boxes
+from schemas.a11y import AriaNode, parse_snapshot
+from schemas.records import Element, Step
 
 Box = tuple[float, float, float, float]
 PAD_PX = 2

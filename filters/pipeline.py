@@ -141,7 +141,7 @@ class _Stages:
     verdicts: dict[str, JudgeVerdict]
 
     def last_pass(self, trajs: dict[str, Trajectory], workers: int,
-            say: Callable[[str], Any]) -> dict[str, dict]:
+                  say: Callable[[str], Any]) -> dict[str, dict]:
         """trajectory_id -> its trajectories.parquet row, for those with step rows."""
         scores = _rows_of(pq.ParquetFile(self.source.work / "scores.parquet"),
                           self.source.batch_rows)

@@ -23,11 +23,11 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from schemas.prompt_data import escape_data
-from schemas.screen_signature import screen_signature
 from schemas.actions import ActionType
 from schemas.model_profiles import ModelProfile
+from schemas.prompt_data import escape_data
 from schemas.records import Element, Step, Trajectory
+from schemas.screen_signature import screen_signature
 
 from .grounding_function import TemplateFunction, screen_change
 from .grounding_targets import DROP_REASONS, candidates, element_key, size_bucket

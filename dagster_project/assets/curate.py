@@ -5,8 +5,8 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.schedules import AFTER_CRAWL
-from filters.pii_sources import synthetic_source_names
 from filters.config import CurateConfig
+from filters.pii_sources import synthetic_source_names
 from filters.pipeline import curate
 from trajforge.report import plots
 

@@ -140,7 +140,7 @@ class CurationWriter:
         try:
             if exc[0] is None and self._buf:
                 self._write_rows()
-            self._curated.__exit__(*exc)   # commits the complete trajectories, as on a failure
+            self._curated.__exit__(*exc)   # its last batch, on a failure too
         finally:
             self._audit.close()
             self._steps.close()

@@ -6,7 +6,7 @@ screenshots that have no accessibility tree and no elements (as most imports
 ship them): rows of "label: value", values inside sentences, and distractor
 rows (prices, order numbers, dates); sizes 14-24 px, dark on light and light
 on dark, desktop 1280x800 and phone 412x915. Each screenshot is scrubbed as
-curation scrubs real data (filters.pii.scrub_step with Surrogates and the OCR
+curation scrubs real data (filters.pii_blur.scrub_step with Surrogates and the OCR
 engine). A planted value counts as caught when the blurred boxes cover at
 least 90% of its drawn box. Throughput: OCR scrubs per second against the
 a11y-only scrub of the same screenshots given a tree that boxes every row
@@ -142,7 +142,7 @@ def _tree(rows, size) -> str:
 
 def measure(lang: str, screens: int, engine=None) -> dict:
     """Recall and timings of the OCR scrub (and the a11y-only scrub) on `screens` screens."""
-    from filters.pii import scrub_step
+    from filters.pii_blur import scrub_step
     from filters.pii_ocr import default_engine
     from filters.pii_surrogate import Surrogates
 

@@ -5,6 +5,7 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource
 from filters.audit import curated_pii_audit, unexplained_drops
+from filters.stages.write import PII_AUDIT
 from sandbox.planted_pii import planted_for
 
 MAX_DUPLICATE_RATE = 0.5   # more means a crawler stuck on one screen, not a dataset
@@ -54,7 +55,7 @@ def curated_no_planted_pii(storage: StorageResource) -> dg.AssetCheckResult:
     s = _summary(storage)
     synthetic = s.get("pii_synthetic_sources", [])
     audit = curated_pii_audit(storage.curated, synthetic, planted=planted_for)
-    listed = _audited_trajectories(storage.curated_dir / "pii_audit.jsonl")
+    listed = _audited_trajectories(storage.curated_dir / PII_AUDIT)
     unlisted = sorted({k["trajectory_id"] for k in audit["kept"]} - listed)
     return dg.AssetCheckResult(passed=not audit["leaks"] and not unlisted, metadata={
         "trajectories_checked": audit["checked"], "leaks": len(audit["leaks"]),

@@ -1,6 +1,7 @@
 """Audits of a curation's output, used by the blocking asset checks and the tests."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pyarrow.parquet as pq
 from filters.pii_audit import PlantedLookup, find_leaks, planted_for_trajectory
 from filters.pii_sources import is_synthetic, is_synthetic_source
 from schemas.records import Step, Trajectory, session_seed
+from trajforge.publish.shards import iter_samples
 from trajforge.store.raw import RawStore
 
 
@@ -79,10 +81,6 @@ def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = (), *,
     Samples of `synthetic_sources` keep their values on purpose and are not
     searched; by default every sample counts as real.
     """
-    import json
-
-    from trajforge.publish.shards import iter_samples
-
     cache: dict[tuple, list[dict]] = {}
     checked, leaks = 0, []
     for key, sample in iter_samples(shard_dir, images=False):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from schemas.prompt_data import escape_data
-from schemas.records import Step, Trajectory
+from schemas.records import DeviceProfile, Step, Trajectory
 from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 from trajforge.vlm.messages import image_part, text_part
@@ -216,7 +216,6 @@ def episode_judge(backend: VLMBackend, blobs) -> "Callable":
     The episode is judged once it ends, with this module's prompt and images;
     the reason names the model, so the record says who judged.
     """
-    from schemas.records import DeviceProfile
     judge = Judge(backend)
 
     def judge_episode(task, steps: list[Step], observation) -> dict:

@@ -27,10 +27,6 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-# The second key beside pHash; it lives in schemas so that collection (which may not
-# import filters) keys screens the same way.
-from schemas.screen_signature import screen_signature  # noqa: F401
-
 # Calibrated on the sandbox's labelled pairs (sandbox/calibration_pages.py, filters/calibration.py,
 # tests/filters/test_neardup_calibration.py; figures in docs/benchmarks.md): a
 # 20-80 px scroll moves pHash by up to 24 bits, toasts by 4-16; with the screen

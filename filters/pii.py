@@ -284,10 +284,3 @@ def scrub_task(task: Task, surrogates=None) -> tuple[Task, list[PiiMatch]]:
         return task, []
     return task.model_copy(update={"instruction": instruction, "params": params}), found
 
-
-# The step part (text fields, boxes and pixels) lives in pii_blur; re-exported
-# here so callers need one import. Placed last: pii_blur imports from this module.
-from filters.pii_blur import ScrubResult, scrub_step  # noqa: E402
-
-__all__ = ["KINDS", "PLACEHOLDERS", "PiiMatch", "ScrubResult", "find_pii", "luhn_valid",
-           "scrub_step", "scrub_task", "scrub_text", "valid_cn_id"]

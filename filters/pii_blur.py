@@ -40,10 +40,10 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 
 from PIL import Image, ImageFilter
 
+from filters.pii import PLACEHOLDERS, PiiMatch, find_pii, scrub_text
+from filters.pii_ocr import pii_boxes
 from schemas.a11y import AriaNode, parse_snapshot
 from schemas.records import Element, Step
-
-from filters.pii import PLACEHOLDERS, PiiMatch, find_pii, scrub_text
 
 Box = tuple[float, float, float, float]
 PAD_PX = 2
@@ -323,8 +323,6 @@ def needs_ocr(step: Step) -> bool:
 
 def _ocr_records(engine, image: bytes, find) -> list[dict]:
     """Records (normalised boxes) for the personal values OCR reads on the screenshot."""
-    from filters.pii_ocr import pii_boxes
-
     w, h = Image.open(io.BytesIO(image)).size
     out = []
     for b in pii_boxes(engine.lines(image), find):

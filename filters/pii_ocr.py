@@ -28,6 +28,9 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+from PIL import Image
+
 from filters.pii import PiiMatch
 
 PixelBox = tuple[float, float, float, float]
@@ -53,7 +56,7 @@ class OcrEngine:
     def _load(self):
         with self._lock:
             if self._ocr is None:
-                try:
+                try:  # onnxruntime and the models load only when a screen is read
                     from rapidocr_onnxruntime import RapidOCR
                 except ImportError as err:  # a dependency of the project (pyproject.toml)
                     raise RuntimeError("OCR needs the package rapidocr-onnxruntime "
@@ -65,9 +68,6 @@ class OcrEngine:
 
     def lines(self, image: bytes) -> list[OcrLine]:
         """The text lines read on an encoded screenshot, top to bottom."""
-        import numpy as np
-        from PIL import Image
-
         ocr = self._load()
         img = Image.open(io.BytesIO(image))
         arr = np.asarray(img.convert("RGB"))[:, :, ::-1]  # RapidOCR takes BGR arrays

@@ -25,9 +25,11 @@ from PIL import Image
 
 from schemas.actions import SCREEN_CHANGING, ActionType
 from schemas.records import Step
+from schemas.screen_signature import screen_signature
 
 from .base import Filter, ScreenInfo, TrajectoryContext
-from .neardup import screen_signature
+from .neardup import DEFAULT_MAX_DISTANCE, distance_histogram, nearest_earlier
+from .phash import decode_grey, hamming, phash_bytes, phash_grey, to_signed
 
 TAP_LIKE = {ActionType.TAP.value, ActionType.RIGHT_CLICK.value, ActionType.DOUBLE_TAP.value,
             ActionType.LONG_PRESS.value, ActionType.SELECT.value}
@@ -43,8 +45,6 @@ BLANK_MIN_STD = 1.0
 
 def read_screen(blobs, sha: str, fmt: str) -> ScreenInfo:
     """Decode one screenshot: its pHash and greyscale std, or why there is none."""
-    from .phash import decode_grey, phash_bytes, phash_grey
-
     if not sha:
         return ScreenInfo(status="empty", error="step has no screenshot")
     path = blobs.path(sha, fmt)
@@ -299,7 +299,7 @@ class NearDuplicate(Filter):
     """pHash within max_distance of an earlier step showing the same screen and taking
     the same action. pHash alone is noise on near-blank screens and confuses pages of
     one template, hence the key: the screen signature of the accessibility tree
-    (filters.neardup.screen_signature: boxes, live regions and digits ignored), which
+    (schemas.screen_signature: boxes, live regions and digits ignored), which
     the calibration on the sandbox's labelled pairs chose over the URL (same-URL hard
     negatives), or the URL/activity where a step has no tree (imports).
 
@@ -312,14 +312,12 @@ class NearDuplicate(Filter):
 
     def __init__(self, max_distance: int | None = None):
         if max_distance is None:
-            from .neardup import DEFAULT_MAX_DISTANCE
             max_distance = DEFAULT_MAX_DISTANCE
         self.max_distance = max_distance
         self.hashes: list[int] = []
         self.keys: list[str] = []
 
     def score(self, ctx):
-        from .phash import to_signed
         out = []
         ref = _is_reference(ctx)
         for v in ctx.steps:
@@ -341,12 +339,10 @@ class NearDuplicate(Filter):
 
     def resolve(self) -> tuple[np.ndarray, np.ndarray]:
         """(dup_of, distance) per scored step, in scoring order (-1: none)."""
-        from .neardup import nearest_earlier
         hashes = np.asarray(self.hashes, dtype=np.uint64)
         return nearest_earlier(hashes, self.keys, self.max_distance)
 
     def histogram(self, max_distance: int = 16) -> dict[int, int]:
-        from .neardup import distance_histogram
         return distance_histogram(np.asarray(self.hashes, dtype=np.uint64), self.keys,
                                   max_distance=max_distance)
 
@@ -372,7 +368,6 @@ class NoOp(Filter):
         self.max_distance = max_distance
 
     def score(self, ctx):
-        from .phash import hamming
         out = []
         for i, v in enumerate(ctx.steps):
             nxt = ctx.steps[i + 1] if i + 1 < len(ctx.steps) else None

@@ -5,7 +5,7 @@ samples, so the image is stored once; a sample is one (target element, expressio
 
 - Targets: synthesis.grounding_targets (measured visible, or a dataset-given box).
 - Dedup: the same element (role, name, box to 0.01) on screens of one screen signature
-  (filters.neardup.screen_signature of the tree, the curation's key; the URL without a
+  (schemas.screen_signature of the tree, the curation's key; the URL without a
   tree) is used once, the first time it is met (trajectories in id order).
 - Balance: a cap of ROLE_CAP targets per (role, size bucket) per screen, in reading
   order: a screen of forty links gives four small, four medium and four large ones,
@@ -23,11 +23,11 @@ import math
 from collections import Counter
 from collections.abc import Callable
 
-from filters.judge import escape_data
-from filters.neardup import screen_signature
 from schemas.actions import ActionType
 from schemas.model_profiles import ModelProfile
+from schemas.prompt_data import escape_data
 from schemas.records import Element, Step, Trajectory
+from schemas.screen_signature import screen_signature
 
 from .grounding_function import TemplateFunction, screen_change
 from .grounding_targets import DROP_REASONS, candidates, element_key, size_bucket

@@ -1,6 +1,6 @@
 """A set's personal-data figures, for its manifest and the dataset card.
 
-The curation writes one audit line per value it found (filters/pipeline.py,
+The curation writes one audit line per value it found (filters/stages/write.py,
 `pii_audit.jsonl` beside the curated store): trajectory, step (None for the task
 text), kind, field, whether it was replaced by a surrogate or kept as a source's
 synthetic value, and the box where it was drawn (blurred). A set counts the lines
@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from filters.pipeline import PII_AUDIT
+from filters.stages.write import PII_AUDIT
 
 _INDEX = re.compile(r"\[\d+\]")
 

@@ -5,8 +5,9 @@ import dagster as dg
 
 from dagster_project.resources import StorageResource, VLMResource
 from dagster_project.schedules import AFTER_CRAWL
+from filters.config import CurateConfig
 from filters.pii_sources import synthetic_source_names
-from filters.pipeline import CurateConfig, curate
+from filters.pipeline import curate
 from trajforge.report import plots
 
 
@@ -82,8 +83,8 @@ def curated_steps(context: dg.AssetExecutionContext, config: CurateSettings, sto
         judge = Judge(backend)
     else:
         context.log.info("no VLM configured (TRAJFORGE_VLM_KIND): the judge is skipped")
-    curate(storage.raw_steps_dir, storage.raw.blobs, storage.curated_dir,
-           config=curate_config(config), judge=judge, progress=context.log.info)
+    result = curate(storage.raw_steps_dir, storage.raw.blobs, storage.curated_dir,
+                    config=curate_config(config), judge=judge, progress=context.log.info)
     generation = storage.publish_curated()  # with an object root; None otherwise
     summary = json.loads((storage.curated_dir / "summary.json").read_text())
     context.log.info(f"curated: {summary['steps_kept']} of {summary['steps_in']} steps kept; "
@@ -92,6 +93,7 @@ def curated_steps(context: dg.AssetExecutionContext, config: CurateSettings, sto
         if generation else {}
     return dg.MaterializeResult(metadata={
         **curated_metadata(summary),
+        "stage_counts": dg.MetadataValue.json(result.counts),
         "path": dg.MetadataValue.path(str(storage.curated_dir)),
         **where,
     })

@@ -46,6 +46,10 @@ def test_raw_steps_and_web_shards_carry_plots_and_tables(tmp_path):
                             instance=dg.DagsterInstance.ephemeral())
     assert result.success
     cur = result.asset_materializations_for_node("curated_steps")[0].metadata
+    stages = cur["stage_counts"].value
+    assert list(stages) == ["read", "judge", "score", "decide", "scrub", "write"]
+    assert stages["score"]["steps"] == stages["decide"]["steps_kept"] + sum(
+        stages["decide"]["steps_dropped"].values()) == stages["write"]["step_rows"]
     _check_plots(cur, {"drops_plot", "phash_distance_histogram"})
     assert cur["steps_in"].value == 42 == cur["steps_kept"].value + cur["steps_dropped"].value
 

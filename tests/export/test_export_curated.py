@@ -7,7 +7,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from filters.pipeline import CurateConfig, curate
+from filters.config import CurateConfig
+from filters.pipeline import curate
 from schemas.actions import Action
 from schemas.records import Step
 from tests.filters.conftest import EMAIL, KEPT, PHONE, _traj, build_raw, picture

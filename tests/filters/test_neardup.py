@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from filters.neardup import (brute_force_nearest_earlier, distance_histogram, nearest_earlier,
-                             screen_signature)
+from filters.neardup import brute_force_nearest_earlier, distance_histogram, nearest_earlier
+from schemas.screen_signature import screen_signature
 
 
 def _clustered(rng, n, n_keys=3, random_frac=0.3):

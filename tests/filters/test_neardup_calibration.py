@@ -4,7 +4,7 @@ Findings (printed by the test; table in docs/benchmarks.md): the URL key cannot
 tell the same-URL hard negatives (a cart with one more row at pHash distance
 2-22, an inbox with one mail archived at 6-10) from toasts (4-16), so pHash +
 URL stays near precision 0.8; the screen signature of the accessibility tree
-(filters.neardup.screen_signature) separates every negative. Scroll positives
+(schemas.screen_signature) separates every negative. Scroll positives
 (20-80 px) reach pHash distance 24: pHash is not shift-invariant, which is
 what sets DEFAULT_MAX_DISTANCE; the signature keeps precision there.
 """

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from filters.pii import find_pii, scrub_step
-from filters.pii_blur import _pixel_box
+from filters.pii import find_pii
+from filters.pii_blur import _pixel_box, scrub_step
 from filters.pii_ocr import OcrLine, default_engine, find_on_line, match_box
 from filters.pii_surrogate import Surrogates
 from schemas.actions import Action

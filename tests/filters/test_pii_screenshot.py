@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from filters.pii import scrub_step
 from filters.pii_audit import find_leaks
 from sandbox.planted_pii import planted_for
-from filters.pii_blur import _pixel_box
+from filters.pii_blur import _pixel_box, scrub_step
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step
 from sandbox.server import SandboxServer, start_url

@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from filters.base import decide_table
-from filters.pipeline import CurateConfig, curate
+from filters.config import CurateConfig
+from filters.pipeline import curate
 from filters.steps import FILTER_ORDER, default_filters
 from schemas.arrow import TRAJECTORY_SCHEMA, trajectory_to_row
 from tests.filters.conftest import EMAIL, KEPT, PHONE, PLANTED
@@ -37,6 +38,21 @@ def test_reconciles_and_counts_each_planted_reason(raw, curated):
     assert all((r is None) == k for k, r in zip(t.column("keep").to_pylist(), t.column("reason").to_pylist()))
     assert s["neardup_histogram"]["0"] == 2 and sum(s["neardup_histogram"].values()) == 32
     assert len(s["neardup_histogram"]) >= s["near_duplicate_max_distance"] + 2
+
+
+def test_each_stage_counts_what_it_did(curated):
+    c = curated.counts
+    assert list(c) == ["read", "judge", "score", "decide", "scrub", "write"]
+    assert c["read"] == {"trajectories": 8, "screens_decoded": curated.summary["screens_decoded"]}
+    assert c["judge"] == {"judged": 0, "parsed": 0}
+    assert c["score"] == {"steps": 32, "trajectories": 8}
+    assert c["decide"] == {"steps_kept": KEPT, "steps_dropped": PLANTED, "trajectories_kept": 6,
+                           "trajectories_dropped": {"task_failed": 1, "trajectory_length": 1}}
+    assert c["scrub"] == {"steps_with_pii": 1, "replaced": {}, "synthetic_kept": {"email": 2, "phone": 1},
+                          "trajectories": {"synthetic_kept": 6}, "ocr_screens": 0}
+    # Every input row in the table, the kept ones in the store, each value found listed.
+    assert c["write"] == {"step_rows": 32, "trajectories": 6, "steps": KEPT, "audit_lines": 3}
+    assert len((curated.out_dir / "pii_audit.jsonl").read_text().splitlines()) == 3
 
 
 def test_verdicts_point_at_the_right_rows(curated):

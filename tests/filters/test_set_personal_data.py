@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from filters.pipeline import CurateConfig, curate
+from filters.config import CurateConfig
+from filters.pipeline import curate
 from synthesis.cot import generate_cot
 from synthesis.set_writer import write_reasoning_set
 from trajforge.convert import convert

@@ -229,7 +229,8 @@ def test_planted_personal_data_is_synthetic_kept_and_listed(run):
 def test_the_same_run_as_real_data_gets_consistent_surrogates(run, tmp_path):
     """The real-data variant: the same raw steps curated with no synthetic source."""
     from filters.pii_surrogate import surrogate
-    from filters.pipeline import CurateConfig, curate
+    from filters.config import CurateConfig
+    from filters.pipeline import curate
 
     data = run["data"]
     res = curate(data / "raw_steps", RawStore(data / "raw").blobs, tmp_path / "curated",

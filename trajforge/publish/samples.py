@@ -52,13 +52,14 @@ class ShardSample:
     json: bytes
     image_format: str = "png"
     resize_to: tuple[int, int] | None = None  # None: the stored bytes as they are
-    _resized: bytes | None = None
+    # The image at resize_to once prepared; samples of one step may share it.
+    resized: bytes | None = None
 
     def prepare(self) -> None:
         """Resize now (before the shard-rolling decision needs the size)."""
-        if self.resize_to is not None and self._resized is None:
+        if self.resize_to is not None and self.resized is None:
             try:
-                self._resized = resize_image(self.image_path.read_bytes(), self.image_format,
+                self.resized = resize_image(self.image_path.read_bytes(), self.image_format,
                                              self.resize_to, source=str(self.image_path))
             except ValueError as err:
                 raise Unusable("bad_screenshot", str(SchemaError(
@@ -67,12 +68,12 @@ class ShardSample:
 
     def tar_bytes(self) -> int:
         self.prepare()
-        size = self.image_size if self._resized is None else len(self._resized)
+        size = self.image_size if self.resized is None else len(self.resized)
         return _member_bytes(size) + _member_bytes(len(self.json))
 
     def record(self) -> dict[str, bytes | str]:
         self.prepare()
-        image, self._resized = self._resized, None  # written once: free it
+        image, self.resized = self.resized, None  # written once: free it
         if image is None:
             image = self.image_path.read_bytes()
         return {"__key__": self.key, self.image_ext: image, "json": self.json}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,12 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
                         collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
                         max_samples_per_shard: int = 1000,
                         max_bytes_per_shard: int = 500_000_000,
-                        pii_audit: Path | str | None = None) -> dict[str, Any]:
-    """Write the set under out_dir; returns the manifest's totals and summary, and
-    `samples_per_s` (synthesis throughput, images included). `describe`: the functional
+                        pii_audit: Path | str | None = None,
+                        progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Write the set under out_dir; returns the manifest's totals and summary,
+    `samples_per_s` (synthesis throughput, images included) and `resumed_shards` (kept
+    from a killed run). `progress`, if given, is called with the number of records
+    written after each trajectory (a tqdm's `update` fits). `describe`: the functional
     describer (synthesis.grounding_samples.template_describer by default; see
     vlm_describer for a VLM). A resumed run must be given the same describer (by name:
     a VLM's answers are not in the fingerprint)."""
@@ -61,7 +65,7 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
               "model_profile": prof.name, "describe": _describer_name(describe), **code_versions()}
     written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
                         (t.task for t, _ in chosen.values()),
-                        _GroundingPass(store, chosen, prof, describe))
+                        _GroundingPass(store, chosen, prof, describe, progress))
     found: _Found = written.result
     quarantine = [dict(q, index=None) for q in bad] + found.quarantine
     figures = found.stats.result()
@@ -75,7 +79,8 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
     commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
     return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
             **manifest["totals"], "summary": figures, "model_profile": prof.name,
-            "seconds": seconds, "samples_per_s": figures["samples"] / seconds if seconds else 0.0}
+            "seconds": seconds, "samples_per_s": figures["samples"] / seconds if seconds else 0.0,
+            "resumed_shards": written.resumed_shards}
 
 
 def _describer_name(describe) -> str | None:
@@ -101,6 +106,7 @@ class _GroundingPass:
     chosen: dict
     profile: ModelProfile
     describe: Any
+    progress: Callable[[int], Any] | None
 
     def __call__(self, run: SetPass) -> _Found:
         found, screens_seen = _Found(GroundingStats(), PersonalData(), []), set()
@@ -119,6 +125,8 @@ class _GroundingPass:
                 run.add(traj.task, samples)
                 for step, _, _ in records:
                     found.personal.add(tid, step.index)
+            if self.progress is not None:
+                self.progress(len(samples))
         return found
 
 

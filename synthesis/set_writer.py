@@ -77,7 +77,8 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         profile: "str | ModelProfile" = DEFAULT_PROFILE,
                         progress: Callable[[int], Any] | None = None,
                         pii_audit: Path | str | None = None) -> dict[str, Any]:
-    """Write the set under out_dir; returns a summary (totals, figures, checks).
+    """Write the set under out_dir; returns a summary (totals, figures, checks, and
+    `resumed_shards`: kept from a killed run).
 
     `cot_rows`: StepCoT records or rows of a CoT table (dicts with its fields;
     a row may carry an `alignment` dict). `alignment`: {(trajectory_id, index):
@@ -140,7 +141,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
             "checks": set_checks(figures, language=language,
                                  require_chinese_thought=require_chinese_thought,
                                  skipped_steps=dict(skipped_steps)),
-            "seconds": time.perf_counter() - started}
+            "seconds": time.perf_counter() - started, "resumed_shards": written.resumed_shards}
 
 
 def write_chinese_gui_set(curated_store, cot_rows: Iterable, out_dir, *,

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from schemas.records import Step, Trajectory
 from trajforge.store.raw import BlobStore, TrajectoryWriter, atomic_write_bytes
-from trajforge.publish.export import group_by_trajectory
+from trajforge.publish.plan import group_by_trajectory
 
 from .base import BASE_COLUMNS
 

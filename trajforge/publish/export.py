@@ -46,7 +46,7 @@ split writers, hold-out, resume, commit), `plan` (which trajectories, which
 split, step rows in order), `samples` (one sample per step), `writer` (tars,
 hashing, the journal), `resume` (a killed run's shards), `manifest` (manifest
 and publishing), `quarantine` (what is left out and why). This module runs
-them and re-exports their public names, the import paths other code uses.
+them.
 """
 from __future__ import annotations
 
@@ -58,24 +58,15 @@ from typing import Any, Callable
 from schemas.resolution import Resolution, resolution_profile
 from trajforge.publish.holdout import SPLIT_BY
 from trajforge.publish.manifest import (build_manifest, code_versions, collection_names,
-                                        count_source, package_version)
-from trajforge.publish.plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits,
-                                    committed_trajectories, group_by_trajectory,
-                                    sorted_step_rows, split_of)
-from trajforge.publish.quarantine import QUARANTINE, Unusable, quarantine_jsonl, quarantine_records
-from trajforge.publish.resume import STAGING_PREFIX, fingerprint
-from trajforge.publish.samples import ShardSample, sample_json, trajectory_samples
+                                        count_source)
+from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
+                                    group_by_trajectory, sorted_step_rows)
+from trajforge.publish.quarantine import Unusable, quarantine_jsonl, quarantine_records
+from trajforge.publish.resume import fingerprint
+from trajforge.publish.samples import trajectory_samples
 from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
 from trajforge.publish.shards import MANIFEST
-from trajforge.publish.writer import JOURNAL, ShardJournal, SplitWriter
 from trajforge.store.raw import RawStore
-
-__all__ = [
-    "DEFAULT_SPLITS", "DUCKDB_MEMORY", "JOURNAL", "QUARANTINE", "STAGING_PREFIX", "ExportResult",
-    "ShardJournal", "ShardSample", "SplitWriter", "check_splits", "committed_trajectories",
-    "export_shards", "group_by_trajectory", "package_version", "sample_json", "sorted_step_rows",
-    "split_of",
-]
 
 
 @dataclass

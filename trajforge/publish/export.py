@@ -57,8 +57,8 @@ from typing import Any, Callable
 
 from schemas.resolution import Resolution, resolution_profile
 from trajforge.publish.holdout import SPLIT_BY
-from trajforge.publish.manifest import (build_manifest, code_versions, collection_names,
-                                        count_source)
+from trajforge.publish.manifest import (code_versions, collection_names, count_source,
+                                        export_manifest)
 from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
                                     group_by_trajectory, sorted_step_rows)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl, quarantine_records
@@ -123,9 +123,7 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     sources: dict = {}
     for tid in sorted(seen - {q["trajectory_id"] for q in bad}):
         count_source(sources, chosen[tid][0])
-    manifest = build_manifest(dataset, splits, split_seed, written.shards, written.image_exts,
-                              written.per_split, skipped, store, collections, profile, sources)
-    manifest["held_out"] = written.held_out
+    manifest = export_manifest(dataset, written, store, collections, profile, sources, skipped)
     if skipped_steps:
         manifest["totals"]["skipped_steps"] = skipped_steps
     if allow_index_gaps or skipped_steps:

@@ -21,40 +21,34 @@ from trajforge.publish.shards import SHARD_NAME
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
 
-def build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped, store,
-                   collections, profile: Resolution, sources: dict | None = None) -> dict:
+def export_manifest(dataset: str, written, store: RawStore, collections,
+                    profile: Resolution, sources: dict | None, skipped: dict) -> dict:
+    """The export's manifest: the fields every set has (set_manifest, no kind) and its own."""
+    shards = written.shards
     return {
-        "format": "webdataset",
-        "dataset": dataset,
-        "version": content_version(shards),
-        "schema_version": SCHEMA_VERSION,
-        "created_by": f"trajforge {package_version()} (trajforge.publish.export)",
-        "collections": collection_names(store, collections),
-        "split_seed": split_seed,
+        **set_manifest(None, dataset, "trajforge.publish.export", written, store, collections),
         "resolution": profile.describe(),
         # What made it (pipeline version, git commit), the model profile the images were
         # sized for (None: coordinates stay normalised, no model's frame), and the source
         # environments and verifiers of its trajectories.
         "provenance": provenance(model_profile=profile.model_profile),
         **source_counts(sources),
-        "splits": split_summary(splits, shards, exported),
-        "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(image_exts),
+        "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(written.image_exts),
                    "json": "step row + trajectory row (error -> trajectory_error) + schema_version"},
         "totals": {"samples": sum(s["samples"] for s in shards),
-                   "trajectories": sum(exported.values()),
+                   "trajectories": sum(written.per_split.values()),
                    "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
                    "skipped": skipped},
-        "shards": shards,
     }
 
 
-def set_manifest(kind: str, dataset: str, made_by: str, written, store: RawStore,
+def set_manifest(kind: str | None, dataset: str, made_by: str, written, store: RawStore,
                  collections) -> dict:
-    """The fields every set's manifest shares, for a set of `kind` (the export has none):
-    format, kind, dataset, version, schema_version, created_by, collections, split_seed,
-    splits, held_out, shards. `written`: the set's `shard_set.SetWrite`."""
+    """The fields every set's manifest has: format, kind (not the export's), dataset,
+    version, schema_version, created_by, collections, split_seed, splits, held_out,
+    shards. `written`: the set's `shard_set.SetWrite`."""
     return {
-        "format": "webdataset", "kind": kind, "dataset": dataset,
+        "format": "webdataset", **({} if kind is None else {"kind": kind}), "dataset": dataset,
         "version": content_version(written.shards, kind),
         "schema_version": SCHEMA_VERSION,
         "created_by": f"trajforge {package_version()} ({made_by})",

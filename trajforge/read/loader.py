@@ -77,7 +77,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
     if (rank is None) != (world_size is None):
         raise ValueError("give both rank and world_size, or neither")
     if rank is None:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch is heavy, and only a loop needs it
         # Read here, in the main process: DataLoader workers have no process group.
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
@@ -88,7 +88,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
 
 
 def _worker() -> tuple[int, int]:
-    import torch.utils.data
+    import torch.utils.data  # deferred: torch is heavy, and only a loop needs it
     info = torch.utils.data.get_worker_info()
     return (0, 1) if info is None else (info.id, info.num_workers)
 
@@ -195,7 +195,7 @@ class ShardDataset(wds.DataPipeline):
         return group_by_keys(files, handler=_tar_error)
 
     def _object_streams(self, urls: Iterator[dict]) -> Iterator[dict]:
-        import fsspec
+        import fsspec  # deferred: only a set at a URL needs it
 
         for sample in urls:
             try:
@@ -277,7 +277,7 @@ def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     out = {k: [sample[k] for sample in batch] for k in batch[0]}
     images = out.get("image")
-    import torch
+    import torch  # deferred: torch is heavy, and only a loop needs it
     if (all(isinstance(im, torch.Tensor) for im in images)
             and len({tuple(im.shape) for im in images}) == 1):
         out["image"] = torch.stack(images)
@@ -293,7 +293,7 @@ def load_hf(shard_dir: Path | str, split: str, **kwargs):
     image sits in the column of its extension; the others are None. Only this
     split's shards are read. kwargs go to load_dataset (cache_dir, streaming...).
     """
-    import datasets
+    import datasets  # deferred: heavy, and optional (load_hf only)
 
     manifest = read_manifest(shard_dir)
     files = hf_data_files(shard_dir)

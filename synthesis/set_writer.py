@@ -261,14 +261,65 @@ class _ReasoningPass:
         mine = {i: self.cots[(tid, i)] for i in indices if (tid, i) in self.cots}
         found.cots_left -= {(tid, i) for i in mine}
         align = {i: self.aligned[(tid, i)] for i in indices if (tid, i) in self.aligned}
-        samples = _samples(self.store, traj, steps, mine, align, self.options, found, source,
-                           recorded)
+        samples = self._samples(traj, steps, mine, align, found, source, recorded)
         if samples:
             run.add(traj.task, samples)
             count_source(found.sources, traj)
             for smp in samples:
                 found.personal.add(tid, json.loads(smp.json)["index"])
         return len(samples)
+
+    def _samples(self, traj, steps, cots, align, found: _Found, source,
+                 recorded=None) -> list[ShardSample]:
+        """Both modes of every step of one trajectory that gives any; what is left out goes
+        to found.quarantine, counted once per step."""
+        store, options = self.store, self.options
+        quarantine = found.quarantine
+        skipped: list[dict] = []
+        planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
+                               require_chinese_thought=options["require_chinese_thought"],
+                               min_steps=options["min_steps"], max_steps=options["max_steps"],
+                               skipped=skipped, recorded=recorded, profile=options["profile"])
+        quarantine += skipped
+        out, missing = [], set()
+        framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
+        for step, key, obj in planned:
+            path = store.blobs.path(step.screenshot, step.image_format)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                if step.index not in missing:  # both modes go; counted once for the step
+                    missing.add(step.index)
+                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                       "reason": "missing_screenshot", "detail": str(SchemaError(
+                                           f"screenshot blob {path} is missing", source=source,
+                                           record=f"{traj.trajectory_id}#{step.index}",
+                                           field="screenshot"))})
+                continue
+            frame = (obj["image"]["width"], obj["image"]["height"])
+            sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
+                                 image_ext=IMAGE_EXT[step.image_format], image_path=path,
+                                 image_size=size, image_format=step.image_format,
+                                 resize_to=None if frame == (step.width, step.height) else frame,
+                                 json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
+                                                 separators=(",", ":"), allow_nan=False).encode())
+            if sample.resize_to is not None:
+                if step.index in missing:
+                    continue
+                if step.index in framed:
+                    sample.resized = framed[step.index]
+                else:
+                    try:
+                        sample.prepare()
+                    except Unusable as bad:  # the blob does not decode: the step goes, counted once
+                        missing.add(step.index)
+                        quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                           "reason": bad.reason, "detail": bad.detail})
+                        continue
+                    framed[step.index] = sample.resized
+            found.stats.add(key, obj)
+            out.append(sample)
+        return out
 
 
 class _RecordedSteps:
@@ -319,56 +370,6 @@ class _RecordedSteps:
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
-
-
-def _samples(store, traj, steps, cots, align, options, found: _Found, source,
-             recorded=None) -> list[ShardSample]:
-    quarantine = found.quarantine
-    skipped: list[dict] = []
-    planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
-                           require_chinese_thought=options["require_chinese_thought"],
-                           min_steps=options["min_steps"], max_steps=options["max_steps"],
-                           skipped=skipped, recorded=recorded, profile=options["profile"])
-    quarantine += skipped
-    out, missing = [], set()
-    framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
-    for step, key, obj in planned:
-        path = store.blobs.path(step.screenshot, step.image_format)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            if step.index not in missing:  # both modes go; counted once for the step
-                missing.add(step.index)
-                quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                   "reason": "missing_screenshot", "detail": str(SchemaError(
-                                       f"screenshot blob {path} is missing", source=source,
-                                       record=f"{traj.trajectory_id}#{step.index}",
-                                       field="screenshot"))})
-            continue
-        frame = (obj["image"]["width"], obj["image"]["height"])
-        sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                             image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                             image_size=size, image_format=step.image_format,
-                             resize_to=None if frame == (step.width, step.height) else frame,
-                             json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                             separators=(",", ":"), allow_nan=False).encode())
-        if sample.resize_to is not None:
-            if step.index in missing:
-                continue
-            if step.index in framed:
-                sample.resized = framed[step.index]
-            else:
-                try:
-                    sample.prepare()
-                except Unusable as bad:  # the blob does not decode: the step goes, counted once
-                    missing.add(step.index)
-                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                       "reason": bad.reason, "detail": bad.detail})
-                    continue
-                framed[step.index] = sample.resized
-        found.stats.add(key, obj)
-        out.append(sample)
-    return out
 
 
 def _manifest(dataset, written, options, figures, quarantine, store, collections) -> dict:

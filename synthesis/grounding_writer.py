@@ -13,7 +13,6 @@ figures the checks read (drops, dedup, balance before/after, languages, kinds).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,9 +27,8 @@ from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_traj
                                     group_by_trajectory, sorted_step_rows)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
-from trajforge.publish.samples import ShardSample
+from trajforge.publish.samples import ShardSample, framed_sample
 from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
-from trajforge.publish.shards import IMAGE_EXT
 from trajforge.store.raw import RawStore
 
 from .grounding_samples import GroundingStats, screen_records
@@ -138,13 +136,7 @@ def _shard_samples(store, traj, records, quarantine) -> list[ShardSample]:
             quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
                                "reason": "missing_screenshot", "detail": str(path)})
             continue
-        frame = (obj["image"]["width"], obj["image"]["height"])
-        sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                             image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                             image_size=path.stat().st_size, image_format=step.image_format,
-                             resize_to=None if frame == (step.width, step.height) else frame,
-                             json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                             separators=(",", ":"), allow_nan=False).encode())
+        sample = framed_sample(traj.trajectory_id, key, step, obj, path, path.stat().st_size)
         try:
             sample.prepare()
         except Unusable as bad:

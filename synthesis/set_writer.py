@@ -54,9 +54,8 @@ from trajforge.publish.plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits,
                                     sorted_step_rows)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
-from trajforge.publish.samples import ShardSample
+from trajforge.publish.samples import ShardSample, framed_sample
 from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
-from trajforge.publish.shards import IMAGE_EXT
 from trajforge.store.raw import RawStore
 
 from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
@@ -296,13 +295,7 @@ class _ReasoningPass:
                                            record=f"{traj.trajectory_id}#{step.index}",
                                            field="screenshot"))})
                 continue
-            frame = (obj["image"]["width"], obj["image"]["height"])
-            sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                                 image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                                 image_size=size, image_format=step.image_format,
-                                 resize_to=None if frame == (step.width, step.height) else frame,
-                                 json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                                 separators=(",", ":"), allow_nan=False).encode())
+            sample = framed_sample(traj.trajectory_id, key, step, obj, path, size)
             if sample.resize_to is not None:
                 if step.index in missing:
                     continue

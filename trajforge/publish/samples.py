@@ -38,6 +38,11 @@ def sample_json(step_row: dict, traj_row: dict) -> bytes:
             continue
         obj["trajectory_error" if k == "error" else k] = v
     obj["schema_version"] = SCHEMA_VERSION
+    return compact_json(obj)
+
+
+def compact_json(obj: dict) -> bytes:
+    """A sample's JSON member: sorted keys, no spaces, UTF-8, no NaN."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False,
                       separators=(",", ":"), allow_nan=False).encode("utf-8")
 
@@ -77,6 +82,19 @@ class ShardSample:
         if image is None:
             image = self.image_path.read_bytes()
         return {"__key__": self.key, self.image_ext: image, "json": self.json}
+
+
+def framed_sample(trajectory_id: str, key: str, step, obj: dict, path: Path,
+                  size: int) -> ShardSample:
+    """A synthesised set's sample of `step`: its JSON `obj`, and the screenshot at `path`
+    (`size` bytes) resized to the frame obj["image"] names, or as stored when that is
+    the screenshot's own size."""
+    frame = (obj["image"]["width"], obj["image"]["height"])
+    return ShardSample(trajectory_id=trajectory_id, key=key,
+                       image_ext=IMAGE_EXT[step.image_format], image_path=path, image_size=size,
+                       image_format=step.image_format,
+                       resize_to=None if frame == (step.width, step.height) else frame,
+                       json=compact_json(obj))
 
 
 def tar_file_bytes(members: int) -> int:

@@ -60,7 +60,8 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
     prof = model_profile(profile)
     chosen, bad = committed_trajectories(store, collections)
     inputs = {"kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
-              "model_profile": prof.name, "describe": _describer_name(describe), **code_versions()}
+              "model_profile": prof.name, "describe": _describer_name(describe), **code_versions(),
+              "provenance": provenance()}  # every sample names the code that made it
     written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
                         (t.task for t, _ in chosen.values()),
                         _GroundingPass(store, chosen, prof, describe, progress))

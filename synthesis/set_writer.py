@@ -111,7 +111,8 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     refused += [dict(q, index=None) for q in bad_trajs]
     inputs = {**options, "kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
               "cot": _digest(cots), "alignment": _digest(aligned),
-              "recorded": _files_stat(_recorded_files(recorded)), **code_versions()}
+              "recorded": _files_stat(_recorded_files(recorded)), **code_versions(),
+              "provenance": provenance()}  # every sample names the code that made it
     fill = _ReasoningPass(store, chosen, cots, aligned, {**options, "profile": prof}, recorded,
                           progress)
     written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,

@@ -8,7 +8,7 @@ exports it once, then in the same run and on the same bytes:
 - write, ours: `trajforge.publish.shards.ShardTarWriter` (tar headers from a template,
   sha256 on a helper thread) writing the exported samples from memory into
   the same shard files as the export rolled them, fsync per shard;
-- write, export's writer: `trajforge.publish.export.SplitWriter` (rolling by count and
+- write, export's writer: `trajforge.publish.writer.SplitWriter` (rolling by count and
   bytes, and per shard the resume journal's fsync'd line and a folder fsync)
   writing the same samples, grouped by trajectory;
 - write, tarfile: plain `tarfile` writing the same members (same names, same
@@ -48,7 +48,8 @@ sys.path.insert(0, str(ROOT))
 
 from schemas.actions import Action  # noqa: E402
 from schemas.records import DeviceProfile, Step, Task, Trajectory  # noqa: E402
-from trajforge.publish.export import ShardJournal, SplitWriter, export_shards  # noqa: E402
+from trajforge.publish.export import export_shards  # noqa: E402
+from trajforge.publish.writer import ShardJournal, SplitWriter  # noqa: E402
 from trajforge.publish.shards import ShardTarWriter, iter_samples, read_manifest  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import row_to_step
 from schemas.records import Step, Trajectory
-from trajforge.publish.export import committed_trajectories, group_by_trajectory, sorted_step_rows
+from trajforge.publish.plan import committed_trajectories, group_by_trajectory, sorted_step_rows
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
 from .alignment import check_alignment

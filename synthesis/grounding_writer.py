@@ -1,21 +1,20 @@
 """Writes the grounding set as WebDataset shards (manifest kind "grounding").
 
-The reasoning set's machinery (synthesis.set_writer, trajforge.publish.export): trajectories
+Written through the one set writer (trajforge.publish.shard_set): trajectories
 from the curated store sorted by (trajectory_id, index) through DuckDB, one in memory;
 the split by task template (trajforge.publish.holdout); shards rolled by count and bytes in a
 staging folder, renamed into place; manifest.json (shard sha256s) written last and
-atomically; the same input gives the same bytes. One shard record per screen
+atomically; the same input gives the same bytes, and a run killed part-way is
+resumed by the next one with the same inputs and options. One shard record per screen
 (`<trajectory>_sNNNN_ground`: its image at the model profile's frame and a JSON with
 its `samples`), see synthesis/grounding_samples.py. The manifest's `summary` holds the
 figures the checks read (drops, dedup, balance before/after, languages, kinds).
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
+import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,19 @@ from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
 from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
-from schemas.records import SCHEMA_VERSION
-from trajforge.publish.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
-                              ShardSample, SplitWriter, check_splits, committed_trajectories,
-                              group_by_trajectory, package_version, sorted_step_rows)
-from trajforge.publish.quarantine import Unusable
-from trajforge.publish.holdout import HoldOut
-from trajforge.publish.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
+from trajforge.publish.manifest import code_versions, set_manifest
+from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
+                                    group_by_trajectory, sorted_step_rows)
+from trajforge.publish.quarantine import Unusable, quarantine_jsonl
+from trajforge.publish.resume import fingerprint
+from trajforge.publish.samples import ShardSample, framed_sample
+from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
 from trajforge.store.raw import RawStore
 
 from .grounding_samples import GroundingStats, screen_records
 from .set_pii import PersonalData, audit_beside
-from .set_writer import _publish
 
 KIND = "grounding"
-_STAGING = f"{STAGING_PREFIX}{KIND}"
 
 
 def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | str, *,
@@ -46,73 +43,90 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
                         collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
                         max_samples_per_shard: int = 1000,
                         max_bytes_per_shard: int = 500_000_000,
-                        pii_audit: Path | str | None = None) -> dict[str, Any]:
-    """Write the set under out_dir; returns the manifest's totals and summary, and
-    `samples_per_s` (synthesis throughput, images included). `describe`: the functional
+                        pii_audit: Path | str | None = None,
+                        progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Write the set under out_dir; returns the manifest's totals and summary,
+    `samples_per_s` (synthesis throughput, images included) and `resumed_shards` (kept
+    from a killed run). `progress`, if given, is called with the number of records
+    written after each trajectory (a tqdm's `update` fits). `describe`: the functional
     describer (synthesis.grounding_samples.template_describer by default; see
-    vlm_describer for a VLM)."""
+    vlm_describer for a VLM). A resumed run must be given the same describer (by name:
+    a VLM's answers are not in the fingerprint)."""
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
-    splits = check_splits(splits)
+    layout = SetLayout(check_splits(splits), split_seed, max_samples_per_shard,
+                       max_bytes_per_shard)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     prof = model_profile(profile)
     chosen, bad = committed_trajectories(store, collections)
-    quarantine = [dict(q, index=None) for q in bad]
-    staging = out_dir / _STAGING
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    stats, seen, personal = GroundingStats(), set(), PersonalData()
-    journal = ShardJournal(staging)
-    writers = {n: SplitWriter(staging, n, max_samples_per_shard, max_bytes_per_shard, journal)
-               for n, _ in splits}
-    per_split = {n: 0 for n, _ in splits}
-    holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
-    try:
-        for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
-            traj, source = chosen[tid]
+    inputs = {"kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
+              "model_profile": prof.name, "describe": _describer_name(describe), **code_versions(),
+              "provenance": provenance()}  # every sample names the code that made it
+    written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
+                        (t.task for t, _ in chosen.values()),
+                        _GroundingPass(store, chosen, prof, describe, progress))
+    found: _Found = written.result
+    quarantine = [dict(q, index=None) for q in bad] + found.quarantine
+    figures = found.stats.result()
+    seconds = time.perf_counter() - started
+    manifest = set_manifest(KIND, dataset, "synthesis.grounding_writer", written, store,
+                            collections)
+    manifest.update(_own_fields(written, figures, prof, len(quarantine)))
+    # what curation did to the personal data of these screens (synthesis.set_pii)
+    manifest["personal_data"] = found.personal.figures(
+        pii_audit if pii_audit is not None else audit_beside(store.root))
+    commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
+    return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
+            **manifest["totals"], "summary": figures, "model_profile": prof.name,
+            "seconds": seconds, "samples_per_s": figures["samples"] / seconds if seconds else 0.0,
+            "resumed_shards": written.resumed_shards}
+
+
+def _describer_name(describe) -> str | None:
+    if describe is None:
+        return None
+    return getattr(describe, "__qualname__", type(describe).__qualname__)
+
+
+@dataclasses.dataclass
+class _Found:
+    """What one pass learnt besides its shards."""
+    stats: GroundingStats
+    personal: PersonalData
+    quarantine: list[dict]
+
+
+@dataclasses.dataclass
+class _GroundingPass:
+    """One pass over the curated steps (see trajforge.publish.shard_set.write_set): fresh
+    state on each call, since a pass that does not line up with a killed run's shards
+    starts over."""
+    store: RawStore
+    chosen: dict
+    profile: ModelProfile
+    describe: Any
+    progress: Callable[[int], Any] | None
+
+    def __call__(self, run: SetPass) -> _Found:
+        found, screens_seen = _Found(GroundingStats(), PersonalData(), []), set()
+        for tid, rows in group_by_trajectory(sorted_step_rows(self.chosen, run.staging / "duckdb")):
+            traj, source = self.chosen[tid]
             try:
                 steps = [row_to_step(r, source=source) for r in rows]
             except SchemaError as err:
-                quarantine.append({"trajectory_id": tid, "index": None, "reason": "invalid_step",
-                                   "detail": str(err)})
+                found.quarantine.append({"trajectory_id": tid, "index": None,
+                                         "reason": "invalid_step", "detail": str(err)})
                 continue
-            records = screen_records(traj, steps, prof, seen, stats, describe)
-            samples = _shard_samples(store, traj, records, quarantine)
+            records = screen_records(traj, steps, self.profile, screens_seen, found.stats,
+                                     self.describe)
+            samples = _shard_samples(self.store, traj, records, found.quarantine)
             if samples:
-                split = holdout.split(traj.task)
-                writers[split].add_trajectory(samples)
-                per_split[split] += 1
-                holdout.add(traj.task, split)
+                run.add(traj.task, samples)
                 for step, _, _ in records:
-                    personal.add(tid, step.index)
-        shards = [s for n, _ in splits for s in writers[n].finish()]
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    for shard in shards:
-        os.chmod(staging / shard["name"], 0o644)
-        os.replace(staging / shard["name"], out_dir / shard["name"])
-    shutil.rmtree(staging, ignore_errors=True)
-    _publish(out_dir / QUARANTINE, "".join(
-        json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
-    figures = stats.result()
-    seconds = time.perf_counter() - started
-    manifest = _manifest(dataset, splits, split_seed, shards, per_split, figures, prof,
-                         holdout.manifest(), store, collections, len(quarantine))
-    # what curation did to the personal data of these screens (synthesis.set_pii)
-    manifest["personal_data"] = personal.figures(
-        pii_audit if pii_audit is not None else audit_beside(store.root))
-    _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
-                                             ensure_ascii=False) + "\n").encode())
-    for p in out_dir.glob("*.tar"):
-        if SHARD_NAME.match(p.name) and p.name not in {s["name"] for s in shards}:
-            p.unlink()
-    return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
-            **manifest["totals"], "summary": figures, "model_profile": prof.name,
-            "seconds": seconds, "samples_per_s": figures["samples"] / seconds if seconds else 0.0}
+                    found.personal.add(tid, step.index)
+            if self.progress is not None:
+                self.progress(len(samples))
+        return found
 
 
 def _shard_samples(store, traj, records, quarantine) -> list[ShardSample]:
@@ -123,13 +137,7 @@ def _shard_samples(store, traj, records, quarantine) -> list[ShardSample]:
             quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
                                "reason": "missing_screenshot", "detail": str(path)})
             continue
-        frame = (obj["image"]["width"], obj["image"]["height"])
-        sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                             image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                             image_size=path.stat().st_size, image_format=step.image_format,
-                             resize_to=None if frame == (step.width, step.height) else frame,
-                             json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                             separators=(",", ":"), allow_nan=False).encode())
+        sample = framed_sample(traj.trajectory_id, key, step, obj, path, path.stat().st_size)
         try:
             sample.prepare()
         except Unusable as bad:
@@ -140,23 +148,10 @@ def _shard_samples(store, traj, records, quarantine) -> list[ShardSample]:
     return out
 
 
-def _manifest(dataset, splits, split_seed, shards, per_split, figures, prof, held_out, store,
-              collections, quarantined) -> dict:
-    split_info = {}
-    for name, frac in splits:
-        mine = [s for s in shards if s["split"] == name]
-        split_info[name] = {"fraction": frac, "trajectories": per_split[name],
-                            "samples": sum(s["samples"] for s in mine),
-                            "shards": [s["name"] for s in mine]}
-    version = hashlib.sha256(json.dumps({"kind": KIND, "schema_version": SCHEMA_VERSION,
-                                         "shards": shards}, sort_keys=True).encode()).hexdigest()[:16]
+def _own_fields(written, figures, prof, quarantined: int) -> dict:
+    """The grounding manifest's fields beside the ones every set has."""
+    shards = written.shards
     return {
-        "format": "webdataset", "kind": KIND, "dataset": dataset, "version": version,
-        "schema_version": SCHEMA_VERSION,
-        "created_by": f"trajforge {package_version()} (synthesis.grounding_writer)",
-        "collections": store.collections() if collections is None else sorted(
-            [collections] if isinstance(collections, str) else collections),
-        "split_seed": split_seed, "splits": split_info, "held_out": held_out,
         "model_profile": prof.describe(), "provenance": provenance(model_profile=prof.name),
         "sample": {"key": "<trajectory_id>_s<index:04d>_ground", "unit": "one record per "
                    "screen; `samples` lists its grounding samples (element, expression)"},
@@ -165,5 +160,4 @@ def _manifest(dataset, splits, split_seed, shards, per_split, figures, prof, hel
                    figures["samples"], "shards": len(shards),
                    "bytes": sum(s["bytes"] for s in shards), "quarantined": quarantined},
         "summary": figures,
-        "shards": shards,
     }

@@ -1,6 +1,6 @@
 """Writes the reasoning set (and the Chinese GUI set) as WebDataset shards.
 
-Same conventions as trajforge/publish/export.py, whose machinery it reuses: trajectories
+Written through the one set writer (trajforge.publish.shard_set): trajectories
 read from the curated store sorted by (trajectory_id, index) through DuckDB
 (streamed, one trajectory in memory), the split by task template
 (trajforge.publish.holdout: a stable hash of the template, else the instruction; an
@@ -11,7 +11,9 @@ by count and bytes with a trajectory kept in one shard, tar members with mtime
 Shards are written in a staging folder and renamed into place when all are
 done; manifest.json (with each shard's sha256) is written last, atomically,
 and is the commit; shards of an earlier run that this one did not rewrite are
-removed after it.
+removed after it. A run killed part-way is resumed by the next one with the
+same inputs (curated store, CoT rows, alignment, recorded steps, options): its
+finished shards are kept, and the set comes out byte-identical.
 
 One sample per (step, mode); see synthesis/reasoning_set.py. The set is
 written for one model profile (schemas.model_profiles; `profile`, default
@@ -29,36 +31,38 @@ in the manifest's totals and listed in quarantine.jsonl with its reason.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
 from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
-from schemas.records import SCHEMA_VERSION, Step
-from trajforge.publish.export import (DEFAULT_SPLITS, QUARANTINE, STAGING_PREFIX, ShardJournal,
-                              ShardSample, SplitWriter, check_splits, committed_trajectories,
-                              group_by_trajectory, package_version, sorted_step_rows)
-from trajforge.publish.manifest import count_source, source_counts
-from trajforge.publish.quarantine import Unusable
-from trajforge.publish.holdout import HoldOut
-from trajforge.publish.shards import IMAGE_EXT, MANIFEST, SHARD_NAME
-from trajforge.store.raw import RawStore, atomic_write_bytes
+from schemas.records import Step, Trajectory
+from trajforge.publish.manifest import code_versions, count_source, set_manifest, source_counts
+from trajforge.publish.plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits,
+                                    committed_trajectories, group_by_trajectory,
+                                    sorted_step_rows)
+from trajforge.publish.quarantine import Unusable, quarantine_jsonl
+from trajforge.publish.resume import fingerprint
+from trajforge.publish.samples import ShardSample, framed_sample
+from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
+from trajforge.store.raw import RawStore
 
 from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
 from .set_pii import PersonalData, audit_beside
 from .set_stats import SetStats, set_checks
 
 KIND = "reasoning_set"
-_STAGING = f"{STAGING_PREFIX}{KIND}"
 
 
 def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable, out_dir: Path | str,
@@ -72,7 +76,8 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         profile: "str | ModelProfile" = DEFAULT_PROFILE,
                         progress: Callable[[int], Any] | None = None,
                         pii_audit: Path | str | None = None) -> dict[str, Any]:
-    """Write the set under out_dir; returns a summary (totals, figures, checks).
+    """Write the set under out_dir; returns a summary (totals, figures, checks, and
+    `resumed_shards`: kept from a killed run).
 
     `cot_rows`: StepCoT records or rows of a CoT table (dicts with its fields;
     a row may carry an `alignment` dict). `alignment`: {(trajectory_id, index):
@@ -93,66 +98,42 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
     splits = check_splits(splits)
-    if max_samples_per_shard < 1 or max_bytes_per_shard < 1:
-        raise ValueError("max_samples_per_shard and max_bytes_per_shard must be positive")
+    layout = SetLayout(splits, split_seed, max_samples_per_shard, max_bytes_per_shard)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     prof = model_profile(profile)
     options = {"language": language, "require_chinese_thought": require_chinese_thought,
                "min_steps": min_steps, "max_steps": max_steps, "modes": list(MODES),
                "model_profile": prof.name}
 
-    quarantine: list[dict] = []
-    cots, aligned = _index_cot_rows(cot_rows, alignment, quarantine)
+    refused: list[dict] = []  # before the pass: repeated CoT rows, invalid trajectories
+    cots, aligned = _index_cot_rows(cot_rows, alignment, refused)
     chosen, bad_trajs = committed_trajectories(store, collections)
-    quarantine += [dict(q, index=None) for q in bad_trajs]
+    refused += [dict(q, index=None) for q in bad_trajs]
+    inputs = {**options, "kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
+              "cot": _digest(cots), "alignment": _digest(aligned),
+              "recorded": _files_stat(_recorded_files(recorded)), **code_versions(),
+              "provenance": provenance()}  # every sample names the code that made it
+    fill = _ReasoningPass(store, chosen, cots, aligned, {**options, "profile": prof}, recorded,
+                          progress)
+    written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
+                        (t.task for t, _ in chosen.values()), fill)
+    found: _Found = written.result
 
-    staging = out_dir / _STAGING
-    shutil.rmtree(staging, ignore_errors=True)  # a failed earlier run's leftovers
-    for p in out_dir.glob(".*.tmp"):
-        p.unlink(missing_ok=True)
-    staging.mkdir()
-    stats, personal = SetStats(), PersonalData()
-    try:
-        shards, image_exts, per_split, held_out, sources = _write_shards(
-            store, chosen, cots, aligned, staging, splits, split_seed, max_samples_per_shard,
-            max_bytes_per_shard, {**options, "profile": prof}, stats, quarantine, progress,
-            recorded, personal)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    for shard in shards:
-        os.chmod(staging / shard["name"], 0o644)
-        os.replace(staging / shard["name"], out_dir / shard["name"])
-    shutil.rmtree(staging, ignore_errors=True)
-
-    for key in sorted(cots):  # CoT rows whose step is not in the curated store: said, not lost
+    quarantine = refused + found.quarantine
+    for key in sorted(found.cots_left):  # CoT rows whose step is not in the curated store: said, not lost
         quarantine.append({"trajectory_id": key[0], "index": key[1], "reason": "cot_without_step",
                            "detail": "no such kept step in the curated store"})
     quarantine.sort(key=lambda q: (q["trajectory_id"], -1 if q["index"] is None else q["index"],
                                    q["reason"]))
-    skipped_trajectories = Counter(q["reason"] for q in quarantine if q["index"] is None)
     skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
-    _publish(out_dir / QUARANTINE, "".join(
-        json.dumps(q, sort_keys=True, ensure_ascii=False) + "\n" for q in quarantine).encode())
-    figures = stats.result()
-    manifest = _manifest(dataset, splits, split_seed, shards, image_exts, per_split, options,
-                         figures, dict(sorted(skipped_trajectories.items())),
-                         dict(sorted(skipped_steps.items())), store, collections)
-    manifest["held_out"] = held_out
+    figures = found.stats.result()
+    manifest = _manifest(dataset, written, options, figures, quarantine, store, collections)
     manifest["model_profile"] = prof.describe()
-    # The largest image of the set: a trainer's image_max_pixels below it would shrink
-    # that image out of its answers' frame (training.data.frame_gate).
-    manifest["frames"] = {"max_pixels": figures["max_image_pixels"]}
     manifest["provenance"] = provenance(model_profile=prof.name)
-    manifest.update(source_counts(sources))
-    manifest["personal_data"] = personal.figures(
+    manifest.update(source_counts(found.sources))
+    manifest["personal_data"] = found.personal.figures(
         pii_audit if pii_audit is not None else audit_beside(store.root))
-    _publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
-                                             ensure_ascii=False) + "\n").encode())
-    for p in out_dir.glob("*.tar"):  # after the commit: shards of an earlier run
-        if SHARD_NAME.match(p.name) and p.name not in {s["name"] for s in shards}:
-            p.unlink()
+    commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
     return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
             **manifest["totals"], "stats": figures, "model_profile": prof.name,
             "provenance": manifest["provenance"], "sources": manifest["sources"],
@@ -160,7 +141,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
             "checks": set_checks(figures, language=language,
                                  require_chinese_thought=require_chinese_thought,
                                  skipped_steps=dict(skipped_steps)),
-            "seconds": time.perf_counter() - started}
+            "seconds": time.perf_counter() - started, "resumed_shards": written.resumed_shards}
 
 
 def write_chinese_gui_set(curated_store, cot_rows: Iterable, out_dir, *,
@@ -187,59 +168,152 @@ def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
     return cots, aligned
 
 
-def _write_shards(store, chosen, cots, aligned, staging, splits, split_seed, max_samples,
-                  max_bytes, options, stats, quarantine, progress, recorded, personal):
-    journal = ShardJournal(staging)  # SplitWriter notes each finished shard there
-    writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal)
-               for name, _ in splits}
-    per_split = {name: 0 for name, _ in splits}
-    sources: dict = {}
-    holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
-    seen: set[str] = set()
-    history = _RecordedSteps(recorded, list(chosen), staging / "duckdb-recorded")
-    try:
-        for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
-            seen.add(tid)
-            traj, source = chosen[tid]
+def _digest(rows: Mapping) -> str:
+    """Names CoT rows or alignment results, for the fingerprint a resumed run must match."""
+    h = hashlib.sha256()
+    for key in sorted(rows):
+        row = rows[key]
+        if dataclasses.is_dataclass(row):
+            row = dataclasses.asdict(row)
+        h.update(json.dumps([list(key), row], sort_keys=True, default=str).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _recorded_files(recorded) -> list[str]:
+    if recorded is None:
+        return []
+    if isinstance(recorded, RawStore):
+        return [str(f) for f in recorded.step_files()]
+    if isinstance(recorded, (str, Path)):
+        return [str(recorded)]
+    return [str(f) for f in recorded]
+
+
+def _files_stat(files: list[str]) -> list[list]:
+    """Each file with its size and mtime: a recorded file rewritten means other input."""
+    out = []
+    for f in sorted(files):
+        st = Path(f).stat()
+        out.append([f, st.st_size, st.st_mtime_ns])
+    return out
+
+
+@dataclasses.dataclass
+class _Found:
+    """What one pass learnt besides its shards."""
+    stats: SetStats
+    personal: PersonalData
+    quarantine: list[dict]
+    sources: dict
+    cots_left: set  # (trajectory_id, index) of CoT rows no kept step took
+
+
+@dataclasses.dataclass
+class _ReasoningPass:
+    """One pass over the curated steps (see trajforge.publish.shard_set.write_set): fresh
+    state on each call, since a pass that does not line up with a killed run's shards
+    starts over."""
+    store: RawStore
+    chosen: dict[str, tuple[Trajectory, str]]
+    cots: dict
+    aligned: dict
+    options: dict
+    recorded: Any
+    progress: Callable[[int], Any] | None
+
+    def __call__(self, run: SetPass) -> _Found:
+        found = _Found(SetStats(), PersonalData(), [], {}, set(self.cots))
+        history = _RecordedSteps(self.recorded, list(self.chosen),
+                                 run.staging / "duckdb-recorded")
+        seen: set[str] = set()
+        try:
+            rows = sorted_step_rows(self.chosen, run.staging / "duckdb")
+            for tid, group in group_by_trajectory(rows):
+                seen.add(tid)
+                n = self._trajectory(run, tid, group, history.steps_of(tid), found)
+                if n is not None and self.progress is not None:
+                    self.progress(n)
+        finally:
+            history.close()
+        for tid in sorted(set(self.chosen) - seen):
+            found.quarantine.append({"trajectory_id": tid, "index": None,
+                                     "reason": "steps_missing",
+                                     "detail": f"no step rows in {self.chosen[tid][1]}"})
+        return found
+
+    def _trajectory(self, run: SetPass, tid: str, rows: list[dict], recorded,
+                    found: _Found) -> int | None:
+        """Writes one trajectory's samples; their count, or None when it is quarantined."""
+        traj, source = self.chosen[tid]
+        try:
+            steps = [row_to_step(r, source=source) for r in rows]
+        except SchemaError as err:
+            found.quarantine.append({"trajectory_id": tid, "index": None,
+                                     "reason": "invalid_step", "detail": str(err)})
+            return None
+        indices = [s.index for s in steps]
+        if any(a >= b for a, b in zip(indices, indices[1:])):
+            found.quarantine.append({"trajectory_id": tid, "index": None,
+                                     "reason": "repeated_index", "detail": str(SchemaError(
+                                         f"step indices {indices[:8]} repeat", source=source,
+                                         record=tid, field="index"))})
+            return None
+        mine = {i: self.cots[(tid, i)] for i in indices if (tid, i) in self.cots}
+        found.cots_left -= {(tid, i) for i in mine}
+        align = {i: self.aligned[(tid, i)] for i in indices if (tid, i) in self.aligned}
+        samples = self._samples(traj, steps, mine, align, found, source, recorded)
+        if samples:
+            run.add(traj.task, samples)
+            count_source(found.sources, traj)
+            for smp in samples:
+                found.personal.add(tid, json.loads(smp.json)["index"])
+        return len(samples)
+
+    def _samples(self, traj, steps, cots, align, found: _Found, source,
+                 recorded=None) -> list[ShardSample]:
+        """Both modes of every step of one trajectory that gives any; what is left out goes
+        to found.quarantine, counted once per step."""
+        store, options = self.store, self.options
+        quarantine = found.quarantine
+        skipped: list[dict] = []
+        planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
+                               require_chinese_thought=options["require_chinese_thought"],
+                               min_steps=options["min_steps"], max_steps=options["max_steps"],
+                               skipped=skipped, recorded=recorded, profile=options["profile"])
+        quarantine += skipped
+        out, missing = [], set()
+        framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
+        for step, key, obj in planned:
+            path = store.blobs.path(step.screenshot, step.image_format)
             try:
-                steps = [row_to_step(r, source=source) for r in rows]
-            except SchemaError as err:
-                quarantine.append({"trajectory_id": tid, "index": None, "reason": "invalid_step",
-                                   "detail": str(err)})
+                size = path.stat().st_size
+            except FileNotFoundError:
+                if step.index not in missing:  # both modes go; counted once for the step
+                    missing.add(step.index)
+                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                       "reason": "missing_screenshot", "detail": str(SchemaError(
+                                           f"screenshot blob {path} is missing", source=source,
+                                           record=f"{traj.trajectory_id}#{step.index}",
+                                           field="screenshot"))})
                 continue
-            indices = [s.index for s in steps]
-            if any(a >= b for a, b in zip(indices, indices[1:])):
-                quarantine.append({"trajectory_id": tid, "index": None, "reason": "repeated_index",
-                                   "detail": str(SchemaError(f"step indices {indices[:8]} repeat",
-                                                             source=source, record=tid,
-                                                             field="index"))})
-                continue
-            mine = {i: cots.pop((tid, i)) for i in indices if (tid, i) in cots}
-            align = {i: aligned[(tid, i)] for i in indices if (tid, i) in aligned}
-            samples = _samples(store, traj, steps, mine, align, options, stats, quarantine, source,
-                               history.steps_of(tid))
-            if samples:
-                split = holdout.split(traj.task)
-                writers[split].add_trajectory(samples)
-                per_split[split] += 1
-                count_source(sources, traj)
-                for smp in samples:
-                    personal.add(tid, json.loads(smp.json)["index"])
-                holdout.add(traj.task, split)
-            if progress is not None:
-                progress(len(samples))
-        shards = [s for name, _ in splits for s in writers[name].finish()]
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
-    finally:
-        history.close()
-    for tid in sorted(set(chosen) - seen):
-        quarantine.append({"trajectory_id": tid, "index": None, "reason": "steps_missing",
-                           "detail": f"no step rows in {chosen[tid][1]}"})
-    image_exts = set().union(*(w.image_exts for w in writers.values()))
-    return shards, image_exts, per_split, holdout.manifest(), sources
+            sample = framed_sample(traj.trajectory_id, key, step, obj, path, size)
+            if sample.resize_to is not None:
+                if step.index in missing:
+                    continue
+                if step.index in framed:
+                    sample.resized = framed[step.index]
+                else:
+                    try:
+                        sample.prepare()
+                    except Unusable as bad:  # the blob does not decode: the step goes, counted once
+                        missing.add(step.index)
+                        quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
+                                           "reason": bad.reason, "detail": bad.detail})
+                        continue
+                    framed[step.index] = sample.resized
+            found.stats.add(key, obj)
+            out.append(sample)
+        return out
 
 
 class _RecordedSteps:
@@ -251,21 +325,9 @@ class _RecordedSteps:
     def __init__(self, recorded, ids: list[str], tmp_dir: Path):
         self._groups, self._con = iter(()), None
         self._next: tuple[str, list[dict]] | None = None
-        if recorded is None:
-            return
-        if isinstance(recorded, RawStore):
-            files = [str(f) for f in recorded.step_files()]
-        elif isinstance(recorded, (str, Path)):
-            files = [str(recorded)]
-        else:
-            files = [str(f) for f in recorded]
+        files = _recorded_files(recorded)
         if not files:
             return
-        import duckdb
-        import pyarrow as pa
-
-        from trajforge.publish.plan import DUCKDB_MEMORY
-
         tmp_dir.mkdir(parents=True, exist_ok=True)
         self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY,
                                            "temp_directory": str(tmp_dir)})
@@ -304,81 +366,15 @@ class _RecordedSteps:
             self._con.close()
 
 
-def _samples(store, traj, steps, cots, align, options, stats, quarantine, source,
-             recorded=None) -> list[ShardSample]:
-    skipped: list[dict] = []
-    planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
-                           require_chinese_thought=options["require_chinese_thought"],
-                           min_steps=options["min_steps"], max_steps=options["max_steps"],
-                           skipped=skipped, recorded=recorded, profile=options["profile"])
-    quarantine += skipped
-    out, missing = [], set()
-    framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
-    for step, key, obj in planned:
-        path = store.blobs.path(step.screenshot, step.image_format)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            if step.index not in missing:  # both modes go; counted once for the step
-                missing.add(step.index)
-                quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                   "reason": "missing_screenshot", "detail": str(SchemaError(
-                                       f"screenshot blob {path} is missing", source=source,
-                                       record=f"{traj.trajectory_id}#{step.index}",
-                                       field="screenshot"))})
-            continue
-        frame = (obj["image"]["width"], obj["image"]["height"])
-        sample = ShardSample(trajectory_id=traj.trajectory_id, key=key,
-                             image_ext=IMAGE_EXT[step.image_format], image_path=path,
-                             image_size=size, image_format=step.image_format,
-                             resize_to=None if frame == (step.width, step.height) else frame,
-                             json=json.dumps(obj, sort_keys=True, ensure_ascii=False,
-                                             separators=(",", ":"), allow_nan=False).encode())
-        if sample.resize_to is not None:
-            if step.index in missing:
-                continue
-            if step.index in framed:
-                sample._resized = framed[step.index]
-            else:
-                try:
-                    sample.prepare()
-                except Unusable as bad:  # the blob does not decode: the step goes, counted once
-                    missing.add(step.index)
-                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                       "reason": bad.reason, "detail": bad.detail})
-                    continue
-                framed[step.index] = sample._resized
-        stats.add(key, obj)
-        out.append(sample)
-    return out
-
-
-def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, options, figures,
-              skipped_trajectories, skipped_steps, store, collections) -> dict:
-    split_info = {}
-    for name, frac in splits:
-        mine = [s for s in shards if s["split"] == name]
-        split_info[name] = {"fraction": frac, "trajectories": per_split[name],
-                            "samples": sum(s["samples"] for s in mine),
-                            "shards": [s["name"] for s in mine]}
-    version = hashlib.sha256(json.dumps(
-        {"kind": KIND, "schema_version": SCHEMA_VERSION, "shards": shards},
-        sort_keys=True).encode()).hexdigest()[:16]
-    return {
-        "format": "webdataset",
-        "kind": KIND,
-        "dataset": dataset,
-        "version": version,
-        "schema_version": SCHEMA_VERSION,
-        "created_by": f"trajforge {package_version()} (synthesis.set_writer)",
-        "collections": store.collections() if collections is None else sorted(
-            [collections] if isinstance(collections, str) else collections),
-        "split_seed": split_seed,
+def _manifest(dataset, written, options, figures, quarantine, store, collections) -> dict:
+    skipped_trajectories = Counter(q["reason"] for q in quarantine if q["index"] is None)
+    skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
+    manifest = set_manifest(KIND, dataset, "synthesis.set_writer", written, store, collections)
+    manifest.update({
         "options": options,
         "index_gaps": True,  # curated steps keep their original indices
-        "splits": split_info,
         "sample": {"key": "<trajectory_id>_s<index:04d>_<mode>", "modes": list(MODES),
-                   "image_exts": sorted(image_exts),
+                   "image_exts": sorted(written.image_exts),
                    "json": "trajectory_id, index, mode, language, app, platform, source, "
                            "source_name, verifier, task_id, template_id, instruction, "
                            "image (its size: the model profile's frame), screenshot (the "
@@ -387,17 +383,16 @@ def _manifest(dataset, splits, split_seed, shards, image_exts, per_split, option
                            "answer (GUI-Libra, points in the frame), spans (char offsets "
                            "into the gpt value), target_box (normalised), "
                            "thought_backend, alignment"},
-        "totals": {"samples": sum(s["samples"] for s in shards), "steps": figures["steps"],
-                   "trajectories": sum(per_split.values()), "shards": len(shards),
-                   "bytes": sum(s["bytes"] for s in shards),
-                   "skipped_trajectories": skipped_trajectories, "skipped_steps": skipped_steps},
+        "totals": {"samples": sum(s["samples"] for s in written.shards), "steps": figures["steps"],
+                   "trajectories": sum(written.per_split.values()),
+                   "shards": len(written.shards), "bytes": sum(s["bytes"] for s in written.shards),
+                   "skipped_trajectories": dict(sorted(skipped_trajectories.items())),
+                   "skipped_steps": dict(sorted(skipped_steps.items()))},
         "summary": {k: figures[k] for k in ("modes", "languages", "language_share",
                                             "action_types", "thought_chars", "thought_backends",
                                             "thought_backend_share", "alignment")},
-        "shards": shards,
-    }
-
-
-def _publish(path: Path, data: bytes) -> None:
-    atomic_write_bytes(path, data)
-    os.chmod(path, 0o644)  # readable by the training job's user
+        # The largest image of the set: a trainer's image_max_pixels below it would shrink
+        # that image out of its answers' frame (training.data.frame_gate).
+        "frames": {"max_pixels": figures["max_image_pixels"]},
+    })
+    return manifest

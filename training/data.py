@@ -20,7 +20,10 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from schemas.errors import SchemaError
-from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, shard_paths
+from schemas.model_profiles import manifest_profile
+from trajforge.publish.shards import MANIFEST, read_manifest
+from trajforge.read.loader import read_split
+from trajforge.vlm.messages import decode_image
 
 IGNORE = -100
 IMAGE_MARKER = "<image>"
@@ -53,23 +56,21 @@ class ReasoningSample(tuple):
 
 def iter_reasoning_samples(shards_dir: str | Path, split: str = "train", mode: str | None = None,
                            *, rank: int = 0, world_size: int = 1) -> Iterator[ReasoningSample]:
-    """Stream the samples of one split, shard by shard (never all in memory).
+    """Stream the samples of one split, shard by shard (never all in memory), through
+    the documented loader (trajforge.read.loader.read_split).
 
     `mode` keeps only "direct" or "reason" samples. Under DDP each rank takes every
     world_size-th sample (after the mode filter), so ranks see disjoint data.
     """
     n = 0
-    for path in shard_paths(shards_dir, split):
-        for key, members in iter_tar_samples(path):
-            j = members.get("json")
-            if j is None:
-                raise SchemaError("sample has no .json member", source=str(path), record=key, field="json")
-            if mode is not None and j.get("mode") != mode:
-                continue
-            if n % world_size == rank:
-                image = next((members[e] for e in IMAGE_EXTS if e in members), None)
-                yield ReasoningSample(key, j, image, str(path))
-            n += 1
+    for sample in read_split(shards_dir, split):
+        j = sample["json"]
+        if mode is not None and j.get("mode") != mode:
+            continue
+        if n % world_size == rank:
+            yield ReasoningSample(sample["key"], j, sample["image"],
+                                  str(Path(shards_dir) / sample["shard"]))
+        n += 1
 
 
 TEMPLATE_BACKEND = "template"  # synthesis.cot.TEMPLATE: the thoughts a template wrote
@@ -84,8 +85,6 @@ def thought_backend_share(shards_dir: str | Path) -> dict[str, float]:
     summary.thought_backend_share, else its summary.thought_backends counts (sets written
     before the share was stated), else counted over the samples' own `thought_backend`
     (a sample without one counts as "unknown"). {} for a set without samples."""
-    from trajforge.publish.shards import MANIFEST, iter_tar_samples
-
     shards_dir = Path(shards_dir)
     manifest = json.loads((shards_dir / MANIFEST).read_text(encoding="utf-8"))
     summary = manifest.get("summary") or {}
@@ -95,9 +94,9 @@ def thought_backend_share(shards_dir: str | Path) -> dict[str, float]:
     counts = summary.get("thought_backends")
     if not (isinstance(counts, dict) and counts):
         counts = {}
-        for shard in manifest.get("shards", []):
-            for _key, members in iter_tar_samples(shards_dir / shard["name"], images=False):
-                backend = str((members.get("json") or {}).get("thought_backend") or "unknown")
+        for split in sorted({s["split"] for s in manifest.get("shards", [])}):
+            for sample in read_split(shards_dir, split):
+                backend = str(sample["json"].get("thought_backend") or "unknown")
                 counts[backend] = counts.get(backend, 0) + 1
     total = sum(counts.values())
     return {str(k): v / total for k, v in sorted(counts.items())} if total else {}
@@ -137,9 +136,6 @@ def set_profile(shards_dir: str | Path):
     """The model profile a set's manifest names (schemas.model_profiles.ModelProfile), or
     None for a set written before profiles (answers in pixels of the stored screenshot).
     Training, evaluation (training.evaluate.run_eval) and the agent it plays read it here."""
-    from schemas.model_profiles import manifest_profile
-    from trajforge.publish.shards import read_manifest
-
     return manifest_profile(read_manifest(Path(shards_dir)))
 
 
@@ -156,8 +152,6 @@ def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *,
     processor resizes. A full run raises FrameMismatchError for either; the tiny
     random-weights model only reports it. Returns {"model_profile", "frame"
     ("kept", "no profile", "capped")} for the run's metrics."""
-    from trajforge.publish.shards import read_manifest
-
     manifest = read_manifest(Path(shards_dir))
     profile = set_profile(shards_dir)
     largest = (manifest.get("frames") or {}).get("max_pixels")
@@ -273,8 +267,6 @@ def encode_sample(processor, sample_json: dict, image: bytes | None, max_length:
     sample without image, spans or conversations, a span outside the gpt text, or one
     longer than max_length (its image tokens cannot be cut, nor its answer).
     """
-    from trajforge.vlm.messages import decode_image
-
     if not image:
         raise SchemaError("sample has no image", field="image")
     system, human, gpt = _conversation(sample_json)

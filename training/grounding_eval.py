@@ -22,6 +22,9 @@ from typing import Any
 
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, manifest_profile, model_profile
+from crawlers.agent_prompt import conversation_messages
+from trajforge.publish.shards import read_manifest
+from trajforge.read.loader import read_split
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 BREAKDOWNS = ("role", "size_bucket", "language", "kind")
@@ -60,8 +63,6 @@ def score_grounding(text: str, sample: dict, screenshot: dict, profile: ModelPro
 
 
 def _messages(sample: dict, image: bytes) -> list[dict]:
-    from crawlers.agent_prompt import conversation_messages
-
     turns = {t["from"]: t["value"] for t in sample["conversations"]}
     return conversation_messages(turns["system"], turns["human"], image)
 
@@ -71,8 +72,7 @@ def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str |
                                max_new_tokens: int = 48, batch_size: int = 8, device: str = "auto",
                                dtype: str = "auto", image_max_pixels: int | None = None) -> dict:
     """Greedy point-in-box accuracy of `model` on the samples of `split`."""
-    from training.flywheel import policy_backend_for
-    from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, read_manifest, shard_paths
+    from training.flywheel import policy_backend_for  # defers the sandbox and its browser
 
     manifest = read_manifest(Path(shards_dir))
     if manifest.get("kind") != "grounding":
@@ -91,24 +91,18 @@ def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str |
         pending.clear()
 
     done = False
-    for path in shard_paths(shards_dir, split):
-        for key, members in iter_tar_samples(path):
-            rec = members.get("json") or {}
-            image = next((members[e] for e in IMAGE_EXTS if e in members), None)
-            if not image:
-                raise ValueError(f"{path}: record {key} has no image")
-            for s in rec.get("samples", []):
-                if max_samples is not None and tally.n + len(pending) >= max_samples:
-                    done = True
-                    break
-                pending.append((VLMRequest(messages=_messages(s, image), key=s["id"],
-                                           metadata={"width": rec["image"]["width"],
-                                                     "height": rec["image"]["height"]}),
-                                s, rec["screenshot"]))
-                if len(pending) >= batch_size:
-                    flush()
-            if done:
+    for record in read_split(shards_dir, split):
+        rec, image = record["json"], record["image"]
+        for s in rec.get("samples", []):
+            if max_samples is not None and tally.n + len(pending) >= max_samples:
+                done = True
                 break
+            pending.append((VLMRequest(messages=_messages(s, image), key=s["id"],
+                                       metadata={"width": rec["image"]["width"],
+                                                 "height": rec["image"]["height"]}),
+                            s, rec["screenshot"]))
+            if len(pending) >= batch_size:
+                flush()
         if done:
             break
     if pending:

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.export.shard_fixtures import build_store
-from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards, split_of
+from trajforge.publish.export import export_shards
+from trajforge.publish.plan import split_of
+from trajforge.publish.resume import STAGING_PREFIX
+from trajforge.publish.writer import JOURNAL
 from trajforge.publish.shards import iter_samples, sample_key, read_manifest, verify
 
 ROOT = Path(__file__).resolve().parents[2]

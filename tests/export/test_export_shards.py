@@ -13,7 +13,8 @@ from hypothesis import given, strategies as st
 from tests.export.shard_fixtures import build_store
 from schemas.arrow import step_to_row, trajectory_to_row
 from schemas.records import SCHEMA_VERSION
-from trajforge.publish.export import check_splits, export_shards, split_of
+from trajforge.publish.export import export_shards
+from trajforge.publish.plan import check_splits, split_of
 from trajforge.publish.holdout import HoldOut
 from trajforge.publish.shards import (ShardError, iter_samples, iter_tar_samples, key_stem, read_manifest,
                               sample_key, shard_paths, verify)

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.export.shard_fixtures import build_store
-from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards
+from trajforge.publish.export import export_shards
+from trajforge.publish.resume import STAGING_PREFIX
+from trajforge.publish.writer import JOURNAL
 from trajforge.store.object_folder import ObjectFolder
 from trajforge.publish.remote import publish_set, shard_destination, spool_dir
 from trajforge.publish.shards import MANIFEST
@@ -28,7 +30,7 @@ OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from trajforge.publish.export import JOURNAL, STAGING_PREFIX, export_shards
+from trajforge.publish.export import export_shards
 from trajforge.store.object_folder import ObjectFolder
 from trajforge.publish.remote import shard_destination
 from trajforge.store.raw import RawStore

@@ -13,7 +13,7 @@ from synthesis.language import is_chinese
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
-from trajforge.publish.export import check_splits
+from trajforge.publish.plan import check_splits
 from trajforge.publish.holdout import HoldOut
 from schemas.resolution import resize_image
 from trajforge.publish.shards import iter_samples, verify

@@ -3,6 +3,7 @@ spell the action and the coordinates, bad samples are named, the stream shards b
 from __future__ import annotations
 
 import copy
+import json
 import re
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from schemas.errors import SchemaError
 from tests.training.conftest import TINY_IMAGE_PIXELS
 from training.data import (IGNORE, collate, encode_sample, encoded_stream, iter_reasoning_samples)
+from trajforge.publish.shards import iter_samples, read_manifest
 
 A_ACT, A_COORD = 2.0, 4.0
 
@@ -116,3 +118,19 @@ def test_stream_filters_by_mode_and_ranks_take_disjoint_shares(small_reasoning_s
     r1 = [s.key for s in iter_reasoning_samples(small_reasoning_set, "train", rank=1, world_size=2)]
     assert not set(r0) & set(r1) and sorted(r0 + r1) == sorted(s.key for s in samples)
     assert all(s.source.endswith(".tar") for s in samples)
+
+
+def test_training_reads_through_the_loader_what_the_shards_hold(small_reasoning_set, tmp_path):
+    """iter_reasoning_samples (trajforge.read.loader.read_split) gives every sample of the
+    split in file order, JSON and image bytes as written; a split without shards gives none."""
+    tars = {k: m for k, m in iter_samples(small_reasoning_set, "train")}
+    got = list(iter_reasoning_samples(small_reasoning_set, "train"))
+    assert [s.key for s in got] == list(tars)
+    for s in got:
+        image = next(v for ext, v in tars[s.key].items() if ext != "json")
+        assert s.json == tars[s.key]["json"] and s.image == image
+        assert s.source == str(small_reasoning_set / s.source.rsplit("/", 1)[-1])
+    manifest = read_manifest(small_reasoning_set)
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {**manifest, "shards": [e for e in manifest["shards"] if e["split"] != "test"]}))
+    assert list(iter_reasoning_samples(tmp_path, "test")) == []

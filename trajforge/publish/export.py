@@ -41,49 +41,32 @@ version; see `sample_json`). Keys are `<trajectory_id>_s0004` made safe by
   then says `"index_gaps": true` (as it does when a step was skipped), which
   `trajforge validate` follows.
 
-The work is split by responsibility: `export_plan` (which trajectories, which
-split, step rows in order), `export_samples` (one sample per step),
-`export_writer` (tars, hashing, the journal), `export_resume` (a killed run's
-shards), `export_manifest` (manifest and publishing), `export_quarantine`
-(what is left out and why). This module runs them and re-exports their public
-names, the import paths other code uses.
+The work is split by responsibility: `shard_set` (the one set writer: staging,
+split writers, hold-out, resume, commit), `plan` (which trajectories, which
+split, step rows in order), `samples` (one sample per step), `writer` (tars,
+hashing, the journal), `resume` (a killed run's shards), `manifest` (manifest
+and publishing), `quarantine` (what is left out and why). This module runs
+them.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from PIL import __version__ as _PILLOW_VERSION
-
-from schemas.records import SCHEMA_VERSION
-
-from trajforge.publish.manifest import (build_manifest, collection_names, count_source, dist_version,
-                              package_version,
-                              publish, remove_leftovers, remove_stale_shards)
-from trajforge.publish.plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits, committed_trajectories,
-                          group_by_trajectory, sorted_step_rows, split_of)
-from trajforge.publish.quarantine import QUARANTINE, Unusable, quarantine_jsonl, quarantine_records
-from trajforge.publish.resume import (STAGING_PREFIX, ResumeMismatch, fingerprint, resume_staging,
-                            skip_resumed)
-from trajforge.publish.samples import ShardSample, sample_json, trajectory_samples
-from trajforge.publish.writer import JOURNAL, ShardJournal, SplitWriter, fsync_dir
-from trajforge.publish.holdout import SPLIT_BY, HoldOut
 from schemas.resolution import Resolution, resolution_profile
+from trajforge.publish.holdout import SPLIT_BY
+from trajforge.publish.manifest import (code_versions, collection_names, count_source,
+                                        export_manifest)
+from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
+                                    group_by_trajectory, sorted_step_rows)
+from trajforge.publish.quarantine import Unusable, quarantine_jsonl, quarantine_records
+from trajforge.publish.resume import fingerprint
+from trajforge.publish.samples import trajectory_samples
+from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
 from trajforge.publish.shards import MANIFEST
 from trajforge.store.raw import RawStore
-
-__all__ = [
-    "DEFAULT_SPLITS", "DUCKDB_MEMORY", "JOURNAL", "QUARANTINE", "STAGING_PREFIX", "ExportResult",
-    "ShardJournal", "ShardSample", "SplitWriter", "check_splits", "committed_trajectories",
-    "export_shards", "group_by_trajectory", "package_version", "sample_json", "sorted_step_rows",
-    "split_of",
-]
 
 
 @dataclass
@@ -120,129 +103,67 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     """
     started = time.perf_counter()
     splits = check_splits(splits)
+    layout = SetLayout(splits, split_seed, max_samples_per_shard, max_bytes_per_shard)
     profile = resolution_profile(resolution)
-    if max_samples_per_shard < 1 or max_bytes_per_shard < 1:
-        raise ValueError("max_samples_per_shard and max_bytes_per_shard must be positive")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-
     chosen, quarantine = committed_trajectories(store, collections)
     options = {"dataset": dataset, "collections": collection_names(store, collections),
                "max_samples_per_shard": max_samples_per_shard,
                "max_bytes_per_shard": max_bytes_per_shard, "splits": splits,
                "split_seed": split_seed, "split_by": SPLIT_BY, "resolution": profile.describe(),
-               "schema_version": SCHEMA_VERSION, "trajforge": package_version(),
-               "pillow": _PILLOW_VERSION, "webdataset": dist_version("webdataset")}
+               **code_versions()}
     if allow_index_gaps:
         options["allow_index_gaps"] = True
-    # Shards are written here and moved into out_dir only once all are done,
-    # so a failed run leaves the previous export whole. The name is fixed by
-    # the inputs and options, so a killed run's finished shards are found again.
-    staging = out_dir / f"{STAGING_PREFIX}{fingerprint(store, chosen, options)[:24]}"
-    remove_leftovers(out_dir, keep=staging.name)
-    staging.mkdir(exist_ok=True)
-    fsync_dir(out_dir)
-    resumed = resume_staging(staging, splits)
-    step_skips: list[dict] = []
-    holdout = HoldOut(splits, split_seed).plan(t.task for t, _ in chosen.values())
-    args = (store, chosen, staging, splits, split_seed, profile, max_samples_per_shard,
-            max_bytes_per_shard, progress, allow_index_gaps, step_skips, holdout)
-    try:
-        shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
-    except ResumeMismatch:
-        # The kept shards do not line up with the input (a screenshot that
-        # failed to decode before the kill is counted differently): start over
-        # rather than risk a duplicate or a gap.
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        resumed = {name: [] for name, _ in splits}
-        step_skips.clear()
-        shards, image_exts, exported, seen, bad = _write_shards(*args, resumed)
+    fill = _ExportPass(store, chosen, profile, allow_index_gaps, progress)
+    written = write_set(out_dir, fingerprint(store, chosen, options), layout,
+                        (t.task for t, _ in chosen.values()), fill)
+    seen, bad, step_skips = written.result
     quarantine, skipped, skipped_steps = quarantine_records(chosen, seen, quarantine + bad,
                                                             step_skips)
     sources: dict = {}
     for tid in sorted(seen - {q["trajectory_id"] for q in bad}):
         count_source(sources, chosen[tid][0])
-
-    for shard in shards:
-        path = staging / shard["name"]
-        os.chmod(path, 0o644)
-        os.replace(path, out_dir / shard["name"])
-    shutil.rmtree(staging, ignore_errors=True)
-    publish(out_dir / QUARANTINE, quarantine_jsonl(quarantine))
-    manifest = build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped,
-                              store, collections, profile, sources)
-    manifest["held_out"] = holdout.manifest()
+    manifest = export_manifest(dataset, written, store, collections, profile, sources, skipped)
     if skipped_steps:
         manifest["totals"]["skipped_steps"] = skipped_steps
     if allow_index_gaps or skipped_steps:
         manifest["index_gaps"] = True  # trajforge validate then accepts gaps
-    publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
-                                            ensure_ascii=False) + "\n").encode())
-    remove_stale_shards(out_dir, {s["name"] for s in shards})
+    commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
     totals = manifest["totals"]
     return ExportResult(out_dir=out_dir, manifest=manifest, samples=totals["samples"],
                         trajectories=totals["trajectories"], shards=totals["shards"],
                         bytes=totals["bytes"], skipped=skipped,
                         seconds=time.perf_counter() - started,
-                        resumed_shards=sum(len(v) for v in resumed.values()),
-                        skipped_steps=skipped_steps)
+                        resumed_shards=written.resumed_shards, skipped_steps=skipped_steps)
 
 
-def _write_shards(store, chosen, staging, splits, split_seed, profile, max_samples, max_bytes,
-                  progress, allow_index_gaps, step_skips, holdout, resumed):
-    """Writes every split's shards into staging, after the ones kept from a killed run.
+@dataclass
+class _ExportPass:
+    """One pass of the export over the store's step rows (see shard_set.write_set).
 
-    Returns (shards, image_exts, trajectories per split, ids seen, quarantined).
+    Returns (ids seen, trajectories quarantined, steps skipped): fresh on each call,
+    since a pass that does not line up with a killed run's shards starts over.
     """
-    journal = ShardJournal(staging)
-    writers = {name: SplitWriter(staging, name, max_samples, max_bytes, journal, resumed[name])
-               for name, _ in splits}
-    # Samples of each split already in kept shards: the first ones in stream order.
-    to_skip = {name: sum(e["samples"] for e in resumed[name]) for name, _ in splits}
-    exported: dict[str, int] = {name: 0 for name, _ in splits}
-    seen: set[str] = set()
-    quarantine = []
-    holdout.reset()
-    resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                 thread_name_prefix="export-resize")
-    try:
-        for tid, rows in group_by_trajectory(sorted_step_rows(chosen, staging / "duckdb")):
+    store: RawStore
+    chosen: dict
+    profile: Resolution
+    allow_index_gaps: bool
+    progress: Callable[[int], Any] | None
+
+    def __call__(self, run: SetPass) -> tuple[set[str], list[dict], list[dict]]:
+        seen: set[str] = set()
+        bad: list[dict] = []
+        step_skips: list[dict] = []
+        for tid, rows in group_by_trajectory(sorted_step_rows(self.chosen, run.staging / "duckdb")):
             seen.add(tid)
-            traj, source = chosen[tid]
-            split = holdout.split(traj.task)
+            traj, source = self.chosen[tid]
             try:
-                samples = trajectory_samples(store, traj, rows, source, profile,
-                                             allow_index_gaps, step_skips)
-                todo = skip_resumed(samples, split, to_skip, resumed)
-                if any(t.resize_to for t in todo):
-                    # Pillow lets go of the GIL to decode, resize and encode.
-                    list(resizer.map(ShardSample.prepare, todo))
-            except Unusable as bad:
-                quarantine.append(bad.record(tid))
+                samples = trajectory_samples(self.store, traj, rows, source, self.profile,
+                                             self.allow_index_gaps, step_skips)
+                run.add(traj.task, samples)
+            except Unusable as unusable:
+                bad.append(unusable.record(tid))
                 continue
-            if todo:
-                writers[split].add_trajectory(todo)
-            exported[split] += 1
-            holdout.add(traj.task, split)
-            if progress is not None:
-                progress(len(samples))
-        if any(to_skip.values()):
-            raise ResumeMismatch(f"the journal holds more samples than the input: {to_skip}")
-        shards = [s for name, _ in splits for s in writers[name].finish()]
-    except ResumeMismatch:
-        for w in writers.values():
-            w.abort()
-        raise
-    except BaseException:
-        for w in writers.values():
-            try:  # on a full disk the tar's closing blocks may fail too
-                w.abort()
-            except OSError:
-                pass
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        resizer.shutdown(cancel_futures=True)
-    image_exts = set().union(*(w.image_exts for w in writers.values()))
-    return shards, image_exts, exported, seen, quarantine
+            if self.progress is not None:
+                self.progress(len(samples))
+        return seen, bad, step_skips

@@ -10,6 +10,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
+import PIL
+
 from schemas.provenance import pipeline_version, provenance
 from schemas.records import SCHEMA_VERSION
 
@@ -19,40 +21,62 @@ from trajforge.publish.shards import SHARD_NAME
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
 
-def build_manifest(dataset, splits, split_seed, shards, image_exts, exported, skipped, store,
-                   collections, profile: Resolution, sources: dict | None = None) -> dict:
-    split_info = {}
-    for name, frac in splits:
-        mine = [s for s in shards if s["split"] == name]
-        split_info[name] = {"fraction": frac, "trajectories": exported[name],
-                            "samples": sum(s["samples"] for s in mine),
-                            "shards": [s["name"] for s in mine]}
-    # The version names the content: same shards, same version.
-    version = hashlib.sha256(json.dumps(
-        {"schema_version": SCHEMA_VERSION, "shards": shards}, sort_keys=True).encode()).hexdigest()[:16]
+def export_manifest(dataset: str, written, store: RawStore, collections,
+                    profile: Resolution, sources: dict | None, skipped: dict) -> dict:
+    """The export's manifest: the fields every set has (set_manifest, no kind) and its own."""
+    shards = written.shards
     return {
-        "format": "webdataset",
-        "dataset": dataset,
-        "version": version,
-        "schema_version": SCHEMA_VERSION,
-        "created_by": f"trajforge {package_version()} (trajforge.publish.export)",
-        "collections": collection_names(store, collections),
-        "split_seed": split_seed,
+        **set_manifest(None, dataset, "trajforge.publish.export", written, store, collections),
         "resolution": profile.describe(),
         # What made it (pipeline version, git commit), the model profile the images were
         # sized for (None: coordinates stay normalised, no model's frame), and the source
         # environments and verifiers of its trajectories.
         "provenance": provenance(model_profile=profile.model_profile),
         **source_counts(sources),
-        "splits": split_info,
-        "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(image_exts),
+        "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(written.image_exts),
                    "json": "step row + trajectory row (error -> trajectory_error) + schema_version"},
         "totals": {"samples": sum(s["samples"] for s in shards),
-                   "trajectories": sum(exported.values()),
+                   "trajectories": sum(written.per_split.values()),
                    "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
                    "skipped": skipped},
-        "shards": shards,
     }
+
+
+def set_manifest(kind: str | None, dataset: str, made_by: str, written, store: RawStore,
+                 collections) -> dict:
+    """The fields every set's manifest has: format, kind (not the export's), dataset,
+    version, schema_version, created_by, collections, split_seed, splits, held_out,
+    shards. `written`: the set's `shard_set.SetWrite`."""
+    return {
+        "format": "webdataset", **({} if kind is None else {"kind": kind}), "dataset": dataset,
+        "version": content_version(written.shards, kind),
+        "schema_version": SCHEMA_VERSION,
+        "created_by": f"trajforge {package_version()} ({made_by})",
+        "collections": collection_names(store, collections),
+        "split_seed": written.layout.split_seed,
+        "splits": split_summary(written.layout.splits, written.shards, written.per_split),
+        "held_out": written.held_out,
+        "shards": written.shards,
+    }
+
+
+def split_summary(splits, shards: list[dict], trajectories: dict[str, int]) -> dict:
+    """{split: fraction, trajectories, samples, shard names}: the manifest's `splits`."""
+    out = {}
+    for name, frac in splits:
+        mine = [s for s in shards if s["split"] == name]
+        out[name] = {"fraction": frac, "trajectories": trajectories[name],
+                     "samples": sum(s["samples"] for s in mine),
+                     "shards": [s["name"] for s in mine]}
+    return out
+
+
+def content_version(shards: list[dict], kind: str | None = None) -> str:
+    """The version names the content: same shards (and kind), same version."""
+    named = {"schema_version": SCHEMA_VERSION, "shards": shards}
+    if kind is not None:
+        named["kind"] = kind
+    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def collection_names(store: RawStore, collections) -> list[str]:
@@ -70,6 +94,13 @@ def dist_version(name: str) -> str:
 
 def package_version() -> str:
     return pipeline_version()
+
+
+def code_versions() -> dict[str, str]:
+    """What the bytes of a set depend on besides its inputs, for a resume fingerprint:
+    a killed run's shards made by other code are not kept."""
+    return {"schema_version": SCHEMA_VERSION, "trajforge": package_version(),
+            "pillow": PIL.__version__, "webdataset": dist_version("webdataset")}
 
 
 def source_counts(sources: dict | None) -> dict:

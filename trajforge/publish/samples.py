@@ -38,6 +38,11 @@ def sample_json(step_row: dict, traj_row: dict) -> bytes:
             continue
         obj["trajectory_error" if k == "error" else k] = v
     obj["schema_version"] = SCHEMA_VERSION
+    return compact_json(obj)
+
+
+def compact_json(obj: dict) -> bytes:
+    """A sample's JSON member: sorted keys, no spaces, UTF-8, no NaN."""
     return json.dumps(obj, sort_keys=True, ensure_ascii=False,
                       separators=(",", ":"), allow_nan=False).encode("utf-8")
 
@@ -52,13 +57,14 @@ class ShardSample:
     json: bytes
     image_format: str = "png"
     resize_to: tuple[int, int] | None = None  # None: the stored bytes as they are
-    _resized: bytes | None = None
+    # The image at resize_to once prepared; samples of one step may share it.
+    resized: bytes | None = None
 
     def prepare(self) -> None:
         """Resize now (before the shard-rolling decision needs the size)."""
-        if self.resize_to is not None and self._resized is None:
+        if self.resize_to is not None and self.resized is None:
             try:
-                self._resized = resize_image(self.image_path.read_bytes(), self.image_format,
+                self.resized = resize_image(self.image_path.read_bytes(), self.image_format,
                                              self.resize_to, source=str(self.image_path))
             except ValueError as err:
                 raise Unusable("bad_screenshot", str(SchemaError(
@@ -67,15 +73,28 @@ class ShardSample:
 
     def tar_bytes(self) -> int:
         self.prepare()
-        size = self.image_size if self._resized is None else len(self._resized)
+        size = self.image_size if self.resized is None else len(self.resized)
         return _member_bytes(size) + _member_bytes(len(self.json))
 
     def record(self) -> dict[str, bytes | str]:
         self.prepare()
-        image, self._resized = self._resized, None  # written once: free it
+        image, self.resized = self.resized, None  # written once: free it
         if image is None:
             image = self.image_path.read_bytes()
         return {"__key__": self.key, self.image_ext: image, "json": self.json}
+
+
+def framed_sample(trajectory_id: str, key: str, step, obj: dict, path: Path,
+                  size: int) -> ShardSample:
+    """A synthesised set's sample of `step`: its JSON `obj`, and the screenshot at `path`
+    (`size` bytes) resized to the frame obj["image"] names, or as stored when that is
+    the screenshot's own size."""
+    frame = (obj["image"]["width"], obj["image"]["height"])
+    return ShardSample(trajectory_id=trajectory_id, key=key,
+                       image_ext=IMAGE_EXT[step.image_format], image_path=path, image_size=size,
+                       image_format=step.image_format,
+                       resize_to=None if frame == (step.width, step.height) else frame,
+                       json=compact_json(obj))
 
 
 def tar_file_bytes(members: int) -> int:

@@ -25,6 +25,15 @@ Two modes:
   samples / world_size). All ranks therefore see the same number of samples
   and none runs out early, which would hang a collective.
 
+The samples of the synthesised sets (the reasoning, Chinese and grounding sets)
+carry JSON fields of their own named like the loader's (`image`: the frame), so
+they are read with `fields="nested"`: the sample's JSON comes whole under
+`"json"` beside `key`, `image` and `shard`. `read_split` reads one split so, in
+file order, images undecoded; training reads its sets through it
+(training.data.iter_reasoning_samples, training.grounding_eval):
+
+    for sample in read_split(d, "train"):   # {"key", "image": bytes, "shard", "json": {...}}
+
 `load_hf(shard_dir, split)` is the one-call `datasets.load_dataset("webdataset",
 ...)` with the declared features (see `trajforge.publish.shards.hf_features`).
 """
@@ -47,6 +56,7 @@ from trajforge.publish.shards import IMAGE_EXTS, ShardError, hf_data_files, hf_f
 
 # image= argument -> webdataset image spec (PIL RGB, or torch uint8 CHW RGB).
 IMAGE_SPECS = {"pil": "pil", "tensor": "torchrgb8"}
+FIELDS = ("flat", "nested")  # the JSON's fields beside the loader's, or whole under "json"
 REQUIRED_FIELDS = ("trajectory_id", "index", "action")
 _OWN_FIELDS = ("key", "image", "shard")  # added beside the JSON's fields
 
@@ -67,7 +77,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
     if (rank is None) != (world_size is None):
         raise ValueError("give both rank and world_size, or neither")
     if rank is None:
-        import torch.distributed as dist
+        import torch.distributed as dist  # deferred: torch is heavy, and only a loop needs it
         # Read here, in the main process: DataLoader workers have no process group.
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
@@ -78,7 +88,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
 
 
 def _worker() -> tuple[int, int]:
-    import torch.utils.data
+    import torch.utils.data  # deferred: torch is heavy, and only a loop needs it
     info = torch.utils.data.get_worker_info()
     return (0, 1) if info is None else (info.id, info.num_workers)
 
@@ -96,12 +106,15 @@ class ShardDataset(wds.DataPipeline):
     rank, world_size: the node split; default torch.distributed's, else 0 of 1.
     resampled, epoch_samples: see the module doc (epoch_samples is per rank).
     image: "pil", "tensor" (uint8, 3 x H x W) or "bytes" (undecoded).
+    fields: "flat" (the export's samples: their JSON's fields beside key, image and
+    shard) or "nested" (any set's: the JSON whole under "json"); see the module doc.
     """
 
     def __init__(self, shard_dir: Path | str, split: str = "train", *, shuffle: int = 1000,
                  seed: int = 0, rank: int | None = None, world_size: int | None = None,
                  resampled: bool = False, epoch_samples: int | None = None,
-                 image: str = "pil", storage_options: dict | None = None):
+                 image: str = "pil", storage_options: dict | None = None,
+                 fields: str = "flat"):
         # A folder, or a set published to object storage (s3://bucket/prefix, see
         # trajforge.publish.remote): shards then stream through fsspec, never land on disk.
         self.remote = is_url(str(shard_dir))
@@ -117,6 +130,9 @@ class ShardDataset(wds.DataPipeline):
             raise ValueError(f"image must be one of {sorted(IMAGE_SPECS) + ['bytes']}, not {image!r}")
         if shuffle < 0:
             raise ValueError(f"shuffle buffer size {shuffle} is negative")
+        if fields not in FIELDS:
+            raise ValueError(f"fields must be one of {list(FIELDS)}, not {fields!r}")
+        self.fields = fields
         self.split, self.urls = split, [f"{self.shard_dir}/{s['name']}" for s in shards]
         self.samples = sum(s["samples"] for s in shards)  # the whole split, all ranks
         self.rank, self.world_size = _rank_and_world(rank, world_size)
@@ -179,7 +195,7 @@ class ShardDataset(wds.DataPipeline):
         return group_by_keys(files, handler=_tar_error)
 
     def _object_streams(self, urls: Iterator[dict]) -> Iterator[dict]:
-        import fsspec
+        import fsspec  # deferred: only a set at a URL needs it
 
         for sample in urls:
             try:
@@ -220,7 +236,7 @@ class ShardDataset(wds.DataPipeline):
             raise ShardError(f"bad JSON: {exc}", field="json", **where) from None
         if not isinstance(obj, dict):
             raise ShardError("JSON is not an object", field="json", **where)
-        for field in REQUIRED_FIELDS + _OWN_FIELDS:
+        for field in (REQUIRED_FIELDS + _OWN_FIELDS if self.fields == "flat" else ()):
             if (field in obj) != (field in REQUIRED_FIELDS):
                 raise ShardError("missing" if field in REQUIRED_FIELDS else "clashes with a loader field",
                                  field=f"json.{field}", **where)
@@ -232,7 +248,22 @@ class ShardDataset(wds.DataPipeline):
                 image = self._decode_image(exts[0], data)
             except Exception as exc:  # PIL raises several types for a damaged image
                 raise ShardError(f"cannot decode the image: {exc}", field=exts[0], **where) from None
-        return {"key": key, "image": image, "shard": str(url).rsplit("/", 1)[-1], **obj}
+        shard = str(url).rsplit("/", 1)[-1]
+        if self.fields == "nested":
+            return {"key": key, "image": image, "shard": shard, "json": obj}
+        return {"key": key, "image": image, "shard": shard, **obj}
+
+
+def read_split(shard_dir: Path | str, split: str) -> Iterator[dict[str, Any]]:
+    """Every sample of one split in file order, {"key", "image" (bytes), "shard", "json"}
+    (ShardDataset with fields="nested", no shuffle, one rank); nothing for a split the
+    manifest lists no shard of."""
+    manifest = (read_remote_manifest(str(shard_dir).rstrip("/")) if is_url(str(shard_dir))
+                else read_manifest(Path(shard_dir)))
+    if not any(s["split"] == split for s in manifest["shards"]):
+        return iter(())
+    return iter(ShardDataset(shard_dir, split, shuffle=0, rank=0, world_size=1, image="bytes",
+                             fields="nested"))
 
 
 def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:
@@ -246,7 +277,7 @@ def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
     out = {k: [sample[k] for sample in batch] for k in batch[0]}
     images = out.get("image")
-    import torch
+    import torch  # deferred: torch is heavy, and only a loop needs it
     if (all(isinstance(im, torch.Tensor) for im in images)
             and len({tuple(im.shape) for im in images}) == 1):
         out["image"] = torch.stack(images)
@@ -262,7 +293,7 @@ def load_hf(shard_dir: Path | str, split: str, **kwargs):
     image sits in the column of its extension; the others are None. Only this
     split's shards are read. kwargs go to load_dataset (cache_dir, streaming...).
     """
-    import datasets
+    import datasets  # deferred: heavy, and optional (load_hf only)
 
     manifest = read_manifest(shard_dir)
     files = hf_data_files(shard_dir)

@@ -114,16 +114,6 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
                                    "theme": rng.choice(THEMES), "font_scale": 1.0})
 
 
-def on_device(env, drawn: DeviceProfile) -> DeviceProfile:
-    """The profile an episode records: a leased phone's own screen (its session's is
-    fixed), with the drawn locale and theme; a browser emulates the drawn one."""
-    spec = getattr(env, "spec", None)
-    if spec is None:
-        return drawn
-    return spec.profile.model_copy(update={"locale": drawn.locale, "theme": drawn.theme,
-                                           "font_scale": 1.0})
-
-
 def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: int,
                     max_steps: int, guard: SafetyGuard, backend=None,
                     replay: dict[str, list[Action]] | None = None) -> Policy:

@@ -22,7 +22,7 @@ from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id
 from trajforge.store.raw import RawStore
 
 from .allowlist import Allowlist
-from .crawl_episode import EpisodeInfo, env_platform
+from .crawl_episode import EpisodeContext, EpisodeInfo, env_platform
 from .crawl_loop import Recorder, run_pooled
 from .crawl_tasks import CrawlStats, ProgressEvent, close_episode_quietly
 from .env_episode import run_env_episode
@@ -256,15 +256,16 @@ def _crawl_one(acquire, runtime: EnvironmentRuntime, task: Task, tid: str, *, po
         try:
             with acquire() as env:
                 platform = env_platform(env)
-                traj, steps = run_env_episode(
-                env, runtime, task=task, policy=None, device=device, seed=seed,
-                trajectory_id=tid, blobs=store.blobs, guard=guard, max_steps=max_steps,
-                audit=audit, attempt=attempt, info=info,
-                make_policy=lambda t: make_env_policy(policy, t, environment, seed=seed,
-                                                      max_steps=max_steps, guard=guard,
-                                                      backend=backend, replay=replay),
+                ctx = EpisodeContext(
+                    trajectory_id=tid, seed=seed, device=device, blobs=store.blobs, guard=guard,
+                    max_steps=max_steps, audit=audit, attempt=attempt, info=info,
                     on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                          action=s.action.type.value))
+                                           action=s.action.type.value))
+                traj, steps = run_env_episode(
+                    env, runtime, task,
+                    lambda t: make_env_policy(policy, t, environment, seed=seed,
+                                              max_steps=max_steps, guard=guard,
+                                              backend=backend, replay=replay), ctx)
                 close_episode_quietly(env)
         except (PoolError, ValueError):
             raise  # no browser left, or a configuration error (policy, oracle): stop the crawl

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.crawl_loop import Recorder, run_pooled
-from crawlers.crawl_episode import TERMINAL, CrawlEnv, EpisodeInfo, element_at, env_platform
+from crawlers.crawl_episode import (TERMINAL, CrawlEnv, EpisodeContext, EpisodeInfo, element_at,
+                                    env_platform)
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
 from crawlers.crawl_tasks import CrawlStats, ProgressEvent, crawl_task, crawl_task_pooled
@@ -143,12 +144,11 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
                    # The walk says `done` on its last step, inside the runner's step budget.
                    RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language,
                                     guard=guard))
-            return run_episode(env, server_url=server_url, task=task, template=check_with,
-                               policy=pol, device=device, theme=theme, font_scale=font_scale,
-                               distraction_rate=distraction_rate, seed=seed,
-                               trajectory_id=tid, blobs=store.blobs, guard=guard,
-                               max_steps=max_steps, audit=audit, attempt=attempt, info=info,
-                               on_step=on_step)
+            ctx = EpisodeContext(trajectory_id=tid, seed=seed, device=device, blobs=store.blobs,
+                                 guard=guard, max_steps=max_steps, audit=audit,
+                                 attempt=attempt, on_step=on_step, info=info)
+            return run_episode(env, task, pol, ctx, server_url=server_url,
+                               distraction_rate=distraction_rate, template=check_with)
         return play
 
     common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=rec.lock,

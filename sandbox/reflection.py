@@ -38,6 +38,8 @@ from typing import Callable, Iterable
 import pyarrow as pa
 
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_profiles import draw_device, profiles_for
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
@@ -49,8 +51,9 @@ from schemas.screen_signature import screen_signature
 from trajforge.store.raw import RawStore, atomic_write_table
 
 from sandbox import reflection_words as say
-from sandbox.crawl import CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode
+from sandbox.crawl import is_mobile_task
 from sandbox.distractions import DISMISS_NAMES
+from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
@@ -370,17 +373,15 @@ def _play(env, task: Task, template: TaskTemplate, tid: str, *, server_url: str,
           audit: AuditLog, result: ReflectionResult):
     """One episode; None (counted in `result`) when it has no wrong step or failed to run."""
     mobile = is_mobile_task(task, env)
-    device, theme, font_scale = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
-                                            mobile=mobile)
+    device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
     policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
                               write_reflection=write_reflection, language=task.language,
                               guard=guard)
     try:
-        traj, steps = run_episode(env, server_url=server_url, task=task, template=template,
-                                  policy=policy, device=device, theme=theme,
-                                  font_scale=font_scale, distraction_rate=distraction_rate,
-                                  seed=seed, trajectory_id=tid, blobs=store.blobs, guard=guard,
-                                  max_steps=max_steps, audit=audit)
+        ctx = EpisodeContext(trajectory_id=tid, seed=seed, device=device, blobs=store.blobs,
+                             guard=guard, max_steps=max_steps, audit=audit)
+        traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
+                                  distraction_rate=distraction_rate, template=template)
     except Exception as e:  # a page bug or a dead browser must not stop the run
         result.errors.append((task.task_id, f"{type(e).__name__}: {e}"))
         if isinstance(e, BrowserCrashed) or not env.is_alive():

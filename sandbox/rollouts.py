@@ -26,6 +26,11 @@ from typing import Callable, Iterable, Iterator
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_loop import run_pooled
+from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
+from crawlers.crawl_tasks import CrawlStats, crawl_task_pooled
+from crawlers.randomise import episode_seed
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
@@ -34,8 +39,9 @@ from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed, is_mobile_task,
-                           profiles_for, run_episode)
+from sandbox.crawl import is_mobile_task
+from sandbox.environment import SOURCE_NAME
+from sandbox.episode import run_episode
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
 
@@ -97,12 +103,11 @@ def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, *, task: Task,
         if not env.is_alive():
             env.restart()
         try:
-            traj, steps = run_episode(
-                env, server_url=server_url, task=task, template=template, policy=policy,
-                device=device, theme=device.theme, font_scale=device.font_scale,
-                distraction_rate=distraction_rate, seed=seed, trajectory_id=trajectory_id,
-                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
-                attempt=attempt)
+            ctx = EpisodeContext(trajectory_id=trajectory_id, seed=seed, device=device,
+                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
+                                 audit=audit, attempt=attempt)
+            traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
+                                      distraction_rate=distraction_rate, template=template)
         except BrowserCrashed as e:
             log.warning("%s attempt %d: browser died (%s)", trajectory_id, attempt, e)
             env.restart()
@@ -269,10 +274,6 @@ def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, mod
     """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task_pooled: one
     lease per attempt, a died env or lost actor means the rollout is replayed whole on a
     fresh lease); each is recorded on this thread as it ends. Returns the retries."""
-    from crawlers.crawl_loop import run_pooled
-    from crawlers.crawl_tasks import CrawlStats, crawl_task_pooled
-    from crawlers.crawl_profiles import check_devices
-
     check_devices(devices, pool)
     stats, lock = CrawlStats(), threading.Lock()
     # A pool of browsers emulates the profile the seed draws, as the sequential path's
@@ -286,12 +287,11 @@ def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, mod
         def play(env, *, device, theme, font_scale, attempt, info, on_step):
             policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
             policy.act = _noting_model_errors(policy.act, played)
-            traj, steps = run_episode(
-                env, server_url=server_url, task=task, template=template, policy=policy,
-                device=device, theme=device.theme, font_scale=device.font_scale,
-                distraction_rate=distraction_rate, seed=rseed, trajectory_id=tid,
-                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
-                attempt=attempt, info=info, on_step=on_step)
+            ctx = EpisodeContext(trajectory_id=tid, seed=rseed, device=device,
+                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
+                                 audit=audit, attempt=attempt, on_step=on_step, info=info)
+            traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
+                                      distraction_rate=distraction_rate, template=template)
             traj = settle_unparseable(traj, policy)
             return traj.model_copy(update={"source_name": source_name}), steps
 

@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog, read_audit
 from crawlers.policies import ReplayPolicy
@@ -208,12 +209,12 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
     recorded = sorted((s for s in steps if s.trajectory_id == longest.trajectory_id),
                       key=lambda s: s.index)
     dev = longest.device
+    ctx = EpisodeContext(trajectory_id=longest.trajectory_id, seed=0, device=dev,
+                         blobs=store.blobs, guard=SafetyGuard(), max_steps=30)
     replayed, replay_steps = run_episode(
-        env, server_url=sandbox.url, task=longest.task,
-        template=TEMPLATES[longest.task.template_id],
-        policy=ReplayPolicy([s.action for s in recorded]), device=dev, theme=dev.theme,
-        font_scale=dev.font_scale, distraction_rate=0.5, seed=0,
-        trajectory_id=longest.trajectory_id, blobs=store.blobs, guard=SafetyGuard())
+        env, longest.task, ReplayPolicy([s.action for s in recorded]), ctx,
+        server_url=sandbox.url, distraction_rate=0.5,
+        template=TEMPLATES[longest.task.template_id])
     env.close_episode()
     assert (replayed.outcome, replayed.verified_by, replayed.policy) == \
         ("success", "state", "replay")
@@ -268,11 +269,11 @@ def test_guard_blocks_payment_ends_the_episode_and_audits_it(sandbox, env, tmp_p
     store = RawStore(tmp_path / "raw")
     tid = f"pay-{lang}"
     with AuditLog(store.root / "audit" / "pay.jsonl") as audit:
-        traj, steps = run_episode(
-            env, server_url=sandbox.url, task=task, template=template,
-            policy=OraclePolicy(template, task), device=fixed("desktop", lang),
-            theme="light", font_scale=1.0, distraction_rate=0.0, seed=0, trajectory_id=tid,
-            blobs=store.blobs, guard=SafetyGuard(), audit=audit)
+        ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", lang),
+                             blobs=store.blobs, guard=SafetyGuard(), max_steps=30, audit=audit)
+        traj, steps = run_episode(env, task, OraclePolicy(template, task), ctx,
+                                  server_url=sandbox.url, distraction_rate=0.0,
+                                  template=template)
     blocked = steps[-1]
     assert blocked.guard is not None and blocked.guard.startswith("blocked:payment: ")
     assert blocked.target.name == ("Pay now" if lang == "en" else "立即支付")

@@ -13,23 +13,21 @@ draw_device, profiles_for, ...) are re-exported here.
 """
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.crawl_loop import Recorder, run_pooled
 from crawlers.crawl_episode import (TERMINAL, CrawlEnv, EpisodeContext, EpisodeInfo, element_at,
                                     env_platform)
+from crawlers.crawl_loop import CrawlPlan, crawl_source, run_crawl
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
-from crawlers.crawl_tasks import CrawlStats, ProgressEvent, crawl_task, crawl_task_pooled
+from crawlers.crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
 from crawlers.env_runtime import StartPageError
 from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
 from crawlers.randomise import episode_seed
-from crawlers.web_env import WebEnv
-from schemas.records import Task, trajectory_id_for
+from schemas.records import DeviceProfile, Task, trajectory_id_for
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
 from sandbox.apps import MOBILE_APPS
@@ -62,6 +60,14 @@ def template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate
         return templates[task.template_id]
     except KeyError:
         raise KeyError(f"task {task.task_id}: unknown template {task.template_id!r}") from None
+
+
+def draw_task_device(task: Task, seed: int, devices: list[str] | None = None,
+                     env: CrawlEnv | None = None) -> DeviceProfile:
+    """The device a task's episode draws from `seed` (a mobile task: the phone its
+    partition plays it on), among the profiles `devices` names."""
+    mobile = is_mobile_task(task, env)
+    return draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
 
 
 def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url: str,
@@ -116,65 +122,38 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
             if template is None:
                 raise ValueError(f"task {task.task_id}: the oracle policy needs a template_id")
     check_devices(devices, pool)
-    # Each task's profiles (and whether it is a mobile task), unless a DevicePool's
-    # leased phone decides.
+    # Each task's device, drawn from the seed, unless a DevicePool's leased phone decides.
     seed_draws = pool is None or pool.profiles is None
-    profiles = [None if not seed_draws else
-                (profiles_for(t, devices, mobile=is_mobile_task(t, env)), is_mobile_task(t, env))
-                for t in tasks]
+    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None for t in tasks}
+    plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {collection}",
+                     batch_size=batch_size, progress=progress)
     stats = CrawlStats()
-    started = time.perf_counter()
     guard = guard or SafetyGuard()
-    own_env = env is None and pool is None
-    if own_env:
-        allow = Allowlist([server_url, *(extra_origins or [])])
-        env = WebEnv.launch(headless=True, image_format=image_format,
-                            step_timeout_s=step_timeout_s, request_filter=allow)
-    audit = store.audit_log(collection)
-    rec = Recorder(stats, total=len(tasks), desc=f"crawl {collection}", progress=progress)
-    pool_before = pool.stats() if pool is not None else None
+    check = policy == "oracle" or verify_random_walk
 
-    def player(task: Task, template: TaskTemplate | None, tid: str):
-        """One attempt of `task`: the policy made fresh, the sandbox episode played."""
-        ep_seed = episode_seed(seed, task.task_id)
-        check_with = template if (policy == "oracle" or verify_random_walk) else None
+    def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
+        """One task: each attempt makes the policy fresh and plays the sandbox episode."""
+        template = template_for(task, templates)
 
-        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+        def play(env: CrawlEnv, ctx: EpisodeContext):
             pol = (OraclePolicy(template, task) if policy == "oracle" else
                    # The walk says `done` on its last step, inside the runner's step budget.
-                   RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language,
-                                    guard=guard))
-            ctx = EpisodeContext(trajectory_id=tid, seed=seed, device=device, blobs=store.blobs,
-                                 guard=guard, max_steps=max_steps, audit=audit,
-                                 attempt=attempt, on_step=on_step, info=info)
+                   RandomWalkPolicy(episode_seed(seed, task.task_id), max_steps=max_steps,
+                                    lang=task.language, guard=guard))
             return run_episode(env, task, pol, ctx, server_url=server_url,
-                               distraction_rate=distraction_rate, template=check_with)
-        return play
+                               distraction_rate=distraction_rate,
+                               template=template if check else None)
+        episode = EpisodeContext(trajectory_id=tid, seed=seed, device=drawn[task.task_id],
+                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
+                                 audit=audit)
+        return CrawlJob(task, episode, play)
 
-    common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=rec.lock,
-                  emit=rec.emit, source_name=SOURCE_NAME)
-    try:
-        with store.writer(collection, batch_size=batch_size) as rec.writer:
-            todo = rec.claim(zip(tasks, resolved, profiles),
-                             lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed))
-            todo = [(task, player(task, template, tid), tid, task_profiles)
-                    for task, tid, template, task_profiles in todo]
-            if pool is None:
-                for task, play, tid, task_profiles in todo:
-                    rec.write(task, *crawl_task(env, task, tid, play=play,
-                                                profiles=task_profiles, **common))
-            else:
-                run_pooled(pool, todo,
-                           lambda task, play, tid, task_profiles: crawl_task_pooled(
-                               pool, task, tid, play=play, profiles=task_profiles, **common),
-                           rec.write)
-    finally:
-        rec.close(started)
-        audit.close()
-        if own_env:
-            env.close()
-        if pool is not None:
-            after = pool.stats()
-            for key in ("reconnects", "server_restarts"):
-                setattr(stats, key, after.get(key, 0) - pool_before.get(key, 0))
+    # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
+    retry = RetryPolicy(retries, crash_name=None if pool is not None else "BrowserCrashed")
+    crawl_ctx = CrawlContext(policy=policy, source_name=SOURCE_NAME, retry=retry, stats=stats)
+    with crawl_source(env, pool, [server_url, *(extra_origins or [])],
+                      image_format=image_format, step_timeout_s=step_timeout_s) as source, \
+            store.audit_log(collection) as audit:
+        run_crawl(plan, tasks, lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
+                  lambda task, tid: job_for(task, tid, audit), crawl_ctx, source)
     return stats

@@ -22,14 +22,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from crawlers.agent import AgentPolicy
+from crawlers.crawl_episode import CrawlEnv
 from crawlers.guard import SafetyGuard
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from sandbox.crawl import SOURCE_NAME, CrawlEnv
-from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
+from sandbox.environment import SOURCE_NAME
+from sandbox.rollouts import AgentRun, model_slug, play_agent_episode, sandbox_env
 
 
 class Verdict(Protocol):
@@ -125,14 +126,15 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks:
         if not todo:
             result.seconds = round(time.perf_counter() - started, 3)
             return result
+        run = AgentRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
+                       audit=audit)
         with sandbox_env(env, server_url) as live:
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start:start + batch_size]
                 for item, traj, steps in _play_chunk(
                         chunk, name_walks=name_walks, verify_replays=verify_replays,
-                        agent_backend=agent_backend, store=store, server_url=server_url,
-                        env=live, language=language, max_steps=max_steps, seed=seed,
-                        coords=coords, guard=guard, audit=audit):
+                        agent_backend=agent_backend, run=run, env=live, language=language,
+                        seed=seed, coords=coords):
                     result.items.append(item)
                     if item.kept:
                         result.kept += 1
@@ -155,8 +157,8 @@ def _why_unfinished(traj: Trajectory) -> str:
     return traj.outcome
 
 
-def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, store, server_url, env,
-                language, max_steps, seed, coords, guard, audit):
+def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: AgentRun, env,
+                language, seed, coords):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
     named = name_walks([(walk, steps, language or walk.task.language) for walk, steps, _ in chunk])
     if len(named) != len(chunk):
@@ -168,11 +170,9 @@ def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, store, serv
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue
         task = reverse_task(walk, instruction, language or walk.task.language)
-        policy = AgentPolicy(agent_backend, task, max_steps=max_steps, coords=coords, seed=seed)
-        traj, rsteps = play_agent_episode(
-            env, policy, task=task, template=None, server_url=server_url, store=store,
-            trajectory_id=tid, seed=seed, max_steps=max_steps, guard=guard, audit=audit,
-            device=walk.device)
+        policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=coords, seed=seed)
+        traj, rsteps = play_agent_episode(env, policy, task, None,
+                                          run.episode(tid, seed, walk.device), run)
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
             yield ReverseItem(walk.trajectory_id, tid, instruction, False, reason), traj, rsteps

@@ -18,28 +18,29 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext, env_platform
 from crawlers.crawl_loop import run_pooled
-from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
-from crawlers.crawl_tasks import CrawlStats, crawl_task_pooled
-from crawlers.randomise import episode_seed
+from crawlers.crawl_profiles import check_devices
+from crawlers.crawl_tasks import (CrawlContext, CrawlJob, CrawlStats, OneEnv, RetryPolicy,
+                                  close_episode_quietly, crawl_task)
 from crawlers.guard import SafetyGuard
-from trajforge.store.audit import AuditLog
+from crawlers.pool_slots import EnvPool
+from crawlers.randomise import episode_seed
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.converters.gui_libra import Coords
-from schemas.records import Step, Task, Trajectory, trajectory_id_for
+from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from sandbox.crawl import is_mobile_task
+from sandbox.crawl import draw_task_device
 from sandbox.environment import SOURCE_NAME
 from sandbox.episode import run_episode
 from sandbox.tasks import TEMPLATES
@@ -83,46 +84,61 @@ def sandbox_env(env: CrawlEnv | None, server_url: str,
         own.close()
 
 
-def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, *, task: Task,
-                       template: TaskTemplate | None, server_url: str, store: RawStore,
-                       trajectory_id: str, seed: int, max_steps: int, guard: SafetyGuard,
-                       audit: AuditLog | None, distraction_rate: float = 0.0,
-                       device=None, devices: list[str] | None = None,
-                       retries: int = 1) -> tuple[Trajectory, list[Step]]:
-    """One agent episode through the runner, retried from scratch when the browser dies.
+@dataclass(frozen=True)
+class AgentRun:
+    """What every agent episode of a run shares: the sandbox, the store, the budget."""
 
-    `device` (a DeviceProfile) fixes the screen; by default it is drawn from
-    `seed` as a crawl would, among the profiles `devices` names (default: all
-    of the task's family). Returns the trajectory with the agent's provenance.
-    """
-    if device is None:
-        mobile = is_mobile_task(task, env)
-        device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
-                             mobile=mobile)[0]
-    for attempt in range(retries + 1):
-        if not env.is_alive():
-            env.restart()
-        try:
-            ctx = EpisodeContext(trajectory_id=trajectory_id, seed=seed, device=device,
-                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
-                                 audit=audit, attempt=attempt)
-            traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
-                                      distraction_rate=distraction_rate, template=template)
-        except BrowserCrashed as e:
-            log.warning("%s attempt %d: browser died (%s)", trajectory_id, attempt, e)
-            env.restart()
-            if attempt == retries:
-                raise
-            policy = _fresh(policy)
-            continue
-        finally:
-            try:
-                env.close_episode()
-            except Exception:  # the browser may be gone; restart() handles it
-                pass
+    server_url: str
+    store: RawStore
+    max_steps: int
+    guard: SafetyGuard
+    audit: AuditLog | None = None
+    distraction_rate: float = 0.0
+    devices: list[str] | None = None   # the profiles a drawn device comes from
+    retries: int = 1
+
+    def episode(self, tid: str, seed: int, device: DeviceProfile | None) -> EpisodeContext:
+        return EpisodeContext(trajectory_id=tid, seed=seed, device=device,
+                              blobs=self.store.blobs, guard=self.guard,
+                              max_steps=self.max_steps, audit=self.audit)
+
+    def play(self, env: CrawlEnv, task: Task, policy: AgentPolicy, template: TaskTemplate | None,
+             ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+        """One attempt, with the agent's provenance (its unparseable answer settled)."""
+        traj, steps = run_episode(env, task, policy, ctx, server_url=self.server_url,
+                                  distraction_rate=self.distraction_rate, template=template)
         traj = settle_unparseable(traj, policy)
         return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
-    raise AssertionError("unreachable")
+
+
+def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
+                       template: TaskTemplate | None, ctx: EpisodeContext,
+                       run: AgentRun) -> tuple[Trajectory, list[Step]]:
+    """One agent episode through the runner, retried from scratch when the browser dies.
+
+    `ctx.device` None: drawn from `ctx.seed` as a crawl would, among the profiles
+    `run.devices` names (default: all of the task's family). Out of retries, the
+    env's loss is raised.
+    """
+    if ctx.device is None:
+        ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
+    held = {"policy": policy}
+    one = OneEnv(env)
+
+    def attempt(n: int) -> tuple[Trajectory, list[Step]]:
+        if n:  # the same agent from its first step: the episode is replayed from scratch
+            held["policy"] = _fresh(held["policy"])
+        with one.lease() as live:
+            try:
+                return run.play(live, task, held["policy"], template, replace(ctx, attempt=n))
+            finally:
+                close_episode_quietly(live)
+
+    retry = RetryPolicy(run.retries, fatal=(), retry_on=(BrowserCrashed,))
+    played, error = retry.run(attempt, what=ctx.trajectory_id, on_retry=lambda message: None)
+    if error is not None:
+        raise error
+    return played
 
 
 def _fresh(policy: AgentPolicy) -> AgentPolicy:
@@ -161,7 +177,7 @@ class RolloutResult:
 
 def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawStore,
                      server_url: str, k: int = 8, seed: int = 0, env: CrawlEnv | None = None,
-                     pool=None, collection: str | None = None,
+                     pool: EnvPool | None = None, collection: str | None = None,
                      failed_collection: str | None = None,
                      max_steps: int = 15, temperature: float = 1.0, coords: Coords = "pixels",
                      history_len: int = 8, max_new_tokens: int = 256,
@@ -242,19 +258,18 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
                     successes[task.task_id] += kept.has(tid)
                     continue
                 todo.append((task, template, rseed, tid))
-        play_kw = dict(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
+        run = AgentRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
                        audit=audit, distraction_rate=distraction_rate, devices=devices,
                        retries=retries)
         if pool is not None:
-            result.retries += _play_pooled(pool, todo, agent, record, model_id, **play_kw)
+            result.retries += _play_pooled(pool, todo, agent, record, run, model_id)
         elif todo:
             with sandbox_env(env, server_url) as live:
                 for task, template, rseed, tid in todo:
                     policy = agent(task, rseed, tid)
                     try:
-                        traj, steps = play_agent_episode(
-                            live, policy, task=task, template=template, trajectory_id=tid,
-                            seed=rseed, **play_kw)
+                        traj, steps = play_agent_episode(live, policy, task, template,
+                                                         run.episode(tid, rseed, None), run)
                     except BrowserCrashed as e:  # out of retries: stored as an error, no steps
                         traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
                         steps = []
@@ -267,49 +282,36 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     return result
 
 
-def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, model_id: str, *,
-                 server_url: str, store: RawStore, max_steps: int, guard: SafetyGuard,
-                 audit: AuditLog | None, distraction_rate: float, devices: list[str] | None,
-                 retries: int) -> int:
-    """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task_pooled: one
+def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Callable,
+                 run: AgentRun, model_id: str) -> int:
+    """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task: one
     lease per attempt, a died env or lost actor means the rollout is replayed whole on a
     fresh lease); each is recorded on this thread as it ends. Returns the retries."""
-    check_devices(devices, pool)
-    stats, lock = CrawlStats(), threading.Lock()
+    check_devices(run.devices, pool)
     # A pool of browsers emulates the profile the seed draws, as the sequential path's
     # browser does; a pool of phones (profiles set) plays on the leased phone's.
     seed_draws = pool.profiles is None
-    source_name = agent_source_name(model_id)
+    crawl = CrawlContext(policy="agent", source_name=agent_source_name(model_id),
+                         retry=RetryPolicy(run.retries), stats=CrawlStats())
 
     def work(task: Task, template: TaskTemplate, rseed: int, tid: str):
         played: dict[str, AgentPolicy] = {}
 
-        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+        def play(env: CrawlEnv, ctx: EpisodeContext):
             policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
             policy.act = _noting_model_errors(policy.act, played)
-            ctx = EpisodeContext(trajectory_id=tid, seed=rseed, device=device,
-                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
-                                 audit=audit, attempt=attempt, on_step=on_step, info=info)
-            traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
-                                      distraction_rate=distraction_rate, template=template)
-            traj = settle_unparseable(traj, policy)
-            return traj.model_copy(update={"source_name": source_name}), steps
+            return run.play(env, task, policy, template, ctx)
 
-        profiles = None
-        if seed_draws:
-            mobile = is_mobile_task(task)
-            profiles = (profiles_for(task, devices, mobile=mobile), mobile)
-        traj, steps = crawl_task_pooled(pool, task, tid, play=play, policy="agent", seed=rseed,
-                                        retries=retries, stats=stats, lock=lock,
-                                        emit=lambda *a, **kw: None, profiles=profiles,
-                                        source_name=source_name)
+        device = draw_task_device(task, rseed, run.devices) if seed_draws else None
+        traj, steps = crawl_task(pool, CrawlJob(task, run.episode(tid, rseed, device), play),
+                                 crawl)
         if "model_error" in played:  # the model failed, not the env: stop, as one browser does
             raise played["model_error"]
         policy = played.get("policy")
         return traj, steps, policy.stats["unparseable"] if policy is not None else 0
 
     run_pooled(pool, todo, work, record)
-    return stats.retries
+    return crawl.stats.retries
 
 
 def _noting_model_errors(act: Callable, played: dict) -> Callable:
@@ -326,9 +328,8 @@ def _noting_model_errors(act: Callable, played: dict) -> Callable:
 
 def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,
                    error: str) -> Trajectory:
-    mobile = is_mobile_task(task, env)
-    device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
-    return Trajectory(trajectory_id=tid, task=task, platform=getattr(env, "platform", None) or "web",
+    device = draw_task_device(task, seed, devices, env)
+    return Trajectory(trajectory_id=tid, task=task, platform=env_platform(env),
                       app=task.app, device=device, source="crawl",
                       source_name=agent_source_name(model_id), policy="agent", seed=seed,
                       outcome="error", verified_by="none", num_steps=0,

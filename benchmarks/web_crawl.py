@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
 from crawlers.allowlist import Allowlist  # noqa: E402
-from sandbox.crawl import WebEnvPool, crawl  # noqa: E402
+from crawlers.crawl_browser_pool import WebEnvPool  # noqa: E402
+from sandbox.crawl import crawl  # noqa: E402
 from crawlers.web_env import WebEnv  # noqa: E402
 from sandbox.apps import WEB_APPS  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402

@@ -8,23 +8,20 @@ crawlers.crawl_tasks', stable trajectory ids (a re-run resumes without
 duplicates), every trajectory written whole through the store's writer.
 Progress goes to tqdm (on a terminal) and to an optional callback.
 
-The generic names callers use beside it (ProgressEvent, WebEnvPool,
-draw_device, profiles_for, ...) are re-exported here.
+`draw_task_device` is the device a sandbox task's episode draws from the seed.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import Callable, Iterable
 
-from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.crawl_episode import (TERMINAL, CrawlEnv, EpisodeContext, EpisodeInfo, element_at,
-                                    env_platform)
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
 from crawlers.crawl_loop import CrawlPlan, crawl_source, run_crawl
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
 from crawlers.crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
-from crawlers.env_runtime import StartPageError
 from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
+from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
 from schemas.records import DeviceProfile, Task, trajectory_id_for
 from trajforge.store.audit import AuditLog
@@ -32,18 +29,10 @@ from trajforge.store.raw import RawStore
 
 from sandbox.apps import MOBILE_APPS
 from sandbox.environment import SOURCE_NAME
-from sandbox.episode import fetch_state, run_episode
+from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
-
-if TYPE_CHECKING:
-    from crawlers.device_pool import DevicePool
-
-__all__ = ["crawl", "run_episode", "fetch_state", "element_at", "CrawlEnv", "CrawlStats",
-           "ProgressEvent", "EpisodeInfo", "StartPageError", "SOURCE_NAME", "TERMINAL",
-           "POLICIES", "WebEnvPool", "draw_device", "episode_seed", "env_platform",
-           "is_mobile_task", "profiles_for", "template_for"]
 
 POLICIES = ("oracle", "random_walk")
 
@@ -79,7 +68,7 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
           verify_random_walk: bool = False,
           templates: dict[str, TaskTemplate] | None = None,
           devices: list[str] | None = None, guard: SafetyGuard | None = None,
-          pool: WebEnvPool | DevicePool | None = None) -> CrawlStats:
+          pool: EnvPool | None = None) -> CrawlStats:
     """Crawl `tasks` into `store`/`collection`; returns what happened.
 
     `env`, when given, is used as is (its own request filter); otherwise one

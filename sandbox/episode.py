@@ -13,11 +13,16 @@ import urllib.error
 import urllib.request
 from functools import partial
 
+from dataclasses import dataclass
+
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext
 from crawlers.env_episode import run_env_episode
 from crawlers.env_runtime import EnvironmentRuntime
+from crawlers.guard import SafetyGuard
 from crawlers.policies import Policy
-from schemas.records import Step, Task, Trajectory
+from schemas.records import DeviceProfile, Step, Task, Trajectory
+from trajforge.store.audit import AuditLog
+from trajforge.store.raw import RawStore
 
 from sandbox.environment import CHECK_STATE, check_state, sandbox_environment
 from sandbox.tasks.base import TaskTemplate
@@ -30,12 +35,21 @@ def fetch_state(server_url: str, sid: str, timeout_s: float = 10.0) -> dict:
         return json.loads(resp.read().decode("utf-8"))
 
 
+class SandboxRuntime(EnvironmentRuntime):
+    """The sandbox's runtime: every episode starts at the sandbox's /start page."""
+
+    def start_url(self, task: Task, *, session: str, seed: int) -> str:
+        # A catalog task's start_url is the page /start leads to, not where to start.
+        where = task.model_copy(update={"start_url": None}) if task.start_url else task
+        return super().start_url(where, session=session, seed=seed)
+
+
 def sandbox_runtime(server_url: str, distraction_rate: float,
-                    template: TaskTemplate | None = None) -> EnvironmentRuntime:
+                    template: TaskTemplate | None = None) -> SandboxRuntime:
     plugins = {}
     if template is not None:  # the template given is the one that checks (tests pass their own)
         plugins[CHECK_STATE] = partial(check_state, templates={template.template_id: template})
-    return EnvironmentRuntime(sandbox_environment(server_url, distraction_rate), plugins=plugins)
+    return SandboxRuntime(sandbox_environment(server_url, distraction_rate), plugins=plugins)
 
 
 def run_episode(env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext, *,
@@ -48,11 +62,8 @@ def run_episode(env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext, 
     StartPageError when the start page does not load (the caller retries either).
     """
     runtime = sandbox_runtime(server_url, distraction_rate, template)
-    # A catalog task's start_url is the page /start leads to, not where to start.
-    played = task.model_copy(update={"start_url": None}) if task.start_url else task
-    traj, steps = run_env_episode(env, runtime, played, lambda _: policy, ctx,
+    traj, steps = run_env_episode(env, runtime, task, lambda _: policy, ctx,
                                   verify=template is not None)
-    traj = traj.model_copy(update={"task": task})
     if template is None and not traj.distractions:
         # Unverified, but the pop-ups the session showed are still recorded.
         try:
@@ -61,3 +72,31 @@ def run_episode(env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext, 
             shown = []
         traj = traj.model_copy(update={"distractions": [str(d) for d in shown]})
     return traj, steps
+
+
+@dataclass(frozen=True)
+class SandboxRun:
+    """What every sandbox episode of one run shares: the server, the store, the budget.
+
+    `devices` narrows the profiles a drawn device comes from; `retries` is how
+    often an episode whose browser died is played again from scratch.
+    """
+
+    server_url: str
+    store: RawStore
+    guard: SafetyGuard
+    max_steps: int = 30
+    audit: AuditLog | None = None
+    distraction_rate: float = 0.0
+    devices: list[str] | None = None
+    retries: int = 1
+
+    def episode(self, tid: str, seed: int, device: DeviceProfile | None) -> EpisodeContext:
+        return EpisodeContext(trajectory_id=tid, seed=seed, device=device,
+                              blobs=self.store.blobs, guard=self.guard,
+                              max_steps=self.max_steps, audit=self.audit)
+
+    def play(self, env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext,
+             template: TaskTemplate | None = None) -> tuple[Trajectory, list[Step]]:
+        return run_episode(env, task, policy, ctx, server_url=self.server_url,
+                           distraction_rate=self.distraction_rate, template=template)

@@ -16,7 +16,7 @@ it, and that step's action is the correction:
 Then the oracle continues. The reflection's words come from the caller's
 `write_reflection` (synthesis.reflection_text.reflection: pure text from the
 live observation), so this episode runner stays on the collection side.
-`reflect_tasks` plays tasks with this policy through `sandbox.crawl.run_episode`,
+`reflect_tasks` plays tasks with this policy through `sandbox.episode.run_episode`,
 so the outcome is verified from the sandbox state as in any crawl; trajectories are stored with source_name
 "sandbox:reflection" and policy "oracle" (the schema's Policy literal has no
 "reflection"; the wrong step is in the sidecar), and a sidecar table
@@ -31,7 +31,7 @@ import copy
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -39,9 +39,8 @@ import pyarrow as pa
 
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.crawl_profiles import draw_device, profiles_for
+from crawlers.crawl_tasks import close_episode_quietly
 from crawlers.guard import SafetyGuard
-from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.a11y import parse_snapshot
 from schemas.actions import Action, ActionType
@@ -51,9 +50,9 @@ from schemas.screen_signature import screen_signature
 from trajforge.store.raw import RawStore, atomic_write_table
 
 from sandbox import reflection_words as say
-from sandbox.crawl import is_mobile_task
+from sandbox.crawl import draw_task_device
 from sandbox.distractions import DISMISS_NAMES
-from sandbox.episode import run_episode
+from sandbox.episode import SandboxRun
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
@@ -327,6 +326,8 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                             request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
     audit = store.audit_log(collection)
+    run = SandboxRun(server_url=server_url, store=store, guard=guard, max_steps=max_steps,
+                     audit=audit, distraction_rate=distraction_rate, devices=devices)
     try:
         with store.writer(collection) as writer:
             for task in tasks:
@@ -338,11 +339,11 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                 if template is None:
                     raise ValueError(f"task {task.task_id}: reflection needs the template of "
                                      f"its oracle, got template_id={task.template_id!r}")
-                played = _play(env, task, template, tid, server_url=server_url, store=store,
-                               write_reflection=write_reflection, seed=seed,
-                               wrong_at=wrong_at, distraction_rate=distraction_rate,
-                               max_steps=max_steps, devices=devices, guard=guard, audit=audit,
-                               result=result)
+                policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
+                                          write_reflection=write_reflection,
+                                          language=task.language, guard=guard)
+                played = _play(env, task, template, policy, run.episode(tid, seed, None), run,
+                               result)
                 if played is None:
                     continue
                 traj, steps, row = played
@@ -367,34 +368,22 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
     return result
 
 
-def _play(env, task: Task, template: TaskTemplate, tid: str, *, server_url: str,
-          store: RawStore, write_reflection: ReflectionWriter, seed: int, wrong_at: int,
-          distraction_rate: float, max_steps: int, devices, guard: SafetyGuard,
-          audit: AuditLog, result: ReflectionResult):
+def _play(env: CrawlEnv, task: Task, template: TaskTemplate, policy: ReflectionPolicy,
+          ctx: EpisodeContext, run: SandboxRun, result: ReflectionResult):
     """One episode; None (counted in `result`) when it has no wrong step or failed to run."""
-    mobile = is_mobile_task(task, env)
-    device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
-    policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
-                              write_reflection=write_reflection, language=task.language,
-                              guard=guard)
+    ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
     try:
-        ctx = EpisodeContext(trajectory_id=tid, seed=seed, device=device, blobs=store.blobs,
-                             guard=guard, max_steps=max_steps, audit=audit)
-        traj, steps = run_episode(env, task, policy, ctx, server_url=server_url,
-                                  distraction_rate=distraction_rate, template=template)
+        traj, steps = run.play(env, task, policy, ctx, template)
     except Exception as e:  # a page bug or a dead browser must not stop the run
         result.errors.append((task.task_id, f"{type(e).__name__}: {e}"))
         if isinstance(e, BrowserCrashed) or not env.is_alive():
             env.restart()
         return None
     finally:
-        try:
-            env.close_episode()
-        except Exception:  # the browser may be gone; restart() handled it
-            pass
+        close_episode_quietly(env)
     if policy.wrong_step is None or policy.reflection_text is None:
         why = policy.skip_reason or (
-            f"no tap at or after step {wrong_at} to replace" if policy.wrong_step is None
+            f"no tap at or after step {policy.wrong_at} to replace" if policy.wrong_step is None
             else f"episode ended at step {policy.wrong_step.index}, before its reflection")
         result.skipped.append((task.task_id, why))
         return None

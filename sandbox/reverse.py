@@ -30,7 +30,8 @@ from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 from sandbox.environment import SOURCE_NAME
-from sandbox.rollouts import AgentRun, model_slug, play_agent_episode, sandbox_env
+from sandbox.episode import SandboxRun
+from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
 
 
 class Verdict(Protocol):
@@ -126,7 +127,7 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks:
         if not todo:
             result.seconds = round(time.perf_counter() - started, 3)
             return result
-        run = AgentRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
+        run = SandboxRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
                        audit=audit)
         with sandbox_env(env, server_url) as live:
             for start in range(0, len(todo), batch_size):
@@ -157,7 +158,7 @@ def _why_unfinished(traj: Trajectory) -> str:
     return traj.outcome
 
 
-def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: AgentRun, env,
+def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, env,
                 language, seed, coords):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
     named = name_walks([(walk, steps, language or walk.task.language) for walk, steps, _ in chunk])

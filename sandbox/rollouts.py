@@ -35,14 +35,13 @@ from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.converters.gui_libra import Coords
-from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
-from trajforge.store.audit import AuditLog
+from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 from sandbox.crawl import draw_task_device
 from sandbox.environment import SOURCE_NAME
-from sandbox.episode import run_episode
+from sandbox.episode import SandboxRun
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
 
@@ -84,36 +83,17 @@ def sandbox_env(env: CrawlEnv | None, server_url: str,
         own.close()
 
 
-@dataclass(frozen=True)
-class AgentRun:
-    """What every agent episode of a run shares: the sandbox, the store, the budget."""
-
-    server_url: str
-    store: RawStore
-    max_steps: int
-    guard: SafetyGuard
-    audit: AuditLog | None = None
-    distraction_rate: float = 0.0
-    devices: list[str] | None = None   # the profiles a drawn device comes from
-    retries: int = 1
-
-    def episode(self, tid: str, seed: int, device: DeviceProfile | None) -> EpisodeContext:
-        return EpisodeContext(trajectory_id=tid, seed=seed, device=device,
-                              blobs=self.store.blobs, guard=self.guard,
-                              max_steps=self.max_steps, audit=self.audit)
-
-    def play(self, env: CrawlEnv, task: Task, policy: AgentPolicy, template: TaskTemplate | None,
-             ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
-        """One attempt, with the agent's provenance (its unparseable answer settled)."""
-        traj, steps = run_episode(env, task, policy, ctx, server_url=self.server_url,
-                                  distraction_rate=self.distraction_rate, template=template)
-        traj = settle_unparseable(traj, policy)
-        return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
+def _play_agent(run: SandboxRun, env: CrawlEnv, task: Task, policy: AgentPolicy,
+                template: TaskTemplate | None, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+    """One attempt, with the agent's provenance (its unparseable answer settled)."""
+    traj, steps = run.play(env, task, policy, ctx, template)
+    traj = settle_unparseable(traj, policy)
+    return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
 
 
 def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
                        template: TaskTemplate | None, ctx: EpisodeContext,
-                       run: AgentRun) -> tuple[Trajectory, list[Step]]:
+                       run: SandboxRun) -> tuple[Trajectory, list[Step]]:
     """One agent episode through the runner, retried from scratch when the browser dies.
 
     `ctx.device` None: drawn from `ctx.seed` as a crawl would, among the profiles
@@ -130,7 +110,8 @@ def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
             held["policy"] = _fresh(held["policy"])
         with one.lease() as live:
             try:
-                return run.play(live, task, held["policy"], template, replace(ctx, attempt=n))
+                return _play_agent(run, live, task, held["policy"], template,
+                                   replace(ctx, attempt=n))
             finally:
                 close_episode_quietly(live)
 
@@ -200,7 +181,7 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     requests' metadata ("episode"), and `on_rollout` is called on the calling thread
     as each rollout is written (in the order they end, with a pool).
     `devices` narrows the device profiles the rollouts draw from
-    (sandbox.crawl.profiles_for). With temperature 0 a deterministic model plays
+    (crawlers.crawl_profiles.profiles_for). With temperature 0 a deterministic model plays
     the same episode k times: sample (the default 1.0) for useful rollouts.
     """
     if k < 1:
@@ -258,7 +239,7 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
                     successes[task.task_id] += kept.has(tid)
                     continue
                 todo.append((task, template, rseed, tid))
-        run = AgentRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
+        run = SandboxRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
                        audit=audit, distraction_rate=distraction_rate, devices=devices,
                        retries=retries)
         if pool is not None:
@@ -283,7 +264,7 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
 
 
 def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Callable,
-                 run: AgentRun, model_id: str) -> int:
+                 run: SandboxRun, model_id: str) -> int:
     """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task: one
     lease per attempt, a died env or lost actor means the rollout is replayed whole on a
     fresh lease); each is recorded on this thread as it ends. Returns the retries."""
@@ -300,7 +281,7 @@ def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Call
         def play(env: CrawlEnv, ctx: EpisodeContext):
             policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
             policy.act = _noting_model_errors(policy.act, played)
-            return run.play(env, task, policy, template, ctx)
+            return _play_agent(run, env, task, policy, template, ctx)
 
         device = draw_task_device(task, rseed, run.devices) if seed_draws else None
         traj, steps = crawl_task(pool, CrawlJob(task, run.episode(tid, rseed, device), play),

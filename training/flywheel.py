@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from sandbox.crawl import CrawlEnv
+from crawlers.crawl_episode import CrawlEnv
 from schemas.records import Task
 from sandbox.rollouts import FAILED_PREFIX, rejection_sample
 from trajforge.store.raw import RawStore

@@ -23,8 +23,10 @@ from crawlers.policies import ReplayPolicy
 from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed,
                                 randomise)
-from sandbox.crawl import (CrawlStats, ProgressEvent, crawl, element_at, fetch_state,
-                             run_episode)
+from crawlers.crawl_episode import element_at
+from crawlers.crawl_tasks import CrawlStats, ProgressEvent
+from sandbox.crawl import crawl
+from sandbox.episode import fetch_state, run_episode
 from crawlers.web_env import WebEnv
 from sandbox.tasks import TEMPLATES, build_catalog
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate, When

@@ -19,7 +19,8 @@ from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.device_pool import PoolError
 from trajforge.store.audit import read_audit
-from sandbox.crawl import ProgressEvent, crawl
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import When

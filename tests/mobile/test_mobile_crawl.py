@@ -24,7 +24,10 @@ from crawlers.device_pool import DevicePool, PoolExhausted
 from trajforge.store.audit import read_audit
 from crawlers.randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed,
                                 profile_for_task, randomise)
-from sandbox.crawl import ProgressEvent, crawl, draw_device, fetch_state, profiles_for
+from crawlers.crawl_profiles import draw_device, profiles_for
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import crawl
+from sandbox.episode import fetch_state
 from sandbox.tasks import build_catalog
 from schemas.records import Task, trajectory_id_for
 from tests.crawlers.test_runner import check_store

@@ -33,7 +33,8 @@ from crawlers.allowlist import Allowlist
 from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
-from sandbox.crawl import ProgressEvent, crawl
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks

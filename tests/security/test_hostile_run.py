@@ -26,7 +26,8 @@ import pytest
 
 from crawlers.allowlist import Allowlist
 from trajforge.store.audit import read_audit
-from sandbox.crawl import crawl, fetch_state
+from sandbox.crawl import crawl
+from sandbox.episode import fetch_state
 from crawlers.web_env import WebEnv
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards

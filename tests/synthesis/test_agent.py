@@ -20,7 +20,7 @@ from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog, read_audit
 from crawlers.randomise import fixed
-from sandbox.crawl import fetch_state, run_episode
+from sandbox.episode import fetch_state, run_episode
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
 from schemas.observation import Observation

@@ -9,7 +9,7 @@ import pytest
 
 from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
-from sandbox.crawl import fetch_state
+from sandbox.episode import fetch_state
 from schemas.screen_signature import screen_signature
 from sandbox.apps import APPS
 from sandbox.tasks import TEMPLATES

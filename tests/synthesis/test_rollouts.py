@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from trajforge.store.audit import read_audit
-from sandbox.crawl import SOURCE_NAME
+from sandbox.environment import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
 from sandbox.rollouts import model_slug, rejection_sample, rollout_seed

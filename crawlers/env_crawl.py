@@ -22,7 +22,7 @@ from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
 from .agent import AgentPolicy
-from .crawl_episode import EpisodeContext
+from .crawl_episode import CrawlEnv, EpisodeContext
 from .crawl_loop import CrawlPlan, crawl_source, run_crawl
 from .crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
 from .device_pool import PoolError
@@ -33,7 +33,6 @@ from .policies import Policy, RandomWalkPolicy, ReplayPolicy
 from .pool_slots import EnvPool
 from .randomise import DEVICE_PROFILES, LOCALES, MOBILE_PROFILES, THEMES, episode_seed
 from .scripted import ScriptedPolicy
-from .web_env import WebEnv
 
 ENV_POLICIES = ("oracle", "random_walk", "replay", "agent")
 
@@ -143,24 +142,47 @@ def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: 
     raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
 
 
-def crawl_environment(environment: Environment, *, store: RawStore, collection: str | None = None,
-                      policy: str = "random_walk", seed: int = 0, episodes: int | None = None,
-                      tasks: list[Task] | None = None, max_steps: int | None = None,
-                      retries: int = 2, env: WebEnv | None = None, judge: JudgeFn | None = None,
-                      backend=None, replay: dict[str, list[Action]] | None = None,
-                      image_format: str = "png", step_timeout_s: float = 10.0,
-                      guard: SafetyGuard | None = None, batch_size: int = 16,
+@dataclass(frozen=True)
+class EnvCrawl:
+    """How an environment is crawled: its policy, seed, budget and retries.
+
+    `tasks` replaces the environment's own (or its exploration episodes);
+    `episodes` caps them, or sets the number of exploration episodes;
+    `max_steps` defaults to the file's. `judge` verifies where the file says
+    so; `backend` is the agent policy's VLM; `replay` maps task ids to the
+    actions to play back (policy replay). `image_format` and `step_timeout_s`
+    configure the crawl's own browser.
+    """
+
+    policy: str = "random_walk"
+    seed: int = 0
+    episodes: int | None = None
+    tasks: list[Task] | None = None
+    max_steps: int | None = None
+    retries: int = 2
+    judge: JudgeFn | None = None
+    backend: object = None
+    replay: dict[str, list[Action]] | None = None
+    guard: SafetyGuard | None = None
+    image_format: str = "png"
+    step_timeout_s: float = 10.0
+    batch_size: int = 16
+
+
+def crawl_environment(environment: Environment, how: EnvCrawl = EnvCrawl(), *, store: RawStore,
+                      collection: str | None = None, env: CrawlEnv | None = None,
                       pool: EnvPool | None = None,
                       progress: Callable[[ProgressEvent], None] | None = None) -> EnvCrawlStats:
-    """Crawl `environment` into `store`/`collection` (default: its name); the figures.
+    """Crawl `environment` into `store`/`collection` (default: its name) as `how` says;
+    the figures.
 
     `env`, when given, is used as is (its own request filter); `pool` (an
     EnvPool: WebEnvPool, DevicePool, RayEnvPool) plays up to `pool.size`
     episodes at once, each attempt on a fresh lease; otherwise one headless
     Chromium is launched, allowed to reach only the environment's origins.
-    The trajectories do not depend on which. `replay` maps task ids to the
-    actions to play back (policy replay).
+    The trajectories do not depend on which.
     """
+    policy, seed, replay = how.policy, how.seed, how.replay
     if pool is not None and env is not None:
         raise ValueError("crawl_environment: give env= or pool=, not both")
     if policy not in ENV_POLICIES:
@@ -168,21 +190,22 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
     if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
         raise ValueError(f"environment '{environment.name}': platform {environment.platform} "
                          f"runs on an Appium device; pass env= (a MobileEnv) for it")
-    runtime = EnvironmentRuntime(environment, judge=judge)
+    runtime = EnvironmentRuntime(environment, judge=how.judge)
     collection = collection or environment.name
+    tasks = how.tasks
     if tasks is None:
         # The walk explores where the file says how; a replay plays what it was given.
         explore = environment.explore is not None and policy == environment.explore.policy
-        tasks = environment_tasks(environment, episodes=episodes, explore=explore)
+        tasks = environment_tasks(environment, episodes=how.episodes, explore=explore)
         if replay is not None:
-            tasks = [t for t in tasks + environment_tasks(environment, episodes=episodes,
+            tasks = [t for t in tasks + environment_tasks(environment, episodes=how.episodes,
                                                           explore=not explore)
                      if t.task_id in replay]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
-    steps_budget = max_steps or (environment.explore.max_steps if exploring
+    steps_budget = how.max_steps or (environment.explore.max_steps if exploring
                                  else environment.max_steps)
-    guard = guard or SafetyGuard()
+    guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
 
     def figures(traj: Trajectory, steps: list[Step]) -> None:
@@ -191,12 +214,12 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
     plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {environment.name}",
-                     batch_size=batch_size, progress=progress, on_write=figures)
+                     batch_size=how.batch_size, progress=progress, on_write=figures)
 
     def job_for(task: Task, tid: str, audit: AuditLog, crawl: CrawlContext) -> CrawlJob:
         def make_policy(t: Task) -> Policy:
             return make_env_policy(policy, t, environment, seed=seed, max_steps=steps_budget,
-                                   guard=guard, backend=backend, replay=replay)
+                                   guard=guard, backend=how.backend, replay=replay)
 
         def play(env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
             t0 = time.perf_counter()
@@ -212,11 +235,11 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
         return CrawlJob(task, episode, play, verifier=spec.kind if spec else None)
 
     # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
-    retry = RetryPolicy(retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed")
+    retry = RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed")
     crawl = CrawlContext(policy=policy, source_name=environment.source, retry=retry,
                          stats=stats, platform=environment.platform)
-    with crawl_source(env, pool, environment.origins(), image_format=image_format,
-                      step_timeout_s=step_timeout_s) as source, \
+    with crawl_source(env, pool, environment.origins(), image_format=how.image_format,
+                      step_timeout_s=how.step_timeout_s) as source, \
             store.audit_log(collection) as audit:
         run_crawl(plan, tasks,
                   lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),

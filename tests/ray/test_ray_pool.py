@@ -355,7 +355,7 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
         ray_cluster, ray_pool, sandbox, tasks, tmp_path):
     # crawl_environment, the path of any lab's app: here the sandbox's own environment
     # file (sandbox/environment.py: start URL, state verifier, oracle plugin).
-    from crawlers.env_crawl import crawl_environment
+    from crawlers.env_crawl import EnvCrawl, crawl_environment
     from sandbox.environment import sandbox_environment
 
     environment = sandbox_environment(sandbox.url, distraction_rate=0.5)
@@ -364,11 +364,11 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
     chosen = [t.model_copy(update={"start_url": None}) for t in tasks[:2] + tasks[3:5]]
     local, remote = RawStore(tmp_path / "local"), RawStore(tmp_path / "ray")
     with WebEnvPool(2, request_filter=Allowlist(environment.origins())) as pool:
-        want = crawl_environment(environment, store=local, policy="oracle", tasks=chosen,
-                                 seed=0, pool=pool)
+        want = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
+                                 store=local, pool=pool)
     before = _slot_leases(ray_pool)
-    got = crawl_environment(environment, store=remote, policy="oracle", tasks=chosen, seed=0,
-                            pool=ray_pool)
+    got = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
+                            store=remote, pool=ray_pool)
     after = _slot_leases(ray_pool)
     assert _summary(remote, "sandbox") == _summary(local, "sandbox")
     assert got.trajectories == want.trajectories == len(chosen)

@@ -12,6 +12,7 @@ Progress goes to tqdm (on a terminal) and to an optional callback.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext
@@ -59,30 +60,46 @@ def draw_task_device(task: Task, seed: int, devices: list[str] | None = None,
     return draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
 
 
-def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url: str,
-          policy: str = "oracle", seed: int = 0, distraction_rate: float = 0.25,
-          max_steps: int = 30, retries: int = 2, env: CrawlEnv | None = None,
-          progress: Callable[[ProgressEvent], None] | None = None,
-          image_format: str = "png", step_timeout_s: float = 10.0,
-          extra_origins: list[str] | None = None, batch_size: int = 16,
-          verify_random_walk: bool = False,
-          templates: dict[str, TaskTemplate] | None = None,
-          devices: list[str] | None = None, guard: SafetyGuard | None = None,
-          pool: EnvPool | None = None) -> CrawlStats:
-    """Crawl `tasks` into `store`/`collection`; returns what happened.
+@dataclass(frozen=True)
+class SandboxCrawl:
+    """How the sandbox at `server_url` is crawled: policy, seed, pop-ups, budget, retries.
+
+    `image_format`, `step_timeout_s` and `extra_origins` configure the crawl's
+    own browser (launched when no env or pool is given); `batch_size` is the
+    writer's. Random-walk trajectories are left unverified ("unknown") unless
+    `verify_random_walk` checks them against their task's template. Templates
+    are looked up in `templates` (default: every sandbox template); `devices`
+    narrows the device profiles; `guard` replaces the default SafetyGuard.
+    """
+
+    server_url: str
+    policy: str = "oracle"
+    seed: int = 0
+    distraction_rate: float = 0.25
+    max_steps: int = 30
+    retries: int = 2
+    image_format: str = "png"
+    step_timeout_s: float = 10.0
+    extra_origins: list[str] | None = None
+    batch_size: int = 16
+    verify_random_walk: bool = False
+    templates: dict[str, TaskTemplate] | None = None
+    devices: list[str] | None = None
+    guard: SafetyGuard | None = None
+
+
+def crawl(tasks: Iterable[Task], how: SandboxCrawl, *, store: RawStore, collection: str,
+          env: CrawlEnv | None = None, pool: EnvPool | None = None,
+          progress: Callable[[ProgressEvent], None] | None = None) -> CrawlStats:
+    """Crawl `tasks` into `store`/`collection` as `how` says; returns what happened.
 
     `env`, when given, is used as is (its own request filter); otherwise one
     headless Chromium is launched for the whole call, allowed to reach only
-    `server_url` (and `extra_origins`), with `image_format` and
-    `step_timeout_s`. With `pool` (a WebEnvPool of browsers or a DevicePool of
+    the sandbox (and `how.extra_origins`). With `pool` (a WebEnvPool of browsers or a DevicePool of
     Appium sessions, each configured by its owner), up to `pool.size` episodes
     run at once, each on an env leased for that attempt; a task whose browser
     or session dies is retried from scratch on a fresh lease (a restarted
     browser). The trajectories do not depend on the pool's size.
-    Random-walk trajectories are left unverified ("unknown") unless
-    `verify_random_walk` checks them against their task's template. Templates
-    are looked up in `templates` (default: every sandbox template). `guard`
-    replaces the default SafetyGuard (its patterns).
 
     Device profiles (`draw_device`): without a pool, and with a WebEnvPool
     (a browser emulates any profile), each episode draws its profile from its
@@ -95,14 +112,15 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
     always come from the seed; `devices`, with a DevicePool, must include the
     pool's profiles.
     """
+    policy, seed, max_steps, devices = how.policy, how.seed, how.max_steps, how.devices
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {POLICIES}")
-    if retries < 0:
-        raise ValueError(f"retries={retries} must be >= 0")
+    if how.retries < 0:
+        raise ValueError(f"retries={how.retries} must be >= 0")
     if pool is not None and env is not None:
         raise ValueError("crawl: give env= or pool=, not both")
     tasks = list(tasks)
-    templates = TEMPLATES if templates is None else templates
+    templates = TEMPLATES if how.templates is None else how.templates
     # A catalog that names an unknown template is a configuration error: say so
     # before any browser work rather than storing a row of errors.
     resolved = [template_for(task, templates) for task in tasks]
@@ -113,12 +131,13 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
     check_devices(devices, pool)
     # Each task's device, drawn from the seed, unless a DevicePool's leased phone decides.
     seed_draws = pool is None or pool.profiles is None
-    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None for t in tasks}
+    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None
+             for t in tasks}
     plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {collection}",
-                     batch_size=batch_size, progress=progress)
+                     batch_size=how.batch_size, progress=progress)
     stats = CrawlStats()
-    guard = guard or SafetyGuard()
-    check = policy == "oracle" or verify_random_walk
+    guard = how.guard or SafetyGuard()
+    check = policy == "oracle" or how.verify_random_walk
 
     def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
         """One task: each attempt makes the policy fresh and plays the sandbox episode."""
@@ -129,8 +148,8 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
                    # The walk says `done` on its last step, inside the runner's step budget.
                    RandomWalkPolicy(episode_seed(seed, task.task_id), max_steps=max_steps,
                                     lang=task.language, guard=guard))
-            return run_episode(env, task, pol, ctx, server_url=server_url,
-                               distraction_rate=distraction_rate,
+            return run_episode(env, task, pol, ctx, server_url=how.server_url,
+                               distraction_rate=how.distraction_rate,
                                template=template if check else None)
         episode = EpisodeContext(trajectory_id=tid, seed=seed, device=drawn[task.task_id],
                                  blobs=store.blobs, guard=guard, max_steps=max_steps,
@@ -138,10 +157,11 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
         return CrawlJob(task, episode, play)
 
     # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
-    retry = RetryPolicy(retries, crash_name=None if pool is not None else "BrowserCrashed")
+    retry = RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed")
     crawl_ctx = CrawlContext(policy=policy, source_name=SOURCE_NAME, retry=retry, stats=stats)
-    with crawl_source(env, pool, [server_url, *(extra_origins or [])],
-                      image_format=image_format, step_timeout_s=step_timeout_s) as source, \
+    with crawl_source(env, pool, [how.server_url, *(how.extra_origins or [])],
+                      image_format=how.image_format, step_timeout_s=how.step_timeout_s
+                      ) as source, \
             store.audit_log(collection) as audit:
         run_crawl(plan, tasks, lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
                   lambda task, tid: job_for(task, tid, audit), crawl_ctx, source)

@@ -34,7 +34,7 @@ from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
 from crawlers.crawl_tasks import ProgressEvent
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks
@@ -69,8 +69,9 @@ def _summary(store: RawStore, collection: str) -> dict:
 def local_reference(sandbox, tasks, tmp_path_factory):
     store = RawStore(tmp_path_factory.mktemp("local") / "raw")
     with WebEnvPool(2, request_filter=Allowlist([sandbox.url])) as pool:
-        crawl(tasks, store=store, collection="web/local", server_url=sandbox.url,
-              policy="oracle", seed=0, distraction_rate=0.5, pool=pool)
+        crawl(tasks,
+              SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+              store=store, collection="web/local", pool=pool)
     return _summary(store, "web/local")
 
 
@@ -82,8 +83,10 @@ def ray_pool(ray_cluster, sandbox):
 
 
 def _crawl(pool, tasks, sandbox, store, collection, progress=None):
-    return crawl(tasks, store=store, collection=collection, server_url=sandbox.url,
-                 policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
+    return crawl(tasks,
+                 SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                              distraction_rate=0.5),
+                 store=store, collection=collection, pool=pool, progress=progress)
 
 
 # Three or four steps each on the phone (as tests/mobile/test_mobile_crawl.py plays them).
@@ -98,8 +101,10 @@ def test_appium_sessions_as_ray_actors_crawl_mobile_tasks_on_the_device_node(
     with RayEnvPool(1, devices=[chromium_device("pixel_8")],
                     factory=AppiumSessionFactory(appium_server.url)) as pool:
         assert pool.resource == DEVICE_RESOURCE and pool.profiles == ["pixel_8"]
-        stats = crawl(tasks, store=store, collection="mobile/ray", server_url=sandbox.url,
-                      policy="oracle", seed=0, distraction_rate=0.0, retries=1, pool=pool)
+        stats = crawl(tasks,
+                      SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                                   distraction_rate=0.0, retries=1),
+                      store=store, collection="mobile/ray", pool=pool)
         figures = pool.stats()
         nodes = pool.slot_nodes()
         # The env in the actor is an Appium session (its W3C session id), on the phone host.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from filters.judge import DATA_CLOSE, DATA_OPEN, Judge, replay_verifier
 from sandbox.reverse import reverse_tasks
 from sandbox.tasks import build_catalog
@@ -101,8 +101,10 @@ def test_parse_instruction_reads_the_object_or_nothing():
 def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tmp_path):
     tasks = [t for t in build_catalog(1, ("en",)) if t.template_id in ("settings.wifi", "notes.pin")]
     store = RawStore(tmp_path / "raw")
-    crawl(tasks, store=store, collection="walks", server_url=sandbox.url, policy="random_walk",
-          seed=2, max_steps=3, env=env, distraction_rate=0.0, devices=["desktop"])
+    crawl(tasks,
+          SandboxCrawl(server_url=sandbox.url, policy="random_walk", seed=2, max_steps=3,
+                       distraction_rate=0.0, devices=["desktop"]),
+          store=store, collection="walks", env=env)
     walks = [(t, sorted((s for s in store.iter_steps("walks") if s.trajectory_id == t.trajectory_id),
                         key=lambda s: s.index))
              for t in sorted(store.iter_trajectories("walks"), key=lambda t: t.app, reverse=True)]

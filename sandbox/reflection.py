@@ -302,22 +302,38 @@ def sidecar_paths(store: RawStore, collection: str) -> tuple[Path, Path]:
     return folder / "reflection.jsonl", folder / "reflection.parquet"
 
 
-def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
-                  write_reflection: ReflectionWriter, collection: str = "reflection/sandbox",
-                  env: CrawlEnv | None = None,
-                  seed: int = 0, templates: dict[str, TaskTemplate] | None = None,
-                  wrong_at: int = 0, distraction_rate: float = 0.0, max_steps: int = 30,
-                  devices: list[str] | None = None, guard: SafetyGuard | None = None
-                  ) -> ReflectionResult:
+@dataclass(frozen=True)
+class Reflections:
+    """How reflection episodes are played in the sandbox at `server_url`.
+
+    `wrong_at`: the first step at which the wrong tap may come; `templates`
+    (default: every sandbox template) give each task its oracle; `devices`
+    narrows the device profiles; `guard` replaces the default SafetyGuard.
+    """
+
+    server_url: str
+    collection: str = "reflection/sandbox"
+    seed: int = 0
+    wrong_at: int = 0
+    distraction_rate: float = 0.0
+    max_steps: int = 30
+    devices: list[str] | None = None
+    templates: dict[str, TaskTemplate] | None = None
+    guard: SafetyGuard | None = None
+
+
+def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how: Reflections,
+                  *, store: RawStore, env: CrawlEnv | None = None) -> ReflectionResult:
     """Play each task with a ReflectionPolicy; store the verified trajectories and the sidecar.
 
     Trajectory ids are trajectory_id_for("reflection", task_id, seed): a re-run
     skips what is stored. `write_reflection`: the reflection's text
     (synthesis.reflection_text.reflection). `env` (a WebEnv) is used as is; without it one
-    headless Chromium allowed to reach only `server_url` runs the call.
+    headless Chromium allowed to reach only the sandbox runs the call.
     """
-    templates = TEMPLATES if templates is None else templates
-    guard = guard or SafetyGuard()
+    server_url, collection, seed = how.server_url, how.collection, how.seed
+    templates = TEMPLATES if how.templates is None else how.templates
+    guard = how.guard or SafetyGuard()
     result = ReflectionResult()
     started = time.perf_counter()
     own_env = env is None
@@ -326,8 +342,8 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                             request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
     audit = store.audit_log(collection)
-    run = SandboxRun(server_url=server_url, store=store, guard=guard, max_steps=max_steps,
-                     audit=audit, distraction_rate=distraction_rate, devices=devices)
+    run = SandboxRun(server_url=server_url, store=store, guard=guard, max_steps=how.max_steps,
+                     audit=audit, distraction_rate=how.distraction_rate, devices=how.devices)
     try:
         with store.writer(collection) as writer:
             for task in tasks:
@@ -339,7 +355,7 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                 if template is None:
                     raise ValueError(f"task {task.task_id}: reflection needs the template of "
                                      f"its oracle, got template_id={task.template_id!r}")
-                policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
+                policy = ReflectionPolicy(template, task, wrong_at=how.wrong_at, seed=seed,
                                           write_reflection=write_reflection,
                                           language=task.language, guard=guard)
                 played = _play(env, task, template, policy, run.episode(tid, seed, None), run,

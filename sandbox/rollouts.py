@@ -156,23 +156,44 @@ class RolloutResult:
         return d
 
 
-def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawStore,
-                     server_url: str, k: int = 8, seed: int = 0, env: CrawlEnv | None = None,
-                     pool: EnvPool | None = None, collection: str | None = None,
-                     failed_collection: str | None = None,
-                     max_steps: int = 15, temperature: float = 1.0, coords: Coords = "pixels",
-                     history_len: int = 8, max_new_tokens: int = 256,
-                     distraction_rate: float = 0.0, retries: int = 1,
-                     devices: list[str] | None = None,
-                     templates: dict[str, TaskTemplate] | None = None,
-                     guard: SafetyGuard | None = None,
+@dataclass(frozen=True)
+class Rollouts:
+    """How rejection sampling plays: `k` rollouts per task of the agent at `server_url`.
+
+    The agent samples at `temperature` (with `coords`, `history_len`,
+    `max_new_tokens`); each episode has `max_steps`, the sandbox's pop-ups at
+    `distraction_rate`, `retries` replays of an episode whose env died, a device
+    drawn among `devices`. `templates` (default: every sandbox template) verify;
+    `guard` replaces the default SafetyGuard; the collections default to
+    rollouts/<model> and rollouts-failed/<model>.
+    """
+
+    server_url: str
+    k: int = 8
+    seed: int = 0
+    max_steps: int = 15
+    temperature: float = 1.0
+    coords: Coords = "pixels"
+    history_len: int = 8
+    max_new_tokens: int = 256
+    distraction_rate: float = 0.0
+    retries: int = 1
+    devices: list[str] | None = None
+    templates: dict[str, TaskTemplate] | None = None
+    guard: SafetyGuard | None = None
+    collection: str | None = None
+    failed_collection: str | None = None
+
+
+def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, *,
+                     store: RawStore, env: CrawlEnv | None = None, pool: EnvPool | None = None,
                      on_rollout: Callable[[Trajectory], None] | None = None) -> RolloutResult:
     """Play each task `k` times with the agent; keep the state-verified successes.
 
     Every task needs a template (its state predicate is the verifier). `env`
     is used as is; without one (and without a pool), a headless Chromium
-    restricted to `server_url` is launched for the call. `pool` (a WebEnvPool, a
-    RayEnvPool or any pool with `lease`, and `submit` or `size`) plays up to its
+    restricted to the sandbox is launched for the call. `pool` (an EnvPool:
+    WebEnvPool, RayEnvPool, DevicePool) plays up to its
     size rollouts at once, each attempt on a fresh lease: a rollout whose env died
     (a lost Ray actor too) is replayed whole on another. The rollouts are the
     sequential path's: the same ids, seeds and devices; the backend is called from
@@ -180,16 +201,17 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     only on its prompt and seed). Each AgentPolicy puts its trajectory id in its
     requests' metadata ("episode"), and `on_rollout` is called on the calling thread
     as each rollout is written (in the order they end, with a pool).
-    `devices` narrows the device profiles the rollouts draw from
+    `how.devices` narrows the device profiles the rollouts draw from
     (crawlers.crawl_profiles.profiles_for). With temperature 0 a deterministic model plays
     the same episode k times: sample (the default 1.0) for useful rollouts.
     """
+    k, seed, max_steps = how.k, how.seed, how.max_steps
     if k < 1:
         raise ValueError(f"k={k} must be >= 1")
     if pool is not None and env is not None:
         raise ValueError("rejection_sample: give env= or pool=, not both")
     tasks = list(tasks)
-    templates = TEMPLATES if templates is None else templates
+    templates = TEMPLATES if how.templates is None else how.templates
     resolved = []
     for task in tasks:  # a configuration error is raised before any browser work
         template = templates.get(task.template_id) if task.template_id else None
@@ -199,18 +221,20 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
         resolved.append(template)
     model_id = backend.model_id
     slug = model_slug(model_id)
-    result = RolloutResult(model_id=model_id, collection=collection or f"{SUCCESS_PREFIX}{slug}",
-                           failed_collection=failed_collection or f"{FAILED_PREFIX}{slug}", k=k)
+    result = RolloutResult(model_id=model_id,
+                           collection=how.collection or f"{SUCCESS_PREFIX}{slug}",
+                           failed_collection=how.failed_collection or f"{FAILED_PREFIX}{slug}",
+                           k=k)
     if result.collection == result.failed_collection:
         raise ValueError(f"collection and failed_collection are both {result.collection!r}")
-    guard = guard or SafetyGuard()
+    guard = how.guard or SafetyGuard()
     started = time.perf_counter()
     successes = {task.task_id: 0 for task in tasks}
 
     def agent(task: Task, rseed: int, tid: str) -> AgentPolicy:
-        return AgentPolicy(backend, task, max_steps=max_steps, coords=coords,
-                           history_len=history_len, max_new_tokens=max_new_tokens,
-                           temperature=temperature, seed=rseed, episode=tid)
+        return AgentPolicy(backend, task, max_steps=max_steps, coords=how.coords,
+                           history_len=how.history_len, max_new_tokens=how.max_new_tokens,
+                           temperature=how.temperature, seed=rseed, episode=tid)
 
     def record(task: Task, traj: Trajectory, steps: list[Step], unparseable: int) -> None:
         (kept if traj.outcome == "success" else failed).add(traj, steps)
@@ -239,20 +263,21 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
                     successes[task.task_id] += kept.has(tid)
                     continue
                 todo.append((task, template, rseed, tid))
-        run = SandboxRun(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
-                       audit=audit, distraction_rate=distraction_rate, devices=devices,
-                       retries=retries)
+        run = SandboxRun(server_url=how.server_url, store=store, max_steps=max_steps,
+                         guard=guard, audit=audit, distraction_rate=how.distraction_rate,
+                         devices=how.devices, retries=how.retries)
         if pool is not None:
             result.retries += _play_pooled(pool, todo, agent, record, run, model_id)
         elif todo:
-            with sandbox_env(env, server_url) as live:
+            with sandbox_env(env, how.server_url) as live:
                 for task, template, rseed, tid in todo:
                     policy = agent(task, rseed, tid)
                     try:
                         traj, steps = play_agent_episode(live, policy, task, template,
                                                          run.episode(tid, rseed, None), run)
                     except BrowserCrashed as e:  # out of retries: stored as an error, no steps
-                        traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
+                        traj = _error_rollout(task, tid, rseed, model_id, live, how.devices,
+                                              str(e))
                         steps = []
                     record(task, traj, steps, policy.stats["unparseable"])
         for task in tasks:

@@ -13,7 +13,7 @@ import re
 
 from sandbox.crawl import SandboxCrawl, crawl
 from filters.judge import DATA_CLOSE, DATA_OPEN, Judge, replay_verifier
-from sandbox.reverse import reverse_tasks
+from sandbox.reverse import ReverseReplays, reverse_tasks
 from sandbox.tasks import build_catalog
 from synthesis.reverse_env import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
                                    walk_namer)
@@ -113,10 +113,10 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
                for _, steps in walks)
 
     writer, checker = Writer(), Checker()
-    result = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+    result = reverse_tasks(walks, ReverseReplays(server_url=sandbox.url, max_steps=5),
+                           name_walks=walk_namer(writer, store.blobs),
                            verify_replays=replay_verifier(Judge(checker), store.blobs),
-                           agent_backend=Follower(), store=store, server_url=sandbox.url,
-                           env=env, max_steps=5)
+                           agent_backend=Follower(), store=store, env=env)
     assert (result.total, result.kept, result.skipped) == (2, 1, 0)
     assert result.kept_rate == 0.5 and result.reasons == {"judge rejected": 1}
     kept_item, rejected_item = result.items
@@ -152,9 +152,10 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
     assert len(checker.requests) == 2
 
     # Re-run: both walks are already settled; no model is asked again.
-    again = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+    again = reverse_tasks(walks, ReverseReplays(server_url=sandbox.url),
+                          name_walks=walk_namer(writer, store.blobs),
                           verify_replays=replay_verifier(Judge(checker), store.blobs),
-                          agent_backend=Follower(), store=store, server_url=sandbox.url, env=env)
+                          agent_backend=Follower(), store=store, env=env)
     assert (again.total, again.kept, again.skipped, again.items) == (2, 1, 2, [])
     assert len(writer.requests) == 2 and len(checker.requests) == 2
 

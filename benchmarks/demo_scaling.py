@@ -43,7 +43,7 @@ def pick_tasks(n: int):
 
 def child(n_tasks: int, work: Path) -> dict:
     """crawl -> consolidate -> curate -> export of `n_tasks` tasks under `work`."""
-    from sandbox.crawl import crawl
+    from sandbox.crawl import SandboxCrawl, crawl
     from filters.pipeline import curate
     from sandbox.server import SandboxServer
     from trajforge.store.consolidate import consolidate
@@ -57,8 +57,9 @@ def child(n_tasks: int, work: Path) -> dict:
     t0 = time.perf_counter()
     with SandboxServer() as srv:
         t = time.perf_counter()
-        stats = crawl(tasks, store=store, collection="web", server_url=srv.url,
-                      policy="oracle", distraction_rate=0.25)
+        stats = crawl(tasks,
+                      SandboxCrawl(server_url=srv.url, policy="oracle", distraction_rate=0.25),
+                      store=store, collection="web")
         stages["crawl"] = time.perf_counter() - t
     rss["crawl"] = peak_rss_self() / 2**20
     t = time.perf_counter()

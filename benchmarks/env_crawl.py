@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
-from crawlers.env_crawl import crawl_environment  # noqa: E402
+from crawlers.env_crawl import EnvCrawl, crawl_environment  # noqa: E402
 from schemas.environment import load_environment  # noqa: E402
 from schemas.keys import to_playwright  # noqa: E402
 from tests.thirdparty.apps import ENVIRONMENTS, datasette, tiddlywiki  # noqa: E402
@@ -105,11 +105,12 @@ def measure(walks: int, walk_steps: int) -> dict:
                 environment = load_environment(ENVIRONMENTS / f"{name}.yaml")
                 store = RawStore(root / name / "raw")
                 t0 = time.perf_counter()
-                tasks = crawl_environment(environment, store=store, collection="tasks",
-                                          policy="oracle", retries=0)
-                walk = crawl_environment(environment, store=store, collection="walk",
-                                         policy="random_walk", episodes=walks,
-                                         max_steps=walk_steps, retries=0)
+                tasks = crawl_environment(environment, EnvCrawl(policy="oracle", retries=0),
+                                          store=store, collection="tasks")
+                walk = crawl_environment(environment,
+                                         EnvCrawl(policy="random_walk", episodes=walks,
+                                                  max_steps=walk_steps, retries=0),
+                                         store=store, collection="walk")
                 seconds = time.perf_counter() - t0
                 steps = tasks.steps + walk.steps
                 bare = bare_loop(store, ["tasks", "walk"], environment.start_url)

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
-from sandbox.crawl import crawl  # noqa: E402
+from sandbox.crawl import SandboxCrawl, crawl  # noqa: E402
 from sandbox.server import SandboxServer  # noqa: E402
 from sandbox.tasks import TEMPLATES  # noqa: E402
 from synthesis.grounding_writer import write_grounding_set  # noqa: E402
@@ -38,7 +38,7 @@ def measure(n_templates: int) -> dict:
              if lang in TEMPLATES[t].languages]
     with SandboxServer() as server:
         t0 = time.perf_counter()
-        crawl(tasks, store=store, collection="web", server_url=server.url)
+        crawl(tasks, SandboxCrawl(server_url=server.url), store=store, collection="web")
         crawl_s = time.perf_counter() - t0
     steps = sum(1 for _ in store.iter_steps())
     r = write_grounding_set(store, root / "grounding")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from crawlers.appium_server import AppiumServer  # noqa: E402
 from crawlers.capabilities import build_capabilities, chromium_device  # noqa: E402
 from crawlers.device_pool import DevicePool  # noqa: E402
-from sandbox.crawl import crawl  # noqa: E402
+from sandbox.crawl import SandboxCrawl, crawl  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
 from sandbox.tasks import build_catalog  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
@@ -70,8 +70,10 @@ def crawl_rate(server: AppiumServer, sandbox_url: str, tasks, sessions: int) -> 
         store = RawStore(Path(tmp) / "raw")
         with DevicePool([chromium_device(PROFILE)], server=server, server_url=server.url,
                         sessions_per_device=sessions) as pool:
-            stats = crawl(tasks, store=store, collection="bench", server_url=sandbox_url,
-                          policy="oracle", distraction_rate=0.0, pool=pool)
+            stats = crawl(tasks,
+                          SandboxCrawl(server_url=sandbox_url, policy="oracle",
+                                       distraction_rate=0.0),
+                          store=store, collection="bench", pool=pool)
         return stats.steps / stats.seconds, stats.as_dict()
 
 

@@ -49,7 +49,7 @@ def _crawl_asset(app: str) -> dg.AssetsDefinition:
     def _crawl(context: dg.AssetExecutionContext, config: CrawlSlice, storage: StorageResource,
                sandbox: SandboxResource, browser: BrowserResource) -> dg.MaterializeResult:
         from crawlers.allowlist import Allowlist
-        from sandbox.crawl import crawl
+        from sandbox.crawl import SandboxCrawl, crawl
         from crawlers.web_env import WebEnv
         from trajforge.tasks.catalog import read_catalog
 
@@ -57,8 +57,8 @@ def _crawl_asset(app: str) -> dg.AssetsDefinition:
         t0 = time.perf_counter()
         with WebEnv.launch(headless=browser.headless, executable_path=browser.executable_path,
                            request_filter=Allowlist([sandbox.url])) as env:
-            stats = crawl(tasks, store=storage.raw, collection=f"web/{app}", server_url=sandbox.url,
-                          distraction_rate=0.0, env=env)
+            stats = crawl(tasks, SandboxCrawl(server_url=sandbox.url, distraction_rate=0.0),
+                          store=storage.raw, collection=f"web/{app}", env=env)
         return dg.MaterializeResult(metadata={"trajectories": stats.trajectories, "steps": stats.steps,
                                               "pid": os.getpid(),
                                               "seconds": round(time.perf_counter() - t0, 2)})

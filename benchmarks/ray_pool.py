@@ -44,10 +44,11 @@ def _rss_mb(pid: int) -> float:
 
 
 def _crawl(pool, tasks, url, root, name, progress=None):
-    from sandbox.crawl import crawl
+    from sandbox.crawl import SandboxCrawl, crawl
     from trajforge.store.raw import RawStore
-    return crawl(tasks, store=RawStore(Path(root) / name), collection="web", server_url=url,
-                 policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
+    return crawl(tasks,
+                 SandboxCrawl(server_url=url, policy="oracle", seed=0, distraction_rate=0.5),
+                 store=RawStore(Path(root) / name), collection="web", pool=pool, progress=progress)
 
 
 def _hop_ms(env, n: int = 50) -> float:

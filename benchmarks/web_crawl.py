@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
 from crawlers.allowlist import Allowlist  # noqa: E402
-from sandbox.crawl import WebEnvPool, crawl  # noqa: E402
+from crawlers.crawl_browser_pool import WebEnvPool  # noqa: E402
+from sandbox.crawl import SandboxCrawl, crawl  # noqa: E402
 from crawlers.web_env import WebEnv  # noqa: E402
 from sandbox.apps import WEB_APPS  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
@@ -106,14 +107,13 @@ def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str
         return TimedWebEnv.launch(image_format=image_format,
                                   request_filter=Allowlist([url]) if allowlist else None)
 
-    common = dict(store=store, collection=collection, server_url=url, distraction_rate=0.0,
-                  image_format=image_format)
+    how = SandboxCrawl(server_url=url, distraction_rate=0.0, image_format=image_format)
     if browsers == 1:
         env = launch()
         try:
             prof = _Profile(profile) if profile is not None else None
             t0 = time.perf_counter()
-            stats = crawl(tasks, env=env, **common)
+            stats = crawl(tasks, how, store=store, collection=collection, env=env)
             seconds = time.perf_counter() - t0
             if prof is not None:
                 prof.save()
@@ -124,7 +124,7 @@ def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str
         with WebEnvPool(browsers, factory=launch) as pool:
             pool.launch_all()  # launches outside the clock
             t0 = time.perf_counter()
-            stats = crawl(tasks, pool=pool, **common)
+            stats = crawl(tasks, how, store=store, collection=collection, pool=pool)
             seconds = time.perf_counter() - t0
             envs = [e for e in (pool.env_of(f"browser#{i}") for i in range(browsers)) if e is not None]
     steps = stats.steps

@@ -28,7 +28,7 @@ from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 from .agent_prompt import agent_messages, history_line, reasoning_set_messages
 from .guard import ACTIVATABLE_ROLES
-from .runner import element_at
+from .crawl_episode import element_at
 
 log = logging.getLogger(__name__)
 

@@ -86,6 +86,10 @@ class WebEnvPool(SlotLookup):
         self._jobs.put((fut, fn, args))
         return fut
 
+    def device_of(self, env) -> None:
+        """None: a browser emulates whatever profile the episode's seed draws."""
+        return None
+
     def launch_all(self) -> None:
         """Launch every worker's browser now (a benchmark keeps launches out of its clock).
 

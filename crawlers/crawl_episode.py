@@ -54,6 +54,35 @@ class EpisodeInfo:
     answer: str | None = None
 
 
+@dataclass(frozen=True)
+class EpisodeContext:
+    """What one episode is played with, beside its env, task and policy.
+
+    `attempt` numbers the tries of one task (the audit log keeps each);
+    `on_step` sees every recorded step; `info` collects the crawl's figures.
+    """
+
+    trajectory_id: str
+    seed: int
+    device: DeviceProfile | None   # None until a crawl task leases a phone (crawl_tasks)
+    blobs: BlobStore
+    guard: SafetyGuard
+    max_steps: int
+    audit: AuditLog | None = None
+    attempt: int = 0
+    on_step: Callable[[Step], None] | None = None
+    info: EpisodeInfo = field(default_factory=EpisodeInfo)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An episode's first observation, its screenshot's blob and how long it took."""
+
+    obs: Observation
+    shot_sha: str
+    observe_ms: float
+
+
 def element_at(elements: list[Element], x: float, y: float) -> Element | None:
     """The smallest element whose box contains the point (the innermost one)."""
     best, best_area = None, None
@@ -78,17 +107,17 @@ class Played:
     obs: Observation | None = None  # the last observation (after the last action)
 
 
-def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float, *,
-               policy: Policy, trajectory_id: str, blobs: BlobStore, guard: SafetyGuard,
-               max_steps: int, audit: AuditLog | None, attempt: int,
-               on_step: Callable[[Step], None] | None, info: EpisodeInfo,
+def play_steps(env: CrawlEnv, policy: Policy, opened: Opened, ctx: EpisodeContext,
                after_step: Callable[[Observation, list[Step]], bool] | None = None) -> Played:
-    """Ask the policy, let the guard judge, execute, record: up to `max_steps` steps.
+    """Ask the policy, let the guard judge, execute, record: up to `ctx.max_steps` steps.
 
     Each step holds the observation *before* its action. `after_step(obs,
     steps)`, called after each executed action with the new observation, ends
     the episode when it returns True (an environment's verifier said done).
     """
+    obs, shot_sha, observe_ms = opened.obs, opened.shot_sha, opened.observe_ms
+    trajectory_id, blobs, guard, audit = ctx.trajectory_id, ctx.blobs, ctx.guard, ctx.audit
+    info, max_steps = ctx.info, ctx.max_steps
     steps: list[Step] = []
     terminated = False
     failure: str | None = None  # why the episode ended without finishing
@@ -105,7 +134,7 @@ def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float
         decision = guard.check(action, target, obs.elements)
         if audit is not None:
             audit.record(trajectory_id=trajectory_id, step_index=index, action=action,
-                         target=target, decision=decision, attempt=attempt)
+                         target=target, decision=decision, attempt=ctx.attempt)
         step = Step(trajectory_id=trajectory_id, index=index, screenshot=shot_sha,
                     image_format=obs.image_format, width=obs.width, height=obs.height,
                     url=obs.url, a11y_tree=obs.a11y_tree, elements=obs.elements,
@@ -128,7 +157,7 @@ def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float
             terminated = action.type != ActionType.TAKE_OVER
             if not terminated:
                 failure = f"take_over: {action.text}"
-            _notify(on_step, step)
+            _notify(ctx.on_step, step)
             break
         t_act = time.perf_counter()
         after = env.step(action)
@@ -139,7 +168,7 @@ def play_steps(env: CrawlEnv, obs: Observation, shot_sha: str, observe_ms: float
         # The step call also observes the result: that is the next step's observation.
         step.act_ms = round(act_ms, 2)
         steps.append(step)
-        _notify(on_step, step)
+        _notify(ctx.on_step, step)
         obs, shot_sha, observe_ms = after, after_sha, act_ms
         if after_step is not None and after_step(obs, steps):
             return Played(steps, terminated=False, failure=None, stopped=True, obs=obs)

@@ -1,31 +1,34 @@
 """One task of a crawl, retried until it yields one whole episode; the crawl's statistics.
 
-`crawl_task` plays a task on one env (restarted when the browser dies);
-`crawl_task_pooled` plays it on envs leased from a pool (a DevicePool of
-Appium sessions or a WebEnvPool of browsers), one lease per attempt. What an
-attempt plays is the caller's `play(env, device=, theme=, font_scale=,
-attempt=, info=, on_step=)` (an environment's episode). The steps of a
-failed attempt are dropped with it; out of retries, the task is stored as an
-error with no steps, so the next crawl does not retry it forever.
+`crawl_task` plays a task on envs leased from an `EnvSource` (a pool of
+browsers or devices, or `OneEnv`: the crawl's own env), one lease per
+attempt, each attempt the job's `play(env, ctx)` (an environment's episode).
+`RetryPolicy` says how often a task is tried and which errors stop the crawl
+instead; the steps of a failed attempt are dropped with it. Out of retries,
+the task is stored as an error with no steps (`error_trajectory`), so the
+next crawl does not retry it forever.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-
-from typing import Callable
+from typing import Callable, Iterator, TypeVar
 
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 
-from .crawl_episode import CrawlEnv, EpisodeInfo, env_platform
+from .crawl_episode import CrawlEnv, EpisodeContext, EpisodeInfo, env_platform
 from .crawl_profiles import draw_device
+from .device_pool import PoolError
+from .pool_slots import EnvSource
 from .web_env import BrowserCrashed
 
 log = logging.getLogger(__name__)
 
-# A task's profiles and whether it is a mobile task (crawl_profiles.profiles_for).
-TaskProfiles = tuple[dict[str, DeviceProfile], bool]
+R = TypeVar("R")
 
 
 @dataclass
@@ -82,125 +85,164 @@ class ProgressEvent:
 
 
 # One attempt of a task on an env: (trajectory, steps); raises BrowserCrashed and the like.
-Play = Callable[..., tuple[Trajectory, list[Step]]]
+Play = Callable[[CrawlEnv, EpisodeContext], tuple[Trajectory, list[Step]]]
+# A crawl's progress report: emit(kind, task, trajectory id, **ProgressEvent fields).
+Emit = Callable[..., None]
 
 
-def crawl_task(env: CrawlEnv, task: Task, tid: str, *, play: Play, policy: str, seed: int,
-               retries: int, stats: CrawlStats, lock, emit, profiles: TaskProfiles,
-               source_name: str) -> tuple[Trajectory, list[Step]]:
-    """One task, retried from the start while the browser keeps dying."""
-    device, theme, font_scale = draw_device(seed, task, profiles[0], mobile=profiles[1])
-    last_error = ""
-    for attempt in range(retries + 1):
-        info = EpisodeInfo()
-        if not env.is_alive():  # died after the previous episode's last action
-            env.restart()
-        try:
-            traj, steps = play(env, device=device, theme=theme, font_scale=font_scale,
-                               attempt=attempt, info=info,
-                               on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                                      action=s.action.type.value))
-        except BrowserCrashed as e:
-            last_error = f"BrowserCrashed: {e}"
-            log.warning("task %s attempt %d: browser died (%s); restarting", task.task_id,
-                        attempt, e)
-            env.restart()
-            if attempt < retries:
-                stats.retries += 1
-                emit("retry", task, tid, message=last_error)
-            continue
-        except Exception as e:  # a page or app bug must not stop the crawl
-            log.exception("task %s attempt %d failed", task.task_id, attempt)
-            last_error = f"{type(e).__name__}: {e}"
-            if not env.is_alive():
-                env.restart()
-            if attempt < retries:  # transient page errors pass on a fresh try
-                stats.retries += 1
-                emit("retry", task, tid, message=last_error)
-            continue
-        finally:
-            close_episode_quietly(env)
-        stats.blocked_actions += info.blocked_actions
-        stats.blocked_requests += len(info.blocked_requests)
-        return traj, steps
-    return error_trajectory(task, tid, policy, seed, device, env_platform(env), last_error,
-                            source_name), []
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a task is tried: once, and `retries` more times from scratch.
 
-
-def crawl_task_pooled(pool, task: Task, tid: str, *, play: Play, policy: str, seed: int,
-                      retries: int, stats: CrawlStats, lock, emit,
-                      profiles: TaskProfiles | None, source_name: str
-                      ) -> tuple[Trajectory, list[Step]]:
-    """One task on leased envs: each attempt leases, a died env means a fresh lease.
-
-    `profiles` given (a pool of browsers, which emulate any profile): the seed
-    draws the device as in a one-browser crawl, so the episode is the same
-    whatever the pool's size. None (a DevicePool): the leased phone is the profile.
+    Errors of `retry_on` are retried (an env lost, BrowserCrashed and its kinds;
+    by default any error of the page or app too); `fatal` ones stop the crawl (no
+    env left, a configuration error), as does anything outside `retry_on`.
+    `crash_name`, when set, is the name a lost env is recorded under (the
+    one-browser and environment crawls write "BrowserCrashed: ..."); None: its class.
     """
-    from .device_pool import PoolError
 
-    device = theme = font_scale = None
-    if profiles is not None:
-        device, theme, font_scale = draw_device(seed, task, profiles[0], mobile=profiles[1])
-    platform = getattr(pool, "platform", "mobile_web")  # recorded if no lease ever succeeds
-    last_error = ""
-    for attempt in range(retries + 1):
+    retries: int = 2
+    fatal: tuple[type[BaseException], ...] = (PoolError,)
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    crash_name: str | None = None
+
+    def error_text(self, e: BaseException) -> str:
+        name = self.crash_name if isinstance(e, BrowserCrashed) and self.crash_name else None
+        return f"{name or type(e).__name__}: {e}"
+
+    def run(self, attempt: Callable[[int], R], *, what: str,
+            on_retry: Callable[[str], None]) -> tuple[R | None, BaseException | None]:
+        """(attempt(n)'s result, None) for the first n that succeeds, else (None, last error).
+
+        `on_retry(error text)` is called before each retry.
+        """
+        last: BaseException | None = None
+        for n in range(self.retries + 1):
+            try:
+                return attempt(n), None
+            except self.fatal:
+                raise
+            except BrowserCrashed as e:
+                if not isinstance(e, self.retry_on):
+                    raise
+                log.warning("%s attempt %d: env lost (%s); retrying on a fresh one", what, n, e)
+                last = e
+            except self.retry_on as e:  # a page or app bug must not stop the crawl
+                log.exception("%s attempt %d failed", what, n)
+                last = e
+            if n < self.retries:
+                on_retry(self.error_text(last))
+        return None, last
+
+
+@dataclass(frozen=True)
+class CrawlContext:
+    """What every task of one crawl shares: provenance, retries, figures, progress."""
+
+    policy: str
+    source_name: str
+    retry: RetryPolicy
+    stats: CrawlStats
+    emit: Emit = lambda *event, **fields: None  # noqa: E731 - run_crawl sets its Recorder's
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    platform: str | None = None   # recorded when no lease succeeds (None: the pool's)
+
+
+@dataclass(frozen=True)
+class CrawlJob:
+    """One task of a crawl: its episode's context and what each attempt plays.
+
+    `episode.device` None: the leased device's own profile (a pool of phones),
+    with the theme and font scale the seed draws. `verifier` is recorded on the
+    error trajectory.
+    """
+
+    task: Task
+    episode: EpisodeContext
+    play: Play
+    verifier: str | None = None
+
+
+def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlContext
+               ) -> tuple[Trajectory, list[Step]]:
+    """One task, each attempt on a fresh lease; out of retries, an error trajectory."""
+    task, tid = job.task, job.episode.trajectory_id
+    leased: dict = {"platform": crawl.platform or source.platform, "device": job.episode.device}
+
+    def attempt(n: int) -> tuple[Trajectory, list[Step]]:
         info = EpisodeInfo()
-        try:
-            with pool.lease() as env:
-                slot = pool.slot_name(env)
-                platform = env_platform(env)
-                if profiles is None:
-                    # The leased phone is the profile; the seed still draws theme and font.
-                    spec = pool.device_of(env)
-                    device, theme, font_scale = draw_device(
-                        seed, task, {spec.profile.name: spec.profile}, mobile=True)
-                try:
-                    traj, steps = play(
-                        env, device=device, theme=theme, font_scale=font_scale,
-                        attempt=attempt, info=info,
-                        on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                              action=s.action.type.value, slot=slot))
-                finally:
-                    close_episode_quietly(env)
-        except PoolError:  # no device, server or browser left: the crawl stops, not the task
-            raise
-        except BrowserCrashed as e:  # the pool has dropped (or will restart) that env
-            last_error = f"{type(e).__name__}: {e}"
-            log.warning("task %s attempt %d: session lost (%s); retrying on a fresh lease",
-                        task.task_id, attempt, e)
-            if attempt < retries:
-                with lock:
-                    stats.retries += 1
-                emit("retry", task, tid, message=last_error)
-            continue
-        except Exception as e:  # a page or app bug must not stop the crawl
-            log.exception("task %s attempt %d failed", task.task_id, attempt)
-            last_error = f"{type(e).__name__}: {e}"
-            if attempt < retries:
-                with lock:
-                    stats.retries += 1
-                emit("retry", task, tid, message=last_error)
-            continue
-        with lock:
-            stats.blocked_actions += info.blocked_actions
-            stats.blocked_requests += len(info.blocked_requests)
-        return traj, steps
+        with source.lease() as env:
+            slot = source.slot_name(env)
+            leased["platform"] = env_platform(env)
+            device = job.episode.device
+            if device is None:  # the leased phone is the profile; the seed draws the rest
+                device = leased["device"] = _on_device(job, source.device_of(env).profile)
+            ctx = dataclasses.replace(
+                job.episode, device=device, attempt=n, info=info,
+                on_step=lambda s: crawl.emit("step", task, tid, step_index=s.index,
+                                             action=s.action.type.value, slot=slot))
+            try:
+                played = job.play(env, ctx)
+            finally:
+                close_episode_quietly(env)
+        with crawl.lock:
+            crawl.stats.blocked_actions += info.blocked_actions
+            crawl.stats.blocked_requests += len(info.blocked_requests)
+        return played
+
+    def on_retry(message: str) -> None:
+        with crawl.lock:
+            crawl.stats.retries += 1
+        crawl.emit("retry", task, tid, message=message)
+
+    played, error = crawl.retry.run(attempt, what=f"task {task.task_id}", on_retry=on_retry)
+    if error is None:
+        return played
+    device = leased["device"]
     if device is None:  # never leased: record the pool's first phone
-        first = pool.devices[0].profile
-        device = draw_device(seed, task, {first.name: first}, mobile=True)[0]
-    return error_trajectory(task, tid, policy, seed, device, platform, last_error,
-                            source_name), []
+        device = _on_device(job, source.devices[0].profile)
+    return error_trajectory(job, crawl, device=device, platform=leased["platform"],
+                            error=crawl.retry.error_text(error)), []
 
 
-def error_trajectory(task: Task, tid: str, policy: str, seed: int, device: DeviceProfile,
-                     platform: str, error: str, source_name: str) -> Trajectory:
+def _on_device(job: CrawlJob, profile: DeviceProfile) -> DeviceProfile:
+    return draw_device(job.episode.seed, job.task, {profile.name: profile}, mobile=True)[0]
+
+
+def error_trajectory(job: CrawlJob, crawl: CrawlContext, *, device: DeviceProfile,
+                     platform: str, error: str) -> Trajectory:
     # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
-    return Trajectory(trajectory_id=tid, task=task, platform=platform, app=task.app,
-                      device=device, source="crawl", source_name=source_name, policy=policy,
-                      seed=seed, outcome="error", verified_by="none", num_steps=0,
-                      error=error, created_at=time.time())
+    task = job.task
+    return Trajectory(trajectory_id=job.episode.trajectory_id, task=task, platform=platform,
+                      app=task.app, device=device, source="crawl",
+                      source_name=crawl.source_name, policy=crawl.policy,
+                      seed=job.episode.seed, outcome="error", verified_by="none", num_steps=0,
+                      error=error, verifier=job.verifier, created_at=time.time())
+
+
+class OneEnv:
+    """One env as a source of leases: restarted when it died, its episode closed after."""
+
+    def __init__(self, env: CrawlEnv):
+        self.env = env
+        self.platform = env_platform(env)
+
+    @contextmanager
+    def lease(self) -> Iterator[CrawlEnv]:
+        if not self.env.is_alive():  # died after the previous episode's last action
+            self.env.restart()
+        try:
+            yield self.env
+        except BrowserCrashed:
+            self.env.restart()
+            raise
+
+    def slot_name(self, env: CrawlEnv) -> None:
+        return None
+
+    def device_of(self, env: CrawlEnv):
+        raise TypeError("one env has no device spec: give the episode its device")
 
 
 def close_episode_quietly(env: CrawlEnv) -> None:

@@ -32,6 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +158,8 @@ class DevicePool(SlotLookup):
     default opens a MobileEnv with `image_format` and `step_timeout_s`.
     """
 
+    platform = "mobile_web"  # recorded for a task that never got a device
+
     def __init__(self, devices: list, *, server=None, server_url: str | None = None,
                  sessions_per_device: int = 1, max_failures: int = 3,
                  backoff_s: tuple[float, float] = DEFAULT_BACKOFF_S,
@@ -197,6 +200,7 @@ class DevicePool(SlotLookup):
         self._server_lock = threading.Lock()
         self._generation = 0     # bumped on every server restart
         self._closed = False
+        self._workers: ThreadPoolExecutor | None = None  # made at the first submit
         self._health = {d.name: _Health() for d in devices}
         self._n = _Counters()
         self._quarantine_log: list[dict] = []
@@ -262,6 +266,16 @@ class DevicePool(SlotLookup):
                                 if self._health[d.name].quarantined],
             }
 
+    def submit(self, fn: Callable, *args) -> Future:
+        """Run `fn(*args)` on one of `size` worker threads (any thread may drive a session)."""
+        with self._cond:
+            if self._closed:
+                raise PoolClosed("this DevicePool is closed")
+            if self._workers is None:
+                self._workers = ThreadPoolExecutor(max_workers=self.size,
+                                                   thread_name_prefix="crawl")
+            return self._workers.submit(fn, *args)
+
     @contextmanager
     def lease(self, timeout_s: float | None = None) -> Iterator[object]:
         """A connected env for one episode; blocks until a healthy slot is free.
@@ -303,10 +317,13 @@ class DevicePool(SlotLookup):
         """Close every session (the server, if owned, is the caller's to stop)."""
         with self._cond:
             self._closed = True
+            workers, self._workers = self._workers, None
             envs = [s.env for s in self._slots if s.env is not None]
             for s in self._slots:
                 s.env = None
             self._cond.notify_all()
+        if workers is not None:
+            workers.shutdown(wait=False)  # a crawl waits for its own episodes
         for env in envs:
             close_quietly(env)
         for s in self._slots:

@@ -12,27 +12,27 @@ from __future__ import annotations
 
 import random
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
 from schemas.actions import Action
 from schemas.environment import Environment
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
-from .allowlist import Allowlist
-from .crawl_episode import EpisodeInfo, env_platform
-from .crawl_loop import Recorder, run_pooled
-from .crawl_tasks import CrawlStats, ProgressEvent, close_episode_quietly
+from .agent import AgentPolicy
+from .crawl_episode import CrawlEnv, EpisodeContext
+from .crawl_loop import CrawlPlan, crawl_source, run_crawl
+from .crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
+from .device_pool import PoolError
 from .env_episode import run_env_episode
 from .env_runtime import EnvironmentRuntime, JudgeFn, load_callable
 from .guard import SafetyGuard
-from trajforge.store.audit import AuditLog
 from .policies import Policy, RandomWalkPolicy, ReplayPolicy
-from .scripted import ScriptedPolicy
+from .pool_slots import EnvPool
 from .randomise import DEVICE_PROFILES, LOCALES, MOBILE_PROFILES, THEMES, episode_seed
-from .web_env import BrowserCrashed, WebEnv
+from .scripted import ScriptedPolicy
 
 ENV_POLICIES = ("oracle", "random_walk", "replay", "agent")
 
@@ -114,16 +114,6 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
                                    "theme": rng.choice(THEMES), "font_scale": 1.0})
 
 
-def on_device(env, drawn: DeviceProfile) -> DeviceProfile:
-    """The profile an episode records: a leased phone's own screen (its session's is
-    fixed), with the drawn locale and theme; a browser emulates the drawn one."""
-    spec = getattr(env, "spec", None)
-    if spec is None:
-        return drawn
-    return spec.profile.model_copy(update={"locale": drawn.locale, "theme": drawn.theme,
-                                           "font_scale": 1.0})
-
-
 def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: int,
                     max_steps: int, guard: SafetyGuard, backend=None,
                     replay: dict[str, list[Action]] | None = None) -> Policy:
@@ -148,29 +138,51 @@ def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: 
     if policy == "agent":
         if backend is None:
             raise ValueError("the agent policy needs a VLM backend (--vlm-config)")
-        from .agent import AgentPolicy
         return AgentPolicy(backend, task, max_steps=max_steps, seed=ep_seed)
     raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
 
 
-def crawl_environment(environment: Environment, *, store: RawStore, collection: str | None = None,
-                      policy: str = "random_walk", seed: int = 0, episodes: int | None = None,
-                      tasks: list[Task] | None = None, max_steps: int | None = None,
-                      retries: int = 2, env: WebEnv | None = None, judge: JudgeFn | None = None,
-                      backend=None, replay: dict[str, list[Action]] | None = None,
-                      image_format: str = "png", step_timeout_s: float = 10.0,
-                      guard: SafetyGuard | None = None, batch_size: int = 16,
-                      pool=None,
-                      progress: Callable[[ProgressEvent], None] | None = None) -> EnvCrawlStats:
-    """Crawl `environment` into `store`/`collection` (default: its name); the figures.
+@dataclass(frozen=True)
+class EnvCrawl:
+    """How an environment is crawled: its policy, seed, budget and retries.
 
-    `env`, when given, is used as is (its own request filter); `pool` (a
-    WebEnvPool, or any pool with `submit` and `lease`) plays up to `pool.size`
+    `tasks` replaces the environment's own (or its exploration episodes);
+    `episodes` caps them, or sets the number of exploration episodes;
+    `max_steps` defaults to the file's. `judge` verifies where the file says
+    so; `backend` is the agent policy's VLM; `replay` maps task ids to the
+    actions to play back (policy replay). `image_format` and `step_timeout_s`
+    configure the crawl's own browser.
+    """
+
+    policy: str = "random_walk"
+    seed: int = 0
+    episodes: int | None = None
+    tasks: list[Task] | None = None
+    max_steps: int | None = None
+    retries: int = 2
+    judge: JudgeFn | None = None
+    backend: object = None
+    replay: dict[str, list[Action]] | None = None
+    guard: SafetyGuard | None = None
+    image_format: str = "png"
+    step_timeout_s: float = 10.0
+    batch_size: int = 16
+
+
+def crawl_environment(environment: Environment, how: EnvCrawl = EnvCrawl(), *, store: RawStore,
+                      collection: str | None = None, env: CrawlEnv | None = None,
+                      pool: EnvPool | None = None,
+                      progress: Callable[[ProgressEvent], None] | None = None) -> EnvCrawlStats:
+    """Crawl `environment` into `store`/`collection` (default: its name) as `how` says;
+    the figures.
+
+    `env`, when given, is used as is (its own request filter); `pool` (an
+    EnvPool: WebEnvPool, DevicePool, RayEnvPool) plays up to `pool.size`
     episodes at once, each attempt on a fresh lease; otherwise one headless
     Chromium is launched, allowed to reach only the environment's origins.
-    The trajectories do not depend on which. `replay` maps task ids to the
-    actions to play back (policy replay).
+    The trajectories do not depend on which.
     """
+    policy, seed, replay = how.policy, how.seed, how.replay
     if pool is not None and env is not None:
         raise ValueError("crawl_environment: give env= or pool=, not both")
     if policy not in ENV_POLICIES:
@@ -178,125 +190,58 @@ def crawl_environment(environment: Environment, *, store: RawStore, collection: 
     if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
         raise ValueError(f"environment '{environment.name}': platform {environment.platform} "
                          f"runs on an Appium device; pass env= (a MobileEnv) for it")
-    runtime = EnvironmentRuntime(environment, judge=judge)
+    runtime = EnvironmentRuntime(environment, judge=how.judge)
     collection = collection or environment.name
+    tasks = how.tasks
     if tasks is None:
         # The walk explores where the file says how; a replay plays what it was given.
         explore = environment.explore is not None and policy == environment.explore.policy
-        tasks = environment_tasks(environment, episodes=episodes, explore=explore)
+        tasks = environment_tasks(environment, episodes=how.episodes, explore=explore)
         if replay is not None:
-            tasks = [t for t in tasks + environment_tasks(environment, episodes=episodes,
+            tasks = [t for t in tasks + environment_tasks(environment, episodes=how.episodes,
                                                           explore=not explore)
                      if t.task_id in replay]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
-    steps_budget = max_steps or (environment.explore.max_steps if exploring
+    steps_budget = how.max_steps or (environment.explore.max_steps if exploring
                                  else environment.max_steps)
-    guard = guard or SafetyGuard()
+    guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
-    started = time.perf_counter()
-    own_env = env is None and pool is None
-    if own_env:
-        env = WebEnv.launch(headless=True, image_format=image_format,
-                            step_timeout_s=step_timeout_s,
-                            request_filter=Allowlist(environment.origins()))
-    audit = store.audit_log(collection)
 
     def figures(traj: Trajectory, steps: list[Step]) -> None:
         stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
                                 and s.act_ms is not None)
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
-    rec = Recorder(stats, total=len(tasks), desc=f"crawl {environment.name}",
-                   progress=progress, on_write=figures)
-    common = dict(policy=policy, seed=seed, max_steps=steps_budget, retries=retries,
-                  store=store, guard=guard, audit=audit, stats=stats, emit=rec.emit,
-                  backend=backend, replay=replay, lock=rec.lock)
-    try:
-        with store.writer(collection, batch_size=batch_size) as rec.writer:
-            todo = rec.claim(((t,) for t in tasks),
-                             lambda t: trajectory_id_for(environment.source, t.task_id,
-                                                         policy, seed))
-            if pool is None:
-                for task, tid in todo:
-                    rec.write(task, *_crawl_one(_own(env), runtime, task, tid, **common))
-            else:
-                run_pooled(pool, todo,
-                           lambda task, tid: _crawl_one(pool.lease, runtime, task, tid, **common),
-                           rec.write)
-    finally:
-        rec.close(started)
-        audit.close()
-        if own_env:
-            env.close()
-    return stats
+    plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {environment.name}",
+                     batch_size=how.batch_size, progress=progress, on_write=figures)
 
+    def job_for(task: Task, tid: str, audit: AuditLog, crawl: CrawlContext) -> CrawlJob:
+        def make_policy(t: Task) -> Policy:
+            return make_env_policy(policy, t, environment, seed=seed, max_steps=steps_budget,
+                                   guard=guard, backend=how.backend, replay=replay)
 
-@contextmanager
-def _own_lease(env):
-    """A lease of the crawl's own env: restarted when it died, its episode closed after."""
-    if not env.is_alive():
-        env.restart()
-    try:
-        yield env
-    except BrowserCrashed:
-        env.restart()
-        raise
-    finally:
-        close_episode_quietly(env)
-
-
-def _own(env):
-    return lambda: _own_lease(env)
-
-
-def _crawl_one(acquire, runtime: EnvironmentRuntime, task: Task, tid: str, *, policy: str,
-               seed: int, max_steps: int, retries: int, store: RawStore, guard: SafetyGuard,
-               audit: AuditLog, stats: EnvCrawlStats, emit, backend, replay, lock
-               ) -> tuple[Trajectory, list[Step]]:
-    """One task, retried from the start (on a fresh lease) while the browser dies or the
-    start page fails; out of retries, an error trajectory that says why."""
-    from .device_pool import PoolError
-    environment = runtime.environment
-    device = device_for(environment, task, seed)
-    last_error, platform = "", environment.platform
-    for attempt in range(retries + 1):
-        info = EpisodeInfo()
-        t0 = time.perf_counter()
-        try:
-            with acquire() as env:
-                platform = env_platform(env)
-                traj, steps = run_env_episode(
-                env, runtime, task=task, policy=None, device=device, seed=seed,
-                trajectory_id=tid, blobs=store.blobs, guard=guard, max_steps=max_steps,
-                audit=audit, attempt=attempt, info=info,
-                make_policy=lambda t: make_env_policy(policy, t, environment, seed=seed,
-                                                      max_steps=max_steps, guard=guard,
-                                                      backend=backend, replay=replay),
-                    on_step=lambda s: emit("step", task, tid, step_index=s.index,
-                                          action=s.action.type.value))
-                close_episode_quietly(env)
-        except (PoolError, ValueError):
-            raise  # no browser left, or a configuration error (policy, oracle): stop the crawl
-        except BrowserCrashed as e:  # the lease restarts (or drops) that browser
-            last_error = f"BrowserCrashed: {e}"
-        except Exception as e:  # noqa: BLE001 - a page or app problem must not stop the crawl
-            last_error = f"{type(e).__name__}: {e}"
-        else:
-            with lock:
+        def play(env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+            t0 = time.perf_counter()
+            traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
+            with crawl.lock:
                 stats.reset_ms.append(round(steps[0].observe_ms, 1) if steps else
                                       round((time.perf_counter() - t0) * 1000, 1))
-                stats.blocked_actions += info.blocked_actions
-                stats.blocked_requests += len(info.blocked_requests)
             return traj, steps
-        if attempt < retries:
-            with lock:
-                stats.retries += 1
-            emit("retry", task, tid, message=last_error)
-    return Trajectory(trajectory_id=tid, task=task, platform=platform,
-                      app=task.app, device=device, source="crawl",
-                      source_name=environment.source, policy=policy, seed=seed,
-                      outcome="error", verified_by="none", num_steps=0, error=last_error,
-                      verifier=(runtime.verifier_for(task).kind
-                                if runtime.verifier_for(task) else None),
-                      created_at=time.time()), []
+        episode = EpisodeContext(trajectory_id=tid, seed=seed,
+                                 device=device_for(environment, task, seed), blobs=store.blobs,
+                                 guard=guard, max_steps=steps_budget, audit=audit)
+        spec = runtime.verifier_for(task)
+        return CrawlJob(task, episode, play, verifier=spec.kind if spec else None)
+
+    # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
+    retry = RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed")
+    crawl = CrawlContext(policy=policy, source_name=environment.source, retry=retry,
+                         stats=stats, platform=environment.platform)
+    with crawl_source(env, pool, environment.origins(), image_format=how.image_format,
+                      step_timeout_s=how.step_timeout_s) as source, \
+            store.audit_log(collection) as audit:
+        run_crawl(plan, tasks,
+                  lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
+                  lambda task, tid: job_for(task, tid, audit, crawl), crawl, source)
+    return stats

@@ -19,39 +19,30 @@ import time
 from typing import Callable
 
 from schemas.observation import Observation
-from schemas.records import DeviceProfile, Step, Task, Trajectory
-from trajforge.store.raw import BlobStore
+from schemas.records import Step, Task, Trajectory
 
-from .crawl_episode import CrawlEnv, EpisodeInfo, env_platform, play_steps
+from .crawl_episode import CrawlEnv, EpisodeContext, Opened, env_platform, play_steps
 from .env_runtime import EnvironmentRuntime, Verdict, VerifierError
-from .guard import SafetyGuard
-from trajforge.store.audit import AuditLog
 from .policies import Policy
 
 
-def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, policy: Policy,
-                    device: DeviceProfile, seed: int, trajectory_id: str, blobs: BlobStore,
-                    guard: SafetyGuard, max_steps: int, audit: AuditLog | None = None,
-                    attempt: int = 0, on_step: Callable[[Step], None] | None = None,
-                    info: EpisodeInfo | None = None,
-                    make_policy: Callable[[Task], Policy] | None = None,
+def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, task: Task,
+                    make_policy: Callable[[Task], Policy], ctx: EpisodeContext,
                     verify: bool = True) -> tuple[Trajectory, list[Step]]:
     """Play `task` in `runtime`'s environment and return the verified trajectory.
 
     Raises BrowserCrashed and StartPageError (the caller retries either).
-    `make_policy`, when given, builds the policy from the task as the page
-    states it (an instruction read by `instruction_js`). `verify=False`
-    records the episode unverified (a walk whose task nobody claims).
+    `make_policy` builds the policy from the task as the page states it (an
+    instruction read by `instruction_js`). `verify=False` records the episode
+    unverified (a walk whose task nobody claims).
     """
-    info = info if info is not None else EpisodeInfo()
-    session = trajectory_id
+    session, seed = ctx.trajectory_id, ctx.seed
     t0 = time.perf_counter()
-    obs, task = runtime.start(env, task, session=session, seed=seed, device=device)
-    if make_policy is not None:
-        policy = make_policy(task)
-    device = getattr(env, "device", None) or device
+    obs, task = runtime.start(env, task, session=session, seed=seed, device=ctx.device)
+    policy = make_policy(task)
+    device = getattr(env, "device", None) or ctx.device
     observe_ms = (time.perf_counter() - t0) * 1000
-    shot_sha = blobs.put(obs.screenshot, obs.image_format)
+    opened = Opened(obs, ctx.blobs.put(obs.screenshot, obs.image_format), observe_ms)
 
     verdict: Verdict | None = None
     verifier_error: str | None = None
@@ -70,11 +61,8 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
             return True
         return verdict is not None and verdict.done
 
-    played = play_steps(env, obs, shot_sha, observe_ms, policy=policy,
-                        trajectory_id=trajectory_id, blobs=blobs, guard=guard,
-                        max_steps=max_steps, audit=audit, attempt=attempt, on_step=on_step,
-                        info=info, after_step=after_step)
-    info.blocked_requests = list(getattr(env, "blocked_requests", []))
+    played = play_steps(env, policy, opened, ctx, after_step=after_step)
+    ctx.info.blocked_requests = list(getattr(env, "blocked_requests", []))
     spec = runtime.verifier_for(task) if verify else None
     outcome, error = "unknown", None
     ended_by_policy = played.terminated or (played.failure or "").startswith("max_steps=")
@@ -103,7 +91,7 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, *, task: Task, p
         and verdict.success is not None
     environment = runtime.environment
     traj = Trajectory(
-        trajectory_id=trajectory_id, task=task, platform=env_platform(env),
+        trajectory_id=ctx.trajectory_id, task=task, platform=env_platform(env),
         app=task.app, device=device, source="crawl", source_name=environment.source,
         policy=policy.name, seed=seed, outcome=outcome,
         verified_by=kind if verified else "none", num_steps=len(played.steps), error=error,

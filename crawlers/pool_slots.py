@@ -1,11 +1,44 @@
-"""What both session pools share (DevicePool for Appium devices, WebEnvPool for
-browsers): which slot holds an env, what env a slot holds, and how a pool probes,
+"""What the env pools share (DevicePool for Appium devices, WebEnvPool for browsers,
+RayEnvPool for envs in Ray actors): the interface a crawl uses (`EnvSource`,
+`EnvPool`), which slot holds an env, what env a slot holds, and how a pool probes,
 closes and reports a session that may already be gone."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
+from typing import Any, Callable, ContextManager, Protocol
 
 log = logging.getLogger(__name__)
+
+
+class EnvSource(Protocol):
+    """Where a crawl's attempts get their env: one lease per attempt.
+
+    `platform` is recorded when no lease ever succeeds; `device_of(env)` is the
+    DeviceSpec of a leased env (pools of fixed devices; `devices` lists them).
+    """
+
+    platform: str
+
+    def lease(self) -> ContextManager[Any]: ...
+    def slot_name(self, env) -> str | None: ...
+    def device_of(self, env) -> Any: ...
+
+
+class EnvPool(EnvSource, Protocol):
+    """A pool of envs that plays up to `size` episodes at once.
+
+    `submit(fn, *args)` runs `fn` on one of the pool's workers (where `lease()`
+    works); `profiles` is None when a lease emulates any profile (the seed draws
+    it), else the profile names of the pool's devices (the leased one is the
+    episode's).
+    """
+
+    size: int
+    profiles: list[str] | None
+
+    def submit(self, fn: Callable, *args) -> Future: ...
+    def stats(self) -> dict: ...
 
 
 def env_alive(env) -> bool:

@@ -8,43 +8,32 @@ crawlers.crawl_tasks', stable trajectory ids (a re-run resumes without
 duplicates), every trajectory written whole through the store's writer.
 Progress goes to tqdm (on a terminal) and to an optional callback.
 
-The generic names callers use beside it (ProgressEvent, WebEnvPool,
-draw_device, profiles_for, ...) are re-exported here.
+`draw_task_device` is the device a sandbox task's episode draws from the seed.
 """
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Callable, Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
-from crawlers.allowlist import Allowlist
-from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.crawl_loop import Recorder, run_pooled
-from crawlers.crawl_episode import TERMINAL, CrawlEnv, EpisodeInfo, element_at, env_platform
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_loop import CrawlPlan, crawl_source, run_crawl
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
-from crawlers.crawl_tasks import CrawlStats, ProgressEvent, crawl_task, crawl_task_pooled
-from crawlers.env_runtime import StartPageError
+from crawlers.crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
 from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
+from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
-from crawlers.web_env import WebEnv
-from schemas.records import Task, trajectory_id_for
+from schemas.records import DeviceProfile, Task, trajectory_id_for
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
 from sandbox.apps import MOBILE_APPS
 from sandbox.environment import SOURCE_NAME
-from sandbox.episode import fetch_state, run_episode
+from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
-
-if TYPE_CHECKING:
-    from crawlers.device_pool import DevicePool
-
-__all__ = ["crawl", "run_episode", "fetch_state", "element_at", "CrawlEnv", "CrawlStats",
-           "ProgressEvent", "EpisodeInfo", "StartPageError", "SOURCE_NAME", "TERMINAL",
-           "POLICIES", "WebEnvPool", "draw_device", "episode_seed", "env_platform",
-           "is_mobile_task", "profiles_for", "template_for"]
 
 POLICIES = ("oracle", "random_walk")
 
@@ -63,30 +52,54 @@ def template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate
         raise KeyError(f"task {task.task_id}: unknown template {task.template_id!r}") from None
 
 
-def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url: str,
-          policy: str = "oracle", seed: int = 0, distraction_rate: float = 0.25,
-          max_steps: int = 30, retries: int = 2, env: CrawlEnv | None = None,
-          progress: Callable[[ProgressEvent], None] | None = None,
-          image_format: str = "png", step_timeout_s: float = 10.0,
-          extra_origins: list[str] | None = None, batch_size: int = 16,
-          verify_random_walk: bool = False,
-          templates: dict[str, TaskTemplate] | None = None,
-          devices: list[str] | None = None, guard: SafetyGuard | None = None,
-          pool: WebEnvPool | DevicePool | None = None) -> CrawlStats:
-    """Crawl `tasks` into `store`/`collection`; returns what happened.
+def draw_task_device(task: Task, seed: int, devices: list[str] | None = None,
+                     env: CrawlEnv | None = None) -> DeviceProfile:
+    """The device a task's episode draws from `seed` (a mobile task: the phone its
+    partition plays it on), among the profiles `devices` names."""
+    mobile = is_mobile_task(task, env)
+    return draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
+
+
+@dataclass(frozen=True)
+class SandboxCrawl:
+    """How the sandbox at `server_url` is crawled: policy, seed, pop-ups, budget, retries.
+
+    `image_format`, `step_timeout_s` and `extra_origins` configure the crawl's
+    own browser (launched when no env or pool is given); `batch_size` is the
+    writer's. Random-walk trajectories are left unverified ("unknown") unless
+    `verify_random_walk` checks them against their task's template. Templates
+    are looked up in `templates` (default: every sandbox template); `devices`
+    narrows the device profiles; `guard` replaces the default SafetyGuard.
+    """
+
+    server_url: str
+    policy: str = "oracle"
+    seed: int = 0
+    distraction_rate: float = 0.25
+    max_steps: int = 30
+    retries: int = 2
+    image_format: str = "png"
+    step_timeout_s: float = 10.0
+    extra_origins: list[str] | None = None
+    batch_size: int = 16
+    verify_random_walk: bool = False
+    templates: dict[str, TaskTemplate] | None = None
+    devices: list[str] | None = None
+    guard: SafetyGuard | None = None
+
+
+def crawl(tasks: Iterable[Task], how: SandboxCrawl, *, store: RawStore, collection: str,
+          env: CrawlEnv | None = None, pool: EnvPool | None = None,
+          progress: Callable[[ProgressEvent], None] | None = None) -> CrawlStats:
+    """Crawl `tasks` into `store`/`collection` as `how` says; returns what happened.
 
     `env`, when given, is used as is (its own request filter); otherwise one
     headless Chromium is launched for the whole call, allowed to reach only
-    `server_url` (and `extra_origins`), with `image_format` and
-    `step_timeout_s`. With `pool` (a WebEnvPool of browsers or a DevicePool of
+    the sandbox (and `how.extra_origins`). With `pool` (a WebEnvPool of browsers or a DevicePool of
     Appium sessions, each configured by its owner), up to `pool.size` episodes
     run at once, each on an env leased for that attempt; a task whose browser
     or session dies is retried from scratch on a fresh lease (a restarted
     browser). The trajectories do not depend on the pool's size.
-    Random-walk trajectories are left unverified ("unknown") unless
-    `verify_random_walk` checks them against their task's template. Templates
-    are looked up in `templates` (default: every sandbox template). `guard`
-    replaces the default SafetyGuard (its patterns).
 
     Device profiles (`draw_device`): without a pool, and with a WebEnvPool
     (a browser emulates any profile), each episode draws its profile from its
@@ -99,14 +112,15 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
     always come from the seed; `devices`, with a DevicePool, must include the
     pool's profiles.
     """
+    policy, seed, max_steps, devices = how.policy, how.seed, how.max_steps, how.devices
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {POLICIES}")
-    if retries < 0:
-        raise ValueError(f"retries={retries} must be >= 0")
+    if how.retries < 0:
+        raise ValueError(f"retries={how.retries} must be >= 0")
     if pool is not None and env is not None:
         raise ValueError("crawl: give env= or pool=, not both")
     tasks = list(tasks)
-    templates = TEMPLATES if templates is None else templates
+    templates = TEMPLATES if how.templates is None else how.templates
     # A catalog that names an unknown template is a configuration error: say so
     # before any browser work rather than storing a row of errors.
     resolved = [template_for(task, templates) for task in tasks]
@@ -115,66 +129,40 @@ def crawl(tasks: Iterable[Task], *, store: RawStore, collection: str, server_url
             if template is None:
                 raise ValueError(f"task {task.task_id}: the oracle policy needs a template_id")
     check_devices(devices, pool)
-    # Each task's profiles (and whether it is a mobile task), unless a DevicePool's
-    # leased phone decides.
+    # Each task's device, drawn from the seed, unless a DevicePool's leased phone decides.
     seed_draws = pool is None or pool.profiles is None
-    profiles = [None if not seed_draws else
-                (profiles_for(t, devices, mobile=is_mobile_task(t, env)), is_mobile_task(t, env))
-                for t in tasks]
+    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None
+             for t in tasks}
+    plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {collection}",
+                     batch_size=how.batch_size, progress=progress)
     stats = CrawlStats()
-    started = time.perf_counter()
-    guard = guard or SafetyGuard()
-    own_env = env is None and pool is None
-    if own_env:
-        allow = Allowlist([server_url, *(extra_origins or [])])
-        env = WebEnv.launch(headless=True, image_format=image_format,
-                            step_timeout_s=step_timeout_s, request_filter=allow)
-    audit = store.audit_log(collection)
-    rec = Recorder(stats, total=len(tasks), desc=f"crawl {collection}", progress=progress)
-    pool_before = pool.stats() if pool is not None else None
+    guard = how.guard or SafetyGuard()
+    check = policy == "oracle" or how.verify_random_walk
 
-    def player(task: Task, template: TaskTemplate | None, tid: str):
-        """One attempt of `task`: the policy made fresh, the sandbox episode played."""
-        ep_seed = episode_seed(seed, task.task_id)
-        check_with = template if (policy == "oracle" or verify_random_walk) else None
+    def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
+        """One task: each attempt makes the policy fresh and plays the sandbox episode."""
+        template = template_for(task, templates)
 
-        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+        def play(env: CrawlEnv, ctx: EpisodeContext):
             pol = (OraclePolicy(template, task) if policy == "oracle" else
                    # The walk says `done` on its last step, inside the runner's step budget.
-                   RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language,
-                                    guard=guard))
-            return run_episode(env, server_url=server_url, task=task, template=check_with,
-                               policy=pol, device=device, theme=theme, font_scale=font_scale,
-                               distraction_rate=distraction_rate, seed=seed,
-                               trajectory_id=tid, blobs=store.blobs, guard=guard,
-                               max_steps=max_steps, audit=audit, attempt=attempt, info=info,
-                               on_step=on_step)
-        return play
+                   RandomWalkPolicy(episode_seed(seed, task.task_id), max_steps=max_steps,
+                                    lang=task.language, guard=guard))
+            return run_episode(env, task, pol, ctx, server_url=how.server_url,
+                               distraction_rate=how.distraction_rate,
+                               template=template if check else None)
+        episode = EpisodeContext(trajectory_id=tid, seed=seed, device=drawn[task.task_id],
+                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
+                                 audit=audit)
+        return CrawlJob(task, episode, play)
 
-    common = dict(policy=policy, seed=seed, retries=retries, stats=stats, lock=rec.lock,
-                  emit=rec.emit, source_name=SOURCE_NAME)
-    try:
-        with store.writer(collection, batch_size=batch_size) as rec.writer:
-            todo = rec.claim(zip(tasks, resolved, profiles),
-                             lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed))
-            todo = [(task, player(task, template, tid), tid, task_profiles)
-                    for task, tid, template, task_profiles in todo]
-            if pool is None:
-                for task, play, tid, task_profiles in todo:
-                    rec.write(task, *crawl_task(env, task, tid, play=play,
-                                                profiles=task_profiles, **common))
-            else:
-                run_pooled(pool, todo,
-                           lambda task, play, tid, task_profiles: crawl_task_pooled(
-                               pool, task, tid, play=play, profiles=task_profiles, **common),
-                           rec.write)
-    finally:
-        rec.close(started)
-        audit.close()
-        if own_env:
-            env.close()
-        if pool is not None:
-            after = pool.stats()
-            for key in ("reconnects", "server_restarts"):
-                setattr(stats, key, after.get(key, 0) - pool_before.get(key, 0))
+    # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
+    retry = RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed")
+    crawl_ctx = CrawlContext(policy=policy, source_name=SOURCE_NAME, retry=retry, stats=stats)
+    with crawl_source(env, pool, [how.server_url, *(how.extra_origins or [])],
+                      image_format=how.image_format, step_timeout_s=how.step_timeout_s
+                      ) as source, \
+            store.audit_log(collection) as audit:
+        run_crawl(plan, tasks, lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
+                  lambda task, tid: job_for(task, tid, audit), crawl_ctx, source)
     return stats

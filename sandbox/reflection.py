@@ -16,7 +16,7 @@ it, and that step's action is the correction:
 Then the oracle continues. The reflection's words come from the caller's
 `write_reflection` (synthesis.reflection_text.reflection: pure text from the
 live observation), so this episode runner stays on the collection side.
-`reflect_tasks` plays tasks with this policy through `sandbox.crawl.run_episode`,
+`reflect_tasks` plays tasks with this policy through `sandbox.episode.run_episode`,
 so the outcome is verified from the sandbox state as in any crawl; trajectories are stored with source_name
 "sandbox:reflection" and policy "oracle" (the schema's Policy literal has no
 "reflection"; the wrong step is in the sidecar), and a sidecar table
@@ -31,15 +31,16 @@ import copy
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
 import pyarrow as pa
 
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_tasks import close_episode_quietly
 from crawlers.guard import SafetyGuard
-from trajforge.store.audit import AuditLog
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.a11y import parse_snapshot
 from schemas.actions import Action, ActionType
@@ -49,8 +50,9 @@ from schemas.screen_signature import screen_signature
 from trajforge.store.raw import RawStore, atomic_write_table
 
 from sandbox import reflection_words as say
-from sandbox.crawl import CrawlEnv, draw_device, is_mobile_task, profiles_for, run_episode
+from sandbox.crawl import draw_task_device
 from sandbox.distractions import DISMISS_NAMES
+from sandbox.episode import SandboxRun
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
@@ -300,22 +302,38 @@ def sidecar_paths(store: RawStore, collection: str) -> tuple[Path, Path]:
     return folder / "reflection.jsonl", folder / "reflection.parquet"
 
 
-def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
-                  write_reflection: ReflectionWriter, collection: str = "reflection/sandbox",
-                  env: CrawlEnv | None = None,
-                  seed: int = 0, templates: dict[str, TaskTemplate] | None = None,
-                  wrong_at: int = 0, distraction_rate: float = 0.0, max_steps: int = 30,
-                  devices: list[str] | None = None, guard: SafetyGuard | None = None
-                  ) -> ReflectionResult:
+@dataclass(frozen=True)
+class Reflections:
+    """How reflection episodes are played in the sandbox at `server_url`.
+
+    `wrong_at`: the first step at which the wrong tap may come; `templates`
+    (default: every sandbox template) give each task its oracle; `devices`
+    narrows the device profiles; `guard` replaces the default SafetyGuard.
+    """
+
+    server_url: str
+    collection: str = "reflection/sandbox"
+    seed: int = 0
+    wrong_at: int = 0
+    distraction_rate: float = 0.0
+    max_steps: int = 30
+    devices: list[str] | None = None
+    templates: dict[str, TaskTemplate] | None = None
+    guard: SafetyGuard | None = None
+
+
+def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how: Reflections,
+                  *, store: RawStore, env: CrawlEnv | None = None) -> ReflectionResult:
     """Play each task with a ReflectionPolicy; store the verified trajectories and the sidecar.
 
     Trajectory ids are trajectory_id_for("reflection", task_id, seed): a re-run
     skips what is stored. `write_reflection`: the reflection's text
     (synthesis.reflection_text.reflection). `env` (a WebEnv) is used as is; without it one
-    headless Chromium allowed to reach only `server_url` runs the call.
+    headless Chromium allowed to reach only the sandbox runs the call.
     """
-    templates = TEMPLATES if templates is None else templates
-    guard = guard or SafetyGuard()
+    server_url, collection, seed = how.server_url, how.collection, how.seed
+    templates = TEMPLATES if how.templates is None else how.templates
+    guard = how.guard or SafetyGuard()
     result = ReflectionResult()
     started = time.perf_counter()
     own_env = env is None
@@ -324,6 +342,8 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                             request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
     audit = store.audit_log(collection)
+    run = SandboxRun(server_url=server_url, store=store, guard=guard, max_steps=how.max_steps,
+                     audit=audit, distraction_rate=how.distraction_rate, devices=how.devices)
     try:
         with store.writer(collection) as writer:
             for task in tasks:
@@ -335,11 +355,11 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
                 if template is None:
                     raise ValueError(f"task {task.task_id}: reflection needs the template of "
                                      f"its oracle, got template_id={task.template_id!r}")
-                played = _play(env, task, template, tid, server_url=server_url, store=store,
-                               write_reflection=write_reflection, seed=seed,
-                               wrong_at=wrong_at, distraction_rate=distraction_rate,
-                               max_steps=max_steps, devices=devices, guard=guard, audit=audit,
-                               result=result)
+                policy = ReflectionPolicy(template, task, wrong_at=how.wrong_at, seed=seed,
+                                          write_reflection=write_reflection,
+                                          language=task.language, guard=guard)
+                played = _play(env, task, template, policy, run.episode(tid, seed, None), run,
+                               result)
                 if played is None:
                     continue
                 traj, steps, row = played
@@ -364,36 +384,22 @@ def reflect_tasks(tasks: Iterable[Task], *, store: RawStore, server_url: str,
     return result
 
 
-def _play(env, task: Task, template: TaskTemplate, tid: str, *, server_url: str,
-          store: RawStore, write_reflection: ReflectionWriter, seed: int, wrong_at: int,
-          distraction_rate: float, max_steps: int, devices, guard: SafetyGuard,
-          audit: AuditLog, result: ReflectionResult):
+def _play(env: CrawlEnv, task: Task, template: TaskTemplate, policy: ReflectionPolicy,
+          ctx: EpisodeContext, run: SandboxRun, result: ReflectionResult):
     """One episode; None (counted in `result`) when it has no wrong step or failed to run."""
-    mobile = is_mobile_task(task, env)
-    device, theme, font_scale = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
-                                            mobile=mobile)
-    policy = ReflectionPolicy(template, task, wrong_at=wrong_at, seed=seed,
-                              write_reflection=write_reflection, language=task.language,
-                              guard=guard)
+    ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
     try:
-        traj, steps = run_episode(env, server_url=server_url, task=task, template=template,
-                                  policy=policy, device=device, theme=theme,
-                                  font_scale=font_scale, distraction_rate=distraction_rate,
-                                  seed=seed, trajectory_id=tid, blobs=store.blobs, guard=guard,
-                                  max_steps=max_steps, audit=audit)
+        traj, steps = run.play(env, task, policy, ctx, template)
     except Exception as e:  # a page bug or a dead browser must not stop the run
         result.errors.append((task.task_id, f"{type(e).__name__}: {e}"))
         if isinstance(e, BrowserCrashed) or not env.is_alive():
             env.restart()
         return None
     finally:
-        try:
-            env.close_episode()
-        except Exception:  # the browser may be gone; restart() handled it
-            pass
+        close_episode_quietly(env)
     if policy.wrong_step is None or policy.reflection_text is None:
         why = policy.skip_reason or (
-            f"no tap at or after step {wrong_at} to replace" if policy.wrong_step is None
+            f"no tap at or after step {policy.wrong_at} to replace" if policy.wrong_step is None
             else f"episode ended at step {policy.wrong_step.index}, before its reflection")
         result.skipped.append((task.task_id, why))
         return None

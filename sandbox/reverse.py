@@ -22,13 +22,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from crawlers.agent import AgentPolicy
+from crawlers.crawl_episode import CrawlEnv
 from crawlers.guard import SafetyGuard
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from sandbox.crawl import SOURCE_NAME, CrawlEnv
+from sandbox.environment import SOURCE_NAME
+from sandbox.episode import SandboxRun
 from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
 
 
@@ -84,24 +86,41 @@ def reverse_task(walk: Trajectory, instruction: str, language: str) -> Task:
                 start_url=walk.task.start_url)
 
 
-def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks: WalkNamer,
-                  verify_replays: ReplayVerifier, agent_backend: VLMBackend, store: RawStore,
-                  server_url: str, env: CrawlEnv | None = None, collection: str | None = None,
-                  rejected_collection: str | None = None, language: str | None = None,
-                  max_steps: int = 15, seed: int = 0, coords: Coords = "pixels",
-                  batch_size: int = 8, guard: SafetyGuard | None = None) -> ReverseResult:
-    """Name each walk's task with `name_walks`, replay it with the agent, keep what
-    `verify_replays` confirms.
+@dataclass(frozen=True)
+class ReverseReplays:
+    """How the named tasks are replayed in the sandbox at `server_url`.
 
-    agent_backend: plays the replays. language: of the written tasks (default:
-    each walk's task language). The replay runs on the walk's device, with no
-    distractions; `seed` is the agent's sampling seed (greedy decoding ignores it).
+    language: of the written tasks (default: each walk's task language). The
+    replay runs on the walk's device, with no distractions, up to `max_steps`;
+    `seed` is the agent's sampling seed (greedy decoding ignores it); walks are
+    named `batch_size` at a time. The collections default to reverse/<model>
+    and reverse-rejected/<model>.
     """
-    guard = guard or SafetyGuard()
+
+    server_url: str
+    language: str | None = None
+    max_steps: int = 15
+    seed: int = 0
+    coords: Coords = "pixels"
+    batch_size: int = 8
+    guard: SafetyGuard | None = None
+    collection: str | None = None
+    rejected_collection: str | None = None
+
+
+def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], how: ReverseReplays, *,
+                  name_walks: WalkNamer, verify_replays: ReplayVerifier,
+                  agent_backend: VLMBackend, store: RawStore,
+                  env: CrawlEnv | None = None) -> ReverseResult:
+    """Name each walk's task with `name_walks`, replay it with `agent_backend`'s agent,
+    keep what `verify_replays` confirms.
+    """
+    guard, seed = how.guard or SafetyGuard(), how.seed
     model_id = agent_backend.model_id
     slug = model_slug(model_id)
-    result = ReverseResult(model_id=model_id, collection=collection or f"reverse/{slug}",
-                           rejected_collection=rejected_collection or f"reverse-rejected/{slug}")
+    result = ReverseResult(model_id=model_id, collection=how.collection or f"reverse/{slug}",
+                           rejected_collection=(how.rejected_collection
+                                                or f"reverse-rejected/{slug}"))
     started = time.perf_counter()
     walks = [(w, sorted(s, key=lambda s: s.index)) for w, s in walks]
     result.total = len(walks)
@@ -125,14 +144,14 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *, name_walks:
         if not todo:
             result.seconds = round(time.perf_counter() - started, 3)
             return result
-        with sandbox_env(env, server_url) as live:
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start:start + batch_size]
+        run = SandboxRun(server_url=how.server_url, store=store, max_steps=how.max_steps,
+                         guard=guard, audit=audit)
+        with sandbox_env(env, how.server_url) as live:
+            for start in range(0, len(todo), how.batch_size):
+                chunk = todo[start:start + how.batch_size]
                 for item, traj, steps in _play_chunk(
                         chunk, name_walks=name_walks, verify_replays=verify_replays,
-                        agent_backend=agent_backend, store=store, server_url=server_url,
-                        env=live, language=language, max_steps=max_steps, seed=seed,
-                        coords=coords, guard=guard, audit=audit):
+                        agent_backend=agent_backend, run=run, env=live, how=how):
                     result.items.append(item)
                     if item.kept:
                         result.kept += 1
@@ -155,10 +174,11 @@ def _why_unfinished(traj: Trajectory) -> str:
     return traj.outcome
 
 
-def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, store, server_url, env,
-                language, max_steps, seed, coords, guard, audit):
+def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, env,
+                how: ReverseReplays):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
-    named = name_walks([(walk, steps, language or walk.task.language) for walk, steps, _ in chunk])
+    named = name_walks([(walk, steps, how.language or walk.task.language)
+                        for walk, steps, _ in chunk])
     if len(named) != len(chunk):
         raise RuntimeError(f"name_walks gave {len(named)} instructions for {len(chunk)} walks")
 
@@ -167,12 +187,11 @@ def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, store, serv
         if instruction is None:
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue
-        task = reverse_task(walk, instruction, language or walk.task.language)
-        policy = AgentPolicy(agent_backend, task, max_steps=max_steps, coords=coords, seed=seed)
-        traj, rsteps = play_agent_episode(
-            env, policy, task=task, template=None, server_url=server_url, store=store,
-            trajectory_id=tid, seed=seed, max_steps=max_steps, guard=guard, audit=audit,
-            device=walk.device)
+        task = reverse_task(walk, instruction, how.language or walk.task.language)
+        policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=how.coords,
+                             seed=how.seed)
+        traj, rsteps = play_agent_episode(env, policy, task, None,
+                                          run.episode(tid, how.seed, walk.device), run)
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
             yield ReverseItem(walk.trajectory_id, tid, instruction, False, reason), traj, rsteps

@@ -18,24 +18,30 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterable, Iterator
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext, env_platform
+from crawlers.crawl_loop import run_pooled
+from crawlers.crawl_profiles import check_devices
+from crawlers.crawl_tasks import (CrawlContext, CrawlJob, CrawlStats, OneEnv, RetryPolicy,
+                                  close_episode_quietly, crawl_task)
 from crawlers.guard import SafetyGuard
-from trajforge.store.audit import AuditLog
+from crawlers.pool_slots import EnvPool
+from crawlers.randomise import episode_seed
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
-from sandbox.crawl import (SOURCE_NAME, CrawlEnv, draw_device, episode_seed, is_mobile_task,
-                           profiles_for, run_episode)
+from sandbox.crawl import draw_task_device
+from sandbox.environment import SOURCE_NAME
+from sandbox.episode import SandboxRun
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
 
@@ -77,47 +83,43 @@ def sandbox_env(env: CrawlEnv | None, server_url: str,
         own.close()
 
 
-def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, *, task: Task,
-                       template: TaskTemplate | None, server_url: str, store: RawStore,
-                       trajectory_id: str, seed: int, max_steps: int, guard: SafetyGuard,
-                       audit: AuditLog | None, distraction_rate: float = 0.0,
-                       device=None, devices: list[str] | None = None,
-                       retries: int = 1) -> tuple[Trajectory, list[Step]]:
+def _play_agent(run: SandboxRun, env: CrawlEnv, task: Task, policy: AgentPolicy,
+                template: TaskTemplate | None, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+    """One attempt, with the agent's provenance (its unparseable answer settled)."""
+    traj, steps = run.play(env, task, policy, ctx, template)
+    traj = settle_unparseable(traj, policy)
+    return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
+
+
+def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
+                       template: TaskTemplate | None, ctx: EpisodeContext,
+                       run: SandboxRun) -> tuple[Trajectory, list[Step]]:
     """One agent episode through the runner, retried from scratch when the browser dies.
 
-    `device` (a DeviceProfile) fixes the screen; by default it is drawn from
-    `seed` as a crawl would, among the profiles `devices` names (default: all
-    of the task's family). Returns the trajectory with the agent's provenance.
+    `ctx.device` None: drawn from `ctx.seed` as a crawl would, among the profiles
+    `run.devices` names (default: all of the task's family). Out of retries, the
+    env's loss is raised.
     """
-    if device is None:
-        mobile = is_mobile_task(task, env)
-        device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile),
-                             mobile=mobile)[0]
-    for attempt in range(retries + 1):
-        if not env.is_alive():
-            env.restart()
-        try:
-            traj, steps = run_episode(
-                env, server_url=server_url, task=task, template=template, policy=policy,
-                device=device, theme=device.theme, font_scale=device.font_scale,
-                distraction_rate=distraction_rate, seed=seed, trajectory_id=trajectory_id,
-                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
-                attempt=attempt)
-        except BrowserCrashed as e:
-            log.warning("%s attempt %d: browser died (%s)", trajectory_id, attempt, e)
-            env.restart()
-            if attempt == retries:
-                raise
-            policy = _fresh(policy)
-            continue
-        finally:
+    if ctx.device is None:
+        ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
+    held = {"policy": policy}
+    one = OneEnv(env)
+
+    def attempt(n: int) -> tuple[Trajectory, list[Step]]:
+        if n:  # the same agent from its first step: the episode is replayed from scratch
+            held["policy"] = _fresh(held["policy"])
+        with one.lease() as live:
             try:
-                env.close_episode()
-            except Exception:  # the browser may be gone; restart() handles it
-                pass
-        traj = settle_unparseable(traj, policy)
-        return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
-    raise AssertionError("unreachable")
+                return _play_agent(run, live, task, held["policy"], template,
+                                   replace(ctx, attempt=n))
+            finally:
+                close_episode_quietly(live)
+
+    retry = RetryPolicy(run.retries, fatal=(), retry_on=(BrowserCrashed,))
+    played, error = retry.run(attempt, what=ctx.trajectory_id, on_retry=lambda message: None)
+    if error is not None:
+        raise error
+    return played
 
 
 def _fresh(policy: AgentPolicy) -> AgentPolicy:
@@ -154,23 +156,44 @@ class RolloutResult:
         return d
 
 
-def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawStore,
-                     server_url: str, k: int = 8, seed: int = 0, env: CrawlEnv | None = None,
-                     pool=None, collection: str | None = None,
-                     failed_collection: str | None = None,
-                     max_steps: int = 15, temperature: float = 1.0, coords: Coords = "pixels",
-                     history_len: int = 8, max_new_tokens: int = 256,
-                     distraction_rate: float = 0.0, retries: int = 1,
-                     devices: list[str] | None = None,
-                     templates: dict[str, TaskTemplate] | None = None,
-                     guard: SafetyGuard | None = None,
+@dataclass(frozen=True)
+class Rollouts:
+    """How rejection sampling plays: `k` rollouts per task of the agent at `server_url`.
+
+    The agent samples at `temperature` (with `coords`, `history_len`,
+    `max_new_tokens`); each episode has `max_steps`, the sandbox's pop-ups at
+    `distraction_rate`, `retries` replays of an episode whose env died, a device
+    drawn among `devices`. `templates` (default: every sandbox template) verify;
+    `guard` replaces the default SafetyGuard; the collections default to
+    rollouts/<model> and rollouts-failed/<model>.
+    """
+
+    server_url: str
+    k: int = 8
+    seed: int = 0
+    max_steps: int = 15
+    temperature: float = 1.0
+    coords: Coords = "pixels"
+    history_len: int = 8
+    max_new_tokens: int = 256
+    distraction_rate: float = 0.0
+    retries: int = 1
+    devices: list[str] | None = None
+    templates: dict[str, TaskTemplate] | None = None
+    guard: SafetyGuard | None = None
+    collection: str | None = None
+    failed_collection: str | None = None
+
+
+def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, *,
+                     store: RawStore, env: CrawlEnv | None = None, pool: EnvPool | None = None,
                      on_rollout: Callable[[Trajectory], None] | None = None) -> RolloutResult:
     """Play each task `k` times with the agent; keep the state-verified successes.
 
     Every task needs a template (its state predicate is the verifier). `env`
     is used as is; without one (and without a pool), a headless Chromium
-    restricted to `server_url` is launched for the call. `pool` (a WebEnvPool, a
-    RayEnvPool or any pool with `lease`, and `submit` or `size`) plays up to its
+    restricted to the sandbox is launched for the call. `pool` (an EnvPool:
+    WebEnvPool, RayEnvPool, DevicePool) plays up to its
     size rollouts at once, each attempt on a fresh lease: a rollout whose env died
     (a lost Ray actor too) is replayed whole on another. The rollouts are the
     sequential path's: the same ids, seeds and devices; the backend is called from
@@ -178,16 +201,17 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     only on its prompt and seed). Each AgentPolicy puts its trajectory id in its
     requests' metadata ("episode"), and `on_rollout` is called on the calling thread
     as each rollout is written (in the order they end, with a pool).
-    `devices` narrows the device profiles the rollouts draw from
-    (sandbox.crawl.profiles_for). With temperature 0 a deterministic model plays
+    `how.devices` narrows the device profiles the rollouts draw from
+    (crawlers.crawl_profiles.profiles_for). With temperature 0 a deterministic model plays
     the same episode k times: sample (the default 1.0) for useful rollouts.
     """
+    k, seed, max_steps = how.k, how.seed, how.max_steps
     if k < 1:
         raise ValueError(f"k={k} must be >= 1")
     if pool is not None and env is not None:
         raise ValueError("rejection_sample: give env= or pool=, not both")
     tasks = list(tasks)
-    templates = TEMPLATES if templates is None else templates
+    templates = TEMPLATES if how.templates is None else how.templates
     resolved = []
     for task in tasks:  # a configuration error is raised before any browser work
         template = templates.get(task.template_id) if task.template_id else None
@@ -197,18 +221,20 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
         resolved.append(template)
     model_id = backend.model_id
     slug = model_slug(model_id)
-    result = RolloutResult(model_id=model_id, collection=collection or f"{SUCCESS_PREFIX}{slug}",
-                           failed_collection=failed_collection or f"{FAILED_PREFIX}{slug}", k=k)
+    result = RolloutResult(model_id=model_id,
+                           collection=how.collection or f"{SUCCESS_PREFIX}{slug}",
+                           failed_collection=how.failed_collection or f"{FAILED_PREFIX}{slug}",
+                           k=k)
     if result.collection == result.failed_collection:
         raise ValueError(f"collection and failed_collection are both {result.collection!r}")
-    guard = guard or SafetyGuard()
+    guard = how.guard or SafetyGuard()
     started = time.perf_counter()
     successes = {task.task_id: 0 for task in tasks}
 
     def agent(task: Task, rseed: int, tid: str) -> AgentPolicy:
-        return AgentPolicy(backend, task, max_steps=max_steps, coords=coords,
-                           history_len=history_len, max_new_tokens=max_new_tokens,
-                           temperature=temperature, seed=rseed, episode=tid)
+        return AgentPolicy(backend, task, max_steps=max_steps, coords=how.coords,
+                           history_len=how.history_len, max_new_tokens=how.max_new_tokens,
+                           temperature=how.temperature, seed=rseed, episode=tid)
 
     def record(task: Task, traj: Trajectory, steps: list[Step], unparseable: int) -> None:
         (kept if traj.outcome == "success" else failed).add(traj, steps)
@@ -237,21 +263,21 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
                     successes[task.task_id] += kept.has(tid)
                     continue
                 todo.append((task, template, rseed, tid))
-        play_kw = dict(server_url=server_url, store=store, max_steps=max_steps, guard=guard,
-                       audit=audit, distraction_rate=distraction_rate, devices=devices,
-                       retries=retries)
+        run = SandboxRun(server_url=how.server_url, store=store, max_steps=max_steps,
+                         guard=guard, audit=audit, distraction_rate=how.distraction_rate,
+                         devices=how.devices, retries=how.retries)
         if pool is not None:
-            result.retries += _play_pooled(pool, todo, agent, record, model_id, **play_kw)
+            result.retries += _play_pooled(pool, todo, agent, record, run, model_id)
         elif todo:
-            with sandbox_env(env, server_url) as live:
+            with sandbox_env(env, how.server_url) as live:
                 for task, template, rseed, tid in todo:
                     policy = agent(task, rseed, tid)
                     try:
-                        traj, steps = play_agent_episode(
-                            live, policy, task=task, template=template, trajectory_id=tid,
-                            seed=rseed, **play_kw)
+                        traj, steps = play_agent_episode(live, policy, task, template,
+                                                         run.episode(tid, rseed, None), run)
                     except BrowserCrashed as e:  # out of retries: stored as an error, no steps
-                        traj = _error_rollout(task, tid, rseed, model_id, live, devices, str(e))
+                        traj = _error_rollout(task, tid, rseed, model_id, live, how.devices,
+                                              str(e))
                         steps = []
                     record(task, traj, steps, policy.stats["unparseable"])
         for task in tasks:
@@ -262,54 +288,36 @@ def rejection_sample(tasks: Iterable[Task], *, backend: VLMBackend, store: RawSt
     return result
 
 
-def _play_pooled(pool, todo: list[tuple], agent: Callable, record: Callable, model_id: str, *,
-                 server_url: str, store: RawStore, max_steps: int, guard: SafetyGuard,
-                 audit: AuditLog | None, distraction_rate: float, devices: list[str] | None,
-                 retries: int) -> int:
-    """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task_pooled: one
+def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Callable,
+                 run: SandboxRun, model_id: str) -> int:
+    """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task: one
     lease per attempt, a died env or lost actor means the rollout is replayed whole on a
     fresh lease); each is recorded on this thread as it ends. Returns the retries."""
-    from crawlers.crawl_loop import run_pooled
-    from crawlers.crawl_tasks import CrawlStats, crawl_task_pooled
-    from crawlers.crawl_profiles import check_devices
-
-    check_devices(devices, pool)
-    stats, lock = CrawlStats(), threading.Lock()
+    check_devices(run.devices, pool)
     # A pool of browsers emulates the profile the seed draws, as the sequential path's
     # browser does; a pool of phones (profiles set) plays on the leased phone's.
     seed_draws = pool.profiles is None
-    source_name = agent_source_name(model_id)
+    crawl = CrawlContext(policy="agent", source_name=agent_source_name(model_id),
+                         retry=RetryPolicy(run.retries), stats=CrawlStats())
 
     def work(task: Task, template: TaskTemplate, rseed: int, tid: str):
         played: dict[str, AgentPolicy] = {}
 
-        def play(env, *, device, theme, font_scale, attempt, info, on_step):
+        def play(env: CrawlEnv, ctx: EpisodeContext):
             policy = played["policy"] = agent(task, rseed, tid)  # each attempt from scratch
             policy.act = _noting_model_errors(policy.act, played)
-            traj, steps = run_episode(
-                env, server_url=server_url, task=task, template=template, policy=policy,
-                device=device, theme=device.theme, font_scale=device.font_scale,
-                distraction_rate=distraction_rate, seed=rseed, trajectory_id=tid,
-                blobs=store.blobs, guard=guard, max_steps=max_steps, audit=audit,
-                attempt=attempt, info=info, on_step=on_step)
-            traj = settle_unparseable(traj, policy)
-            return traj.model_copy(update={"source_name": source_name}), steps
+            return _play_agent(run, env, task, policy, template, ctx)
 
-        profiles = None
-        if seed_draws:
-            mobile = is_mobile_task(task)
-            profiles = (profiles_for(task, devices, mobile=mobile), mobile)
-        traj, steps = crawl_task_pooled(pool, task, tid, play=play, policy="agent", seed=rseed,
-                                        retries=retries, stats=stats, lock=lock,
-                                        emit=lambda *a, **kw: None, profiles=profiles,
-                                        source_name=source_name)
+        device = draw_task_device(task, rseed, run.devices) if seed_draws else None
+        traj, steps = crawl_task(pool, CrawlJob(task, run.episode(tid, rseed, device), play),
+                                 crawl)
         if "model_error" in played:  # the model failed, not the env: stop, as one browser does
             raise played["model_error"]
         policy = played.get("policy")
         return traj, steps, policy.stats["unparseable"] if policy is not None else 0
 
     run_pooled(pool, todo, work, record)
-    return stats.retries
+    return crawl.stats.retries
 
 
 def _noting_model_errors(act: Callable, played: dict) -> Callable:
@@ -326,9 +334,8 @@ def _noting_model_errors(act: Callable, played: dict) -> Callable:
 
 def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,
                    error: str) -> Trajectory:
-    mobile = is_mobile_task(task, env)
-    device = draw_device(seed, task, profiles_for(task, devices, mobile=mobile), mobile=mobile)[0]
-    return Trajectory(trajectory_id=tid, task=task, platform=getattr(env, "platform", None) or "web",
+    device = draw_task_device(task, seed, devices, env)
+    return Trajectory(trajectory_id=tid, task=task, platform=env_platform(env),
                       app=task.app, device=device, source="crawl",
                       source_name=agent_source_name(model_id), policy="agent", seed=seed,
                       outcome="error", verified_by="none", num_steps=0,

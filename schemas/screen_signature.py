@@ -1,7 +1,7 @@
 """The signature of a screen: a short hash of its accessibility tree, blind to what moves.
 
 Filters key near-duplicates with it (filters/neardup.py) and the live episode
-runners (sandbox/reflection.py, sandbox/backward.py) compare a reached screen
+runners (sandbox/reflection.py, sandbox/restore.py) compare a reached screen
 with a recorded one by it, so it sits below both.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ to reach the goal. Training on k = 1 first, then larger k, lets a policy learn
 the end of a long task before its beginning (reverse curriculum).
 
 Restoring a slice's start state plays live, so it is collection's:
-sandbox/backward.py `restore_state` replays the first T-k recorded actions in
+sandbox/restore.py `restore_state` replays the first T-k recorded actions in
 a fresh sandbox session and checks the screen it reaches.
 """
 from __future__ import annotations

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from sandbox.crawl import CrawlEnv
+from crawlers.crawl_episode import CrawlEnv
 from schemas.records import Task
-from sandbox.rollouts import FAILED_PREFIX, rejection_sample
+from sandbox.rollouts import FAILED_PREFIX, Rollouts, rejection_sample
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
@@ -110,9 +110,9 @@ def flywheel_turn(checkpoint: str | Path | VLMBackend, store: RawStore | str | P
     if temperature is None:
         temperature = 0.0 if k == 1 else 1.0
     with sandbox_url(server_url) as url:
-        result = rejection_sample(tasks, backend=backend, store=store, server_url=url, k=k,
-                                  seed=seed, env=env, max_steps=max_steps, temperature=temperature,
-                                  max_new_tokens=max_new_tokens, devices=devices)
+        how = Rollouts(server_url=url, k=k, seed=seed, max_steps=max_steps,
+                       temperature=temperature, max_new_tokens=max_new_tokens, devices=devices)
+        result = rejection_sample(tasks, backend, how, store=store, env=env)
     kept = sum(s for s, _ in result.rates.values())
     total = sum(n for _, n in result.rates.values())
     out = {"checkpoint_id": backend.model_id, "collection": result.collection,

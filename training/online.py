@@ -55,7 +55,8 @@ from pydantic import field_validator
 from schemas.records import Step, Task, Trajectory
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
-from sandbox.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, rejection_sample, sandbox_env
+from sandbox.rollouts import (FAILED_PREFIX, SUCCESS_PREFIX, Rollouts, rejection_sample,
+                              sandbox_env)
 from trajforge.store.raw import RawStore
 from training.config import PPOReuse, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
@@ -333,11 +334,11 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
 
             backend.take_generations()
             t0 = time.perf_counter()
-            result = rejection_sample(
-                [by_id[t] for t in batch], backend=backend, store=store, server_url=url, k=cfg.k,
-                seed=cfg.seed + 7919 * it, env=live, pool=envs, max_steps=cfg.max_steps,
-                temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                devices=cfg.devices, on_rollout=on_rollout)
+            how = Rollouts(server_url=url, k=cfg.k, seed=cfg.seed + 7919 * it,
+                           max_steps=cfg.max_steps, temperature=cfg.temperature,
+                           max_new_tokens=cfg.max_new_tokens, devices=cfg.devices)
+            result = rejection_sample([by_id[t] for t in batch], backend, how, store=store,
+                                      env=live, pool=envs, on_rollout=on_rollout)
             it_rollout_s = time.perf_counter() - t0
             rollout_s += it_rollout_s
             collections += [result.collection, result.failed_collection]

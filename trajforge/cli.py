@@ -307,7 +307,7 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
           appium_url: Optional[str] = typer.Option(None, help="an Appium server already running")
           ) -> None:
     """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
-    from crawlers.env_crawl import ENV_POLICIES, crawl_environment
+    from crawlers.env_crawl import ENV_POLICIES, EnvCrawl, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
 
     from trajforge.store.raw import RawStore
@@ -331,11 +331,12 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
             if appium or devices_file or appium_url:
                 pool = stack.enter_context(_device_pool(environment, devices_file, appium_url,
                                                         image_format))
-            stats = crawl_environment(environment, store=store,
+            how = EnvCrawl(policy=policy, seed=seed, episodes=episodes, max_steps=max_steps,
+                           judge=judge, backend=backend, replay=replay,
+                           image_format=image_format)
+            stats = crawl_environment(environment, how, store=store,
                                       collection=collection or f"env/{environment.name}",
-                                      policy=policy, seed=seed, episodes=episodes,
-                                      max_steps=max_steps, judge=judge, backend=backend,
-                                      replay=replay, image_format=image_format, pool=pool)
+                                      pool=pool)
     except ValueError as err:
         _fail(str(err))
     typer.echo(json.dumps(stats.summary(), sort_keys=True))

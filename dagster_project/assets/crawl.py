@@ -1,7 +1,7 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.tasks import make_task
 from dagster_project.partitions import web_app_partitions
 from dagster_project.ray_resource import RayResource
@@ -68,11 +68,13 @@ def web_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
         for app in apps:
             tasks = catalog_tasks(storage, app, config)
             context.log.info(f"{app}: crawling {len(tasks)} tasks on {pool.size} browsers")
-            stats = crawl(tasks, store=store, collection=f"web/{app}", server_url=sandbox.url,
-                          policy=config.policy, seed=config.seed,
-                          distraction_rate=config.distraction_rate, max_steps=config.max_steps,
-                          retries=config.retries, pool=pool, image_format=browser.image_format,
-                          batch_size=config.batch_size,
+            stats = crawl(tasks,
+                          SandboxCrawl(server_url=sandbox.url, policy=config.policy,
+                                       seed=config.seed, distraction_rate=config.distraction_rate,
+                                       max_steps=config.max_steps, retries=config.retries,
+                                       image_format=browser.image_format,
+                                       batch_size=config.batch_size),
+                          store=store, collection=f"web/{app}", pool=pool,
                           progress=lambda ev: _log_progress(context, ev, len(tasks)))
             context.log.info(f"{app}: {stats.as_dict()}")
             for k, v in stats.as_dict().items():

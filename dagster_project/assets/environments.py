@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.env_crawl import crawl_environment
+from crawlers.env_crawl import EnvCrawl, crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, StorageResource, VLMResource
@@ -96,10 +96,10 @@ def environment_trajectories(context: dg.AssetExecutionContext, config: Environm
     # `browser.browsers` Chromiums (or `browser.ray_actors` Ray actors when a Ray address is
     # set), each allowed to reach only the environment's origins.
     with _browsers(browser, environment) as pool:
+        how = EnvCrawl(policy=policy, seed=config.seed, episodes=config.episodes or None,
+                       max_steps=config.max_steps or None, retries=config.retries)
         stats = crawl_environment(
-            environment, store=storage.raw, collection=f"env/{name}", policy=policy,
-            seed=config.seed, episodes=config.episodes or None,
-            max_steps=config.max_steps or None, retries=config.retries, pool=pool,
+            environment, how, store=storage.raw, collection=f"env/{name}", pool=pool,
             progress=lambda ev: ev.kind in ("trajectory", "retry") and context.log.info(
                 f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()))
         browsers = pool.stats()
@@ -211,8 +211,8 @@ def environment_reverse_tasks(context: dg.AssetExecutionContext, storage: Storag
     if replayed is not None:
         judge = episode_judge(backend, store.blobs) if backend is not None else None
         with _browsers(browser, environment) as pool:
-            stats = crawl_environment(replayed, store=store, collection=f"env-reverse/{name}",
-                                      policy="replay", pool=pool, judge=judge)
+            stats = crawl_environment(replayed, EnvCrawl(policy="replay", judge=judge),
+                                      store=store, collection=f"env-reverse/{name}", pool=pool)
         summary = stats.summary()
     context.log.info(f"{name}: {made.walks} walks -> {len(made.tasks)} tasks {made.sources}; "
                      f"replays {json.dumps(summary, sort_keys=True)}")

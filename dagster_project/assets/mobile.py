@@ -2,7 +2,7 @@ import dagster as dg
 
 from crawlers.device_pool import DevicePool
 from crawlers.randomise import profile_for_task
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
                                          _log_progress, catalog_tasks)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
@@ -46,11 +46,13 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
                 collection = f"mobile/{app}/{device}"
                 context.log.info(f"{app} on {device}: crawling {len(tasks)} tasks "
                                  f"with {pool.size} sessions")
-                stats = crawl(tasks, store=store, collection=collection, server_url=sandbox.url,
-                              policy=config.policy, seed=config.seed,
-                              distraction_rate=config.distraction_rate,
-                              max_steps=config.max_steps, retries=config.retries, pool=pool,
-                              batch_size=config.batch_size,
+                stats = crawl(tasks,
+                              SandboxCrawl(server_url=sandbox.url, policy=config.policy,
+                                           seed=config.seed,
+                                           distraction_rate=config.distraction_rate,
+                                           max_steps=config.max_steps, retries=config.retries,
+                                           batch_size=config.batch_size),
+                              store=store, collection=collection, pool=pool,
                               progress=lambda ev, n=len(tasks): _log_progress(context, ev, n))
                 context.log.info(f"{app} on {device}: {stats.as_dict()}")
                 for k, v in stats.as_dict().items():

@@ -5,7 +5,7 @@ from crawlers.allowlist import Allowlist
 from crawlers.web_env import WebEnv
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 from sandbox.crawl import is_mobile_task
-from sandbox.reflection import reflect_tasks
+from sandbox.reflection import Reflections, reflect_tasks
 from synthesis.reflection_text import reflection
 from trajforge.tasks.catalog import read_catalog
 
@@ -45,9 +45,9 @@ def reflection_trajectories(context: dg.AssetExecutionContext, config: Reflectio
     with WebEnv.launch(headless=browser.headless, executable_path=browser.executable_path,
                        image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
                        request_filter=Allowlist([sandbox.url])) as env:
-        r = reflect_tasks(tasks, store=storage.raw, server_url=sandbox.url, collection=COLLECTION,
-                          write_reflection=reflection, env=env, seed=config.seed, wrong_at=config.wrong_at,
-                          max_steps=config.max_steps)
+        how = Reflections(server_url=sandbox.url, collection=COLLECTION, seed=config.seed,
+                          wrong_at=config.wrong_at, max_steps=config.max_steps)
+        r = reflect_tasks(tasks, reflection, how, store=storage.raw, env=env)
     for task_id, why in r.skipped:
         context.log.info(f"{task_id}: no reflection ({why})")
     for task_id, err in r.errors:

@@ -16,14 +16,17 @@ import pytest
 from PIL import Image
 
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog, read_audit
 from crawlers.policies import ReplayPolicy
 from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed,
                                 randomise)
-from sandbox.crawl import (CrawlStats, ProgressEvent, crawl, element_at, fetch_state,
-                             run_episode)
+from crawlers.crawl_episode import element_at
+from crawlers.crawl_tasks import CrawlStats, ProgressEvent
+from sandbox.crawl import SandboxCrawl, crawl
+from sandbox.episode import fetch_state, run_episode
 from crawlers.web_env import WebEnv
 from sandbox.tasks import TEMPLATES, build_catalog
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate, When
@@ -133,12 +136,14 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
     events: list[ProgressEvent] = []
     # An interrupted crawl (one task per language done), then the whole list:
     # only the other two are crawled.
-    first = crawl([tasks[0], tasks[2]], store=store, collection="web/oracle",
-                  server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5,
-                  env=env)
-    rest = crawl(tasks, store=store, collection="web/oracle", server_url=sandbox.url,
-                 policy="oracle", seed=0, distraction_rate=0.5, env=env,
-                 progress=events.append)
+    first = crawl([tasks[0], tasks[2]],
+                  SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                               distraction_rate=0.5),
+                  store=store, collection="web/oracle", env=env)
+    rest = crawl(tasks,
+                 SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                              distraction_rate=0.5),
+                 store=store, collection="web/oracle", env=env, progress=events.append)
     seconds = first.seconds + rest.seconds
     print(f"\noracle crawl: 4 trajectories, {first.steps + rest.steps} steps in "
           f"{seconds:.1f}s = {(first.steps + rest.steps) / seconds:.2f} steps/s")
@@ -193,8 +198,8 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
 
     # Resume: the same crawl again writes nothing and touches no browser.
     events.clear()
-    again = crawl(tasks, store=store, collection="web/oracle", server_url=sandbox.url,
-                  policy="oracle", seed=0, env=env, progress=events.append)
+    again = crawl(tasks, SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0),
+                  store=store, collection="web/oracle", env=env, progress=events.append)
     assert (again.trajectories, again.skipped, again.steps) == (0, 4, 0)
     assert [e.kind for e in events] == ["skip"] * 4
     trajs2, steps2 = check_store(store, "web/oracle")
@@ -208,12 +213,12 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
     recorded = sorted((s for s in steps if s.trajectory_id == longest.trajectory_id),
                       key=lambda s: s.index)
     dev = longest.device
+    ctx = EpisodeContext(trajectory_id=longest.trajectory_id, seed=0, device=dev,
+                         blobs=store.blobs, guard=SafetyGuard(), max_steps=30)
     replayed, replay_steps = run_episode(
-        env, server_url=sandbox.url, task=longest.task,
-        template=TEMPLATES[longest.task.template_id],
-        policy=ReplayPolicy([s.action for s in recorded]), device=dev, theme=dev.theme,
-        font_scale=dev.font_scale, distraction_rate=0.5, seed=0,
-        trajectory_id=longest.trajectory_id, blobs=store.blobs, guard=SafetyGuard())
+        env, longest.task, ReplayPolicy([s.action for s in recorded]), ctx,
+        server_url=sandbox.url, distraction_rate=0.5,
+        template=TEMPLATES[longest.task.template_id])
     env.close_episode()
     assert (replayed.outcome, replayed.verified_by, replayed.policy) == \
         ("success", "state", "replay")
@@ -226,8 +231,9 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
 def test_random_walk_records_exploration_without_errors(sandbox, env, tmp_path):
     tasks = pick_tasks(1, offset=1)
     store = RawStore(tmp_path / "raw")
-    stats = crawl(tasks, store=store, collection="web/walk", server_url=sandbox.url,
-                  policy="random_walk", seed=3, max_steps=8, env=env)
+    stats = crawl(tasks,
+                  SandboxCrawl(server_url=sandbox.url, policy="random_walk", seed=3, max_steps=8),
+                  store=store, collection="web/walk", env=env)
     trajs, steps = check_store(store, "web/walk")
     assert len(trajs) == 2 and stats.unknown == 2 and stats.error == 0
     for t in trajs:
@@ -268,11 +274,11 @@ def test_guard_blocks_payment_ends_the_episode_and_audits_it(sandbox, env, tmp_p
     store = RawStore(tmp_path / "raw")
     tid = f"pay-{lang}"
     with AuditLog(store.root / "audit" / "pay.jsonl") as audit:
-        traj, steps = run_episode(
-            env, server_url=sandbox.url, task=task, template=template,
-            policy=OraclePolicy(template, task), device=fixed("desktop", lang),
-            theme="light", font_scale=1.0, distraction_rate=0.0, seed=0, trajectory_id=tid,
-            blobs=store.blobs, guard=SafetyGuard(), audit=audit)
+        ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", lang),
+                             blobs=store.blobs, guard=SafetyGuard(), max_steps=30, audit=audit)
+        traj, steps = run_episode(env, task, OraclePolicy(template, task), ctx,
+                                  server_url=sandbox.url, distraction_rate=0.0,
+                                  template=template)
     blocked = steps[-1]
     assert blocked.guard is not None and blocked.guard.startswith("blocked:payment: ")
     assert blocked.target.name == ("Pay now" if lang == "en" else "立即支付")
@@ -310,10 +316,11 @@ def test_a_killed_browser_is_restarted_and_every_task_stored_once(sandbox, tmp_p
                 kills.append((event.task_id, pid))
                 os.kill(pid, signal.SIGKILL)
 
-        stats = crawl(tasks, store=store, collection="web/crash", server_url=sandbox.url,
-                      policy="oracle", seed=0, distraction_rate=0.0, retries=2,
-                      env=crash_env, progress=killer, batch_size=1,
-                      devices=["desktop", "laptop"])
+        stats = crawl(tasks,
+                      SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                                   distraction_rate=0.0, retries=2, batch_size=1,
+                                   devices=["desktop", "laptop"]),
+                      store=store, collection="web/crash", env=crash_env, progress=killer)
         assert crash_env.is_alive()
         assert crash_env.browser_pid not in {pid for _, pid in kills}
     assert len(kills) == 2 and stats.retries == 2
@@ -342,8 +349,8 @@ def test_a_task_that_keeps_crashing_is_stored_as_an_error(sandbox, tmp_path):
             if event.kind == "step":
                 os.kill(crash_env.browser_pid, signal.SIGKILL)
 
-        stats = crawl(tasks, store=store, collection="web/broken", server_url=sandbox.url,
-                      policy="oracle", retries=1, env=crash_env, progress=killer)
+        stats = crawl(tasks, SandboxCrawl(server_url=sandbox.url, policy="oracle", retries=1),
+                      store=store, collection="web/broken", env=crash_env, progress=killer)
         assert crash_env.is_alive()  # left ready for the next task
     trajs, steps = check_store(store, "web/broken")
     assert len(trajs) == 1 and steps == []
@@ -356,15 +363,16 @@ def test_crawl_refuses_bad_configuration_before_any_browser_work(tmp_path):
     task = Task(task_id="x:en:0", instruction="x", language="en", app="shop",
                 template_id="no.such.template")
     with pytest.raises(KeyError, match="no.such.template"):
-        crawl([task], store=store, collection="c", server_url="http://127.0.0.1:9")
+        crawl([task], SandboxCrawl(server_url="http://127.0.0.1:9"), store=store, collection="c")
     with pytest.raises(ValueError, match="policy"):
-        crawl([], store=store, collection="c", server_url="http://127.0.0.1:9", policy="bogus")
+        crawl([], SandboxCrawl(server_url="http://127.0.0.1:9", policy="bogus"), store=store,
+              collection="c")
     free = task.model_copy(update={"template_id": None})
     with pytest.raises(ValueError, match="needs a template_id"):
-        crawl([free], store=store, collection="c", server_url="http://127.0.0.1:9")
+        crawl([free], SandboxCrawl(server_url="http://127.0.0.1:9"), store=store, collection="c")
     with pytest.raises(ValueError, match="'watch'"):
-        crawl([], store=store, collection="c", server_url="http://127.0.0.1:9",
-              devices=["desktop", "watch"])
+        crawl([], SandboxCrawl(server_url="http://127.0.0.1:9", devices=["desktop", "watch"]),
+              store=store, collection="c")
     assert not (store.root / "c").exists() or not list((store.root / "c").iterdir())
 
 

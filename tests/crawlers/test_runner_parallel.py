@@ -19,7 +19,8 @@ from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.device_pool import PoolError
 from trajforge.store.audit import read_audit
-from sandbox.crawl import ProgressEvent, crawl
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import When
@@ -60,12 +61,12 @@ def test_two_browsers_record_what_one_records_through_a_crash_and_resume(sandbox
     tasks = _long_tasks()
     assert len(tasks) == 3
     store = RawStore(tmp_path / "raw")
-    common = dict(store=store, server_url=sandbox.url, policy="oracle", seed=0,
-                  distraction_rate=0.5, batch_size=1)
+    how = SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5,
+                       batch_size=1)
     allow = Allowlist([sandbox.url])
 
     with WebEnvPool(1, request_filter=allow, step_timeout_s=10.0) as one:
-        solo = crawl(tasks, collection="web/one", pool=one, **common)
+        solo = crawl(tasks, how, store=store, collection="web/one", pool=one)
     assert one.stats()["launches"] == 1
 
     kills: list[tuple[str, int]] = []
@@ -91,11 +92,11 @@ def test_two_browsers_record_what_one_records_through_a_crash_and_resume(sandbox
         assert two.stats()["launches"] == 2
         # An interrupted crawl (its one task's browser killed), then the whole list on
         # the same pool and threads, as the asset crawls app after app.
-        part = crawl(tasks[:1], collection="web/two", pool=two, progress=killer, **common)
-        rest = crawl(tasks, collection="web/two", pool=two, progress=killer, **common)
+        part = crawl(tasks[:1], how, store=store, collection="web/two", pool=two, progress=killer)
+        rest = crawl(tasks, how, store=store, collection="web/two", pool=two, progress=killer)
         pool_stats = two.stats()
         # Resume on the same pool: everything is committed, no episode runs.
-        again = crawl(tasks, collection="web/two", pool=two, **common)
+        again = crawl(tasks, how, store=store, collection="web/two", pool=two)
     assert (again.trajectories, again.skipped, again.steps) == (0, 3, 0)
 
     # Both browsers played, each on its own thread; the killed one was restarted once.
@@ -138,8 +139,8 @@ def test_a_browser_that_will_not_launch_stops_the_crawl_with_nothing_written(tmp
         with pytest.raises(PoolError, match="did not launch"):
             pool.launch_all()
         with pytest.raises(PoolError, match="did not launch: chromium: not found"):
-            crawl(tasks, store=store, collection="web/x", server_url="http://127.0.0.1:9",
-                  pool=pool)
+            crawl(tasks, SandboxCrawl(server_url="http://127.0.0.1:9"), store=store,
+                  collection="web/x", pool=pool)
         # A lease outside the pool's threads would drive a browser from the wrong thread.
         with pytest.raises(PoolError, match="pool's own threads"):
             with pool.lease():

@@ -6,7 +6,7 @@ import datetime as dt
 
 import dagster as dg
 
-from sandbox.crawl import SOURCE_NAME
+from sandbox.environment import SOURCE_NAME
 from dagster_project.assets.crawl import CrawlConfig, catalog_tasks
 from dagster_project.schedules import daily_mobile_crawl, daily_web_crawl
 from sandbox.tasks import build_catalog

@@ -46,7 +46,7 @@ def test_grounding_set_materialises_and_its_checks_pass_then_fail_on_one_languag
 def test_grounding_set_from_real_crawled_steps(tmp_path):
     """The sandbox crawled by real Chromium (visibility measured at capture), curated,
     then grounding_set: every check passes and each unique screen gives >= 15 samples."""
-    from sandbox.crawl import crawl
+    from sandbox.crawl import SandboxCrawl, crawl
     from sandbox.server import SandboxServer
     from sandbox.tasks import TEMPLATES
     from trajforge.store.raw import RawStore
@@ -55,7 +55,8 @@ def test_grounding_set_from_real_crawled_steps(tmp_path):
     ids = [t for t in sorted(TEMPLATES) if {"en", "zh"} <= set(TEMPLATES[t].languages)][:2]
     tasks = [TEMPLATES[t].make_task(lang, 3) for t in ids for lang in ("en", "zh")]
     with SandboxServer() as server:
-        crawl(tasks, store=RawStore(data / "raw"), collection="web", server_url=server.url)
+        crawl(tasks, SandboxCrawl(server_url=server.url), store=RawStore(data / "raw"),
+              collection="web")
     result = dg.materialize(ASSETS, resources={"storage": StorageResource(root=str(data)),
                                                "vlm": VLMResource(kind="none")},
                             run_config=RUN, instance=dg.DagsterInstance.ephemeral())

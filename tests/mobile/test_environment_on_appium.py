@@ -6,7 +6,7 @@ import pytest
 
 from crawlers.capabilities import chromium_device
 from crawlers.device_pool import DevicePool
-from crawlers.env_crawl import crawl_environment
+from crawlers.env_crawl import EnvCrawl, crawl_environment
 from schemas.environment import environment_from_dict
 from tests.thirdparty.apps import counter_server
 from trajforge.store.raw import RawStore
@@ -31,7 +31,8 @@ def test_a_mobile_web_environment_through_appium(appium_server, tmp_path):
                          "document.body.dataset.session})"}})
         store = RawStore(tmp_path / "raw")
         with DevicePool([chromium_device("pixel_8")], server=appium_server) as pool:
-            stats = crawl_environment(env, store=store, policy="oracle", pool=pool, retries=0)
+            stats = crawl_environment(env, EnvCrawl(policy="oracle", retries=0), store=store,
+                                      pool=pool)
     trajs = {t.task.task_id: t for t in store.iter_trajectories()}
     assert stats.trajectories == 2
     add, once = trajs["add"], trajs["add-once"]

@@ -12,7 +12,7 @@ from collections import Counter
 
 from crawlers.capabilities import chromium_device
 from crawlers.device_pool import DevicePool
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.apps import MOBILE_APPS
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Swipe, Tap
@@ -49,8 +49,8 @@ def test_gesture_tasks_of_every_mobile_app_succeed_through_appium(appium_server,
     with DevicePool([chromium_device("cn_android_large")], server=appium_server,
                     server_url=appium_server.url, sessions_per_device=2,
                     screenshot_scale="css") as pool:
-        stats = crawl(tasks, store=store, collection="mobile/gestures",
-                      server_url=sandbox_server.url, distraction_rate=0.5, pool=pool)
+        stats = crawl(tasks, SandboxCrawl(server_url=sandbox_server.url, distraction_rate=0.5),
+                      store=store, collection="mobile/gestures", pool=pool)
         used = pool.stats()["slots_used"]
     trajs = list(store.iter_trajectories(["mobile/gestures"]))
     assert stats.trajectories == len(tasks) == len(trajs)

@@ -24,7 +24,10 @@ from crawlers.device_pool import DevicePool, PoolExhausted
 from trajforge.store.audit import read_audit
 from crawlers.randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed,
                                 profile_for_task, randomise)
-from sandbox.crawl import ProgressEvent, crawl, draw_device, fetch_state, profiles_for
+from crawlers.crawl_profiles import draw_device, profiles_for
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import SandboxCrawl, crawl
+from sandbox.episode import fetch_state
 from sandbox.tasks import build_catalog
 from schemas.records import Task, trajectory_id_for
 from tests.crawlers.test_runner import check_store
@@ -75,26 +78,27 @@ def test_device_names_narrow_each_family_and_bad_choices_fail_before_any_work(tm
         ["iphone_15"]
     assert list(profiles_for(web, ["desktop", "iphone_15"], mobile=False)) == ["desktop"]
     store = RawStore(tmp_path / "raw")
-    base = dict(store=store, collection="c", server_url="http://127.0.0.1:9",
-                policy="random_walk")
+    how = dict(server_url="http://127.0.0.1:9", policy="random_walk")
+    where = dict(store=store, collection="c")
     with pytest.raises(ValueError, match=r"delivery.order:en:1: devices=\['desktop'\] names "
                                          r"no mobile profile"):
-        crawl([mobile_task(1)], devices=["desktop"], **base)
+        crawl([mobile_task(1)], SandboxCrawl(devices=["desktop"], **how), **where)
     with DevicePool([chromium_device("pixel_8")], server_url="http://127.0.0.1:9",
                     env_factory=lambda *a: pytest.fail("no session may open")) as pool:
         with pytest.raises(ValueError, match=r"leaves out the pool's profile\(s\) \['pixel_8'\]"):
-            crawl([mobile_task(1)], devices=["iphone_15"], pool=pool, **base)
+            crawl([mobile_task(1)], SandboxCrawl(devices=["iphone_15"], **how), pool=pool,
+                  **where)
         with pytest.raises(ValueError, match="env= or pool="):
-            crawl([mobile_task(1)], pool=pool, env=object(), **base)
+            crawl([mobile_task(1)], SandboxCrawl(**how), pool=pool, env=object(), **where)
         assert pool.stats()["leases"] == 0
     assert not list((store.root / "c").glob("part-*"))
 
 
 # -- real Appium ------------------------------------------------------------------------
 def crawl_on(pool, tasks, store, sandbox, collection, **kw):
-    return crawl(tasks, store=store, collection=collection, server_url=sandbox.url,
-                 policy="oracle", seed=0, distraction_rate=0.0, retries=2, batch_size=1,
-                 pool=pool, **kw)
+    how = SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.0,
+                       retries=2, batch_size=1)
+    return crawl(tasks, how, store=store, collection=collection, pool=pool, **kw)
 
 
 class KillOnce:
@@ -291,9 +295,10 @@ def test_a_single_mobile_env_crawls_the_phone_its_task_draws(mobile_env, sandbox
     # No pool: a web-app task in a mobile env is a mobile task; `devices` narrows the
     # phones to the env's own (a web name in the list is ignored for it).
     store = RawStore(tmp_path / "raw")
-    stats = crawl(tasks[:1], store=store, collection="mobile/single", env=mobile_env,
-                  server_url=sandbox_server.url, seed=0, distraction_rate=0.0,
-                  devices=["pixel_8", "desktop"])
+    stats = crawl(tasks[:1],
+                  SandboxCrawl(server_url=sandbox_server.url, seed=0, distraction_rate=0.0,
+                               devices=["pixel_8", "desktop"]),
+                  store=store, collection="mobile/single", env=mobile_env)
     assert (stats.trajectories, stats.success) == (1, 1)
     (traj,) = store.iter_trajectories("mobile/single")
     assert (traj.platform, traj.device.name) == ("mobile_web", "pixel_8")

@@ -33,7 +33,8 @@ from crawlers.allowlist import Allowlist
 from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
 from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
-from sandbox.crawl import ProgressEvent, crawl
+from crawlers.crawl_tasks import ProgressEvent
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks
@@ -68,8 +69,9 @@ def _summary(store: RawStore, collection: str) -> dict:
 def local_reference(sandbox, tasks, tmp_path_factory):
     store = RawStore(tmp_path_factory.mktemp("local") / "raw")
     with WebEnvPool(2, request_filter=Allowlist([sandbox.url])) as pool:
-        crawl(tasks, store=store, collection="web/local", server_url=sandbox.url,
-              policy="oracle", seed=0, distraction_rate=0.5, pool=pool)
+        crawl(tasks,
+              SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+              store=store, collection="web/local", pool=pool)
     return _summary(store, "web/local")
 
 
@@ -81,8 +83,10 @@ def ray_pool(ray_cluster, sandbox):
 
 
 def _crawl(pool, tasks, sandbox, store, collection, progress=None):
-    return crawl(tasks, store=store, collection=collection, server_url=sandbox.url,
-                 policy="oracle", seed=0, distraction_rate=0.5, pool=pool, progress=progress)
+    return crawl(tasks,
+                 SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                              distraction_rate=0.5),
+                 store=store, collection=collection, pool=pool, progress=progress)
 
 
 # Three or four steps each on the phone (as tests/mobile/test_mobile_crawl.py plays them).
@@ -97,8 +101,10 @@ def test_appium_sessions_as_ray_actors_crawl_mobile_tasks_on_the_device_node(
     with RayEnvPool(1, devices=[chromium_device("pixel_8")],
                     factory=AppiumSessionFactory(appium_server.url)) as pool:
         assert pool.resource == DEVICE_RESOURCE and pool.profiles == ["pixel_8"]
-        stats = crawl(tasks, store=store, collection="mobile/ray", server_url=sandbox.url,
-                      policy="oracle", seed=0, distraction_rate=0.0, retries=1, pool=pool)
+        stats = crawl(tasks,
+                      SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
+                                   distraction_rate=0.0, retries=1),
+                      store=store, collection="mobile/ray", pool=pool)
         figures = pool.stats()
         nodes = pool.slot_nodes()
         # The env in the actor is an Appium session (its W3C session id), on the phone host.
@@ -354,7 +360,7 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
         ray_cluster, ray_pool, sandbox, tasks, tmp_path):
     # crawl_environment, the path of any lab's app: here the sandbox's own environment
     # file (sandbox/environment.py: start URL, state verifier, oracle plugin).
-    from crawlers.env_crawl import crawl_environment
+    from crawlers.env_crawl import EnvCrawl, crawl_environment
     from sandbox.environment import sandbox_environment
 
     environment = sandbox_environment(sandbox.url, distraction_rate=0.5)
@@ -363,11 +369,11 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
     chosen = [t.model_copy(update={"start_url": None}) for t in tasks[:2] + tasks[3:5]]
     local, remote = RawStore(tmp_path / "local"), RawStore(tmp_path / "ray")
     with WebEnvPool(2, request_filter=Allowlist(environment.origins())) as pool:
-        want = crawl_environment(environment, store=local, policy="oracle", tasks=chosen,
-                                 seed=0, pool=pool)
+        want = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
+                                 store=local, pool=pool)
     before = _slot_leases(ray_pool)
-    got = crawl_environment(environment, store=remote, policy="oracle", tasks=chosen, seed=0,
-                            pool=ray_pool)
+    got = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
+                            store=remote, pool=ray_pool)
     after = _slot_leases(ray_pool)
     assert _summary(remote, "sandbox") == _summary(local, "sandbox")
     assert got.trajectories == want.trajectories == len(chosen)

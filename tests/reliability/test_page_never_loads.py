@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from schemas.records import Task, trajectory_id_for
 from trajforge.store.raw import RawStore
 
@@ -29,9 +29,11 @@ def test_a_page_that_never_loads_ends_its_episode_and_the_crawl_goes_on(hanging_
                   app=app) for app in BEHAVIOURS]
     store = RawStore(tmp_path / "raw")
     events = []
-    stats = crawl(tasks, store=store, collection="web/hang", server_url=hanging_site.url,
-                  policy="random_walk", max_steps=3, retries=1, batch_size=1,
-                  step_timeout_s=STEP_TIMEOUT_S, distraction_rate=0.0,
+    stats = crawl(tasks,
+                  SandboxCrawl(server_url=hanging_site.url, policy="random_walk", max_steps=3,
+                               retries=1, batch_size=1, step_timeout_s=STEP_TIMEOUT_S,
+                               distraction_rate=0.0),
+                  store=store, collection="web/hang",
                   progress=lambda ev: events.append((ev.kind, ev.task_id, ev.message)))
     trajs, steps = check_store_whole(store, "web/hang")
     by_app = {t.app: t for t in trajs}
@@ -66,8 +68,10 @@ def test_a_page_that_never_loads_ends_its_episode_and_the_crawl_goes_on(hanging_
     assert all(any(e.name == "Pay \ufffd now" for e in s.elements) for s in emoji)
 
     # A re-run finds every task committed: nothing is played or written twice.
-    again = crawl(tasks, store=store, collection="web/hang", server_url=hanging_site.url,
-                  policy="random_walk", max_steps=3, retries=1, step_timeout_s=STEP_TIMEOUT_S)
+    again = crawl(tasks,
+                  SandboxCrawl(server_url=hanging_site.url, policy="random_walk", max_steps=3,
+                               retries=1, step_timeout_s=STEP_TIMEOUT_S),
+                  store=store, collection="web/hang")
     assert (again.trajectories, again.skipped) == (0, len(tasks))
     assert {t.trajectory_id for t in check_store_whole(store, "web/hang")[0]} == \
         {trajectory_id_for("sandbox", t.task_id, "random_walk", 0) for t in tasks}

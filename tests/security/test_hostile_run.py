@@ -26,7 +26,8 @@ import pytest
 
 from crawlers.allowlist import Allowlist
 from trajforge.store.audit import read_audit
-from sandbox.crawl import crawl, fetch_state
+from sandbox.crawl import SandboxCrawl, crawl
+from sandbox.episode import fetch_state
 from crawlers.web_env import WebEnv
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards
@@ -131,8 +132,10 @@ def run(tmp_path_factory):
             t0 = time.perf_counter()
             with WebEnv.launch(headless=True, step_timeout_s=10.0,
                                request_filter=Allowlist([sandbox.url])) as env:
-                stats = crawl(tasks, store=store, collection="web/security", server_url=sandbox.url,
-                              distraction_rate=0.0, env=env, templates=templates, retries=1)
+                stats = crawl(tasks,
+                              SandboxCrawl(server_url=sandbox.url, distraction_rate=0.0,
+                                           templates=templates, retries=1),
+                              store=store, collection="web/security", env=env)
             states = {t.task_id: fetch_state(sandbox.url, trajectory_id_for(
                 "sandbox", t.task_id, "oracle", 0))["state"] for t in tasks}
             t1 = time.perf_counter()

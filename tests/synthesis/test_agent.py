@@ -16,10 +16,11 @@ import pytest
 from PIL import Image
 
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
+from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from trajforge.store.audit import AuditLog, read_audit
 from crawlers.randomise import fixed
-from sandbox.crawl import fetch_state, run_episode
+from sandbox.episode import fetch_state, run_episode
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
 from schemas.observation import Observation
@@ -175,11 +176,11 @@ def test_act_parses_pixels_counts_failures_and_never_guesses():
 # The sandbox and env fixtures are in conftest.py (one browser per session).
 def play(env, sandbox, store, task, policy, tid, template=None, audit=None, max_steps=6):
     try:
-        return run_episode(env, server_url=sandbox.url, task=task, template=template,
-                           policy=policy, device=fixed("desktop", task.language), theme="light",
-                           font_scale=1.0, distraction_rate=0.0, seed=0, trajectory_id=tid,
-                           blobs=store.blobs, guard=SafetyGuard(), max_steps=max_steps,
-                           audit=audit)
+        ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", task.language),
+                             blobs=store.blobs, guard=SafetyGuard(), max_steps=max_steps,
+                             audit=audit)
+        return run_episode(env, task, policy, ctx, server_url=sandbox.url,
+                           distraction_rate=0.0, template=template)
     finally:
         env.close_episode()
 

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import pytest
 
+from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import fixed
-from sandbox.crawl import fetch_state, run_episode
+from sandbox.episode import fetch_state, run_episode
 from schemas.screen_signature import screen_signature
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from sandbox.backward import restore_state
+from sandbox.restore import restore_state
 from synthesis.backward import backward_slices
 from trajforge.store.raw import RawStore
 
@@ -66,12 +67,13 @@ def crawl_one(env, sandbox, tmp_path, task_id: str, tid: str, distraction_rate: 
                 if t.task_id == task_id)
     template = TEMPLATES[task.template_id]
     states = []  # states[i]: the session after action i, i.e. at s_{i+1}
-    traj, steps = run_episode(
-        env, server_url=sandbox.url, task=task, template=template,
-        policy=OraclePolicy(template, task), device=fixed("desktop", "en"), theme="light",
-        font_scale=1.0, distraction_rate=distraction_rate, seed=0, trajectory_id=tid,
-        blobs=RawStore(tmp_path / "raw").blobs, guard=SafetyGuard(),
-        on_step=lambda s: states.append(fetch_state(sandbox.url, tid)))
+    ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", "en"),
+                         blobs=RawStore(tmp_path / "raw").blobs, guard=SafetyGuard(),
+                         max_steps=30,
+                         on_step=lambda s: states.append(fetch_state(sandbox.url, tid)))
+    traj, steps = run_episode(env, task, OraclePolicy(template, task), ctx,
+                              server_url=sandbox.url, distraction_rate=distraction_rate,
+                              template=template)
     env.close_episode()
     assert (traj.outcome, traj.verified_by) == ("success", "state")
     return traj, steps, states

@@ -9,15 +9,15 @@ import pytest
 
 from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
-from sandbox.crawl import fetch_state
+from sandbox.episode import fetch_state
 from schemas.screen_signature import screen_signature
 from sandbox.apps import APPS
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.settings import SWITCH_LABELS
 from schemas.actions import ActionType
 from schemas.observation import Observation
-from sandbox.reflection import (SOURCE_NAME, ReflectionPolicy, reflect_tasks, sidecar_paths,
-                                wrong_candidates, write_sidecar)
+from sandbox.reflection import (SOURCE_NAME, ReflectionPolicy, Reflections, reflect_tasks,
+                                sidecar_paths, wrong_candidates, write_sidecar)
 from synthesis.reflection_text import reflection
 from trajforge.store.raw import RawStore
 
@@ -76,11 +76,11 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     store = RawStore(tmp_path / "raw")
     en = TEMPLATES["settings.notification"].make_task("en", 0)   # home -> Notifications -> switch
     zh = TEMPLATES["settings.privacy"].make_task("zh", 0)        # 首页 -> 隐私 -> 开关
-    run = dict(store=store, server_url=sandbox.url, env=env, seed=0, devices=["desktop"],
-               write_reflection=reflection)
+    how = dict(server_url=sandbox.url, seed=0, devices=["desktop"])
+    run = dict(store=store, env=env)
 
     # EN: the wrong tap at step 0 opens another settings page; back; the oracle goes on.
-    r = reflect_tasks([en], wrong_at=0, **run)
+    r = reflect_tasks([en], reflection, Reflections(wrong_at=0, **how), **run)
     assert (r.trajectories, r.success, r.skipped, r.errors) == (1, 1, [], [])
     row = r.rows[0]
     traj, steps = stored(store, row["trajectory_id"])
@@ -105,7 +105,7 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     assert [s.thought for s in steps if s.index != 1] == [None] * (len(steps) - 1)
 
     # ZH: the wrong tap at step 1 flips another switch in place; it is flipped back.
-    r = reflect_tasks([zh], wrong_at=1, **run)
+    r = reflect_tasks([zh], reflection, Reflections(wrong_at=1, **how), **run)
     assert (r.trajectories, r.success, r.skipped, r.errors) == (1, 1, [], [])
     row = r.rows[0]
     traj, steps = stored(store, row["trajectory_id"])
@@ -130,7 +130,7 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     table = pq.read_table(parquet).to_pylist()
     assert sorted(t["task_id"] for t in table) == [en.task_id, zh.task_id]
     before = parquet.read_bytes()
-    again = reflect_tasks([en, zh], wrong_at=0, **run)
+    again = reflect_tasks([en, zh], reflection, Reflections(wrong_at=0, **how), **run)
     assert (again.existing, again.trajectories) == (2, 0)
     assert parquet.read_bytes() == before
     # A row left by a crash before its commit is not listed.
@@ -146,8 +146,10 @@ def test_no_wrong_action_is_counted_and_nothing_is_stored(sandbox, env, tmp_path
     guard = SafetyGuard(patterns={"test": [r"^(?!Notifications)"]})
     store = RawStore(tmp_path / "raw")
     task = TEMPLATES["settings.notification"].make_task("en", 0)
-    r = reflect_tasks([task], store=store, server_url=sandbox.url, env=env, wrong_at=0,
-                      devices=["desktop"], guard=guard, write_reflection=reflection)
+    r = reflect_tasks([task], reflection,
+                      Reflections(server_url=sandbox.url, wrong_at=0, devices=["desktop"],
+                                  guard=guard),
+                      store=store, env=env)
     assert r.trajectories == 0 and r.errors == [] and len(r.skipped) == 1
     task_id, why = r.skipped[0]
     assert task_id == task.task_id and why.startswith("step 0: no visible")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 
-from sandbox.crawl import crawl
+from sandbox.crawl import SandboxCrawl, crawl
 from filters.judge import DATA_CLOSE, DATA_OPEN, Judge, replay_verifier
-from sandbox.reverse import reverse_tasks
+from sandbox.reverse import ReverseReplays, reverse_tasks
 from sandbox.tasks import build_catalog
 from synthesis.reverse_env import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
                                    walk_namer)
@@ -101,8 +101,10 @@ def test_parse_instruction_reads_the_object_or_nothing():
 def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tmp_path):
     tasks = [t for t in build_catalog(1, ("en",)) if t.template_id in ("settings.wifi", "notes.pin")]
     store = RawStore(tmp_path / "raw")
-    crawl(tasks, store=store, collection="walks", server_url=sandbox.url, policy="random_walk",
-          seed=2, max_steps=3, env=env, distraction_rate=0.0, devices=["desktop"])
+    crawl(tasks,
+          SandboxCrawl(server_url=sandbox.url, policy="random_walk", seed=2, max_steps=3,
+                       distraction_rate=0.0, devices=["desktop"]),
+          store=store, collection="walks", env=env)
     walks = [(t, sorted((s for s in store.iter_steps("walks") if s.trajectory_id == t.trajectory_id),
                         key=lambda s: s.index))
              for t in sorted(store.iter_trajectories("walks"), key=lambda t: t.app, reverse=True)]
@@ -111,10 +113,10 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
                for _, steps in walks)
 
     writer, checker = Writer(), Checker()
-    result = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+    result = reverse_tasks(walks, ReverseReplays(server_url=sandbox.url, max_steps=5),
+                           name_walks=walk_namer(writer, store.blobs),
                            verify_replays=replay_verifier(Judge(checker), store.blobs),
-                           agent_backend=Follower(), store=store, server_url=sandbox.url,
-                           env=env, max_steps=5)
+                           agent_backend=Follower(), store=store, env=env)
     assert (result.total, result.kept, result.skipped) == (2, 1, 0)
     assert result.kept_rate == 0.5 and result.reasons == {"judge rejected": 1}
     kept_item, rejected_item = result.items
@@ -150,9 +152,10 @@ def test_walks_get_a_task_replayed_and_judged_kept_and_rejected(sandbox, env, tm
     assert len(checker.requests) == 2
 
     # Re-run: both walks are already settled; no model is asked again.
-    again = reverse_tasks(walks, name_walks=walk_namer(writer, store.blobs),
+    again = reverse_tasks(walks, ReverseReplays(server_url=sandbox.url),
+                          name_walks=walk_namer(writer, store.blobs),
                           verify_replays=replay_verifier(Judge(checker), store.blobs),
-                          agent_backend=Follower(), store=store, server_url=sandbox.url, env=env)
+                          agent_backend=Follower(), store=store, env=env)
     assert (again.total, again.kept, again.skipped, again.items) == (2, 1, 2, [])
     assert len(writer.requests) == 2 and len(checker.requests) == 2
 

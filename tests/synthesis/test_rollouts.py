@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from trajforge.store.audit import read_audit
-from sandbox.crawl import SOURCE_NAME
+from sandbox.environment import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
-from sandbox.rollouts import model_slug, rejection_sample, rollout_seed
+from sandbox.rollouts import Rollouts, model_slug, rejection_sample, rollout_seed
 from trajforge.store.raw import RawStore
 
 from .test_agent import ScriptedAgent
@@ -31,8 +31,10 @@ def test_k_rollouts_rates_collections_and_idempotent_rerun(sandbox, env, tmp_pat
     backend = ScriptedAgent([("switch", "Bluetooth"), "Terminate"],
                             [("switch", "Wi-Fi"), "Terminate"], model_id="org/scripted agent")
     store = RawStore(tmp_path / "raw")
-    result = rejection_sample([task], backend=backend, store=store, server_url=sandbox.url,
-                              k=2, seed=7, env=env, max_steps=5, devices=["desktop"])
+    result = rejection_sample([task], backend,
+                              Rollouts(server_url=sandbox.url, k=2, seed=7, max_steps=5,
+                                       devices=["desktop"]),
+                              store=store, env=env)
     slug = model_slug("org/scripted agent")
     assert slug == "org_scripted_agent"
     assert (result.collection, result.failed_collection) == \
@@ -65,9 +67,11 @@ def test_k_rollouts_rates_collections_and_idempotent_rerun(sandbox, env, tmp_pat
     assert len(audit) == 4 and {r["decision"] for r in audit} == {"allowed"}
 
     # Re-run: nothing is played again, the rates are read back from the store.
-    again = rejection_sample([task], backend=_Refuses(), store=store, server_url=sandbox.url,
-                             k=2, seed=7, env=env, collection=result.collection,
-                             failed_collection=result.failed_collection)
+    again = rejection_sample([task], _Refuses(),
+                             Rollouts(server_url=sandbox.url, k=2, seed=7,
+                                      collection=result.collection,
+                                      failed_collection=result.failed_collection),
+                             store=store, env=env)
     assert again.rates == {task.task_id: (1, 2)}
     assert (again.written, again.skipped) == (0, 2)
     assert len(list(store.iter_trajectories(result.collection))) == 1
@@ -79,11 +83,11 @@ def test_rejection_sampling_refuses_tasks_without_a_verifier(tmp_path):
     free = task.model_copy(update={"template_id": None})
     store = RawStore(tmp_path / "raw")
     with pytest.raises(ValueError, match="needs a known template_id"):
-        rejection_sample([task, free], backend=_Refuses(), store=store,
-                         server_url="http://127.0.0.1:9", k=2)
+        rejection_sample([task, free], _Refuses(), Rollouts(server_url="http://127.0.0.1:9", k=2),
+                         store=store)
     with pytest.raises(ValueError, match="k=0"):
-        rejection_sample([task], backend=_Refuses(), store=store,
-                         server_url="http://127.0.0.1:9", k=0)
+        rejection_sample([task], _Refuses(), Rollouts(server_url="http://127.0.0.1:9", k=0),
+                         store=store)
     assert store.collections() == []
 
 
@@ -102,12 +106,11 @@ def test_a_model_error_stops_rejection_sampling_on_a_pool_as_on_one_browser(sand
     from crawlers.crawl_browser_pool import WebEnvPool
 
     task = next(t for t in build_catalog(1, ("en",)) if t.template_id == "settings.wifi")
-    kw = dict(backend=_Broken(), server_url=sandbox.url, k=2, seed=7, max_steps=3,
-              devices=["desktop"])
+    how = Rollouts(server_url=sandbox.url, k=2, seed=7, max_steps=3, devices=["desktop"])
     with pytest.raises(RuntimeError, match="out of memory"):
-        rejection_sample([task], store=RawStore(tmp_path / "one"), env=env, **kw)
+        rejection_sample([task], _Broken(), how, store=RawStore(tmp_path / "one"), env=env)
     store = RawStore(tmp_path / "pool")
     with WebEnvPool(2, request_filter=Allowlist([sandbox.url])) as pool, \
             pytest.raises(RuntimeError, match="out of memory"):
-        rejection_sample([task], store=store, pool=pool, **kw)
+        rejection_sample([task], _Broken(), how, store=store, pool=pool)
     assert list(store.iter_trajectories("rollouts/org_broken")) == []  # no error rollouts kept

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.env_crawl import crawl_environment
+from crawlers.env_crawl import EnvCrawl, crawl_environment
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
 from trajforge.store.raw import RawStore
 
@@ -31,7 +31,7 @@ def _one(server, tmp_path, **over):
     raw.update(over)
     env = environment_from_dict(raw, source="counter.yaml")
     store = RawStore(tmp_path / "raw")
-    stats = crawl_environment(env, store=store, policy="oracle", retries=0)
+    stats = crawl_environment(env, EnvCrawl(policy="oracle", retries=0), store=store)
     [traj] = list(store.iter_trajectories())
     return traj, stats
 
@@ -119,10 +119,11 @@ def test_a_pool_of_two_browsers_gives_the_same_trajectories(server, tmp_path):
            "verifier": {"kind": "js", "expression": "({success: document.body.dataset.n === '2'})"}}
     env = environment_from_dict(raw)
     one = RawStore(tmp_path / "one")
-    crawl_environment(env, store=one, policy="oracle", retries=0)
+    crawl_environment(env, EnvCrawl(policy="oracle", retries=0), store=one)
     two = RawStore(tmp_path / "two")
     with WebEnvPool(2, request_filter=Allowlist(env.origins())) as pool:
-        stats = crawl_environment(env, store=two, policy="oracle", retries=0, pool=pool)
+        stats = crawl_environment(env, EnvCrawl(policy="oracle", retries=0), store=two,
+                                  pool=pool)
     assert stats.trajectories == 4
     key = lambda store: sorted((t.trajectory_id, t.outcome, t.num_steps, t.device.name, t.reward)  # noqa: E731
                                for t in store.iter_trajectories())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlers.env_crawl import crawl_environment
+from crawlers.env_crawl import EnvCrawl, crawl_environment
 from schemas.environment import load_environment
 from trajforge.store.raw import RawStore
 
@@ -146,6 +146,6 @@ def test_a_resumed_crawl_adds_nothing(crawled):
     environment = load_environment(ENVIRONMENTS / "tiddlywiki.yaml")
     __import__("os").environ.update({"TIDDLYWIKI_URL": env["TIDDLYWIKI_URL"]})
     environment = load_environment(ENVIRONMENTS / "tiddlywiki.yaml")
-    stats = crawl_environment(environment, store=RawStore(data / "raw"),
-                              collection="env/tiddlywiki", policy="oracle")
+    stats = crawl_environment(environment, EnvCrawl(policy="oracle"),
+                              store=RawStore(data / "raw"), collection="env/tiddlywiki")
     assert (stats.trajectories, stats.skipped) == (0, 3)

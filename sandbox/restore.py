@@ -25,7 +25,7 @@ from schemas.observation import Observation
 from schemas.records import Step, Trajectory, session_seed
 from schemas.screen_signature import screen_signature
 
-from sandbox.crawl import CrawlEnv
+from crawlers.crawl_episode import CrawlEnv
 from sandbox.server import start_url
 
 

@@ -74,7 +74,7 @@ class Row:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Row":
+    def from_dict(cls, d: dict) -> Row:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 

@@ -43,11 +43,11 @@ def pick_tasks(n: int):
 
 def child(n_tasks: int, work: Path) -> dict:
     """crawl -> consolidate -> curate -> export of `n_tasks` tasks under `work`."""
-    from sandbox.crawl import SandboxCrawl, crawl
     from filters.pipeline import curate
+    from sandbox.crawl import SandboxCrawl, crawl
     from sandbox.server import SandboxServer
-    from trajforge.store.consolidate import consolidate
     from trajforge.publish.export import export_shards
+    from trajforge.store.consolidate import consolidate
     from trajforge.store.raw import RawStore
 
     tasks = pick_tasks(n_tasks)

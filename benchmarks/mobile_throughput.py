@@ -51,7 +51,7 @@ def bare_loop(server_url: str, sandbox_url: str, steps: int) -> float:
     driver = webdriver.Remote(server_url, options=opts)
     try:
         driver.get(start_url(sandbox_url, sid="bench-bare", app="mobile_shop", lang="en", seed=0))
-        w, h = spec.profile.viewport_width, spec.profile.viewport_height
+        w, _h = spec.profile.viewport_width, spec.profile.viewport_height
         finger = PointerInput(interaction.POINTER_TOUCH, "finger")
         t0 = time.perf_counter()
         for _ in range(steps):

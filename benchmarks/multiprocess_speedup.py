@@ -49,8 +49,8 @@ def _crawl_asset(app: str) -> dg.AssetsDefinition:
     def _crawl(context: dg.AssetExecutionContext, config: CrawlSlice, storage: StorageResource,
                sandbox: SandboxResource, browser: BrowserResource) -> dg.MaterializeResult:
         from crawlers.allowlist import Allowlist
-        from sandbox.crawl import SandboxCrawl, crawl
         from crawlers.web_env import WebEnv
+        from sandbox.crawl import SandboxCrawl, crawl
         from trajforge.tasks.catalog import read_catalog
 
         tasks = read_catalog(storage.catalog_path, apps=[app])[:config.tasks]

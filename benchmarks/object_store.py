@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from common import Row, machine_short, pick  # noqa: E402
+
 from tests.s3_server import start_server, stop_server  # noqa: E402
 from tests.storage.records import make_traj, png  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402

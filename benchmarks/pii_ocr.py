@@ -46,8 +46,8 @@ COVER = 0.9
 
 def planted_values(lang: str, n: int, seed: int = 0) -> list[dict]:
     """Distinct planted values of every sandbox app (kind, value), shuffled."""
-    from sandbox.planted_pii import planted_for
     from sandbox.apps import APPS
+    from sandbox.planted_pii import planted_for
 
     seen, out = set(), []
     for s in range(seed, seed + max(3, n)):

@@ -22,12 +22,23 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (ROOT, Row, fmt_num, fmt_ratio, gpu_name, machine_description, machine_short,  # noqa: E402
-                    not_run, read_rows, run_measured, write_rows)
+from common import (  # noqa: E402
+    ROOT,
+    Row,
+    fmt_num,
+    fmt_ratio,
+    gpu_name,
+    machine_description,
+    machine_short,
+    not_run,
+    read_rows,
+    run_measured,
+    write_rows,
+)
 
 HERE = Path(__file__).resolve().parent
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -237,7 +248,7 @@ def replace_block(text: str, key: str, body: str) -> tuple[str, bool]:
 def rewrite_doc(text: str, rows: list[Row], benches: list[Bench], machine: dict, mode: str,
                 walls: dict, when: str | None = None) -> str:
     """The document with its generated parts refreshed and its prose kept."""
-    when = when or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = when or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text, found = replace_block(text, "summary", summary_table(rows, machine, mode, walls, when))
     if not found:  # first run: the summary goes before the first section
         block = "\n".join([_markers("summary")[0],
@@ -300,7 +311,7 @@ def main(argv=None) -> int:
         benches = [b for b in REGISTRY if any(r.benchmark == b.key for r in rows)]
     else:
         machine = machine_description()
-        when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         rows, walls = run_suite(benches, run_mode)
     doc = args.doc
     text = doc.read_text() if doc.exists() else "# Benchmarks\n"

@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import webdataset  # noqa: F401  (imports torch: warm, so no timed run pays for it)
 from PIL import Image
 from tqdm import tqdm
-import webdataset  # noqa: F401  (imports torch: warm, so no timed run pays for it)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT))
 from schemas.actions import Action  # noqa: E402
 from schemas.records import DeviceProfile, Step, Task, Trajectory  # noqa: E402
 from trajforge.publish.export import export_shards  # noqa: E402
-from trajforge.publish.writer import ShardJournal, SplitWriter  # noqa: E402
 from trajforge.publish.shards import ShardTarWriter, iter_samples, read_manifest  # noqa: E402
+from trajforge.publish.writer import ShardJournal, SplitWriter  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
 W, H = 1280, 800
@@ -67,7 +67,7 @@ def build_store(root: Path, trajectories: int, steps: int) -> RawStore:
             tid = f"bench-{t:05d}"
             task = Task(task_id=f"t{t}", language="en", app="shop", instruction="Buy red shoes")
             images = []
-            for i in range(steps):
+            for _i in range(steps):
                 im = np.full((H, W, 3), 240, np.uint8)
                 im[100:320, 200:420] = rng.integers(0, 256, (220, 220, 3), dtype=np.uint8)
                 buf = io.BytesIO()

@@ -52,8 +52,9 @@ def qwen25vl_3b_config(ids: dict[str, int]):
 
 
 def make_requests(n: int, width: int, height: int) -> list[VLMRequest]:
-    from PIL import Image, ImageDraw
     import io
+
+    from PIL import Image, ImageDraw
 
     reqs = []
     for i in range(n):
@@ -72,7 +73,13 @@ def make_requests(n: int, width: int, height: int) -> list[VLMRequest]:
 
 def build_backend(args, batch_size: int):
     import torch
-    from trajforge.vlm.transformers_backend import TransformersBackend, load_processor, resolve_device, resolve_dtype
+
+    from trajforge.vlm.transformers_backend import (
+        TransformersBackend,
+        load_processor,
+        resolve_device,
+        resolve_dtype,
+    )
 
     if not args.random_config:
         return TransformersBackend(args.model, device=args.device, dtype=args.dtype, batch_size=batch_size,

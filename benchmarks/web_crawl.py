@@ -37,9 +37,9 @@ from common import Row, machine_short, pick  # noqa: E402
 
 from crawlers.allowlist import Allowlist  # noqa: E402
 from crawlers.crawl_browser_pool import WebEnvPool  # noqa: E402
-from sandbox.crawl import SandboxCrawl, crawl  # noqa: E402
 from crawlers.web_env import WebEnv  # noqa: E402
 from sandbox.apps import WEB_APPS  # noqa: E402
+from sandbox.crawl import SandboxCrawl, crawl  # noqa: E402
 from sandbox.server import SandboxServer, start_url  # noqa: E402
 from sandbox.tasks import build_catalog  # noqa: E402
 from schemas.records import session_seed  # noqa: E402

@@ -27,8 +27,8 @@ from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 from .agent_prompt import agent_messages, history_line, reasoning_set_messages
-from .guard import ACTIVATABLE_ROLES
 from .crawl_episode import element_at
+from .guard import ACTIVATABLE_ROLES
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class AgentPolicy:
                  max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
                  max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None,
                  prompt: str | None = None, set_mode: str | None = None,
-                 profile: "ModelProfile | str | None" = None, episode: str | None = None):
+                 profile: ModelProfile | str | None = None, episode: str | None = None):
         prompt = prompt or getattr(backend, "prompt", None) or "agent"
         set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
         if prompt not in PROMPTS or set_mode not in SET_MODES:

@@ -26,7 +26,8 @@ from schemas.converters.gui_libra import Coords
 from schemas.grids import GRID_1000, point_to_grid, point_to_pixels
 from schemas.prompt_data import escape_data
 from schemas.records import Element
-from schemas.set_prompt import human_prompt, system_prompt as set_system_prompt
+from schemas.set_prompt import human_prompt
+from schemas.set_prompt import system_prompt as set_system_prompt
 from trajforge.vlm.messages import image_part, text_part
 
 SCREEN_OPEN = "<screen_data>"

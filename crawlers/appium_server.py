@@ -89,7 +89,7 @@ class AppiumServer:
         return self._proc.pid if self._proc is not None else None
 
     # ------------------------------------------------------------------ life cycle
-    def start(self) -> "AppiumServer":
+    def start(self) -> AppiumServer:
         if self._proc is not None and self._proc.poll() is None:
             return self
         if not os.access(self.appium_bin, os.X_OK):
@@ -149,7 +149,7 @@ class AppiumServer:
             return
         self._kill_tree(timeout_s)
 
-    def restart(self) -> "AppiumServer":
+    def restart(self) -> AppiumServer:
         """Stop and start again on the same port, so URLs handed out stay valid."""
         self.stop()
         return self.start()
@@ -183,7 +183,7 @@ class AppiumServer:
         data = self.log_path.read_bytes()[-chars:]
         return data.decode("utf-8", "replace")
 
-    def __enter__(self) -> "AppiumServer":
+    def __enter__(self) -> AppiumServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

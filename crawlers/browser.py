@@ -178,7 +178,7 @@ class Watchdog:
         except OSError:
             pass
 
-    def __enter__(self) -> "Watchdog":
+    def __enter__(self) -> Watchdog:
         for t in self._timers:
             t.start()
         return self

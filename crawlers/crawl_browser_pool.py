@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from .device_pool import PoolClosed, PoolError
 from .pool_slots import SlotLookup, close_quietly, env_alive, first_line
@@ -165,7 +165,7 @@ class WebEnvPool(SlotLookup):
                 log.error("%s did not end within %.0fs; its browser may be left running",
                           t.name, _JOIN_TIMEOUT_S)
 
-    def __enter__(self) -> "WebEnvPool":
+    def __enter__(self) -> WebEnvPool:
         return self
 
     def __exit__(self, *exc) -> None:

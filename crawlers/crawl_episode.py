@@ -8,19 +8,19 @@ outcome belong to its environment (env_episode.run_env_episode).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Element, Step
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import BlobStore
 
 from .guard import SafetyGuard
-
-from trajforge.store.audit import AuditLog
-from .policy_errors import PolicyError
 from .policies import Policy
+from .policy_errors import PolicyError
 
 TERMINAL = {ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER}
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, as_completed, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 

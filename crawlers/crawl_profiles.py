@@ -6,13 +6,12 @@ phone is the profile. Either way theme and font scale come from the seed.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from schemas.records import DeviceProfile, Task
 
 from .crawl_episode import CrawlEnv, env_platform
-from .randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task,
-                        randomise)
+from .randomise import DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task, randomise
 
 
 def is_mobile_task(task: Task, env: CrawlEnv | None = None, mobile_apps: Iterable[str] = ()

@@ -14,9 +14,10 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import TypeVar
 
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 

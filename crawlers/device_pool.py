@@ -32,11 +32,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .pool_slots import SlotLookup, close_quietly, env_alive, first_line
 from .web_env import BrowserCrashed
@@ -329,7 +329,7 @@ class DevicePool(SlotLookup):
         for s in self._slots:
             release_port(s.port)
 
-    def __enter__(self) -> "DevicePool":
+    def __enter__(self) -> DevicePool:
         return self
 
     def __exit__(self, *exc) -> None:

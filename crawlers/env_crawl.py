@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from schemas.actions import Action
 from schemas.environment import Environment

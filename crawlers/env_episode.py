@@ -16,7 +16,7 @@ Only a task with no verifier at all, played to its end, is `unknown`.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from schemas.observation import Observation
 from schemas.records import Step, Task, Trajectory

@@ -27,9 +27,10 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin
-from typing import Any, Callable
 
 from schemas.environment import Environment, VerifierSpec, fill
 from schemas.observation import Observation
@@ -67,7 +68,7 @@ class Verdict:
     distractions: list[str] | None = None
 
     @classmethod
-    def coerce(cls, value: Any, kind: str, where: str) -> "Verdict":
+    def coerce(cls, value: Any, kind: str, where: str) -> Verdict:
         """A verdict from what a verifier gave: a bool, a dict or a Verdict."""
         if isinstance(value, Verdict):
             value.kind = kind

@@ -9,12 +9,8 @@ ends the episode as a failure.
 """
 from __future__ import annotations
 
-import json
 import re
-import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from schemas.actions import Action, ActionType
 from schemas.records import Element

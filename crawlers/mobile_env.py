@@ -30,7 +30,8 @@ both mixins of `MobileEnv`; the session failures in `crawlers.mobile_errors`.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from appium import webdriver
 from appium.options.common.base import AppiumOptions
@@ -195,7 +196,7 @@ class MobileEnv(MobileActions, MobileScreen):
         self._quit_quietly()
         self._closed = True
 
-    def __enter__(self) -> "MobileEnv":
+    def __enter__(self) -> MobileEnv:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -32,8 +32,17 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from .page_nodes import (NAMED_FROM_CONTENT, Box, Node, PageSourceError, absorb, child_paths,
-                         clean_text, keep_node, xml_root)
+from .page_nodes import (
+    NAMED_FROM_CONTENT,
+    Box,
+    Node,
+    PageSourceError,
+    absorb,
+    child_paths,
+    clean_text,
+    keep_node,
+    xml_root,
+)
 
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 

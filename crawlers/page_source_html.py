@@ -21,9 +21,17 @@ from html.parser import HTMLParser
 
 from schemas.records import Visibility
 
+from .page_nodes import (
+    ACTIONABLE_ROLES,
+    NAMED_FROM_CONTENT,
+    Box,
+    Node,
+    PageSourceError,
+    absorb,
+    clean_text,
+    is_quiet,
+)
 from .visibility import PROBE_JS, visibility_from_row
-from .page_nodes import (ACTIONABLE_ROLES, NAMED_FROM_CONTENT, Box, Node, PageSourceError,
-                         absorb, clean_text, is_quiet)
 
 # Run through `driver.execute_script` (a function body); returns the visible
 # viewport's [width, height] in CSS px (innerWidth/innerHeight unless the page

@@ -25,8 +25,18 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .page_nodes import (NAMED_FROM_CONTENT, Box, Node, PageSourceError, absorb, child_paths,
-                         clean_text, content_words, keep_node, xml_root)
+from .page_nodes import (
+    NAMED_FROM_CONTENT,
+    Box,
+    Node,
+    PageSourceError,
+    absorb,
+    child_paths,
+    clean_text,
+    content_words,
+    keep_node,
+    xml_root,
+)
 
 _IOS_ROLES = {
     "Button": "button", "Key": "button", "Icon": "button", "Link": "link",

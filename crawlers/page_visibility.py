@@ -46,7 +46,7 @@ def measure_nodes(roots: list[Node], width: float, height: float) -> None:
                 return n, anc, w
         return None
 
-    for n, anc, w in boxed:
+    for n, _anc, w in boxed:
         x, y, bw, bh = n.box
         ix = max(0.0, min(x + bw, width) - max(x, 0.0))
         iy = max(0.0, min(y + bh, height) - max(y, 0.0))

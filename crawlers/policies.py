@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Iterable, Protocol, runtime_checkable
-
-from schemas.actions import Action, ActionType
-from schemas.observation import Observation
-from schemas.records import Element, Task
-
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
 from schemas.a11y import parse_snapshot
+from schemas.actions import Action, ActionType
+from schemas.observation import Observation
+from schemas.records import Element
 
 from .guard import SafetyGuard
 

@@ -5,8 +5,10 @@ closes and reports a session that may already be gone."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable, ContextManager, Protocol
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +22,7 @@ class EnvSource(Protocol):
 
     platform: str
 
-    def lease(self) -> ContextManager[Any]: ...
+    def lease(self) -> AbstractContextManager[Any]: ...
     def slot_name(self, env) -> str | None: ...
     def device_of(self, env) -> Any: ...
 

@@ -36,10 +36,10 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from .device_pool import PoolClosed, PoolError
 from .pool_slots import SlotLookup, first_line
@@ -228,7 +228,7 @@ class RayEnvPool(SlotLookup):
             self._ray.kill(slot.actor)
             slot.actor = slot.env = slot.ready = None
 
-    def __enter__(self) -> "RayEnvPool":
+    def __enter__(self) -> RayEnvPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -240,10 +240,10 @@ class ActionsMixin:
         except PlaywrightTimeout:
             self._stop_loading(page)
             raise ActionError(f"navigation to {url} did not reach domcontentloaded "
-                              f"within {self.step_timeout_s}s")
+                              f"within {self.step_timeout_s}s") from None
         except PlaywrightError as e:
             self._raise_if_dead(e)
-            raise ActionError(f"navigation to {url} failed: {self._blocked_failure(short_error(e))}")
+            raise ActionError(f"navigation to {url} failed: {self._blocked_failure(short_error(e))}") from e
         finally:
             page._tf_nav = None
 

@@ -31,9 +31,8 @@ them to its element list as `Element(role="clickable", name=<their text>)`:
 """
 from __future__ import annotations
 
-from schemas.records import Element
-
 from schemas.a11y import AriaNode, to_elements
+from schemas.records import Element
 
 from .visibility import PROBE_JS, visibility_from_row
 

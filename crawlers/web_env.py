@@ -36,8 +36,8 @@ cycle, the request filter and failure handling.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, Playwright
 from playwright.sync_api import Error as PlaywrightError
@@ -47,9 +47,17 @@ from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import DeviceProfile
 
-from .browser import (CHROMIUM_ARGS, DEFAULT_EXECUTABLE, Watchdog, acquire_playwright,
-                      browser_pid, launch_chromium, process_running, release_playwright,
-                      replace_playwright)
+from .browser import (
+    CHROMIUM_ARGS,
+    DEFAULT_EXECUTABLE,
+    Watchdog,
+    acquire_playwright,
+    browser_pid,
+    launch_chromium,
+    process_running,
+    release_playwright,
+    replace_playwright,
+)
 from .web_actions import _SELECT_AT_JS, ActionsMixin, _own_duration_s
 from .web_errors import CLOSED_MARKERS, ActionError, BrowserCrashed, PageUnresponsive, short_error
 from .web_observe import _WATCHDOG_GRACE_S, ObserveMixin
@@ -111,7 +119,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
     @classmethod
     def launch(cls, headless: bool = True, executable_path: str | None = DEFAULT_EXECUTABLE,
                image_format: str = "png", step_timeout_s: float = 10.0,
-               request_filter: Callable[[str], bool] | None = None, **kw) -> "WebEnv":
+               request_filter: Callable[[str], bool] | None = None, **kw) -> WebEnv:
         pw = acquire_playwright()
         try:
             env = cls(pw, headless=headless, executable_path=executable_path,
@@ -192,7 +200,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
             self._proxy = None
         self._closed = True
 
-    def __enter__(self) -> "WebEnv":
+    def __enter__(self) -> WebEnv:
         return self
 
     def __exit__(self, *exc) -> None:

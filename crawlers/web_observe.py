@@ -27,9 +27,9 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from schemas.a11y import parse_snapshot, to_elements
 from schemas.observation import Observation
 
-from schemas.a11y import parse_snapshot, to_elements
 from .visibility import MEASURE_JS, boxed_nodes, measure_args, measure_result, with_visibility
 from .web_clickables import MAX_CLICKABLES, MAX_SCANNED, SCAN_JS, clickable_elements, merge_clickables
 from .web_errors import ActionError, PageUnresponsive, short_error

@@ -22,8 +22,8 @@ import http.client
 import select
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 from urllib.parse import urlsplit
 
 # What Chromium reports for a refused request (see `_refuse`).
@@ -38,7 +38,7 @@ _CHUNK = 64 * 1024
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"   # keep-alive with the browser: no thread per request
-    server: "_ProxyServer"
+    server: _ProxyServer
 
     def log_message(self, *args) -> None:
         pass  # a line per request would drown the crawl's own logs
@@ -220,7 +220,7 @@ class FilteringProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FilteringProxy":
+    def __enter__(self) -> FilteringProxy:
         return self
 
     def __exit__(self, *exc) -> None:

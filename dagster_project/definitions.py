@@ -5,9 +5,13 @@ from dagster_project.assets.catalog import task_catalog
 from dagster_project.assets.convert import CONVERT_CHECKS, converted_sets
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.curate import curated_steps
-from dagster_project.assets.environments import (daily_environment_crawl, environment_crawl_job,
-                                                  environment_files_sensor, environment_reverse_tasks,
-                                                  environment_trajectories)
+from dagster_project.assets.environments import (
+                                                  daily_environment_crawl,
+                                                  environment_crawl_job,
+                                                  environment_files_sensor,
+                                                  environment_reverse_tasks,
+                                                  environment_trajectories,
+)
 from dagster_project.assets.export import web_shards
 from dagster_project.assets.grounding import GROUNDING_CHECKS, grounding_set
 from dagster_project.assets.imports import imported_trajectories
@@ -20,8 +24,13 @@ from dagster_project.checks import CHECKS
 from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.checks_synthesis import SYNTHESIS_CHECKS
 from dagster_project.production import production_executor
-from dagster_project.resources import (AppiumResource, BrowserResource, SandboxResource,
-                                       StorageResource, VLMResource)
+from dagster_project.resources import (
+                                                  AppiumResource,
+                                                  BrowserResource,
+                                                  SandboxResource,
+                                                  StorageResource,
+                                                  VLMResource,
+)
 from dagster_project.schedules import JOBS, SCHEDULES
 from dagster_project.sensors import SENSORS
 from dagster_project.training_launcher import TrainingLauncher

@@ -19,9 +19,9 @@ Pure functions, so the same code path is checked in tests and used in a deployme
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import urlsplit
 
 import dagster as dg

@@ -31,14 +31,14 @@ class RayResource(dg.ConfigurableResource):
     local_browsers: int = Field(default=4, ge=1)  # the `browser` resource of a local Ray
 
     @classmethod
-    def for_browser(cls, browser) -> "RayResource":
+    def for_browser(cls, browser) -> RayResource:
         """The Ray settings of a BrowserResource (`ray_address`, else
         $TRAJFORGE_RAY_ADDRESS; unset: no Ray) and its `ray_actors`."""
         return cls(address=browser.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
                    actors=browser.ray_actors)
 
     @classmethod
-    def for_appium(cls, appium) -> "RayResource":
+    def for_appium(cls, appium) -> RayResource:
         """The Ray settings of an AppiumResource (`ray_address`, else
         $TRAJFORGE_APPIUM_RAY_ADDRESS; unset: the local DevicePool)."""
         return cls(address=appium.ray_address or os.environ.get("TRAJFORGE_APPIUM_RAY_ADDRESS", ""))

@@ -23,8 +23,9 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import dagster as dg
 import yaml

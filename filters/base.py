@@ -11,8 +11,9 @@ anyway, so a drop can be looked at and recounted under other thresholds.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 

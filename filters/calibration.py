@@ -12,8 +12,8 @@ This module reads the drawn pairs as recorded data: pHash, precision and recall.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from filters.phash import hamming, phash_bytes
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from schemas.prompt_data import escape_data
 from schemas.records import DeviceProfile, Step, Trajectory
@@ -210,7 +210,7 @@ class Judge:
         return verdicts
 
 
-def episode_judge(backend: VLMBackend, blobs) -> "Callable":
+def episode_judge(backend: VLMBackend, blobs) -> Callable:
     """A `judge` verifier for environment crawls: (task, steps, observation) -> verdict dict.
 
     The episode is judged once it ends, with this module's prompt and images;
@@ -234,7 +234,7 @@ def episode_judge(backend: VLMBackend, blobs) -> "Callable":
     return judge_episode
 
 
-def replay_verifier(judge: Judge, blobs) -> "Callable":
+def replay_verifier(judge: Judge, blobs) -> Callable:
     """Verdicts on recorded episodes (the sandbox's reverse replays, sandbox/reverse.py
     `verify_replays`): (trajectory, steps) pairs in, one JudgeVerdict each, the
     screenshots read from `blobs` (b"" where one is missing)."""

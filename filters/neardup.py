@@ -23,7 +23,7 @@ costs more than the search here (see benchmarks/phash_neardup.py).
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
 
 import numpy as np
 from PIL import Image

@@ -9,7 +9,7 @@ list on purpose; the detectors in filters/pii.py never see it.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import unquote
 
 from schemas.records import Trajectory, session_seed

@@ -34,9 +34,23 @@ import hashlib
 import random
 import re
 
-from filters.pii import (_CARD, _CN_ID15, _CN_LANDLINE_SEP, _CN_MOBILE, _EMAIL, _ID_CHECK,
-                         _ID_WEIGHTS, _INTL, _NANP, _STREET_SUFFIX, PiiMatch, _valid_card,
-                         find_pii, luhn_valid, valid_cn_id)
+from filters.pii import (
+    _CARD,
+    _CN_ID15,
+    _CN_LANDLINE_SEP,
+    _CN_MOBILE,
+    _EMAIL,
+    _ID_CHECK,
+    _ID_WEIGHTS,
+    _INTL,
+    _NANP,
+    _STREET_SUFFIX,
+    PiiMatch,
+    _valid_card,
+    find_pii,
+    luhn_valid,
+    valid_cn_id,
+)
 
 EXAMPLE_DOMAINS = ("example.com", "example.net", "example.org")
 EN_STREET_NAMES = ("Birch", "Chestnut", "Sycamore", "Juniper", "Aspen", "Hawthorn", "Magnolia",

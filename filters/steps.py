@@ -17,7 +17,8 @@ import hashlib
 import io
 import math
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -19,13 +19,12 @@ plain dicts; filters/calibration.py scores them (it never drives a browser).
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import parse_qsl, urlencode, urlparse
-
-from schemas.screen_signature import screen_signature
 
 from sandbox.apps import APPS
 from sandbox.server import start_url
+from schemas.screen_signature import screen_signature
 
 # Query parameters that only carry a one-off message (the toast), not the state.
 FLASH_PARAMS = frozenset({"msg", "notice"})

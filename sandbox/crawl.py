@@ -12,8 +12,8 @@ Progress goes to tqdm (on a terminal) and to an optional callback.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext
 from crawlers.crawl_loop import CrawlPlan, crawl_source, run_crawl
@@ -24,16 +24,15 @@ from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
 from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
-from schemas.records import DeviceProfile, Task, trajectory_id_for
-from trajforge.store.audit import AuditLog
-from trajforge.store.raw import RawStore
-
 from sandbox.apps import MOBILE_APPS
 from sandbox.environment import SOURCE_NAME
 from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
+from schemas.records import DeviceProfile, Task, trajectory_id_for
+from trajforge.store.audit import AuditLog
+from trajforge.store.raw import RawStore
 
 POLICIES = ("oracle", "random_walk")
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from sandbox.oracle_policy import OraclePolicy
+from sandbox.tasks import TEMPLATES
+from sandbox.tasks.base import TaskTemplate
 from schemas.actions import ActionType
 from schemas.environment import Environment, ExploreSpec, VerifierSpec
 from schemas.observation import Observation
 from schemas.records import Step, Task
-
-from sandbox.oracle_policy import OraclePolicy
-from sandbox.tasks import TEMPLATES
-from sandbox.tasks.base import TaskTemplate
 
 SOURCE_NAME = "sandbox"
 CHECK_STATE = "sandbox.environment:check_state"

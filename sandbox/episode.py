@@ -11,21 +11,19 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from functools import partial
-
 from dataclasses import dataclass
+from functools import partial
 
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext
 from crawlers.env_episode import run_env_episode
 from crawlers.env_runtime import EnvironmentRuntime
 from crawlers.guard import SafetyGuard
 from crawlers.policies import Policy
+from sandbox.environment import CHECK_STATE, check_state, sandbox_environment
+from sandbox.tasks.base import TaskTemplate
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
-
-from sandbox.environment import CHECK_STATE, check_state, sandbox_environment
-from sandbox.tasks.base import TaskTemplate
 
 
 def fetch_state(server_url: str, sid: str, timeout_s: float = 10.0) -> dict:

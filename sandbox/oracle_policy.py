@@ -5,11 +5,10 @@ know it only as a Policy.
 """
 from __future__ import annotations
 
-from schemas.observation import Observation
-from schemas.actions import Action
-from schemas.records import Element, Task
-
 from sandbox.tasks.base import PlanOracle, TaskTemplate
+from schemas.actions import Action
+from schemas.observation import Observation
+from schemas.records import Element, Task
 
 
 class OraclePolicy:

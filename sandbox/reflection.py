@@ -31,9 +31,9 @@ import copy
 import json
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pyarrow as pa
 
@@ -42,13 +42,6 @@ from crawlers.crawl_episode import CrawlEnv, EpisodeContext
 from crawlers.crawl_tasks import close_episode_quietly
 from crawlers.guard import SafetyGuard
 from crawlers.web_env import BrowserCrashed, WebEnv
-from schemas.a11y import parse_snapshot
-from schemas.actions import Action, ActionType
-from schemas.observation import Observation
-from schemas.records import Element, Task, Trajectory, trajectory_id_for
-from schemas.screen_signature import screen_signature
-from trajforge.store.raw import RawStore, atomic_write_table
-
 from sandbox import reflection_words as say
 from sandbox.crawl import draw_task_device
 from sandbox.distractions import DISMISS_NAMES
@@ -56,6 +49,12 @@ from sandbox.episode import SandboxRun
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import VISIBLE_MAX, VISIBLE_MIN, TaskTemplate
+from schemas.a11y import parse_snapshot
+from schemas.actions import Action, ActionType
+from schemas.observation import Observation
+from schemas.records import Element, Task, Trajectory, trajectory_id_for
+from schemas.screen_signature import screen_signature
+from trajforge.store.raw import RawStore, atomic_write_table
 
 # Writes the text inside <reflection> from the screen the wrong step produced:
 # synthesis.reflection_text.reflection (pure text; collection does not import it).

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from crawlers.crawl_episode import CrawlEnv
+from sandbox.server import start_url
 from schemas.observation import Observation
 from schemas.records import Step, Trajectory, session_seed
 from schemas.screen_signature import screen_signature
-
-from crawlers.crawl_episode import CrawlEnv
-from sandbox.server import start_url
 
 
 def _ordered(steps: list[Step], traj: Trajectory) -> list[Step]:

@@ -18,20 +18,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 from crawlers.agent import AgentPolicy
 from crawlers.crawl_episode import CrawlEnv
 from crawlers.guard import SafetyGuard
+from sandbox.environment import SOURCE_NAME
+from sandbox.episode import SandboxRun
+from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
-
-from sandbox.environment import SOURCE_NAME
-from sandbox.episode import SandboxRun
-from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
 
 
 class Verdict(Protocol):
@@ -183,7 +183,7 @@ def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: Sandbo
         raise RuntimeError(f"name_walks gave {len(named)} instructions for {len(chunk)} walks")
 
     replays = []
-    for (walk, steps, tid), instruction in zip(chunk, named):
+    for (walk, _steps, tid), instruction in zip(chunk, named):
         if instruction is None:
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue

@@ -19,31 +19,37 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterable, Iterator
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_episode import CrawlEnv, EpisodeContext, env_platform
 from crawlers.crawl_loop import run_pooled
 from crawlers.crawl_profiles import check_devices
-from crawlers.crawl_tasks import (CrawlContext, CrawlJob, CrawlStats, OneEnv, RetryPolicy,
-                                  close_episode_quietly, crawl_task)
+from crawlers.crawl_tasks import (
+    CrawlContext,
+    CrawlJob,
+    CrawlStats,
+    OneEnv,
+    RetryPolicy,
+    close_episode_quietly,
+    crawl_task,
+)
 from crawlers.guard import SafetyGuard
 from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
 from crawlers.web_env import BrowserCrashed, WebEnv
-from schemas.converters.gui_libra import Coords
-from schemas.records import Step, Task, Trajectory, trajectory_id_for
-from trajforge.store.raw import RawStore
-from trajforge.vlm.backends import VLMBackend
-
 from sandbox.crawl import draw_task_device
 from sandbox.environment import SOURCE_NAME
 from sandbox.episode import SandboxRun
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
+from schemas.converters.gui_libra import Coords
+from schemas.records import Step, Task, Trajectory, trajectory_id_for
+from trajforge.store.raw import RawStore
+from trajforge.vlm.backends import VLMBackend
 
 log = logging.getLogger(__name__)
 

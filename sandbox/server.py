@@ -15,8 +15,7 @@ import logging
 import threading
 from urllib.parse import urlencode
 
-from flask import (Flask, abort, g, jsonify, make_response, redirect, render_template,
-                   request)
+from flask import Flask, abort, g, jsonify, make_response, redirect, render_template, request
 from werkzeug.serving import make_server
 
 from .distractions import pick_distraction
@@ -131,7 +130,7 @@ class SandboxServer:
             raise KeyError(f"no sandbox session {sid!r}")
         return session.snapshot()
 
-    def start(self) -> "SandboxServer":
+    def start(self) -> SandboxServer:
         self._thread.start()
         return self
 
@@ -139,7 +138,7 @@ class SandboxServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "SandboxServer":
+    def __enter__(self) -> SandboxServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 
-class ActionType(str, Enum):
+class ActionType(str, Enum):  # noqa: UP042 (StrEnum would change format() of members)
     TAP = "tap"
     DOUBLE_TAP = "double_tap"
     LONG_PRESS = "long_press"
@@ -112,7 +112,7 @@ class Action(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "Action":
+    def _check(self) -> Action:
         if (self.x is None) != (self.y is None):
             raise ValueError("x and y must be given together")
         if (self.x2 is None) != (self.y2 is None):
@@ -131,24 +131,24 @@ class Action(BaseModel):
 
     # Convenience constructors keep call sites short and readable.
     @classmethod
-    def tap(cls, x: float, y: float, **kw) -> "Action":
+    def tap(cls, x: float, y: float, **kw) -> Action:
         return cls(type=ActionType.TAP, x=x, y=y, **kw)
 
     @classmethod
-    def right_click(cls, x: float, y: float, **kw) -> "Action":
+    def right_click(cls, x: float, y: float, **kw) -> Action:
         return cls(type=ActionType.RIGHT_CLICK, x=x, y=y, **kw)
 
     @classmethod
-    def type_text(cls, text: str, x: float | None = None, y: float | None = None, **kw) -> "Action":
+    def type_text(cls, text: str, x: float | None = None, y: float | None = None, **kw) -> Action:
         return cls(type=ActionType.TYPE, text=text, x=x, y=y, **kw)
 
     @classmethod
     def scroll(cls, direction: Direction, x: float | None = None, y: float | None = None,
-               amount: float | None = None, **kw) -> "Action":
+               amount: float | None = None, **kw) -> Action:
         return cls(type=ActionType.SCROLL, direction=direction, x=x, y=y, amount=amount, **kw)
 
     @classmethod
-    def key(cls, name: str, **kw) -> "Action":
+    def key(cls, name: str, **kw) -> Action:
         return cls(type=ActionType.KEY, text=name, **kw)
 
     def point_px(self, width: int, height: int) -> tuple[int, int] | None:

@@ -6,8 +6,9 @@ string so that one column type fits every template.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 from pydantic import BaseModel, ValidationError

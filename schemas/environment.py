@@ -132,7 +132,7 @@ class VerifierSpec(_Strict):
     every_step: bool = True
 
     @model_validator(mode="after")
-    def _fields_of_kind(self) -> "VerifierSpec":
+    def _fields_of_kind(self) -> VerifierSpec:
         need = {"js": "expression", "http": "url", "python": "function", "state": "function"}
         field = need.get(self.kind)
         if field and not getattr(self, field):
@@ -173,7 +173,7 @@ class AppSpec(_Strict):
     bundle_id: str | None = None
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "AppSpec":
+    def _one_kind(self) -> AppSpec:
         if not (self.package or self.bundle_id):
             raise ValueError("give 'package' (Android) or 'bundle_id' (iOS)")
         return self
@@ -244,7 +244,7 @@ class Environment(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _platform_fields(self) -> "Environment":
+    def _platform_fields(self) -> Environment:
         if self.platform in ("web", "mobile_web"):
             if not self.start_url and not any(t.start_url for t in self.tasks):
                 raise ValueError(f"a {self.platform} environment needs 'start_url' "

@@ -24,7 +24,7 @@ class SchemaError(ValueError):
             where.append(f"field '{field}'")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
-    def located(self, *, source: str | None = None, record: str | int | None = None) -> "SchemaError":
+    def located(self, *, source: str | None = None, record: str | int | None = None) -> SchemaError:
         """The same error with the file and record filled in where unknown."""
         return SchemaError(self.reason, source=self.source or source,
                            record=self.record if self.record is not None else record,

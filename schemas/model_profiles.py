@@ -40,7 +40,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from .grids import GRID_999, GRID_1000, Grid, point_from_grid, point_from_pixels, point_to_grid, point_to_pixels
+from .grids import (
+    GRID_999,
+    GRID_1000,
+    Grid,
+    point_from_grid,
+    point_from_pixels,
+    point_to_grid,
+    point_to_pixels,
+)
 
 Coords = Literal["pixels", "grid1000", "grid999"]
 DEFAULT_PROFILE = "qwen2.5-vl"  # what examples/train/*.yaml and the Dagster training presets train
@@ -85,7 +93,7 @@ class ModelProfile:
         return point_from_grid(value, _GRIDS[self.coords], field=field)
 
     def with_pixels(self, *, min_pixels: int | None = None,
-                    max_pixels: int | None = None) -> "ModelProfile":
+                    max_pixels: int | None = None) -> ModelProfile:
         """The same profile with other pixel bounds (e.g. a trainer's smaller cap)."""
         return replace(self, min_pixels=self.min_pixels if min_pixels is None else min_pixels,
                        max_pixels=self.max_pixels if max_pixels is None else max_pixels)
@@ -109,7 +117,7 @@ PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
 )}
 
 
-def model_profile(spec: "str | dict | ModelProfile | None") -> ModelProfile:
+def model_profile(spec: str | dict | ModelProfile | None) -> ModelProfile:
     """A profile by name (PROFILES), from a manifest's `model_profile` dict, or as given.
 
     None is DEFAULT_PROFILE. A dict names a known profile and may override its pixel

@@ -63,24 +63,24 @@ class Resolution:
     model_profile: str | None = None  # model: the schemas.model_profiles name
 
     @classmethod
-    def model(cls, spec: "str | ModelProfile") -> "Resolution":
+    def model(cls, spec: str | ModelProfile) -> Resolution:
         """The frame of a model profile (schemas.model_profiles)."""
         p = model_profile(spec)
         return cls(p.name, "model", max_pixels=p.max_pixels, min_pixels=p.min_pixels,
                    factor=p.factor, model_profile=p.name)
 
     @classmethod
-    def native(cls, max_pixels: int = NATIVE_MAX_PIXELS) -> "Resolution":
+    def native(cls, max_pixels: int = NATIVE_MAX_PIXELS) -> Resolution:
         return cls("native", "native", max_pixels=_positive(max_pixels, "max_pixels"))
 
     @classmethod
-    def fixed(cls, width: int, height: int | None = None) -> "Resolution":
+    def fixed(cls, width: int, height: int | None = None) -> Resolution:
         height = width if height is None else height
         name = str(width) if width == height else f"{width}x{height}"
         return cls(name, "fixed", width=_positive(width, "width"), height=_positive(height, "height"))
 
     @classmethod
-    def qwen(cls, min_pixels: int = QWEN_MIN_PIXELS, max_pixels: int = QWEN_MAX_PIXELS) -> "Resolution":
+    def qwen(cls, min_pixels: int = QWEN_MIN_PIXELS, max_pixels: int = QWEN_MAX_PIXELS) -> Resolution:
         if not 0 < min_pixels <= max_pixels:
             raise ValueError(f"qwen profile: need 0 < min_pixels ({min_pixels}) <= max_pixels ({max_pixels})")
         return cls("qwen", "qwen", min_pixels=min_pixels, max_pixels=max_pixels)
@@ -115,7 +115,7 @@ PROFILES = {
 }
 
 
-def resolution_profile(spec: "str | int | Resolution") -> Resolution:
+def resolution_profile(spec: str | int | Resolution) -> Resolution:
     """A profile by name ("native", "1120", "448", "qwen") or as given."""
     if isinstance(spec, Resolution):
         return spec

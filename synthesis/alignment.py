@@ -22,8 +22,8 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 from schemas.actions import Action, ActionType
 from schemas.converters import swipe_direction

@@ -17,8 +17,8 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -71,7 +71,7 @@ class StepCoT:
         return row
 
     @classmethod
-    def from_row(cls, row: dict) -> "StepCoT":
+    def from_row(cls, row: dict) -> StepCoT:
         return cls(**{**row, "answer": json.loads(row["answer"])})
 
 

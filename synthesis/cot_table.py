@@ -12,8 +12,8 @@ import json
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -29,9 +29,9 @@ for them and keeps any other weights in [0, 1]).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pyarrow as pa

@@ -36,7 +36,7 @@ TAP_LIKE = frozenset({ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRE
 _EXAMPLES = 5
 
 
-def tap_answers_in_box(shard_dir: Path | str, profile: "str | ModelProfile | None" = None,
+def tap_answers_in_box(shard_dir: Path | str, profile: str | ModelProfile | None = None,
                        split: str | None = None) -> dict[str, Any]:
     """{"profile", "tap_answers", "inside", "outside", "unparsed", "recorded_outside",
     "share_inside", "passed", "examples"} over the set's samples (all splits, or `split`)."""

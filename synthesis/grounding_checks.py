@@ -24,7 +24,6 @@ from PIL import Image
 
 from schemas.model_profiles import ModelProfile, manifest_profile, model_profile
 
-
 _EXAMPLES = 5
 
 
@@ -47,7 +46,7 @@ def points_in_boxes(records: Iterable[tuple[str, dict, bytes | None]],
                     profile: ModelProfile) -> dict[str, Any]:
     n = outside = frames = 0
     examples = []
-    for key, rec, image in records:
+    for _key, rec, image in records:
         size = (rec["image"]["width"], rec["image"]["height"])
         if image:
             with Image.open(io.BytesIO(image)) as im:

@@ -23,8 +23,13 @@ from schemas.errors import SchemaError
 from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
 from trajforge.publish.manifest import code_versions, set_manifest
-from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
-                                    group_by_trajectory, sorted_step_rows)
+from trajforge.publish.plan import (
+    DEFAULT_SPLITS,
+    check_splits,
+    committed_trajectories,
+    group_by_trajectory,
+    sorted_step_rows,
+)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
 from trajforge.publish.samples import ShardSample, framed_sample
@@ -39,7 +44,7 @@ KIND = "grounding"
 
 def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | str, *,
                         dataset: str = "grounding_set",
-                        profile: "str | ModelProfile" = DEFAULT_PROFILE, describe=None,
+                        profile: str | ModelProfile = DEFAULT_PROFILE, describe=None,
                         collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
                         max_samples_per_shard: int = 1000,
                         max_bytes_per_shard: int = 500_000_000,

@@ -55,8 +55,8 @@ from schemas.provenance import provenance
 from schemas.records import Step, Trajectory
 from schemas.set_prompt import MODES, human_prompt, system_prompt  # noqa: F401 (callers read them here)
 from synthesis.cot import StepCoT
-from synthesis.prompts import executed_history
 from synthesis.language import is_chinese
+from synthesis.prompts import executed_history
 
 MIN_STEPS, MAX_STEPS = 3, 50
 _TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answer>")
@@ -68,7 +68,7 @@ _TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answ
 # -- answers and their spans ------------------------------------------------------
 
 def answer_text(action: Action, width: int, height: int, thought: str | None = None,
-                profile: "ModelProfile | str | None" = None) -> str:
+                profile: ModelProfile | str | None = None) -> str:
     """The GUI-Libra answer, with the thought for mode "reason": for a width x height
     screenshot, in the frame of `profile` (schemas.model_profiles); without one, in
     pixels of width x height as given."""
@@ -180,7 +180,7 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
                  require_chinese_thought: bool = False, min_steps: int = MIN_STEPS,
                  max_steps: int = MAX_STEPS, skipped: list[dict] | None = None,
                  recorded: list[Step] | None = None,
-                 profile: "ModelProfile | str | None" = None) -> list[tuple[Step, str, dict]]:
+                 profile: ModelProfile | str | None = None) -> list[tuple[Step, str, dict]]:
     """(step, key, sample JSON) for both modes of every usable step, in key order.
 
     `steps` are the trajectory's kept steps in index order (gaps allowed);

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from filters.judge import describe_action, escape_data
 from schemas.actions import ActionType

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from schemas.actions import Action, ActionType
 from schemas.converters import swipe_direction

@@ -49,9 +49,14 @@ from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
 from schemas.provenance import provenance
 from schemas.records import Step, Trajectory
 from trajforge.publish.manifest import code_versions, count_source, set_manifest, source_counts
-from trajforge.publish.plan import (DEFAULT_SPLITS, DUCKDB_MEMORY, check_splits,
-                                    committed_trajectories, group_by_trajectory,
-                                    sorted_step_rows)
+from trajforge.publish.plan import (
+    DEFAULT_SPLITS,
+    DUCKDB_MEMORY,
+    check_splits,
+    committed_trajectories,
+    group_by_trajectory,
+    sorted_step_rows,
+)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
 from trajforge.publish.samples import ShardSample, framed_sample
@@ -73,7 +78,7 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
                         max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                         min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
                         recorded: RawStore | Path | str | list | None = None,
-                        profile: "str | ModelProfile" = DEFAULT_PROFILE,
+                        profile: str | ModelProfile = DEFAULT_PROFILE,
                         progress: Callable[[int], Any] | None = None,
                         pii_audit: Path | str | None = None) -> dict[str, Any]:
     """Write the set under out_dir; returns a summary (totals, figures, checks, and

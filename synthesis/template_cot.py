@@ -11,8 +11,7 @@ translated word by word. Every record says backend="template".
 from __future__ import annotations
 
 import re
-
-from typing import Callable
+from collections.abc import Callable
 
 from schemas.a11y import parse_snapshot
 from schemas.records import Element, Step, Trajectory

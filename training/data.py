@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import torch
 

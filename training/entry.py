@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .config import load_config
 from .pipes_report import Reporter, pipes_reporter

@@ -27,15 +27,16 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from schemas.actions import Action
 from crawlers.agent_prompt import conversation_messages
+from schemas.actions import Action
 from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
-from trajforge.vlm.backends import VLMBackend, VLMRequest
 from training.config import TrainConfig
 from training.flywheel import flywheel_turn, policy_backend_for
-from training.rl import reference_box
+
 # Grounding sets: point-in-box accuracy by role, size bucket, language (training/grounding_eval.py).
 from training.grounding_eval import offline_grounding_accuracy  # noqa: F401
+from training.rl import reference_box
+from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,9 @@ def offline_step_accuracy(model: str | Path | VLMBackend, shards_dir: str | Path
             flush()
     if pending:
         flush()
-    rate = (lambda c, d: c / d if d else 0.0)
+    def rate(count: int, total: int) -> float:
+        return count / total if total else 0.0
+
     return {"checkpoint_id": backend.model_id, "split": split, "samples": n,
             "parse_rate": rate(counts["parsed"], n), "type_accuracy": rate(counts["type"], n),
             "point_accuracy": rate(counts["point"], point_n), "point_samples": point_n,
@@ -144,8 +147,8 @@ def held_out_template_ids(shards: str | Path | None, split: str = "test") -> lis
     """The sandbox templates that `split` holds out: from the set's manifest when given
     (what this training set really held out), else trajforge.publish.holdout's default split."""
     from sandbox.tasks import TEMPLATES
-    from trajforge.publish.plan import DEFAULT_SPLITS
     from trajforge.publish.holdout import held_out_templates
+    from trajforge.publish.plan import DEFAULT_SPLITS
 
     named = None
     if shards is not None:

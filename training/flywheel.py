@@ -16,13 +16,13 @@ the call) and `policy_backend_for` (a checkpoint directory as a backend).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from crawlers.crawl_episode import CrawlEnv
-from schemas.records import Task
 from sandbox.rollouts import FAILED_PREFIX, Rollouts, rejection_sample
+from schemas.records import Task
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 

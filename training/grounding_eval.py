@@ -20,9 +20,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from crawlers.agent_prompt import conversation_messages
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, manifest_profile, model_profile
-from crawlers.agent_prompt import conversation_messages
 from trajforge.publish.shards import read_manifest
 from trajforge.read.loader import read_split
 from trajforge.vlm.backends import VLMBackend, VLMRequest

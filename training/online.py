@@ -52,14 +52,13 @@ from typing import Any, Literal
 import torch
 from pydantic import field_validator
 
+from sandbox.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, Rollouts, rejection_sample, sandbox_env
 from schemas.records import Step, Task, Trajectory
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
-from sandbox.rollouts import (FAILED_PREFIX, SUCCESS_PREFIX, Rollouts, rejection_sample,
-                              sandbox_env)
-from trajforge.store.raw import RawStore
 from training.config import PPOReuse, resolve_model_path
 from training.flywheel import resolve_tasks, sandbox_url
+from trajforge.store.raw import RawStore
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +285,13 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     once (default: the one `cfg.rollout_envs` / `cfg.ray_address` describe).
     Idempotent: a finished checkpoint with the same id is returned without training.
     """
-    from training.checkpoint import (checkpoint_id, finished_checkpoint, load_policy,
-                                     model_fingerprint, save_checkpoint)
+    from training.checkpoint import (
+        checkpoint_id,
+        finished_checkpoint,
+        load_policy,
+        model_fingerprint,
+        save_checkpoint,
+    )
     from training.policy_backend import PolicyBackend
     from training.precision import adamw, training_dtype
 

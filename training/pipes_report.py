@@ -13,8 +13,9 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 METRICS_PREFIX = "TRAJFORGE_METRICS "
 _PIPES_ENV = ("DAGSTER_PIPES_CONTEXT", "DAGSTER_PIPES_MESSAGES")

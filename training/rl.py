@@ -38,9 +38,10 @@ import itertools
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -49,8 +50,14 @@ from schemas.errors import SchemaError
 from synthesis.curriculum import CurriculumSampler
 from synthesis.rewards import STEP_W_MATCH, step_reward
 
-from .checkpoint import (checkpoint_id, finished_checkpoint, load_policy, model_fingerprint,
-                         save_checkpoint, shards_fingerprint)
+from .checkpoint import (
+    checkpoint_id,
+    finished_checkpoint,
+    load_policy,
+    model_fingerprint,
+    save_checkpoint,
+    shards_fingerprint,
+)
 from .config import RLConfig
 from .data import ReasoningSample, iter_reasoning_samples, shuffled
 from .entry import entry_point

@@ -34,17 +34,24 @@ import itertools
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from .checkpoint import (checkpoint_id, finished_checkpoint, is_tiny_random_model, load_policy,
-                         model_fingerprint, save_checkpoint, shards_fingerprint)
+from .checkpoint import (
+    checkpoint_id,
+    finished_checkpoint,
+    is_tiny_random_model,
+    load_policy,
+    model_fingerprint,
+    save_checkpoint,
+    shards_fingerprint,
+)
 from .compile import compile_blocks
 from .config import SFTConfig
-from .data import (collate, encoded_stream, frame_gate, iter_reasoning_samples, shuffled,
-                   template_thought_gate)
+from .data import collate, encoded_stream, frame_gate, iter_reasoning_samples, shuffled, template_thought_gate
 from .entry import entry_point
 from .loss import weighted_token_loss
 from .pipes_report import Reporter, StdoutReporter

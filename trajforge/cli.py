@@ -15,12 +15,10 @@ import tarfile
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from schemas.errors import SchemaError
-
 from trajforge.config import data_root
 
 app = typer.Typer(help="trajforge: GUI-agent trajectories to training data.",
@@ -65,7 +63,7 @@ def stats(shard_dir: str = typer.Argument(..., help="a shard folder (with manife
 def convert(set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's shard folder"),
             to: str = typer.Option(..., "--to", help="llamafactory, swift, verl, easyr1, trl or hf-parquet"),
             out: Path = typer.Option(..., "--out", help="output folder (replaced atomically)"),
-            profile: Optional[str] = typer.Option(None, help="model profile; must be the set's")) -> None:
+            profile: str | None = typer.Option(None, help="model profile; must be the set's")) -> None:
     """Convert a reasoning / Chinese / grounding set to a trainer's format."""
     from trajforge.convert import convert as convert_set
     try:
@@ -93,12 +91,12 @@ def verify(shard_dir: Path = typer.Argument(..., help="a shard folder (with mani
 
 @app.command()
 def export(
-    data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-    raw: Optional[Path] = typer.Option(None, help="raw store; default <data>/raw"),
+    data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+    raw: Path | None = typer.Option(None, help="raw store; default <data>/raw"),
     dataset: str = typer.Option("sandbox", help="dataset name"),
-    out: Optional[str] = typer.Option(None, help="shard folder or s3:// URL (published, manifest "
+    out: str | None = typer.Option(None, help="shard folder or s3:// URL (published, manifest "
                                                    "last); default <data>/shards/<dataset>"),
-    collection: Optional[List[str]] = typer.Option(None, help="collections to export (repeatable); default all"),
+    collection: list[str] | None = typer.Option(None, help="collections to export (repeatable); default all"),
     max_samples: int = typer.Option(1000, help="most samples per shard"),
     max_bytes: int = typer.Option(500_000_000, help="most bytes per shard"),
     split_seed: str = typer.Option("v1", help="seed of the train/val/test assignment"),
@@ -110,8 +108,8 @@ def export(
     from trajforge.store.raw import RawStore
     root = (data or data_root()).resolve()
     raw = (raw or root / "raw").resolve()
-    from trajforge.store.object_store import is_url
     from trajforge.publish.remote import shard_destination
+    from trajforge.store.object_store import is_url
     out = out if out and is_url(out) else Path(out or root / "shards" / dataset).resolve()
     if not raw.is_dir():
         _fail(f"no raw store at {raw}")
@@ -165,9 +163,9 @@ def validate(shard_dir: str = typer.Argument(..., help="a shard folder (with man
 
 @app.command()
 def catalog(
-    data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-    db: Optional[Path] = typer.Option(None, help="database file; default <data>/catalog.duckdb"),
-    query: Optional[str] = typer.Option(None, "--query", "-q", help="SQL to run on the catalog"),
+    data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+    db: Path | None = typer.Option(None, help="database file; default <data>/catalog.duckdb"),
+    query: str | None = typer.Option(None, "--query", "-q", help="SQL to run on the catalog"),
     rebuild: bool = typer.Option(False, help="rebuild even when the catalog is up to date"),
     as_json: bool = typer.Option(False, "--json", help="query rows as JSON lines"),
 ) -> None:
@@ -209,8 +207,8 @@ def catalog(
 
 @app.command()
 def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
-         out: Optional[Path] = typer.Option(None, help="site folder; default chosen by the viewer"),
-         limit: Optional[int] = typer.Option(None, help="most trajectories to show"),
+         out: Path | None = typer.Option(None, help="site folder; default chosen by the viewer"),
+         limit: int | None = typer.Option(None, help="most trajectories to show"),
          serve: bool = typer.Option(False, "--serve", help="serve the site on localhost"),
          port: int = typer.Option(0, help="port for --serve; 0 picks a free one")) -> None:
     """Build a static HTML viewer of the trajectories (and optionally serve it)."""
@@ -245,11 +243,11 @@ def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
                                           "agentnet, os_genesis, autoglm or android_world"),
             path: Path = typer.Argument(..., metavar="PATH",
                                         help="a file or folder of the dataset's records"),
-            data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-            raw: Optional[Path] = typer.Option(None, help="raw store; default <data>/raw"),
-            quarantine: Optional[Path] = typer.Option(
+            data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+            raw: Path | None = typer.Option(None, help="raw store; default <data>/raw"),
+            quarantine: Path | None = typer.Option(
                 None, help="quarantine JSONL; default <raw>/import/<format>/quarantine.jsonl"),
-            screen_size: Optional[str] = typer.Option(
+            screen_size: str | None = typer.Option(
                 None, help="WIDTHxHEIGHT of the screenshots, for records that state none")) -> None:
     """Import a public GUI-agent dataset into the raw store (collection import/<format>)."""
     from trajforge.importers import IMPORTERS, import_path
@@ -282,34 +280,33 @@ def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
 @app.command()
 def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
                                           help="an environment file (YAML)"),
-          tasks: Optional[Path] = typer.Option(None, help="a JSONL or Parquet task file "
+          tasks: Path | None = typer.Option(None, help="a JSONL or Parquet task file "
                                                           "(replaces the file's tasks)"),
           policy: str = typer.Option("random_walk", help="oracle, random_walk, replay or agent"),
-          episodes: Optional[int] = typer.Option(None, help="exploration episodes (or the first "
+          episodes: int | None = typer.Option(None, help="exploration episodes (or the first "
                                                             "N tasks)"),
           seed: int = typer.Option(0, help="the crawl seed (ids, devices, the walk)"),
-          max_steps: Optional[int] = typer.Option(None, help="steps per episode; default the "
+          max_steps: int | None = typer.Option(None, help="steps per episode; default the "
                                                              "file's max_steps / explore.max_steps"),
-          data: Optional[Path] = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-          collection: Optional[str] = typer.Option(None, help="raw-store collection; default "
+          data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+          collection: str | None = typer.Option(None, help="raw-store collection; default "
                                                               "env/<name>"),
-          replay_from: Optional[str] = typer.Option(
+          replay_from: str | None = typer.Option(
               None, help="with --policy replay: a collection whose trajectories (same task ids) "
                          "are played back"),
-          vlm_config: Optional[Path] = typer.Option(
+          vlm_config: Path | None = typer.Option(
               None, help="a JSON VLM backend config, for --policy agent and judge verifiers"),
           image_format: str = typer.Option("png", help="png or jpeg"),
           appium: bool = typer.Option(False, help="play on phones through a local Appium server "
                                                   "(Chromium phones of the file's devices)"),
-          devices_file: Optional[Path] = typer.Option(
+          devices_file: Path | None = typer.Option(
               None, help="an Appium capabilities file of real devices (docs/device_farm.md); "
                          "implies --appium"),
-          appium_url: Optional[str] = typer.Option(None, help="an Appium server already running")
+          appium_url: str | None = typer.Option(None, help="an Appium server already running")
           ) -> None:
     """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
     from crawlers.env_crawl import ENV_POLICIES, EnvCrawl, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
-
     from trajforge.store.raw import RawStore
     if policy not in ENV_POLICIES:
         _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
@@ -383,7 +380,6 @@ def _vlm_from(config_path: Path, store):
     """(backend, judge callable) from a JSON backend config: the agent's model and the
     episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
     from filters.judge import episode_judge
-
     from trajforge.vlm.backends import backend_from_config
     try:
         backend = backend_from_config(json.loads(config_path.read_text()))

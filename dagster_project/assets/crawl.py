@@ -1,15 +1,14 @@
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from sandbox.crawl import SandboxCrawl, crawl
-from sandbox.tasks import make_task
 from dagster_project.partitions import web_app_partitions
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
-from trajforge.tasks.catalog import read_catalog
+from sandbox.crawl import SandboxCrawl, crawl
+from sandbox.tasks import make_task
 from trajforge.report.figures import thumbnails_markdown
+from trajforge.tasks.catalog import read_catalog
 from trajforge.tasks.seeds import reseeded
-
 
 # A failed crawl step (a browser that will not start, a full disk, a device farm
 # gone) is retried with growing, jittered delays: 10 s, 20 s, 40 s. A retry

@@ -1,9 +1,8 @@
 import dagster as dg
 
 from dagster_project.assets.raw import summary_metadata
-from dagster_project.schedules import AFTER_CRAWL
-
 from dagster_project.resources import StorageResource
+from dagster_project.schedules import AFTER_CRAWL
 from trajforge.publish.export import export_shards
 from trajforge.report.figures import shard_summary
 

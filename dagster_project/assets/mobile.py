@@ -2,12 +2,17 @@ import dagster as dg
 
 from crawlers.device_pool import DevicePool
 from crawlers.randomise import profile_for_task
-from sandbox.crawl import SandboxCrawl, crawl
-from dagster_project.assets.crawl import (CRAWL_RETRY_POLICY, CrawlConfig, _first_steps,
-                                         _log_progress, catalog_tasks)
+from dagster_project.assets.crawl import (
+    CRAWL_RETRY_POLICY,
+    CrawlConfig,
+    _first_steps,
+    _log_progress,
+    catalog_tasks,
+)
 from dagster_project.partitions import MOBILE_DEVICES, mobile_partitions
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import AppiumResource, SandboxResource, StorageResource
+from sandbox.crawl import SandboxCrawl, crawl
 from trajforge.report.figures import thumbnails_markdown
 
 

@@ -1,11 +1,10 @@
 import dagster as dg
 
-from dagster_project.schedules import AFTER_CRAWL
-
 from dagster_project.resources import StorageResource
-from trajforge.store.consolidate import consolidate
+from dagster_project.schedules import AFTER_CRAWL
 from training.flywheel import failure_pool, sft_sources
 from trajforge.report.figures import app_outcome_rows, outcome_columns, raw_summary, summary_markdown
+from trajforge.store.consolidate import consolidate
 
 
 def summary_metadata(summary: dict) -> dict:

@@ -16,7 +16,6 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Optional
 
 import dagster as dg
 
@@ -103,11 +102,11 @@ class TrainAssetConfig(dg.Config):
     """Fields shared by the training assets; None = the mode's default."""
 
     mode: str = ""                       # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
-    max_steps: Optional[int] = None
-    lr: Optional[float] = None
-    batch_size: Optional[int] = None
-    max_length: Optional[int] = None
-    image_max_pixels: Optional[int] = None
+    max_steps: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    max_length: int | None = None
+    image_max_pixels: int | None = None
     device: str = "auto"
     dtype: str = "auto"
     seed: int = 0
@@ -123,21 +122,21 @@ class SFTAssetConfig(TrainAssetConfig):
     model_path: str = ""                 # "" = $TRAJFORGE_TRAIN_MODEL, else the tiny model
     alpha_action: float = 2.0
     alpha_coord: float = 4.0
-    max_samples: Optional[int] = None
+    max_samples: int | None = None
 
 
 class RLAssetConfig(TrainAssetConfig):
     online: bool = False                 # True: online GRPO in the sandbox (training.online)
     init_checkpoint: str = ""            # "" = the latest sft_checkpoint
-    group_size: Optional[int] = None     # G (offline); k for online
+    group_size: int | None = None     # G (offline); k for online
     beta: float = 0.001
     clip: float = 0.2
     lambda0: float = 0.5
     kappa: float = 1.5
-    max_new_tokens: Optional[int] = None
+    max_new_tokens: int | None = None
     # online: where the rollouts play (training.online): N envs at once, local browsers or,
     # with ray_address ("" = $TRAJFORGE_RAY_ADDRESS, else none), Ray actors.
-    rollout_envs: Optional[int] = None
+    rollout_envs: int | None = None
     ray_address: str = ""
 
 
@@ -147,10 +146,10 @@ class EvalAssetConfig(dg.Config):
     offline: bool = True                 # step accuracy on the held-out split
     online: bool = True                  # task success in the sandbox (rollouts recorded: the flywheel)
     split: str = "test"
-    max_samples: Optional[int] = None
+    max_samples: int | None = None
     k: int = 1
-    max_steps: Optional[int] = None
-    max_new_tokens: Optional[int] = None
+    max_steps: int | None = None
+    max_new_tokens: int | None = None
     server_url: str = ""                 # "" = the training process starts its own sandbox
     device: str = "auto"
     overrides: str = ""

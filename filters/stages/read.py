@@ -8,9 +8,9 @@ signatures and keys are held across the dataset, never images.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow.parquet as pq
 

@@ -130,7 +130,7 @@ class CurationWriter:
         self.rows_written = self.trajectories_stored = self.steps_stored = self.audit_lines = 0
         self._buf: list[dict] = []
 
-    def __enter__(self) -> "CurationWriter":
+    def __enter__(self) -> CurationWriter:
         self._steps = pq.ParquetWriter(self.steps_tmp, self.schema, compression="zstd")
         self._curated = CuratedWriter(self.store, COLLECTION, batch_size=64)
         self._audit = open(self.audit_tmp, "w", encoding="utf-8")

@@ -6,8 +6,8 @@ live in templates/<app>/<lang>/: the Chinese pages have their own layouts.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from flask import Blueprint
 

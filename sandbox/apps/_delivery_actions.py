@@ -5,8 +5,7 @@ from flask import abort, redirect, request, url_for
 
 from ._delivery_catalogue import ACTIVE, NOTE_MAX, PROGRESS, TABLEWARE_MAX
 from ._delivery_pages import app_session, bp, order_or_404, safe_next, shop_or_404, with_msg
-from ._delivery_state import (cart_summary, draft, find_address, find_dish, find_shop,
-                              order_item, order_totals)
+from ._delivery_state import cart_summary, draft, find_address, find_dish, find_shop, order_item, order_totals
 from .shop import form_int
 
 

@@ -9,11 +9,20 @@ import re
 from flask import Blueprint, abort, redirect, request, url_for
 
 from ._delivery_catalogue import TABLEWARE_MAX
-from ._delivery_labels import (add_label, choices_text, fee_label, mask_phone, options_label,
-                               order_card_label, promo_label, sales_label, shop_card_label,
-                               status_label, tableware_label)
-from ._delivery_state import (cart_lines, cart_summary, draft, find_address, find_order,
-                              find_shop, search)
+from ._delivery_labels import (
+    add_label,
+    choices_text,
+    fee_label,
+    mask_phone,
+    options_label,
+    order_card_label,
+    promo_label,
+    sales_label,
+    shop_card_label,
+    status_label,
+    tableware_label,
+)
+from ._delivery_state import cart_lines, cart_summary, draft, find_address, find_order, find_shop, search
 from .shop import money
 
 # -- pages -------------------------------------------------------------------------------

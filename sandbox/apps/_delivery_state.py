@@ -6,8 +6,18 @@ from __future__ import annotations
 import random
 from itertools import count
 
-from ._delivery_catalogue import (ADDRESS_TAGS, CATEGORIES, CONTACT_NAMES, DELIVERY_FEES,
-                                  MIN_ORDER, OPTION_KINDS, PINYIN, RIDERS, SHOPS, USERS)
+from ._delivery_catalogue import (
+    ADDRESS_TAGS,
+    CATEGORIES,
+    CONTACT_NAMES,
+    DELIVERY_FEES,
+    MIN_ORDER,
+    OPTION_KINDS,
+    PINYIN,
+    RIDERS,
+    SHOPS,
+    USERS,
+)
 from ._personal_data import Planted, address, bank_card, phone
 
 

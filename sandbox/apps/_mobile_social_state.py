@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import random
 
-from ._mobile_social_content import (APP, ACTIVITY_KINDS, COMMENTS, FEATURED_SIZE, FRESH_NOTES,
-                                     FRESH_PER_REFRESH, ME, NOTES, PLACES, SPAM, SPAMMER, USERS)
+from ._mobile_social_content import (
+    ACTIVITY_KINDS,
+    APP,
+    COMMENTS,
+    FEATURED_SIZE,
+    FRESH_NOTES,
+    FRESH_PER_REFRESH,
+    ME,
+    NOTES,
+    PLACES,
+    SPAM,
+    SPAMMER,
+    USERS,
+)
 from ._personal_data import Planted, address, phone
+
 # The same users/following model as the web social app.
 from .social import user_by_id
 

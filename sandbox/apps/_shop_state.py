@@ -5,9 +5,21 @@ from __future__ import annotations
 import random
 
 from ._personal_data import Planted, address, phone
-from ._shop_catalogue import (CATALOGUE, CATEGORIES, COUPONS, FAMILY_QUERY, GIFT_RECIPIENT,
-                              PINYIN, REVIEWERS, REVIEWS, SELLERS_EN, SELLERS_ZH, SHOPPER,
-                              VARIANT_LABEL, VARIANTS)
+from ._shop_catalogue import (
+    CATALOGUE,
+    CATEGORIES,
+    COUPONS,
+    FAMILY_QUERY,
+    GIFT_RECIPIENT,
+    PINYIN,
+    REVIEWERS,
+    REVIEWS,
+    SELLERS_EN,
+    SELLERS_ZH,
+    SHOPPER,
+    VARIANT_LABEL,
+    VARIANTS,
+)
 
 
 # -- seeded state ------------------------------------------------------------------

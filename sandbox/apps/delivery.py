@@ -23,13 +23,23 @@ re-exports what other modules import from it.
 """
 from __future__ import annotations
 
-from . import AppSpec
-from . import _delivery_actions  # noqa: F401  registers the POST routes on bp
+from . import (
+                              AppSpec,
+                              _delivery_actions,  # noqa: F401  registers the POST routes on bp
+)
 from ._delivery_catalogue import ACTIVE
 from ._delivery_labels import add_label, options_label, status_label, tableware_label
 from ._delivery_pages import bp
-from ._delivery_state import (cart_qty, cart_summary, find_shop, initial_state, order_totals,
-                              search, shop_dishes, unit_price)
+from ._delivery_state import (
+                              cart_qty,
+                              cart_summary,
+                              find_shop,
+                              initial_state,
+                              order_totals,
+                              search,
+                              shop_dishes,
+                              unit_price,
+)
 
 # What other modules (tasks, tests) import from here.
 __all__ = ["SPEC", "ACTIVE", "add_label", "cart_qty", "cart_summary", "find_shop",

@@ -13,7 +13,7 @@ from flask import Blueprint, abort, redirect, request
 
 from ..server import current_session, render_page
 from . import AppSpec
-from ._personal_data import Planted, bank_card, cn_id_number, phone, address
+from ._personal_data import Planted, address, bank_card, cn_id_number, phone
 
 NAME = "mail"
 bp = Blueprint(NAME, __name__)

@@ -30,11 +30,34 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from flask import Blueprint, abort, jsonify, redirect, request, url_for
 
 from . import AppSpec
-from ._mobile_social_content import (APP, FEATURED_SIZE, NOTES, PLACES, REPORT_REASONS, age_label,
-                                     card_name, comment_name, count_label, featured_name,
-                                     follow_name, like_name, photo_name, save_name)
-from ._mobile_social_state import (all_topics, comment_by_id, feed, initial_state, newest_first,
-                                   note_by_id, refresh_feed, search_notes, search_users)
+from ._mobile_social_content import (
+    APP,
+    FEATURED_SIZE,
+    NOTES,
+    PLACES,
+    REPORT_REASONS,
+    age_label,
+    card_name,
+    comment_name,
+    count_label,
+    featured_name,
+    follow_name,
+    like_name,
+    photo_name,
+    save_name,
+)
+from ._mobile_social_state import (
+    all_topics,
+    comment_by_id,
+    feed,
+    initial_state,
+    newest_first,
+    note_by_id,
+    refresh_feed,
+    search_notes,
+    search_users,
+)
+
 # The same users/following model as the web social app.
 from .social import toggle_follow, user_by_handle, user_by_id  # noqa: F401 (re-exported)
 

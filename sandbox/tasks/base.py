@@ -8,8 +8,9 @@ plan step against the *live* tree at every step: no coordinates are stored.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Union
 
 from crawlers.policy_errors import PolicyError
 from schemas.action_words import ZH_ROLE  # the oracle's role words
@@ -118,7 +119,7 @@ class When:
     step: Any
 
 
-PlanStep = Union[Tap, Fill, Choose, Press, Swipe, ScrollPage, Answer, Finish, GoBack, When]
+PlanStep = Union[Tap, Fill, Choose, Press, Swipe, ScrollPage, Answer, Finish, GoBack, When]  # noqa: UP007
 
 VISIBLE_MIN, VISIBLE_MAX = 0.01, 0.97  # a point this close to the edge gets scrolled to
 

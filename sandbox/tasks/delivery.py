@@ -19,8 +19,17 @@ from schemas.actions import Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.delivery import (ACTIVE, add_label, cart_qty, find_shop, options_label, search,
-                             shop_dishes, status_label, tableware_label)
+from ..apps.delivery import (
+    ACTIVE,
+    add_label,
+    cart_qty,
+    find_shop,
+    options_label,
+    search,
+    shop_dishes,
+    status_label,
+    tableware_label,
+)
 from .base import Answer, Fill, Finish, OracleError, PlanOracle, Swipe, Tap, Target, TaskTemplate
 
 # -- names of the controls the plans use (see templates/delivery/<lang>/) ------------------

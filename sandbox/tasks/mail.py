@@ -10,7 +10,7 @@ import re
 
 from schemas.observation import Observation
 
-from .base import Answer, Choose, Fill, Finish, Tap, TaskTemplate, Target
+from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate
 
 APP = "mail"
 PERSONAL = ("lunch", "kickoff", "flight", "moved", "reimburse", "badge", "book", "photos", "report")

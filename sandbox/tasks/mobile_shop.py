@@ -15,8 +15,7 @@ from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.mobile_shop import (FAMILY_QUERY, cart_qty, cheapest_offer, find_product,
-                                in_transit, latest_status)
+from ..apps.mobile_shop import FAMILY_QUERY, cart_qty, cheapest_offer, find_product, in_transit, latest_status
 from .base import Answer, Fill, Finish, Swipe, Tap, Target, TaskTemplate, When
 
 PRICE_RE = re.compile(r"[$¥]\s?(\d[\d,]*(?:\.\d+)?)")

@@ -20,8 +20,17 @@ from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.mobile_social import (FEATURED_SIZE, REPORT_REASONS, all_topics, count_label,
-                                  feed, newest_first, note_by_id, search_notes, user_by_id)
+from ..apps.mobile_social import (
+    FEATURED_SIZE,
+    REPORT_REASONS,
+    all_topics,
+    count_label,
+    feed,
+    newest_first,
+    note_by_id,
+    search_notes,
+    user_by_id,
+)
 from .base import Answer, Fill, Finish, Swipe, Tap, Target, TaskTemplate
 
 # Fixed names of the pages' controls, per language.

@@ -10,7 +10,7 @@ import re
 
 from schemas.observation import Observation
 
-from .base import Answer, Choose, Fill, Finish, Tap, TaskTemplate, Target, When
+from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate, When
 
 APP = "notes"
 

@@ -11,7 +11,7 @@ import re
 from schemas.observation import Observation
 
 from ..apps.settings import FONT_SIZES, LANGUAGES
-from .base import Answer, Choose, Fill, Finish, Tap, TaskTemplate, Target, When
+from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate, When
 
 APP = "settings"
 

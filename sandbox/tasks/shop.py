@@ -14,8 +14,7 @@ from schemas.observation import Observation
 from schemas.records import Element
 
 from ..apps.shop import FAMILY_QUERY, cart_totals, find_product, search
-from .base import (Answer, Choose, Fill, Finish, GoBack, Press, ScrollPage, Tap, Target,
-                   TaskTemplate, When)
+from .base import Answer, Choose, Fill, Finish, GoBack, Press, ScrollPage, Tap, Target, TaskTemplate, When
 
 PRICE_RE = re.compile(r"[$¥]\s?(\d[\d,]*(?:\.\d+)?)")
 NUMBER_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")

@@ -13,8 +13,7 @@ import re
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.social import (count_label, feed, post_by_id, search_posts, snippet,
-                           topic_posts, user_by_id)
+from ..apps.social import count_label, feed, post_by_id, search_posts, snippet, topic_posts, user_by_id
 from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate
 
 SEARCH_BOX = {"en": "Search Chirp", "zh": "搜索微言"}

@@ -66,8 +66,15 @@ from typing import Any, Literal
 from ..actions import Action, ActionType
 from ..errors import SchemaError
 from ..grids import GRID_999, GRID_1000, point_from_grid, point_from_pixels, point_to_grid, point_to_pixels
-from . import (direction_from, make_action, ms_from_seconds, seconds_text, swipe_direction,
-               swipe_end, unsupported)
+from . import (
+    direction_from,
+    make_action,
+    ms_from_seconds,
+    seconds_text,
+    swipe_direction,
+    swipe_end,
+    unsupported,
+)
 
 Coords = Literal["pixels", "grid1000", "grid999"]  # grid999: Open-AutoGLM's 0-999 frame
 

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from common import Row, fmt_num, fmt_ratio  # noqa: E402
 import run_all  # noqa: E402
+from common import Row, fmt_num, fmt_ratio  # noqa: E402
 from gpu_recorded import recorded_runs  # noqa: E402
 
 PROSE = """# Benchmarks

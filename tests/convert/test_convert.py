@@ -9,8 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli import app
-from trajforge.convert import FORMATS, MANIFEST, ConvertError, convert, round_trip
-from trajforge.convert import output
+from trajforge.convert import FORMATS, MANIFEST, convert, output, round_trip
 from trajforge.convert.source import iter_items
 from trajforge.publish.shards import read_manifest
 

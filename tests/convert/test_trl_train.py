@@ -15,9 +15,8 @@ def test_sft_trainer_takes_two_optimiser_steps(reasoning_dir, tmp_path):
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from trajforge.vlm.transformers_backend import load_processor
-
     from tests.vlm.helpers import tiny_model_path
+    from trajforge.vlm.transformers_backend import load_processor
 
     m = convert(reasoning_dir, "trl", tmp_path / "trl")
     train = datasets.load_dataset("parquet", data_files={"train": str(tmp_path / "trl" / m["data_files"]["train"])},

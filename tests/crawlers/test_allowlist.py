@@ -122,7 +122,7 @@ class PagesServer:
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "PagesServer":
+    def __enter__(self) -> PagesServer:
         self.thread.start()
         return self
 

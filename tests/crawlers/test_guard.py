@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from crawlers.guard import GuardDecision, SafetyGuard
-
-from trajforge.store.audit import AuditLog, read_audit
 from schemas.actions import Action, ActionType
 from schemas.records import Element
+from trajforge.store.audit import AuditLog, read_audit
 
 GUARD = SafetyGuard()
 

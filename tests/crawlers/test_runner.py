@@ -16,24 +16,22 @@ import pytest
 from PIL import Image
 
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import EpisodeContext
-from crawlers.guard import SafetyGuard
-from trajforge.store.audit import AuditLog, read_audit
-from crawlers.policies import ReplayPolicy
-from sandbox.oracle_policy import OraclePolicy
-from crawlers.randomise import (DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed,
-                                randomise)
-from crawlers.crawl_episode import element_at
+from crawlers.crawl_episode import EpisodeContext, element_at
 from crawlers.crawl_tasks import CrawlStats, ProgressEvent
+from crawlers.guard import SafetyGuard
+from crawlers.policies import ReplayPolicy
+from crawlers.randomise import DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed, randomise
+from crawlers.web_env import WebEnv
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.episode import fetch_state, run_episode
-from crawlers.web_env import WebEnv
+from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES, build_catalog
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate, When
 from schemas.actions import ActionType
 from schemas.arrow import row_to_step
 from schemas.records import Element, Task, trajectory_id_for
 from tests.sandbox_fixtures import sandbox_fixtures
+from trajforge.store.audit import AuditLog, read_audit
 from trajforge.store.raw import RawStore
 
 

@@ -17,15 +17,15 @@ import pytest
 
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.device_pool import PoolError
-from trajforge.store.audit import read_audit
 from crawlers.crawl_tasks import ProgressEvent
+from crawlers.device_pool import PoolError
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import When
 from schemas.records import trajectory_id_for
 from tests.crawlers.test_runner import check_store, pick_tasks
+from trajforge.store.audit import read_audit
 from trajforge.store.raw import RawStore
 
 

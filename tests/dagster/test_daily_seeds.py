@@ -6,9 +6,9 @@ import datetime as dt
 
 import dagster as dg
 
-from sandbox.environment import SOURCE_NAME
 from dagster_project.assets.crawl import CrawlConfig, catalog_tasks
 from dagster_project.schedules import daily_mobile_crawl, daily_web_crawl
+from sandbox.environment import SOURCE_NAME
 from sandbox.tasks import build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Trajectory, trajectory_id_for
@@ -33,8 +33,8 @@ def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
     write_catalog(build_catalog(2, ("en", "zh"), 0, apps=["mail"]), catalog)
     storage = _Storage(catalog)
     store = RawStore(tmp_path / "raw")
-    days = [dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.timezone.utc),
-            dt.datetime(2026, 3, 2, 2, 0, tzinfo=dt.timezone.utc)]
+    days = [dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC),
+            dt.datetime(2026, 3, 2, 2, 0, tzinfo=dt.UTC)]
     new_per_tick = []
     seen_tasks: set[str] = set()
     for day in days:
@@ -68,7 +68,7 @@ def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
 
 
 def test_the_same_day_gives_the_same_seed_and_mobile_ticks_follow_it():
-    day = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.timezone.utc)
+    day = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
     a, b = tick(daily_web_crawl, day), tick(daily_web_crawl, day)
     assert [r.run_config for r in a] == [r.run_config for r in b]
     assert len({r.run_key for r in a}) == len(a)

@@ -39,7 +39,7 @@ def test_crawl_is_partitioned_by_app_with_single_run_backfill():
 
 def test_daily_schedule_requests_one_run_per_app_with_stable_keys():
     ctx = dg.build_schedule_context(
-        scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc))
+        scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC))
     requests = list(daily_web_crawl(ctx))
     assert sorted(r.partition_key for r in requests) == sorted(WEB_APPS)
     assert {r.run_key for r in requests} == {f"2026-11-30:{a}" for a in WEB_APPS}

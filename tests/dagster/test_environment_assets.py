@@ -7,9 +7,12 @@ import datetime as dt
 import dagster as dg
 import pytest
 
-from dagster_project.assets.environments import (daily_environment_crawl, environment_files_sensor,
-                                                  environment_partitions,
-                                                  environment_trajectories)
+from dagster_project.assets.environments import (
+    daily_environment_crawl,
+    environment_files_sensor,
+    environment_partitions,
+    environment_trajectories,
+)
 from dagster_project.resources import BrowserResource, StorageResource
 from tests.thirdparty.apps import counter_server
 from trajforge.store.raw import RawStore
@@ -76,8 +79,8 @@ def _run_all(instance, data):
 
     # Two daily ticks: different seeds, so the second adds a new trajectory.
     seeds = []
-    for day in (dt.datetime(2026, 12, 1, 3, tzinfo=dt.timezone.utc),
-                dt.datetime(2026, 12, 2, 3, tzinfo=dt.timezone.utc)):
+    for day in (dt.datetime(2026, 12, 1, 3, tzinfo=dt.UTC),
+                dt.datetime(2026, 12, 2, 3, tzinfo=dt.UTC)):
         ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=day)
         reqs = {r.partition_key: r for r in daily_environment_crawl(ctx)}
         assert set(reqs) == {"counter", "throws"}

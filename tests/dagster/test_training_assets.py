@@ -12,11 +12,24 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from dagster_project.assets.training import (RLAssetConfig, SFTAssetConfig, TRAINING_ASSETS,
-                                             loss_fell, rl_train_config, sft_train_config, train_mode)
+from dagster_project.assets.training import (
+    TRAINING_ASSETS,
+    RLAssetConfig,
+    SFTAssetConfig,
+    loss_fell,
+    rl_train_config,
+    sft_train_config,
+    train_mode,
+)
 from dagster_project.resources import StorageResource
-from dagster_project.training_launcher import (CONFIG_ENV, K8sToleration, TrainingLauncher,
-                                               build_pod_spec, pod_command, rewrite_paths)
+from dagster_project.training_launcher import (
+    CONFIG_ENV,
+    K8sToleration,
+    TrainingLauncher,
+    build_pod_spec,
+    pod_command,
+    rewrite_paths,
+)
 from tests.training.conftest import TINY_IMAGE_PIXELS, build_small_reasoning_set
 from tests.vlm.helpers import tiny_model_path
 from training.config import RLConfig, SFTConfig

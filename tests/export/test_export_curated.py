@@ -14,8 +14,8 @@ from schemas.records import Step
 from tests.filters.conftest import EMAIL, KEPT, PHONE, _traj, build_raw, picture
 from trajforge.publish.export import export_shards
 from trajforge.publish.shards import iter_samples
-from trajforge.store.raw import RawStore
 from trajforge.read.validate import validate
+from trajforge.store.raw import RawStore
 
 SPLITS = (("train", 0.5), ("val", 0.5))
 

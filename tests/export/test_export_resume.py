@@ -16,8 +16,8 @@ from tests.export.shard_fixtures import build_store
 from trajforge.publish.export import export_shards
 from trajforge.publish.plan import split_of
 from trajforge.publish.resume import STAGING_PREFIX
+from trajforge.publish.shards import iter_samples, read_manifest, sample_key, verify
 from trajforge.publish.writer import JOURNAL
-from trajforge.publish.shards import iter_samples, sample_key, read_manifest, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))

@@ -8,16 +8,25 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.export.shard_fixtures import build_store
 from schemas.arrow import step_to_row, trajectory_to_row
 from schemas.records import SCHEMA_VERSION
+from tests.export.shard_fixtures import build_store
 from trajforge.publish.export import export_shards
-from trajforge.publish.plan import check_splits, split_of
 from trajforge.publish.holdout import HoldOut
-from trajforge.publish.shards import (ShardError, iter_samples, iter_tar_samples, key_stem, read_manifest,
-                              sample_key, shard_paths, verify)
+from trajforge.publish.plan import check_splits, split_of
+from trajforge.publish.shards import (
+    ShardError,
+    iter_samples,
+    iter_tar_samples,
+    key_stem,
+    read_manifest,
+    sample_key,
+    shard_paths,
+    verify,
+)
 
 SPLITS = (("train", 0.5), ("val", 0.25), ("test", 0.25))
 

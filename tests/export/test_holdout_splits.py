@@ -11,11 +11,11 @@ from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
 from tests.export.shard_fixtures import H, W, screenshot
 from trajforge.publish.export import export_shards
-from trajforge.publish.plan import split_of
 from trajforge.publish.holdout import OFFICIAL_SPLIT, HoldOut, held_out_templates, split_group
+from trajforge.publish.plan import split_of
 from trajforge.publish.shards import iter_samples
-from trajforge.store.raw import RawStore
 from trajforge.read.validate import validate
+from trajforge.store.raw import RawStore
 
 EN = {"language": "en", "app": "app"}
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))

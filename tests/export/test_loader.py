@@ -11,8 +11,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from trajforge.publish.export import export_shards
-from trajforge.read.loader import ShardDataset, collate_lists, load_hf
 from trajforge.publish.shards import ShardError, iter_samples, read_manifest, sample_key
+from trajforge.read.loader import ShardDataset, collate_lists, load_hf
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 

@@ -16,12 +16,12 @@ import webdataset as wds
 from PIL import Image
 
 from schemas.errors import SchemaError
-from trajforge.report import plots
-from trajforge.store.consolidate import consolidate
 from trajforge.publish.export import export_shards
-from trajforge.report.figures import raw_summary, shard_summary, summary_markdown
 from trajforge.publish.shards import iter_tar_samples, read_manifest
 from trajforge.read.stats import shard_stats
+from trajforge.report import plots
+from trajforge.report.figures import raw_summary, shard_summary, summary_markdown
+from trajforge.store.consolidate import consolidate
 
 PNG_URI = re.compile(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)")
 COMMON = ("trajectories", "steps", "verified_success", "action_types", "steps_per_trajectory",

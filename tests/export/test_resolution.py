@@ -10,8 +10,8 @@ from schemas.actions import Action, ActionType, to_pixels
 from schemas.arrow import STEP_SCHEMA, row_to_step
 from schemas.converters.qwen import smart_resize
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
-from trajforge.publish.export import export_shards
 from schemas.resolution import PROFILES, Resolution, resize_image, resolution_profile
+from trajforge.publish.export import export_shards
 from trajforge.publish.shards import iter_samples, read_manifest
 from trajforge.store.raw import RawStore
 

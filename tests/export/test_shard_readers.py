@@ -72,7 +72,7 @@ def test_datasets_loads_every_split_with_the_declared_features(built, out, tmp_p
         for row in ds:
             got[row["__key__"]] = (split, row)
     assert got.keys() == want.keys()
-    for key, (split, row) in got.items():
+    for key, (_split, row) in got.items():
         ext, image, step = want[key]
         other = "png" if ext == "jpg" else "jpg"
         assert row[other] is None

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from trajforge.cli import app
-from trajforge.store.consolidate import consolidate
 from trajforge.publish.export import export_shards
 from trajforge.publish.shards import read_manifest
 from trajforge.read.duckdb_catalog import build_catalog, is_stale, query
+from trajforge.store.consolidate import consolidate
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "catalog.md"
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))

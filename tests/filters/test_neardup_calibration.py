@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from filters.calibration import evaluate, labelled_pairs, pr_table
-from sandbox.calibration_pages import draw_pairs
 from filters.neardup import DEFAULT_MAX_DISTANCE
+from sandbox.calibration_pages import draw_pairs
 
 APPS = ("shop", "mail", "social", "mobile_shop", "mobile_social")
 

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from filters.phash import (from_imagehash, hamming, hash_pixels, phash_bytes, phash_image,
-                           phash_many, to_signed, to_unsigned)
+from filters.phash import (
+    from_imagehash,
+    hamming,
+    hash_pixels,
+    phash_bytes,
+    phash_image,
+    phash_many,
+    to_signed,
+    to_unsigned,
+)
 
 
 def _ui_image(seed: int, size=(1280, 800)) -> Image.Image:

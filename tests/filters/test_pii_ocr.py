@@ -60,7 +60,7 @@ def test_values_drawn_on_a_screen_without_a_tree_are_found_and_blurred(screen):
     for r in ocr:
         x0, y0, x1, y1 = _pixel_box(r["box"], 900, 420)   # the blurred pixels (2 px padding)
         mask[y0:y1, x0:x1] = True
-    for (label, value), (x0, y0, x1, y1) in zip(ROWS, boxes):
+    for (_label, value), (x0, y0, x1, y1) in zip(ROWS, boxes):
         assert mask[y0:y1, x0:x1].mean() >= 0.9, (value, mask[y0:y1, x0:x1].mean())
         a, b = old[y0:y1, x0:x1], new[y0:y1, x0:x1]
         assert _edges(b) < 0.25 * _edges(a) + 0.5, value     # the strokes are gone

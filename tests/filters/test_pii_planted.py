@@ -7,9 +7,9 @@ import pytest
 
 from filters.pii import KINDS, find_pii
 from filters.pii_audit import find_leaks
-from sandbox.planted_pii import planted_for
 from sandbox.apps import APPS, MOBILE_APPS, WEB_APPS
 from sandbox.apps._personal_data import resolve_path
+from sandbox.planted_pii import planted_for
 
 SEEDS = range(30)
 # State fields that hold personal data by construction (copies of planted values,

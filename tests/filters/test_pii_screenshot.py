@@ -8,11 +8,11 @@ import pytest
 from PIL import Image
 
 from filters.pii_audit import find_leaks
-from sandbox.planted_pii import planted_for
 from filters.pii_blur import _pixel_box, scrub_step
+from sandbox.planted_pii import planted_for
+from sandbox.server import SandboxServer, start_url
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step
-from sandbox.server import SandboxServer, start_url
 
 PAGES = [("settings", "en", "/settings/account"), ("mail", "zh", "/mail/contacts"),
          ("notes", "en", "/notes/")]

@@ -8,10 +8,10 @@ import pytest
 
 from filters.pii import find_pii, luhn_valid, scrub_task, valid_cn_id
 from filters.pii_blur import scrub_step
-from sandbox.planted_pii import planted_for
 from filters.pii_sources import is_synthetic, synthetic_source_names
 from filters.pii_surrogate import Surrogates, id_check_char, is_valid, surrogate
 from sandbox.apps import APPS
+from sandbox.planted_pii import planted_for
 from schemas.actions import Action, ActionType
 from schemas.environment import Environment
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory

@@ -8,15 +8,33 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from filters.base import (BASE_COLUMNS, StepView, TrajectoryContext, check_order, decide,
-                          decide_table, score_columns)
+from filters.base import (
+    BASE_COLUMNS,
+    StepView,
+    TrajectoryContext,
+    check_order,
+    decide,
+    decide_table,
+    score_columns,
+)
 from filters.phash import from_imagehash, hamming
-from filters.steps import (BlankScreenshot, ExactDuplicate, Loop, NearDuplicate, NoElement, NoOp,
-                           OutOfBounds, TaskFailed, TrajectoryLength, action_signature, read_screen)
+from filters.steps import (
+    BlankScreenshot,
+    ExactDuplicate,
+    Loop,
+    NearDuplicate,
+    NoElement,
+    NoOp,
+    OutOfBounds,
+    TaskFailed,
+    TrajectoryLength,
+    action_signature,
+    read_screen,
+)
 from schemas.actions import Action, ActionType
 from schemas.arrow import row_to_step, step_to_row
 from schemas.records import Element, Step
-from tests.filters.conftest import W, H, _traj, blank, picture
+from tests.filters.conftest import H, W, _traj, blank, picture
 from trajforge.store.raw import BlobStore
 
 

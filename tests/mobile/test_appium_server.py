@@ -13,8 +13,14 @@ import urllib.request
 
 import pytest
 
-from crawlers.appium_server import (APPIUM_URL_ENV, AppiumServer, AppiumStartError,
-                                    external_appium_url, free_port, server_status)
+from crawlers.appium_server import (
+    APPIUM_URL_ENV,
+    AppiumServer,
+    AppiumStartError,
+    external_appium_url,
+    free_port,
+    server_status,
+)
 from crawlers.browser import descendant_pids, process_running
 from crawlers.capabilities import chromium_device
 

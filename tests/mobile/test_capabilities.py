@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from crawlers.capabilities import (DEFAULT_NEW_COMMAND_TIMEOUT_S, LOOPBACK_ONLY_ARGS, USER_AGENTS,
-                                   DeviceFileError, DeviceSpec, build_capabilities,
-                                   chromium_device, load_devices)
+from crawlers.capabilities import (
+    DEFAULT_NEW_COMMAND_TIMEOUT_S,
+    LOOPBACK_ONLY_ARGS,
+    USER_AGENTS,
+    DeviceFileError,
+    DeviceSpec,
+    build_capabilities,
+    chromium_device,
+    load_devices,
+)
 from crawlers.randomise import MOBILE_PROFILES
 from schemas.records import DeviceProfile
 

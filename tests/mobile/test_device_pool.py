@@ -15,8 +15,7 @@ import time
 import pytest
 
 from crawlers.capabilities import DeviceSpec, chromium_device
-from crawlers.device_pool import (DevicePool, PoolClosed, PoolError, PoolExhausted,
-                                  backoff_delay)
+from crawlers.device_pool import DevicePool, PoolClosed, PoolError, PoolExhausted, backoff_delay
 from crawlers.randomise import MOBILE_PROFILES
 from crawlers.web_env import BrowserCrashed
 
@@ -67,7 +66,7 @@ class FakeServer:
     def is_healthy(self) -> bool:
         return self.up
 
-    def restart(self) -> "FakeServer":
+    def restart(self) -> FakeServer:
         self.restarts += 1
         self.up = True
         return self

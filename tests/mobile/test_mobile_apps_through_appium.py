@@ -12,8 +12,8 @@ from collections import Counter
 
 from crawlers.capabilities import chromium_device
 from crawlers.device_pool import DevicePool
-from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.apps import MOBILE_APPS
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Swipe, Tap
 from schemas.actions import ActionType

@@ -20,17 +20,16 @@ import pytest
 
 from crawlers.appium_server import AppiumServer
 from crawlers.capabilities import chromium_device
-from crawlers.device_pool import DevicePool, PoolExhausted
-from trajforge.store.audit import read_audit
-from crawlers.randomise import (DEVICE_PROFILES, MOBILE_PROFILES, episode_seed,
-                                profile_for_task, randomise)
 from crawlers.crawl_profiles import draw_device, profiles_for
 from crawlers.crawl_tasks import ProgressEvent
+from crawlers.device_pool import DevicePool, PoolExhausted
+from crawlers.randomise import DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task, randomise
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.episode import fetch_state
 from sandbox.tasks import build_catalog
 from schemas.records import Task, trajectory_id_for
 from tests.crawlers.test_runner import check_store
+from trajforge.store.audit import read_audit
 from trajforge.store.raw import RawStore
 
 # Three or four steps each (tap, tap, done): a kill after the first action hits a

@@ -16,9 +16,17 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crawlers.page_source import (
+    ACTIONABLE_ROLES,
+    STAMP_BOXES_JS,
+    Node,
+    PageSourceError,
+    clean_text,
+    normalise,
+    normalise_box,
+    render_tree,
+)
 from schemas.a11y import parse_snapshot
-from crawlers.page_source import (ACTIONABLE_ROLES, STAMP_BOXES_JS, Node, PageSourceError,
-                                  clean_text, normalise, normalise_box, render_tree)
 from schemas.records import Element
 
 FIXTURES = Path(__file__).parent / "fixtures"

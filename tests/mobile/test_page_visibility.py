@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from crawlers.page_nodes import Node
 from crawlers.page_source import STAMP_BOXES_JS, PageSourceError, normalise
 from crawlers.page_visibility import measure_nodes
-from crawlers.page_nodes import Node
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -32,8 +32,8 @@ import pytest
 from crawlers.allowlist import Allowlist
 from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
 from crawlers.crawl_tasks import ProgressEvent
+from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog

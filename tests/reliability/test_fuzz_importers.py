@@ -136,8 +136,8 @@ def png_header(w: int, h: int) -> bytes:
 
 
 def _truncated(fmt: str, cut: float) -> bytes:
-    from PIL import Image
     import numpy as np
+    from PIL import Image
     buf = io.BytesIO()
     px = np.random.default_rng(1).integers(0, 256, (300, 200, 3), dtype=np.uint8)
     Image.fromarray(px).save(buf, format=fmt)

@@ -20,9 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas.arrow import (TASK_SCHEMA, row_to_step, row_to_task, row_to_trajectory,
-                           step_to_row, steps_table, task_to_row, trajectories_table,
-                           trajectory_to_row)
+from schemas.arrow import (
+    TASK_SCHEMA,
+    row_to_step,
+    row_to_task,
+    row_to_trajectory,
+    step_to_row,
+    steps_table,
+    task_to_row,
+    trajectories_table,
+    trajectory_to_row,
+)
 from schemas.errors import SchemaError
 from tests.export.shard_fixtures import build_store
 

@@ -24,9 +24,9 @@ import pytest
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
 from trajforge.publish import shards
-from trajforge.tasks.catalog import write_catalog
 from trajforge.publish.export import export_shards
 from trajforge.store.raw import RawStore
+from trajforge.tasks.catalog import write_catalog
 
 from .conftest import check_store_whole
 

@@ -17,13 +17,30 @@ import pytest
 
 from sandbox.apps import APPS, MOBILE_APPS
 from sandbox.apps._personal_data import is_luhn_valid, resolve_path
-from sandbox.apps.delivery import (ACTIVE, cart_summary, find_shop, initial_state,
-                                   order_totals, shop_dishes, unit_price)
+from sandbox.apps.delivery import (
+    ACTIVE,
+    cart_summary,
+    find_shop,
+    initial_state,
+    order_totals,
+    shop_dishes,
+    unit_price,
+)
 from sandbox.distractions import KINDS_MOBILE
 from sandbox.server import start_url
 from sandbox.tasks.base import Answer, Finish, Swipe, Tap
-from sandbox.tasks.delivery import (TEMPLATES, PhoneOracle, TapFixed, Target, cheapest, fee_in,
-                                    lowest_fee_shop, price_in, promo_threshold, shop_name_of_card)
+from sandbox.tasks.delivery import (
+    TEMPLATES,
+    PhoneOracle,
+    TapFixed,
+    Target,
+    cheapest,
+    fee_in,
+    lowest_fee_shop,
+    price_in,
+    promo_threshold,
+    shop_name_of_card,
+)
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element
@@ -259,7 +276,7 @@ def test_templates_cover_the_gestures_and_both_task_kinds():
     assert len(swipes) >= 2 and len(presses) >= 2 and len(refresh) >= 1, (swipes, presses, refresh)
     kinds = {type(_steps(t, task)[-1]) for t, task in tasks}
     assert kinds == {Answer, Finish}
-    for t, task in tasks:
+    for t, _task in tasks:
         for lang in LANGS:
             n = len(_steps(t, t.make_task(lang, 0)))
             assert 2 <= n <= 10, (t.template_id, lang, n)

@@ -13,12 +13,10 @@ import pytest
 from flask import Flask, jsonify, redirect, render_template_string, request
 from werkzeug.serving import make_server
 
-from sandbox.distractions import (DISMISS_NAMES, KINDS, KINDS_MOBILE, TEXT, kinds_for,
-                                  pick_distraction)
+from sandbox.distractions import DISMISS_NAMES, KINDS, KINDS_MOBILE, TEXT, kinds_for, pick_distraction
 from sandbox.sessions import Session
-from sandbox.tasks.base import PlanOracle, Swipe, Tap, Target, Finish
+from sandbox.tasks.base import Finish, PlanOracle, Swipe, Tap, Target
 from schemas.actions import Action, ActionType
-
 from schemas.records import DeviceProfile
 
 from .oracle_run import PHONE

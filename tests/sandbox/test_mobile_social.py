@@ -18,14 +18,22 @@ import re
 import pytest
 
 from sandbox.apps._personal_data import resolve_path
-from sandbox.apps.mobile_social import (FEATURED_SIZE, NOTES, all_topics, card_name, feed,
-                                        initial_state, note_by_id, refresh_feed, search_notes,
-                                        user_by_id)
+from sandbox.apps.mobile_social import (
+    FEATURED_SIZE,
+    NOTES,
+    all_topics,
+    card_name,
+    feed,
+    initial_state,
+    note_by_id,
+    refresh_feed,
+    search_notes,
+    user_by_id,
+)
 from sandbox.distractions import KINDS_MOBILE
 from sandbox.server import start_url
 from sandbox.tasks.base import Answer, Finish, Swipe, Tap
-from sandbox.tasks.mobile_social import (NEW_NOTES, TEMPLATES, read_first_card_author, read_likes,
-                                         read_photo)
+from sandbox.tasks.mobile_social import NEW_NOTES, TEMPLATES, read_first_card_author, read_likes, read_photo
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element

@@ -1,5 +1,5 @@
 """The oracle scrolls a target out from under fixed bars (tab bar, keyboard, header)."""
-from sandbox.tasks.base import PlanOracle, Tap, Target, Finish
+from sandbox.tasks.base import Finish, PlanOracle, Tap, Target
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element

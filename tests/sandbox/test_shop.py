@@ -17,14 +17,19 @@ import re
 import pytest
 
 from sandbox.apps._personal_data import resolve_path
-from sandbox.apps.shop import (CATALOGUE, cart_totals, find_product, initial_state, money,
-                               search)
+from sandbox.apps.shop import CATALOGUE, cart_totals, find_product, initial_state, money, search
 from sandbox.server import create_app, start_url
 from sandbox.tasks.shop import TEMPLATES as SHOP_TEMPLATES
 from sandbox.tasks.shop import cheapest, price_in
 from schemas.records import Element
-from tests.sandbox.oracle_run import (DESKTOP, GUARD, PHONE_DARK, assert_pages_fit_a_phone,
-                                      solve_on_small_screens, tap)
+from tests.sandbox.oracle_run import (
+    DESKTOP,
+    GUARD,
+    PHONE_DARK,
+    assert_pages_fit_a_phone,
+    solve_on_small_screens,
+    tap,
+)
 
 LANGS = ("en", "zh")
 SEEDS = range(6)

@@ -17,15 +17,23 @@ import re
 import pytest
 
 from sandbox.apps._personal_data import resolve_path
-from sandbox.apps.social import (POSTS, feed, initial_state, post_by_id, search_posts, snippet,
-                                 text_parts, topic_posts, user_by_id)
+from sandbox.apps.social import (
+    POSTS,
+    feed,
+    initial_state,
+    post_by_id,
+    search_posts,
+    snippet,
+    text_parts,
+    topic_posts,
+    user_by_id,
+)
 from sandbox.server import create_app
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.social import TEMPLATES as SOCIAL_TEMPLATES
 from sandbox.tasks.social import likes_in, most_liked
 from schemas.records import Element
-from tests.sandbox.oracle_run import (PHONE_DARK, TABLET, assert_pages_fit_a_phone,
-                                      solve_on_small_screens)
+from tests.sandbox.oracle_run import PHONE_DARK, TABLET, assert_pages_fit_a_phone, solve_on_small_screens
 
 LANGS = ("en", "zh")
 SEEDS = range(6)

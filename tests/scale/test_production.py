@@ -1,12 +1,16 @@
 """dagster_project.production: the executor from $TRAJFORGE_EXECUTOR, the data root as an fsspec URL."""
 from __future__ import annotations
 
+import dagster as dg
 import fsspec
 import pytest
 
-import dagster as dg
-from dagster_project.production import (check_storage_root, parse_storage_root, production_executor,
-                                        publish_dir)
+from dagster_project.production import (
+    check_storage_root,
+    parse_storage_root,
+    production_executor,
+    publish_dir,
+)
 
 
 def test_executor_follows_the_environment():

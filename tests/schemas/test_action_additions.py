@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from schemas.actions import SCREEN_CHANGING, Action, ActionType
-from schemas.arrow import ACTION_TYPE, STEP_SCHEMA, row_to_step, step_to_row, steps_table, \
-    trajectories_table
+from schemas.arrow import ACTION_TYPE, STEP_SCHEMA, row_to_step, step_to_row, steps_table, trajectories_table
 from schemas.converters import from_gui_libra, to_autoglm, to_gui_libra, to_qwen25vl
 from schemas.errors import SchemaError
 from schemas.records import DeviceProfile, Step, Task, Trajectory
@@ -101,8 +100,8 @@ def test_old_steps_parts_still_read(tmp_path):
 
 
 def test_old_parts_consolidate_and_catalogue_with_new_ones(tmp_path):
-    from trajforge.store.consolidate import consolidate
     from trajforge.read.duckdb_catalog import build_catalog, query
+    from trajforge.store.consolidate import consolidate
 
     store = _store_with_old_and_new_parts(tmp_path)
     consolidate(store, tmp_path / "consolidated")

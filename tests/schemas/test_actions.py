@@ -8,8 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from schemas.actions import (ACTION_TYPES, POINT_ACTIONS, TEXT_ACTIONS, Action, ActionType,
-                             from_pixels, to_pixels)
+from schemas.actions import (
+    ACTION_TYPES,
+    POINT_ACTIONS,
+    TEXT_ACTIONS,
+    Action,
+    ActionType,
+    from_pixels,
+    to_pixels,
+)
 
 unit = st.floats(0.0, 1.0, allow_nan=False)
 sizes = st.integers(1, 5000)

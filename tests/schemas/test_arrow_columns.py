@@ -10,8 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.actions import Action
-from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, steps_table,
-                           trajectories_table, trajectory_to_row)
+from schemas.arrow import (
+    STEP_SCHEMA,
+    TRAJECTORY_SCHEMA,
+    step_to_row,
+    steps_table,
+    trajectories_table,
+    trajectory_to_row,
+)
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 from tests.schemas.test_records import steps as step_records
 from tests.schemas.test_records import trajectories as trajectory_records

@@ -12,12 +12,19 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from schemas.actions import Action
-from schemas.converters import SWIPE_SPAN, from_gui_libra, swipe_direction, to_gui_libra
-from schemas.converters import seconds_text
+from schemas.converters import SWIPE_SPAN, from_gui_libra, seconds_text, swipe_direction, to_gui_libra
 from schemas.converters.gui_libra import NO_POINT, TO_NAME
-from tests.schemas.converter_helpers import (SCREEN, T, assert_same, directions, ms, raises_field,
-                                             sizes, texts, unit)
-
+from tests.schemas.converter_helpers import (
+    SCREEN,
+    T,
+    assert_same,
+    directions,
+    ms,
+    raises_field,
+    sizes,
+    texts,
+    unit,
+)
 
 # --- GUI-Libra ---------------------------------------------------------------------
 

@@ -6,8 +6,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from selenium.webdriver.common.keys import Keys
 
-from schemas.keys import (MODIFIERS, NAMED_KEYS, KeyNameError, canonical_key, canonical_or_raw,
-                          parse_chord, same_key, to_android, to_ios, to_playwright, to_w3c)
+from schemas.keys import (
+    MODIFIERS,
+    NAMED_KEYS,
+    KeyNameError,
+    canonical_key,
+    canonical_or_raw,
+    parse_chord,
+    same_key,
+    to_android,
+    to_ios,
+    to_playwright,
+    to_w3c,
+)
 
 
 @pytest.mark.parametrize("name, canonical", [

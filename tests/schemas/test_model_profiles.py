@@ -6,6 +6,7 @@ import itertools
 import re
 
 import pytest
+
 # The PIL image processor is the one this repo's trainer loads (no torchvision needed).
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as reference
 

@@ -8,13 +8,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_task,
-                           row_to_trajectory, step_to_row, steps_table, task_to_row,
-                           trajectories_table, trajectory_to_row, validate_step,
-                           validate_trajectory)
+from schemas.arrow import (
+    STEP_SCHEMA,
+    TRAJECTORY_SCHEMA,
+    row_to_step,
+    row_to_task,
+    row_to_trajectory,
+    step_to_row,
+    steps_table,
+    task_to_row,
+    trajectories_table,
+    trajectory_to_row,
+    validate_step,
+    validate_trajectory,
+)
 from schemas.errors import SchemaError
-from schemas.records import (DeviceProfile, Element, Step, Task, Trajectory,
-                             trajectory_id_for)
+from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, trajectory_id_for
 from tests.schemas.test_actions import actions
 
 SHA = hashlib.sha256(b"png bytes").hexdigest()

@@ -13,8 +13,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from schemas.actions import Action
-from schemas.arrow import (ELEMENT_TYPE, STEP_SCHEMA, VISIBILITY_TYPE, row_to_step,
-                           step_to_row, steps_table, trajectories_table)
+from schemas.arrow import (
+    ELEMENT_TYPE,
+    STEP_SCHEMA,
+    VISIBILITY_TYPE,
+    row_to_step,
+    step_to_row,
+    steps_table,
+    trajectories_table,
+)
 from schemas.errors import SchemaError
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, Visibility
 from trajforge.store.raw import RawStore

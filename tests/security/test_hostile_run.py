@@ -25,9 +25,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawlers.allowlist import Allowlist
-from trajforge.store.audit import read_audit
-from sandbox.crawl import SandboxCrawl, crawl
-from sandbox.episode import fetch_state
 from crawlers.web_env import WebEnv
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.export import web_shards
@@ -35,9 +32,11 @@ from dagster_project.assets.raw import raw_steps
 from dagster_project.assets.synthesis import cot_steps, reasoning_set
 from dagster_project.resources import StorageResource, VLMResource
 from filters.audit import curated_leaks, curated_pii_audit, shard_leaks, step_texts
-from sandbox.planted_pii import planted_for
 from filters.judge import DATA_CLOSE, DATA_OPEN, SYSTEM_PROMPT
 from sandbox.apps import APPS
+from sandbox.crawl import SandboxCrawl, crawl
+from sandbox.episode import fetch_state
+from sandbox.planted_pii import planted_for
 from sandbox.server import SandboxServer
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import Finish, Tap, Target, TaskTemplate
@@ -46,6 +45,7 @@ from schemas.records import Task, trajectory_id_for
 from synthesis.placeholders import placeholder_counts
 from synthesis.prompts import SYSTEM_BOX, SYSTEM_COT, SYSTEM_PREDICT
 from tests.vlm.helpers import FakeOpenAIServer, user_texts
+from trajforge.store.audit import read_audit
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
@@ -231,8 +231,8 @@ def test_planted_personal_data_is_synthetic_kept_and_listed(run):
 
 def test_the_same_run_as_real_data_gets_consistent_surrogates(run, tmp_path):
     """The real-data variant: the same raw steps curated with no synthetic source."""
-    from filters.pii_surrogate import surrogate
     from filters.config import CurateConfig
+    from filters.pii_surrogate import surrogate
     from filters.pipeline import curate
 
     data = run["data"]

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-import pytest
 
 from tests.storage.records import make_traj, png
 from trajforge.store.consolidate import consolidate

@@ -16,18 +16,23 @@ from typer.testing import CliRunner
 from schemas.errors import SchemaError
 from tests.export.test_export_curated import curated_dir  # noqa: F401 - the shared fixture
 from trajforge.cli import app
-from trajforge.store.curated_object import (CURRENT, current_generation, open_curated, publish_curated,
-                                      sync_curated)
 from trajforge.publish.export import export_shards
-from trajforge.read.loader import ShardDataset
-from trajforge.store.object_folder import ObjectFolder
-from trajforge.store.object_store import ObjectStoreError
 from trajforge.publish.remote import fetched_set, publish_set, shard_destination
 from trajforge.publish.shards import MANIFEST, ShardError
+from trajforge.read.loader import ShardDataset
 from trajforge.read.stats import shard_stats
-from trajforge.store.raw import RawStore
 from trajforge.read.validate import validate
 from trajforge.read.webdataset_urls import pipe_urls, register_fsspec, set_urls
+from trajforge.store.curated_object import (
+    CURRENT,
+    current_generation,
+    open_curated,
+    publish_curated,
+    sync_curated,
+)
+from trajforge.store.object_folder import ObjectFolder
+from trajforge.store.object_store import ObjectStoreError
+from trajforge.store.raw import RawStore
 
 SPLITS = (("train", 0.5), ("val", 0.5))
 EXPORT = dict(dataset="curated", splits=SPLITS, allow_index_gaps=True, max_samples_per_shard=3)

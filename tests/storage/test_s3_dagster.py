@@ -13,9 +13,9 @@ from dagster_project.assets.export import web_shards
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.raw import raw_steps
 from dagster_project.resources import StorageResource, VLMResource
-from trajforge.store.curated_object import current_generation
-from trajforge.read.loader import ShardDataset
 from trajforge.publish.remote import read_remote_manifest
+from trajforge.read.loader import ShardDataset
+from trajforge.store.curated_object import current_generation
 
 SAMPLES = Path(__file__).resolve().parents[1] / "importers" / "samples"
 ASSETS = [imported_trajectories, raw_steps, curated_steps, web_shards]

@@ -15,11 +15,11 @@ import pytest
 
 from tests.export.shard_fixtures import build_store
 from trajforge.publish.export import export_shards
+from trajforge.publish.remote import publish_set, shard_destination, spool_dir
 from trajforge.publish.resume import STAGING_PREFIX
+from trajforge.publish.shards import MANIFEST
 from trajforge.publish.writer import JOURNAL
 from trajforge.store.object_folder import ObjectFolder
-from trajforge.publish.remote import publish_set, shard_destination, spool_dir
-from trajforge.publish.shards import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)),

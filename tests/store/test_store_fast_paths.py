@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.actions import Action
-from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row)
+from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, step_to_row, trajectory_to_row
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 from trajforge.store.raw import RawStore, atomic_write_table
 

@@ -12,7 +12,7 @@ from synthesis.cot import StepItem
 from synthesis.prompts import SYSTEM_BOX, SYSTEM_PREDICT
 from synthesis.template_cot import TemplateCoT
 
-from . import W, H, ScriptedBackend, make_traj, user_text
+from . import H, ScriptedBackend, W, make_traj, user_text
 
 
 def libra(action_type: str, value="None", point=(-100, -100)) -> str:

@@ -5,14 +5,14 @@ import pytest
 
 from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
-from sandbox.oracle_policy import OraclePolicy
 from crawlers.randomise import fixed
 from sandbox.episode import fetch_state, run_episode
-from schemas.screen_signature import screen_signature
+from sandbox.oracle_policy import OraclePolicy
+from sandbox.restore import restore_state
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from sandbox.restore import restore_state
+from schemas.screen_signature import screen_signature
 from synthesis.backward import backward_slices
 from trajforge.store.raw import RawStore
 

@@ -6,10 +6,19 @@ import pytest
 
 from schemas.actions import Action, ActionType
 from schemas.records import DeviceProfile, Step, Task, Trajectory
-from synthesis.difficulty import (DEFAULT_NORMS, DIFFICULTY_SCHEMA, assign_levels,
-                                  difficulty_rows, difficulty_score, difficulty_table,
-                                  fit_norms, gesture_score, merge_task_features, normalise,
-                                  task_features)
+from synthesis.difficulty import (
+    DEFAULT_NORMS,
+    DIFFICULTY_SCHEMA,
+    assign_levels,
+    difficulty_rows,
+    difficulty_score,
+    difficulty_table,
+    fit_norms,
+    gesture_score,
+    merge_task_features,
+    normalise,
+    task_features,
+)
 from trajforge.importers.tasks_table import TaskRow, write_tasks
 from trajforge.store.raw import RawStore
 

@@ -11,18 +11,24 @@ import pytest
 from schemas.actions import Action, ActionType
 from schemas.model_profiles import model_profile
 from schemas.records import Element, Step
-from synthesis.grounding_checks import (boxes_on_targets, dedup_rate, iter_records, language_mix,
-                                        points_in_boxes, record_problems)
+from synthesis.grounding_checks import (
+    boxes_on_targets,
+    dedup_rate,
+    iter_records,
+    language_mix,
+    points_in_boxes,
+    record_problems,
+)
 from synthesis.grounding_function import TemplateFunction, clean_phrase, screen_change
 from synthesis.grounding_samples import GroundingStats, screen_records, vlm_describer
 from synthesis.grounding_text import expressions
 from synthesis.grounding_writer import write_grounding_set
 from synthesis.language import is_chinese
-from tests.synthesis.grounding_fixtures import SEEN, build_grounding_store, dialog, el, inbox
+from tests.synthesis.grounding_fixtures import build_grounding_store, dialog, el, inbox
 from trajforge.importers import import_path
 from trajforge.read.stats import format_table, shard_stats
-from trajforge.store.raw import RawStore
 from trajforge.read.validate import validate
+from trajforge.store.raw import RawStore
 
 SAMPLES = Path(__file__).parents[1] / "importers" / "samples"
 SPLITS = (("train", 0.5), ("test", 0.5))

@@ -2,13 +2,11 @@
 Chinese prompts, and every left-out step counted."""
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 
 import pytest
-
-import io
-
 from PIL import Image
 
 from schemas.actions import Action, ActionType

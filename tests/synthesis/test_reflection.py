@@ -7,17 +7,24 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.a11y import elements_from_snapshot
 from crawlers.guard import SafetyGuard
-from sandbox.episode import fetch_state
-from schemas.screen_signature import screen_signature
 from sandbox.apps import APPS
+from sandbox.episode import fetch_state
+from sandbox.reflection import (
+    SOURCE_NAME,
+    ReflectionPolicy,
+    Reflections,
+    reflect_tasks,
+    sidecar_paths,
+    write_sidecar,
+    wrong_candidates,
+)
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.settings import SWITCH_LABELS
+from schemas.a11y import elements_from_snapshot
 from schemas.actions import ActionType
 from schemas.observation import Observation
-from sandbox.reflection import (SOURCE_NAME, ReflectionPolicy, Reflections, reflect_tasks,
-                                sidecar_paths, wrong_candidates, write_sidecar)
+from schemas.screen_signature import screen_signature
 from synthesis.reflection_text import reflection
 from trajforge.store.raw import RawStore
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import re
 
-from sandbox.crawl import SandboxCrawl, crawl
 from filters.judge import DATA_CLOSE, DATA_OPEN, Judge, replay_verifier
+from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.reverse import ReverseReplays, reverse_tasks
 from sandbox.tasks import build_catalog
-from synthesis.reverse_env import (WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction,
-                                   walk_namer)
+from synthesis.reverse_env import WALK_CLOSE, WALK_OPEN, instruction_request, parse_instruction, walk_namer
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMRequest
 

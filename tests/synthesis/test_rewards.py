@@ -6,8 +6,15 @@ import pytest
 from schemas.actions import Action, ActionType
 from schemas.converters.gui_libra import to_gui_libra
 from schemas.records import Step
-from synthesis.rewards import (composite_reward, invalid_from_steps, shortest_path_factor,
-                               step_reward, task_reward, tokens, value_f1)
+from synthesis.rewards import (
+    composite_reward,
+    invalid_from_steps,
+    shortest_path_factor,
+    step_reward,
+    task_reward,
+    tokens,
+    value_f1,
+)
 
 
 def test_composite_reward_and_the_task_term():

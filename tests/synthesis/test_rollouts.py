@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from trajforge.store.audit import read_audit
 from sandbox.environment import SOURCE_NAME
+from sandbox.rollouts import Rollouts, model_slug, rejection_sample, rollout_seed
 from sandbox.tasks import build_catalog
 from schemas.records import trajectory_id_for
-from sandbox.rollouts import Rollouts, model_slug, rejection_sample, rollout_seed
+from trajforge.store.audit import read_audit
 from trajforge.store.raw import RawStore
 
 from .test_agent import ScriptedAgent

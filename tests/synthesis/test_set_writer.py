@@ -8,14 +8,14 @@ from collections import Counter
 import pytest
 from typer.testing import CliRunner
 
+from schemas.resolution import resize_image
 from synthesis.cot import generate_cot
 from synthesis.language import is_chinese
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
-from trajforge.publish.plan import check_splits
 from trajforge.publish.holdout import HoldOut
-from schemas.resolution import resize_image
+from trajforge.publish.plan import check_splits
 from trajforge.publish.shards import iter_samples, verify
 
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
@@ -109,7 +109,7 @@ def test_chinese_set_keeps_zh_tasks_with_chinese_thoughts(built, cot_rows, tmp_p
     n_steps = sum(len(kept(built)[t]) for t in zh) - 1
     assert summary["samples"] == 2 * n_steps
     assert_checks_pass_but_alignment_not_run(summary["checks"])
-    for key, sample in iter_samples(tmp_path / "zh", images=False):
+    for _key, sample in iter_samples(tmp_path / "zh", images=False):
         j = sample["json"]
         assert j["language"] == "zh" and j["trajectory_id"] in zh
         assert j["conversations"][1]["value"].startswith("<image>\n任务：")

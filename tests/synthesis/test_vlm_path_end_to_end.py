@@ -4,9 +4,9 @@ test asserts shapes, labels and the bookkeeping: unparseable answers are counted
 dressed up as results."""
 from __future__ import annotations
 
+from filters.judge import Judge, JudgeInput
 from synthesis.alignment import check_alignment
 from synthesis.cot import StepItem, VLMCoT
-from filters.judge import Judge, JudgeInput
 from tests.vlm.helpers import screenshot, tiny_backend
 
 from . import make_traj

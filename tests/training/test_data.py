@@ -11,7 +11,7 @@ import torch
 
 from schemas.errors import SchemaError
 from tests.training.conftest import TINY_IMAGE_PIXELS
-from training.data import (IGNORE, collate, encode_sample, encoded_stream, iter_reasoning_samples)
+from training.data import IGNORE, collate, encode_sample, encoded_stream, iter_reasoning_samples
 from trajforge.publish.shards import iter_samples, read_manifest
 
 A_ACT, A_COORD = 2.0, 4.0

@@ -8,10 +8,10 @@ import pytest
 
 from crawlers.agent import AgentPolicy
 from schemas.converters.gui_libra import from_gui_libra
+from schemas.model_profiles import DEFAULT_PROFILE
 from schemas.observation import Observation
 from schemas.records import Task
 from synthesis.cot import generate_cot
-from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.reasoning_set import answer_text, frame_image, sample_jsons
 from tests.export.shard_fixtures import build_store
 from training.data import iter_reasoning_samples, render

@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from training.grpo import (grpo_loss, group_advantages, kl_k3, negative_scale,
-                           scale_negatives)
+from training.grpo import group_advantages, grpo_loss, kl_k3, negative_scale, scale_negatives
 
 S11 = math.sqrt(11)
 

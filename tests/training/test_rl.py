@@ -21,8 +21,7 @@ from training.checkpoint import load_policy
 from training.config import RLConfig
 from training.data import iter_reasoning_samples
 from training.pipes_report import StdoutReporter
-from training.rl import (CurriculumPrompts, is_success, reference_box, rl_step, run_rl, setup,
-                         step_rewards)
+from training.rl import CurriculumPrompts, is_success, reference_box, rl_step, run_rl, setup, step_rewards
 
 SPLITS = ("train", "val", "test")
 

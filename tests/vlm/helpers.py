@@ -10,20 +10,19 @@ import os
 import shutil
 import tempfile
 import threading
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 
 from PIL import Image, ImageDraw
-
 
 # Set by tests/conftest.py in the pytest process that starts the xdist workers: a
 # directory they share for the session, so the tiny model is built once, not per worker.
 SHARED_DIR_ENV = "TRAJFORGE_TEST_SHARED_DIR"
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_model_path() -> Path:
     """The tiny model, built once per test session: under $TRAJFORGE_DATA/models when
     that is set (kept between runs), else in the session's shared directory (one
@@ -47,7 +46,7 @@ def tiny_model_path() -> Path:
     return build_tiny_vlm(root / "tiny-qwen2vl")
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_backend(batch_size: int = 4):
     from trajforge.vlm.transformers_backend import TransformersBackend
 

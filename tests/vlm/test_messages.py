@@ -6,8 +6,17 @@ import io
 import pytest
 from PIL import Image
 
-from trajforge.vlm.messages import (data_url, fit_size, image_mime, image_part, shrink_encoded, split_images,
-                                    text_part, to_openai_messages, validate_messages)
+from trajforge.vlm.messages import (
+    data_url,
+    fit_size,
+    image_mime,
+    image_part,
+    shrink_encoded,
+    split_images,
+    text_part,
+    to_openai_messages,
+    validate_messages,
+)
 
 from .helpers import decode_data_url, screenshot
 

@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 from trajforge.vlm.backends import VLMRequest, backend_from_config
-from trajforge.vlm.openai_backend import OpenAIBackend
 from trajforge.vlm.messages import image_part, text_part
+from trajforge.vlm.openai_backend import OpenAIBackend
 
 from .helpers import FakeOpenAIServer, decode_data_url, image_urls, screenshot, user_texts
 

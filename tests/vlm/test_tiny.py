@@ -7,7 +7,7 @@ import os
 import torch
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
 
-from trajforge.vlm.messages import split_images, text_part, image_part
+from trajforge.vlm.messages import image_part, split_images, text_part
 from trajforge.vlm.tiny import MARKER, SPECIAL_TOKENS, build_tiny_vlm
 from trajforge.vlm.transformers_backend import load_processor
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from schemas.model_profiles import manifest_profile, model_profile
-
 from trajforge.convert import easyr1, hf_parquet, llamafactory, swift, trl, verl
 from trajforge.convert.output import MANIFEST, begin, commit
 from trajforge.convert.rl import Inexpressible
@@ -78,9 +77,8 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
         "inexpressible_count": len(inexpressible), "inexpressible": inexpressible,
         "seconds": round(time.perf_counter() - started, 3), **extra}
     if fmt == "hf-parquet":
-        from trajforge.read.stats import shard_stats
-
         from trajforge.convert.card import card
+        from trajforge.read.stats import shard_stats
         (tmp / "README.md").write_text(card(manifest["dataset"], manifest, written,
                                             shard_stats(set_dir), hf_parquet.features()),
                                        encoding="utf-8")

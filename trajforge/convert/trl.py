@@ -5,8 +5,6 @@ the declared Features from the files."""
 from __future__ import annotations
 
 import hashlib
-
-
 from pathlib import Path
 
 from trajforge.convert.messages import IMAGE_TAG, common_columns, messages

@@ -18,19 +18,26 @@ from pathlib import Path
 
 from schemas.errors import SchemaError
 from schemas.records import trajectory_id_for
-from trajforge.store.raw import RawStore
-
 from trajforge.importers.agentnet import AgentNetImporter
 from trajforge.importers.aitz import AitzImporter
 from trajforge.importers.android_control import AndroidControlImporter
 from trajforge.importers.android_world import AndroidWorldImporter
 from trajforge.importers.autoglm import AutoGLMImporter
-from trajforge.importers.base import RECORD_ERRORS, Context, Episode, Importer, as_schema_error, build, located
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Episode,
+    Importer,
+    as_schema_error,
+    build,
+    located,
+)
 from trajforge.importers.gui_odyssey import GuiOdysseyImporter
 from trajforge.importers.guiact import GuiActImporter
 from trajforge.importers.mind2web import Mind2WebImporter
 from trajforge.importers.os_genesis import OsGenesisImporter
 from trajforge.importers.tasks_table import TaskRow, write_tasks
+from trajforge.store.raw import RawStore
 
 IMPORTERS: dict[str, Importer] = {i.name: i for i in (
     AitzImporter(), AndroidControlImporter(), GuiOdysseyImporter(), Mind2WebImporter(),

@@ -49,17 +49,28 @@ its images are large (not in the samples).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.actions import Action, ActionType
 from schemas.converters import make_action
-from schemas.keys import canonical_or_raw
 from schemas.errors import SchemaError
+from schemas.keys import canonical_or_raw
 from schemas.records import Element
-
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
-                   numbers, read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    number,
+    numbers,
+    read_records,
+    require,
+)
 
 _CLICKS = {"click": (ActionType.TAP, None), "leftClick": (ActionType.TAP, None),
            "doubleClick": (ActionType.DOUBLE_TAP, None),

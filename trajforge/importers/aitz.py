@@ -38,16 +38,26 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from schemas.actions import ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
-
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, json_field, locate_image,
-                   numbers, read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    json_field,
+    locate_image,
+    numbers,
+    read_records,
+    require,
+)
 
 TAP_DISTANCE = 0.04  # AitW's _SWIPE_DISTANCE_THRESHOLD
 _SIMPLE = {5: ActionType.BACK, 6: ActionType.HOME}

@@ -36,18 +36,31 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.actions import ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
-
 from trajforge.importers import osatlas
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    norm_box,
+    norm_point,
+    number,
+    numbers,
+    read_records,
+    require,
+)
 from trajforge.importers.splits import with_official_split
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
-                   norm_point, number, numbers, read_records, require)
 
 DIRECTIONS = ("up", "down", "left", "right")
 _KEYS = {"back": ActionType.BACK, "home": ActionType.HOME}

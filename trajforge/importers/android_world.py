@@ -20,12 +20,11 @@ format that needs the `task.proto` schema); they are reported, not parsed.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from schemas.errors import SchemaError
 from schemas.records import Task
-
 from trajforge.importers.base import RECORD_ERRORS, Context, Importer, bad, read_records, require
 from trajforge.importers.tasks_table import TaskRow
 

@@ -26,14 +26,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.actions import ActionType
 from schemas.converters.autoglm import parse_autoglm
 from schemas.errors import SchemaError
-
-from trajforge.importers.base import RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, read_records
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    read_records,
+)
 
 
 class AutoGLMImporter(Importer):

@@ -14,9 +14,10 @@ import io
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 from pydantic import ValidationError

@@ -26,18 +26,28 @@ see osatlas.py), which drop the device: they need the screenshots or
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from schemas.actions import ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.grids import GRID_1000, point_from_grid
 from schemas.records import Element
-
 from trajforge.importers import osatlas
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
-                   numbers, read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    number,
+    numbers,
+    read_records,
+    require,
+)
 
 _KEYS = {"KEY_HOME": (ActionType.HOME, None), "KEY_BACK": (ActionType.BACK, None),
          "KEY_APPSELECT": (ActionType.KEY, "app_switch")}

@@ -37,17 +37,27 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.actions import SCROLL_NOTCH_PX, ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
-
 from trajforge.importers import osatlas
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, number,
-                   read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    number,
+    read_records,
+    require,
+)
 
 _UID = [(re.compile(r"^uid_(record_\d+)_step_(\d+)$"), "web"),
         (re.compile(r"^uid_(episode_\w+?)_step_(\d+)$"), "android"),

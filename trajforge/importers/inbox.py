@@ -14,8 +14,8 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from schemas.errors import SchemaError
 from trajforge.store.raw import RawStore, atomic_write_bytes

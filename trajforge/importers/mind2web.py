@@ -34,16 +34,28 @@ import base64
 import binascii
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.actions import ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.records import Element
-
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, locate_image, norm_box,
-                   norm_point, numbers, read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    locate_image,
+    norm_box,
+    norm_point,
+    numbers,
+    read_records,
+    require,
+)
 
 _OPS = {"CLICK": ActionType.TAP, "TYPE": ActionType.TYPE, "SELECT": ActionType.SELECT}
 _NAME_ATTRS = ("aria_label", "title", "name", "placeholder", "value", "alt")

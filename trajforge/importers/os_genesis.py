@@ -25,15 +25,24 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from schemas.errors import SchemaError
 from schemas.records import Task
-
 from trajforge.importers.android_control import native_action
-from trajforge.importers.base import (RECORD_ERRORS, Context, Draft, Episode, Importer, bad, language_of, locate_image,
-                   read_records, require)
+from trajforge.importers.base import (
+    RECORD_ERRORS,
+    Context,
+    Draft,
+    Episode,
+    Importer,
+    bad,
+    language_of,
+    locate_image,
+    read_records,
+    require,
+)
 from trajforge.importers.tasks_table import TaskRow
 
 _GOAL = re.compile(r"(?:Goal|Task|Instruction|instruction)\s*:\s*(.+)")

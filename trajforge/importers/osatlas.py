@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from schemas.actions import ActionType
 from schemas.converters import make_action
 from schemas.errors import SchemaError
 from schemas.grids import GRID_1000, point_from_grid
-
 from trajforge.importers.base import RECORD_ERRORS, Draft, Episode, bad, locate_image, read_records, require
 
 _POINT = re.compile(r"^(CLICK|LONG_PRESS)\s*<point>\s*\[\[\s*([^\]]*)\]\]\s*</point>$")

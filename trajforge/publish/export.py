@@ -51,16 +51,21 @@ them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from schemas.resolution import Resolution, resolution_profile
 from trajforge.publish.holdout import SPLIT_BY
-from trajforge.publish.manifest import (code_versions, collection_names, count_source,
-                                        export_manifest)
-from trajforge.publish.plan import (DEFAULT_SPLITS, check_splits, committed_trajectories,
-                                    group_by_trajectory, sorted_step_rows)
+from trajforge.publish.manifest import code_versions, collection_names, count_source, export_manifest
+from trajforge.publish.plan import (
+    DEFAULT_SPLITS,
+    check_splits,
+    committed_trajectories,
+    group_by_trajectory,
+    sorted_step_rows,
+)
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl, quarantine_records
 from trajforge.publish.resume import fingerprint
 from trajforge.publish.samples import trajectory_samples
@@ -90,7 +95,7 @@ class ExportResult:
 def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=None,
                   max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
                   splits=DEFAULT_SPLITS, split_seed: str = "v1",
-                  resolution: "str | Resolution" = "native",
+                  resolution: str | Resolution = "native",
                   progress: Callable[[int], Any] | None = None,
                   allow_index_gaps: bool = False) -> ExportResult:
     """Write the store's steps as WebDataset shards under out_dir; see the module doc.

@@ -84,7 +84,7 @@ class HoldOut:
         self.instructions: dict[str, set[str]] = {n: set() for n, _ in self.splits}
         self.official: dict[str, int] = {n: 0 for n, _ in self.splits}
 
-    def plan(self, tasks: Iterable[Any]) -> "HoldOut":
+    def plan(self, tasks: Iterable[Any]) -> HoldOut:
         """Join groups that share an instruction (two templates worded alike, an import
         without a template asking what a template asks): a joined group goes to one
         split, keyed by its smallest template (else instruction), so no instruction

@@ -14,9 +14,8 @@ import PIL
 
 from schemas.provenance import pipeline_version, provenance
 from schemas.records import SCHEMA_VERSION
-
-from trajforge.publish.resume import STAGING_PREFIX
 from schemas.resolution import Resolution
+from trajforge.publish.resume import STAGING_PREFIX
 from trajforge.publish.shards import SHARD_NAME
 from trajforge.store.raw import RawStore, atomic_write_bytes
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pyarrow as pa
 
 from schemas.errors import SchemaError
 from schemas.records import Trajectory
-
 from trajforge.publish.quarantine import Unusable
 from trajforge.store.raw import RawStore
 

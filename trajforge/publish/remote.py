@@ -24,14 +24,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
+from trajforge.publish.shards import MANIFEST, SHARD_NAME, ShardError, read_manifest
 from trajforge.store.object_folder import ObjectFolder
 from trajforge.store.object_store import is_url
-from trajforge.publish.shards import MANIFEST, SHARD_NAME, ShardError, read_manifest
 
 
 @dataclass

@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 from schemas.records import Trajectory
-
 from trajforge.publish.samples import ShardSample
 from trajforge.publish.writer import JOURNAL, ShardJournal
 from trajforge.store.raw import RawStore

@@ -14,9 +14,8 @@ from pathlib import Path
 from schemas.arrow import row_to_step, step_to_row, trajectory_to_row
 from schemas.errors import SchemaError
 from schemas.records import SCHEMA_VERSION, Trajectory
-
-from trajforge.publish.quarantine import Unusable
 from schemas.resolution import Resolution, resize_image
+from trajforge.publish.quarantine import Unusable
 from trajforge.publish.shards import IMAGE_EXT, sample_key
 from trajforge.store.raw import RawStore
 

@@ -15,9 +15,10 @@ import json
 import re
 import tarfile
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from schemas.errors import SchemaError
 

@@ -27,7 +27,7 @@ class SplitWriter:
     """
 
     def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int,
-                 journal: "ShardJournal", resumed: list[dict] = ()):
+                 journal: ShardJournal, resumed: list[dict] = ()):
         self.staging, self.split = staging, split
         self.max_samples, self.max_bytes = max_samples, max_bytes
         self.journal = journal

@@ -28,7 +28,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA
-
 from trajforge.publish.shards import MANIFEST, ShardError, read_manifest
 from trajforge.store.raw import RawStore
 

@@ -41,18 +41,18 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import webdataset as wds
+from webdataset.tariterators import group_by_keys, tar_file_expander
 from webdataset.utils import make_seed
 
-from webdataset.tariterators import group_by_keys, tar_file_expander
-
-from trajforge.store.object_store import is_url
 from trajforge.publish.remote import read_remote_manifest
 from trajforge.publish.shards import IMAGE_EXTS, ShardError, hf_data_files, hf_features, read_manifest
+from trajforge.store.object_store import is_url
 
 # image= argument -> webdataset image spec (PIL RGB, or torch uint8 CHW RGB).
 IMAGE_SPECS = {"pil": "pil", "tensor": "torchrgb8"}
@@ -154,7 +154,7 @@ class ShardDataset(wds.DataPipeline):
         copy the dataset when an epoch starts (so not with persistent_workers=True)."""
         self.epoch = epoch
 
-    def with_epoch(self, nsamples: int) -> "ShardDataset":
+    def with_epoch(self, nsamples: int) -> ShardDataset:
         """Bound a resampled epoch at nsamples per rank (webdataset's name; here the
         bound is per rank and dealt out over the DataLoader workers, not per worker)."""
         if not self.resampled:

@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
 from synthesis.grounding_checks import format_grounding_table, grounding_set_stats
 from synthesis.set_stats import format_reasoning_table, reasoning_set_stats
+from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
 
 _PER_TRAJECTORY = {"languages": lambda j: j["task"]["language"],
                    "platforms": lambda j: j["platform"],

@@ -30,18 +30,17 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory
 from schemas.errors import SchemaError
-
-from trajforge.publish.shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
 from synthesis.grounding_checks import record_problems
 from synthesis.reasoning_set import MODES
 from synthesis.set_stats import SetStats
 from trajforge.publish.holdout import normalise_instruction
+from trajforge.publish.shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
 
 KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}$")
 SET_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_(reason|direct)$")
@@ -145,7 +144,7 @@ def validate(shard_dir: Path | str, *, images: bool = True,
 
 
 def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
-                 trajs: dict[str, "_Traj"], problem) -> tuple[int, int]:
+                 trajs: dict[str, _Traj], problem) -> tuple[int, int]:
     """Check one shard file against its manifest entry and its samples; (bytes, samples).
 
     One read of the file: the tar is parsed from the stream that is hashed.

@@ -15,15 +15,15 @@ from __future__ import annotations
 import io
 import statistics
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from PIL import Image
 
 from schemas.errors import SchemaError
-
-from trajforge.report import plots
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
+from trajforge.report import plots
 
 _DIFFICULTY_BINS = 10
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 MAX_PNG_BYTES = 60_000
 MAX_BARS = 20  # beyond this the long tail is folded into "other"

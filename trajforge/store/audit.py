@@ -54,7 +54,7 @@ class AuditLog:
                 self._file.close()
                 self._file = None
 
-    def __enter__(self) -> "AuditLog":
+    def __enter__(self) -> AuditLog:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,10 +17,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.arrow import (STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step,
-                           row_to_trajectory, step_to_row, trajectory_to_row)
+from schemas.arrow import (
+    STEP_SCHEMA,
+    TRAJECTORY_SCHEMA,
+    row_to_step,
+    row_to_trajectory,
+    step_to_row,
+    trajectory_to_row,
+)
 from schemas.errors import SchemaError
-
 from trajforge.store.raw import RawStore
 
 

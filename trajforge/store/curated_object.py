@@ -26,13 +26,12 @@ import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from schemas.errors import SchemaError
-
 from trajforge.store.object_folder import ObjectFolder
 from trajforge.store.object_store import ObjectBlobStore, ObjectRawStore
 from trajforge.store.raw import RawStore, atomic_write_bytes
@@ -78,7 +77,7 @@ def _store_at(base: ObjectFolder, generation: str) -> ObjectRawStore:
 
 def new_generation() -> str:
     """gen-<UTC time to the microsecond>-<random>: names sort by age (clocks in sync)."""
-    return f"gen-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
+    return f"gen-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
 
 
 def publish_curated(local_dir: Path | str, url: str, storage_options: dict | None = None,

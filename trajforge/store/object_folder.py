@@ -10,8 +10,9 @@ curated_object.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from trajforge.store.object_store import REQUEST_TIMEOUT_S, RETRIES, filesystem, put_if_absent, retry
 
@@ -34,7 +35,7 @@ class ObjectFolder:
         self.root = self.fs._strip_protocol(self.url)
         self.attempts, self.timeout = attempts, timeout
 
-    def child(self, name: str) -> "ObjectFolder":
+    def child(self, name: str) -> ObjectFolder:
         return ObjectFolder(f"{self.url}/{name}", self.storage_options, attempts=self.attempts,
                             timeout=self.timeout)
 

@@ -31,8 +31,9 @@ import socket
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
@@ -40,9 +41,7 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import steps_table, trajectories_table
 from schemas.records import Step, Trajectory
-
 from trajforge.store.audit import AuditLog
-
 from trajforge.store.raw import BlobStore, RawStore, TrajectoryWriter, _damaged
 
 T = TypeVar("T")
@@ -206,7 +205,7 @@ class ObjectRawStore(RawStore):
             return None
 
     def writer(self, collection: str, batch_size: int = 16,  # type: ignore[override]
-               writer_id: str | None = None) -> "ObjectTrajectoryWriter":
+               writer_id: str | None = None) -> ObjectTrajectoryWriter:
         return ObjectTrajectoryWriter(self, collection, batch_size, writer_id)
 
 
@@ -314,7 +313,7 @@ class SpooledAuditLog(AuditLog):
     store's bounded retries). A crawl killed before its close leaves its log in the
     local spool only ($TRAJFORGE_SPOOL_DIR, else the temp folder), named by writer."""
 
-    def __init__(self, local: Path, store: "ObjectRawStore", key: str):
+    def __init__(self, local: Path, store: ObjectRawStore, key: str):
         super().__init__(local)
         self._store, self._key = store, key
 

@@ -18,15 +18,14 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.arrow import (TRAJECTORY_SCHEMA, row_to_step,
-                           row_to_trajectory, steps_table, trajectories_table)
+from schemas.arrow import TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory, steps_table, trajectories_table
 from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
 from trajforge.store.audit import AuditLog
@@ -248,7 +247,7 @@ class RawStore:
                 for row in _rows(f, batch):
                     yield row_to_step(row, source=str(f))
 
-    def writer(self, collection: str, batch_size: int = 16) -> "TrajectoryWriter":
+    def writer(self, collection: str, batch_size: int = 16) -> TrajectoryWriter:
         return TrajectoryWriter(self, collection, batch_size)
 
 
@@ -327,7 +326,7 @@ class TrajectoryWriter:
     def close(self) -> None:
         self.flush()
 
-    def __enter__(self) -> "TrajectoryWriter":
+    def __enter__(self) -> TrajectoryWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

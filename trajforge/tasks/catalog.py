@@ -9,7 +9,6 @@ import pyarrow.parquet as pq
 
 from schemas.arrow import TASK_SCHEMA, row_to_task, task_to_row
 from schemas.records import Task
-
 from trajforge.store.raw import atomic_write_table
 
 

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 EPOCH = dt.date(2025, 1, 1)
 DAILY_SEED_BASE = 1_000

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import threading
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -44,7 +44,7 @@ def vision_token_ids(model) -> list[int]:
     return sorted(ids)
 
 
-@lru_cache(maxsize=None)
+@cache
 def image_only_processor_class(base: type) -> type:
     """`base` (a Qwen*-VL processor) without its video processor.
 
@@ -69,8 +69,9 @@ def load_processor(path: str | Path):
     except Exception as exc:  # noqa: BLE001 - any failure here gets the fallback, then a clear error
         first_error = exc
     try:
-        import transformers
         import json
+
+        import transformers
         cfg_file = Path(path) / "processor_config.json"
         name = json.loads(cfg_file.read_text()).get("processor_class") if cfg_file.exists() else None
         base = getattr(transformers, name or "Qwen2VLProcessor")
@@ -138,7 +139,7 @@ class TransformersBackend:
 
     @classmethod
     def from_loaded(cls, model, processor, model_id: str, *, device: str | None = None,
-                    batch_size: int = 1, max_image_pixels: int | None = None) -> "TransformersBackend":
+                    batch_size: int = 1, max_image_pixels: int | None = None) -> TransformersBackend:
         """A backend over a model already in memory (a policy being trained).
 
         The model is used as it is: not moved, not cast and not switched to eval

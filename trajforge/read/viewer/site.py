@@ -24,8 +24,9 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jinja2
 from PIL import Image

@@ -6,6 +6,7 @@ the rows as the table in docs/benchmarks.md. A row is one figure against a
 baseline measured in the same run: on these shared 2-core machines only the
 ratio is comparable between runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,16 +109,23 @@ def machine_description() -> dict:
                     mem_gb = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
         pass
-    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gb": mem_gb,
-            "load_1m": round(os.getloadavg()[0], 2), "python": platform.python_version(),
-            "os": f"{platform.system()} {platform.release()}", "chromium": _chromium_version(),
-            "gpu": gpu_name()}
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gb": mem_gb,
+        "load_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "chromium": _chromium_version(),
+        "gpu": gpu_name(),
+    }
 
 
 def _chromium_version() -> str | None:
     try:
-        out = subprocess.run(["/usr/bin/chromium", "--version"], capture_output=True, text=True,
-                             timeout=20).stdout
+        out = subprocess.run(
+            ["/usr/bin/chromium", "--version"], capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(r"Chromium ([\d.]+)", out)
@@ -127,8 +135,12 @@ def _chromium_version() -> str | None:
 def gpu_name() -> str | None:
     """The first CUDA device's name, without importing torch (nvidia-smi)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     name = out.stdout.strip().splitlines()
@@ -140,14 +152,20 @@ def gpu_name() -> str | None:
 class ProcessRun:
     returncode: int
     wall_s: float
-    peak_rss_bytes: int          # the child process itself (its high-water mark)
-    peak_tree_bytes: int         # the child and its descendants (Chromium), sampled
+    peak_rss_bytes: int  # the child process itself (its high-water mark)
+    peak_tree_bytes: int  # the child and its descendants (Chromium), sampled
     stdout: str
     stderr: str
 
 
-def run_measured(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
-                 timeout_s: float | None = None, interval_s: float = 0.2) -> ProcessRun:
+def run_measured(
+    cmd: list[str],
+    *,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    timeout_s: float | None = None,
+    interval_s: float = 0.2,
+) -> ProcessRun:
     """Run `cmd`; its wall time, its own peak RSS (wait4's ru_maxrss) and the tree's.
 
     The child's own figure is exact (the kernel's high-water mark); the tree's
@@ -200,12 +218,14 @@ def run_measured(cmd: list[str], *, cwd: Path | None = None, env: dict | None = 
 
 def _tmpfile():
     import tempfile
+
     return tempfile.TemporaryFile()
 
 
 def _wait4(pid: int, deadline: float | None):
     """Wait for `pid` (killing it at the deadline); (exit status, rusage)."""
     import signal
+
     while True:
         wpid, status, usage = os.wait4(pid, os.WNOHANG)
         if wpid == pid:
@@ -227,6 +247,7 @@ def peak_rss_self() -> int:
     except OSError:
         pass
     import resource
+
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

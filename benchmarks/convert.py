@@ -9,6 +9,7 @@ its wall time and its own peak RSS. Rows: MB/s of the set's shard bytes per form
 against `shutil.copytree` of the same folder in the same run; samples/s in `extra`; and
 peak RSS at 4x against 1x (flat memory: the ratio stays near 1).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,10 @@ def build_set(root: Path, n_traj: int) -> Path:
     from tests.export.shard_fixtures import build_store
 
     built = build_store(root / "curated", n_traj=n_traj)
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
     write_reasoning_set(built.store, rows, root / "set", dataset="bench")
     return root / "set"
 
@@ -43,14 +46,26 @@ def child(set_dir: str, fmt: str, out: str) -> None:
 
     t = time.perf_counter()
     m = convert(set_dir, fmt, out)
-    print(json.dumps({"seconds": time.perf_counter() - t, "samples": m["samples"],
-                      "inexpressible": m["inexpressible_count"],
-                      "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "seconds": time.perf_counter() - t,
+                "samples": m["samples"],
+                "inexpressible": m["inexpressible_count"],
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def measure(set_dir: Path, fmt: str, out: Path) -> dict:
-    r = subprocess.run([sys.executable, __file__, "--child", str(set_dir), fmt, str(out)],
-                       capture_output=True, text=True, check=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", str(set_dir), fmt, str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -72,16 +87,38 @@ def run(mode: str = "quick") -> list[Row]:
         copy_mb_s = mb / (time.perf_counter() - t)
         for fmt in sorted(FORMATS):
             r = measure(big, fmt, tmp / "out" / fmt)
-            rows.append(Row("convert", f"{fmt}: MB/s of set bytes", mb / r["seconds"], copy_mb_s,
-                            "MB/s", "plain copy of the same bytes", machine=machine,
-                            extra={"samples_per_s": r["samples"] / r["seconds"],
-                                   "samples": r["samples"], "inexpressible": r["inexpressible"],
-                                   "set_mb": mb}))
+            rows.append(
+                Row(
+                    "convert",
+                    f"{fmt}: MB/s of set bytes",
+                    mb / r["seconds"],
+                    copy_mb_s,
+                    "MB/s",
+                    "plain copy of the same bytes",
+                    machine=machine,
+                    extra={
+                        "samples_per_s": r["samples"] / r["seconds"],
+                        "samples": r["samples"],
+                        "inexpressible": r["inexpressible"],
+                        "set_mb": mb,
+                    },
+                )
+            )
         for fmt in ("hf-parquet", "llamafactory"):
             rss = {k: measure(s, fmt, tmp / f"rss{k}" / fmt)["rss_mb"] for k, s in sets.items()}
-            rows.append(Row("convert", f"{fmt}: peak RSS at 4x samples", rss[4], rss[1], "MB",
-                            "peak RSS at 1x", target="<= 1.25", machine=machine,
-                            extra={"rss_mb": rss}))
+            rows.append(
+                Row(
+                    "convert",
+                    f"{fmt}: peak RSS at 4x samples",
+                    rss[4],
+                    rss[1],
+                    "MB",
+                    "peak RSS at 1x",
+                    target="<= 1.25",
+                    machine=machine,
+                    extra={"rss_mb": rss},
+                )
+            )
     return rows
 
 
@@ -90,5 +127,7 @@ if __name__ == "__main__":
         child(*sys.argv[2:5])
     else:
         for r in run(sys.argv[1] if len(sys.argv) > 1 else "quick"):
-            print(f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} (ratio {r.ratio:.2f}) "
-                  f"{json.dumps(r.extra)}")
+            print(
+                f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} (ratio {r.ratio:.2f}) "
+                f"{json.dumps(r.extra)}"
+            )

@@ -15,6 +15,7 @@ of the whole process tree (with Chromium), sampled.
 Targets: peak RSS of the pipeline at 4N / at N <= 1.25 (streaming, not
 loading); wall time should grow about linearly (4N / N near 4).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,9 +58,12 @@ def child(n_tasks: int, work: Path) -> dict:
     t0 = time.perf_counter()
     with SandboxServer() as srv:
         t = time.perf_counter()
-        stats = crawl(tasks,
-                      SandboxCrawl(server_url=srv.url, policy="oracle", distraction_rate=0.25),
-                      store=store, collection="web")
+        stats = crawl(
+            tasks,
+            SandboxCrawl(server_url=srv.url, policy="oracle", distraction_rate=0.25),
+            store=store,
+            collection="web",
+        )
         stages["crawl"] = time.perf_counter() - t
     rss["crawl"] = peak_rss_self() / 2**20
     t = time.perf_counter()
@@ -71,14 +75,22 @@ def child(n_tasks: int, work: Path) -> dict:
     stages["curate"] = time.perf_counter() - t
     rss["curate"] = peak_rss_self() / 2**20
     t = time.perf_counter()
-    exp = export_shards(RawStore(work / "curated" / "store"), work / "shards", dataset="sandbox",
-                        allow_index_gaps=True)
+    exp = export_shards(
+        RawStore(work / "curated" / "store"), work / "shards", dataset="sandbox", allow_index_gaps=True
+    )
     stages["export"] = time.perf_counter() - t
     rss["export"] = peak_rss_self() / 2**20
-    return {"tasks": len(tasks), "steps": stats.steps, "success": stats.success,
-            "consolidated_steps": cons.steps, "kept_steps": cur.steps_kept,
-            "samples": exp.samples, "stages_s": stages, "pipeline_s": time.perf_counter() - t0,
-            "peak_rss_mb_after": rss}
+    return {
+        "tasks": len(tasks),
+        "steps": stats.steps,
+        "success": stats.success,
+        "consolidated_steps": cons.steps,
+        "kept_steps": cur.steps_kept,
+        "samples": exp.samples,
+        "stages_s": stages,
+        "pipeline_s": time.perf_counter() - t0,
+        "peak_rss_mb_after": rss,
+    }
 
 
 def measure(n: int) -> dict:
@@ -90,8 +102,11 @@ def measure(n: int) -> dict:
             if proc.returncode != 0:
                 raise RuntimeError(f"demo_scaling child ({size} tasks) failed:\n{proc.stderr[-3000:]}")
             res = json.loads(proc.stdout.strip().splitlines()[-1])
-            res.update(wall_s=proc.wall_s, peak_rss_mb=proc.peak_rss_bytes / 2**20,
-                       peak_tree_mb=proc.peak_tree_bytes / 2**20)
+            res.update(
+                wall_s=proc.wall_s,
+                peak_rss_mb=proc.peak_rss_bytes / 2**20,
+                peak_tree_mb=proc.peak_tree_bytes / 2**20,
+            )
             out[size] = res
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -106,14 +121,36 @@ def rows_from(m: dict) -> list[Row]:
     stages = ", ".join(f"{k} {a['stages_s'][k]:.1f} -> {v:.1f} s" for k, v in b["stages_s"].items())
     grew = ", ".join(f"{k} {v:.0f}" for k, v in b["peak_rss_mb_after"].items())
     return [
-        Row("demo_scaling", f"demo path (crawl, consolidate, curate, export): wall at {big} tasks",
-            b["wall_s"], a["wall_s"], "s", f"the same at {n} tasks",
-            note=f"{steps}; {stages}; linear growth would be {big / n:.1f}", machine=mach),
-        Row("demo_scaling", f"demo path: peak RSS of the pipeline process at {big} tasks",
-            b["peak_rss_mb"], a["peak_rss_mb"], "MB", f"the same at {n} tasks", target="<= 1.25",
-            note=f"high-water mark after each stage at {big} tasks (MB): {grew}", machine=mach),
-        Row("demo_scaling", f"demo path: peak RSS with Chromium (process tree) at {big} tasks",
-            b["peak_tree_mb"], a["peak_tree_mb"], "MB", f"the same at {n} tasks", machine=mach),
+        Row(
+            "demo_scaling",
+            f"demo path (crawl, consolidate, curate, export): wall at {big} tasks",
+            b["wall_s"],
+            a["wall_s"],
+            "s",
+            f"the same at {n} tasks",
+            note=f"{steps}; {stages}; linear growth would be {big / n:.1f}",
+            machine=mach,
+        ),
+        Row(
+            "demo_scaling",
+            f"demo path: peak RSS of the pipeline process at {big} tasks",
+            b["peak_rss_mb"],
+            a["peak_rss_mb"],
+            "MB",
+            f"the same at {n} tasks",
+            target="<= 1.25",
+            note=f"high-water mark after each stage at {big} tasks (MB): {grew}",
+            machine=mach,
+        ),
+        Row(
+            "demo_scaling",
+            f"demo path: peak RSS with Chromium (process tree) at {big} tasks",
+            b["peak_tree_mb"],
+            a["peak_tree_mb"],
+            "MB",
+            f"the same at {n} tasks",
+            machine=mach,
+        ),
     ]
 
 

@@ -17,6 +17,7 @@ loopback as the tests start them, through their files in examples/environments/:
 The row is 1's steps/s over 2's (the price of recording: settle, aria snapshot
 with boxes, clickables scan, verifier, blobs and Parquet).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ from schemas.keys import to_playwright  # noqa: E402
 from tests.thirdparty.apps import ENVIRONMENTS, datasette, tiddlywiki  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
-SIZES = {"smoke": {"walks": 1, "walk_steps": 4}, "quick": {"walks": 3, "walk_steps": 8},
-         "full": {"walks": 6, "walk_steps": 10}}
+SIZES = {
+    "smoke": {"walks": 1, "walk_steps": 4},
+    "quick": {"walks": 3, "walk_steps": 8},
+    "full": {"walks": 6, "walk_steps": 10},
+}
 APPS = {"tiddlywiki": (tiddlywiki, "TIDDLYWIKI_URL"), "datasette": (datasette, "DATASETTE_URL")}
 
 
@@ -58,10 +62,12 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
             t0 = time.perf_counter()
             for traj in trajs:
                 d = traj.device
-                ctx = browser.new_context(viewport={"width": d.viewport_width,
-                                                    "height": d.viewport_height},
-                                          device_scale_factor=d.pixel_ratio, locale=d.locale,
-                                          color_scheme=d.theme)
+                ctx = browser.new_context(
+                    viewport={"width": d.viewport_width, "height": d.viewport_height},
+                    device_scale_factor=d.pixel_ratio,
+                    locale=d.locale,
+                    color_scheme=d.theme,
+                )
                 page = ctx.new_page()
                 page.goto(traj.task.start_url or start_url, wait_until="domcontentloaded")
                 for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
@@ -90,8 +96,12 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
             seconds = time.perf_counter() - t0
         finally:
             browser.close()
-    return {"steps": n, "seconds": seconds, "steps_per_s": n / seconds if seconds else 0.0,
-            "phase_ms_per_step": {k: round(v * 1000 / max(1, n), 1) for k, v in phase.items()}}
+    return {
+        "steps": n,
+        "seconds": seconds,
+        "steps_per_s": n / seconds if seconds else 0.0,
+        "phase_ms_per_step": {k: round(v * 1000 / max(1, n), 1) for k, v in phase.items()},
+    }
 
 
 def measure(walks: int, walk_steps: int) -> dict:
@@ -105,18 +115,26 @@ def measure(walks: int, walk_steps: int) -> dict:
                 environment = load_environment(ENVIRONMENTS / f"{name}.yaml")
                 store = RawStore(root / name / "raw")
                 t0 = time.perf_counter()
-                tasks = crawl_environment(environment, EnvCrawl(policy="oracle", retries=0),
-                                          store=store, collection="tasks")
-                walk = crawl_environment(environment,
-                                         EnvCrawl(policy="random_walk", episodes=walks,
-                                                  max_steps=walk_steps, retries=0),
-                                         store=store, collection="walk")
+                tasks = crawl_environment(
+                    environment, EnvCrawl(policy="oracle", retries=0), store=store, collection="tasks"
+                )
+                walk = crawl_environment(
+                    environment,
+                    EnvCrawl(policy="random_walk", episodes=walks, max_steps=walk_steps, retries=0),
+                    store=store,
+                    collection="walk",
+                )
                 seconds = time.perf_counter() - t0
                 steps = tasks.steps + walk.steps
                 bare = bare_loop(store, ["tasks", "walk"], environment.start_url)
-                out[name] = {"tasks": tasks.summary(), "walk": walk.summary(),
-                             "steps": steps, "seconds": round(seconds, 2),
-                             "steps_per_s": steps / seconds, "bare": bare}
+                out[name] = {
+                    "tasks": tasks.summary(),
+                    "walk": walk.summary(),
+                    "steps": steps,
+                    "seconds": round(seconds, 2),
+                    "steps_per_s": steps / seconds,
+                    "bare": bare,
+                }
     return out
 
 
@@ -125,17 +143,27 @@ def rows_from(m: dict) -> list[Row]:
     rows = []
     for name, r in m.items():
         t, w = r["tasks"], r["walk"]
-        note = (f"{t['episodes']} task episodes, verified success {t['verified_success_rate']}; "
-                f"{w['episodes']} walks, no-op rate {w['noop_rate']}; step P50/P95 "
-                f"{t['step_ms_p50']}/{t['step_ms_p95']} ms (tasks), "
-                f"{w['step_ms_p50']}/{w['step_ms_p95']} ms (walk); reset P50 "
-                f"{t['reset_ms_p50']} ms; bare act {r['bare']['phase_ms_per_step']['act']} + "
-                f"screenshot {r['bare']['phase_ms_per_step']['screenshot']} ms")
-        rows.append(Row("env_crawl", f"{name} (environment file): recorded steps/s, 1 browser",
-                        r["steps_per_s"], r["bare"]["steps_per_s"], "steps/s",
-                        "bare Playwright click + PNG screenshot over the same steps",
-                        note=note, machine=mach,
-                        extra={"tasks": t, "walk": w, "bare": r["bare"]}))
+        note = (
+            f"{t['episodes']} task episodes, verified success {t['verified_success_rate']}; "
+            f"{w['episodes']} walks, no-op rate {w['noop_rate']}; step P50/P95 "
+            f"{t['step_ms_p50']}/{t['step_ms_p95']} ms (tasks), "
+            f"{w['step_ms_p50']}/{w['step_ms_p95']} ms (walk); reset P50 "
+            f"{t['reset_ms_p50']} ms; bare act {r['bare']['phase_ms_per_step']['act']} + "
+            f"screenshot {r['bare']['phase_ms_per_step']['screenshot']} ms"
+        )
+        rows.append(
+            Row(
+                "env_crawl",
+                f"{name} (environment file): recorded steps/s, 1 browser",
+                r["steps_per_s"],
+                r["bare"]["steps_per_s"],
+                "steps/s",
+                "bare Playwright click + PNG screenshot over the same steps",
+                note=note,
+                machine=mach,
+                extra={"tasks": t, "walk": w, "bare": r["bare"]},
+            )
+        )
     return rows
 
 

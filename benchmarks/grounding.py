@@ -11,6 +11,7 @@ Rows: grounding samples/s against the crawl's steps/s (how many crawlers one
 synthesis process keeps up with is the ratio divided by samples per step), and
 samples per unique screen (the demo's bar is 15).
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,8 +35,12 @@ def measure(n_templates: int) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bench-grounding-"))
     store = RawStore(root / "raw")
     ids = sorted(TEMPLATES)[:n_templates]
-    tasks = [TEMPLATES[t].make_task(lang, 1) for t in ids for lang in ("en", "zh")
-             if lang in TEMPLATES[t].languages]
+    tasks = [
+        TEMPLATES[t].make_task(lang, 1)
+        for t in ids
+        for lang in ("en", "zh")
+        if lang in TEMPLATES[t].languages
+    ]
     with SandboxServer() as server:
         t0 = time.perf_counter()
         crawl(tasks, SandboxCrawl(server_url=server.url), store=store, collection="web")
@@ -43,24 +48,49 @@ def measure(n_templates: int) -> dict:
     steps = sum(1 for _ in store.iter_steps())
     r = write_grounding_set(store, root / "grounding")
     s = r["summary"]
-    return {"steps": steps, "crawl_s": crawl_s, "steps_per_s": steps / crawl_s,
-            "samples": s["samples"], "synth_s": r["seconds"], "samples_per_s": r["samples_per_s"],
-            "per_screen": s["samples_per_unique_screen"], "unique_screens": s["unique_screens"],
-            "languages": s["languages"], "dropped_share": s["dropped_share"],
-            "sizes": s["balance"]["sizes_after"]}
+    return {
+        "steps": steps,
+        "crawl_s": crawl_s,
+        "steps_per_s": steps / crawl_s,
+        "samples": s["samples"],
+        "synth_s": r["seconds"],
+        "samples_per_s": r["samples_per_s"],
+        "per_screen": s["samples_per_unique_screen"],
+        "unique_screens": s["unique_screens"],
+        "languages": s["languages"],
+        "dropped_share": s["dropped_share"],
+        "sizes": s["balance"]["sizes_after"],
+    }
 
 
 def run(mode: str) -> list[Row]:
     m = measure(pick(mode, SIZES)["templates"])
-    where = (f"{m['steps']} steps crawled in {m['crawl_s']:.1f} s, {m['samples']} samples "
-             f"written in {m['synth_s']:.1f} s; {machine_short()}")
+    where = (
+        f"{m['steps']} steps crawled in {m['crawl_s']:.1f} s, {m['samples']} samples "
+        f"written in {m['synth_s']:.1f} s; {machine_short()}"
+    )
     return [
-        Row("grounding", "Grounding synthesis: samples/s vs the crawl's steps/s", m["samples_per_s"],
-            m["steps_per_s"], "per s", "oracle crawl of the same tasks, steps/s", note=where,
-            extra=m),
-        Row("grounding", f"Grounding samples per unique screen ({m['unique_screens']} screens, "
-                         f"languages {m['languages']})", m["per_screen"], 15.0, "samples",
-            "the demo's bar: 15 per unique screen", target=">= 1.0", note=f"sizes {m['sizes']}"),
+        Row(
+            "grounding",
+            "Grounding synthesis: samples/s vs the crawl's steps/s",
+            m["samples_per_s"],
+            m["steps_per_s"],
+            "per s",
+            "oracle crawl of the same tasks, steps/s",
+            note=where,
+            extra=m,
+        ),
+        Row(
+            "grounding",
+            f"Grounding samples per unique screen ({m['unique_screens']} screens, "
+            f"languages {m['languages']})",
+            m["per_screen"],
+            15.0,
+            "samples",
+            "the demo's bar: 15 per unique screen",
+            target=">= 1.0",
+            note=f"sizes {m['sizes']}",
+        ),
     ]
 
 

@@ -14,6 +14,7 @@ Three measurements in one run, on the same server, sandbox and phone profile
 Prints steps per second for each and the ratios against the baseline; the
 machine is noisy, so only ratios measured in the same run are compared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,17 +69,22 @@ def bare_loop(server_url: str, sandbox_url: str, steps: int) -> float:
 def crawl_rate(server: AppiumServer, sandbox_url: str, tasks, sessions: int) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         store = RawStore(Path(tmp) / "raw")
-        with DevicePool([chromium_device(PROFILE)], server=server, server_url=server.url,
-                        sessions_per_device=sessions) as pool:
-            stats = crawl(tasks,
-                          SandboxCrawl(server_url=sandbox_url, policy="oracle",
-                                       distraction_rate=0.0),
-                          store=store, collection="bench", pool=pool)
+        with DevicePool(
+            [chromium_device(PROFILE)], server=server, server_url=server.url, sessions_per_device=sessions
+        ) as pool:
+            stats = crawl(
+                tasks,
+                SandboxCrawl(server_url=sandbox_url, policy="oracle", distraction_rate=0.0),
+                store=store,
+                collection="bench",
+                pool=pool,
+            )
         return stats.steps / stats.seconds, stats.as_dict()
 
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -95,7 +101,7 @@ def main() -> None:
 def measure(n_tasks: int, bare_steps: int) -> dict:
     """The figures (what `main` prints)."""
     tasks = build_catalog(per_template=1, apps=["mobile_shop", "mobile_social", "delivery"])
-    tasks = tasks[:: max(1, len(tasks) // n_tasks)][: n_tasks]
+    tasks = tasks[:: max(1, len(tasks) // n_tasks)][:n_tasks]
     with SandboxServer() as sandbox, AppiumServer() as server:
         bare = bare_loop(server.url, sandbox.url, bare_steps)
         one, one_stats = crawl_rate(server, sandbox.url, tasks, 1)
@@ -108,14 +114,18 @@ def measure(n_tasks: int, bare_steps: int) -> dict:
         "ratio_1_session_vs_bare": round(one / bare, 3),
         "ratio_2_sessions_vs_bare": round(two / bare, 3),
         "speedup_2_vs_1": round(two / one, 3),
-        "success_1": one_stats["success"], "success_2": two_stats["success"],
+        "success_1": one_stats["success"],
+        "success_2": two_stats["success"],
         "steps": one_stats["steps"],
     }
 
 
 # run_all's sizes (the documented run is --tasks 10 --bare-steps 40)
-SIZES = {"smoke": {"tasks": 1, "bare_steps": 3}, "quick": {"tasks": 4, "bare_steps": 15},
-         "full": {"tasks": 8, "bare_steps": 30}}
+SIZES = {
+    "smoke": {"tasks": 1, "bare_steps": 3},
+    "quick": {"tasks": 4, "bare_steps": 15},
+    "full": {"tasks": 8, "bare_steps": 30},
+}
 
 
 def run(mode: str):
@@ -128,13 +138,26 @@ def run(mode: str):
     mach = machine_short()
     note = f"{r['tasks']} tasks, {r['steps']} steps, {r['success_1']}/{r['tasks']} verified successful"
     return [
-        Row("mobile_throughput", "mobile crawl (Appium, pixel_8): recorded steps/s, 1 session",
-            r["trajforge_1_session_steps_per_s"], r["bare_tap_screenshot_steps_per_s"], "steps/s",
-            "bare Appium tap + screenshot", note=note, machine=mach),
-        Row("mobile_throughput", "mobile crawl: steps/s with 2 sessions",
-            r["trajforge_2_sessions_steps_per_s"], r["trajforge_1_session_steps_per_s"], "steps/s",
-            "the same crawl on 1 session", note=f"{r['success_2']}/{r['tasks']} successful",
-            machine=mach),
+        Row(
+            "mobile_throughput",
+            "mobile crawl (Appium, pixel_8): recorded steps/s, 1 session",
+            r["trajforge_1_session_steps_per_s"],
+            r["bare_tap_screenshot_steps_per_s"],
+            "steps/s",
+            "bare Appium tap + screenshot",
+            note=note,
+            machine=mach,
+        ),
+        Row(
+            "mobile_throughput",
+            "mobile crawl: steps/s with 2 sessions",
+            r["trajforge_2_sessions_steps_per_s"],
+            r["trajforge_1_session_steps_per_s"],
+            "steps/s",
+            "the same crawl on 1 session",
+            note=f"{r['success_2']}/{r['tasks']} successful",
+            machine=mach,
+        ),
     ]
 
 

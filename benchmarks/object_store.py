@@ -10,6 +10,7 @@ ratio S3 / local. moto is an in-memory
 Python server on this machine: the figure is the protocol's cost (requests per part:
 claims, two tables, the marker), not a real S3's network latency.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,9 +28,11 @@ from tests.storage.records import make_traj, png  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
 TRAJS_PER_PART, STEPS = 4, 5
-SIZES = {"smoke": {"parts": 4, "blobs": 40, "samples": 60},
-         "quick": {"parts": 20, "blobs": 200, "samples": 400},
-         "full": {"parts": 60, "blobs": 600, "samples": 2000}}
+SIZES = {
+    "smoke": {"parts": 4, "blobs": 40, "samples": 60},
+    "quick": {"parts": 20, "blobs": 200, "samples": 400},
+    "full": {"parts": 60, "blobs": 600, "samples": 2000},
+}
 SAMPLES_PER_SHARD = 50
 
 
@@ -65,16 +68,19 @@ def measure(parts: int, blobs: int, samples: int) -> dict:
     server = start_server()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            stores = {"local": RawStore(Path(tmp) / "raw"),
-                      "s3": RawStore(server.url("bench"), storage_options=server.storage_options)}
+            stores = {
+                "local": RawStore(Path(tmp) / "raw"),
+                "s3": RawStore(server.url("bench"), storage_options=server.storage_options),
+            }
             figs = {k: [commit_parts(s, parts), put_blobs(s, blobs)] for k, s in stores.items()}
             source = RawStore(Path(tmp) / "export-source")
             with source.writer("bench", batch_size=16) as w:
                 for i in range(samples // STEPS):
                     w.add(*make_traj(source, f"e{i:05d}", n=STEPS, seed=50_000 + i))
             figs["local"].append(export_samples(source, Path(tmp) / "shards", None, None))
-            figs["s3"].append(export_samples(source, server.url("shards"), Path(tmp) / "mirror",
-                                             server.storage_options))
+            figs["s3"].append(
+                export_samples(source, server.url("shards"), Path(tmp) / "mirror", server.storage_options)
+            )
             return figs
     finally:
         stop_server(server.proc)
@@ -86,13 +92,33 @@ def run(mode: str) -> list[Row]:
     (lp, lb, le), (sp, sb, se) = figs["local"], figs["s3"]
     note = f"{size['parts']} parts of {TRAJS_PER_PART} traj x {STEPS} steps, {size['blobs']} blobs; {machine_short()}"
     return [
-        Row("object_store", "Part commits/s on the S3 server (moto, loopback)", sp, lp, "parts/s",
-            "the same parts into a local folder", note=note),
-        Row("object_store", "Blob puts/s on the S3 server (moto, loopback)", sb, lb, "blobs/s",
-            "the same blobs into a local folder", note=note),
-        Row("object_store", "Export samples/s into s3:// (moto, loopback; shards put, manifest last)",
-            se, le, "samples/s", "the same export into a local folder",
-            note=f"{size['samples']} samples, {SAMPLES_PER_SHARD} per shard; {machine_short()}"),
+        Row(
+            "object_store",
+            "Part commits/s on the S3 server (moto, loopback)",
+            sp,
+            lp,
+            "parts/s",
+            "the same parts into a local folder",
+            note=note,
+        ),
+        Row(
+            "object_store",
+            "Blob puts/s on the S3 server (moto, loopback)",
+            sb,
+            lb,
+            "blobs/s",
+            "the same blobs into a local folder",
+            note=note,
+        ),
+        Row(
+            "object_store",
+            "Export samples/s into s3:// (moto, loopback; shards put, manifest last)",
+            se,
+            le,
+            "samples/s",
+            "the same export into a local folder",
+            note=f"{size['samples']} samples, {SAMPLES_PER_SHARD} per shard; {machine_short()}",
+        ),
     ]
 
 

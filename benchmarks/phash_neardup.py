@@ -14,6 +14,7 @@
     hashes; 2,000 keys of 10 states each) against the brute-force reference
     measured on the first --brute items and extrapolated quadratically (n^2).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,15 +41,25 @@ def screenshots() -> dict[str, list[bytes]]:
 
     from crawlers.browser import launch_chromium
     from sandbox.server import SandboxServer, start_url
+
     out: dict[str, list[bytes]] = {}
-    pages = {False: [("shop", ["/", "/product/p1", "/cart"]), ("mail", ["/", "/m/m1"]), ("social", ["/"])],
-             True: [("mobile_shop", ["/", "/product/m1", "/cart"]), ("mobile_social", ["/"])]}
+    pages = {
+        False: [("shop", ["/", "/product/p1", "/cart"]), ("mail", ["/", "/m/m1"]), ("social", ["/"])],
+        True: [("mobile_shop", ["/", "/product/m1", "/cart"]), ("mobile_social", ["/"])],
+    }
     with SandboxServer() as srv, sync_playwright() as pw:
         browser = launch_chromium(pw)
         for mobile, apps in pages.items():
-            opts = ({"viewport": {"width": 412, "height": 915}, "device_scale_factor": 2.625,
-                     "is_mobile": True, "has_touch": True} if mobile
-                    else {"viewport": {"width": 1280, "height": 800}})
+            opts = (
+                {
+                    "viewport": {"width": 412, "height": 915},
+                    "device_scale_factor": 2.625,
+                    "is_mobile": True,
+                    "has_touch": True,
+                }
+                if mobile
+                else {"viewport": {"width": 1280, "height": 800}}
+            )
             for lang in ("en", "zh"):
                 ctx = browser.new_context(**opts)
                 page = ctx.new_page()
@@ -59,7 +70,8 @@ def screenshots() -> dict[str, list[bytes]]:
                         for fmt in ("png", "jpeg"):
                             kw = {"quality": 85} if fmt == "jpeg" else {}
                             out.setdefault(f"{'phone' if mobile else 'web'} {fmt}", []).append(
-                                page.screenshot(type=fmt, **kw))
+                                page.screenshot(type=fmt, **kw)
+                            )
                 ctx.close()
         browser.close()
     return out
@@ -111,8 +123,9 @@ def synthetic(n: int, seed: int = 0, n_keys: int = 2000, states_per_key: int = 1
     return hashes[perm], [f"/app/page{k}|tap" for k in key_ids[perm]]
 
 
-def measure(n: int = 1_000_000, brute: int = 20_000, max_distance: int = 16, repeat: int = 3,
-            say=print) -> dict:
+def measure(
+    n: int = 1_000_000, brute: int = 20_000, max_distance: int = 16, repeat: int = 3, say=print
+) -> dict:
     """Both parts' figures (what `main` prints), as a dict."""
     out: dict = {"phash": {}, "n": n, "brute": brute, "max_distance": max_distance}
     say(f"(a) pHash throughput, images per CPU-second on one core (best of {repeat})")
@@ -126,15 +139,22 @@ def measure(n: int = 1_000_000, brute: int = 20_000, max_distance: int = 16, rep
         out["threads"] = {"threads": threads, "images": len(pngs), **r}
     with one_core():
         for name, blobs in shots.items():
-            r = best_rates({"imagehash": lambda b: imagehash.phash(Image.open(io.BytesIO(b))),
-                            "ours": phash_bytes}, blobs, repeat)
+            r = best_rates(
+                {"imagehash": lambda b: imagehash.phash(Image.open(io.BytesIO(b))), "ours": phash_bytes},
+                blobs,
+                repeat,
+            )
             out["phash"][name] = {"images": len(blobs), **r}
-            say(f"{name:12s} {len(blobs):6d} {r['imagehash']:10.1f} {r['ours']:8.1f} "
-                f"{r['ours'] / r['imagehash']:6.2f}")
+            say(
+                f"{name:12s} {len(blobs):6d} {r['imagehash']:10.1f} {r['ours']:8.1f} "
+                f"{r['ours'] / r['imagehash']:6.2f}"
+            )
     if "threads" in out:
         t = out["threads"]
-        say(f"phash_many, {t['images']} PNGs, images/s (wall): 1 thread {t['one']:.1f}, "
-            f"{t['threads']} threads {t['many']:.1f} ({t['many'] / t['one']:.2f}x)")
+        say(
+            f"phash_many, {t['images']} PNGs, images/s (wall): 1 thread {t['one']:.1f}, "
+            f"{t['threads']} threads {t['many']:.1f} ({t['many'] / t['one']:.2f}x)"
+        )
 
     say(f"\n(b) nearest_earlier, max_distance {max_distance}")
     hashes, keys = synthetic(n)
@@ -147,20 +167,32 @@ def measure(n: int = 1_000_000, brute: int = 20_000, max_distance: int = 16, rep
     brute_s = time.perf_counter() - t
     assert (nearest_earlier(hashes[:m], keys[:m], max_distance)[0] == want[0]).all()
     extrapolated = brute_s * (n / m) ** 2
-    out.update(search_s=ours, brute_s=brute_s, brute_extrapolated_s=extrapolated,
-               near_dup_share=float((dup_of >= 0).mean()))
+    out.update(
+        search_s=ours,
+        brute_s=brute_s,
+        brute_extrapolated_s=extrapolated,
+        near_dup_share=float((dup_of >= 0).mean()),
+    )
     say(f"ours: {n:,} hashes in {ours:.1f} s ({(dup_of >= 0).mean():.1%} have a near-dup)")
-    say(f"brute force: {m:,} in {brute_s:.1f} s -> {n:,} extrapolated (n^2) {extrapolated:,.0f} s; "
-        f"speed-up {extrapolated / ours:,.0f}x")
+    say(
+        f"brute force: {m:,} in {brute_s:.1f} s -> {n:,} extrapolated (n^2) {extrapolated:,.0f} s; "
+        f"speed-up {extrapolated / ours:,.0f}x"
+    )
     return out
 
 
 # run_all's sizes: the full mode is the documented command at radius 24 (the calibrated default)
-SIZES = {"smoke": {"n": 20_000, "brute": 2_000, "max_distance": 24, "repeat": 1},
-         "quick": {"n": 200_000, "brute": 5_000, "max_distance": 24, "repeat": 2},
-         "full": {"n": 1_000_000, "brute": 20_000, "max_distance": 24, "repeat": 3}}
-LABELS = {"web png": "1280x800 PNG", "web jpeg": "1280x800 JPEG q85",
-          "phone png": "1082x2402 phone PNG", "phone jpeg": "1082x2402 phone JPEG q85"}
+SIZES = {
+    "smoke": {"n": 20_000, "brute": 2_000, "max_distance": 24, "repeat": 1},
+    "quick": {"n": 200_000, "brute": 5_000, "max_distance": 24, "repeat": 2},
+    "full": {"n": 1_000_000, "brute": 20_000, "max_distance": 24, "repeat": 3},
+}
+LABELS = {
+    "web png": "1280x800 PNG",
+    "web jpeg": "1280x800 JPEG q85",
+    "phone png": "1082x2402 phone PNG",
+    "phone jpeg": "1082x2402 phone JPEG q85",
+}
 
 
 def run(mode: str):
@@ -171,25 +203,54 @@ def run(mode: str):
     s = pick(mode, SIZES)
     m = measure(s["n"], s["brute"], s["max_distance"], s["repeat"], say=lambda *_: None)
     mach = machine_short()
-    rows = [Row("phash_neardup", f"pHash: phash_bytes, {LABELS.get(k, k)}", v["ours"], v["imagehash"],
-                "images/s", "imagehash.phash(Image.open(...))", target=">= 3",
-                note=f"{v['images']} real sandbox screenshots, one pinned core, CPU time, best of {s['repeat']}"
-                     + ("; PNG has no reduced decode: libspng's inflate + unfilter is most of the time"
-                        if "png" in k else ""),
-                machine=mach)
-            for k, v in m["phash"].items()]
+    rows = [
+        Row(
+            "phash_neardup",
+            f"pHash: phash_bytes, {LABELS.get(k, k)}",
+            v["ours"],
+            v["imagehash"],
+            "images/s",
+            "imagehash.phash(Image.open(...))",
+            target=">= 3",
+            note=f"{v['images']} real sandbox screenshots, one pinned core, CPU time, best of {s['repeat']}"
+            + (
+                "; PNG has no reduced decode: libspng's inflate + unfilter is most of the time"
+                if "png" in k
+                else ""
+            ),
+            machine=mach,
+        )
+        for k, v in m["phash"].items()
+    ]
     if "threads" in m:
         t = m["threads"]
-        rows.append(Row("phash_neardup", f"pHash: phash_many, {t['threads']} threads, web + phone PNG",
-                        t["many"], t["one"], "images/s", "phash_many, 1 thread",
-                        note=f"{t['images']} PNGs, wall time, best of {s['repeat']}; threads decode PNG "
-                             "with OpenCV (releases the GIL; libspng does not)", machine=mach))
+        rows.append(
+            Row(
+                "phash_neardup",
+                f"pHash: phash_many, {t['threads']} threads, web + phone PNG",
+                t["many"],
+                t["one"],
+                "images/s",
+                "phash_many, 1 thread",
+                note=f"{t['images']} PNGs, wall time, best of {s['repeat']}; threads decode PNG "
+                "with OpenCV (releases the GIL; libspng does not)",
+                machine=mach,
+            )
+        )
     target_s = 30 * s["n"] / 1_000_000
-    rows.append(Row("phash_neardup", f"near-dup search: nearest_earlier over {s['n']:,} hashes",
-                    s["n"] / m["search_s"], s["n"] / m["brute_extrapolated_s"], "hashes/s",
-                    f"brute force ({s['brute']:,} measured, n^2 extrapolated)",
-                    note=f"{m['search_s']:.1f} s at radius {s['max_distance']} (budget {target_s:.0f} s: "
-                         f"{'met' if m['search_s'] <= target_s else 'missed'})", machine=mach))
+    rows.append(
+        Row(
+            "phash_neardup",
+            f"near-dup search: nearest_earlier over {s['n']:,} hashes",
+            s["n"] / m["search_s"],
+            s["n"] / m["brute_extrapolated_s"],
+            "hashes/s",
+            f"brute force ({s['brute']:,} measured, n^2 extrapolated)",
+            note=f"{m['search_s']:.1f} s at radius {s['max_distance']} (budget {target_s:.0f} s: "
+            f"{'met' if m['search_s'] <= target_s else 'missed'})",
+            machine=mach,
+        )
+    )
     return rows
 
 

@@ -14,6 +14,7 @@ a11y-only scrub of the same screenshots given a tree that boxes every row
 
     .venv/bin/python benchmarks/pii_ocr.py [smoke|quick|full]
 """
+
 from __future__ import annotations
 
 import io
@@ -28,19 +29,34 @@ from common import Row, pick  # noqa: E402
 FONT = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
 SIZES = {"smoke": {"screens": 2}, "quick": {"screens": 8}, "full": {"screens": 24}}
 LABELS = {
-    "en": {"email": ["Email", "E-mail", "Contact"], "phone": ["Phone", "Mobile", "Tel"],
-           "cn_id": ["ID number", "ID"], "bank_card": ["Card", "Card number"],
-           "address": ["Address", "Ship to", "Home"]},
-    "zh": {"email": ["邮箱", "电子邮件"], "phone": ["电话", "手机", "联系电话"],
-           "cn_id": ["身份证", "身份证号"], "bank_card": ["银行卡", "卡号"],
-           "address": ["地址", "收货地址", "住址"]},
+    "en": {
+        "email": ["Email", "E-mail", "Contact"],
+        "phone": ["Phone", "Mobile", "Tel"],
+        "cn_id": ["ID number", "ID"],
+        "bank_card": ["Card", "Card number"],
+        "address": ["Address", "Ship to", "Home"],
+    },
+    "zh": {
+        "email": ["邮箱", "电子邮件"],
+        "phone": ["电话", "手机", "联系电话"],
+        "cn_id": ["身份证", "身份证号"],
+        "bank_card": ["银行卡", "卡号"],
+        "address": ["地址", "收货地址", "住址"],
+    },
 }
-SENTENCES = {"en": ["Please send the invoice to {v} today.", "Reach me at {v} after 5pm."],
-             "zh": ["请把发票寄到{v}，谢谢。", "有问题请联系{v}。"]}
-DISTRACTORS = {"en": ["Order #20240315001 shipped", "Price $19.99 (save 20%)",
-                      "Delivered on 2024-03-15 at 14:30", "3 items, 12 reviews, 4.5 stars"],
-               "zh": ["订单号：202403151234567", "¥2,499.00 包邮", "2024年3月15日 18:45 送达",
-                      "已售 12000+ 件"]}
+SENTENCES = {
+    "en": ["Please send the invoice to {v} today.", "Reach me at {v} after 5pm."],
+    "zh": ["请把发票寄到{v}，谢谢。", "有问题请联系{v}。"],
+}
+DISTRACTORS = {
+    "en": [
+        "Order #20240315001 shipped",
+        "Price $19.99 (save 20%)",
+        "Delivered on 2024-03-15 at 14:30",
+        "3 items, 12 reviews, 4.5 stars",
+    ],
+    "zh": ["订单号：202403151234567", "¥2,499.00 包邮", "2024年3月15日 18:45 送达", "已售 12000+ 件"],
+}
 COVER = 0.9
 
 
@@ -71,8 +87,12 @@ def render(lang: str, values: list[dict], rng: random.Random, phone: bool):
     d = ImageDraw.Draw(img)
     drawn, rows, y = [], [], 16
     d.rectangle((0, 0, w, 48), fill=(26, 115, 232))
-    d.text((16, 12), "Account" if lang == "en" else "我的账户", fill=(255, 255, 255),
-           font=ImageFont.truetype(FONT, 20, index=2))
+    d.text(
+        (16, 12),
+        "Account" if lang == "en" else "我的账户",
+        fill=(255, 255, 255),
+        font=ImageFont.truetype(FONT, 20, index=2),
+    )
     y = 64
     items = list(values) + [None] * rng.randint(1, 3)
     rng.shuffle(items)
@@ -130,14 +150,25 @@ def _step(image: bytes, size, tree: str = "", tid: str = "bench"):
     from schemas.actions import Action
     from schemas.records import Step
 
-    return Step(trajectory_id=tid, index=0, screenshot="", image_format="png", width=size[0],
-                height=size[1], a11y_tree=tree, action=Action.tap(0.5, 0.5))
+    return Step(
+        trajectory_id=tid,
+        index=0,
+        screenshot="",
+        image_format="png",
+        width=size[0],
+        height=size[1],
+        a11y_tree=tree,
+        action=Action.tap(0.5, 0.5),
+    )
 
 
 def _tree(rows, size) -> str:
     import json
-    return "\n".join(f'- text {json.dumps(t, ensure_ascii=False)} '
-                     f'[box={b[0]},{b[1]},{b[2] - b[0]},{b[3] - b[1]}]' for t, b in rows)
+
+    return "\n".join(
+        f"- text {json.dumps(t, ensure_ascii=False)} [box={b[0]},{b[1]},{b[2] - b[0]},{b[3] - b[1]}]"
+        for t, b in rows
+    )
 
 
 def measure(lang: str, screens: int, engine=None) -> dict:
@@ -154,13 +185,16 @@ def measure(lang: str, screens: int, engine=None) -> dict:
     caught = total = 0
     misses, ocr_s, a11y_s = [], 0.0, 0.0
     for k in range(screens):
-        chunk = values[(k * per) % len(values):(k * per) % len(values) + per]
+        chunk = values[(k * per) % len(values) : (k * per) % len(values) + per]
         png, drawn, rows, size = render(lang, chunk, rng, phone=k % 3 == 2)
         t0 = time.perf_counter()
         res = scrub_step(_step(png, size), png, surrogates=Surrogates(f"bench-{k}"), ocr=engine)
         ocr_s += time.perf_counter() - t0
-        boxes = [(r["box"][0] * size[0], r["box"][1] * size[1], r["box"][2] * size[0],
-                  r["box"][3] * size[1]) for r in res.records if r.get("box_source") == "ocr"]
+        boxes = [
+            (r["box"][0] * size[0], r["box"][1] * size[1], r["box"][2] * size[0], r["box"][3] * size[1])
+            for r in res.records
+            if r.get("box_source") == "ocr"
+        ]
         for value, kind, vbox in drawn:
             total += 1
             share = covered(vbox, boxes)
@@ -171,9 +205,16 @@ def measure(lang: str, screens: int, engine=None) -> dict:
         t0 = time.perf_counter()
         scrub_step(_step(png, size, _tree(rows, size)), png, surrogates=Surrogates(f"bench-{k}"))
         a11y_s += time.perf_counter() - t0
-    return {"lang": lang, "screens": screens, "values": total, "caught": caught,
-            "recall": caught / total if total else None, "misses": misses[:10],
-            "ocr_s": ocr_s, "a11y_s": a11y_s}
+    return {
+        "lang": lang,
+        "screens": screens,
+        "values": total,
+        "caught": caught,
+        "recall": caught / total if total else None,
+        "misses": misses[:10],
+        "ocr_s": ocr_s,
+        "a11y_s": a11y_s,
+    }
 
 
 def run(mode: str) -> list[Row]:
@@ -183,18 +224,34 @@ def run(mode: str) -> list[Row]:
         m = measure(lang, n)
         for k in ("ocr_s", "a11y_s", "screens"):
             timing[k] += m[k]
-        rows.append(Row("pii_ocr", f"OCR blur recall on planted values, {lang.upper()} "
-                                   f"(no tree, {m['screens']} screens, {m['values']} values)",
-                        m["recall"], 1.0, "share", "every planted value", target=">= 0.95",
-                        note=f"caught = blur covers >= {COVER:.0%} of the drawn value; "
-                             f"misses {m['misses'][:3]}",
-                        extra={"misses": m["misses"]}))
+        rows.append(
+            Row(
+                "pii_ocr",
+                f"OCR blur recall on planted values, {lang.upper()} "
+                f"(no tree, {m['screens']} screens, {m['values']} values)",
+                m["recall"],
+                1.0,
+                "share",
+                "every planted value",
+                target=">= 0.95",
+                note=f"caught = blur covers >= {COVER:.0%} of the drawn value; misses {m['misses'][:3]}",
+                extra={"misses": m["misses"]},
+            )
+        )
     ocr_rate = timing["screens"] / timing["ocr_s"]
     a11y_rate = timing["screens"] / timing["a11y_s"]
-    rows.append(Row("pii_ocr", "PII scrub with OCR (RapidOCR PP-OCRv4 ONNX, CPU): screenshots/s",
-                    ocr_rate, a11y_rate, "screens/s", "a11y-box scrub of the same screens",
-                    note=f"{timing['screens']} screens, 1280x800 and 412x915; OCR runs only on "
-                         f"screens without a tree"))
+    rows.append(
+        Row(
+            "pii_ocr",
+            "PII scrub with OCR (RapidOCR PP-OCRv4 ONNX, CPU): screenshots/s",
+            ocr_rate,
+            a11y_rate,
+            "screens/s",
+            "a11y-box scrub of the same screens",
+            note=f"{timing['screens']} screens, 1280x800 and 412x915; OCR runs only on "
+            f"screens without a tree",
+        )
+    )
     return rows
 
 

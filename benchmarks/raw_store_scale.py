@@ -28,6 +28,7 @@ mark, is its own) and does, in the store's real layout:
 
 Peak RSS at 1M against 250k (target <= 1.25): the store streams.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,9 +43,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, Row, machine_short, peak_rss_self, pick, run_measured  # noqa: E402
 
-SIZES = {"smoke": {"sizes": (2_000, 8_000), "sample": 200},
-         "quick": {"sizes": (50_000, 200_000), "sample": 1_000},
-         "full": {"sizes": (250_000, 1_000_000), "sample": 2_000}}
+SIZES = {
+    "smoke": {"sizes": (2_000, 8_000), "sample": 200},
+    "quick": {"sizes": (50_000, 200_000), "sample": 1_000},
+    "full": {"sizes": (250_000, 1_000_000), "sample": 2_000},
+}
 STEPS_PER_TRAJ = 10
 STEPS_PER_PART = 5_000
 STEPS_PER_BLOB = 50
@@ -72,28 +75,64 @@ def template_steps(n: int, seed: int = 0):
         for j in range(20):
             role, name = rng.choice(roles), f"{rng.choice(words)} {rng.choice(words)} {j}"
             y = rng.random() * 0.9
-            bbox = (round(rng.random() * 0.5, 4), round(y, 4), round(0.5 + rng.random() * 0.5, 4),
-                    round(y + 0.05, 4))
+            bbox = (
+                round(rng.random() * 0.5, 4),
+                round(y, 4),
+                round(0.5 + rng.random() * 0.5, 4),
+                round(y + 0.05, 4),
+            )
             els.append(Element(role=role, name=name, bbox=bbox))
             px = [int(b * 1000) for b in bbox]
             lines.append(f'- {role} "{name}" [ref=e{j}] [box={px[0]},{px[1]},{px[2]},{px[3]}]')
         kind = i % 4
-        action = (Action.tap(els[3].bbox[0] + 0.01, els[3].bbox[1] + 0.01) if kind < 2 else
-                  Action.type_text("blue shoes", 0.3, 0.2) if kind == 2 else Action.scroll("down"))
-        out.append(Step(trajectory_id="t", index=0, screenshot="0" * 64, width=1280, height=800,
-                        url=f"http://127.0.0.1:5000/shop/p{i}", a11y_tree="\n".join(lines),
-                        elements=els, action=action, target=els[3], screen_changed=True,
-                        started_at=1.7e9 + i, observe_ms=120.0, act_ms=80.0))
+        action = (
+            Action.tap(els[3].bbox[0] + 0.01, els[3].bbox[1] + 0.01)
+            if kind < 2
+            else Action.type_text("blue shoes", 0.3, 0.2)
+            if kind == 2
+            else Action.scroll("down")
+        )
+        out.append(
+            Step(
+                trajectory_id="t",
+                index=0,
+                screenshot="0" * 64,
+                width=1280,
+                height=800,
+                url=f"http://127.0.0.1:5000/shop/p{i}",
+                a11y_tree="\n".join(lines),
+                elements=els,
+                action=action,
+                target=els[3],
+                screen_changed=True,
+                started_at=1.7e9 + i,
+                observe_ms=120.0,
+                act_ms=80.0,
+            )
+        )
     return out
 
 
 def template_trajectory():
     from schemas.records import DeviceProfile, Task, Trajectory
-    return Trajectory(trajectory_id="t", task=Task(task_id="shop.buy:en:0", instruction="Buy blue shoes",
-                                                   language="en", app="shop", template_id="shop.buy"),
-                      platform="web", app="shop", policy="oracle", outcome="success",
-                      verified_by="state", num_steps=STEPS_PER_TRAJ,
-                      device=DeviceProfile(viewport_width=1280, viewport_height=800))
+
+    return Trajectory(
+        trajectory_id="t",
+        task=Task(
+            task_id="shop.buy:en:0",
+            instruction="Buy blue shoes",
+            language="en",
+            app="shop",
+            template_id="shop.buy",
+        ),
+        platform="web",
+        app="shop",
+        policy="oracle",
+        outcome="success",
+        verified_by="state",
+        num_steps=STEPS_PER_TRAJ,
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+    )
 
 
 def blob_bytes(i: int) -> bytes:
@@ -125,8 +164,9 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     out["blob_put_1t_s"], out["blob_put_1t_n"] = time.perf_counter() - t, one
     t = time.perf_counter()
     for start in range(one, n_blobs, PUT_MANY_CHUNK):
-        shas += store.blobs.put_many([(blob_bytes(i), "png") for i in
-                                      range(start, min(start + PUT_MANY_CHUNK, n_blobs))])
+        shas += store.blobs.put_many(
+            [(blob_bytes(i), "png") for i in range(start, min(start + PUT_MANY_CHUNK, n_blobs))]
+        )
     out["blob_put_many_s"], out["blob_put_many_n"] = time.perf_counter() - t, n_blobs - one
     plain = root / "plain-blobs"
     plain.mkdir()
@@ -159,8 +199,9 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
         trajs = pa.concat_tables([traj_row] * len(uniq)).set_column(0, "trajectory_id", uniq)
         t = time.perf_counter()
         atomic_write_table(folder / f"part-{parts:06d}.steps.parquet", part.cast(STEP_SCHEMA))
-        atomic_write_table(folder / f"part-{parts:06d}.trajectories.parquet",
-                           trajs.cast(TRAJECTORY_SCHEMA))  # the commit
+        atomic_write_table(
+            folder / f"part-{parts:06d}.trajectories.parquet", trajs.cast(TRAJECTORY_SCHEMA)
+        )  # the commit
         write_s += time.perf_counter() - t
         parts += 1
     out["write_s"], out["parts"] = write_s, parts
@@ -175,9 +216,12 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     t = time.perf_counter()
     figures = con.execute(
         "SELECT count(*), count(DISTINCT screenshot), count(DISTINCT trajectory_id), "
-        "avg(length(a11y_tree)), sum(len(elements)) FROM read_parquet(?)", [files]).fetchone()
-    per_type = dict(con.execute("SELECT action.type, count(*) FROM read_parquet(?) GROUP BY 1",
-                                [files]).fetchall())
+        "avg(length(a11y_tree)), sum(len(elements)) FROM read_parquet(?)",
+        [files],
+    ).fetchone()
+    per_type = dict(
+        con.execute("SELECT action.type, count(*) FROM read_parquet(?) GROUP BY 1", [files]).fetchall()
+    )
     out["duckdb_scan_s"] = time.perf_counter() - t
     t = time.perf_counter()
     missing = 0
@@ -188,17 +232,23 @@ def child(n_steps: int, root: Path, sample: int) -> dict:
     con.close()
     if figures[0] != n_steps or missing:
         raise AssertionError(f"scan saw {figures[0]} of {n_steps} steps, {missing} missing blobs")
-    out["scan"] = {"steps": figures[0], "distinct_screenshots": figures[1],
-                   "trajectories": figures[2], "mean_tree_chars": round(figures[3], 1),
-                   "elements": int(figures[4]), "actions": per_type}
+    out["scan"] = {
+        "steps": figures[0],
+        "distinct_screenshots": figures[1],
+        "trajectories": figures[2],
+        "mean_tree_chars": round(figures[3], 1),
+        "elements": int(figures[4]),
+        "actions": per_type,
+    }
 
     # baseline scan: a pyarrow dataset computing the same figures, batch by batch
     t = time.perf_counter()
     dataset = ds.dataset(files, format="parquet")
     count, tree_chars, elements, shots, trajs_seen = 0, 0, 0, set(), set()
     types: dict = {}
-    for b in dataset.to_batches(columns=["trajectory_id", "screenshot", "a11y_tree", "elements",
-                                         "action"], batch_size=16_384):
+    for b in dataset.to_batches(
+        columns=["trajectory_id", "screenshot", "a11y_tree", "elements", "action"], batch_size=16_384
+    ):
         count += b.num_rows
         tree_chars += pc.sum(pc.utf8_length(b.column("a11y_tree"))).as_py() or 0
         elements += pc.sum(pc.list_value_length(b.column("elements"))).as_py() or 0
@@ -237,10 +287,11 @@ def trajectory_groups(sample: int) -> list:
     groups = []
     for i in range(0, sample, STEPS_PER_TRAJ):
         tid = f"w-{i // STEPS_PER_TRAJ:08d}"
-        group = [s.model_copy(update={"trajectory_id": tid, "index": k})
-                 for k, s in enumerate(steps[i:i + STEPS_PER_TRAJ])]
-        groups.append((traj.model_copy(update={"trajectory_id": tid, "num_steps": len(group)}),
-                       group))
+        group = [
+            s.model_copy(update={"trajectory_id": tid, "index": k})
+            for k, s in enumerate(steps[i : i + STEPS_PER_TRAJ])
+        ]
+        groups.append((traj.model_copy(update={"trajectory_id": tid, "num_steps": len(group)}), group))
     return groups
 
 
@@ -255,9 +306,11 @@ def time_writer(store, collection: str, groups: list, how: str) -> float:
     saved = store_module.steps_table, store_module.trajectories_table
     if how == "dict_rows":
         store_module.steps_table = lambda steps: pa.Table.from_pylist(
-            [step_to_row(s) for s in steps], schema=STEP_SCHEMA)
+            [step_to_row(s) for s in steps], schema=STEP_SCHEMA
+        )
         store_module.trajectories_table = lambda trajs: pa.Table.from_pylist(
-            [trajectory_to_row(t) for t in trajs], schema=TRAJECTORY_SCHEMA)
+            [trajectory_to_row(t) for t in trajs], schema=TRAJECTORY_SCHEMA
+        )
     try:
         t = time.perf_counter()
         with store.writer(collection, batch_size=STEPS_PER_PART // STEPS_PER_TRAJ) as w:
@@ -274,8 +327,9 @@ def measure(sizes, sample: int) -> dict:
     for n in sizes:
         work = Path(tempfile.mkdtemp(prefix=f"raw_store_{n}-"))
         try:
-            proc = run_measured([sys.executable, __file__, "--child", str(n), str(work),
-                                 "--sample", str(sample)], cwd=ROOT)
+            proc = run_measured(
+                [sys.executable, __file__, "--child", str(n), str(work), "--sample", str(sample)], cwd=ROOT
+            )
             if proc.returncode != 0:
                 raise RuntimeError(f"raw_store_scale child ({n} steps) failed:\n{proc.stderr[-3000:]}")
             res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -293,33 +347,84 @@ def rows_from(m: dict) -> list[Row]:
     s, b = m[small], m[big]
     label = f"{big:,}"
     return [
-        Row("raw_store_scale", f"raw store: write {label} steps as committed Parquet parts",
-            big / b["write_s"], small / s["write_s"], "steps/s", f"the same at {small:,} steps",
-            note=f"{b['parts']} parts, {b['parquet_mb']:.0f} MB", machine=mach),
-        Row("raw_store_scale", "raw store: BlobStore.put, 1 thread (sha256 + fsync + rename)",
-            b["blob_put_1t_n"] / b["blob_put_1t_s"], b["blob_put_1t_n"] / b["blob_plain_s"],
-            "blobs/s", "plain write_bytes (no fsync, no rename)", machine=mach),
-        Row("raw_store_scale", f"raw store: BlobStore.put_many, {PUT_MANY_CHUNK} blobs a call "
-            "(8 threads)", b["blob_put_many_n"] / b["blob_put_many_s"],
-            b["blob_put_1t_n"] / b["blob_put_1t_s"], "blobs/s", "put, one at a time",
-            note=f"{b['blobs']:,} blobs of 4 KB in all", machine=mach),
-        Row("raw_store_scale", f"raw store: DuckDB scan of {label} steps + blob check",
-            big / (b["duckdb_scan_s"] + b["blob_check_s"]), big / b["pyarrow_scan_s"], "steps/s",
+        Row(
+            "raw_store_scale",
+            f"raw store: write {label} steps as committed Parquet parts",
+            big / b["write_s"],
+            small / s["write_s"],
+            "steps/s",
+            f"the same at {small:,} steps",
+            note=f"{b['parts']} parts, {b['parquet_mb']:.0f} MB",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            "raw store: BlobStore.put, 1 thread (sha256 + fsync + rename)",
+            b["blob_put_1t_n"] / b["blob_put_1t_s"],
+            b["blob_put_1t_n"] / b["blob_plain_s"],
+            "blobs/s",
+            "plain write_bytes (no fsync, no rename)",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            f"raw store: BlobStore.put_many, {PUT_MANY_CHUNK} blobs a call (8 threads)",
+            b["blob_put_many_n"] / b["blob_put_many_s"],
+            b["blob_put_1t_n"] / b["blob_put_1t_s"],
+            "blobs/s",
+            "put, one at a time",
+            note=f"{b['blobs']:,} blobs of 4 KB in all",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            f"raw store: DuckDB scan of {label} steps + blob check",
+            big / (b["duckdb_scan_s"] + b["blob_check_s"]),
+            big / b["pyarrow_scan_s"],
+            "steps/s",
             "pyarrow dataset scan (same figures)",
-            note=f"blob check {b['blob_check_s']:.1f} s of it", machine=mach),
-        Row("raw_store_scale", f"raw store: RawStore.iter_step_batches over {label} steps",
-            big / b["iter_step_batches_s"], big / b["pyarrow_scan_s"], "steps/s",
-            "pyarrow dataset scan (5 columns)", machine=mach),
-        Row("raw_store_scale", "raw store: TrajectoryWriter.add (Step objects), per step",
-            b["writer_sample"] / b["writer_sample_s"], big / b["write_s"], "steps/s",
-            "columnar part writes", note=f"sample of {b['writer_sample']:,} steps", machine=mach),
-        Row("raw_store_scale", "raw store: TrajectoryWriter.add, Arrow built by column",
-            b["writer_sample"] / b["writer_sample_s"], b["writer_sample"] / b["writer_dict_rows_s"],
-            "steps/s", "the same writer with per-step dict rows (before)",
-            note=f"sample of {b['writer_sample']:,} steps, best of 2", machine=mach),
-        Row("raw_store_scale", f"raw store: peak RSS at {label} steps (write + scan)",
-            b["peak_rss_mb"], s["peak_rss_mb"], "MB", f"the same at {small:,} steps",
-            target="<= 1.25", machine=mach),
+            note=f"blob check {b['blob_check_s']:.1f} s of it",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            f"raw store: RawStore.iter_step_batches over {label} steps",
+            big / b["iter_step_batches_s"],
+            big / b["pyarrow_scan_s"],
+            "steps/s",
+            "pyarrow dataset scan (5 columns)",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            "raw store: TrajectoryWriter.add (Step objects), per step",
+            b["writer_sample"] / b["writer_sample_s"],
+            big / b["write_s"],
+            "steps/s",
+            "columnar part writes",
+            note=f"sample of {b['writer_sample']:,} steps",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            "raw store: TrajectoryWriter.add, Arrow built by column",
+            b["writer_sample"] / b["writer_sample_s"],
+            b["writer_sample"] / b["writer_dict_rows_s"],
+            "steps/s",
+            "the same writer with per-step dict rows (before)",
+            note=f"sample of {b['writer_sample']:,} steps, best of 2",
+            machine=mach,
+        ),
+        Row(
+            "raw_store_scale",
+            f"raw store: peak RSS at {label} steps (write + scan)",
+            b["peak_rss_mb"],
+            s["peak_rss_mb"],
+            "MB",
+            f"the same at {small:,} steps",
+            target="<= 1.25",
+            machine=mach,
+        ),
     ]
 
 

@@ -12,6 +12,7 @@ summary between the `bench:summary` markers and each benchmark's "latest
 run" block between its `bench:KEY` markers are rewritten. Nothing here
 asserts a speed: the table reports, the reader judges.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,40 +49,76 @@ DOC = ROOT / "docs" / "benchmarks.md"
 class Bench:
     key: str
     file: str
-    title: str                 # the doc's section heading (without the file name)
+    title: str  # the doc's section heading (without the file name)
     needs_gpu: bool = False
-    optional: bool = False     # another helper's script: listed only when it exists
+    optional: bool = False  # another helper's script: listed only when it exists
     timeout_s: dict | None = None
 
 
 REGISTRY = [
-    Bench("web_crawl", "web_crawl.py", "Web crawl throughput",
-          timeout_s={"smoke": 120, "quick": 300, "full": 540}),
-    Bench("env_crawl", "env_crawl.py", "Third-party apps through environment files",
-          timeout_s={"smoke": 180, "quick": 300, "full": 480}),
+    Bench(
+        "web_crawl",
+        "web_crawl.py",
+        "Web crawl throughput",
+        timeout_s={"smoke": 120, "quick": 300, "full": 540},
+    ),
+    Bench(
+        "env_crawl",
+        "env_crawl.py",
+        "Third-party apps through environment files",
+        timeout_s={"smoke": 180, "quick": 300, "full": 480},
+    ),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
     Bench("visibility_capture", "visibility_capture.py", "The visibility record at capture time"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
-    Bench("pii_ocr", "pii_ocr.py", "Personal data on screenshots without a tree (OCR)",
-          timeout_s={"smoke": 180, "quick": 300, "full": 540}),
-    Bench("grounding", "grounding.py", "Grounding synthesis against the crawl",
-          timeout_s={"smoke": 180, "quick": 300, "full": 540}),
-    Bench("ray_pool", "ray_pool.py", "Environments as Ray actors",
-          timeout_s={"smoke": 240, "quick": 400, "full": 540}),
+    Bench(
+        "pii_ocr",
+        "pii_ocr.py",
+        "Personal data on screenshots without a tree (OCR)",
+        timeout_s={"smoke": 180, "quick": 300, "full": 540},
+    ),
+    Bench(
+        "grounding",
+        "grounding.py",
+        "Grounding synthesis against the crawl",
+        timeout_s={"smoke": 180, "quick": 300, "full": 540},
+    ),
+    Bench(
+        "ray_pool",
+        "ray_pool.py",
+        "Environments as Ray actors",
+        timeout_s={"smoke": 240, "quick": 400, "full": 540},
+    ),
     Bench("object_store", "object_store.py", "The raw store on object storage (S3)"),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
-    Bench("convert", "convert.py", "trajforge convert to the trainers' formats",
-          timeout_s={"smoke": 120, "quick": 240, "full": 480}),
+    Bench(
+        "convert",
+        "convert.py",
+        "trajforge convert to the trainers' formats",
+        timeout_s={"smoke": 120, "quick": 240, "full": 480},
+    ),
     Bench("vlm_batching", "vlm_batching.py", "VLM batching"),
     Bench("mobile_throughput", "mobile_throughput.py", "Mobile crawl throughput"),
-    Bench("demo_scaling", "demo_scaling.py", "The demo's data path, 1x to 4x",
-          timeout_s={"smoke": 120, "quick": 300, "full": 420}),
-    Bench("raw_store_scale", "raw_store_scale.py", "The raw store at a million steps",
-          timeout_s={"smoke": 120, "quick": 300, "full": 480}),
-    Bench("multiprocess_speedup", "multiprocess_speedup.py", "Dagster multiprocess executor",
-          optional=True, timeout_s={"smoke": 180, "quick": 300, "full": 420}),
-    Bench("train_gpu", "train_gpu.py", "GPU training (SFT and RL rollouts)", needs_gpu=True,
-          optional=True),
+    Bench(
+        "demo_scaling",
+        "demo_scaling.py",
+        "The demo's data path, 1x to 4x",
+        timeout_s={"smoke": 120, "quick": 300, "full": 420},
+    ),
+    Bench(
+        "raw_store_scale",
+        "raw_store_scale.py",
+        "The raw store at a million steps",
+        timeout_s={"smoke": 120, "quick": 300, "full": 480},
+    ),
+    Bench(
+        "multiprocess_speedup",
+        "multiprocess_speedup.py",
+        "Dagster multiprocess executor",
+        optional=True,
+        timeout_s={"smoke": 180, "quick": 300, "full": 420},
+    ),
+    Bench("train_gpu", "train_gpu.py", "GPU training (SFT and RL rollouts)", needs_gpu=True, optional=True),
 ]
 DEFAULT_TIMEOUT = {"smoke": 90, "quick": 240, "full": 300}
 
@@ -103,7 +140,9 @@ def run_one(bench: Bench, mode: str) -> list[Row]:
     if bench.needs_gpu and gpu_name() is None:
         from gpu_recorded import recorded_rows
 
-        return recorded_rows() or [not_run(bench.key, bench.title, "needs GPU, not run (no CUDA device here)")]
+        return recorded_rows() or [
+            not_run(bench.key, bench.title, "needs GPU, not run (no CUDA device here)")
+        ]
     mod = load(bench)
     if hasattr(mod, "run"):
         rows = mod.run(mode)
@@ -119,10 +158,18 @@ def run_one(bench: Bench, mode: str) -> list[Row]:
 def _train_gpu_rows(mod, mode: str) -> list[Row]:
     """train_gpu.py prints a result dict: achieved TFLOP/s against the card's measured peak."""
     res = mod.main(["--tiny"] if mode == "smoke" else [])
-    return [Row("train_gpu", f"GPU SFT ({res.get('model')}): achieved TFLOP/s (ratio = MFU)",
-                res["sft_tflops"], res["peak_tflops"], "TFLOP/s", "peak bf16 matmul, same card",
-                note=f"{res.get('device_name')}; SFT {res['sft'].get('tokens_per_s')} tokens/s; "
-                     f"rollouts {res.get('rl', {}).get('rollouts_per_s', '?')}/s")]
+    return [
+        Row(
+            "train_gpu",
+            f"GPU SFT ({res.get('model')}): achieved TFLOP/s (ratio = MFU)",
+            res["sft_tflops"],
+            res["peak_tflops"],
+            "TFLOP/s",
+            "peak bf16 matmul, same card",
+            note=f"{res.get('device_name')}; SFT {res['sft'].get('tokens_per_s')} tokens/s; "
+            f"rollouts {res.get('rl', {}).get('rollouts_per_s', '?')}/s",
+        )
+    ]
 
 
 def _rows_from_json_main(bench: Bench, mod, mode: str) -> list[Row]:
@@ -149,8 +196,16 @@ def _rows_from_json_main(bench: Bench, mod, mode: str) -> list[Row]:
     fast = next((res[k] for k in ("multiprocess_s", "seconds_multiprocess", "figure_s") if k in res), None)
     if not slow or not fast:
         return [not_run(bench.key, bench.title, f"result has no timings: {sorted(res)}")]
-    return [Row(bench.key, bench.title + ": materialisations/h", 3600 / fast, 3600 / slow,
-                "runs/h", "in-process executor")]
+    return [
+        Row(
+            bench.key,
+            bench.title + ": materialisations/h",
+            3600 / fast,
+            3600 / slow,
+            "runs/h",
+            "in-process executor",
+        )
+    ]
 
 
 # -- the suite, in the parent ---------------------------------------------------------------
@@ -162,9 +217,20 @@ def run_suite(benches: list[Bench], mode: str, say=print) -> tuple[list[Row], di
         say(f"== {b.key} ({mode}, timeout {timeout} s)")
         with tempfile.TemporaryDirectory(prefix=f"bench-{b.key}-") as tmp:
             out = Path(tmp) / "rows.json"
-            proc = run_measured([sys.executable, str(Path(__file__).resolve()), "--one", b.key,
-                                 "--mode", mode, "--rows-json", str(out)], cwd=ROOT,
-                                timeout_s=timeout)
+            proc = run_measured(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--one",
+                    b.key,
+                    "--mode",
+                    mode,
+                    "--rows-json",
+                    str(out),
+                ],
+                cwd=ROOT,
+                timeout_s=timeout,
+            )
             walls[b.key] = proc.wall_s
             if proc.returncode == 0 and out.exists():
                 got = read_rows(out)
@@ -174,8 +240,10 @@ def run_suite(benches: list[Bench], mode: str, say=print) -> tuple[list[Row], di
                 say(proc.stderr[-4000:])
                 got = [not_run(b.key, b.title, f"{why} after {proc.wall_s:.0f} s: {last}")]
         for r in got:
-            say(f"   {r.name}: {fmt_num(r.figure)} vs {fmt_num(r.baseline)} {r.unit}"
-                f" = {fmt_ratio(r.ratio)} {r.target} {r.note}")
+            say(
+                f"   {r.name}: {fmt_num(r.figure)} vs {fmt_num(r.baseline)} {r.unit}"
+                f" = {fmt_ratio(r.ratio)} {r.target} {r.note}"
+            )
         say(f"   ({proc.wall_s:.0f} s)")
         rows.extend(got)
     return rows, walls
@@ -213,9 +281,23 @@ def summary_table(rows: list[Row], machine: dict, mode: str, walls: dict, when: 
     for r in rows:
         fig = "—" if r.figure is None else f"{fmt_num(r.figure)} {r.unit}"
         base = "—" if r.baseline is None else f"{fmt_num(r.baseline)} ({r.baseline_name})"
-        lines.append("| " + " | ".join(_cell(c) for c in (
-            r.name, fig, base, fmt_ratio(r.ratio), r.target or "—", status(r), r.machine or "—",
-            r.note or "")) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    r.name,
+                    fig,
+                    base,
+                    fmt_ratio(r.ratio),
+                    r.target or "—",
+                    status(r),
+                    r.machine or "—",
+                    r.note or "",
+                )
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -227,8 +309,10 @@ def latest_block(rows: list[Row], wall_s: float | None) -> str:
             out.append(f"- {r.name}: not run ({r.note})")
             continue
         tgt = f", target {r.target}: {status(r).strip('*')}" if r.target else ""
-        out.append(f"- {r.name}: {fmt_num(r.figure)} {r.unit} against {fmt_num(r.baseline)} "
-                   f"({r.baseline_name}) = **{fmt_ratio(r.ratio)}**{tgt}")
+        out.append(
+            f"- {r.name}: {fmt_num(r.figure)} {r.unit} against {fmt_num(r.baseline)} "
+            f"({r.baseline_name}) = **{fmt_ratio(r.ratio)}**{tgt}"
+        )
     return "\n".join(out)
 
 
@@ -245,14 +329,22 @@ def replace_block(text: str, key: str, body: str) -> tuple[str, bool]:
     return text, False
 
 
-def rewrite_doc(text: str, rows: list[Row], benches: list[Bench], machine: dict, mode: str,
-                walls: dict, when: str | None = None) -> str:
+def rewrite_doc(
+    text: str,
+    rows: list[Row],
+    benches: list[Bench],
+    machine: dict,
+    mode: str,
+    walls: dict,
+    when: str | None = None,
+) -> str:
     """The document with its generated parts refreshed and its prose kept."""
     when = when or datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     text, found = replace_block(text, "summary", summary_table(rows, machine, mode, walls, when))
     if not found:  # first run: the summary goes before the first section
-        block = "\n".join([_markers("summary")[0],
-                           summary_table(rows, machine, mode, walls, when), _markers("summary")[1]])
+        block = "\n".join(
+            [_markers("summary")[0], summary_table(rows, machine, mode, walls, when), _markers("summary")[1]]
+        )
         head, sep, rest = text.partition("\n## ")
         text = f"{head.rstrip()}\n\n## Summary\n\n{block}\n{sep}{rest}" if sep else f"{text}\n{block}\n"
     for b in benches:
@@ -262,8 +354,10 @@ def rewrite_doc(text: str, rows: list[Row], benches: list[Bench], machine: dict,
         text, found = replace_block(text, b.key, latest_block(mine, walls.get(b.key)))
         if not found:
             start, end = _markers(b.key)
-            text = (f"{text.rstrip()}\n\n## {b.title} (`benchmarks/{b.file}`)\n\n{start}\n"
-                    f"{latest_block(mine, walls.get(b.key))}\n{end}\n")
+            text = (
+                f"{text.rstrip()}\n\n## {b.title} (`benchmarks/{b.file}`)\n\n{start}\n"
+                f"{latest_block(mine, walls.get(b.key))}\n{end}\n"
+            )
     return text
 
 
@@ -276,11 +370,17 @@ def main(argv=None) -> int:
     mode.add_argument("--mode", choices=["smoke", "quick", "full"], default=None)
     ap.add_argument("--only", default=None, help="comma-separated benchmark keys")
     ap.add_argument("--doc", type=Path, default=DOC, help="the document to rewrite")
-    ap.add_argument("--json", type=Path, default=None,
-                    help="also write the run (rows, machine, wall times) here")
-    ap.add_argument("--from-json", type=Path, nargs="+", default=None,
-                    help="no run: rewrite the document from runs saved with --json (a later "
-                         "file's benchmarks replace an earlier one's)")
+    ap.add_argument(
+        "--json", type=Path, default=None, help="also write the run (rows, machine, wall times) here"
+    )
+    ap.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="no run: rewrite the document from runs saved with --json (a later "
+        "file's benchmarks replace an earlier one's)",
+    )
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rows-json", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -317,9 +417,19 @@ def main(argv=None) -> int:
     text = doc.read_text() if doc.exists() else "# Benchmarks\n"
     doc.write_text(rewrite_doc(text, rows, benches, machine, run_mode, walls, when))
     if args.json:
-        args.json.write_text(json.dumps({"mode": run_mode, "when": when, "machine": machine,
-                                         "walls": walls, "rows": [r.as_dict() for r in rows]},
-                                        indent=2, ensure_ascii=False))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "mode": run_mode,
+                    "when": when,
+                    "machine": machine,
+                    "walls": walls,
+                    "rows": [r.as_dict() for r in rows],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
     print(f"\n{len(rows)} rows, {time.perf_counter() - t0:.0f} s; {doc} rewritten")
     return 0
 

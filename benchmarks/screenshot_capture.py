@@ -17,6 +17,7 @@ screenshot (what each step costs in the blob store), and what the stored
 format costs downstream: `filters.phash.phash_bytes` images/s and how far the
 lossy formats move the pHash (mean Hamming distance to the PNG's).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,17 +30,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Row, machine_short, pick  # noqa: E402
 
-SIZES = {"smoke": {"pages": 2, "rounds": 1},
-         "quick": {"pages": 6, "rounds": 2},
-         "full": {"pages": 10, "rounds": 3}}
+SIZES = {
+    "smoke": {"pages": 2, "rounds": 1},
+    "quick": {"pages": 6, "rounds": 2},
+    "full": {"pages": 10, "rounds": 3},
+}
 
-PAGES = [("shop", "/"), ("mail", "/"), ("social", "/"), ("shop", "/product/p1"), ("notes", "/"),
-         ("settings", "/"), ("shop", "/cart"), ("mail", "/m/m1")]
+PAGES = [
+    ("shop", "/"),
+    ("mail", "/"),
+    ("social", "/"),
+    ("shop", "/product/p1"),
+    ("notes", "/"),
+    ("settings", "/"),
+    ("shop", "/cart"),
+    ("mail", "/m/m1"),
+]
 
 
 def _methods(page, cdp) -> dict:
     def cdp_shot(params: dict):
         return lambda: base64.b64decode(cdp.send("Page.captureScreenshot", params)["data"])
+
     return {
         "pw_png": lambda: page.screenshot(type="png", scale="css"),
         "pw_jpeg": lambda: page.screenshot(type="jpeg", quality=80, scale="css"),
@@ -50,8 +62,14 @@ def _methods(page, cdp) -> dict:
     }
 
 
-EXT = {"pw_png": "png", "pw_jpeg": "jpeg", "cdp_png": "png", "cdp_png_fast": "png",
-       "cdp_jpeg": "jpeg", "cdp_webp": "webp"}
+EXT = {
+    "pw_png": "png",
+    "pw_jpeg": "jpeg",
+    "cdp_png": "png",
+    "cdp_png_fast": "png",
+    "cdp_jpeg": "jpeg",
+    "cdp_webp": "webp",
+}
 
 
 def measure(n_pages: int, rounds: int) -> dict:
@@ -93,7 +111,7 @@ def summarise(seconds: dict, shots: dict, n_pages: int, rounds: int) -> dict:
     png_hashes = [phash_bytes(b) for b in shots["pw_png"]]
     for name, ts in seconds.items():
         # best round per page, summed: captures/s on an idle moment of this machine
-        per_page = [min(ts[i * rounds:(i + 1) * rounds]) for i in range(n_pages)]
+        per_page = [min(ts[i * rounds : (i + 1) * rounds]) for i in range(n_pages)]
         blobs = shots[name]
         t = time.perf_counter()
         hashes = [phash_bytes(b) for b in blobs]
@@ -109,9 +127,13 @@ def summarise(seconds: dict, shots: dict, n_pages: int, rounds: int) -> dict:
     return out
 
 
-LABELS = {"pw_jpeg": "Playwright JPEG q80", "cdp_png": "CDP PNG",
-          "cdp_png_fast": "CDP PNG optimizeForSpeed", "cdp_jpeg": "CDP JPEG q80",
-          "cdp_webp": "CDP WebP q80"}
+LABELS = {
+    "pw_jpeg": "Playwright JPEG q80",
+    "cdp_png": "CDP PNG",
+    "cdp_png_fast": "CDP PNG optimizeForSpeed",
+    "cdp_jpeg": "CDP JPEG q80",
+    "cdp_webp": "CDP WebP q80",
+}
 
 
 def rows_from(m: dict) -> list[Row]:
@@ -121,18 +143,42 @@ def rows_from(m: dict) -> list[Row]:
     rows = []
     for key, label in LABELS.items():
         v = meth[key]
-        rows.append(Row("screenshot_capture", f"capture: {label}, captures/s (1280x800)",
-                        v["captures_per_s"], base["captures_per_s"], "captures/s",
-                        "Playwright PNG, the default",
-                        note=f"{v['kb_per_shot']:.0f} KB/shot; pHash moves {v['phash_distance_to_png']:.1f} bits",
-                        machine=mach))
+        rows.append(
+            Row(
+                "screenshot_capture",
+                f"capture: {label}, captures/s (1280x800)",
+                v["captures_per_s"],
+                base["captures_per_s"],
+                "captures/s",
+                "Playwright PNG, the default",
+                note=f"{v['kb_per_shot']:.0f} KB/shot; pHash moves {v['phash_distance_to_png']:.1f} bits",
+                machine=mach,
+            )
+        )
     for key in ("pw_jpeg", "cdp_webp"):
         v = meth[key]
-        rows.append(Row("screenshot_capture", f"storage per step: {LABELS[key]}", v["kb_per_shot"],
-                        base["kb_per_shot"], "KB/screenshot", "PNG", machine=mach))
-    rows.append(Row("screenshot_capture", "pHash of the stored screenshot: JPEG q80",
-                    meth["pw_jpeg"]["phash_images_per_s"], base["phash_images_per_s"], "images/s",
-                    "pHash of the PNG", machine=mach))
+        rows.append(
+            Row(
+                "screenshot_capture",
+                f"storage per step: {LABELS[key]}",
+                v["kb_per_shot"],
+                base["kb_per_shot"],
+                "KB/screenshot",
+                "PNG",
+                machine=mach,
+            )
+        )
+    rows.append(
+        Row(
+            "screenshot_capture",
+            "pHash of the stored screenshot: JPEG q80",
+            meth["pw_jpeg"]["phash_images_per_s"],
+            base["phash_images_per_s"],
+            "images/s",
+            "pHash of the PNG",
+            machine=mach,
+        )
+    )
     return rows
 
 

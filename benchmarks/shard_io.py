@@ -25,6 +25,7 @@ sides alike; the three writes, which take a fraction of a second, are each
 tried WRITE_TRIALS times a run). Prints one JSON object with the figures and
 the ratios; the target is write ratio (ours / tarfile) >= 0.8.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,10 @@ WRITE_TRIALS = 3  # tries of each write a run (interleaved), the best counts
 def build_store(root: Path, trajectories: int, steps: int) -> RawStore:
     store = RawStore(root)
     rng = np.random.default_rng(0)
-    with store.writer("bench", batch_size=16) as w, tqdm(total=trajectories * steps,
-                                                          desc="screenshots", file=sys.stderr) as bar:
+    with (
+        store.writer("bench", batch_size=16) as w,
+        tqdm(total=trajectories * steps, desc="screenshots", file=sys.stderr) as bar,
+    ):
         for t in range(trajectories):
             tid = f"bench-{t:05d}"
             task = Task(task_id=f"t{t}", language="en", app="shop", instruction="Buy red shoes")
@@ -74,13 +77,32 @@ def build_store(root: Path, trajectories: int, steps: int) -> RawStore:
                 Image.fromarray(im).save(buf, format="PNG", compress_level=1)
                 images.append((buf.getvalue(), "png"))
                 bar.update()
-            rows = [Step(trajectory_id=tid, index=i, screenshot=sha, width=W, height=H,
-                         url="http://shop/", a11y_tree="- button \"Go\" [ref=e1]\n" * 20,
-                         action=Action.tap(0.3, 0.4), thought="Tap Go to continue.")
-                    for i, sha in enumerate(store.blobs.put_many(images))]
-            w.add(Trajectory(trajectory_id=tid, task=task, platform="web", app="shop",
-                             device=DeviceProfile(viewport_width=W, viewport_height=H),
-                             policy="oracle", num_steps=steps), rows)
+            rows = [
+                Step(
+                    trajectory_id=tid,
+                    index=i,
+                    screenshot=sha,
+                    width=W,
+                    height=H,
+                    url="http://shop/",
+                    a11y_tree='- button "Go" [ref=e1]\n' * 20,
+                    action=Action.tap(0.3, 0.4),
+                    thought="Tap Go to continue.",
+                )
+                for i, sha in enumerate(store.blobs.put_many(images))
+            ]
+            w.add(
+                Trajectory(
+                    trajectory_id=tid,
+                    task=task,
+                    platform="web",
+                    app="shop",
+                    device=DeviceProfile(viewport_width=W, viewport_height=H),
+                    policy="oracle",
+                    num_steps=steps,
+                ),
+                rows,
+            )
     return store
 
 
@@ -169,6 +191,7 @@ def read_ours(shard_dir: Path) -> int:
 
 def read_wds(paths: list[str]) -> int:
     import webdataset as wds
+
     return sum(1 for _ in wds.WebDataset(paths, shardshuffle=False, empty_check=False))
 
 
@@ -190,21 +213,31 @@ def measure(args) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     try:
         store = build_store(work / "raw", args.trajectories, args.steps)
-        best = {k: float("inf") for k in ("export", "ours", "split_writer", "tarfile",
-                                          "read_ours", "read_wds", "resize")}
+        best = {
+            k: float("inf")
+            for k in ("export", "ours", "split_writer", "tarfile", "read_ours", "read_wds", "resize")
+        }
         sizes: dict[str, int] = {}
         cpu_s: dict[str, float] = {}  # CPU seconds of each write (best): what load cannot blur
         samples = 0
         for r in tqdm(range(args.repeat), desc="rounds", file=sys.stderr):
             out = work / f"export-{r}"
-            t, res = timed(export_shards, store, out, dataset="bench",
-                           max_samples_per_shard=args.samples_per_shard, splits=[("train", 1.0)])
+            t, res = timed(
+                export_shards,
+                store,
+                out,
+                dataset="bench",
+                max_samples_per_shard=args.samples_per_shard,
+                splits=[("train", 1.0)],
+            )
             best["export"], sizes["export"], samples = min(best["export"], t), res.bytes, res.samples
             shards = load_shards(out)
             exported = [p.read_bytes() for p in sorted(out.glob("*.tar"))]
-            writes = {"ours": lambda d: write_ours(shards, d),
-                      "split_writer": lambda d: write_split_writer(shards, d, args.samples_per_shard),
-                      "tarfile": lambda d: write_tarfile(shards, d)}
+            writes = {
+                "ours": lambda d: write_ours(shards, d),
+                "split_writer": lambda d: write_split_writer(shards, d, args.samples_per_shard),
+                "tarfile": lambda d: write_tarfile(shards, d),
+            }
             for trial in range(WRITE_TRIALS):
                 for name, write in writes.items():
                     d = work / f"{name}-{r}-{trial}"
@@ -222,30 +255,40 @@ def measure(args) -> dict:
             t, n = timed(read_wds, paths)
             assert n == samples
             best["read_wds"] = min(best["read_wds"], t)
-            t, _ = timed(export_shards, store, work / f"resized-{r}", dataset="bench",
-                         max_samples_per_shard=args.samples_per_shard, splits=[("train", 1.0)],
-                         resolution=args.profile)
+            t, _ = timed(
+                export_shards,
+                store,
+                work / f"resized-{r}",
+                dataset="bench",
+                max_samples_per_shard=args.samples_per_shard,
+                splits=[("train", 1.0)],
+                resolution=args.profile,
+            )
             best["resize"] = min(best["resize"], t)
             shutil.rmtree(work / f"resized-{r}")
-        mbps = {k: round(sizes[k] / MB / best[k], 1)
-                for k in ("export", "ours", "split_writer", "tarfile")}
+        mbps = {k: round(sizes[k] / MB / best[k], 1) for k in ("export", "ours", "split_writer", "tarfile")}
         sps = {k: round(samples / best[k]) for k in ("read_ours", "read_wds", "resize", "export")}
         figures = {
-            "samples": samples, "shards": len(paths),
+            "samples": samples,
+            "shards": len(paths),
             "shard_mb": round(sizes["export"] / MB, 1),
             "mean_sample_kb": round(sizes["export"] / samples / 1e3, 1),
-            "write_mb_s": {"ours_writer": mbps["ours"], "split_writer": mbps["split_writer"],
-                           "tarfile": mbps["tarfile"], "export_end_to_end": mbps["export"]},
+            "write_mb_s": {
+                "ours_writer": mbps["ours"],
+                "split_writer": mbps["split_writer"],
+                "tarfile": mbps["tarfile"],
+                "export_end_to_end": mbps["export"],
+            },
             "write_ratio_ours_vs_tarfile": round(mbps["ours"] / mbps["tarfile"], 3),
             "write_ratio_split_writer_vs_tarfile": round(mbps["split_writer"] / mbps["tarfile"], 3),
             "write_cpu_ms": {k: round(v * 1e3, 1) for k, v in cpu_s.items()},
             "export_ratio_vs_tarfile": round(mbps["export"] / mbps["tarfile"], 3),
             "export_samples_s": {"native": sps["export"], args.profile: sps["resize"]},
-            "read_samples_s": {"trajforge_iter_samples": sps["read_ours"],
-                               "webdataset": sps["read_wds"]},
+            "read_samples_s": {"trajforge_iter_samples": sps["read_ours"], "webdataset": sps["read_wds"]},
             "read_ratio_ours_vs_webdataset": round(sps["read_ours"] / sps["read_wds"], 3),
             "target_write_ratio": 0.8,
-            "repeat": args.repeat, "cpus": os.cpu_count(),
+            "repeat": args.repeat,
+            "cpus": os.cpu_count(),
         }
         return figures
     finally:
@@ -254,9 +297,11 @@ def measure(args) -> dict:
 
 
 # run_all's sizes (the documented run is --trajectories 80 --steps 5 --samples-per-shard 100 --repeat 3)
-SIZES = {"smoke": dict(trajectories=4, steps=3, samples_per_shard=5, repeat=1),
-         "quick": dict(trajectories=20, steps=5, samples_per_shard=50, repeat=2),
-         "full": dict(trajectories=40, steps=5, samples_per_shard=50, repeat=2)}
+SIZES = {
+    "smoke": dict(trajectories=4, steps=3, samples_per_shard=5, repeat=1),
+    "quick": dict(trajectories=20, steps=5, samples_per_shard=50, repeat=2),
+    "full": dict(trajectories=40, steps=5, samples_per_shard=50, repeat=2),
+}
 
 
 def run(mode: str):
@@ -271,20 +316,55 @@ def run(mode: str):
     tries = s["repeat"] * WRITE_TRIALS
     size = f"{f['samples']} samples, {f['shard_mb']} MB in {f['shards']} shards, best of {tries}"
     return [
-        Row("shard_io", "shards: trajforge shard writer (ShardTarWriter, sha256 on a helper thread)",
-            w["ours_writer"], w["tarfile"], "MB/s", "plain tarfile, same members",
-            target=">= 0.8", note=size, machine=mach),
-        Row("shard_io", "shards: export's SplitWriter (rolling, + journal and folder fsyncs)",
-            w["split_writer"], w["tarfile"], "MB/s", "plain tarfile, same members",
-            note=f"best of {tries}", machine=mach),
-        Row("shard_io", "shards: export_shards end to end (store read, sort, JSON, write)",
-            w["export_end_to_end"], w["tarfile"], "MB/s", "plain tarfile, same members",
-            note=f"{f['export_samples_s']['native']} samples/s", machine=mach),
-        Row("shard_io", "shards: export with the qwen resolution profile (resize)",
-            f["export_samples_s"]["qwen"], f["export_samples_s"]["native"], "samples/s",
-            "export at native resolution", machine=mach),
-        Row("shard_io", "shards: read, trajforge.publish.shards.iter_samples", r["trajforge_iter_samples"],
-            r["webdataset"], "samples/s", "webdataset.WebDataset (no decode)", machine=mach),
+        Row(
+            "shard_io",
+            "shards: trajforge shard writer (ShardTarWriter, sha256 on a helper thread)",
+            w["ours_writer"],
+            w["tarfile"],
+            "MB/s",
+            "plain tarfile, same members",
+            target=">= 0.8",
+            note=size,
+            machine=mach,
+        ),
+        Row(
+            "shard_io",
+            "shards: export's SplitWriter (rolling, + journal and folder fsyncs)",
+            w["split_writer"],
+            w["tarfile"],
+            "MB/s",
+            "plain tarfile, same members",
+            note=f"best of {tries}",
+            machine=mach,
+        ),
+        Row(
+            "shard_io",
+            "shards: export_shards end to end (store read, sort, JSON, write)",
+            w["export_end_to_end"],
+            w["tarfile"],
+            "MB/s",
+            "plain tarfile, same members",
+            note=f"{f['export_samples_s']['native']} samples/s",
+            machine=mach,
+        ),
+        Row(
+            "shard_io",
+            "shards: export with the qwen resolution profile (resize)",
+            f["export_samples_s"]["qwen"],
+            f["export_samples_s"]["native"],
+            "samples/s",
+            "export at native resolution",
+            machine=mach,
+        ),
+        Row(
+            "shard_io",
+            "shards: read, trajforge.publish.shards.iter_samples",
+            r["trajforge_iter_samples"],
+            r["webdataset"],
+            "samples/s",
+            "webdataset.WebDataset (no decode)",
+            machine=mach,
+        ),
     ]
 
 

@@ -25,6 +25,7 @@ One call on a GPU machine, nothing downloaded:
 
 Prints a table, then one JSON line with every figure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,13 +65,22 @@ def peak_matmul_tflops(device: str, dtype, n: int, iters: int) -> float:
         sync(device)
         best = min(best, time.perf_counter() - t0)
     del a, b
-    return 2 * n ** 3 * iters / best / 1e12
+    return 2 * n**3 * iters / best / 1e12
 
 
 def token_ids(processor) -> dict[str, int]:
     vocab = processor.tokenizer.get_vocab()
-    return {t: vocab[t] for t in ("<|endoftext|>", "<|im_end|>", "<|image_pad|>", "<|video_pad|>",
-                                  "<|vision_start|>", "<|vision_end|>")}
+    return {
+        t: vocab[t]
+        for t in (
+            "<|endoftext|>",
+            "<|im_end|>",
+            "<|image_pad|>",
+            "<|video_pad|>",
+            "<|vision_start|>",
+            "<|vision_end|>",
+        )
+    }
 
 
 def build_model(args, device: str, dtype):
@@ -110,8 +120,15 @@ def parameter_counts(model) -> dict[str, int]:
     n_vis = sum(p.numel() for p in visual.parameters()) if visual is not None else 0
     emb = model.get_input_embeddings().weight.numel()
     head = model.get_output_embeddings().weight.numel()
-    n_lm = (sum(p.numel() for p in lm.parameters()) if lm is not None
-            else sum(p.numel() for p in model.parameters()) - n_vis) - emb + head
+    n_lm = (
+        (
+            sum(p.numel() for p in lm.parameters())
+            if lm is not None
+            else sum(p.numel() for p in model.parameters()) - n_vis
+        )
+        - emb
+        + head
+    )
     total = sum(p.numel() for p in model.parameters())
     return {"total": total, "language_matmul": n_lm, "vision": n_vis}
 
@@ -136,10 +153,16 @@ def encode_prompts(processor, n: int, width: int, height: int, generation: bool)
 
     texts, images = [], []
     for i in range(n):
-        messages = [{"role": "system", "content": "You are a GUI agent. Think, then act."},
-                    {"role": "user", "content": [
-                        {"type": "image"},
-                        {"type": "text", "text": f"Task {i}: add the blue shirt to the cart and check out."}]}]
+        messages = [
+            {"role": "system", "content": "You are a GUI agent. Think, then act."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image"},
+                    {"type": "text", "text": f"Task {i}: add the blue shirt to the cart and check out."},
+                ],
+            },
+        ]
         texts.append(processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
         images.append(Image.open(io.BytesIO(screenshot(width, height, i))).convert("RGB"))
     return processor(text=texts, images=images, return_tensors="pt", padding=generation)
@@ -156,8 +179,9 @@ def sft_batch(processor, args, device: str):
     prompt = enc["input_ids"]
     answer_len = args.seq_len - prompt.shape[1] - 1
     if answer_len < 32:
-        raise SystemExit(f"--seq-len {args.seq_len} leaves no room for an answer after a "
-                         f"{prompt.shape[1]}-token prompt")
+        raise SystemExit(
+            f"--seq-len {args.seq_len} leaves no room for an answer after a {prompt.shape[1]}-token prompt"
+        )
     specials = set(processor.tokenizer.all_special_ids)
     pool = torch.tensor([i for i in range(min(len(processor.tokenizer), 30000)) if i not in specials])
     g = torch.Generator().manual_seed(0)
@@ -165,16 +189,22 @@ def sft_batch(processor, args, device: str):
     end = torch.full((args.batch_size, 1), ids["<|im_end|>"])
     input_ids = torch.cat([prompt, answer, end], dim=1)
     labels = input_ids.clone()
-    labels[:, :prompt.shape[1]] = -100
+    labels[:, : prompt.shape[1]] = -100
     weights = torch.zeros(input_ids.shape, dtype=torch.float32)
-    weights[:, prompt.shape[1]:] = 1.0
-    weights[:, -25:-1] = args.alpha_action   # the action JSON ...
-    weights[:, -15:-5] = args.alpha_coord    # ... and its coordinates
+    weights[:, prompt.shape[1] :] = 1.0
+    weights[:, -25:-1] = args.alpha_action  # the action JSON ...
+    weights[:, -15:-5] = args.alpha_coord  # ... and its coordinates
     # M-RoPE needs to know which tokens are image tokens: none of the answer's
     mm_types = torch.cat([enc["mm_token_type_ids"], torch.zeros_like(answer), torch.zeros_like(end)], dim=1)
-    batch = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids), "mm_token_type_ids": mm_types,
-             "pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"],
-             "labels": labels, "weights": weights}
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "mm_token_type_ids": mm_types,
+        "pixel_values": enc["pixel_values"],
+        "image_grid_thw": enc["image_grid_thw"],
+        "labels": labels,
+        "weights": weights,
+    }
     return {k: v.to(device) for k, v in batch.items()}
 
 
@@ -187,7 +217,7 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     model.train()
     model.config.use_cache = False
     if not args.no_grad_ckpt:
-        if hasattr(model, "activation_checkpointing_enable"):   # transformers >= 5 name
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5 name
             model.activation_checkpointing_enable()
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -219,12 +249,22 @@ def bench_sft(model, processor, args, device: str, dtype) -> dict:
     seconds = sum(times)
     tokens = int(batch["attention_mask"].sum()) * args.sft_steps
     patches = int(batch["pixel_values"].shape[0]) * args.sft_steps
-    out = {"batch_size": args.batch_size, "gradient_checkpointing": not args.no_grad_ckpt,
-           "compiled": args.compile, "seq_len": int(batch["input_ids"].shape[1]),
-           "image_tokens_per_sample": int((batch["input_ids"][0] == token_ids(processor)["<|image_pad|>"]).sum()),
-           "steps_timed": args.sft_steps, "s_per_step": round(seconds / args.sft_steps, 4),
-           "tokens_per_s": round(tokens / seconds, 1), "losses": losses,
-           "tokens": tokens, "patches": patches, "seconds": seconds}
+    out = {
+        "batch_size": args.batch_size,
+        "gradient_checkpointing": not args.no_grad_ckpt,
+        "compiled": args.compile,
+        "seq_len": int(batch["input_ids"].shape[1]),
+        "image_tokens_per_sample": int(
+            (batch["input_ids"][0] == token_ids(processor)["<|image_pad|>"]).sum()
+        ),
+        "steps_timed": args.sft_steps,
+        "s_per_step": round(seconds / args.sft_steps, 4),
+        "tokens_per_s": round(tokens / seconds, 1),
+        "losses": losses,
+        "tokens": tokens,
+        "patches": patches,
+        "seconds": seconds,
+    }
     if device.startswith("cuda"):
         out["peak_memory_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 1)
     del opt
@@ -239,11 +279,17 @@ def bench_rollouts(model, processor, args, device: str) -> dict:
     enc = {k: v.to(device) for k, v in enc.items()}
     model.eval()
     model.config.use_cache = True
-    kw = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, num_return_sequences=args.group_size,
-              pad_token_id=processor.tokenizer.pad_token_id)
+    kw = dict(
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        num_return_sequences=args.group_size,
+        pad_token_id=processor.tokenizer.pad_token_id,
+    )
     mixed = args.precision == "mixed" and device.startswith("cuda")
     with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
-        model.generate(**enc, max_new_tokens=4, min_new_tokens=4, **kw)   # warm-up
+        model.generate(**enc, max_new_tokens=4, min_new_tokens=4, **kw)  # warm-up
         sync(device)
         t0 = time.perf_counter()
         out = model.generate(**enc, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, **kw)
@@ -251,26 +297,37 @@ def bench_rollouts(model, processor, args, device: str) -> dict:
         seconds = time.perf_counter() - t0
     rollouts = args.prompts * args.group_size
     new = int(out.shape[1] - enc["input_ids"].shape[1])
-    return {"prompts": args.prompts, "group_size": args.group_size, "new_tokens": new,
-            "prompt_tokens": int(enc["input_ids"].shape[1]), "rollouts": rollouts,
-            "seconds": round(seconds, 3), "rollouts_per_s": round(rollouts / seconds, 2),
-            "new_tokens_per_s": round(rollouts * new / seconds, 1)}
+    return {
+        "prompts": args.prompts,
+        "group_size": args.group_size,
+        "new_tokens": new,
+        "prompt_tokens": int(enc["input_ids"].shape[1]),
+        "rollouts": rollouts,
+        "seconds": round(seconds, 3),
+        "rollouts_per_s": round(rollouts / seconds, 2),
+        "new_tokens_per_s": round(rollouts * new / seconds, 1),
+    }
 
 
 def table(result: dict) -> str:
     s, r = result["sft"], result["rl"]
-    rows = [("device", result["device_name"]),
-            ("precision", f"{result['precision']} (weights {result['dtype']})"),
-            ("model", f"{result['model']} ({result['params']['total'] / 1e9:.3g}B params)"),
-            ("peak matmul (measured)", f"{result['peak_tflops']:.3g} TFLOP/s"),
-            ("SFT batch", f"{s['batch_size']} x {s['seq_len']} tokens ({s['image_tokens_per_sample']} image)"),
-            ("SFT step", f"{s['s_per_step']:.3f} s"),
-            ("SFT tokens/s", f"{s['tokens_per_s']:,.0f}"),
-            ("SFT achieved", f"{result['sft_tflops']:.3g} TFLOP/s"),
-            ("MFU (vs measured peak)", f"{100 * result['mfu']:.1f} %"),
-            ("RL rollouts/s", f"{r['rollouts_per_s']:.2f} ({r['prompts']} prompts x G={r['group_size']}, "
-                              f"{r['new_tokens']} new tokens)"),
-            ("RL new tokens/s", f"{r['new_tokens_per_s']:,.0f}")]
+    rows = [
+        ("device", result["device_name"]),
+        ("precision", f"{result['precision']} (weights {result['dtype']})"),
+        ("model", f"{result['model']} ({result['params']['total'] / 1e9:.3g}B params)"),
+        ("peak matmul (measured)", f"{result['peak_tflops']:.3g} TFLOP/s"),
+        ("SFT batch", f"{s['batch_size']} x {s['seq_len']} tokens ({s['image_tokens_per_sample']} image)"),
+        ("SFT step", f"{s['s_per_step']:.3f} s"),
+        ("SFT tokens/s", f"{s['tokens_per_s']:,.0f}"),
+        ("SFT achieved", f"{result['sft_tflops']:.3g} TFLOP/s"),
+        ("MFU (vs measured peak)", f"{100 * result['mfu']:.1f} %"),
+        (
+            "RL rollouts/s",
+            f"{r['rollouts_per_s']:.2f} ({r['prompts']} prompts x G={r['group_size']}, "
+            f"{r['new_tokens']} new tokens)",
+        ),
+        ("RL new tokens/s", f"{r['new_tokens_per_s']:,.0f}"),
+    ]
     if "peak_memory_gb" in s:
         rows.append(("SFT peak memory", f"{s['peak_memory_gb']} GiB"))
     width = max(len(k) for k, _ in rows)
@@ -281,13 +338,23 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="the tiny model, small sizes (CPU check)")
-    ap.add_argument("--precision", choices=["mixed", "bf16"], default="mixed",
-                    help="mixed: fp32 master weights + bf16 autocast (the trainer's default); "
-                         "bf16: bf16 weights in place")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile each transformer block (training.compile); the warm-up steps compile")
-    ap.add_argument("--no-grad-ckpt", action="store_true",
-                    help="keep every activation (faster, more memory) instead of recomputing them")
+    ap.add_argument(
+        "--precision",
+        choices=["mixed", "bf16"],
+        default="mixed",
+        help="mixed: fp32 master weights + bf16 autocast (the trainer's default); "
+        "bf16: bf16 weights in place",
+    )
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile each transformer block (training.compile); the warm-up steps compile",
+    )
+    ap.add_argument(
+        "--no-grad-ckpt",
+        action="store_true",
+        help="keep every activation (faster, more memory) instead of recomputing them",
+    )
     ap.add_argument("--layers", type=int, default=0, help="override the text layers (0 = 36)")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seq-len", type=int, default=None)
@@ -303,10 +370,25 @@ def parse_args(argv=None):
     ap.add_argument("--alpha-coord", type=float, default=4.0)
     args = ap.parse_args(argv)
     # full size: what one H100/H200 holds with full-parameter AdamW and checkpointing
-    defaults = ({"batch_size": 2, "seq_len": 256, "sft_steps": 3, "prompts": 2, "matmul_size": 512,
-                 "image_max_pixels": 28 * 28 * 16} if args.tiny else
-                {"batch_size": 4, "seq_len": 2048, "sft_steps": 6, "prompts": 8, "matmul_size": 8192,
-                 "image_max_pixels": 512 * 28 * 28})
+    defaults = (
+        {
+            "batch_size": 2,
+            "seq_len": 256,
+            "sft_steps": 3,
+            "prompts": 2,
+            "matmul_size": 512,
+            "image_max_pixels": 28 * 28 * 16,
+        }
+        if args.tiny
+        else {
+            "batch_size": 4,
+            "seq_len": 2048,
+            "sft_steps": 6,
+            "prompts": 8,
+            "matmul_size": 8192,
+            "image_max_pixels": 512 * 28 * 28,
+        }
+    )
     for k, v in defaults.items():
         if getattr(args, k) is None:
             setattr(args, k, v)
@@ -325,7 +407,9 @@ def main(argv=None) -> dict:
     dtype = torch.bfloat16 if device.startswith("cuda") and args.precision == "bf16" else torch.float32
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     t_start = time.perf_counter()
-    peak = peak_matmul_tflops(device, peak_dtype, args.matmul_size, iters=50 if device.startswith("cuda") else 5)
+    peak = peak_matmul_tflops(
+        device, peak_dtype, args.matmul_size, iters=50 if device.startswith("cuda") else 5
+    )
     print(f"peak matmul {args.matmul_size}^3 {str(peak_dtype)[6:]}: {peak:.3g} TFLOP/s", flush=True)
     model, processor = build_model(args, device, dtype)
     params = parameter_counts(model)
@@ -334,12 +418,21 @@ def main(argv=None) -> dict:
     sft_flops = 6 * (params["language_matmul"] * sft["tokens"] + params["vision"] * sft["patches"])
     sft_tflops = sft_flops / sft.pop("seconds") / 1e12
     rl = bench_rollouts(model, processor, args, device)
-    result = {"device": device, "device_name": name, "dtype": str(dtype).replace("torch.", ""),
-              "precision": args.precision if device.startswith("cuda") else "fp32",
-              "torch": torch.__version__, "model": "tiny-qwen2vl" if args.tiny else "qwen2.5-vl-3b-shape (random)",
-              "params": params, "peak_tflops": round(peak, 4), "sft": sft,
-              "sft_tflops": round(sft_tflops, 5), "mfu": round(sft_tflops / peak, 4), "rl": rl,
-              "wall_s": round(time.perf_counter() - t_start, 1)}
+    result = {
+        "device": device,
+        "device_name": name,
+        "dtype": str(dtype).replace("torch.", ""),
+        "precision": args.precision if device.startswith("cuda") else "fp32",
+        "torch": torch.__version__,
+        "model": "tiny-qwen2vl" if args.tiny else "qwen2.5-vl-3b-shape (random)",
+        "params": params,
+        "peak_tflops": round(peak, 4),
+        "sft": sft,
+        "sft_tflops": round(sft_tflops, 5),
+        "mfu": round(sft_tflops / peak, 4),
+        "rl": rl,
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
     print(table(result))
     print(json.dumps(result))
     return result

@@ -23,6 +23,7 @@ Browser launches are outside every timing (each env is launched, then all
 start together); every configuration runs once per round and the best round
 counts. Target: recording overhead at most 25% (1 / 2 >= 0.8).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,11 @@ from sandbox.tasks import build_catalog  # noqa: E402
 from schemas.records import session_seed  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
-SIZES = {"smoke": {"tasks": 2, "browsers": (1, 2), "repeat": 1},
-         "quick": {"tasks": 6, "browsers": (1, 2, 4), "repeat": 1},
-         "full": {"tasks": 5, "browsers": (1, 2, 4), "repeat": 2}}
+SIZES = {
+    "smoke": {"tasks": 2, "browsers": (1, 2), "repeat": 1},
+    "quick": {"tasks": 6, "browsers": (1, 2, 4), "repeat": 1},
+    "full": {"tasks": 5, "browsers": (1, 2, 4), "repeat": 2},
+}
 
 
 def pick_tasks(n: int):
@@ -92,8 +95,16 @@ class TimedWebEnv(WebEnv):
         return self._timed("observe", super()._observe, error)
 
 
-def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str = "png",
-                   tag: str = "", profile: Path | None = None, allowlist: bool = True) -> dict:
+def crawl_parallel(
+    tasks,
+    url: str,
+    root: Path,
+    browsers: int,
+    image_format: str = "png",
+    tag: str = "",
+    profile: Path | None = None,
+    allowlist: bool = True,
+) -> dict:
     """Crawl `tasks` on `browsers` WebEnvs; steps/s from the moment all are launched.
 
     One browser: one WebEnv on this thread (`crawl(env=...)`, profiled with
@@ -104,8 +115,9 @@ def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str
     collection = f"bench{tag}/b{browsers}"
 
     def launch() -> TimedWebEnv:
-        return TimedWebEnv.launch(image_format=image_format,
-                                  request_filter=Allowlist([url]) if allowlist else None)
+        return TimedWebEnv.launch(
+            image_format=image_format, request_filter=Allowlist([url]) if allowlist else None
+        )
 
     how = SandboxCrawl(server_url=url, distraction_rate=0.0, image_format=image_format)
     if browsers == 1:
@@ -129,10 +141,16 @@ def crawl_parallel(tasks, url: str, root: Path, browsers: int, image_format: str
             envs = [e for e in (pool.env_of(f"browser#{i}") for i in range(browsers)) if e is not None]
     steps = stats.steps
     phases = {k: sum(e.phase_s[k] for e in envs) for k in envs[0].phase_s}
-    return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds,
-            "phase_ms_per_step": {k: round(v * 1000 / max(1, steps), 1) for k, v in phases.items()},
-            "success": stats.success, "trajectories": stats.trajectories,
-            "store": store, "collections": [collection]}
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "steps_per_s": steps / seconds,
+        "phase_ms_per_step": {k: round(v * 1000 / max(1, steps), 1) for k, v in phases.items()},
+        "success": stats.success,
+        "trajectories": stats.trajectories,
+        "store": store,
+        "collections": [collection],
+    }
 
 
 def bare_loop(store: RawStore, collections: list[str], url: str, image_format: str = "png") -> dict:
@@ -155,14 +173,26 @@ def bare_loop(store: RawStore, collections: list[str], url: str, image_format: s
             for traj in trajs:
                 d = traj.device
                 # The context the crawler would open for this device.
-                ctx = browser.new_context(viewport={"width": d.viewport_width, "height": d.viewport_height},
-                                          device_scale_factor=d.pixel_ratio, is_mobile=d.is_mobile,
-                                          has_touch=d.is_mobile, locale=d.locale, color_scheme=d.theme)
+                ctx = browser.new_context(
+                    viewport={"width": d.viewport_width, "height": d.viewport_height},
+                    device_scale_factor=d.pixel_ratio,
+                    is_mobile=d.is_mobile,
+                    has_touch=d.is_mobile,
+                    locale=d.locale,
+                    color_scheme=d.theme,
+                )
                 page = ctx.new_page()
                 task = traj.task
-                page.goto(start_url(url, sid=f"bare-{traj.trajectory_id}", app=task.app,
-                                    lang=task.language, seed=session_seed(task.params, traj.seed)),
-                          wait_until="domcontentloaded")
+                page.goto(
+                    start_url(
+                        url,
+                        sid=f"bare-{traj.trajectory_id}",
+                        app=task.app,
+                        lang=task.language,
+                        seed=session_seed(task.params, traj.seed),
+                    ),
+                    wait_until="domcontentloaded",
+                )
                 for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
                     a = s.action
                     t = time.perf_counter()
@@ -208,13 +238,19 @@ def measure(n_tasks: int, browsers=(1, 2, 4), repeat: int = 1, profile: Path | N
 
         # Every configuration once per round, best of the rounds: load drifts hit all alike.
         for r in range(repeat):
-            got = keep("crawl_png_1", crawl_parallel(tasks, srv.url, root / f"png{r}", 1,
-                                                     profile=profile if r == 0 else None))
+            got = keep(
+                "crawl_png_1",
+                crawl_parallel(tasks, srv.url, root / f"png{r}", 1, profile=profile if r == 0 else None),
+            )
             keep("bare_png", bare_loop(got["store"], got["collections"], srv.url))
-            keep("crawl_jpeg_1", crawl_parallel(tasks, srv.url, root / f"jpeg{r}", 1,
-                                                image_format="jpeg", tag="j"))
-            keep("crawl_png_1_unfiltered", crawl_parallel(tasks, srv.url, root / f"nf{r}", 1,
-                                                          tag="nf", allowlist=False))
+            keep(
+                "crawl_jpeg_1",
+                crawl_parallel(tasks, srv.url, root / f"jpeg{r}", 1, image_format="jpeg", tag="j"),
+            )
+            keep(
+                "crawl_png_1_unfiltered",
+                crawl_parallel(tasks, srv.url, root / f"nf{r}", 1, tag="nf", allowlist=False),
+            )
             for b in browsers:
                 if b != 1:
                     keep(f"crawl_png_{b}", crawl_parallel(tasks, srv.url, root / f"p{b}-{r}", b))
@@ -232,21 +268,27 @@ class _Profile:
         self.out = out
         try:
             from pyinstrument import Profiler
+
             self.prof, self.kind = Profiler(interval=0.005), "pyinstrument"
             self.prof.start()
         except ImportError:
             import cProfile
+
             self.prof, self.kind = cProfile.Profile(), "cprofile"
             self.prof.enable()
 
     def save(self) -> None:
         if self.kind == "pyinstrument":
             self.prof.stop()
-            self.out.write_text(self.prof.output_html() if self.out.suffix == ".html"
-                                else self.prof.output_text(unicode=True, show_all=False))
+            self.out.write_text(
+                self.prof.output_html()
+                if self.out.suffix == ".html"
+                else self.prof.output_text(unicode=True, show_all=False)
+            )
             return
         import io
         import pstats
+
         self.prof.disable()
         buf = io.StringIO()
         pstats.Stats(self.prof, stream=buf).sort_stats("cumulative").print_stats(60)
@@ -265,41 +307,75 @@ def _blob_kb(store: RawStore, ext: str) -> float:
 def rows_from(m: dict) -> list[Row]:
     mach = machine_short()
     one, bare, jpeg = m["crawl_png_1"], m["bare_png"], m["crawl_jpeg_1"]
-    note = (f"{m['tasks']} tasks, {one['steps']} steps, {one['success']}/{one['trajectories']} "
-            f"verified successful")
+    note = (
+        f"{m['tasks']} tasks, {one['steps']} steps, {one['success']}/{one['trajectories']} "
+        f"verified successful"
+    )
     p, q = one["phase_ms_per_step"], bare["phase_ms_per_step"]
-    note += (f"; ms/step: act {p['act']:.0f}, settle {p['settle']:.0f}, screenshot {p['screenshot']:.0f}, "
-             f"snapshot+elements {p['observe'] - p['screenshot']:.0f}, episode reset {p['reset']:.0f}; "
-             f"bare: click {q['click']:.0f}, screenshot {q['screenshot']:.0f}, reset {q['reset']:.0f}")
+    note += (
+        f"; ms/step: act {p['act']:.0f}, settle {p['settle']:.0f}, screenshot {p['screenshot']:.0f}, "
+        f"snapshot+elements {p['observe'] - p['screenshot']:.0f}, episode reset {p['reset']:.0f}; "
+        f"bare: click {q['click']:.0f}, screenshot {q['screenshot']:.0f}, reset {q['reset']:.0f}"
+    )
     rows = [
-        Row("web_crawl", "web crawl: recorded steps/s, PNG, 1 browser", one["steps_per_s"],
-            bare["steps_per_s"], "steps/s", "bare Playwright click + PNG screenshot",
-            target=">= 0.8", note=note, machine=mach),
-        Row("web_crawl", "web crawl: recorded steps/s, JPEG q80 capture, 1 browser",
-            jpeg["steps_per_s"], one["steps_per_s"], "steps/s", "the same crawl with PNG capture",
+        Row(
+            "web_crawl",
+            "web crawl: recorded steps/s, PNG, 1 browser",
+            one["steps_per_s"],
+            bare["steps_per_s"],
+            "steps/s",
+            "bare Playwright click + PNG screenshot",
+            target=">= 0.8",
+            note=note,
+            machine=mach,
+        ),
+        Row(
+            "web_crawl",
+            "web crawl: recorded steps/s, JPEG q80 capture, 1 browser",
+            jpeg["steps_per_s"],
+            one["steps_per_s"],
+            "steps/s",
+            "the same crawl with PNG capture",
             note=f"{m['jpeg_kb_per_step']:.0f} KB/screenshot vs PNG {m['png_kb_per_step']:.0f} KB",
-            machine=mach),
+            machine=mach,
+        ),
     ]
     if "crawl_png_1_unfiltered" in m:
         free = m["crawl_png_1_unfiltered"]
         f = free["phase_ms_per_step"]
-        rows.append(Row("web_crawl", "web crawl: recorded steps/s with the Allowlist, PNG, 1 browser",
-                        one["steps_per_s"], free["steps_per_s"], "steps/s",
-                        "the same crawl with no request filter",
-                        note=(f"the Allowlist holds through crawlers/web_proxy.py (every request "
-                              f"and redirect hop through a local proxy; the HTTP cache stays on); "
-                              f"unfiltered ms/step: settle {f['settle']:.0f}, screenshot "
-                              f"{f['screenshot']:.0f}, snapshot+elements "
-                              f"{f['observe'] - f['screenshot']:.0f}, episode reset {f['reset']:.0f}"),
-                        machine=mach))
+        rows.append(
+            Row(
+                "web_crawl",
+                "web crawl: recorded steps/s with the Allowlist, PNG, 1 browser",
+                one["steps_per_s"],
+                free["steps_per_s"],
+                "steps/s",
+                "the same crawl with no request filter",
+                note=(
+                    f"the Allowlist holds through crawlers/web_proxy.py (every request "
+                    f"and redirect hop through a local proxy; the HTTP cache stays on); "
+                    f"unfiltered ms/step: settle {f['settle']:.0f}, screenshot "
+                    f"{f['screenshot']:.0f}, snapshot+elements "
+                    f"{f['observe'] - f['screenshot']:.0f}, episode reset {f['reset']:.0f}"
+                ),
+                machine=mach,
+            )
+        )
     for b in (2, 4):
         key = f"crawl_png_{b}"
         if key in m:
-            rows.append(Row("web_crawl", f"web crawl: steps/s with {b} browsers in parallel",
-                            m[key]["steps_per_s"], one["steps_per_s"], "steps/s",
-                            "the same crawl on 1 browser",
-                            note=f"{m[key]['success']}/{m[key]['trajectories']} successful",
-                            machine=mach))
+            rows.append(
+                Row(
+                    "web_crawl",
+                    f"web crawl: steps/s with {b} browsers in parallel",
+                    m[key]["steps_per_s"],
+                    one["steps_per_s"],
+                    "steps/s",
+                    "the same crawl on 1 browser",
+                    note=f"{m[key]['success']}/{m[key]['trajectories']} successful",
+                    machine=mach,
+                )
+            )
     return rows
 
 
@@ -312,9 +388,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", default="quick", choices=list(SIZES))
     ap.add_argument("--tasks", type=int, default=None)
-    ap.add_argument("--profile", type=Path, default=None,
-                    help="profile the first 1-browser crawl here (pyinstrument HTML if installed, "
-                         "else a cProfile table)")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="profile the first 1-browser crawl here (pyinstrument HTML if installed, else a cProfile table)",
+    )
     args = ap.parse_args()
     sizes = SIZES[args.mode]
     m = measure(args.tasks or sizes["tasks"], sizes["browsers"], sizes["repeat"], profile=args.profile)

@@ -12,6 +12,7 @@ the episode with a `done` described as "unparseable answer": never a guessed
 or random action. The model's reasoning of the last answer is `last_thought`,
 which the runner stores as the step's thought.
 """
+
 from __future__ import annotations
 
 import logging
@@ -64,16 +65,30 @@ class AgentPolicy:
 
     name = "agent"
 
-    def __init__(self, backend: VLMBackend, task: Task, *, language: str | None = None,
-                 max_steps: int = 30, coords: Coords = "pixels", history_len: int = 8,
-                 max_new_tokens: int = 256, temperature: float = 0.0, seed: int | None = None,
-                 prompt: str | None = None, set_mode: str | None = None,
-                 profile: ModelProfile | str | None = None, episode: str | None = None):
+    def __init__(
+        self,
+        backend: VLMBackend,
+        task: Task,
+        *,
+        language: str | None = None,
+        max_steps: int = 30,
+        coords: Coords = "pixels",
+        history_len: int = 8,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        prompt: str | None = None,
+        set_mode: str | None = None,
+        profile: ModelProfile | str | None = None,
+        episode: str | None = None,
+    ):
         prompt = prompt or getattr(backend, "prompt", None) or "agent"
         set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
         if prompt not in PROMPTS or set_mode not in SET_MODES:
-            raise ValueError(f"prompt={prompt!r}, set_mode={set_mode!r}: expected a prompt in "
-                             f"{PROMPTS} and a set_mode in {SET_MODES}")
+            raise ValueError(
+                f"prompt={prompt!r}, set_mode={set_mode!r}: expected a prompt in "
+                f"{PROMPTS} and a set_mode in {SET_MODES}"
+            )
         if prompt == "reasoning_set" and coords != "pixels":
             raise ValueError("the reasoning-set prompt gives points in pixels: coords must be 'pixels'")
         if max_steps < 1 or history_len < 0:
@@ -110,17 +125,31 @@ class AgentPolicy:
         if self.prompt == "reasoning_set":
             fw, fh = self.profile.frame(obs.width, obs.height)
             messages = reasoning_set_messages(
-                task=self.task.instruction, language=self.language, mode=self.set_mode,
-                history=self.set_history, screenshot=self._framed(obs), width=fw, height=fh,
-                coords=self.profile.coords)
+                task=self.task.instruction,
+                language=self.language,
+                mode=self.set_mode,
+                history=self.set_history,
+                screenshot=self._framed(obs),
+                width=fw,
+                height=fh,
+                coords=self.profile.coords,
+            )
             return self._request(messages, obs, (fw, fh))
         start = max(0, len(self.history) - self.history_len)
-        shown = [history_line(i, h) for i, h in enumerate(self.history)][start:] \
-            if self.history_len else []
+        shown = [history_line(i, h) for i, h in enumerate(self.history)][start:] if self.history_len else []
         messages = agent_messages(
-            task=self.task.instruction, language=self.language, step=self.steps + 1,
-            max_steps=self.max_steps, url=obs.url, history=shown, screenshot=obs.screenshot,
-            width=obs.width, height=obs.height, elements=obs.elements, coords=self.coords)
+            task=self.task.instruction,
+            language=self.language,
+            step=self.steps + 1,
+            max_steps=self.max_steps,
+            url=obs.url,
+            history=shown,
+            screenshot=obs.screenshot,
+            width=obs.width,
+            height=obs.height,
+            elements=obs.elements,
+            coords=self.coords,
+        )
         return self._request(messages, obs)
 
     def _framed(self, obs: Observation) -> bytes:
@@ -130,15 +159,24 @@ class AgentPolicy:
             return obs.screenshot
         return resize_image(obs.screenshot, obs.image_format, size, source=self.task.task_id)
 
-    def _request(self, messages: list[dict], obs: Observation,
-                 frame: tuple[int, int] | None = None) -> VLMRequest:
+    def _request(
+        self, messages: list[dict], obs: Observation, frame: tuple[int, int] | None = None
+    ) -> VLMRequest:
         """`frame`: the size the answer's pixels refer to (metadata width/height)."""
         w, h = frame or (obs.width, obs.height)
-        return VLMRequest(messages=messages, key=f"{self.task.task_id}#{self.steps}",
-                          metadata={"task_id": self.task.task_id, "step": self.steps,
-                                    "width": w, "height": h, "prompt": self.prompt,
-                                    "coords": self.profile.coords if frame else self.coords,
-                                    **({"episode": self.episode} if self.episode else {})})
+        return VLMRequest(
+            messages=messages,
+            key=f"{self.task.task_id}#{self.steps}",
+            metadata={
+                "task_id": self.task.task_id,
+                "step": self.steps,
+                "width": w,
+                "height": h,
+                "prompt": self.prompt,
+                "coords": self.profile.coords if frame else self.coords,
+                **({"episode": self.episode} if self.episode else {}),
+            },
+        )
 
     def act(self, obs: Observation) -> Action:
         req = self.request(obs)
@@ -146,8 +184,7 @@ class AgentPolicy:
         seed = None if self.seed is None else (self.seed * 1009 + self.steps) % 2**31
         self.steps += 1
         self.stats["requests"] += 1
-        raw = self.backend.generate([req], self.max_new_tokens, temperature=self.temperature,
-                                    seed=seed)[0]
+        raw = self.backend.generate([req], self.max_new_tokens, temperature=self.temperature, seed=seed)[0]
         if not isinstance(raw, str):  # a backend that ignored n=1
             raw = raw[0]
         self.answers.append(raw)
@@ -163,8 +200,7 @@ class AgentPolicy:
             self.last_thought = None
             self.last_target = None
             log.info("%s: unparseable answer from %s: %s", req.key, self.model_id, e)
-            return Action(type=ActionType.DONE, description=UNPARSEABLE,
-                          text=f"{UNPARSEABLE}: {e}"[:300])
+            return Action(type=ActionType.DONE, description=UNPARSEABLE, text=f"{UNPARSEABLE}: {e}"[:300])
         self.stats["parsed"] += 1
         self.last_error = None
         self.last_thought = thought.strip() if thought else None
@@ -172,8 +208,14 @@ class AgentPolicy:
         self.history.append(action.description or action.brief())
         # As synthesis.prompts.history_text words a recorded step (the runner records
         # last_target as the step's target).
-        phrase = action_phrase(action, self.last_target, obs.width, obs.height, self.language,
-                               self.profile if self.prompt == "reasoning_set" else None)
+        phrase = action_phrase(
+            action,
+            self.last_target,
+            obs.width,
+            obs.height,
+            self.language,
+            self.profile if self.prompt == "reasoning_set" else None,
+        )
         k = len(self.set_history) + 1
         self.set_history.append(f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}")
         return action
@@ -195,5 +237,6 @@ def settle_unparseable(traj: Trajectory, policy: AgentPolicy) -> Trajectory:
     """
     if policy.last_error is None:
         return traj
-    return traj.model_copy(update={"outcome": "failure", "verified_by": "none",
-                                   "error": f"agent: {policy.last_error}"})
+    return traj.model_copy(
+        update={"outcome": "failure", "verified_by": "none", "error": f"agent: {policy.last_error}"}
+    )

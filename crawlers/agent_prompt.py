@@ -17,6 +17,7 @@ screenshot's frame.
 
 The answer format is GUI-Libra's (schemas/converters/gui_libra.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -108,18 +109,24 @@ Unused fields are "None"; point_2d is [-100, -100] when there is no point.""",
 
 _COORDS = {
     ("en", "pixels"): "Points and boxes are pixels of the screenshot: x from the left, y from "
-                      "the top, (0, 0) the top-left corner.",
+    "the top, (0, 0) the top-left corner.",
     ("en", "grid1000"): "Points and boxes are on a 0-1000 grid over the screenshot: (0, 0) the "
-                        "top-left corner, (1000, 1000) the bottom-right.",
+    "top-left corner, (1000, 1000) the bottom-right.",
     ("zh", "pixels"): "点和方框的坐标是截图的像素：x 从左起，y 从上起，(0, 0) 为左上角。",
     ("zh", "grid1000"): "点和方框的坐标在截图上的 0-1000 网格中：(0, 0) 为左上角，(1000, 1000) 为右下角。",
 }
 
 _USER = {
-    "en": ("Task: {task}\nStep {step} of at most {max_steps}.", "Screenshot:",
-           "Answer with <think>…</think><answer>{…}</answer>."),
-    "zh": ("任务：{task}\n第 {step} 步，最多 {max_steps} 步。", "截图：",
-           "请按 <think>…</think><answer>{…}</answer> 格式回答。"),
+    "en": (
+        "Task: {task}\nStep {step} of at most {max_steps}.",
+        "Screenshot:",
+        "Answer with <think>…</think><answer>{…}</answer>.",
+    ),
+    "zh": (
+        "任务：{task}\n第 {step} 步，最多 {max_steps} 步。",
+        "截图：",
+        "请按 <think>…</think><answer>{…}</answer> 格式回答。",
+    ),
 }
 
 
@@ -131,8 +138,9 @@ def system_prompt(language: Language, coords: Coords = "pixels") -> str:
     return SYSTEM_PROMPT[language].replace("{coords}", _COORDS[(language, coords)])
 
 
-def box_in_frame(bbox: tuple[float, float, float, float], width: int, height: int,
-                 coords: Coords) -> list[int]:
+def box_in_frame(
+    bbox: tuple[float, float, float, float], width: int, height: int, coords: Coords
+) -> list[int]:
     """A normalised box in the answer's frame (pixels of the screenshot or grid1000)."""
     x0, y0, x1, y1 = (min(max(v, 0.0), 1.0) for v in bbox)  # scrolled-off parts are clipped
     if coords == "grid1000":
@@ -140,8 +148,14 @@ def box_in_frame(bbox: tuple[float, float, float, float], width: int, height: in
     return point_to_pixels(x0, y0, width, height) + point_to_pixels(x1, y1, width, height)
 
 
-def element_lines(elements: list[Element], width: int, height: int, coords: Coords,
-                  max_name_chars: int = 80, max_elements: int = 150) -> list[str]:
+def element_lines(
+    elements: list[Element],
+    width: int,
+    height: int,
+    coords: Coords,
+    max_name_chars: int = 80,
+    max_elements: int = 150,
+) -> list[str]:
     """`- role "name" [box=x0,y0,x1,y1]` for each element that is at least partly on screen."""
     out = []
     for e in elements:
@@ -159,22 +173,40 @@ def element_lines(elements: list[Element], width: int, height: int, coords: Coor
     return out
 
 
-def screen_data(*, url: str, history: list[str], width: int, height: int,
-                elements: list[Element], coords: Coords) -> dict:
-    return {"url": url, "previous_actions": history,
-            "screen": {"width": width, "height": height} if coords == "pixels"
-            else {"width": 1000, "height": 1000},
-            "elements": element_lines(elements, width, height, coords)}
+def screen_data(
+    *, url: str, history: list[str], width: int, height: int, elements: list[Element], coords: Coords
+) -> dict:
+    return {
+        "url": url,
+        "previous_actions": history,
+        "screen": {"width": width, "height": height}
+        if coords == "pixels"
+        else {"width": 1000, "height": 1000},
+        "elements": element_lines(elements, width, height, coords),
+    }
 
 
-def agent_messages(*, task: str, language: Language, step: int, max_steps: int, url: str,
-                   history: list[str], screenshot: bytes, width: int, height: int,
-                   elements: list[Element], coords: Coords = "pixels") -> list[dict]:
+def agent_messages(
+    *,
+    task: str,
+    language: Language,
+    step: int,
+    max_steps: int,
+    url: str,
+    history: list[str],
+    screenshot: bytes,
+    width: int,
+    height: int,
+    elements: list[Element],
+    coords: Coords = "pixels",
+) -> list[dict]:
     """The chat messages of one agent step (step counts from 1)."""
     head, shot, tail = _USER[language]
-    data = json.dumps(screen_data(url=url, history=history, width=width, height=height,
-                                  elements=elements, coords=coords),
-                      ensure_ascii=False, indent=1)
+    data = json.dumps(
+        screen_data(url=url, history=history, width=width, height=height, elements=elements, coords=coords),
+        ensure_ascii=False,
+        indent=1,
+    )
     content = [
         text_part(head.format(task=escape_data(task), step=step, max_steps=max_steps)),
         text_part(f"\n{SCREEN_OPEN}\n{escape_data(data)}\n{SCREEN_CLOSE}\n"),
@@ -182,8 +214,10 @@ def agent_messages(*, task: str, language: Language, step: int, max_steps: int, 
         image_part(screenshot),
         text_part(tail),
     ]
-    return [{"role": "system", "content": system_prompt(language, coords)},
-            {"role": "user", "content": content}]
+    return [
+        {"role": "system", "content": system_prompt(language, coords)},
+        {"role": "user", "content": content},
+    ]
 
 
 def history_line(index: int, description: str) -> str:
@@ -209,17 +243,31 @@ def conversation_messages(system: str, human: str, screenshot: bytes) -> list[di
     if IMAGE_TOKEN in after:
         raise ValueError(f"human turn has more than one {IMAGE_TOKEN} slot: {human[:80]!r}")
     after = after.removeprefix("\n")
-    content = ([text_part(before)] if before else []) + [image_part(screenshot)] \
+    content = (
+        ([text_part(before)] if before else [])
+        + [image_part(screenshot)]
         + ([text_part(after)] if after else [])
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
 
-def reasoning_set_messages(*, task: str, language: Language, mode: str, history: list[str],
-                           screenshot: bytes, width: int, height: int,
-                           coords: str = "pixels") -> list[dict]:
+def reasoning_set_messages(
+    *,
+    task: str,
+    language: Language,
+    mode: str,
+    history: list[str],
+    screenshot: bytes,
+    width: int,
+    height: int,
+    coords: str = "pixels",
+) -> list[dict]:
     """The messages of one step in the reasoning set's own prompt (system prompt of `mode`
     and the model profile's `coords`, the task, the earlier actions as `Step k: ...`
     lines, the screenshot). `screenshot`, width and height: the image at the profile's
     frame, as the set stores it (crawlers.agent.AgentPolicy resizes it)."""
-    return conversation_messages(set_system_prompt(mode, language, coords),
-                                 human_prompt(task, history, width, height, language), screenshot)
+    return conversation_messages(
+        set_system_prompt(mode, language, coords),
+        human_prompt(task, history, width, height, language),
+        screenshot,
+    )

@@ -4,6 +4,7 @@ The crawler drives pages it does not control (a sandbox app may embed a link,
 an image or a fetch to anywhere). WebEnv calls the allowlist on navigation and
 on every sub-request, so a crawl never talks to the outside world.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -29,8 +30,7 @@ def origin_of(url: str) -> Origin | None:
     host = (parts.hostname or "").lower()
     if scheme not in _DEFAULT_PORTS or not host:
         return None
-    return (_SCHEME_FAMILY.get(scheme, scheme), host,
-            port if port is not None else _DEFAULT_PORTS[scheme])
+    return (_SCHEME_FAMILY.get(scheme, scheme), host, port if port is not None else _DEFAULT_PORTS[scheme])
 
 
 class Allowlist:

@@ -11,6 +11,7 @@ To use an external server or a device farm instead, set
 TRAJFORGE_APPIUM_URL=http://host:4723 (see `external_appium_url`); nothing is
 started then. docs/device_farm.md has the details.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,14 @@ from pathlib import Path
 
 from .browser import descendant_pids, process_running
 
-__all__ = ["AppiumServer", "AppiumStartError", "APPIUM_URL_ENV", "external_appium_url",
-           "free_port", "server_status"]
+__all__ = [
+    "AppiumServer",
+    "AppiumStartError",
+    "APPIUM_URL_ENV",
+    "external_appium_url",
+    "free_port",
+    "server_status",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 APPIUM_URL_ENV = "TRAJFORGE_APPIUM_URL"
@@ -64,9 +71,16 @@ def server_status(url: str, timeout_s: float = 2.0) -> dict | None:
 class AppiumServer:
     """`node_modules/.bin/appium --address 127.0.0.1 --port P` in its own process group."""
 
-    def __init__(self, port: int = 0, log_path: str | os.PathLike | None = None, *,
-                 host: str = "127.0.0.1", startup_timeout_s: float = 60.0,
-                 extra_args: tuple[str, ...] = (), repo_root: str | os.PathLike = REPO_ROOT):
+    def __init__(
+        self,
+        port: int = 0,
+        log_path: str | os.PathLike | None = None,
+        *,
+        host: str = "127.0.0.1",
+        startup_timeout_s: float = 60.0,
+        extra_args: tuple[str, ...] = (),
+        repo_root: str | os.PathLike = REPO_ROOT,
+    ):
         self.repo_root = Path(repo_root)
         self.appium_bin = self.repo_root / "node_modules" / ".bin" / "appium"
         self.host = host
@@ -96,7 +110,8 @@ class AppiumServer:
             raise FileNotFoundError(
                 f"{self.appium_bin} not found: run `make setup` (it installs Appium and the "
                 f"Chromium driver from package.json), or set {APPIUM_URL_ENV} to use an "
-                f"external Appium server")
+                f"external Appium server"
+            )
         if not self.port:
             self.port = free_port(self.host)
         elif not _port_free(self.host, self.port):
@@ -107,14 +122,28 @@ class AppiumServer:
             os.close(fd)
             self.log_path = Path(name)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [str(self.appium_bin), "--address", self.host, "--port", str(self.port),
-               "--log-no-colors", "--log-timestamp", *self.extra_args]
+        cmd = [
+            str(self.appium_bin),
+            "--address",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-no-colors",
+            "--log-timestamp",
+            *self.extra_args,
+        ]
         # APPIUM_HOME: the drivers installed next to Appium in node_modules, whatever the cwd.
         env = {**os.environ, "APPIUM_HOME": str(self.repo_root)}
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(cmd, cwd=self.repo_root, env=env, stdout=log,
-                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                cwd=self.repo_root,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         try:
             self._wait_ready()
         except BaseException:
@@ -128,13 +157,15 @@ class AppiumServer:
             if self._proc.poll() is not None:
                 raise AppiumStartError(
                     f"Appium exited with code {self._proc.returncode} before it was ready "
-                    f"(port {self.port}); log {self.log_path}:\n{self.log_tail()}")
+                    f"(port {self.port}); log {self.log_path}:\n{self.log_tail()}"
+                )
             if server_status(self.url, timeout_s=1.0) is not None:
                 return
             if time.monotonic() > deadline:
                 raise AppiumStartError(
                     f"Appium on port {self.port} was not ready within {self.startup_timeout_s}s; "
-                    f"log {self.log_path}:\n{self.log_tail()}")
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             time.sleep(0.1)
 
     def is_healthy(self, timeout_s: float = 2.0) -> bool:

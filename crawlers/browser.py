@@ -1,4 +1,5 @@
 """Launching Chromium through Playwright; its processes, and a watchdog over them."""
+
 from __future__ import annotations
 
 import os
@@ -22,13 +23,18 @@ CHROMIUM_ARGS = [
 DEFAULT_EXECUTABLE = "/usr/bin/chromium"
 
 
-def launch_chromium(pw: Playwright, *, headless: bool = True,
-                    executable_path: str | None = DEFAULT_EXECUTABLE,
-                    args: list[str] | None = None) -> Browser:
+def launch_chromium(
+    pw: Playwright,
+    *,
+    headless: bool = True,
+    executable_path: str | None = DEFAULT_EXECUTABLE,
+    args: list[str] | None = None,
+) -> Browser:
     if executable_path and not os.path.exists(executable_path):
         executable_path = None  # fall back to Playwright's own build if installed
-    return pw.chromium.launch(headless=headless, executable_path=executable_path,
-                              args=list(CHROMIUM_ARGS if args is None else args))
+    return pw.chromium.launch(
+        headless=headless, executable_path=executable_path, args=list(CHROMIUM_ARGS if args is None else args)
+    )
 
 
 def browser_pid(browser: Browser) -> int | None:

@@ -12,6 +12,7 @@ Local Chromium phones come from `chromium_device(name)` (MOBILE_PROFILES);
 phones of a farm come from a capabilities file read by `load_devices(path)`
 (format in docs/device_farm.md, sample in examples/devices.yaml).
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,15 @@ from schemas.records import DeviceProfile
 from .browser import CHROMIUM_ARGS
 from .randomise import MOBILE_PROFILES
 
-__all__ = ["DeviceSpec", "DeviceFileError", "chromium_device", "load_devices",
-           "build_capabilities", "USER_AGENTS", "LOOPBACK_ONLY_ARGS"]
+__all__ = [
+    "DeviceSpec",
+    "DeviceFileError",
+    "chromium_device",
+    "load_devices",
+    "build_capabilities",
+    "USER_AGENTS",
+    "LOOPBACK_ONLY_ARGS",
+]
 
 DeviceKind = Literal["chromium", "android", "ios"]
 KINDS = ("chromium", "android", "ios")
@@ -47,23 +55,39 @@ DEFAULT_NEW_COMMAND_TIMEOUT_S = 120
 
 # Chrome on Android sends the reduced user agent (model "K") since Chrome 110,
 # whatever the phone; Safari on iOS 17 is the iPhone's own.
-_ANDROID_UA = ("Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) "
-               "Chrome/130.0.0.0 Mobile Safari/537.36")
-_IPHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
-              "(KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1")
+_ANDROID_UA = (
+    "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/130.0.0.0 Mobile Safari/537.36"
+)
+_IPHONE_UA = (
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
+)
 USER_AGENTS = {"pixel_8": _ANDROID_UA, "cn_android_large": _ANDROID_UA, "iphone_15": _IPHONE_UA}
 
 # Every request goes to a proxy that does not exist (port 9, discard), except
 # loopback: the emulated phone reaches the sandbox and nothing else.
 # `<-loopback>` drops Chromium's implicit bypass so only the hosts named pass.
-LOOPBACK_ONLY_ARGS = ["--proxy-server=http://127.0.0.1:9",
-                      "--proxy-bypass-list=<-loopback>;127.0.0.1;localhost"]
+LOOPBACK_ONLY_ARGS = [
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>;127.0.0.1;localhost",
+]
 
 # W3C capabilities need no vendor prefix; everything else does (appium:..., goog:...).
-_W3C_CAPS = {"browserName", "browserVersion", "platformName", "acceptInsecureCerts",
-             "pageLoadStrategy", "proxy", "setWindowRect", "timeouts",
-             "strictFileInteractability", "unhandledPromptBehavior", "webSocketUrl",
-             "userAgent"}
+_W3C_CAPS = {
+    "browserName",
+    "browserVersion",
+    "platformName",
+    "acceptInsecureCerts",
+    "pageLoadStrategy",
+    "proxy",
+    "setWindowRect",
+    "timeouts",
+    "strictFileInteractability",
+    "unhandledPromptBehavior",
+    "webSocketUrl",
+    "userAgent",
+}
 
 
 @dataclass(frozen=True)
@@ -83,7 +107,7 @@ class DeviceSpec:
     capabilities: dict[str, Any] = field(default_factory=dict)
     server_url: str | None = None
     apps: dict[str, str] = field(default_factory=dict)
-    user_agent: str | None = None   # Chromium phones; None: USER_AGENTS[profile.name]
+    user_agent: str | None = None  # Chromium phones; None: USER_AGENTS[profile.name]
 
     def __post_init__(self):
         if not self.name:
@@ -100,17 +124,21 @@ class DeviceSpec:
 def chromium_device(profile_name: str, **overrides) -> DeviceSpec:
     """A phone of MOBILE_PROFILES emulated in the local Chromium."""
     if profile_name not in MOBILE_PROFILES:
-        raise KeyError(f"unknown mobile profile {profile_name!r}; "
-                       f"known: {sorted(MOBILE_PROFILES)}")
-    kw = {"name": profile_name, "kind": "chromium", "profile": MOBILE_PROFILES[profile_name],
-          "user_agent": USER_AGENTS.get(profile_name, _ANDROID_UA)}
+        raise KeyError(f"unknown mobile profile {profile_name!r}; known: {sorted(MOBILE_PROFILES)}")
+    kw = {
+        "name": profile_name,
+        "kind": "chromium",
+        "profile": MOBILE_PROFILES[profile_name],
+        "user_agent": USER_AGENTS.get(profile_name, _ANDROID_UA),
+    }
     kw.update(overrides)
     return DeviceSpec(**kw)
 
 
 # ---------------------------------------------------------------------- capabilities
-def build_capabilities(spec: DeviceSpec, *, chromedriver_port: int, headless: bool = True,
-                       allow_hosts: Sequence[str] = ()) -> dict[str, Any]:
+def build_capabilities(
+    spec: DeviceSpec, *, chromedriver_port: int, headless: bool = True, allow_hosts: Sequence[str] = ()
+) -> dict[str, Any]:
     """W3C capabilities for a new Appium session on `spec`.
 
     `chromedriver_port` must be unique on the host among live sessions: the
@@ -121,23 +149,36 @@ def build_capabilities(spec: DeviceSpec, *, chromedriver_port: int, headless: bo
     if spec.kind == "chromium":
         caps = _chromium_caps(spec, chromedriver_port, headless, allow_hosts)
     elif spec.kind == "android":
-        caps = {"platformName": "Android", "appium:automationName": "UiAutomator2",
-                "appium:noReset": True,
-                "appium:newCommandTimeout": DEFAULT_NEW_COMMAND_TIMEOUT_S,
-                "appium:chromedriverPort": chromedriver_port}
+        caps = {
+            "platformName": "Android",
+            "appium:automationName": "UiAutomator2",
+            "appium:noReset": True,
+            "appium:newCommandTimeout": DEFAULT_NEW_COMMAND_TIMEOUT_S,
+            "appium:chromedriverPort": chromedriver_port,
+        }
     else:
-        caps = {"platformName": "iOS", "appium:automationName": "XCUITest",
-                "appium:noReset": True,
-                "appium:newCommandTimeout": DEFAULT_NEW_COMMAND_TIMEOUT_S}
+        caps = {
+            "platformName": "iOS",
+            "appium:automationName": "XCUITest",
+            "appium:noReset": True,
+            "appium:newCommandTimeout": DEFAULT_NEW_COMMAND_TIMEOUT_S,
+        }
     return _merge(caps, copy.deepcopy(spec.capabilities))
 
 
-def _chromium_caps(spec: DeviceSpec, chromedriver_port: int, headless: bool,
-                   allow_hosts: Sequence[str]) -> dict[str, Any]:
+def _chromium_caps(
+    spec: DeviceSpec, chromedriver_port: int, headless: bool, allow_hosts: Sequence[str]
+) -> dict[str, Any]:
     p = spec.profile
-    args = (["--headless=new"] if headless else []) + list(CHROMIUM_ARGS) + [
-        LOOPBACK_ONLY_ARGS[0], LOOPBACK_ONLY_ARGS[1] + "".join(f";{h}" for h in allow_hosts),
-        f"--lang={p.locale}"]
+    args = (
+        (["--headless=new"] if headless else [])
+        + list(CHROMIUM_ARGS)
+        + [
+            LOOPBACK_ONLY_ARGS[0],
+            LOOPBACK_ONLY_ARGS[1] + "".join(f";{h}" for h in allow_hosts),
+            f"--lang={p.locale}",
+        ]
+    )
     ua = spec.user_agent or USER_AGENTS.get(p.name, _ANDROID_UA)
     return {
         "platformName": "linux",
@@ -154,8 +195,12 @@ def _chromium_caps(spec: DeviceSpec, chromedriver_port: int, headless: bool,
             "args": args,
             "prefs": {"intl.accept_languages": p.locale},
             "mobileEmulation": {
-                "deviceMetrics": {"width": p.viewport_width, "height": p.viewport_height,
-                                  "pixelRatio": p.pixel_ratio, "touch": True},
+                "deviceMetrics": {
+                    "width": p.viewport_width,
+                    "height": p.viewport_height,
+                    "pixelRatio": p.pixel_ratio,
+                    "touch": True,
+                },
                 "userAgent": ua,
             },
         },
@@ -180,23 +225,29 @@ class DeviceFileError(ValueError):
 
 
 # Friendly fields of the file -> the Appium capability they set, per kind.
-_PHONE_FIELDS = {"udid": "appium:udid", "device_name": "appium:deviceName",
-                 "platform_version": "appium:platformVersion", "no_reset": "appium:noReset",
-                 "new_command_timeout": "appium:newCommandTimeout"}
+_PHONE_FIELDS = {
+    "udid": "appium:udid",
+    "device_name": "appium:deviceName",
+    "platform_version": "appium:platformVersion",
+    "no_reset": "appium:noReset",
+    "new_command_timeout": "appium:newCommandTimeout",
+}
 _CAP_FIELDS = {
     "chromium": {},
-    "android": {**_PHONE_FIELDS, "app_package": "appium:appPackage",
-                "app_activity": "appium:appActivity", "system_port": "appium:systemPort"},
-    "ios": {**_PHONE_FIELDS, "bundle_id": "appium:bundleId",
-            "wda_local_port": "appium:wdaLocalPort"},
+    "android": {
+        **_PHONE_FIELDS,
+        "app_package": "appium:appPackage",
+        "app_activity": "appium:appActivity",
+        "system_port": "appium:systemPort",
+    },
+    "ios": {**_PHONE_FIELDS, "bundle_id": "appium:bundleId", "wda_local_port": "appium:wdaLocalPort"},
 }
 _COMMON_FIELDS = {"name", "kind", "profile", "server_url", "apps", "capabilities"}
 _EXTRA_FIELDS = {"chromium": {"user_agent"}, "android": set(), "ios": set()}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # An Android package (optionally /activity) or an iOS bundle id.
 _APP_ID_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+(/[A-Za-z0-9_.$]+)?$")
-_PROFILE_KEYS = {"name", "viewport_width", "viewport_height", "pixel_ratio", "locale",
-                 "theme", "font_scale"}
+_PROFILE_KEYS = {"name", "viewport_width", "viewport_height", "pixel_ratio", "locale", "theme", "font_scale"}
 
 
 def load_devices(path: str | Path) -> list[DeviceSpec]:
@@ -214,8 +265,9 @@ def load_devices(path: str | Path) -> list[DeviceSpec]:
         raise DeviceFileError(f"{path}: expected a mapping with a 'devices' list at the top")
     unknown = set(data) - {"server_url", "devices"}
     if unknown:
-        raise DeviceFileError(f"{path}: unknown top-level field(s) {sorted(unknown)}; "
-                              f"expected 'server_url' and 'devices'")
+        raise DeviceFileError(
+            f"{path}: unknown top-level field(s) {sorted(unknown)}; expected 'server_url' and 'devices'"
+        )
     default_url = data.get("server_url")
     if default_url is not None:
         default_url = _server_url(default_url, lambda m: DeviceFileError(f"{path}: field 'server_url': {m}"))
@@ -246,8 +298,14 @@ def _device(path: Path, index: int, entry: Any, default_url: str | None) -> Devi
     allowed = _COMMON_FIELDS | set(_CAP_FIELDS[kind]) | _EXTRA_FIELDS[kind]
     for key in entry:
         if key not in allowed:
-            hint = next((f" ({key!r} applies to {k} devices)" for k in KINDS
-                         if key in _CAP_FIELDS[k] or key in _EXTRA_FIELDS[k]), "")
+            hint = next(
+                (
+                    f" ({key!r} applies to {k} devices)"
+                    for k in KINDS
+                    if key in _CAP_FIELDS[k] or key in _EXTRA_FIELDS[k]
+                ),
+                "",
+            )
             raise err(key, f"unknown for {kind} devices{hint}; allowed: {sorted(allowed)}")
 
     profile = _profile(entry.get("profile"), name, kind, err)
@@ -256,8 +314,7 @@ def _device(path: Path, index: int, entry: Any, default_url: str | None) -> Devi
         raise err("capabilities", "expected a mapping of capability names to values")
     for cap in caps:
         if not isinstance(cap, str) or (":" not in cap and cap not in _W3C_CAPS):
-            raise err(f"capabilities.{cap}", f"not a W3C capability: give it a vendor prefix "
-                                             f"(appium:{cap})")
+            raise err(f"capabilities.{cap}", f"not a W3C capability: give it a vendor prefix (appium:{cap})")
     caps = dict(caps)
     for fld, cap in _CAP_FIELDS[kind].items():
         if fld not in entry:
@@ -277,16 +334,25 @@ def _device(path: Path, index: int, entry: Any, default_url: str | None) -> Devi
         if not isinstance(target, str) or not target:
             raise err(f"apps.{app}", "expected a non-empty string")
         if kind != "chromium" and not _APP_ID_RE.match(target):
-            raise err(f"apps.{app}", f"{target!r} is not an "
-                                     f"{'Android package' if kind == 'android' else 'iOS bundle id'}")
+            raise err(
+                f"apps.{app}",
+                f"{target!r} is not an {'Android package' if kind == 'android' else 'iOS bundle id'}",
+            )
     url = entry.get("server_url", default_url)
-    if entry.get("server_url") is not None:   # an explicit null: the local server
+    if entry.get("server_url") is not None:  # an explicit null: the local server
         url = _server_url(entry["server_url"], lambda m: err("server_url", m))
     ua = entry.get("user_agent")
     if ua is not None and (not isinstance(ua, str) or not ua.strip()):
         raise err("user_agent", "expected a non-empty string")
-    return DeviceSpec(name=name, kind=kind, profile=profile, capabilities=caps, server_url=url,
-                      apps=dict(apps), user_agent=ua)
+    return DeviceSpec(
+        name=name,
+        kind=kind,
+        profile=profile,
+        capabilities=caps,
+        server_url=url,
+        apps=dict(apps),
+        user_agent=ua,
+    )
 
 
 def _field_value(fld: str, value: Any, err) -> Any:
@@ -303,8 +369,11 @@ def _field_value(fld: str, value: Any, err) -> Any:
     if fld == "platform_version":
         if isinstance(value, float):
             # YAML reads 17.10 as the number 17.1: the version would be wrong.
-            raise err(fld, f"give it as a quoted string (\"{value}\"): YAML reads an unquoted "
-                           f"version as a number and drops trailing zeros")
+            raise err(
+                fld,
+                f'give it as a quoted string ("{value}"): YAML reads an unquoted '
+                f"version as a number and drops trailing zeros",
+            )
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
     if not isinstance(value, str) or not value.strip():
@@ -320,8 +389,11 @@ def _profile(value: Any, name: str, kind: str, err) -> DeviceProfile:
     if value is None:
         if kind == "chromium" and name in MOBILE_PROFILES:
             return MOBILE_PROFILES[name]
-        raise err("profile", f"required: one of {sorted(MOBILE_PROFILES)} or a mapping with "
-                             f"viewport_width, viewport_height, pixel_ratio")
+        raise err(
+            "profile",
+            f"required: one of {sorted(MOBILE_PROFILES)} or a mapping with "
+            f"viewport_width, viewport_height, pixel_ratio",
+        )
     if isinstance(value, str):
         if value not in MOBILE_PROFILES:
             raise err("profile", f"unknown profile {value!r}; known: {sorted(MOBILE_PROFILES)}")
@@ -352,14 +424,19 @@ def _check_unique(path: Path, specs: list[DeviceSpec]) -> None:
     names: dict[str, int] = {}
     for i, s in enumerate(specs):
         if s.name in names:
-            raise DeviceFileError(f"{path}: device {s.name!r} (#{i + 1}): field 'name': "
-                                  f"already used by device #{names[s.name] + 1}")
+            raise DeviceFileError(
+                f"{path}: device {s.name!r} (#{i + 1}): field 'name': "
+                f"already used by device #{names[s.name] + 1}"
+            )
         names[s.name] = i
     # On one server, two sessions must not share a phone or a port.
     per_server: dict[tuple[str | None, str, Any], str] = {}
     for i, s in enumerate(specs):
-        for fld, cap in (("udid", "appium:udid"), ("system_port", "appium:systemPort"),
-                         ("wda_local_port", "appium:wdaLocalPort")):
+        for fld, cap in (
+            ("udid", "appium:udid"),
+            ("system_port", "appium:systemPort"),
+            ("wda_local_port", "appium:wdaLocalPort"),
+        ):
             if cap not in s.capabilities:
                 continue
             key = (s.server_url, cap, s.capabilities[cap])
@@ -367,7 +444,8 @@ def _check_unique(path: Path, specs: list[DeviceSpec]) -> None:
                 raise DeviceFileError(
                     f"{path}: device {s.name!r} (#{i + 1}): field '{fld}': "
                     f"{s.capabilities[cap]!r} is also used by device {per_server[key]!r} "
-                    f"on the same server")
+                    f"on the same server"
+                )
             per_server[key] = s.name
     # XCUITest talks to each phone's WebDriverAgent on wdaLocalPort (8100 by
     # default): two iPhones on one server need their own.
@@ -382,4 +460,5 @@ def _check_unique(path: Path, specs: list[DeviceSpec]) -> None:
                     i = specs.index(s)
                     raise DeviceFileError(
                         f"{path}: device {s.name!r} (#{i + 1}): field 'wda_local_port': required "
-                        f"when several iOS devices share a server")
+                        f"when several iOS devices share a server"
+                    )

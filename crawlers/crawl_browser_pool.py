@@ -17,6 +17,7 @@ episodes on `n` browsers; each episode draws its device profile from the
 crawl seed (`profiles` is None: a browser emulates any profile), so the
 trajectories are the same whatever `n`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,16 +34,16 @@ from .web_env import BrowserCrashed, WebEnv
 
 log = logging.getLogger(__name__)
 
-_STOP = object()          # a worker thread's signal to close its browser and end
-_JOIN_TIMEOUT_S = 120.0   # an episode's own watchdogs end a stuck step well before this
+_STOP = object()  # a worker thread's signal to close its browser and end
+_JOIN_TIMEOUT_S = 120.0  # an episode's own watchdogs end a stuck step well before this
 
 
 @dataclass
 class _Slot:
-    name: str                       # "browser#<n>"
+    name: str  # "browser#<n>"
     env: WebEnv | None = None
     leased: bool = False
-    needs_restart: bool = False     # the last lease ended with the browser lost
+    needs_restart: bool = False  # the last lease ended with the browser lost
     leases: int = 0
 
 
@@ -116,9 +117,11 @@ class WebEnvPool(SlotLookup):
         """The calling worker thread's browser, launched or restarted as needed."""
         slot: _Slot | None = getattr(self._local, "slot", None)
         if slot is None:
-            raise PoolError("WebEnvPool.lease() works on the pool's own threads only "
-                            "(a Playwright browser is bound to the thread that launched it): "
-                            "run the work through pool.submit")
+            raise PoolError(
+                "WebEnvPool.lease() works on the pool's own threads only "
+                "(a Playwright browser is bound to the thread that launched it): "
+                "run the work through pool.submit"
+            )
         if slot.leased:
             raise PoolError(f"{slot.name} is already leased by this thread")
         env = self._ready_env(slot)
@@ -145,9 +148,13 @@ class WebEnvPool(SlotLookup):
         reopened sessions under the same name); `server_restarts` is always 0.
         """
         with self._lock:
-            return {"browsers": self.size, "slots": self.size, **self._n,
-                    "server_restarts": 0,
-                    "slots_used": sum(1 for s in self._slots if s.leases)}
+            return {
+                "browsers": self.size,
+                "slots": self.size,
+                **self._n,
+                "server_restarts": 0,
+                "slots_used": sum(1 for s in self._slots if s.leases),
+            }
 
     # ------------------------------------------------------------------ life cycle
     def close(self) -> None:
@@ -162,8 +169,9 @@ class WebEnvPool(SlotLookup):
         for t in threads:
             t.join(_JOIN_TIMEOUT_S)
             if t.is_alive():
-                log.error("%s did not end within %.0fs; its browser may be left running",
-                          t.name, _JOIN_TIMEOUT_S)
+                log.error(
+                    "%s did not end within %.0fs; its browser may be left running", t.name, _JOIN_TIMEOUT_S
+                )
 
     def __enter__(self) -> WebEnvPool:
         return self
@@ -175,8 +183,7 @@ class WebEnvPool(SlotLookup):
     def _start_threads(self) -> None:
         for i in range(self.size):
             slot = _Slot(name=f"browser#{i}")
-            t = threading.Thread(target=self._work, args=(slot,), name=f"crawl-{slot.name}",
-                                 daemon=True)
+            t = threading.Thread(target=self._work, args=(slot,), name=f"crawl-{slot.name}", daemon=True)
             self._slots.append(slot)
             self._threads.append(t)
             t.start()
@@ -216,8 +223,7 @@ class WebEnvPool(SlotLookup):
             try:
                 slot.env.restart()
             except Exception as e:
-                raise PoolError(f"{slot.name}: the browser died and did not restart: "
-                                f"{first_line(e)}") from e
+                raise PoolError(f"{slot.name}: the browser died and did not restart: {first_line(e)}") from e
             with self._lock:
                 self._n["reconnects"] += 1
         slot.needs_restart = False

@@ -5,6 +5,7 @@ each step holds the observation *before* its action, the action, its target
 and whether the screen changed. Where an episode starts and who decides its
 outcome belong to its environment (env_episode.run_env_episode).
 """
+
 from __future__ import annotations
 
 import time
@@ -64,7 +65,7 @@ class EpisodeContext:
 
     trajectory_id: str
     seed: int
-    device: DeviceProfile | None   # None until a crawl task leases a phone (crawl_tasks)
+    device: DeviceProfile | None  # None until a crawl task leases a phone (crawl_tasks)
     blobs: BlobStore
     guard: SafetyGuard
     max_steps: int
@@ -102,13 +103,18 @@ class Played:
 
     steps: list[Step]
     terminated: bool = False
-    failure: str | None = None   # why the episode ended without finishing
-    stopped: bool = False        # `after_step` ended it (a verifier said done)
+    failure: str | None = None  # why the episode ended without finishing
+    stopped: bool = False  # `after_step` ended it (a verifier said done)
     obs: Observation | None = None  # the last observation (after the last action)
 
 
-def play_steps(env: CrawlEnv, policy: Policy, opened: Opened, ctx: EpisodeContext,
-               after_step: Callable[[Observation, list[Step]], bool] | None = None) -> Played:
+def play_steps(
+    env: CrawlEnv,
+    policy: Policy,
+    opened: Opened,
+    ctx: EpisodeContext,
+    after_step: Callable[[Observation, list[Step]], bool] | None = None,
+) -> Played:
     """Ask the policy, let the guard judge, execute, record: up to `ctx.max_steps` steps.
 
     Each step holds the observation *before* its action. `after_step(obs,
@@ -133,14 +139,30 @@ def play_steps(env: CrawlEnv, policy: Policy, opened: Opened, ctx: EpisodeContex
             target = element_at(obs.elements, action.x, action.y)
         decision = guard.check(action, target, obs.elements)
         if audit is not None:
-            audit.record(trajectory_id=trajectory_id, step_index=index, action=action,
-                         target=target, decision=decision, attempt=ctx.attempt)
-        step = Step(trajectory_id=trajectory_id, index=index, screenshot=shot_sha,
-                    image_format=obs.image_format, width=obs.width, height=obs.height,
-                    url=obs.url, a11y_tree=obs.a11y_tree, elements=obs.elements,
-                    action=action, target=target, started_at=started_at,
-                    observe_ms=round(observe_ms, 2),
-                    thought=getattr(policy, "last_thought", None))  # a VLM agent's reasoning
+            audit.record(
+                trajectory_id=trajectory_id,
+                step_index=index,
+                action=action,
+                target=target,
+                decision=decision,
+                attempt=ctx.attempt,
+            )
+        step = Step(
+            trajectory_id=trajectory_id,
+            index=index,
+            screenshot=shot_sha,
+            image_format=obs.image_format,
+            width=obs.width,
+            height=obs.height,
+            url=obs.url,
+            a11y_tree=obs.a11y_tree,
+            elements=obs.elements,
+            action=action,
+            target=target,
+            started_at=started_at,
+            observe_ms=round(observe_ms, 2),
+            thought=getattr(policy, "last_thought", None),
+        )  # a VLM agent's reasoning
         if not decision.allowed:
             # Not executed: the episode ends here, so no policy can loop on it.
             step.guard = decision.label()

@@ -15,6 +15,7 @@ writes each result as it comes; a failure that is not the task's (a
 PoolError: no browser or device left) stops the crawl once the running
 episodes are written.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,9 +41,15 @@ from .web_env import WebEnv
 class Recorder:
     """Claims, writes and counts the trajectories of one crawl (see the module docstring)."""
 
-    def __init__(self, stats: CrawlStats, *, total: int, desc: str,
-                 progress: Callable[[ProgressEvent], None] | None = None,
-                 on_write: Callable[[Trajectory, list[Step]], None] | None = None):
+    def __init__(
+        self,
+        stats: CrawlStats,
+        *,
+        total: int,
+        desc: str,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        on_write: Callable[[Trajectory, list[Step]], None] | None = None,
+    ):
         self.stats = stats
         self.lock = threading.RLock()
         self.progress = progress
@@ -53,8 +60,9 @@ class Recorder:
     def emit(self, kind: str, task: Task, tid: str, **kw) -> None:
         with self.lock:
             if self.progress is not None:
-                self.progress(ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid,
-                                            stats=self.stats, **kw))
+                self.progress(
+                    ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid, stats=self.stats, **kw)
+                )
 
     def claim(self, items: Iterable[tuple], id_of: Callable[[Task], str]) -> list[tuple]:
         """(task, tid, *rest) for each (task, *rest) not yet committed nor repeated."""
@@ -77,10 +85,8 @@ class Recorder:
             if self.on_write is not None:
                 self.on_write(traj, steps)
             self.bar.update(1)
-            self.bar.set_postfix(ok=self.stats.success, fail=self.stats.failure,
-                                 err=self.stats.error)
-        self.emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome,
-                  message=traj.error)
+            self.bar.set_postfix(ok=self.stats.success, fail=self.stats.failure, err=self.stats.error)
+        self.emit("trajectory", task, traj.trajectory_id, outcome=traj.outcome, message=traj.error)
 
     def close(self, started: float) -> None:
         """End the progress bar; the crawl's seconds and steps/s since `started`."""
@@ -144,16 +150,20 @@ class CrawlPlan:
     started: float = field(default_factory=time.perf_counter)
 
 
-def run_crawl(plan: CrawlPlan, tasks: list[Task], id_of: Callable[[Task], str],
-              job_for: Callable[[Task, str], CrawlJob], crawl: CrawlContext,
-              source: OneEnv | EnvPool) -> None:
+def run_crawl(
+    plan: CrawlPlan,
+    tasks: list[Task],
+    id_of: Callable[[Task], str],
+    job_for: Callable[[Task, str], CrawlJob],
+    crawl: CrawlContext,
+    source: OneEnv | EnvPool,
+) -> None:
     """Play every task not yet stored into `plan.collection`; figures in `crawl.stats`.
 
     A OneEnv plays the tasks one after the other; a pool plays up to its size at once.
     """
     stats = crawl.stats
-    rec = Recorder(stats, total=len(tasks), desc=plan.desc, progress=plan.progress,
-                   on_write=plan.on_write)
+    rec = Recorder(stats, total=len(tasks), desc=plan.desc, progress=plan.progress, on_write=plan.on_write)
     crawl = replace(crawl, emit=rec.emit, lock=rec.lock)
     pooled = not isinstance(source, OneEnv)
     pool_before = source.stats() if pooled else None
@@ -164,9 +174,9 @@ def run_crawl(plan: CrawlPlan, tasks: list[Task], id_of: Callable[[Task], str],
                 for task, tid in todo:
                     rec.write(task, *crawl_task(source, job_for(task, tid), crawl))
             else:
-                run_pooled(source, todo,
-                           lambda task, tid: crawl_task(source, job_for(task, tid), crawl),
-                           rec.write)
+                run_pooled(
+                    source, todo, lambda task, tid: crawl_task(source, job_for(task, tid), crawl), rec.write
+                )
     finally:
         rec.close(plan.started)
         if pooled:
@@ -176,9 +186,14 @@ def run_crawl(plan: CrawlPlan, tasks: list[Task], id_of: Callable[[Task], str],
 
 
 @contextmanager
-def crawl_source(env: CrawlEnv | None, pool: EnvPool | None, origins: list[str], *,
-                 image_format: str = "png", step_timeout_s: float = 10.0
-                 ) -> Iterator[OneEnv | EnvPool]:
+def crawl_source(
+    env: CrawlEnv | None,
+    pool: EnvPool | None,
+    origins: list[str],
+    *,
+    image_format: str = "png",
+    step_timeout_s: float = 10.0,
+) -> Iterator[OneEnv | EnvPool]:
     """The pool, the env given (its own request filter), or a headless Chromium allowed
     to reach only `origins`, launched for the crawl and closed after it."""
     if pool is not None:
@@ -187,8 +202,12 @@ def crawl_source(env: CrawlEnv | None, pool: EnvPool | None, origins: list[str],
     if env is not None:
         yield OneEnv(env)
         return
-    own = WebEnv.launch(headless=True, image_format=image_format, step_timeout_s=step_timeout_s,
-                        request_filter=Allowlist(origins))
+    own = WebEnv.launch(
+        headless=True,
+        image_format=image_format,
+        step_timeout_s=step_timeout_s,
+        request_filter=Allowlist(origins),
+    )
     try:
         yield OneEnv(own)
     finally:

@@ -8,6 +8,7 @@ instead; the steps of a failed attempt are dropped with it. Out of retries,
 the task is stored as an error with no steps (`error_trajectory`), so the
 next crawl does not retry it forever.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,16 +35,16 @@ R = TypeVar("R")
 
 @dataclass
 class CrawlStats:
-    trajectories: int = 0        # written by this call
+    trajectories: int = 0  # written by this call
     steps: int = 0
     success: int = 0
     failure: int = 0
     error: int = 0
     unknown: int = 0
-    skipped: int = 0             # already committed before this call
-    retries: int = 0             # episodes restarted after the browser or session died
-    reconnects: int = 0          # device sessions a pool reopened during this call
-    server_restarts: int = 0     # Appium server restarts by the pool during this call
+    skipped: int = 0  # already committed before this call
+    retries: int = 0  # episodes restarted after the browser or session died
+    reconnects: int = 0  # device sessions a pool reopened during this call
+    server_restarts: int = 0  # Appium server restarts by the pool during this call
     blocked_actions: int = 0
     blocked_requests: int = 0
     seconds: float = 0.0
@@ -79,10 +80,10 @@ class ProgressEvent:
     trajectory_id: str
     stats: CrawlStats
     step_index: int | None = None
-    action: str | None = None        # the step's action type
+    action: str | None = None  # the step's action type
     outcome: str | None = None
     message: str | None = None
-    slot: str | None = None          # "<device>#<session>" (or "browser#<n>") in a pool crawl
+    slot: str | None = None  # "<device>#<session>" (or "browser#<n>") in a pool crawl
 
 
 # One attempt of a task on an env: (trajectory, steps); raises BrowserCrashed and the like.
@@ -111,8 +112,9 @@ class RetryPolicy:
         name = self.crash_name if isinstance(e, BrowserCrashed) and self.crash_name else None
         return f"{name or type(e).__name__}: {e}"
 
-    def run(self, attempt: Callable[[int], R], *, what: str,
-            on_retry: Callable[[str], None]) -> tuple[R | None, BaseException | None]:
+    def run(
+        self, attempt: Callable[[int], R], *, what: str, on_retry: Callable[[str], None]
+    ) -> tuple[R | None, BaseException | None]:
         """(attempt(n)'s result, None) for the first n that succeeds, else (None, last error).
 
         `on_retry(error text)` is called before each retry.
@@ -146,7 +148,7 @@ class CrawlContext:
     stats: CrawlStats
     emit: Emit = lambda *event, **fields: None  # noqa: E731 - run_crawl sets its Recorder's
     lock: threading.RLock = field(default_factory=threading.RLock)
-    platform: str | None = None   # recorded when no lease succeeds (None: the pool's)
+    platform: str | None = None  # recorded when no lease succeeds (None: the pool's)
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,7 @@ class CrawlJob:
     verifier: str | None = None
 
 
-def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlContext
-               ) -> tuple[Trajectory, list[Step]]:
+def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlContext) -> tuple[Trajectory, list[Step]]:
     """One task, each attempt on a fresh lease; out of retries, an error trajectory."""
     task, tid = job.task, job.episode.trajectory_id
     leased: dict = {"platform": crawl.platform or source.platform, "device": job.episode.device}
@@ -179,9 +180,14 @@ def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlContext
             if device is None:  # the leased phone is the profile; the seed draws the rest
                 device = leased["device"] = _on_device(job, source.device_of(env).profile)
             ctx = dataclasses.replace(
-                job.episode, device=device, attempt=n, info=info,
-                on_step=lambda s: crawl.emit("step", task, tid, step_index=s.index,
-                                             action=s.action.type.value, slot=slot))
+                job.episode,
+                device=device,
+                attempt=n,
+                info=info,
+                on_step=lambda s: crawl.emit(
+                    "step", task, tid, step_index=s.index, action=s.action.type.value, slot=slot
+                ),
+            )
             try:
                 played = job.play(env, ctx)
             finally:
@@ -202,24 +208,38 @@ def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlContext
     device = leased["device"]
     if device is None:  # never leased: record the pool's first phone
         device = _on_device(job, source.devices[0].profile)
-    return error_trajectory(job, crawl, device=device, platform=leased["platform"],
-                            error=crawl.retry.error_text(error)), []
+    return error_trajectory(
+        job, crawl, device=device, platform=leased["platform"], error=crawl.retry.error_text(error)
+    ), []
 
 
 def _on_device(job: CrawlJob, profile: DeviceProfile) -> DeviceProfile:
     return draw_device(job.episode.seed, job.task, {profile.name: profile}, mobile=True)[0]
 
 
-def error_trajectory(job: CrawlJob, crawl: CrawlContext, *, device: DeviceProfile,
-                     platform: str, error: str) -> Trajectory:
+def error_trajectory(
+    job: CrawlJob, crawl: CrawlContext, *, device: DeviceProfile, platform: str, error: str
+) -> Trajectory:
     # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
     task = job.task
-    return Trajectory(trajectory_id=job.episode.trajectory_id, task=task, platform=platform,
-                      app=task.app, device=device, source="crawl",
-                      source_name=crawl.source_name, policy=crawl.policy,
-                      seed=job.episode.seed, outcome="error", verified_by="none", num_steps=0,
-                      error=error, verifier=job.verifier, created_at=time.time())
+    return Trajectory(
+        trajectory_id=job.episode.trajectory_id,
+        task=task,
+        platform=platform,
+        app=task.app,
+        device=device,
+        source="crawl",
+        source_name=crawl.source_name,
+        policy=crawl.policy,
+        seed=job.episode.seed,
+        outcome="error",
+        verified_by="none",
+        num_steps=0,
+        error=error,
+        verifier=job.verifier,
+        created_at=time.time(),
+    )
 
 
 class OneEnv:

@@ -23,6 +23,7 @@ connected env for one episode and takes it back afterwards:
 
 `stats()` returns the figures a Dagster asset reports as metadata.
 """
+
 from __future__ import annotations
 
 import json
@@ -116,12 +117,12 @@ def server_is_up(url: str, timeout_s: float = _HEALTH_TIMEOUT_S) -> bool:
 
 @dataclass
 class _Slot:
-    device: object               # DeviceSpec
-    session: int                 # index of this session on its device
-    port: int                    # its appium:chromedriverPort
-    env: object | None = None    # the connected MobileEnv, or None
+    device: object  # DeviceSpec
+    session: int  # index of this session on its device
+    port: int  # its appium:chromedriverPort
+    env: object | None = None  # the connected MobileEnv, or None
     busy: bool = False
-    generation: int = 0          # the server generation the session was opened on
+    generation: int = 0  # the server generation the session was opened on
     leases: int = 0
     needs_reconnect: bool = False  # its last session was lost or failed to start
 
@@ -132,7 +133,7 @@ class _Slot:
 
 @dataclass
 class _Health:
-    failures: int = 0            # consecutive
+    failures: int = 0  # consecutive
     quarantined: bool = False
     last_error: str = ""
 
@@ -145,7 +146,7 @@ class _Counters:
     sessions_lost: int = 0
     reconnects: int = 0
     server_restarts: int = 0
-    slots_used: set = field(default_factory=set)   # names of slots leased at least once
+    slots_used: set = field(default_factory=set)  # names of slots leased at least once
 
 
 class DevicePool(SlotLookup):
@@ -160,12 +161,21 @@ class DevicePool(SlotLookup):
 
     platform = "mobile_web"  # recorded for a task that never got a device
 
-    def __init__(self, devices: list, *, server=None, server_url: str | None = None,
-                 sessions_per_device: int = 1, max_failures: int = 3,
-                 backoff_s: tuple[float, float] = DEFAULT_BACKOFF_S,
-                 report_path: str | Path | None = None, image_format: str = "png",
-                 step_timeout_s: float = 15.0, screenshot_scale: str = "device",
-                 env_factory: Callable[[str, object, int], object] | None = None):
+    def __init__(
+        self,
+        devices: list,
+        *,
+        server=None,
+        server_url: str | None = None,
+        sessions_per_device: int = 1,
+        max_failures: int = 3,
+        backoff_s: tuple[float, float] = DEFAULT_BACKOFF_S,
+        report_path: str | Path | None = None,
+        image_format: str = "png",
+        step_timeout_s: float = 15.0,
+        screenshot_scale: str = "device",
+        env_factory: Callable[[str, object, int], object] | None = None,
+    ):
         devices = list(devices)
         if not devices:
             raise ValueError("DevicePool: no devices given")
@@ -178,12 +188,17 @@ class DevicePool(SlotLookup):
         if max_failures < 1:
             raise ValueError(f"max_failures={max_failures} must be >= 1")
         if len(backoff_s) != 2 or not 0 <= backoff_s[0] <= backoff_s[1]:
-            raise ValueError(f"backoff_s={backoff_s!r}: expected (first, maximum) seconds, "
-                             "0 <= first <= maximum")
-        if server is None and server_url is None and any(
-                getattr(d, "server_url", None) is None for d in devices):
-            raise ValueError("DevicePool: give server= or server_url= (a device without its "
-                             "own server_url needs one)")
+            raise ValueError(
+                f"backoff_s={backoff_s!r}: expected (first, maximum) seconds, 0 <= first <= maximum"
+            )
+        if (
+            server is None
+            and server_url is None
+            and any(getattr(d, "server_url", None) is None for d in devices)
+        ):
+            raise ValueError(
+                "DevicePool: give server= or server_url= (a device without its own server_url needs one)"
+            )
         self.devices = devices
         self.server = server
         self._server_url = server_url
@@ -198,7 +213,7 @@ class DevicePool(SlotLookup):
         self._cond = threading.Condition()
         self._slot_guard = self._cond
         self._server_lock = threading.Lock()
-        self._generation = 0     # bumped on every server restart
+        self._generation = 0  # bumped on every server restart
         self._closed = False
         self._workers: ThreadPoolExecutor | None = None  # made at the first submit
         self._health = {d.name: _Health() for d in devices}
@@ -206,9 +221,11 @@ class DevicePool(SlotLookup):
         self._quarantine_log: list[dict] = []
         # A real phone runs one session at a time; only emulated Chromium phones
         # (one browser per session) take several.
-        self._slots = [_Slot(device=d, session=i, port=allocate_port())
-                       for d in devices
-                       for i in range(sessions_per_device if _emulated(d) else 1)]
+        self._slots = [
+            _Slot(device=d, session=i, port=allocate_port())
+            for d in devices
+            for i in range(sessions_per_device if _emulated(d) else 1)
+        ]
 
     # ------------------------------------------------------------------ public
     @property
@@ -242,10 +259,18 @@ class DevicePool(SlotLookup):
     def slots(self) -> list[dict]:
         """A snapshot of the slots (for logs and tests)."""
         with self._cond:
-            return [{"slot": s.name, "device": s.device.name, "chromedriver_port": s.port,
-                     "busy": s.busy, "connected": s.env is not None, "leases": s.leases,
-                     "quarantined": self._health[s.device.name].quarantined}
-                    for s in self._slots]
+            return [
+                {
+                    "slot": s.name,
+                    "device": s.device.name,
+                    "chromedriver_port": s.port,
+                    "busy": s.busy,
+                    "connected": s.env is not None,
+                    "leases": s.leases,
+                    "quarantined": self._health[s.device.name].quarantined,
+                }
+                for s in self._slots
+            ]
 
     def device_of(self, env) -> object:
         """The DeviceSpec of the slot holding `env` (a leased env)."""
@@ -256,14 +281,16 @@ class DevicePool(SlotLookup):
         with self._cond:
             n = self._n
             return {
-                "devices": len(self.devices), "slots": len(self._slots),
-                "leases": n.leases, "sessions_opened": n.sessions_opened,
+                "devices": len(self.devices),
+                "slots": len(self._slots),
+                "leases": n.leases,
+                "sessions_opened": n.sessions_opened,
                 "session_start_failures": n.session_start_failures,
-                "sessions_lost": n.sessions_lost, "reconnects": n.reconnects,
+                "sessions_lost": n.sessions_lost,
+                "reconnects": n.reconnects,
                 "server_restarts": n.server_restarts,
                 "slots_used": len(n.slots_used),
-                "quarantined": [d.name for d in self.devices
-                                if self._health[d.name].quarantined],
+                "quarantined": [d.name for d in self.devices if self._health[d.name].quarantined],
             }
 
     def submit(self, fn: Callable, *args) -> Future:
@@ -272,8 +299,7 @@ class DevicePool(SlotLookup):
             if self._closed:
                 raise PoolClosed("this DevicePool is closed")
             if self._workers is None:
-                self._workers = ThreadPoolExecutor(max_workers=self.size,
-                                                   thread_name_prefix="crawl")
+                self._workers = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="crawl")
             return self._workers.submit(fn, *args)
 
     @contextmanager
@@ -341,8 +367,7 @@ class DevicePool(SlotLookup):
             while True:
                 if self._closed:
                     raise PoolClosed("this DevicePool is closed")
-                live = [s for s in self._slots
-                        if not self._health[s.device.name].quarantined]
+                live = [s for s in self._slots if not self._health[s.device.name].quarantined]
                 if not live:
                     raise PoolExhausted(self._exhausted_message())
                 free = [s for s in live if not s.busy]
@@ -353,8 +378,9 @@ class DevicePool(SlotLookup):
                     return slot
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(f"no free device session within the lease timeout "
-                                       f"({len(live)} slots busy)")
+                    raise TimeoutError(
+                        f"no free device session within the lease timeout ({len(live)} slots busy)"
+                    )
                 self._cond.wait(remaining)
 
     def _give_back(self, slot: _Slot) -> None:
@@ -365,8 +391,10 @@ class DevicePool(SlotLookup):
     def _exhausted_message(self) -> str:
         parts = [f"{d.name} ({self._health[d.name].last_error})" for d in self.devices]
         where = f"; report: {self.report_path}" if self.report_path else ""
-        return (f"every device of the pool is quarantined after {self.max_failures} "
-                f"consecutive failures: {', '.join(parts)}{where}")
+        return (
+            f"every device of the pool is quarantined after {self.max_failures} "
+            f"consecutive failures: {', '.join(parts)}{where}"
+        )
 
     # ------------------------------------------------------------------ sessions
     def _connect(self, slot: _Slot) -> None:
@@ -382,8 +410,12 @@ class DevicePool(SlotLookup):
         health = self._health[slot.device.name]
         delay = backoff_delay(health.failures, self.backoff_s)
         if delay:
-            log.info("device %s: reconnecting in %.1fs (%d consecutive failures)",
-                     slot.device.name, delay, health.failures)
+            log.info(
+                "device %s: reconnecting in %.1fs (%d consecutive failures)",
+                slot.device.name,
+                delay,
+                health.failures,
+            )
             time.sleep(delay)
         own = self._owns(slot.device)
         if own:
@@ -432,8 +464,12 @@ class DevicePool(SlotLookup):
             if self._owns(slot.device):
                 # A restart since the session opened, or one needed now, explains the loss.
                 server_fault = self._ensure_server() or generation != self._generation
-            log.warning("slot %s: session lost (%s)%s", slot.name, first_line(error),
-                        "; the Appium server was down" if server_fault else "")
+            log.warning(
+                "slot %s: session lost (%s)%s",
+                slot.name,
+                first_line(error),
+                "; the Appium server was down" if server_fault else "",
+            )
             if not server_fault:
                 self._charge(slot, f"session lost: {first_line(error)}")
         finally:
@@ -448,20 +484,27 @@ class DevicePool(SlotLookup):
             if health.quarantined or health.failures < self.max_failures:
                 return
             health.quarantined = True
-            record = {"time": time.time(), "device": slot.device.name,
-                      "kind": getattr(slot.device, "kind", None),
-                      "profile": slot.device.profile.name,
-                      "server_url": self._url_for(slot.device),
-                      "consecutive_failures": health.failures, "last_error": error}
+            record = {
+                "time": time.time(),
+                "device": slot.device.name,
+                "kind": getattr(slot.device, "kind", None),
+                "profile": slot.device.profile.name,
+                "server_url": self._url_for(slot.device),
+                "consecutive_failures": health.failures,
+                "last_error": error,
+            }
             self._quarantine_log.append(record)
-            idle = [s for s in self._slots
-                    if s.device is slot.device and not s.busy and s.env is not None]
+            idle = [s for s in self._slots if s.device is slot.device and not s.busy and s.env is not None]
             envs = [s.env for s in idle]
             for s in idle:
                 s.env = None
             self._cond.notify_all()
-        log.error("device %s quarantined after %d consecutive failures: %s",
-                  slot.device.name, record["consecutive_failures"], error)
+        log.error(
+            "device %s quarantined after %d consecutive failures: %s",
+            slot.device.name,
+            record["consecutive_failures"],
+            error,
+        )
         if self.report_path is not None:
             self.report_path.parent.mkdir(parents=True, exist_ok=True)
             with self._cond, open(self.report_path, "a", encoding="utf-8") as f:
@@ -485,8 +528,10 @@ class DevicePool(SlotLookup):
             try:
                 self.server.restart()
             except Exception as e:
-                raise PoolError(f"the Appium server at {self.server.url} was down and could "
-                                f"not be restarted: {first_line(e)}") from e
+                raise PoolError(
+                    f"the Appium server at {self.server.url} was down and could "
+                    f"not be restarted: {first_line(e)}"
+                ) from e
             with self._cond:
                 self._generation += 1
                 self._n.server_restarts += 1
@@ -494,10 +539,16 @@ class DevicePool(SlotLookup):
 
     def _open_mobile_env(self, server_url: str, spec, chromedriver_port: int):
         from .mobile_env import MobileEnv  # imported late: appium is heavy
-        return MobileEnv(server_url, spec, chromedriver_port=chromedriver_port,
-                         image_format=self.image_format, step_timeout_s=self.step_timeout_s,
-                         # A real phone only has its own pixels.
-                         screenshot_scale=self.screenshot_scale if _emulated(spec) else "device")
+
+        return MobileEnv(
+            server_url,
+            spec,
+            chromedriver_port=chromedriver_port,
+            image_format=self.image_format,
+            step_timeout_s=self.step_timeout_s,
+            # A real phone only has its own pixels.
+            screenshot_scale=self.screenshot_scale if _emulated(spec) else "device",
+        )
 
 
 class _StartFailed(Exception):

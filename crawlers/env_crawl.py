@@ -8,6 +8,7 @@ environment's verifier, written whole with a stable id (a re-run resumes
 without duplicates), retried when the browser dies or the start page fails,
 and stored as an error trajectory that says why once out of retries.
 """
+
 from __future__ import annotations
 
 import random
@@ -52,21 +53,33 @@ class EnvCrawlStats(CrawlStats):
                 return None
             ordered = sorted(values)
             return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
         acted = len(self.step_ms)
         verified = self.success + self.failure
-        return {"environment": self.environment, "episodes": self.trajectories,
-                "skipped": self.skipped, "steps": self.steps, "success": self.success,
-                "failure": self.failure, "error": self.error, "unknown": self.unknown,
-                "verified_success_rate": round(self.success / verified, 3) if verified else None,
-                "noop_rate": round(self.noop_steps / acted, 3) if acted else None,
-                "step_ms_p50": pct(self.step_ms, 0.5), "step_ms_p95": pct(self.step_ms, 0.95),
-                "reset_ms_p50": pct(self.reset_ms, 0.5), "steps_per_s": self.steps_per_s,
-                "retries": self.retries, "blocked_requests": self.blocked_requests,
-                "seconds": self.seconds}
+        return {
+            "environment": self.environment,
+            "episodes": self.trajectories,
+            "skipped": self.skipped,
+            "steps": self.steps,
+            "success": self.success,
+            "failure": self.failure,
+            "error": self.error,
+            "unknown": self.unknown,
+            "verified_success_rate": round(self.success / verified, 3) if verified else None,
+            "noop_rate": round(self.noop_steps / acted, 3) if acted else None,
+            "step_ms_p50": pct(self.step_ms, 0.5),
+            "step_ms_p95": pct(self.step_ms, 0.95),
+            "reset_ms_p50": pct(self.reset_ms, 0.5),
+            "steps_per_s": self.steps_per_s,
+            "retries": self.retries,
+            "blocked_requests": self.blocked_requests,
+            "seconds": self.seconds,
+        }
 
 
-def environment_tasks(environment: Environment, *, episodes: int | None = None,
-                      explore: bool = False) -> list[Task]:
+def environment_tasks(
+    environment: Environment, *, episodes: int | None = None, explore: bool = False
+) -> list[Task]:
     """The tasks to play: the environment's own, or `explore.episodes` exploration tasks
     (with `explore`, or when the file has no tasks).
 
@@ -82,11 +95,22 @@ def environment_tasks(environment: Environment, *, episodes: int | None = None,
     made = []
     for i in range(count):
         lang = langs[i % len(langs)]
-        instruction = ("(read from the page)" if environment.instruction_js else
-                       f"Explore {environment.name}" if lang == "en" else f"探索{environment.name}")
-        made.append(Task(task_id=f"{environment.name}-explore-{i:05d}", instruction=instruction,
-                         language=lang, app=environment.name,
-                         params={"episode": i, "explore": True}))
+        instruction = (
+            "(read from the page)"
+            if environment.instruction_js
+            else f"Explore {environment.name}"
+            if lang == "en"
+            else f"探索{environment.name}"
+        )
+        made.append(
+            Task(
+                task_id=f"{environment.name}-explore-{i:05d}",
+                instruction=instruction,
+                language=lang,
+                app=environment.name,
+                params={"episode": i, "explore": True},
+            )
+        )
     return made
 
 
@@ -97,26 +121,41 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
     mobile = environment.platform != "web"
     if environment.viewport is not None:
         vp = environment.viewport
-        base = DeviceProfile(name=f"{environment.name}-viewport", viewport_width=vp.width,
-                             viewport_height=vp.height, pixel_ratio=vp.pixel_ratio,
-                             is_mobile=vp.is_mobile or mobile)
+        base = DeviceProfile(
+            name=f"{environment.name}-viewport",
+            viewport_width=vp.width,
+            viewport_height=vp.height,
+            pixel_ratio=vp.pixel_ratio,
+            is_mobile=vp.is_mobile or mobile,
+        )
     else:
         known = {**DEVICE_PROFILES, **MOBILE_PROFILES}
         names = environment.devices or (["phone"] if mobile else ["desktop"])
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ValueError(f"environment '{environment.name}', field 'devices': unknown "
-                             f"profile(s) {unknown}; known: {sorted(known)}")
+            raise ValueError(
+                f"environment '{environment.name}', field 'devices': unknown "
+                f"profile(s) {unknown}; known: {sorted(known)}"
+            )
         base = known[rng.choice(sorted(names))]
     # The theme is a real emulation (prefers-color-scheme); a font scale is not
     # applied to a foreign page, so it is recorded as 1.0.
-    return base.model_copy(update={"locale": LOCALES.get(task.language, "en-US"),
-                                   "theme": rng.choice(THEMES), "font_scale": 1.0})
+    return base.model_copy(
+        update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
+    )
 
 
-def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: int,
-                    max_steps: int, guard: SafetyGuard, backend=None,
-                    replay: dict[str, list[Action]] | None = None) -> Policy:
+def make_env_policy(
+    policy: str,
+    task: Task,
+    environment: Environment,
+    *,
+    seed: int,
+    max_steps: int,
+    guard: SafetyGuard,
+    backend=None,
+    replay: dict[str, list[Action]] | None = None,
+) -> Policy:
     ep_seed = episode_seed(seed, task.task_id)
     if policy == "random_walk":
         # The walk says `done` on its last step, inside the runner's step budget.
@@ -132,9 +171,11 @@ def make_env_policy(policy: str, task: Task, environment: Environment, *, seed: 
             return load_callable(environment.oracle)(task, environment)
         if "script" in task.params:
             return ScriptedPolicy(task.params["script"])
-        raise ValueError(f"environment '{environment.name}', task '{task.task_id}': the oracle "
-                         f"policy needs 'oracle: module:function' in the environment file or "
-                         f"a params.script demonstration in the task")
+        raise ValueError(
+            f"environment '{environment.name}', task '{task.task_id}': the oracle "
+            f"policy needs 'oracle: module:function' in the environment file or "
+            f"a params.script demonstration in the task"
+        )
     if policy == "agent":
         if backend is None:
             raise ValueError("the agent policy needs a VLM backend (--vlm-config)")
@@ -169,10 +210,16 @@ class EnvCrawl:
     batch_size: int = 16
 
 
-def crawl_environment(environment: Environment, how: EnvCrawl = EnvCrawl(), *, store: RawStore,
-                      collection: str | None = None, env: CrawlEnv | None = None,
-                      pool: EnvPool | None = None,
-                      progress: Callable[[ProgressEvent], None] | None = None) -> EnvCrawlStats:
+def crawl_environment(
+    environment: Environment,
+    how: EnvCrawl = EnvCrawl(),
+    *,
+    store: RawStore,
+    collection: str | None = None,
+    env: CrawlEnv | None = None,
+    pool: EnvPool | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+) -> EnvCrawlStats:
     """Crawl `environment` into `store`/`collection` (default: its name) as `how` says;
     the figures.
 
@@ -188,8 +235,10 @@ def crawl_environment(environment: Environment, how: EnvCrawl = EnvCrawl(), *, s
     if policy not in ENV_POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
     if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
-        raise ValueError(f"environment '{environment.name}': platform {environment.platform} "
-                         f"runs on an Appium device; pass env= (a MobileEnv) for it")
+        raise ValueError(
+            f"environment '{environment.name}': platform {environment.platform} "
+            f"runs on an Appium device; pass env= (a MobileEnv) for it"
+        )
     runtime = EnvironmentRuntime(environment, judge=how.judge)
     collection = collection or environment.name
     tasks = how.tasks
@@ -198,50 +247,81 @@ def crawl_environment(environment: Environment, how: EnvCrawl = EnvCrawl(), *, s
         explore = environment.explore is not None and policy == environment.explore.policy
         tasks = environment_tasks(environment, episodes=how.episodes, explore=explore)
         if replay is not None:
-            tasks = [t for t in tasks + environment_tasks(environment, episodes=how.episodes,
-                                                          explore=not explore)
-                     if t.task_id in replay]
+            tasks = [
+                t
+                for t in tasks + environment_tasks(environment, episodes=how.episodes, explore=not explore)
+                if t.task_id in replay
+            ]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
-    steps_budget = how.max_steps or (environment.explore.max_steps if exploring
-                                 else environment.max_steps)
+    steps_budget = how.max_steps or (environment.explore.max_steps if exploring else environment.max_steps)
     guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
 
     def figures(traj: Trajectory, steps: list[Step]) -> None:
-        stats.noop_steps += sum(1 for s in steps if s.screen_changed is False
-                                and s.act_ms is not None)
+        stats.noop_steps += sum(1 for s in steps if s.screen_changed is False and s.act_ms is not None)
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
-    plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {environment.name}",
-                     batch_size=how.batch_size, progress=progress, on_write=figures)
+    plan = CrawlPlan(
+        store=store,
+        collection=collection,
+        desc=f"crawl {environment.name}",
+        batch_size=how.batch_size,
+        progress=progress,
+        on_write=figures,
+    )
 
     def job_for(task: Task, tid: str, audit: AuditLog, crawl: CrawlContext) -> CrawlJob:
         def make_policy(t: Task) -> Policy:
-            return make_env_policy(policy, t, environment, seed=seed, max_steps=steps_budget,
-                                   guard=guard, backend=how.backend, replay=replay)
+            return make_env_policy(
+                policy,
+                t,
+                environment,
+                seed=seed,
+                max_steps=steps_budget,
+                guard=guard,
+                backend=how.backend,
+                replay=replay,
+            )
 
         def play(env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
             t0 = time.perf_counter()
             traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
             with crawl.lock:
-                stats.reset_ms.append(round(steps[0].observe_ms, 1) if steps else
-                                      round((time.perf_counter() - t0) * 1000, 1))
+                stats.reset_ms.append(
+                    round(steps[0].observe_ms, 1) if steps else round((time.perf_counter() - t0) * 1000, 1)
+                )
             return traj, steps
-        episode = EpisodeContext(trajectory_id=tid, seed=seed,
-                                 device=device_for(environment, task, seed), blobs=store.blobs,
-                                 guard=guard, max_steps=steps_budget, audit=audit)
+
+        episode = EpisodeContext(
+            trajectory_id=tid,
+            seed=seed,
+            device=device_for(environment, task, seed),
+            blobs=store.blobs,
+            guard=guard,
+            max_steps=steps_budget,
+            audit=audit,
+        )
         spec = runtime.verifier_for(task)
         return CrawlJob(task, episode, play, verifier=spec.kind if spec else None)
 
     # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
     retry = RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed")
-    crawl = CrawlContext(policy=policy, source_name=environment.source, retry=retry,
-                         stats=stats, platform=environment.platform)
-    with crawl_source(env, pool, environment.origins(), image_format=how.image_format,
-                      step_timeout_s=how.step_timeout_s) as source, \
-            store.audit_log(collection) as audit:
-        run_crawl(plan, tasks,
-                  lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
-                  lambda task, tid: job_for(task, tid, audit, crawl), crawl, source)
+    crawl = CrawlContext(
+        policy=policy, source_name=environment.source, retry=retry, stats=stats, platform=environment.platform
+    )
+    with (
+        crawl_source(
+            env, pool, environment.origins(), image_format=how.image_format, step_timeout_s=how.step_timeout_s
+        ) as source,
+        store.audit_log(collection) as audit,
+    ):
+        run_crawl(
+            plan,
+            tasks,
+            lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
+            lambda task, tid: job_for(task, tid, audit, crawl),
+            crawl,
+            source,
+        )
     return stats

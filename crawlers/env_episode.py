@@ -13,6 +13,7 @@ The outcome never says `unknown` where a verifier exists:
 - the verifier raised or timed out: error, naming environment, task, verifier.
 Only a task with no verifier at all, played to its end, is `unknown`.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,9 +27,14 @@ from .env_runtime import EnvironmentRuntime, Verdict, VerifierError
 from .policies import Policy
 
 
-def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, task: Task,
-                    make_policy: Callable[[Task], Policy], ctx: EpisodeContext,
-                    verify: bool = True) -> tuple[Trajectory, list[Step]]:
+def run_env_episode(
+    env: CrawlEnv,
+    runtime: EnvironmentRuntime,
+    task: Task,
+    make_policy: Callable[[Task], Policy],
+    ctx: EpisodeContext,
+    verify: bool = True,
+) -> tuple[Trajectory, list[Step]]:
     """Play `task` in `runtime`'s environment and return the verified trajectory.
 
     Raises BrowserCrashed and StartPageError (the caller retries either).
@@ -75,7 +81,7 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, task: Task,
     if verifier_error is not None:
         outcome, error = "error", verifier_error
     elif not ended_by_policy and not played.stopped:
-        outcome, error = "failure", played.failure       # guard, give-up, take-over
+        outcome, error = "failure", played.failure  # guard, give-up, take-over
     elif spec is None:
         outcome = "unknown" if played.terminated else "failure"
         error = None if played.terminated else played.failure
@@ -87,16 +93,28 @@ def run_env_episode(env: CrawlEnv, runtime: EnvironmentRuntime, task: Task,
         if not verdict.success and not verdict.done and played.failure:
             error = played.failure
     kind = spec.kind if spec is not None else None
-    verified = kind is not None and verifier_error is None and verdict is not None \
-        and verdict.success is not None
+    verified = (
+        kind is not None and verifier_error is None and verdict is not None and verdict.success is not None
+    )
     environment = runtime.environment
     traj = Trajectory(
-        trajectory_id=ctx.trajectory_id, task=task, platform=env_platform(env),
-        app=task.app, device=device, source="crawl", source_name=environment.source,
-        policy=policy.name, seed=seed, outcome=outcome,
-        verified_by=kind if verified else "none", num_steps=len(played.steps), error=error,
-        reward=verdict.reward if verified else None, verifier=kind,
+        trajectory_id=ctx.trajectory_id,
+        task=task,
+        platform=env_platform(env),
+        app=task.app,
+        device=device,
+        source="crawl",
+        source_name=environment.source,
+        policy=policy.name,
+        seed=seed,
+        outcome=outcome,
+        verified_by=kind if verified else "none",
+        num_steps=len(played.steps),
+        error=error,
+        reward=verdict.reward if verified else None,
+        verifier=kind,
         verifier_reason=(verdict.reason if verdict is not None else None),
         distractions=list(verdict.distractions or []) if verdict is not None else [],
-        created_at=time.time())
+        created_at=time.time(),
+    )
     return traj, played.steps

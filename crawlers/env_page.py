@@ -8,6 +8,7 @@ the runtime uses (`evaluate`, `wait_for_load_state`, `wait_for_function`,
 expression is evaluated, a function is called with the argument, a promise
 is awaited. Native Android / iOS apps have no page: the runtime says so.
 """
+
 from __future__ import annotations
 
 import time
@@ -55,18 +56,21 @@ class DriverPage:
             time.sleep(0.1)
 
     def wait_for_load_state(self, state: str = "load", timeout: float = 10_000) -> None:
-        self._poll(lambda: self.evaluate("document.readyState") != "loading", timeout,
-                   f"wait_for_load_state({state})")
+        self._poll(
+            lambda: self.evaluate("document.readyState") != "loading",
+            timeout,
+            f"wait_for_load_state({state})",
+        )
 
     def wait_for_function(self, fn: str, timeout: float = 10_000) -> None:
         self._poll(lambda: bool(self.evaluate(fn)), timeout, "wait_for_function")
 
-    def wait_for_selector(self, selector: str, state: str = "visible",
-                          timeout: float = 10_000) -> None:
-        check = ("(s) => { const el = document.querySelector(s);"
-                 " return !!el && (el.getClientRects().length > 0); }")
-        self._poll(lambda: bool(self.evaluate(check, selector)), timeout,
-                   f"wait_for_selector({selector!r})")
+    def wait_for_selector(self, selector: str, state: str = "visible", timeout: float = 10_000) -> None:
+        check = (
+            "(s) => { const el = document.querySelector(s);"
+            " return !!el && (el.getClientRects().length > 0); }"
+        )
+        self._poll(lambda: bool(self.evaluate(check, selector)), timeout, f"wait_for_selector({selector!r})")
 
 
 def web_page(env):

@@ -18,6 +18,7 @@ Verifiers (`Verdict`: done, success, reward, reason):
 A verifier that raises or times out is a `VerifierError`: the episode is
 stored as an error that names the environment, the task and the verifier.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -76,12 +77,16 @@ class Verdict:
         if isinstance(value, bool):
             return cls(success=value, reward=float(value), kind=kind)
         if not isinstance(value, dict):
-            raise VerifierError(f"{where}: expected an object {{done, success, reward, reason}} "
-                                f"or a boolean, got {type(value).__name__}: {str(value)[:120]}")
+            raise VerifierError(
+                f"{where}: expected an object {{done, success, reward, reason}} "
+                f"or a boolean, got {type(value).__name__}: {str(value)[:120]}"
+            )
         unknown = set(value) - {"done", "success", "reward", "reason", "distractions"}
         if unknown:
-            raise VerifierError(f"{where}: unknown key(s) {sorted(unknown)} in the verdict; "
-                                f"expected done, success, reward, reason")
+            raise VerifierError(
+                f"{where}: unknown key(s) {sorted(unknown)} in the verdict; "
+                f"expected done, success, reward, reason"
+            )
         success = value.get("success")
         if success is not None and not isinstance(success, bool):
             raise VerifierError(f"{where}: 'success' must be true, false or null, got {success!r}")
@@ -95,12 +100,18 @@ class Verdict:
             reward = float(success)
         reason = value.get("reason")
         distractions = value.get("distractions")
-        if distractions is not None and not (isinstance(distractions, list) and
-                                             all(isinstance(d, str) for d in distractions)):
+        if distractions is not None and not (
+            isinstance(distractions, list) and all(isinstance(d, str) for d in distractions)
+        ):
             raise VerifierError(f"{where}: 'distractions' must be a list of strings")
-        return cls(done=bool(value.get("done", False)), success=success, reward=reward,
-                   reason=None if reason is None else str(reason)[:2000], kind=kind,
-                   distractions=distractions)
+        return cls(
+            done=bool(value.get("done", False)),
+            success=success,
+            reward=reward,
+            reason=None if reason is None else str(reason)[:2000],
+            kind=kind,
+            distractions=distractions,
+        )
 
 
 # A judge reads the task and the episode's steps and gives a verdict (a dict or Verdict).
@@ -123,17 +134,24 @@ def page_of(env):
     error for a native app."""
     page = web_page(env)
     if page is None:
-        raise SetupError(f"{type(env).__name__} has no page to run JavaScript in "
-                         f"(js verifiers, setup scripts and instruction_js need a browser; "
-                         f"a native app's setup is a deep link)")
+        raise SetupError(
+            f"{type(env).__name__} has no page to run JavaScript in "
+            f"(js verifiers, setup scripts and instruction_js need a browser; "
+            f"a native app's setup is a deep link)"
+        )
     return page
 
 
 class EnvironmentRuntime:
     """One environment's start, setup and verification for the episode loop."""
 
-    def __init__(self, environment: Environment, *, judge: JudgeFn | None = None,
-                 plugins: dict[str, Callable] | None = None):
+    def __init__(
+        self,
+        environment: Environment,
+        *,
+        judge: JudgeFn | None = None,
+        plugins: dict[str, Callable] | None = None,
+    ):
         """`plugins` maps "module:function" names to callables to use instead of
         importing them (an in-process provider's verifier with its own tables)."""
         self.environment = environment
@@ -142,8 +160,10 @@ class EnvironmentRuntime:
         self._device: DeviceProfile | None = None
         for spec in self._specs():
             if spec.kind == "judge" and judge is None:
-                raise ValueError(f"environment '{environment.name}': a judge verifier needs a "
-                                 f"VLM backend (configure one, or choose another verifier)")
+                raise ValueError(
+                    f"environment '{environment.name}': a judge verifier needs a "
+                    f"VLM backend (configure one, or choose another verifier)"
+                )
 
     def _specs(self) -> list[VerifierSpec]:
         env = self.environment
@@ -158,14 +178,18 @@ class EnvironmentRuntime:
     def verifier_for(self, task: Task) -> VerifierSpec | None:
         return self.environment.verifier_for(task)
 
-    def values(self, task: Task, *, session: str, seed: int,
-               device: DeviceProfile | None = None) -> dict:
+    def values(self, task: Task, *, session: str, seed: int, device: DeviceProfile | None = None) -> dict:
         """What the placeholders are filled with: a task's own params.seed wins."""
         device = device or self._device
-        return dict(seed=int(task.params.get("seed", seed)), task_id=task.task_id,
-                    session=session, language=task.language, app=task.app,
-                    theme=device.theme if device else None,
-                    font_scale=device.font_scale if device else None)
+        return dict(
+            seed=int(task.params.get("seed", seed)),
+            task_id=task.task_id,
+            session=session,
+            language=task.language,
+            app=task.app,
+            theme=device.theme if device else None,
+            font_scale=device.font_scale if device else None,
+        )
 
     def where(self, task: Task, what: str) -> str:
         return f"environment '{self.name}', task '{task.task_id}', {what}"
@@ -186,8 +210,9 @@ class EnvironmentRuntime:
             url = urljoin(self.environment.start_url, task.start_url)  # a path of the app
         return fill(url, **self.values(task, session=session, seed=seed))
 
-    def start(self, env, task: Task, *, session: str, seed: int,
-              device: DeviceProfile) -> tuple[Observation, Task]:
+    def start(
+        self, env, task: Task, *, session: str, seed: int, device: DeviceProfile
+    ) -> tuple[Observation, Task]:
         """Reset `env` to the task's start page, run setup; (first observation, task).
 
         The task comes back with its instruction read from the page when the
@@ -199,8 +224,10 @@ class EnvironmentRuntime:
         frozen = self.environment.freeze_time
         hook = None
         if hooks is not None and frozen is not None:
+
             def hook(context) -> None:
                 context.clock.set_fixed_time(frozen)
+
             hooks.append(hook)
         try:
             obs = env.reset(url, device=device)
@@ -208,14 +235,16 @@ class EnvironmentRuntime:
             if hook is not None:
                 hooks.remove(hook)
         if obs.last_action_error:
-            raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
-                                 f"did not load: {obs.last_action_error}")
+            raise StartPageError(
+                f"{self.where(task, 'start_url')}: the start page {url} did not load: {obs.last_action_error}"
+            )
         page = web_page(env)
         if page is not None:
             status = self._evaluate(page, _STATUS_JS, None, task, "start page status")
             if isinstance(status, int) and status >= 400:
-                raise StartPageError(f"{self.where(task, 'start_url')}: the start page {url} "
-                                     f"answered HTTP {status}")
+                raise StartPageError(
+                    f"{self.where(task, 'start_url')}: the start page {url} answered HTTP {status}"
+                )
         env_file = self.environment
         values = self.values(task, session=session, seed=seed)
         if env_file.setup:
@@ -225,11 +254,13 @@ class EnvironmentRuntime:
         spec = env_file.task_spec(task.task_id)
         needs_instruction = env_file.instruction_js and (spec is None or spec.instruction is None)
         if needs_instruction:
-            text = self._evaluate(page_of(env), fill(env_file.instruction_js, **values), None,
-                                  task, "instruction_js")
+            text = self._evaluate(
+                page_of(env), fill(env_file.instruction_js, **values), None, task, "instruction_js"
+            )
             if not isinstance(text, str) or not text.strip():
-                raise SetupError(self.where(task, "instruction_js") +
-                                 f": gave {text!r}, expected a non-empty string")
+                raise SetupError(
+                    self.where(task, "instruction_js") + f": gave {text!r}, expected a non-empty string"
+                )
             task = task.model_copy(update={"instruction": " ".join(text.split())})
         if env_file.setup or env_file.wait_for or needs_instruction:
             obs = env.observe()
@@ -245,11 +276,11 @@ class EnvironmentRuntime:
             if "context was destroyed" not in str(e) and "navigat" not in str(e):
                 raise SetupError(self.where(task, "setup") + f": {_short(e)}") from e
         try:
-            page.wait_for_load_state("domcontentloaded",
-                                     timeout=self.environment.wait_timeout_s * 1000)
+            page.wait_for_load_state("domcontentloaded", timeout=self.environment.wait_timeout_s * 1000)
         except Exception as e:  # noqa: BLE001
-            raise SetupError(self.where(task, "setup") + f": the page did not load after "
-                             f"setup: {_short(e)}") from e
+            raise SetupError(
+                self.where(task, "setup") + f": the page did not load after setup: {_short(e)}"
+            ) from e
 
     def _deep_link(self, env, link: str, task: Task) -> None:
         """A native app's setup: open the deep link in the app (Appium's mobile: deepLink)."""
@@ -272,8 +303,10 @@ class EnvironmentRuntime:
             except Exception:  # noqa: BLE001 - the app is still starting
                 pass
             time.sleep(0.25)
-        raise SetupError(self.where(task, "wait_for") + f" {condition!r} ({by}): not found "
-                         f"within {self.environment.wait_timeout_s}s")
+        raise SetupError(
+            self.where(task, "wait_for") + f" {condition!r} ({by}): not found "
+            f"within {self.environment.wait_timeout_s}s"
+        )
 
     def _wait_for(self, env, condition: str, task: Task) -> None:
         if web_page(env) is None and self.environment.app is not None:
@@ -289,8 +322,10 @@ class EnvironmentRuntime:
             if as_js:
                 # Thrown while the page is still loading counts as "not yet".
                 body = f"({condition})()" if "=>" in condition else f"({condition})"
-                page.wait_for_function(f"() => {{ try {{ return !!{body}; }} catch (e) "
-                                       f"{{ return false; }} }}", timeout=timeout_ms)
+                page.wait_for_function(
+                    f"() => {{ try {{ return !!{body}; }} catch (e) {{ return false; }} }}",
+                    timeout=timeout_ms,
+                )
             else:
                 page.wait_for_selector(condition, state="visible", timeout=timeout_ms)
         except Exception as e:  # noqa: BLE001
@@ -303,8 +338,9 @@ class EnvironmentRuntime:
             raise SetupError(self.where(task, what) + f": {_short(e)}") from e
 
     # ------------------------------------------------------------------ verify
-    def verify(self, env, task: Task, obs: Observation, history: list[Step], *,
-               final: bool, session: str, seed: int) -> Verdict | None:
+    def verify(
+        self, env, task: Task, obs: Observation, history: list[Step], *, final: bool, session: str, seed: int
+    ) -> Verdict | None:
         """The verifier's verdict now; None when the task has no verifier (or not yet)."""
         spec = self.verifier_for(task)
         if spec is None or (not final and not spec.every_step):
@@ -322,12 +358,20 @@ class EnvironmentRuntime:
             raise VerifierError(f"{where}: took {elapsed:.1f}s (timeout_s={spec.timeout_s})")
         return Verdict.coerce(value, spec.kind, where)
 
-    def _ask(self, spec: VerifierSpec, env, task: Task, obs: Observation, history: list[Step],
-             *, session: str, seed: int) -> Any:
+    def _ask(
+        self,
+        spec: VerifierSpec,
+        env,
+        task: Task,
+        obs: Observation,
+        history: list[Step],
+        *,
+        session: str,
+        seed: int,
+    ) -> Any:
         values = self.values(task, session=session, seed=seed)
         if spec.kind == "js":
-            return page_of(env).evaluate(_bounded_js(fill(spec.expression, **values),
-                                                     spec.timeout_s), None)
+            return page_of(env).evaluate(_bounded_js(fill(spec.expression, **values), spec.timeout_s), None)
         if spec.kind == "http":
             body = self._fetch(spec, fill(spec.url, **values), task)
             if spec.expression:
@@ -336,8 +380,7 @@ class EnvironmentRuntime:
         if spec.kind in ("python", "state"):
             fn = self._python.get(spec.function) or load_callable(spec.function)
             self._python[spec.function] = fn
-            kwargs = {k: v for k, v in (("session", session), ("seed", values["seed"]))
-                      if _accepts(fn, k)}
+            kwargs = {k: v for k, v in (("session", session), ("seed", values["seed"])) if _accepts(fn, k)}
             if spec.kind == "state" and spec.url:
                 kwargs["state"] = self._fetch(spec, fill(spec.url, **values), task)
             # On this thread: Playwright's sync API is bound to it. Its time is checked after.
@@ -361,18 +404,21 @@ class EnvironmentRuntime:
         except json.JSONDecodeError:
             if spec.expression:
                 return raw  # the expression reads text
-            raise VerifierError(f"{where}: GET {url} did not answer JSON "
-                                f"(give an 'expression' to read it): {raw[:120]!r}") from None
+            raise VerifierError(
+                f"{where}: GET {url} did not answer JSON (give an 'expression' to read it): {raw[:120]!r}"
+            ) from None
 
 
 def _bounded_js(expression: str, timeout_s: float) -> str:
     """A page function that evaluates `expression` (a value, a promise, or a function of
     the argument) and rejects after `timeout_s`: a verifier must not hang the crawl."""
     ms = int(timeout_s * 1000)
-    return (f"async (arg) => {{ const run = async () => {{ const v = ({expression});"
-            f" return typeof v === 'function' ? await v(arg) : await v; }};"
-            f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
-            f"() => reject(new Error('no verdict within {timeout_s}s (timeout_s)')), {ms}))]); }}")
+    return (
+        f"async (arg) => {{ const run = async () => {{ const v = ({expression});"
+        f" return typeof v === 'function' ? await v(arg) : await v; }};"
+        f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
+        f"() => reject(new Error('no verdict within {timeout_s}s (timeout_s)')), {ms}))]); }}"
+    )
 
 
 def _accepts(fn: Callable, name: str) -> bool:

@@ -15,6 +15,7 @@ action points and element boxes both map through it.
 the session's `driver`, `kind`, `spec`, `episode_start_url`, `_space`,
 `_start_index`, `_call` and `_cdp`.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,9 +40,9 @@ _DEFAULT_SWIPE_MS = 300
 _DEFAULT_WAIT_MS = 500
 _TAP_HOLD_S = 0.05
 _DOUBLE_TAP_GAP_S = 0.1
-_SWIPE_MOVE_MS = 50            # one pointer move per ~50 ms of swipe
-_SWIPE_END_HOLD_S = 0.1        # still before lifting: a drag, not a fling
-_SCROLL_FRACTION = 0.5         # a scroll drags half the screen
+_SWIPE_MOVE_MS = 50  # one pointer move per ~50 ms of swipe
+_SWIPE_END_HOLD_S = 0.1  # still before lifting: a drag, not a fling
+_SCROLL_FRACTION = 0.5  # a scroll drags half the screen
 
 # The focused element when it takes text, else null (typing would go nowhere).
 _FOCUSED_FIELD_JS = """
@@ -70,8 +71,10 @@ class MobileActions:
         elif t == ActionType.DOUBLE_TAP:
             self._touch(self._taps(self._px(a.x, a.y), 2))
         elif t == ActionType.RIGHT_CLICK:
-            raise ActionError("a touch screen cannot right-click (there is no secondary "
-                              "button); a long press is a different action")
+            raise ActionError(
+                "a touch screen cannot right-click (there is no secondary "
+                "button); a long press is a different action"
+            )
         elif t == ActionType.LONG_PRESS:
             hold = (a.duration_ms if a.duration_ms is not None else _DEFAULT_LONG_PRESS_MS) / 1000
             self._touch(self._hold(self._px(a.x, a.y), hold))
@@ -139,8 +142,9 @@ class MobileActions:
         (x0, y0), (x1, y1) = p0, p1
         out: list[tuple] = [("move", x0, y0, 0), ("down",)]
         for i in range(1, n + 1):
-            out.append(("move", round(x0 + (x1 - x0) * i / n), round(y0 + (y1 - y0) * i / n),
-                        max(1, round(ms / n))))
+            out.append(
+                ("move", round(x0 + (x1 - x0) * i / n), round(y0 + (y1 - y0) * i / n), max(1, round(ms / n)))
+            )
         return out + [("pause", _SWIPE_END_HOLD_S), ("up",)]
 
     def _touch(self, gesture: list[tuple]) -> None:
@@ -199,8 +203,9 @@ class MobileActions:
             try:
                 code, meta = keys.to_android(canon)
             except KeyNameError:
-                raise ActionError(f"unknown Android key {name!r} (Android has no keycode "
-                                  f"for {canon!r})") from None
+                raise ActionError(
+                    f"unknown Android key {name!r} (Android has no keycode for {canon!r})"
+                ) from None
             if meta:
                 self.driver.press_keycode(code, meta)
             else:
@@ -213,8 +218,9 @@ class MobileActions:
             except KeyNameError as e:
                 msg = str(e)
                 if msg.startswith("unknown"):
-                    msg = (f"unknown iOS key {name!r}; known: "
-                           f"{sorted({*_IOS_BUTTONS, *_IOS_TEXT_KEYS, 'back'})}")
+                    msg = (
+                        f"unknown iOS key {name!r}; known: {sorted({*_IOS_BUTTONS, *_IOS_TEXT_KEYS, 'back'})}"
+                    )
                 raise ActionError(msg) from None
             if kind == "button":
                 self.driver.execute_script("mobile: pressButton", {"name": value})
@@ -262,8 +268,10 @@ class MobileActions:
             if dest.startswith("/"):
                 dest = urljoin(self.episode_start_url or self.driver.current_url, dest)
             if urlparse(dest).scheme not in ("http", "https", "about", "data"):
-                raise ActionError(f"{target!r} is neither a URL, a path, nor an app of "
-                                  f"{self.spec.name!r} ({sorted(self.spec.apps)})")
+                raise ActionError(
+                    f"{target!r} is neither a URL, a path, nor an app of "
+                    f"{self.spec.name!r} ({sorted(self.spec.apps)})"
+                )
             self._goto(dest)
         else:
             self._launch(self._app_id(target))
@@ -277,15 +285,21 @@ class MobileActions:
     def _app_id(self, name: str) -> str:
         app = self.spec.apps.get(name, name)
         if not _APP_ID_RE.match(app):
-            raise ValueError(f"{name!r} is not an app of device {self.spec.name!r} "
-                             f"({sorted(self.spec.apps)}) nor a package / bundle id")
+            raise ValueError(
+                f"{name!r} is not an app of device {self.spec.name!r} "
+                f"({sorted(self.spec.apps)}) nor a package / bundle id"
+            )
         return app
 
 
 def action_seconds(a: Action) -> float:
     """Seconds the action itself takes (holds, waits, swipes), on top of the timeout."""
-    defaults = {ActionType.LONG_PRESS: _DEFAULT_LONG_PRESS_MS, ActionType.WAIT: _DEFAULT_WAIT_MS,
-                ActionType.SWIPE: _DEFAULT_SWIPE_MS, ActionType.SCROLL: _DEFAULT_SWIPE_MS}
+    defaults = {
+        ActionType.LONG_PRESS: _DEFAULT_LONG_PRESS_MS,
+        ActionType.WAIT: _DEFAULT_WAIT_MS,
+        ActionType.SWIPE: _DEFAULT_SWIPE_MS,
+        ActionType.SCROLL: _DEFAULT_SWIPE_MS,
+    }
     if a.type not in defaults:
         return 0.0
     return (a.duration_ms if a.duration_ms is not None else defaults[a.type]) / 1000

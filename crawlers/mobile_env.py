@@ -27,6 +27,7 @@ The actions (gestures, how coordinates map, keys, apps) live in
 `crawlers.mobile_actions` and reading the screen in `crawlers.mobile_screen`,
 both mixins of `MobileEnv`; the session failures in `crawlers.mobile_errors`.
 """
+
 from __future__ import annotations
 
 import time
@@ -52,8 +53,8 @@ __all__ = ["MobileEnv", "SessionLost"]
 
 T = TypeVar("T")
 
-_PHONE_SETTLE_S = 0.4          # phones: no page to ask, a short fixed pause
-_SETTLE_CAP_MS = 2000          # Chromium: longest wait for load + frames
+_PHONE_SETTLE_S = 0.4  # phones: no page to ask, a short fixed pause
+_SETTLE_CAP_MS = 2000  # Chromium: longest wait for load + frames
 _SESSION_START_S = {"chromium": 60.0, "android": 300.0, "ios": 300.0}
 _PROBE_TIMEOUT_S = 5.0
 
@@ -85,10 +86,19 @@ else window.addEventListener('load', ready, {once: true});
 class MobileEnv(MobileActions, MobileScreen):
     """One Appium session on one device, speaking the unified action space."""
 
-    def __init__(self, server_url: str, spec: DeviceSpec, *, chromedriver_port: int,
-                 image_format: str = "png", step_timeout_s: float = 15.0,
-                 screenshot_scale: str = "device", headless: bool = True,
-                 allow_hosts: tuple[str, ...] = (), jpeg_quality: int = 80):
+    def __init__(
+        self,
+        server_url: str,
+        spec: DeviceSpec,
+        *,
+        chromedriver_port: int,
+        image_format: str = "png",
+        step_timeout_s: float = 15.0,
+        screenshot_scale: str = "device",
+        headless: bool = True,
+        allow_hosts: tuple[str, ...] = (),
+        jpeg_quality: int = 80,
+    ):
         if image_format not in ("png", "jpeg"):
             raise ValueError(f"image_format={image_format!r}: expected 'png' or 'jpeg'")
         if screenshot_scale not in ("device", "css"):
@@ -106,26 +116,28 @@ class MobileEnv(MobileActions, MobileScreen):
         self.jpeg_quality = jpeg_quality
         self.screenshot_scale = screenshot_scale
         self.step_timeout_s = step_timeout_s
-        self.capabilities = build_capabilities(spec, chromedriver_port=chromedriver_port,
-                                               headless=headless, allow_hosts=allow_hosts)
+        self.capabilities = build_capabilities(
+            spec, chromedriver_port=chromedriver_port, headless=headless, allow_hosts=allow_hosts
+        )
         self.blocked_requests: list[str] = []
         self.episode_start_url: str | None = None
         self.device: DeviceProfile | None = None
         self.driver: webdriver.Remote | None = None
         self._client: AppiumClientConfig | None = None
-        self._lost: str | None = None          # why the session is unusable
-        self._space: tuple[float, float] | None = None   # action coordinate space (w, h)
-        self._emulated: tuple | None = None    # Chromium: the (locale, theme) now emulated
-        self._episode_app: str | None = None   # phones: the app the episode runs in
-        self._origins: set[str] = set()        # Chromium: origins to clear after an episode
-        self._start_index = 0                  # Chromium: the tab's history index at reset
+        self._lost: str | None = None  # why the session is unusable
+        self._space: tuple[float, float] | None = None  # action coordinate space (w, h)
+        self._emulated: tuple | None = None  # Chromium: the (locale, theme) now emulated
+        self._episode_app: str | None = None  # phones: the app the episode runs in
+        self._origins: set[str] = set()  # Chromium: origins to clear after an episode
+        self._start_index = 0  # Chromium: the tab's history index at reset
         self._closed = False
         self._open_session()
 
     # ------------------------------------------------------------------ life cycle
     def _open_session(self) -> None:
-        self._client = AppiumClientConfig(self.server_url, timeout=_SESSION_START_S[self.kind],
-                                          keep_alive=True)
+        self._client = AppiumClientConfig(
+            self.server_url, timeout=_SESSION_START_S[self.kind], keep_alive=True
+        )
         opts = AppiumOptions()
         opts.load_capabilities(self.capabilities)
         try:
@@ -133,8 +145,9 @@ class MobileEnv(MobileActions, MobileScreen):
         except TRANSPORT_ERRORS as e:
             raise SessionLost(f"no Appium server answers at {self.server_url}: {short_error(e)}") from e
         except WebDriverException as e:
-            raise SessionLost(f"Appium could not open a {self.kind} session on "
-                              f"{self.spec.name!r}: {short_error(e)}") from e
+            raise SessionLost(
+                f"Appium could not open a {self.kind} session on {self.spec.name!r}: {short_error(e)}"
+            ) from e
         self.driver = driver
         self._lost = None
         self._space = None
@@ -143,7 +156,8 @@ class MobileEnv(MobileActions, MobileScreen):
         if self.kind == "chromium":
             # DevTools commands reach chromedriver through Appium's proxy.
             driver.command_executor.add_command(
-                "executeCdpCommand", "POST", "/session/$sessionId/goog/cdp/execute")
+                "executeCdpCommand", "POST", "/session/$sessionId/goog/cdp/execute"
+            )
             self._emulated = (self.spec.profile.locale, "light")
             self._call(lambda: driver.set_page_load_timeout(self.step_timeout_s))
             self._call(lambda: driver.set_script_timeout(self.step_timeout_s))
@@ -207,7 +221,7 @@ class MobileEnv(MobileActions, MobileScreen):
         if driver is None:
             return
         if self._client is not None:
-            self._client.timeout = 5   # a hung browser must not hold up the restart
+            self._client.timeout = 5  # a hung browser must not hold up the restart
         try:
             driver.quit()
         except Exception:
@@ -229,13 +243,17 @@ class MobileEnv(MobileActions, MobileScreen):
         """
         device = device or self.spec.profile
         p = self.spec.profile
-        if (device.viewport_width, device.viewport_height, device.pixel_ratio) != \
-                (p.viewport_width, p.viewport_height, p.pixel_ratio):
+        if (device.viewport_width, device.viewport_height, device.pixel_ratio) != (
+            p.viewport_width,
+            p.viewport_height,
+            p.pixel_ratio,
+        ):
             raise ValueError(
                 f"device {device.name!r} is {device.viewport_width}x{device.viewport_height}"
                 f"@{device.pixel_ratio}, but {self.spec.name!r} is {p.viewport_width}x"
                 f"{p.viewport_height}@{p.pixel_ratio}: a session's screen is fixed; lease "
-                f"a device with that profile instead")
+                f"a device with that profile instead"
+            )
         self._require_session()
         self.close_episode()
         self.blocked_requests = []
@@ -291,14 +309,12 @@ class MobileEnv(MobileActions, MobileScreen):
         scrolled = action.type in (ActionType.SWIPE, ActionType.SCROLL)
         for attempt in range(3):
             try:
-                self._call(lambda: self.driver.execute_async_script(
-                    _SETTLE_JS, _SETTLE_CAP_MS, scrolled))
+                self._call(lambda: self.driver.execute_async_script(_SETTLE_JS, _SETTLE_CAP_MS, scrolled))
                 return
             except ActionError as e:
                 # The action started a navigation: settle on the new document.
                 if attempt == 2 or "unload" not in str(e).lower():
                     raise ActionError(f"the page did not settle: {e}") from None
-
 
     # ------------------------------------------------------------------ Chromium emulation
     def _emulate(self, device: DeviceProfile) -> None:
@@ -312,9 +328,10 @@ class MobileEnv(MobileActions, MobileScreen):
         want = (device.locale, device.theme)
         if want == self._emulated:
             return
-        self._cdp("Emulation.setEmulatedMedia",
-                  features=[{"name": "prefers-color-scheme", "value": device.theme}])
-        self._cdp("Emulation.setLocaleOverride")   # a second override fails: clear first
+        self._cdp(
+            "Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": device.theme}]
+        )
+        self._cdp("Emulation.setLocaleOverride")  # a second override fails: clear first
         self._cdp("Emulation.setLocaleOverride", locale=device.locale)
         self._cdp("Network.setExtraHTTPHeaders", headers={"Accept-Language": device.locale})
         self._emulated = want
@@ -327,8 +344,7 @@ class MobileEnv(MobileActions, MobileScreen):
         if self._closed:
             raise RuntimeError("this MobileEnv is closed")
         if self.driver is None or self._lost:
-            raise SessionLost(f"the Appium session is gone ({self._lost or 'not open'}); "
-                              f"call restart()")
+            raise SessionLost(f"the Appium session is gone ({self._lost or 'not open'}); call restart()")
 
     def _call(self, fn: Callable[[], T], timeout_s: float | None = None) -> T:
         """Run a driver call: a lost session raises SessionLost, any other failure ActionError."""

@@ -1,6 +1,7 @@
 """How a mobile session fails: the errors that mean the session (not just one
 action) is gone, and `SessionLost`, which the runner answers with `restart()`.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -15,13 +16,22 @@ class SessionLost(BrowserCrashed):
 
 
 # Errors from a driver that mean the session (not just the action) is gone.
-LOST_MARKERS = ("invalid session id", "session deleted", "session is either terminated",
-                "chrome not reachable", "disconnected:", "tab crashed", "target crashed",
-                "could not proxy command", "econnrefused", "no such window",
-                "session not created", "instrumentation process is not running",
-                "socket hang up")
-TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError,
-                    http.client.HTTPException)
+LOST_MARKERS = (
+    "invalid session id",
+    "session deleted",
+    "session is either terminated",
+    "chrome not reachable",
+    "disconnected:",
+    "tab crashed",
+    "target crashed",
+    "could not proxy command",
+    "econnrefused",
+    "no such window",
+    "session not created",
+    "instrumentation process is not running",
+    "socket hang up",
+)
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, http.client.HTTPException)
 
 
 def lost_marker(e: Exception) -> bool:

@@ -10,6 +10,7 @@ STAMP_BOXES_JS on Chromium; UiAutomator2/XCUITest XML on phones).
 the session's `driver`, `kind`, `spec`, `image_format`, `jpeg_quality`,
 `screenshot_scale`, `_origins`, `_call` and `_cdp`, and sets `_space` and `_lost`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,8 +31,10 @@ from .web_env import ActionError
 log = logging.getLogger("crawlers.mobile_env")  # the environment's log, as before the split
 
 # The stamp runs as a function body; its [innerWidth, innerHeight] comes back with the HTML.
-_STAMP_AND_READ_JS = (f"const size = (function () {{ {page_source.STAMP_BOXES_JS} }})();\n"
-                      "return [size, document.documentElement.outerHTML, location.href];")
+_STAMP_AND_READ_JS = (
+    f"const size = (function () {{ {page_source.STAMP_BOXES_JS} }})();\n"
+    "return [size, document.documentElement.outerHTML, location.href];"
+)
 
 
 class MobileScreen:
@@ -57,10 +60,10 @@ class MobileScreen:
             png = self._call(self.driver.get_screenshot_as_png)
             shot = self._encode(png)
             if self.kind == "android":
-                width, height = Image.open(io.BytesIO(png)).size   # bounds are device px
+                width, height = Image.open(io.BytesIO(png)).size  # bounds are device px
                 url = self._call(lambda: f"{self.driver.current_package}/{self.driver.current_activity}")
             else:
-                win = self._call(self.driver.get_window_size)      # XCUITest speaks points
+                win = self._call(self.driver.get_window_size)  # XCUITest speaks points
                 width, height = win["width"], win["height"]
                 info = self._call(lambda: self.driver.execute_script("mobile: activeAppInfo"))
                 url = (info or {}).get("bundleId", "")
@@ -73,9 +76,16 @@ class MobileScreen:
             log.warning("%s: %s; observation kept without an accessibility tree", self.spec.name, e)
             tree, elements = "", []
         img_w, img_h = Image.open(io.BytesIO(shot)).size
-        return Observation(screenshot=shot, image_format=self.image_format, width=img_w,
-                           height=img_h, url=url, a11y_tree=tree, elements=elements,
-                           last_action_error=error)
+        return Observation(
+            screenshot=shot,
+            image_format=self.image_format,
+            width=img_w,
+            height=img_h,
+            url=url,
+            a11y_tree=tree,
+            elements=elements,
+            last_action_error=error,
+        )
 
     def _stamped_source(self) -> tuple[list, str, str]:
         """Boxes stamped, then the HTML and URL read in one round trip."""
@@ -98,11 +108,19 @@ class MobileScreen:
         if self.image_format == "jpeg":
             params["quality"] = self.jpeg_quality
         if self.screenshot_scale == "css":
-            vv = self._call(lambda: self.driver.execute_script(
-                "const v = visualViewport; return [v.pageLeft, v.pageTop, v.width, v.height];"))
+            vv = self._call(
+                lambda: self.driver.execute_script(
+                    "const v = visualViewport; return [v.pageLeft, v.pageTop, v.width, v.height];"
+                )
+            )
             x, y, w, h = vv
-            params["clip"] = {"x": x, "y": y, "width": w, "height": h,
-                              "scale": 1 / self.spec.profile.pixel_ratio}
+            params["clip"] = {
+                "x": x,
+                "y": y,
+                "width": w,
+                "height": h,
+                "scale": 1 / self.spec.profile.pixel_ratio,
+            }
         data = self._cdp("Page.captureScreenshot", **params)["data"]
         return base64.b64decode(data)
 

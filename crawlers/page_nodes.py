@@ -10,6 +10,7 @@ an actionable role or a name; their boxes are clipped to the screen where they
 overlap it and kept as they are when wholly off screen (an oracle scrolls to
 them).
 """
+
 from __future__ import annotations
 
 import re
@@ -18,14 +19,21 @@ from dataclasses import dataclass, field
 
 from schemas.records import Visibility
 
-Box = tuple[float, float, float, float]   # x, y, w, h in the source's units
+Box = tuple[float, float, float, float]  # x, y, w, h in the source's units
 
 
 class PageSourceError(ValueError):
     """A page source that cannot be read; names the node's path and the attribute."""
 
-    def __init__(self, kind: str, message: str, *, path: str | None = None,
-                 attribute: str | None = None, value: str | None = None):
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        path: str | None = None,
+        attribute: str | None = None,
+        value: str | None = None,
+    ):
         where = f" at node {path}" if path else ""
         attr = f", attribute {attribute}={value!r}" if attribute else ""
         super().__init__(f"{kind} page source{where}{attr}: {message}")
@@ -39,24 +47,57 @@ class Node:
     role: str
     name: str = ""
     box: Box | None = None
-    states: list[str] = field(default_factory=list)   # "checked", "level=2", "id=..."
-    value: str | None = None      # a field's content, or a text-only node's text
-    url: str | None = None        # a link's href
+    states: list[str] = field(default_factory=list)  # "checked", "level=2", "id=..."
+    value: str | None = None  # a field's content, or a text-only node's text
+    url: str | None = None  # a link's href
     children: list[Node] = field(default_factory=list)
     # Set after parsing (crawlers.page_visibility) or read from the stamp (HTML).
     visibility: Visibility | None = None
 
 
-ACTIONABLE_ROLES = frozenset({
-    "button", "link", "textbox", "searchbox", "checkbox", "switch", "radio", "combobox",
-    "listbox", "slider", "spinbutton", "tab", "menuitem", "menuitemcheckbox",
-    "menuitemradio", "option", "treeitem"})
+ACTIONABLE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "textbox",
+        "searchbox",
+        "checkbox",
+        "switch",
+        "radio",
+        "combobox",
+        "listbox",
+        "slider",
+        "spinbutton",
+        "tab",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "option",
+        "treeitem",
+    }
+)
 
 # Roles whose name comes from their content when nothing labels them (ARIA).
-NAMED_FROM_CONTENT = frozenset({
-    "button", "link", "checkbox", "switch", "radio", "tab", "menuitem", "menuitemcheckbox",
-    "menuitemradio", "option", "treeitem", "heading", "cell", "columnheader", "rowheader",
-    "tooltip"})
+NAMED_FROM_CONTENT = frozenset(
+    {
+        "button",
+        "link",
+        "checkbox",
+        "switch",
+        "radio",
+        "tab",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "option",
+        "treeitem",
+        "heading",
+        "cell",
+        "columnheader",
+        "rowheader",
+        "tooltip",
+    }
+)
 
 # Nodes of these roles say nothing when unnamed and stateless: folded away.
 _QUIET_ROLES = frozenset({"generic", "group", "text", "img", "none", "presentation"})
@@ -99,15 +140,21 @@ def has_area(box: Box | None) -> bool:
 
 
 def is_quiet(n: Node) -> bool:
-    return (n.role in _QUIET_ROLES and not n.name and n.value is None and n.url is None
-            and all(s.startswith("id=") for s in n.states))
+    return (
+        n.role in _QUIET_ROLES
+        and not n.name
+        and n.value is None
+        and n.url is None
+        and all(s.startswith("id=") for s in n.states)
+    )
 
 
 # XML (Android, iOS) ------------------------------------------------------------
 
+
 def xml_root(kind: str, source: str | bytes) -> ET.Element:
     if isinstance(source, str):
-        source = source.encode("utf-8")   # bytes: an encoding declaration is then fine
+        source = source.encode("utf-8")  # bytes: an encoding declaration is then fine
     try:
         return ET.fromstring(source)
     except ET.ParseError as e:

@@ -4,6 +4,7 @@ The text is the grammar `schemas.a11y.parse_snapshot` reads (`- role "name"
 [state] [box=x,y,w,h]`, two spaces per level), valid YAML like Playwright's
 aria snapshot.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,14 @@ _YAML_STR = "tag:yaml.org,2002:str"
 
 def _yaml_value(v: str) -> str:
     """A value as YAML reads it back as this string: plain when safe, else JSON-quoted."""
-    if (_YAML_PLAIN.fullmatch(v) and ": " not in v and " #" not in v and not v.endswith(":")
-            # "12", "true", "~", "=" would come back as numbers, booleans, null, tags
-            and _YAML_RESOLVER.resolve(yaml.ScalarNode, v, (True, False)) == _YAML_STR):
+    if (
+        _YAML_PLAIN.fullmatch(v)
+        and ": " not in v
+        and " #" not in v
+        and not v.endswith(":")
+        # "12", "true", "~", "=" would come back as numbers, booleans, null, tags
+        and _YAML_RESOLVER.resolve(yaml.ScalarNode, v, (True, False)) == _YAML_STR
+    ):
         return v
     return json.dumps(v, ensure_ascii=False)
 
@@ -77,7 +83,7 @@ def normalise_box(box: Box, width: float, height: float) -> tuple[float, float, 
     """(x, y, w, h) in source units -> (x0, y0, x1, y1) of the screen, clipped when on it."""
     x, y, w, h = box
     x0, y0, x1, y1 = x / width, y / height, (x + w) / width, (y + h) / height
-    if x1 > 0 and y1 > 0 and x0 < 1 and y0 < 1:   # overlaps the screen: clip to it
+    if x1 > 0 and y1 > 0 and x0 < 1 and y0 < 1:  # overlaps the screen: clip to it
         x0, y0, x1, y1 = max(x0, 0.0), max(y0, 0.0), min(x1, 1.0), min(y1, 1.0)
     return x0, y0, x1, y1
 
@@ -89,8 +95,11 @@ def to_elements(nodes: list[Node], width: float, height: float) -> list[Element]
     def walk(n: Node) -> None:
         label = n.name or n.value or ""
         if has_area(n.box) and (n.role in ACTIONABLE_ROLES or label):
-            out.append(Element(role=n.role, name=label, bbox=normalise_box(n.box, width, height),
-                               visibility=n.visibility))
+            out.append(
+                Element(
+                    role=n.role, name=label, bbox=normalise_box(n.box, width, height), visibility=n.visibility
+                )
+            )
         for c in n.children:
             walk(c)
 

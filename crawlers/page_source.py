@@ -13,6 +13,7 @@ Each device's parser is its own module, with its role table:
 share, and the rules every parser follows, are in `page_nodes`; the text and
 `Element`s are made in `page_render`.
 """
+
 from __future__ import annotations
 
 from schemas.records import Element
@@ -24,13 +25,23 @@ from .page_source_html import STAMP_BOXES_JS, parse_html
 from .page_source_ios import parse_ios
 from .page_visibility import measure_nodes
 
-__all__ = ["PageSourceError", "STAMP_BOXES_JS", "Node", "ACTIONABLE_ROLES", "normalise",
-           "parse_android", "parse_ios", "parse_html", "render_tree", "to_elements",
-           "normalise_box", "clean_text"]
+__all__ = [
+    "PageSourceError",
+    "STAMP_BOXES_JS",
+    "Node",
+    "ACTIONABLE_ROLES",
+    "normalise",
+    "parse_android",
+    "parse_ios",
+    "parse_html",
+    "render_tree",
+    "to_elements",
+    "normalise_box",
+    "clean_text",
+]
 
 
-def normalise(kind: str, source: str | bytes, width: float, height: float
-              ) -> tuple[str, list[Element]]:
+def normalise(kind: str, source: str | bytes, width: float, height: float) -> tuple[str, list[Element]]:
     """(tree text, elements) for an "android" | "ios" | "html" page source.
 
     width/height: the screen in the source's units (device px for Android,
@@ -42,6 +53,6 @@ def normalise(kind: str, source: str | bytes, width: float, height: float
     if not (width > 0 and height > 0):
         raise ValueError(f"screen size must be positive, got {width}x{height}")
     nodes = parsers[kind](source)
-    if kind != "html":   # HTML carries the page's own hit tests (data-tf-vis)
+    if kind != "html":  # HTML carries the page's own hit tests (data-tf-vis)
         measure_nodes(nodes, width, height)
     return render_tree(nodes), to_elements(nodes, width, height)

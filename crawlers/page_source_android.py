@@ -27,6 +27,7 @@ role from the class's simple name, first match wins:
   selected, disabled (enabled=false), focused, password, scrollable, id=<resource-id>.
   displayed="false" subtrees are skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,26 +47,29 @@ from .page_nodes import (
 
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 
-_ANDROID_ROLES = [(re.compile(p), role) for p, role in [
-    (r"SearchAutoComplete", "searchbox"),
-    (r"EditText|AutoCompleteTextView", "textbox"),
-    (r"CheckBox", "checkbox"),
-    (r"Switch|ToggleButton", "switch"),
-    (r"RadioGroup", "radiogroup"),
-    (r"RadioButton", "radio"),
-    (r"ToggleGroup|ChipGroup", "group"),
-    (r"Button", "button"),
-    (r"Spinner", "combobox"),
-    (r"SeekBar|RatingBar|Slider", "slider"),
-    (r"ProgressBar", "progressbar"),
-    (r"TabWidget$|TabLayout$", "tablist"),
-    (r"(^|\$)Tab(View)?$|TabView$", "tab"),
-    (r"RecyclerView|ListView|GridView", "list"),
-    (r"WebView", "document"),
-    (r"ImageView", "img"),
-    (r"TextView", "text"),
-    (r"Toolbar|ActionBar", "toolbar"),
-]]
+_ANDROID_ROLES = [
+    (re.compile(p), role)
+    for p, role in [
+        (r"SearchAutoComplete", "searchbox"),
+        (r"EditText|AutoCompleteTextView", "textbox"),
+        (r"CheckBox", "checkbox"),
+        (r"Switch|ToggleButton", "switch"),
+        (r"RadioGroup", "radiogroup"),
+        (r"RadioButton", "radio"),
+        (r"ToggleGroup|ChipGroup", "group"),
+        (r"Button", "button"),
+        (r"Spinner", "combobox"),
+        (r"SeekBar|RatingBar|Slider", "slider"),
+        (r"ProgressBar", "progressbar"),
+        (r"TabWidget$|TabLayout$", "tablist"),
+        (r"(^|\$)Tab(View)?$|TabView$", "tab"),
+        (r"RecyclerView|ListView|GridView", "list"),
+        (r"WebView", "document"),
+        (r"ImageView", "img"),
+        (r"TextView", "text"),
+        (r"Toolbar|ActionBar", "toolbar"),
+    ]
+]
 
 _SEARCH_HINT = re.compile(r"search|搜索|搜尋", re.I)
 
@@ -83,12 +87,14 @@ def _android_box(el: ET.Element, path: str) -> Box | None:
         return None
     m = _BOUNDS.fullmatch(raw.strip())
     if not m:
-        raise PageSourceError("android", "expected bounds like [x0,y0][x1,y1]",
-                              path=path, attribute="bounds", value=raw)
+        raise PageSourceError(
+            "android", "expected bounds like [x0,y0][x1,y1]", path=path, attribute="bounds", value=raw
+        )
     x0, y0, x1, y1 = (int(g) for g in m.groups())
     if x1 < x0 or y1 < y0:
-        raise PageSourceError("android", "bounds end before they start",
-                              path=path, attribute="bounds", value=raw)
+        raise PageSourceError(
+            "android", "bounds end before they start", path=path, attribute="bounds", value=raw
+        )
     return float(x0), float(y0), float(x1 - x0), float(y1 - y0)
 
 
@@ -99,8 +105,11 @@ def _android_node(el: ET.Element, path: str, in_tabwidget: bool) -> list[Node]:
     cls = a("class") or el.tag
     simple = cls.rsplit(".", 1)[-1]
     kids = list(el)
-    children = [n for c, p in zip(kids, child_paths(path, kids))
-                for n in _android_node(c, p, simple.endswith("TabWidget"))]
+    children = [
+        n
+        for c, p in zip(kids, child_paths(path, kids))
+        for n in _android_node(c, p, simple.endswith("TabWidget"))
+    ]
     box = _android_box(el, path)
     desc, text, hint = clean_text(a("content-desc")), clean_text(a("text")), clean_text(a("hint"))
     rid = clean_text(a("resource-id"))
@@ -127,10 +136,14 @@ def _android_node(el: ET.Element, path: str, in_tabwidget: bool) -> list[Node]:
             node.value = text
     else:
         node.name = desc or text or hint
-    for state, on in (("checked", a("checked") == "true"), ("selected", a("selected") == "true"),
-                      ("disabled", a("enabled") == "false"), ("focused", a("focused") == "true"),
-                      ("password", a("password") == "true"),
-                      ("scrollable", a("scrollable") == "true")):
+    for state, on in (
+        ("checked", a("checked") == "true"),
+        ("selected", a("selected") == "true"),
+        ("disabled", a("enabled") == "false"),
+        ("focused", a("focused") == "true"),
+        ("password", a("password") == "true"),
+        ("scrollable", a("scrollable") == "true"),
+    ):
         if on:
             node.states.append(state)
     if rid:

@@ -13,6 +13,7 @@ checked, selected, expanded, pressed, disabled, focused, level. Skipped:
 and elements without a box (their children still count). Text that no named
 control absorbs becomes `text` lines with their element's box.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,8 +45,11 @@ from .visibility import PROBE_JS, visibility_from_row
 # (data-tf-vis="on_screen,visible_fraction,hit_fraction,centre_hit,modal_covered",
 # hit-tested on the node itself by crawlers.visibility.PROBE_JS). Stale stamps are
 # removed; unchanged ones are not rewritten, so pages watching their DOM see no churn.
-STAMP_BOXES_JS = r"""
-const probe = """ + PROBE_JS + r""";
+STAMP_BOXES_JS = (
+    r"""
+const probe = """
+    + PROBE_JS
+    + r""";
 const r1 = v => Math.round(v * 10) / 10;
 // Boxes relative to what the screen shows: the visual viewport (the layout
 // viewport unless the page is zoomed), so box / size is the screenshot's [0, 1].
@@ -85,22 +89,68 @@ for (const el of document.querySelectorAll('*')) {
 }
 return vv ? [vv.width, vv.height] : [window.innerWidth, window.innerHeight];
 """
+)
 
-_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
-                   "meta", "param", "source", "track", "wbr"})
+_VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    }
+)
 _SKIP_TAGS = frozenset({"script", "style", "template", "noscript", "head"})
 _FORM_CONTROLS = frozenset({"input", "select", "textarea", "button"})
-_INPUT_ROLES = {"search": "searchbox", "checkbox": "checkbox", "radio": "radio",
-                "range": "slider", "submit": "button", "button": "button", "reset": "button",
-                "image": "button", "file": "button", "hidden": None}
-_TAG_ROLES = {"button": "button", "textarea": "textbox", "nav": "navigation", "main": "main",
-              "header": "banner", "footer": "contentinfo", "aside": "complementary",
-              "article": "article", "ul": "list", "ol": "list", "menu": "list",
-              "li": "listitem", "dialog": "dialog", "table": "table", "tr": "row",
-              "td": "cell", "th": "columnheader", "p": "paragraph", "option": "option",
-              "fieldset": "group", "progress": "progressbar", "meter": "meter",
-              "hr": "separator", "figure": "figure", "blockquote": "blockquote",
-              "output": "status"}
+_INPUT_ROLES = {
+    "search": "searchbox",
+    "checkbox": "checkbox",
+    "radio": "radio",
+    "range": "slider",
+    "submit": "button",
+    "button": "button",
+    "reset": "button",
+    "image": "button",
+    "file": "button",
+    "hidden": None,
+}
+_TAG_ROLES = {
+    "button": "button",
+    "textarea": "textbox",
+    "nav": "navigation",
+    "main": "main",
+    "header": "banner",
+    "footer": "contentinfo",
+    "aside": "complementary",
+    "article": "article",
+    "ul": "list",
+    "ol": "list",
+    "menu": "list",
+    "li": "listitem",
+    "dialog": "dialog",
+    "table": "table",
+    "tr": "row",
+    "td": "cell",
+    "th": "columnheader",
+    "p": "paragraph",
+    "option": "option",
+    "fieldset": "group",
+    "progress": "progressbar",
+    "meter": "meter",
+    "hr": "separator",
+    "figure": "figure",
+    "blockquote": "blockquote",
+    "output": "status",
+}
 _NUMBER_LIST = re.compile(r"\s*-?\d+(\.\d+)?\s*(,\s*-?\d+(\.\d+)?\s*){3}")
 
 
@@ -109,7 +159,7 @@ class _El:
     tag: str
     attrs: dict[str, str]
     parent: _El | None
-    children: list = field(default_factory=list)   # _El | str
+    children: list = field(default_factory=list)  # _El | str
 
 
 class _DomBuilder(HTMLParser):
@@ -125,7 +175,7 @@ class _DomBuilder(HTMLParser):
     def handle_starttag(self, tag, attrs):
         d: dict[str, str] = {}
         for k, v in attrs:
-            d.setdefault(k, v or "")      # the first of a duplicated attribute wins
+            d.setdefault(k, v or "")  # the first of a duplicated attribute wins
         el = _El(tag, d, self.stack[-1])
         self.stack[-1].children.append(el)
         if "id" in d:
@@ -167,12 +217,18 @@ def _html_box(el: _El) -> Box | None:
     if raw is None or not raw.strip():
         return None
     if not _NUMBER_LIST.fullmatch(raw):
-        raise PageSourceError("html", "expected data-tf-box like x,y,w,h (numbers)",
-                              path=_html_path(el), attribute="data-tf-box", value=raw)
+        raise PageSourceError(
+            "html",
+            "expected data-tf-box like x,y,w,h (numbers)",
+            path=_html_path(el),
+            attribute="data-tf-box",
+            value=raw,
+        )
     x, y, w, h = (float(p) for p in raw.split(","))
     if w < 0 or h < 0:
-        raise PageSourceError("html", "negative size", path=_html_path(el),
-                              attribute="data-tf-box", value=raw)
+        raise PageSourceError(
+            "html", "negative size", path=_html_path(el), attribute="data-tf-box", value=raw
+        )
     return (x, y, w, h) if w > 0 and h > 0 else None
 
 
@@ -184,11 +240,15 @@ def _html_vis(el: _El) -> Visibility | None:
     raw = el.attrs.get("data-tf-vis")
     if raw is None or not raw.strip():
         return None
-    got = (visibility_from_row([float(v) for v in raw.split(",")]) if _VIS.fullmatch(raw)
-           else None)
+    got = visibility_from_row([float(v) for v in raw.split(",")]) if _VIS.fullmatch(raw) else None
     if got is None:
-        raise PageSourceError("html", "expected data-tf-vis like 1,1,0.8,1,0 (five numbers)",
-                              path=_html_path(el), attribute="data-tf-vis", value=raw)
+        raise PageSourceError(
+            "html",
+            "expected data-tf-vis like 1,1,0.8,1,0 (five numbers)",
+            path=_html_path(el),
+            attribute="data-tf-vis",
+            value=raw,
+        )
     return got
 
 
@@ -198,8 +258,13 @@ def _dom_text(el: _El, skip: _El | None = None) -> str:
     for c in el.children:
         if isinstance(c, str):
             out.append(c)
-        elif (c is not skip and c.tag not in _SKIP_TAGS and c.tag not in _FORM_CONTROLS
-              and "hidden" not in c.attrs and c.attrs.get("aria-hidden") != "true"):
+        elif (
+            c is not skip
+            and c.tag not in _SKIP_TAGS
+            and c.tag not in _FORM_CONTROLS
+            and "hidden" not in c.attrs
+            and c.attrs.get("aria-hidden") != "true"
+        ):
             out.append(c.attrs.get("alt", "") if c.tag == "img" else _dom_text(c, skip))
     return clean_text(" ".join(out))
 
@@ -259,8 +324,7 @@ def _html_label(el: _El, role: str, b: _DomBuilder) -> str:
 def _html_states(el: _El, role: str) -> list[str]:
     a, states = el.attrs, []
     if role == "heading":
-        level = a.get("aria-level") or (el.tag[1] if el.tag[:1] == "h" and len(el.tag) == 2
-                                        else "2")
+        level = a.get("aria-level") or (el.tag[1] if el.tag[:1] == "h" and len(el.tag) == 2 else "2")
         states.append(f"level={level}")
     if el.tag == "input" and a.get("type", "").lower() in ("checkbox", "radio"):
         checked = a.get("data-tf-checked", "true" if "checked" in a else "false")
@@ -270,8 +334,9 @@ def _html_states(el: _El, role: str) -> list[str]:
         states.append("checked" if checked == "true" else "checked=mixed")
     if a.get("aria-selected") == "true":
         states.append("selected")
-    if ("disabled" in a and el.tag in _FORM_CONTROLS | {"option", "fieldset"}) \
-            or a.get("aria-disabled") == "true":
+    if ("disabled" in a and el.tag in _FORM_CONTROLS | {"option", "fieldset"}) or a.get(
+        "aria-disabled"
+    ) == "true":
         states.append("disabled")
     if a.get("aria-expanded") == "true":
         states.append("expanded")
@@ -295,7 +360,7 @@ def _html_value(el: _El, role: str) -> str | None:
     elif el.tag == "input" and role in ("textbox", "searchbox", "slider", "spinbutton"):
         v = a.get("data-tf-value", a.get("value", ""))
         if a.get("type", "").lower() == "password" and "data-tf-value" not in a:
-            v = "\u2022" * len(v)   # never put a password into the tree
+            v = "\u2022" * len(v)  # never put a password into the tree
     else:
         return None
     return clean_text(v) or None
@@ -310,21 +375,27 @@ def _html_nodes(el: _El, b: _DomBuilder) -> list[Node]:
     role = _html_role(el)
     if role is None:
         return []
-    if el.tag == "svg":   # drawn, not read: an image when named, else nothing
+    if el.tag == "svg":  # drawn, not read: an image when named, else nothing
         name = _html_label(el, "img", b) or clean_text(a.get("title"))
         return [Node("img", name=name, box=box, visibility=vis)] if box and name else []
     children: list[Node] = []
-    if el.tag not in ("textarea", "select"):    # their content is their value
+    if el.tag not in ("textarea", "select"):  # their content is their value
         for c in el.children:
             if isinstance(c, _El):
                 children += _html_nodes(c, b)
-            elif box is not None and clean_text(c):   # text shows only inside a rendered box
+            elif box is not None and clean_text(c):  # text shows only inside a rendered box
                 children.append(Node("text", name=clean_text(c), box=box, visibility=vis))
     if box is None:
-        return children   # not rendered itself (display: contents, zero size): children move up
+        return children  # not rendered itself (display: contents, zero size): children move up
 
-    node = Node(role, name=_html_label(el, role, b), box=box, states=_html_states(el, role),
-                children=children, visibility=vis)
+    node = Node(
+        role,
+        name=_html_label(el, role, b),
+        box=box,
+        states=_html_states(el, role),
+        children=children,
+        visibility=vis,
+    )
     if role in NAMED_FROM_CONTENT or (role in ACTIONABLE_ROLES and node.name):
         absorb(node)
     if not node.name:
@@ -337,8 +408,11 @@ def _html_nodes(el: _El, b: _DomBuilder) -> list[Node]:
     if role == "link":
         node.url = clean_text(a.get("href"))
     # Text-only content reads as one run, as Playwright prints `paragraph: text`.
-    if node.children and all(c.role == "text" and not c.children for c in node.children) \
-            and role not in ACTIONABLE_ROLES:
+    if (
+        node.children
+        and all(c.role == "text" and not c.children for c in node.children)
+        and role not in ACTIONABLE_ROLES
+    ):
         text = clean_text(" ".join(c.name for c in node.children))
         if is_quiet(node):
             return [Node("text", name=text, box=box)]

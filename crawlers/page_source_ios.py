@@ -21,6 +21,7 @@ iOS (XCUITest XML; boxes in points from x, y, width, height), by type:
   the identifier is not the name).
   visible="false" subtrees are skipped.
 """
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -39,20 +40,42 @@ from .page_nodes import (
 )
 
 _IOS_ROLES = {
-    "Button": "button", "Key": "button", "Icon": "button", "Link": "link",
-    "TextField": "textbox", "SecureTextField": "textbox", "TextView": "textbox",
-    "SearchField": "searchbox", "Switch": "switch", "Toggle": "switch",
-    "CheckBox": "checkbox", "RadioButton": "radio", "Slider": "slider",
-    "StaticText": "text", "Image": "img", "Cell": "listitem", "Tab": "tab",
-    "TabBar": "tablist", "NavigationBar": "region", "Alert": "alert", "Sheet": "dialog",
-    "Table": "list", "CollectionView": "list", "SegmentedControl": "radiogroup",
-    "PickerWheel": "combobox", "ProgressIndicator": "progressbar",
-    "ActivityIndicator": "progressbar", "Menu": "menu", "MenuItem": "menuitem",
-    "Toolbar": "toolbar", "WebView": "document", "Application": "application",
+    "Button": "button",
+    "Key": "button",
+    "Icon": "button",
+    "Link": "link",
+    "TextField": "textbox",
+    "SecureTextField": "textbox",
+    "TextView": "textbox",
+    "SearchField": "searchbox",
+    "Switch": "switch",
+    "Toggle": "switch",
+    "CheckBox": "checkbox",
+    "RadioButton": "radio",
+    "Slider": "slider",
+    "StaticText": "text",
+    "Image": "img",
+    "Cell": "listitem",
+    "Tab": "tab",
+    "TabBar": "tablist",
+    "NavigationBar": "region",
+    "Alert": "alert",
+    "Sheet": "dialog",
+    "Table": "list",
+    "CollectionView": "list",
+    "SegmentedControl": "radiogroup",
+    "PickerWheel": "combobox",
+    "ProgressIndicator": "progressbar",
+    "ActivityIndicator": "progressbar",
+    "Menu": "menu",
+    "MenuItem": "menuitem",
+    "Toolbar": "toolbar",
+    "WebView": "document",
+    "Application": "application",
 }
 _IOS_FIELDS = ("textbox", "searchbox")
 _IOS_VALUED = ("textbox", "searchbox", "slider", "combobox", "progressbar")
-_IOS_PLAIN = ("text", "img", "generic", "heading")    # named by what they show
+_IOS_PLAIN = ("text", "img", "generic", "heading")  # named by what they show
 
 
 def _ios_box(el: ET.Element, path: str) -> Box | None:
@@ -64,11 +87,11 @@ def _ios_box(el: ET.Element, path: str) -> Box | None:
         try:
             out.append(float(v))
         except ValueError:
-            raise PageSourceError("ios", "expected a number", path=path,
-                                  attribute=k, value=v) from None
+            raise PageSourceError("ios", "expected a number", path=path, attribute=k, value=v) from None
     if out[2] < 0 or out[3] < 0:
-        raise PageSourceError("ios", "negative size", path=path, attribute="width/height",
-                              value=f"{raw[2]}x{raw[3]}")
+        raise PageSourceError(
+            "ios", "negative size", path=path, attribute="width/height", value=f"{raw[2]}x{raw[3]}"
+        )
     return tuple(out)
 
 
@@ -105,14 +128,18 @@ def _ios_node(el: ET.Element, path: str, parent_type: str) -> list[Node]:
     if role in NAMED_FROM_CONTENT:
         absorb(node)
     elif role == "listitem" and not node.name:
-        node.name = clean_text(" ".join(content_words(node)))   # what VoiceOver reads
+        node.name = clean_text(" ".join(content_words(node)))  # what VoiceOver reads
     if not node.name and role not in _IOS_PLAIN:
         node.name = ident or value
     if role == "generic" and node.name:
         role = node.role = "group"
     # A field's content, a slider's position, a badge on a button ("3 items").
-    if value and value not in (node.name, placeholder) and role not in _IOS_PLAIN \
-            and role not in ("switch", "checkbox", "radio", "group"):
+    if (
+        value
+        and value not in (node.name, placeholder)
+        and role not in _IOS_PLAIN
+        and role not in ("switch", "checkbox", "radio", "group")
+    ):
         node.value = value
     if role in ("switch", "checkbox", "radio") and value == "1":
         node.states.append("checked")

@@ -14,6 +14,7 @@ dialog/alertdialog/alert node that does not hold the element.
 HTML sources (Chromium through Appium) are measured in the page instead, by
 STAMP_BOXES_JS (data-tf-vis), which runs crawlers.visibility's probe on each element.
 """
+
 from __future__ import annotations
 
 from schemas.records import Visibility
@@ -63,10 +64,13 @@ def measure_nodes(roots: list[Node], width: float, height: float) -> None:
                 centre = ok
                 if not ok and got is not None:
                     modal = (got[2] != w and len(got[2]) > 1) or _in_foreign_dialog(got, n, boxed)
-        n.visibility = Visibility(on_screen=ix * iy > 0,
-                                  visible_fraction=min(1.0, ix * iy / area) if area > 0 else 0.0,
-                                  hit_fraction=hits / len(_POINTS), centre_hit=centre,
-                                  modal_covered=modal)
+        n.visibility = Visibility(
+            on_screen=ix * iy > 0,
+            visible_fraction=min(1.0, ix * iy / area) if area > 0 else 0.0,
+            hit_fraction=hits / len(_POINTS),
+            centre_hit=centre,
+            modal_covered=modal,
+        )
 
 
 def _in_foreign_dialog(got, element: Node, boxed) -> bool:

@@ -12,6 +12,7 @@
 A policy may expose `last_target`, the element its last action aimed at; the
 runner records it as the step's target.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,14 +40,27 @@ class Policy(Protocol):
 # options (a search box, an autocomplete input) is tapped and typed into.
 # "clickable" is what the observation adds for role-less elements with click
 # handlers or a pointer cursor (crawlers/web_clickables.py).
-EXPLORE_ROLES = {"link", "button", "tab", "checkbox", "switch", "radio", "textbox",
-                 "searchbox", "menuitem", "menuitemcheckbox", "menuitemradio", "option",
-                 "treeitem", "combobox", "clickable"}
+EXPLORE_ROLES = {
+    "link",
+    "button",
+    "tab",
+    "checkbox",
+    "switch",
+    "radio",
+    "textbox",
+    "searchbox",
+    "menuitem",
+    "menuitemcheckbox",
+    "menuitemradio",
+    "option",
+    "treeitem",
+    "combobox",
+    "clickable",
+}
 TEXT_ROLES = {"textbox", "searchbox"}
 
 VOCABULARY = {
-    "en": ["hello", "coffee", "meeting", "weekend", "blue", "book", "test", "price",
-           "travel", "photo"],
+    "en": ["hello", "coffee", "meeting", "weekend", "blue", "book", "test", "price", "travel", "photo"],
     "zh": ["你好", "咖啡", "会议", "周末", "蓝色", "书", "测试", "价格", "旅行", "照片"],
 }
 
@@ -54,14 +68,44 @@ VOCABULARY = {
 # A name ending in "*" is a first word: "Close*" matches "Close" and "Close
 # offer" (not "Closet"), "关闭*" matches "关闭通知". The others match whole names
 # only, so "取消收藏" (unfavourite) or "Cancel order" is not taken for a dismissal.
-DEFAULT_DISMISS_NAMES = frozenset({
-    "Close*", "Dismiss*", "关闭*", "忽略*",
-    "No thanks", "No, thanks", "Not now", "Maybe later", "Cancel", "Got it", "OK",
-    "Accept all", "Accept cookies", "Reject all", "Decline", "Decline call",
-    "Don't allow", "Clear notification", "×", "✕", "✖", "X",
-    "取消", "跳过", "以后再说", "暂不", "我知道了", "知道了", "同意并继续", "拒绝",
-    "禁止", "拒接", "清除通知", "不用了",
-})
+DEFAULT_DISMISS_NAMES = frozenset(
+    {
+        "Close*",
+        "Dismiss*",
+        "关闭*",
+        "忽略*",
+        "No thanks",
+        "No, thanks",
+        "Not now",
+        "Maybe later",
+        "Cancel",
+        "Got it",
+        "OK",
+        "Accept all",
+        "Accept cookies",
+        "Reject all",
+        "Decline",
+        "Decline call",
+        "Don't allow",
+        "Clear notification",
+        "×",
+        "✕",
+        "✖",
+        "X",
+        "取消",
+        "跳过",
+        "以后再说",
+        "暂不",
+        "我知道了",
+        "知道了",
+        "同意并继续",
+        "拒绝",
+        "禁止",
+        "拒接",
+        "清除通知",
+        "不用了",
+    }
+)
 DISMISS_ROLES = {"button", "link", "clickable"}
 
 # A point this close to the screen's top or bottom edge is not tapped.
@@ -83,7 +127,7 @@ def _is_dismiss(name: str, names: frozenset[str]) -> bool:
         w = w[:-1]
         if not low.startswith(w.lower()):
             continue
-        rest = n[len(w):]
+        rest = n[len(w) :]
         # "Close offer" (a word boundary) or "关闭通知" (CJK needs none); not "Closet".
         if not rest or not rest[0].isalnum() or not w.isascii():
             return True
@@ -113,7 +157,7 @@ def select_options(obs: Observation) -> dict[int, list[tuple[str, bool]]]:
         if obs.elements[at].name != n.name:
             continue  # the tree and the elements disagree: do not guess
         opts = []
-        for m in nodes[j + 1:]:
+        for m in nodes[j + 1 :]:
             if m.depth <= n.depth:
                 break
             if m.role == "option" and m.name and "disabled" not in m.attrs:
@@ -143,10 +187,18 @@ class RandomWalkPolicy:
 
     name = "random_walk"
 
-    def __init__(self, seed: int, max_steps: int = 20, *, lang: str = "en",
-                 guard: SafetyGuard | None = None, p_scroll: float = 0.12,
-                 p_back: float = 0.06, p_enter: float = 0.5,
-                 dismiss_names: Iterable[str] | None = None):
+    def __init__(
+        self,
+        seed: int,
+        max_steps: int = 20,
+        *,
+        lang: str = "en",
+        guard: SafetyGuard | None = None,
+        p_scroll: float = 0.12,
+        p_back: float = 0.06,
+        p_enter: float = 0.5,
+        dismiss_names: Iterable[str] | None = None,
+    ):
         if max_steps < 1:
             raise ValueError(f"max_steps={max_steps} must be at least 1")
         self.rng = random.Random(f"random_walk:{seed}")
@@ -154,8 +206,7 @@ class RandomWalkPolicy:
         self.vocabulary = VOCABULARY.get(lang, VOCABULARY["en"])
         self.guard = guard or SafetyGuard()
         self.p_scroll, self.p_back, self.p_enter = p_scroll, p_back, p_enter
-        self.dismiss_names = frozenset(DEFAULT_DISMISS_NAMES if dismiss_names is None
-                                       else dismiss_names)
+        self.dismiss_names = frozenset(DEFAULT_DISMISS_NAMES if dismiss_names is None else dismiss_names)
         self.steps = 0
         self.pending: list[tuple[Action, tuple | None]] = []
         self.visits: dict[tuple[str, str], int] = {}
@@ -178,15 +229,22 @@ class RandomWalkPolicy:
         if self.steps >= self.max_steps:
             self.pending.clear()
             self._prev_sig = None  # nothing follows the last action
-            return Action(type=ActionType.DONE, text="random walk finished",
-                          description=f"Stop after {self.max_steps} steps")
+            return Action(
+                type=ActionType.DONE,
+                text="random walk finished",
+                description=f"Stop after {self.max_steps} steps",
+            )
         if self.pending:
             action, self._prev_key = self.pending.pop(0)
             return action
         candidates = self.candidates(obs)
-        dismiss = [e for e in candidates if e.role in DISMISS_ROLES
-                   and _is_dismiss(e.name, self.dismiss_names)
-                   and not self.noops.get(self._key(obs, e))]
+        dismiss = [
+            e
+            for e in candidates
+            if e.role in DISMISS_ROLES
+            and _is_dismiss(e.name, self.dismiss_names)
+            and not self.noops.get(self._key(obs, e))
+        ]
         if dismiss and self.rng.random() < 0.8:
             return self._tap(obs, dismiss[0], f"Dismiss '{dismiss[0].name}'")
         r = self.rng.random()
@@ -212,14 +270,17 @@ class RandomWalkPolicy:
             x, y = el.centre()
             self.last_target = el
             self._prev_key = self._key(obs, el)
-            return Action(type=ActionType.SELECT, x=min(max(x, 0.0), 1.0),
-                          y=min(max(y, 0.0), 1.0), text=choice,
-                          description=f"Select '{choice}' in '{el.name}'")
+            return Action(
+                type=ActionType.SELECT,
+                x=min(max(x, 0.0), 1.0),
+                y=min(max(y, 0.0), 1.0),
+                text=choice,
+                description=f"Select '{choice}' in '{el.name}'",
+            )
         if el.role in TEXT_ROLES or el.role == "combobox":
             word = self.rng.choice(self.vocabulary)
             key = self._key(obs, el)
-            self.pending.append((Action(type=ActionType.TYPE, text=word,
-                                        description=f"Type '{word}'"), key))
+            self.pending.append((Action(type=ActionType.TYPE, text=word, description=f"Type '{word}'"), key))
             if self.rng.random() < self.p_enter:
                 self.pending.append((Action.key("Enter", description="Press Enter"), None))
             # The tap only focuses: whether typing changed anything is what counts.
@@ -265,8 +326,10 @@ class RandomWalkPolicy:
         return (obs.url, el.role, el.name)
 
     def _pick(self, obs: Observation, candidates: list[Element]) -> Element:
-        weights = [NOOP_PENALTY ** self.noops.get(self._key(obs, e), 0)
-                   / (1 + self.visits.get((e.role, e.name), 0)) for e in candidates]
+        weights = [
+            NOOP_PENALTY ** self.noops.get(self._key(obs, e), 0) / (1 + self.visits.get((e.role, e.name), 0))
+            for e in candidates
+        ]
         el = self.rng.choices(candidates, weights=weights, k=1)[0]
         self.visits[(el.role, el.name)] = self.visits.get((el.role, el.name), 0) + 1
         return el

@@ -1,4 +1,5 @@
 """What a policy raises when it cannot go on; the episode ends as a failure that says why."""
+
 from __future__ import annotations
 
 

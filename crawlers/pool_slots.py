@@ -2,6 +2,7 @@
 RayEnvPool for envs in Ray actors): the interface a crawl uses (`EnvSource`,
 `EnvPool`), which slot holds an env, what env a slot holds, and how a pool probes,
 closes and reports a session that may already be gone."""
+
 from __future__ import annotations
 
 import logging

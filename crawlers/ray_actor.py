@@ -14,6 +14,7 @@ episode whole on a fresh lease.
 
 Ray is imported here only; nothing imports this module unless a Ray pool is used.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,10 +60,12 @@ class EnvActor:
 
     def has_page(self) -> bool:
         from .env_page import web_page
+
         return web_page(self._live()) is not None
 
     def page_call(self, name: str, args: tuple, kwargs: dict):
         from .env_page import web_page
+
         return getattr(web_page(self._live()), name)(*args, **kwargs)
 
     def shutdown(self) -> None:
@@ -94,8 +97,10 @@ def get(ref, timeout_s: float | None):
             raise cause from None
         raise
     except RayActorError as e:  # ActorDiedError, ActorUnavailableError: node or process lost
-        raise ActorLost(f"the Ray actor holding the env was lost: {type(e).__name__}: "
-                        f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        raise ActorLost(
+            f"the Ray actor holding the env was lost: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
     except GetTimeoutError as e:
         raise ActorLost(f"the Ray actor did not answer within {timeout_s:.0f}s") from e
 

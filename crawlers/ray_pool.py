@@ -30,6 +30,7 @@ reachable from the node) and takes one unit of `device:<spec's profile>` (or of
 `ray start --resources '{"device:pixel_8": 2}'` on the host the phones (or
 Appium's Chromium) are attached to.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,10 +50,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Slot:
-    name: str                       # "ray-browser#<n>"
-    actor: object | None = None     # the Ray actor handle
-    ready: object | None = None     # ObjectRef of its `launch`, until it answered
-    env: object | None = None       # RemoteEnv once ready
+    name: str  # "ray-browser#<n>"
+    actor: object | None = None  # the Ray actor handle
+    ready: object | None = None  # ObjectRef of its `launch`, until it answered
+    env: object | None = None  # RemoteEnv once ready
     node_id: str | None = None
     leased: bool = False
     needs_restart: bool = False
@@ -75,25 +76,41 @@ class RayEnvPool(SlotLookup):
     platform = "web"
     profiles = None  # a browser emulates any profile: the seed draws it
 
-    def __init__(self, size: int, *, address: str | None = None, resource: str | None = None,
-                 factory: Callable[[], object] | None = None, devices: list | None = None,
-                 call_timeout_s: float = 120.0, lease_timeout_s: float = 120.0,
-                 launch_timeout_s: float = 120.0, **launch_kw):
+    def __init__(
+        self,
+        size: int,
+        *,
+        address: str | None = None,
+        resource: str | None = None,
+        factory: Callable[[], object] | None = None,
+        devices: list | None = None,
+        call_timeout_s: float = 120.0,
+        lease_timeout_s: float = 120.0,
+        launch_timeout_s: float = 120.0,
+        **launch_kw,
+    ):
         if size < 1:
             raise ValueError(f"RayEnvPool: size={size} must be >= 1")
         if factory is not None and launch_kw:
             raise ValueError("RayEnvPool: give factory= or launch keywords, not both")
         if devices is not None and (not devices or factory is None):
-            raise ValueError("RayEnvPool: devices= needs at least one DeviceSpec and a factory= "
-                             "that opens a session on one (AppiumSessionFactory)")
+            raise ValueError(
+                "RayEnvPool: devices= needs at least one DeviceSpec and a factory= "
+                "that opens a session on one (AppiumSessionFactory)"
+            )
         import ray  # lazily: a crawl without a Ray pool never imports it
+
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._ray = ray
         self.size = size
-        self.resource = resource or (f"device:{devices[0].profile.name}"
-                                     if devices and len({d.profile.name for d in devices}) == 1
-                                     else "device:<profile>" if devices else "browser")
+        self.resource = resource or (
+            f"device:{devices[0].profile.name}"
+            if devices and len({d.profile.name for d in devices}) == 1
+            else "device:<profile>"
+            if devices
+            else "browser"
+        )
         self._resource = resource
         self.devices = devices
         if devices:
@@ -107,8 +124,15 @@ class RayEnvPool(SlotLookup):
         self._slot_guard = self._cond
         self._closed = False
         self._threads: ThreadPoolExecutor | None = None
-        self._n = {"leases": 0, "launches": 0, "browsers_lost": 0, "reconnects": 0,
-                   "actors_lost": 0, "actors_replaced": 0, "episodes_replayed": 0}
+        self._n = {
+            "leases": 0,
+            "launches": 0,
+            "browsers_lost": 0,
+            "reconnects": 0,
+            "actors_lost": 0,
+            "actors_replaced": 0,
+            "episodes_replayed": 0,
+        }
         self.lost_at: list[float] = []  # time.monotonic() of each actor loss seen
         self._slots = [_Slot(name=f"ray-{self._slot_resource(i)}#{i}") for i in range(size)]
         for slot in self._slots:
@@ -121,8 +145,7 @@ class RayEnvPool(SlotLookup):
             if self._closed:
                 raise PoolClosed("this RayEnvPool is closed")
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(max_workers=self.size,
-                                                   thread_name_prefix="ray-pool")
+                self._threads = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="ray-pool")
         return self._threads.submit(fn, *args)
 
     def launch_all(self) -> None:
@@ -131,8 +154,9 @@ class RayEnvPool(SlotLookup):
         for slot in self._slots:
             while not self._poll_ready(slot):
                 if time.monotonic() > deadline:
-                    raise PoolError(f"{slot.name}: the env did not launch within "
-                                    f"{self.launch_timeout_s:.0f}s")
+                    raise PoolError(
+                        f"{slot.name}: the env did not launch within {self.launch_timeout_s:.0f}s"
+                    )
                 time.sleep(0.05)
 
     @contextmanager
@@ -140,6 +164,7 @@ class RayEnvPool(SlotLookup):
         """A free actor's env (RemoteEnv) for one attempt; blocks until one is free."""
         from .ray_actor import ActorLost
         from .web_env import BrowserCrashed
+
         slot = self._take_slot()
         env = slot.env
         try:
@@ -176,12 +201,17 @@ class RayEnvPool(SlotLookup):
         """
         with self._cond:
             nodes = set().union(*(s.nodes for s in self._slots))
-            return {"browsers": self.size, "slots": self.size, **self._n,
-                    "server_restarts": 0, "resource": self.resource,
-                    "slots_used": sum(1 for s in self._slots if s.leases),
-                    "actors_live": sum(1 for s in self._slots if s.env is not None),
-                    "nodes_used": len(nodes),
-                    "env_calls": sum(s.env.calls for s in self._slots if s.env is not None)}
+            return {
+                "browsers": self.size,
+                "slots": self.size,
+                **self._n,
+                "server_restarts": 0,
+                "resource": self.resource,
+                "slots_used": sum(1 for s in self._slots if s.leases),
+                "actors_live": sum(1 for s in self._slots if s.env is not None),
+                "nodes_used": len(nodes),
+                "env_calls": sum(s.env.calls for s in self._slots if s.env is not None),
+            }
 
     def slot_nodes(self) -> dict[str, str | None]:
         """Each slot's Ray node id (None while its actor is not up)."""
@@ -191,16 +221,28 @@ class RayEnvPool(SlotLookup):
     def slot_pids(self) -> dict[str, int]:
         """Each live actor's worker process id (the browser runs under it)."""
         from .ray_actor import get
-        return {s.name: get(s.actor.where.remote(), self.call_timeout_s)["pid"]
-                for s in self._slots if s.env is not None}
+
+        return {
+            s.name: get(s.actor.where.remote(), self.call_timeout_s)["pid"]
+            for s in self._slots
+            if s.env is not None
+        }
 
     def slots(self) -> list[dict]:
         """A snapshot of the slots (for logs and tests), as DevicePool.slots gives it:
         busy = leased now (an episode is playing on it), leases so far, its Ray node."""
         with self._cond:
-            return [{"slot": s.name, "resource": self._slot_resource(i), "node_id": s.node_id,
-                     "busy": s.leased, "connected": s.env is not None, "leases": s.leases}
-                    for i, s in enumerate(self._slots)]
+            return [
+                {
+                    "slot": s.name,
+                    "resource": self._slot_resource(i),
+                    "node_id": s.node_id,
+                    "busy": s.leased,
+                    "connected": s.env is not None,
+                    "leases": s.leases,
+                }
+                for i, s in enumerate(self._slots)
+            ]
 
     def device_of(self, env):
         """The DeviceSpec an Appium slot's env was opened on (a `devices` pool)."""
@@ -242,18 +284,25 @@ class RayEnvPool(SlotLookup):
 
     def _start_actor(self, slot: _Slot) -> None:
         from .ray_actor import remote_actor_class
+
         i = next(n for n, s in enumerate(self._slots) if s is slot)
-        factory = (functools.partial(self._factory, self.devices[i % len(self.devices)])
-                   if self.devices else self._factory)
-        actor = remote_actor_class().options(
-            num_cpus=0, resources={self._slot_resource(i): 1}, max_restarts=0,
-            max_task_retries=0).remote(factory)
+        factory = (
+            functools.partial(self._factory, self.devices[i % len(self.devices)])
+            if self.devices
+            else self._factory
+        )
+        actor = (
+            remote_actor_class()
+            .options(num_cpus=0, resources={self._slot_resource(i): 1}, max_restarts=0, max_task_retries=0)
+            .remote(factory)
+        )
         slot.actor, slot.env, slot.node_id = actor, None, None
         slot.ready = actor.launch.remote()
 
     def _poll_ready(self, slot: _Slot) -> bool:
         """True when the slot's actor is up (its env launched); counts the launch once."""
         from .ray_actor import ActorLost, RemoteEnv, get
+
         if slot.env is not None:
             return True
         if slot.ready is None:
@@ -269,8 +318,7 @@ class RayEnvPool(SlotLookup):
             self._start_actor(slot)
             return False
         except Exception as e:
-            raise PoolError(f"{slot.name}: the env did not launch in its Ray actor: "
-                            f"{first_line(e)}") from e
+            raise PoolError(f"{slot.name}: the env did not launch in its Ray actor: {first_line(e)}") from e
         slot.env = RemoteEnv(slot.actor, self.call_timeout_s, slot.name)
         slot.node_id, slot.ready = where["node_id"], None
         self._n["launches"] += 1
@@ -287,14 +335,19 @@ class RayEnvPool(SlotLookup):
                         slot.leased = True
                         return slot
                 if time.monotonic() > deadline:
-                    raise PoolError(f"no Ray actor with a free '{self.resource}' came up within "
-                                    f"{self.lease_timeout_s:.0f}s (is a node with that resource "
-                                    f"in the cluster? {self._ray.cluster_resources()})")
+                    raise PoolError(
+                        f"no Ray actor with a free '{self.resource}' came up within "
+                        f"{self.lease_timeout_s:.0f}s (is a node with that resource "
+                        f"in the cluster? {self._ray.cluster_resources()})"
+                    )
                 self._cond.wait(0.05)  # an actor coming up is only seen by polling
 
     def _actor_lost(self, slot: _Slot, error: BaseException) -> None:
-        log.warning("%s: actor lost (%s); replaying its episode elsewhere and replacing it",
-                    slot.name, first_line(error))
+        log.warning(
+            "%s: actor lost (%s); replaying its episode elsewhere and replacing it",
+            slot.name,
+            first_line(error),
+        )
         with self._cond:
             self._n["actors_lost"] += 1
             self.lost_at.append(time.monotonic())
@@ -322,6 +375,7 @@ class AppiumSessionFactory:
     def __call__(self, spec):
         from .appium_server import free_port
         from .mobile_env import MobileEnv
+
         return MobileEnv(self.server_url, spec, chromedriver_port=free_port(), **self.mobile_env_kw)
 
 
@@ -333,4 +387,5 @@ class _WebEnvFactory:
 
     def __call__(self):
         from .web_env import WebEnv
+
         return WebEnv.launch(**self.launch_kw)

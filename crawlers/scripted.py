@@ -19,6 +19,7 @@ substring; `nth` picks among several matches. A target that is not on the
 screen is waited for (`wait` steps, at most `patience`), then the episode
 ends with a PolicyError that names the step.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,15 +30,32 @@ from schemas.records import Element
 
 from .policy_errors import PolicyError
 
-_VERBS = ("tap", "double_tap", "long_press", "type", "key", "select", "scroll", "back",
-          "wait", "answer", "done")
+_VERBS = (
+    "tap",
+    "double_tap",
+    "long_press",
+    "type",
+    "key",
+    "select",
+    "scroll",
+    "back",
+    "wait",
+    "answer",
+    "done",
+)
 
 
 def find_element(elements: list[Element], ref: dict[str, Any]) -> Element | None:
     """The element `ref` ({role?, name?, nth?}) names, among those with a box."""
     role, name = ref.get("role"), ref.get("name")
-    boxed = [e for e in elements if e.bbox is not None and e.bbox[2] > e.bbox[0]
-             and e.bbox[3] > e.bbox[1] and (role is None or e.role == role)]
+    boxed = [
+        e
+        for e in elements
+        if e.bbox is not None
+        and e.bbox[2] > e.bbox[0]
+        and e.bbox[3] > e.bbox[1]
+        and (role is None or e.role == role)
+    ]
     if name is not None:
         exact = [e for e in boxed if e.name.strip() == name]
         boxed = exact or [e for e in boxed if name.lower() in e.name.lower()]
@@ -77,11 +95,12 @@ class ScriptedPolicy:
             target = find_element(obs.elements, ref)
             if target is None:
                 if self.waited >= self.patience:
-                    raise PolicyError(f"script step {self.pos} ({verb}): no element {ref!r} "
-                                      f"on the screen after {self.waited} waits")
+                    raise PolicyError(
+                        f"script step {self.pos} ({verb}): no element {ref!r} "
+                        f"on the screen after {self.waited} waits"
+                    )
                 self.waited += 1
-                return Action(type=ActionType.WAIT, duration_ms=500,
-                              description=f"Wait for {ref!r}")
+                return Action(type=ActionType.WAIT, duration_ms=500, description=f"Wait for {ref!r}")
         self.waited = 0
         self.pos += 1
         self.last_target = target
@@ -91,30 +110,35 @@ class ScriptedPolicy:
         point = target.centre() if target is not None else (None, None)
         label = f"{target.role} '{target.name}'" if target is not None else ""
         if verb in ("tap", "double_tap", "long_press"):
-            return Action(type=ActionType(verb), x=point[0], y=point[1],
-                          description=f"{verb.replace('_', ' ').capitalize()} {label}".strip())
+            return Action(
+                type=ActionType(verb),
+                x=point[0],
+                y=point[1],
+                description=f"{verb.replace('_', ' ').capitalize()} {label}".strip(),
+            )
         if verb == "type":
             text = str(value)
             if target is None:
                 return Action(type=ActionType.TYPE, text=text, description=f"Type '{text}'")
             # Focus the field first, then type: the walk and the oracle record it so.
-            self.pending.append(Action(type=ActionType.TYPE, text=text,
-                                       description=f"Type '{text}'"))
-            return Action(type=ActionType.TAP, x=point[0], y=point[1],
-                          description=f"Tap {label}")
+            self.pending.append(Action(type=ActionType.TYPE, text=text, description=f"Type '{text}'"))
+            return Action(type=ActionType.TAP, x=point[0], y=point[1], description=f"Tap {label}")
         if verb == "key":
             return Action(type=ActionType.KEY, text=str(value), description=f"Press {value}")
         if verb == "select":
-            return Action(type=ActionType.SELECT, x=point[0], y=point[1], text=str(value),
-                          description=f"Select '{value}' in {label}")
+            return Action(
+                type=ActionType.SELECT,
+                x=point[0],
+                y=point[1],
+                text=str(value),
+                description=f"Select '{value}' in {label}",
+            )
         if verb == "scroll":
             return Action.scroll(str(value), 0.5, 0.5, description=f"Scroll {value}")
         if verb == "back":
             return Action(type=ActionType.BACK, description="Go back")
         if verb == "wait":
-            return Action(type=ActionType.WAIT, duration_ms=int(value or 500),
-                          description="Wait")
+            return Action(type=ActionType.WAIT, duration_ms=int(value or 500), description="Wait")
         if verb == "answer":
             return Action(type=ActionType.ANSWER, text=str(value), description="Answer")
-        return Action(type=ActionType.DONE, text=str(value) if value else None,
-                      description="Done")
+        return Action(type=ActionType.DONE, text=str(value) if value else None, description="Done")

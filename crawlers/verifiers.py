@@ -3,6 +3,7 @@
 Each is called with (task, observation, history, env) and reads what it
 checks from the task's params, so one function serves many tasks.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,11 @@ def url_matches(task: Task, observation: Observation, history: list[Step], env) 
         raise ValueError(f"task {task.task_id}: url_matches needs params.url_pattern")
     url = unquote(observation.url or "")
     ok = re.search(pattern, url) is not None
-    return {"done": ok, "success": ok,
-            "reason": f"url {url!r} {'matches' if ok else 'does not match'} {pattern!r}"}
+    return {
+        "done": ok,
+        "success": ok,
+        "reason": f"url {url!r} {'matches' if ok else 'does not match'} {pattern!r}",
+    }
 
 
 def answer_equals(task: Task, observation: Observation, history: list[Step], env) -> dict | None:
@@ -51,9 +55,7 @@ def replays_walk(task: Task, observation: Observation, history: list[Step], env)
     seen = [screen_digest(s.a11y_tree, volatile) for s in history]
     for i, (got, want) in enumerate(zip(seen, expect)):
         if got != want:
-            return {"done": True, "success": False,
-                    "reason": f"step {i}: the screen differs from the walk's"}
+            return {"done": True, "success": False, "reason": f"step {i}: the screen differs from the walk's"}
     if len(seen) >= len(expect):
-        return {"done": True, "success": True,
-                "reason": f"all {len(expect)} screens of the walk seen again"}
+        return {"done": True, "success": True, "reason": f"all {len(expect)} screens of the walk seen again"}
     return {"done": False, "success": None}

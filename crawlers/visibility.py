@@ -25,6 +25,7 @@ snapshot) gets hit_fraction 0 and centre_hit False: never a target.
 Elements of the clickables scan (crawlers.web_clickables) are DOM nodes
 already: the scan calls the same `probe` function in its own round trip.
 """
+
 from __future__ import annotations
 
 import json
@@ -174,9 +175,13 @@ def visibility_from_row(row) -> Visibility | None:
     as a Visibility; None for a row that is not one (a page that broke a builtin)."""
     try:
         on, frac, hit, centre, modal = row
-        return Visibility(on_screen=bool(on), visible_fraction=min(1.0, max(0.0, float(frac))),
-                          hit_fraction=min(1.0, max(0.0, float(hit))), centre_hit=bool(centre),
-                          modal_covered=bool(modal))
+        return Visibility(
+            on_screen=bool(on),
+            visible_fraction=min(1.0, max(0.0, float(frac))),
+            hit_fraction=min(1.0, max(0.0, float(hit))),
+            centre_hit=bool(centre),
+            modal_covered=bool(modal),
+        )
     except (TypeError, ValueError):
         return None
 
@@ -186,5 +191,4 @@ def with_visibility(elements: list, rows: list | None) -> list:
     unchanged (visibility None: not measured) when the rows do not align."""
     if not rows or len(rows) != len(elements):
         return elements
-    return [e.model_copy(update={"visibility": visibility_from_row(r)})
-            for e, r in zip(elements, rows)]
+    return [e.model_copy(update={"visibility": visibility_from_row(r)}) for e, r in zip(elements, rows)]

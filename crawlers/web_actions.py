@@ -5,6 +5,7 @@ the layout CSS px that input events take (through the visual viewport's zoom
 on a zoomed-out mobile page). A mobile profile gets touch events (raw CDP
 touch for long presses and swipes, so touch handlers see a real finger).
 """
+
 from __future__ import annotations
 
 import time
@@ -75,6 +76,7 @@ class ActionsMixin:
                     page.touchscreen.tap(x, y)
                 else:
                     page.mouse.click(x, y)
+
             if self._opens_tab(page, x, y):
                 # Wait for the tab itself: on a loaded machine its event can come
                 # after the old page has gone quiet, and the step would miss it.
@@ -101,8 +103,13 @@ class ActionsMixin:
                 page.wait_for_timeout(hold)
                 page.mouse.up()
         elif t == ActionType.SWIPE:
-            self._swipe(page, self._px(a.x, a.y), self._px(a.x2, a.y2),
-                        a.duration_ms if a.duration_ms is not None else _DEFAULT_SWIPE_MS, touch)
+            self._swipe(
+                page,
+                self._px(a.x, a.y),
+                self._px(a.x2, a.y2),
+                a.duration_ms if a.duration_ms is not None else _DEFAULT_SWIPE_MS,
+                touch,
+            )
         elif t == ActionType.SCROLL:
             self._scroll(page, a)
         elif t == ActionType.TYPE:
@@ -163,12 +170,14 @@ class ActionsMixin:
     def _touch(self, kind: str, points: list[tuple[float, float]]) -> None:
         # Raw touch events, so touchstart/touchmove/touchend handlers (and the
         # browser's own touch scrolling) see a real finger.
-        self._cdp_session().send("Input.dispatchTouchEvent", {
-            "type": kind, "touchPoints": [{"x": x, "y": y} for x, y in points]})
+        self._cdp_session().send(
+            "Input.dispatchTouchEvent", {"type": kind, "touchPoints": [{"x": x, "y": y} for x, y in points]}
+        )
 
     def _swipe(self, page: Page, p0, p1, duration_ms: int, touch: bool) -> None:
         """Press at p0, glide to p1 in even moves over `duration_ms`, release."""
         (x0, y0), (x1, y1) = p0, p1
+
         def press(x, y):
             if touch:
                 self._touch("touchStart", [(x, y)])
@@ -222,8 +231,9 @@ class ActionsMixin:
         if index == 0 or (index == 1 and entries[0]["url"] == "about:blank"):
             raise ActionError("back: already at the first page of this episode")
         before = page.url
-        resp = page.go_back(wait_until="domcontentloaded",
-                            timeout=max(1.0, (deadline - time.monotonic()) * 1000))
+        resp = page.go_back(
+            wait_until="domcontentloaded", timeout=max(1.0, (deadline - time.monotonic()) * 1000)
+        )
         if resp is None and page.url == before:
             raise ActionError("back: no previous page in this tab's history")
 
@@ -232,15 +242,18 @@ class ActionsMixin:
             raise ActionError("no episode start url (reset was not called)")
         page = self._require_page()
         if self._refused(url):
-            raise ActionError(f"navigation to {url} failed: net::ERR_BLOCKED_BY_CLIENT "
-                              f"(refused by the request filter)")
+            raise ActionError(
+                f"navigation to {url} failed: net::ERR_BLOCKED_BY_CLIENT (refused by the request filter)"
+            )
         try:
-            page.goto(url, wait_until="domcontentloaded",
-                      timeout=max(1.0, (deadline - time.monotonic()) * 1000))
+            page.goto(
+                url, wait_until="domcontentloaded", timeout=max(1.0, (deadline - time.monotonic()) * 1000)
+            )
         except PlaywrightTimeout:
             self._stop_loading(page)
-            raise ActionError(f"navigation to {url} did not reach domcontentloaded "
-                              f"within {self.step_timeout_s}s") from None
+            raise ActionError(
+                f"navigation to {url} did not reach domcontentloaded within {self.step_timeout_s}s"
+            ) from None
         except PlaywrightError as e:
             self._raise_if_dead(e)
             raise ActionError(f"navigation to {url} failed: {self._blocked_failure(short_error(e))}") from e
@@ -278,9 +291,11 @@ def press_key(page: Page, name: str) -> None:
 
 def _own_duration_s(a: Action) -> float:
     """How long the action itself takes (holds, waits, swipes), defaults included."""
-    defaults = {ActionType.LONG_PRESS: _DEFAULT_LONG_PRESS_MS, ActionType.WAIT: _DEFAULT_WAIT_MS,
-                ActionType.SWIPE: _DEFAULT_SWIPE_MS}
+    defaults = {
+        ActionType.LONG_PRESS: _DEFAULT_LONG_PRESS_MS,
+        ActionType.WAIT: _DEFAULT_WAIT_MS,
+        ActionType.SWIPE: _DEFAULT_SWIPE_MS,
+    }
     if a.type not in defaults:
         return 0.0
     return (a.duration_ms if a.duration_ms is not None else defaults[a.type]) / 1000
-

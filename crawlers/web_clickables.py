@@ -29,6 +29,7 @@ them to its element list as `Element(role="clickable", name=<their text>)`:
 - Each row carries the element's visibility record, measured in the same scan
   on the DOM node itself (crawlers.visibility.PROBE_JS).
 """
+
 from __future__ import annotations
 
 from schemas.a11y import AriaNode, to_elements
@@ -42,12 +43,32 @@ MAX_CLICKABLES = 50
 MAX_SCANNED = 20000
 
 # Roles that already say "this can be acted on": a clickable at the same box is a duplicate.
-INTERACTIVE_ROLES = frozenset({
-    "button", "link", "checkbox", "radio", "switch", "tab", "textbox", "searchbox",
-    "combobox", "listbox", "option", "menuitem", "menuitemcheckbox", "menuitemradio",
-    "slider", "spinbutton", "treeitem", "gridcell", "columnheader", "rowheader",
-    "scrollbar", CLICKABLE_ROLE,
-})
+INTERACTIVE_ROLES = frozenset(
+    {
+        "button",
+        "link",
+        "checkbox",
+        "radio",
+        "switch",
+        "tab",
+        "textbox",
+        "searchbox",
+        "combobox",
+        "listbox",
+        "option",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "slider",
+        "spinbutton",
+        "treeitem",
+        "gridcell",
+        "columnheader",
+        "rowheader",
+        "scrollbar",
+        CLICKABLE_ROLE,
+    }
+)
 
 _WS = "__tfClickTargets"
 
@@ -138,8 +159,9 @@ def install_listener_marks(context) -> None:
     context._tf_listener_marks = True
 
 
-def clickable_elements(rows: list, viewport_width: int, viewport_height: int,
-                       zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
+def clickable_elements(
+    rows: list, viewport_width: int, viewport_height: int, zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)
+) -> list[Element]:
     """SCAN_JS rows -> `clickable` elements, boxes mapped like the aria elements."""
     nodes, seen = [], []
     for row in rows or []:
@@ -148,12 +170,14 @@ def clickable_elements(rows: list, viewport_width: int, viewport_height: int,
             name = str(row[4]) if len(row) > 4 and row[4] is not None else ""
         except (TypeError, ValueError):
             continue
-        if w <= 0 or h <= 0:   # to_elements leaves these out; keep the rows aligned
+        if w <= 0 or h <= 0:  # to_elements leaves these out; keep the rows aligned
             continue
         nodes.append(AriaNode(role=CLICKABLE_ROLE, name=name, box=(x, y, w, h)))
         seen.append(visibility_from_row(row[5]) if len(row) > 5 else None)
-    return [e.model_copy(update={"visibility": v})
-            for e, v in zip(to_elements(nodes, viewport_width, viewport_height, zoom), seen)]
+    return [
+        e.model_copy(update={"visibility": v})
+        for e, v in zip(to_elements(nodes, viewport_width, viewport_height, zoom), seen)
+    ]
 
 
 def _iou(a, b) -> float:
@@ -164,8 +188,9 @@ def _iou(a, b) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def merge_clickables(elements: list[Element], clickables: list[Element],
-                     min_iou: float = 0.8) -> list[Element]:
+def merge_clickables(
+    elements: list[Element], clickables: list[Element], min_iou: float = 0.8
+) -> list[Element]:
     """The aria elements, then each clickable no interactive aria element already covers."""
     taken = [e.bbox for e in elements if e.bbox is not None and e.role in INTERACTIVE_ROLES]
     out = list(elements)

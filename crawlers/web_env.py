@@ -33,6 +33,7 @@ web_settle (page tracking and the settle wait), web_observe (screenshot, aria
 snapshot, elements), web_errors (what it raises); this module holds the life
 cycle, the request filter and failure handling.
 """
+
 from __future__ import annotations
 
 import time
@@ -65,18 +66,24 @@ from .web_proxy import REFUSAL_ERROR, FilteringProxy
 from .web_settle import SettleMixin
 
 # _SELECT_AT_JS: the mobile env shares the <select> handling.
-__all__ = ["WebEnv", "CHROMIUM_ARGS", "ActionError", "BrowserCrashed", "PageUnresponsive",
-           "_SELECT_AT_JS"]
+__all__ = ["WebEnv", "CHROMIUM_ARGS", "ActionError", "BrowserCrashed", "PageUnresponsive", "_SELECT_AT_JS"]
 
 
 class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
     """A Chromium driven through Playwright, speaking the unified action space."""
 
-    def __init__(self, pw: Playwright, *, headless: bool = True,
-                 executable_path: str | None = DEFAULT_EXECUTABLE, image_format: str = "png",
-                 step_timeout_s: float = 10.0,
-                 request_filter: Callable[[str], bool] | None = None,
-                 jpeg_quality: int = 80, screenshot_scale: str = "css"):
+    def __init__(
+        self,
+        pw: Playwright,
+        *,
+        headless: bool = True,
+        executable_path: str | None = DEFAULT_EXECUTABLE,
+        image_format: str = "png",
+        step_timeout_s: float = 10.0,
+        request_filter: Callable[[str], bool] | None = None,
+        jpeg_quality: int = 80,
+        screenshot_scale: str = "css",
+    ):
         if image_format not in ("png", "jpeg"):
             raise ValueError(f"image_format={image_format!r}: expected 'png' or 'jpeg'")
         if screenshot_scale not in ("css", "device"):
@@ -91,7 +98,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self.screenshot_scale = screenshot_scale
         self.step_timeout_s = step_timeout_s
         self.request_filter = request_filter
-        self.blocked_requests: list[str] = []   # urls aborted by request_filter; cleared at reset
+        self.blocked_requests: list[str] = []  # urls aborted by request_filter; cleared at reset
         # Called with each new episode's BrowserContext before its first page
         # (an environment's frozen clock, init scripts).
         self.context_hooks: list[Callable[[BrowserContext], None]] = []
@@ -111,20 +118,32 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         # are on that screenshot, input events take layout CSS px.
         self._zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)
         self._closed = False
-        self._owns_pw = False   # True when `launch` took the thread's shared driver
-        self._proxy: FilteringProxy | None = None   # holds the browser to request_filter
+        self._owns_pw = False  # True when `launch` took the thread's shared driver
+        self._proxy: FilteringProxy | None = None  # holds the browser to request_filter
         self._start_browser()
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
-    def launch(cls, headless: bool = True, executable_path: str | None = DEFAULT_EXECUTABLE,
-               image_format: str = "png", step_timeout_s: float = 10.0,
-               request_filter: Callable[[str], bool] | None = None, **kw) -> WebEnv:
+    def launch(
+        cls,
+        headless: bool = True,
+        executable_path: str | None = DEFAULT_EXECUTABLE,
+        image_format: str = "png",
+        step_timeout_s: float = 10.0,
+        request_filter: Callable[[str], bool] | None = None,
+        **kw,
+    ) -> WebEnv:
         pw = acquire_playwright()
         try:
-            env = cls(pw, headless=headless, executable_path=executable_path,
-                      image_format=image_format, step_timeout_s=step_timeout_s,
-                      request_filter=request_filter, **kw)
+            env = cls(
+                pw,
+                headless=headless,
+                executable_path=executable_path,
+                image_format=image_format,
+                step_timeout_s=step_timeout_s,
+                request_filter=request_filter,
+                **kw,
+            )
         except BaseException:
             release_playwright(pw)
             raise
@@ -132,8 +151,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         return env
 
     def _start_browser(self) -> None:
-        self.browser = launch_chromium(self._pw, headless=self.headless,
-                                       executable_path=self.executable_path)
+        self.browser = launch_chromium(self._pw, headless=self.headless, executable_path=self.executable_path)
         self._disconnected = False
         self.browser.on("disconnected", self._on_disconnected)
         self._browser_pid = browser_pid(self.browser)
@@ -228,10 +246,14 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
                 # Every request goes through the filtering proxy, redirect hops included.
                 proxy={"server": self._filtering_proxy().url} if self.request_filter else None,
                 viewport={"width": device.viewport_width, "height": device.viewport_height},
-                device_scale_factor=device.pixel_ratio, is_mobile=device.is_mobile,
-                has_touch=device.is_mobile, locale=device.locale, color_scheme=device.theme,
+                device_scale_factor=device.pixel_ratio,
+                is_mobile=device.is_mobile,
+                has_touch=device.is_mobile,
+                locale=device.locale,
+                color_scheme=device.theme,
                 # Service workers could fetch around the request filter.
-                service_workers="block" if self.request_filter else "allow")
+                service_workers="block" if self.request_filter else "allow",
+            )
             self.context.set_default_timeout(self.step_timeout_s * 1000)
             self.context.set_default_navigation_timeout(self.step_timeout_s * 1000)
             if self.request_filter is not None:
@@ -292,9 +314,11 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
     def _filtering_proxy(self) -> FilteringProxy:
         if self._proxy is None:
             # A proxy thread reports refusals into the current episode's list.
-            self._proxy = FilteringProxy(self.request_filter,
-                                         lambda url: self.blocked_requests.append(url),
-                                         timeout_s=self.step_timeout_s * 3)
+            self._proxy = FilteringProxy(
+                self.request_filter,
+                lambda url: self.blocked_requests.append(url),
+                timeout_s=self.step_timeout_s * 3,
+            )
         return self._proxy
 
     def _refused(self, url: str) -> bool:

@@ -1,4 +1,5 @@
 """The errors a WebEnv raises or reports, shared with the mobile env."""
+
 from __future__ import annotations
 
 __all__ = ["ActionError", "BrowserCrashed", "PageUnresponsive", "short_error", "CLOSED_MARKERS"]
@@ -17,8 +18,14 @@ class PageUnresponsive(BrowserCrashed):
 
 
 # Playwright's words for a page or browser that has gone away.
-CLOSED_MARKERS = ("has been closed", "Target closed", "Connection closed",
-                  "Browser closed", "browser has disconnected", "Target crashed")
+CLOSED_MARKERS = (
+    "has been closed",
+    "Target closed",
+    "Connection closed",
+    "Browser closed",
+    "browser has disconnected",
+    "Target crashed",
+)
 
 
 def short_error(e: Exception) -> str:

@@ -17,6 +17,7 @@ After the aria snapshot, one more evaluate hit-tests every element it lists
 modal cover); the clickables get the same record inside the scan.
 `measure_visibility = False` leaves `Element.visibility` None (not measured).
 """
+
 from __future__ import annotations
 
 import io
@@ -55,9 +56,9 @@ _WATCHDOG_GRACE_S = 2.0
 class ObserveMixin:
     """WebEnv's observation (state lives on the env)."""
 
-    scan_clickables: bool = True          # add the "clickable" elements the tree misses
-    image_wait_s: float = IMAGES_WAIT_CAP_S   # wait this long at most for loading images
-    measure_visibility: bool = True       # hit-test every element (Element.visibility)
+    scan_clickables: bool = True  # add the "clickable" elements the tree misses
+    image_wait_s: float = IMAGES_WAIT_CAP_S  # wait this long at most for loading images
+    measure_visibility: bool = True  # hit-test every element (Element.visibility)
 
     def _observe_after(self, error: str | None) -> Observation:
         try:
@@ -66,8 +67,9 @@ class ObserveMixin:
                 return self._observe(error)
         except PlaywrightTimeout as e:
             self._raise_if_dead(e)
-            raise PageUnresponsive(f"the page did not answer within {self.step_timeout_s}s "
-                                   f"while observing: {short_error(e)}") from e
+            raise PageUnresponsive(
+                f"the page did not answer within {self.step_timeout_s}s while observing: {short_error(e)}"
+            ) from e
         except PlaywrightError as e:
             self._raise_if_dead(e)
             raise
@@ -100,14 +102,23 @@ class ObserveMixin:
         vp = page.viewport_size or {"width": width, "height": height}
         self._zoom = self._read_zoom(page)
         nodes = boxed_nodes(parse_snapshot(tree))
-        elements = with_visibility(to_elements(nodes, vp["width"], vp["height"], self._zoom),
-                                   self._measure_visibility(page, nodes))
+        elements = with_visibility(
+            to_elements(nodes, vp["width"], vp["height"], self._zoom), self._measure_visibility(page, nodes)
+        )
         if rows:
             elements = merge_clickables(
-                elements, clickable_elements(rows, vp["width"], vp["height"], self._zoom))
+                elements, clickable_elements(rows, vp["width"], vp["height"], self._zoom)
+            )
         return Observation(
-            screenshot=shot, image_format=self.image_format, width=width, height=height,
-            url=page.url, a11y_tree=tree, elements=elements, last_action_error=error)
+            screenshot=shot,
+            image_format=self.image_format,
+            width=width,
+            height=height,
+            url=page.url,
+            a11y_tree=tree,
+            elements=elements,
+            last_action_error=error,
+        )
 
     def _before_shot(self, page: Page) -> list:
         """Wait for the viewport's loading images (bounded); the clickables scan's rows."""
@@ -115,9 +126,15 @@ class ObserveMixin:
         if not self.scan_clickables and wait_s <= 0:
             return []
         try:
-            res = page.evaluate(_BEFORE_SHOT_JS, {
-                "imageMs": wait_s * 1000, "scan": self.scan_clickables,
-                "max": MAX_CLICKABLES, "maxScanned": MAX_SCANNED})
+            res = page.evaluate(
+                _BEFORE_SHOT_JS,
+                {
+                    "imageMs": wait_s * 1000,
+                    "scan": self.scan_clickables,
+                    "max": MAX_CLICKABLES,
+                    "maxScanned": MAX_SCANNED,
+                },
+            )
         except PlaywrightError as e:
             # A navigation replaced the document, or the page broke a builtin
             # the scan uses: observe without the extra elements.
@@ -144,8 +161,9 @@ class ObserveMixin:
         # frame is being swapped (seen under load); a short retry gets it.
         for attempt in range(3):
             try:
-                return page.screenshot(type=self.image_format, scale=self.screenshot_scale,
-                                       timeout=timeout_ms, **kw)
+                return page.screenshot(
+                    type=self.image_format, scale=self.screenshot_scale, timeout=timeout_ms, **kw
+                )
             except PlaywrightError as e:
                 if "Unable to capture screenshot" not in str(e) or attempt == 2:
                     raise

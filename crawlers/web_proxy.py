@@ -16,6 +16,7 @@ so each allowed request had to be fetched through Python
 routing turns the browser's HTTP cache off. benchmarks/web_crawl.py prices
 both mechanisms.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -31,13 +32,24 @@ REFUSAL_ERROR = "ERR_RESPONSE_HEADERS_MULTIPLE_CONTENT_LENGTH"
 _REFUSAL = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nContent-Length: 1\r\nConnection: close\r\n\r\n"
 
 # Headers that describe one connection, not the message (RFC 9110 7.6.1).
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authenticate",
-                         "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 _CHUNK = 64 * 1024
 
 
 class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"   # keep-alive with the browser: no thread per request
+    protocol_version = "HTTP/1.1"  # keep-alive with the browser: no thread per request
     server: _ProxyServer
 
     def log_message(self, *args) -> None:
@@ -88,8 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         pool = self.__dict__.setdefault("_pool", {})
         conn = pool.get((host, port))
         if conn is None or fresh:
-            conn = pool[(host, port)] = http.client.HTTPConnection(
-                host, port, timeout=self.server.timeout_s)
+            conn = pool[(host, port)] = http.client.HTTPConnection(host, port, timeout=self.server.timeout_s)
         return conn
 
     def _relay(self, resp: http.client.HTTPResponse) -> None:
@@ -128,8 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse()
             return
         try:
-            upstream = socket.create_connection((host.strip("[]"), int(port)),
-                                                timeout=self.server.timeout_s)
+            upstream = socket.create_connection((host.strip("[]"), int(port)), timeout=self.server.timeout_s)
         except OSError:
             self.send_error(502, f"cannot reach {self.path}")
             return
@@ -184,8 +194,9 @@ class FilteringProxy:
     `https://host:port/` or `http://host:port/` (a WebSocket to an http origin).
     """
 
-    def __init__(self, allows: Callable[[str], bool], on_blocked: Callable[[str], None],
-                 timeout_s: float = 30.0):
+    def __init__(
+        self, allows: Callable[[str], bool], on_blocked: Callable[[str], None], timeout_s: float = 30.0
+    ):
         self._allows = allows
         self._on_blocked = on_blocked
         self._server = _ProxyServer(("127.0.0.1", 0), _Handler)
@@ -194,8 +205,9 @@ class FilteringProxy:
         self._server.check_tunnel = self._check_tunnel
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         # A short poll: close() (at every env close) waits for one.
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,),
-                                        name="filtering-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="filtering-proxy", daemon=True
+        )
         self._thread.start()
 
     def _ok(self, url: str) -> bool:

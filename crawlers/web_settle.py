@@ -9,6 +9,7 @@ Adopting a context's first page installs the click-listener marks
 (web_clickables.install_listener_marks). IMAGES_WAIT_JS is the observation's
 bounded wait for the viewport's loading images.
 """
+
 from __future__ import annotations
 
 import time
@@ -76,7 +77,7 @@ class SettleMixin:
 
     def _adopt_page(self, page: Page) -> None:
         """Track a page's navigations and in-flight fetches; act on the newest page."""
-        page._tf_nav = None        # the pending main-frame navigation request
+        page._tf_nav = None  # the pending main-frame navigation request
         page._tf_inflight = set()  # fetch/xhr requests not yet finished
         page.on("request", lambda r: self._on_request(page, r))
         page.on("requestfinished", lambda r: self._on_request_done(page, r, None))
@@ -169,8 +170,9 @@ class SettleMixin:
             if time.monotonic() >= deadline:
                 url = page._tf_nav.url
                 self._stop_loading(page)
-                raise ActionError(f"navigation to {url} did not reach domcontentloaded "
-                                  f"within {self.step_timeout_s}s")
+                raise ActionError(
+                    f"navigation to {url} did not reach domcontentloaded within {self.step_timeout_s}s"
+                )
             page.wait_for_timeout(10)
             if self._page is not page:  # switched to a new tab
                 return

@@ -1,4 +1,5 @@
 """Asset checks on the consolidated raw steps."""
+
 import json
 
 import dagster as dg
@@ -13,16 +14,22 @@ MIN_ORACLE_SUCCESS = 0.95
 def raw_steps_schema_valid(storage: StorageResource) -> dg.AssetCheckResult:
     q = storage.raw_steps_dir / "quarantine.jsonl"
     bad = [json.loads(line) for line in q.read_text().splitlines() if line.strip()]
-    return dg.AssetCheckResult(passed=not bad, metadata={
-        "quarantined": len(bad), "first": dg.MetadataValue.json(bad[:5])})
+    return dg.AssetCheckResult(
+        passed=not bad, metadata={"quarantined": len(bad), "first": dg.MetadataValue.json(bad[:5])}
+    )
 
 
-@dg.asset_check(asset="raw_steps", blocking=True,
-                description="Every screenshot exists, decodes and has the recorded size.")
+@dg.asset_check(
+    asset="raw_steps",
+    blocking=True,
+    description="Every screenshot exists, decodes and has the recorded size.",
+)
 def raw_steps_screenshots_decode(storage: StorageResource) -> dg.AssetCheckResult:
     checked, bad = undecodable_screenshots(storage.raw_steps_dir / "steps.parquet", storage.raw.blobs)
-    return dg.AssetCheckResult(passed=not bad, metadata={
-        "screenshots_checked": checked, "bad": len(bad), "first": dg.MetadataValue.json(bad[:5])})
+    return dg.AssetCheckResult(
+        passed=not bad,
+        metadata={"screenshots_checked": checked, "bad": len(bad), "first": dg.MetadataValue.json(bad[:5])},
+    )
 
 
 @dg.asset_check(asset="raw_steps", blocking=True, description="Action coordinates lie in [0, 1].")
@@ -31,16 +38,23 @@ def raw_steps_coordinates_in_bounds(storage: StorageResource) -> dg.AssetCheckRe
     return dg.AssetCheckResult(passed=bad == 0, metadata={"out_of_bounds": bad})
 
 
-@dg.asset_check(asset="raw_steps",
-                description=f"Oracle trajectories verified successful by state (>= {MIN_ORACLE_SUCCESS:.0%}).")
+@dg.asset_check(
+    asset="raw_steps",
+    description=f"Oracle trajectories verified successful by state (>= {MIN_ORACLE_SUCCESS:.0%}).",
+)
 def oracle_success_rate_check(storage: StorageResource) -> dg.AssetCheckResult:
     ok, n = oracle_success_rate(storage.raw_steps_dir / "trajectories.parquet")
     rate = ok / n if n else 0.0
     return dg.AssetCheckResult(
         passed=n > 0 and rate >= MIN_ORACLE_SUCCESS,
         severity=dg.AssetCheckSeverity.WARN,
-        metadata={"oracle_trajectories": n, "verified_success": ok, "rate": round(rate, 4)})
+        metadata={"oracle_trajectories": n, "verified_success": ok, "rate": round(rate, 4)},
+    )
 
 
-CHECKS = [raw_steps_schema_valid, raw_steps_screenshots_decode,
-          raw_steps_coordinates_in_bounds, oracle_success_rate_check]
+CHECKS = [
+    raw_steps_schema_valid,
+    raw_steps_screenshots_decode,
+    raw_steps_coordinates_in_bounds,
+    oracle_success_rate_check,
+]

@@ -1,4 +1,5 @@
 """The Definitions that `dagster dev -w workspace.yaml` and the CLI load."""
+
 import dagster as dg
 
 from dagster_project.assets.catalog import task_catalog
@@ -6,11 +7,11 @@ from dagster_project.assets.convert import CONVERT_CHECKS, converted_sets
 from dagster_project.assets.crawl import web_trajectories
 from dagster_project.assets.curate import curated_steps
 from dagster_project.assets.environments import (
-                                                  daily_environment_crawl,
-                                                  environment_crawl_job,
-                                                  environment_files_sensor,
-                                                  environment_reverse_tasks,
-                                                  environment_trajectories,
+    daily_environment_crawl,
+    environment_crawl_job,
+    environment_files_sensor,
+    environment_reverse_tasks,
+    environment_trajectories,
 )
 from dagster_project.assets.export import web_shards
 from dagster_project.assets.grounding import GROUNDING_CHECKS, grounding_set
@@ -25,24 +26,37 @@ from dagster_project.checks_curate import CURATE_CHECKS
 from dagster_project.checks_synthesis import SYNTHESIS_CHECKS
 from dagster_project.production import production_executor
 from dagster_project.resources import (
-                                                  AppiumResource,
-                                                  BrowserResource,
-                                                  SandboxResource,
-                                                  StorageResource,
-                                                  VLMResource,
+    AppiumResource,
+    BrowserResource,
+    SandboxResource,
+    StorageResource,
+    VLMResource,
 )
 from dagster_project.schedules import JOBS, SCHEDULES
 from dagster_project.sensors import SENSORS
 from dagster_project.training_launcher import TrainingLauncher
 
 defs = dg.Definitions(
-    assets=[task_catalog, web_trajectories, mobile_trajectories, environment_trajectories,
-            environment_reverse_tasks,
-            imported_trajectories,
-            reflection_trajectories, raw_steps, curated_steps, web_shards, cot_steps, reasoning_set, chinese_gui_set,
-            grounding_set, task_difficulty, converted_sets, *TRAINING_ASSETS],
-    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS, *GROUNDING_CHECKS,
-                  *CONVERT_CHECKS],
+    assets=[
+        task_catalog,
+        web_trajectories,
+        mobile_trajectories,
+        environment_trajectories,
+        environment_reverse_tasks,
+        imported_trajectories,
+        reflection_trajectories,
+        raw_steps,
+        curated_steps,
+        web_shards,
+        cot_steps,
+        reasoning_set,
+        chinese_gui_set,
+        grounding_set,
+        task_difficulty,
+        converted_sets,
+        *TRAINING_ASSETS,
+    ],
+    asset_checks=[*CHECKS, *CURATE_CHECKS, *SYNTHESIS_CHECKS, *GROUNDING_CHECKS, *CONVERT_CHECKS],
     jobs=[*JOBS, train_job, environment_crawl_job],
     schedules=[*SCHEDULES, weekly_training, daily_environment_crawl],
     sensors=[*SENSORS, environment_files_sensor],

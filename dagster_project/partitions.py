@@ -10,6 +10,7 @@ profile (crawlers.randomise.profile_for_task), so the partitions split the
 catalog: every task is crawled once, on one phone, and the union of an app's
 partitions is the app's whole catalog.
 """
+
 import dagster as dg
 
 from crawlers.randomise import MOBILE_PROFILES
@@ -21,9 +22,10 @@ MOBILE_DEVICES = sorted(MOBILE_PROFILES)
 web_app_partitions = dg.StaticPartitionsDefinition(WEB_APPS)
 ALL_WEB_APPS_RANGE = f"{WEB_APPS[0]}...{WEB_APPS[-1]}"
 
-mobile_partitions = dg.MultiPartitionsDefinition({
-    "app": dg.StaticPartitionsDefinition(MOBILE_APPS),
-    "device": dg.StaticPartitionsDefinition(MOBILE_DEVICES),
-})
-ALL_MOBILE_RANGE = (f"{MOBILE_APPS[0]}|{MOBILE_DEVICES[0]}..."
-                    f"{MOBILE_APPS[-1]}|{MOBILE_DEVICES[-1]}")
+mobile_partitions = dg.MultiPartitionsDefinition(
+    {
+        "app": dg.StaticPartitionsDefinition(MOBILE_APPS),
+        "device": dg.StaticPartitionsDefinition(MOBILE_DEVICES),
+    }
+)
+ALL_MOBILE_RANGE = f"{MOBILE_APPS[0]}|{MOBILE_DEVICES[0]}...{MOBILE_APPS[-1]}|{MOBILE_DEVICES[-1]}"

@@ -16,6 +16,7 @@ Pure functions, so the same code path is checked in tests and used in a deployme
   trajforge/publish/remote.py) and raw_url the raw store. `publish_dir()` copies any
   other finished directory to object storage through fsspec.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,14 @@ EXECUTORS = ("k8s", "multiprocess", "in_process")
 # Imported once by the forkserver: each step process then starts as a fork of a warm
 # interpreter (benchmarks/multiprocess_speedup.py: 0.52x instead of 0.35x vs
 # in-process for one-task steps under load, spawn paying Dagster's import per step).
-PRELOAD_MODULES = ["dagster", "dagster_project.resources", "sandbox.crawl", "crawlers.web_env",
-                   "sandbox.server", "trajforge.tasks.catalog"]
+PRELOAD_MODULES = [
+    "dagster",
+    "dagster_project.resources",
+    "sandbox.crawl",
+    "crawlers.web_env",
+    "sandbox.server",
+    "trajforge.tasks.catalog",
+]
 
 # Object stores fsspec reaches through an extra package; the error names it.
 _REMOTE = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs"}
@@ -63,9 +70,12 @@ def production_executor(env: Mapping[str, str] | None = None) -> dg.ExecutorDefi
     max_concurrent = _max_concurrent(env)
     if kind == "multiprocess":
         return dg.multiprocess_executor.configured(
-            {"max_concurrent": max_concurrent or 2,
-             "start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}}},
-            name="multiprocess_executor")
+            {
+                "max_concurrent": max_concurrent or 2,
+                "start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}},
+            },
+            name="multiprocess_executor",
+        )
     from dagster_k8s import k8s_job_executor
 
     config = k8s_executor_config(env.get(K8S_EXECUTOR_CONFIG_ENV) or DEFAULT_K8S_EXECUTOR_CONFIG)
@@ -101,16 +111,18 @@ def k8s_executor_config(path: Path | str) -> dict:
         raise ValueError(f"{path}: no execution.config mapping")
     result = process_config(k8s_job_executor.config_schema.config_type, config)
     if not result.success:
-        raise ValueError(f"{path}: execution.config is not valid k8s_job_executor config: "
-                         + "; ".join(e.message for e in result.errors))
+        raise ValueError(
+            f"{path}: execution.config is not valid k8s_job_executor config: "
+            + "; ".join(e.message for e in result.errors)
+        )
     return config
 
 
 @dataclass(frozen=True)
 class StorageRoot:
-    protocol: str   # "file", "s3", "gs", ...
-    path: str       # fsspec path: /abs/dir for file, bucket/prefix for object stores
-    url: str        # the normalised URL
+    protocol: str  # "file", "s3", "gs", ...
+    path: str  # fsspec path: /abs/dir for file, bucket/prefix for object stores
+    url: str  # the normalised URL
 
     @property
     def is_local(self) -> bool:
@@ -119,8 +131,10 @@ class StorageRoot:
     def local_path(self) -> Path:
         """The directory the stores write to; only a local root has one."""
         if not self.is_local:
-            raise ValueError(f"data root {self.url}: the raw/curated stores need a local path "
-                             "(mount the bucket as a volume, or publish_dir() finished shards)")
+            raise ValueError(
+                f"data root {self.url}: the raw/curated stores need a local path "
+                "(mount the bucket as a volume, or publish_dir() finished shards)"
+            )
         return Path(self.path)
 
 
@@ -142,8 +156,9 @@ def parse_storage_root(root: str) -> StorageRoot:
             raise ValueError(f"data root {root!r}: a file URL needs an absolute path")
         return StorageRoot("file", parts.path.rstrip("/") or "/", f"file://{parts.path.rstrip('/') or '/'}")
     if scheme not in _REMOTE:
-        raise ValueError(f"data root {root!r}: protocol {scheme!r} is not one of "
-                         f"{sorted(set(_LOCAL) | set(_REMOTE))}")
+        raise ValueError(
+            f"data root {root!r}: protocol {scheme!r} is not one of {sorted(set(_LOCAL) | set(_REMOTE))}"
+        )
     bucket = parts.netloc
     if not bucket:
         raise ValueError(f"data root {root!r}: no bucket ({scheme}://bucket/prefix)")
@@ -163,8 +178,10 @@ def check_storage_root(root: str) -> StorageRoot:
         raise ValueError(f"data root {parsed.url}: fsspec has no {parsed.protocol!r} protocol")
     package = _REMOTE.get(parsed.protocol)
     if package and importlib.util.find_spec(package) is None:
-        raise ValueError(f"data root {parsed.url}: protocol {parsed.protocol!r} needs the "
-                         f"{package!r} package (pip install {package})")
+        raise ValueError(
+            f"data root {parsed.url}: protocol {parsed.protocol!r} needs the "
+            f"{package!r} package (pip install {package})"
+        )
     return parsed
 
 
@@ -178,8 +195,9 @@ def publish_dir(local_dir: Path | str, url: str, storage_options: Mapping | None
     if not local_dir.is_dir():
         raise FileNotFoundError(f"publish_dir: {local_dir} is not a directory")
     fs, base = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    files = sorted((p for p in local_dir.rglob("*") if p.is_file()),
-                   key=lambda p: (p.suffix == ".json", str(p)))
+    files = sorted(
+        (p for p in local_dir.rglob("*") if p.is_file()), key=lambda p: (p.suffix == ".json", str(p))
+    )
     for p in files:
         target = f"{base.rstrip('/')}/{p.relative_to(local_dir).as_posix()}"
         fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)

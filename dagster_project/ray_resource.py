@@ -16,6 +16,7 @@ Phones are separate: the mobile crawl plays on Ray only when the Appium resource
 names a cluster (`ray_address`, or $TRAJFORGE_APPIUM_RAY_ADDRESS), since a cluster
 that runs browsers need not host phones; its actors take `device:<profile>`.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,17 @@ from pydantic import Field
 class RayResource(dg.ConfigurableResource):
     address: str = ""
     local: bool = False
-    actors: int = Field(default=4, ge=1)       # browser actors of the pool
+    actors: int = Field(default=4, ge=1)  # browser actors of the pool
     local_browsers: int = Field(default=4, ge=1)  # the `browser` resource of a local Ray
 
     @classmethod
     def for_browser(cls, browser) -> RayResource:
         """The Ray settings of a BrowserResource (`ray_address`, else
         $TRAJFORGE_RAY_ADDRESS; unset: no Ray) and its `ray_actors`."""
-        return cls(address=browser.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
-                   actors=browser.ray_actors)
+        return cls(
+            address=browser.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS", ""),
+            actors=browser.ray_actors,
+        )
 
     @classmethod
     def for_appium(cls, appium) -> RayResource:
@@ -49,24 +52,35 @@ class RayResource(dg.ConfigurableResource):
 
     def connect(self) -> None:
         import ray
+
         if ray.is_initialized():
             return
         if self.address:
             ray.init(address=self.address, log_to_driver=False)
         else:
-            ray.init(num_cpus=2, resources={"browser": self.local_browsers},
-                     include_dashboard=False, log_to_driver=False)
+            ray.init(
+                num_cpus=2,
+                resources={"browser": self.local_browsers},
+                include_dashboard=False,
+                log_to_driver=False,
+            )
 
     def browser_pool(self, browser, request_filter):
         """A pool of browsers for the crawl: local (WebEnvPool) unless Ray is set."""
-        launch = dict(headless=browser.headless, executable_path=browser.executable_path,
-                      image_format=browser.image_format, step_timeout_s=browser.step_timeout_s,
-                      request_filter=request_filter)
+        launch = dict(
+            headless=browser.headless,
+            executable_path=browser.executable_path,
+            image_format=browser.image_format,
+            step_timeout_s=browser.step_timeout_s,
+            request_filter=request_filter,
+        )
         if not self.enabled:
             from crawlers.crawl_browser_pool import WebEnvPool
+
             return WebEnvPool(browser.browsers, **launch)
         self.connect()
         from crawlers.ray_pool import RayEnvPool
+
         return RayEnvPool(self.actors, **launch)
 
     def device_pool(self, appium, devices: list):
@@ -74,6 +88,8 @@ class RayResource(dg.ConfigurableResource):
         `device:<its profile>`; the Appium server is `appium.url` as the phone hosts reach it."""
         self.connect()
         from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
-        factory = AppiumSessionFactory(appium.url, step_timeout_s=appium.step_timeout_s,
-                                       screenshot_scale=appium.screenshot_scale)
+
+        factory = AppiumSessionFactory(
+            appium.url, step_timeout_s=appium.step_timeout_s, screenshot_scale=appium.screenshot_scale
+        )
         return RayEnvPool(len(devices) * appium.sessions, devices=devices, factory=factory)

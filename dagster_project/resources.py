@@ -1,4 +1,5 @@
 """Dagster resources: where data lives, the sandbox server, the browser."""
+
 from __future__ import annotations
 
 import os
@@ -36,6 +37,7 @@ class StorageResource(dg.ConfigurableResource):
         if not url:
             return ""
         from dagster_project.production import check_storage_root
+
         parsed = check_storage_root(url)
         return "" if parsed.is_local else parsed.url
 
@@ -64,6 +66,7 @@ class StorageResource(dg.ConfigurableResource):
         """`with storage.shard_destination(name) as out:` write the set to `out`; with an
         object root it is published (shards, manifest last) when the block ends."""
         from trajforge.publish.remote import shard_destination
+
         return shard_destination(self.shards_target(dataset), local=self.shards_dir(dataset))
 
     @property
@@ -80,6 +83,7 @@ class StorageResource(dg.ConfigurableResource):
         if not self.curated_url:
             return None
         from trajforge.store.curated_object import publish_curated
+
         return publish_curated(self.curated_dir, self.curated_url)
 
     @property
@@ -90,6 +94,7 @@ class StorageResource(dg.ConfigurableResource):
         (a step on another node, or after another node's curation)."""
         if self.curated_url:
             from trajforge.store.curated_object import current_generation, sync_curated
+
             if current_generation(self.curated_url) is not None:
                 sync_curated(self.curated_url, self.curated_dir)
         return RawStore(self.curated_dir / "store")
@@ -119,6 +124,7 @@ class SandboxResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         if not self.external_url:
             from sandbox.server import SandboxServer
+
             self._server = SandboxServer(self.host, self.port).start()
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
@@ -162,7 +168,7 @@ class AppiumResource(dg.ConfigurableResource):
 
     external_url: str = ""
     devices_file: str = ""
-    sessions: int = 2               # concurrent sessions per device profile
+    sessions: int = 2  # concurrent sessions per device profile
     step_timeout_s: float = 15.0
     # Emulated phones: "device" keeps the phone's real pixels (1082x2402 on a
     # Pixel 8), as a real device gives; "css" one pixel per CSS px, ~2.5x faster.
@@ -176,6 +182,7 @@ class AppiumResource(dg.ConfigurableResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         if not self.server_url_configured:
             from crawlers.appium_server import AppiumServer
+
             log_dir = Path(os.environ.get("TRAJFORGE_DATA", "data")).resolve() / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
             self._server = AppiumServer(log_path=log_dir / "appium.log").start()
@@ -201,6 +208,7 @@ class AppiumResource(dg.ConfigurableResource):
         """Device specs for one device profile: a capabilities file's devices of
         that profile, or the local Chromium phone emulating it."""
         from crawlers.capabilities import chromium_device, load_devices
+
         if self.devices_file:
             devices = [d for d in load_devices(self.devices_file) if d.profile.name == profile]
             if not devices:
@@ -217,10 +225,10 @@ class VLMResource(dg.ConfigurableResource):
     is only ever read from the environment variable named by `api_key_env`.
     """
 
-    kind: str = ""          # none | transformers | openai
-    path: str = ""          # transformers: a local model directory
-    base_url: str = ""      # openai: e.g. http://vllm:8000/v1
-    model: str = ""         # openai: the served model name
+    kind: str = ""  # none | transformers | openai
+    path: str = ""  # transformers: a local model directory
+    base_url: str = ""  # openai: e.g. http://vllm:8000/v1
+    model: str = ""  # openai: the served model name
     api_key_env: str = "OPENAI_API_KEY"
     batch_size: int = 8
     device: str = "auto"
@@ -237,9 +245,22 @@ class VLMResource(dg.ConfigurableResource):
         if not self.configured:
             return None
         from trajforge.vlm.backends import backend_from_config
+
         kind = self._get("kind")
         if kind == "transformers":
-            return backend_from_config({"kind": kind, "path": self._get("path"),
-                                        "batch_size": self.batch_size, "device": self.device})
-        return backend_from_config({"kind": kind, "base_url": self._get("base_url"),
-                                    "model": self._get("model"), "api_key_env": self.api_key_env})
+            return backend_from_config(
+                {
+                    "kind": kind,
+                    "path": self._get("path"),
+                    "batch_size": self.batch_size,
+                    "device": self.device,
+                }
+            )
+        return backend_from_config(
+            {
+                "kind": kind,
+                "base_url": self._get("base_url"),
+                "model": self._get("model"),
+                "api_key_env": self.api_key_env,
+            }
+        )

@@ -7,6 +7,7 @@ that day's seeds), so day 2 crawls new tasks rather than resuming past day 1's
 carry an on-cron automation condition: once all of the day's crawls have
 landed they materialise once (the automation sensor evaluates it).
 """
+
 import os
 
 import dagster as dg
@@ -18,12 +19,16 @@ CRAWL_CRON = os.environ.get("TRAJFORGE_CRAWL_CRON", "0 2 * * *")
 EXPORT_CRON = os.environ.get("TRAJFORGE_EXPORT_CRON", "0 6 * * *")
 
 web_crawl_job = dg.define_asset_job(
-    "web_crawl_job", selection=dg.AssetSelection.assets("web_trajectories"),
-    description="Crawl one app's tasks (a partition) with Playwright.")
+    "web_crawl_job",
+    selection=dg.AssetSelection.assets("web_trajectories"),
+    description="Crawl one app's tasks (a partition) with Playwright.",
+)
 
 mobile_crawl_job = dg.define_asset_job(
-    "mobile_crawl_job", selection=dg.AssetSelection.assets("mobile_trajectories"),
-    description="Crawl one app's tasks on one device profile (a partition) through Appium.")
+    "mobile_crawl_job",
+    selection=dg.AssetSelection.assets("mobile_trajectories"),
+    description="Crawl one app's tasks on one device profile (a partition) through Appium.",
+)
 
 # Consolidation and export run once a day, after all of that day's crawls landed.
 AFTER_CRAWL = dg.AutomationCondition.on_cron(EXPORT_CRON)
@@ -41,26 +46,40 @@ def day_config(asset: str, day: str) -> dict:
 DAILY_PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DAILY_PER_TEMPLATE", "8"))
 
 
-@dg.schedule(job=web_crawl_job, cron_schedule=CRAWL_CRON, execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.STOPPED)
+@dg.schedule(
+    job=web_crawl_job,
+    cron_schedule=CRAWL_CRON,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)
 def daily_web_crawl(context: dg.ScheduleEvaluationContext):
     """One run per app, keyed by day so a tick is never launched twice; the day's seeds."""
     day = context.scheduled_execution_time.strftime("%Y-%m-%d")
     for app in WEB_APPS:
-        yield dg.RunRequest(run_key=f"{day}:{app}", partition_key=app,
-                            run_config=day_config("web_trajectories", day),
-                            tags={"trajforge/schedule": "daily_web_crawl", "trajforge/day": day})
+        yield dg.RunRequest(
+            run_key=f"{day}:{app}",
+            partition_key=app,
+            run_config=day_config("web_trajectories", day),
+            tags={"trajforge/schedule": "daily_web_crawl", "trajforge/day": day},
+        )
 
 
-@dg.schedule(job=mobile_crawl_job, cron_schedule=CRAWL_CRON, execution_timezone="UTC",
-             default_status=dg.DefaultScheduleStatus.STOPPED)
+@dg.schedule(
+    job=mobile_crawl_job,
+    cron_schedule=CRAWL_CRON,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)
 def daily_mobile_crawl(context: dg.ScheduleEvaluationContext):
     """One run per app x device partition, keyed by day; the day's seeds."""
     day = context.scheduled_execution_time.strftime("%Y-%m-%d")
     for key in mobile_partitions.get_partition_keys():
-        yield dg.RunRequest(run_key=f"{day}:{key}", partition_key=key,
-                            run_config=day_config("mobile_trajectories", day),
-                            tags={"trajforge/schedule": "daily_mobile_crawl", "trajforge/day": day})
+        yield dg.RunRequest(
+            run_key=f"{day}:{key}",
+            partition_key=key,
+            run_config=day_config("mobile_trajectories", day),
+            tags={"trajforge/schedule": "daily_mobile_crawl", "trajforge/day": day},
+        )
 
 
 SCHEDULES = [daily_web_crawl, daily_mobile_crawl]

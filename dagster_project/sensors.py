@@ -1,4 +1,5 @@
 """Sensors: new files in the import inbox are imported; failed runs are reported."""
+
 import json
 import os
 import time
@@ -17,8 +18,13 @@ def failure_report_path() -> Path:
 def report_failed_runs(context: dg.RunFailureSensorContext):
     """Log each failed run and append it to $TRAJFORGE_DATA/reports/failed_runs.jsonl."""
     run = context.dagster_run
-    entry = {"run_id": run.run_id, "job": run.job_name, "tags": dict(run.tags),
-             "error": context.failure_event.message, "reported_at": time.time()}
+    entry = {
+        "run_id": run.run_id,
+        "job": run.job_name,
+        "tags": dict(run.tags),
+        "error": context.failure_event.message,
+        "reported_at": time.time(),
+    }
     path = failure_report_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
@@ -26,8 +32,11 @@ def report_failed_runs(context: dg.RunFailureSensorContext):
     context.log.error(f"run {run.run_id} ({run.job_name}) failed: {context.failure_event.message}")
 
 
-@dg.sensor(asset_selection=dg.AssetSelection.assets("imported_trajectories"),
-           minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    asset_selection=dg.AssetSelection.assets("imported_trajectories"),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def import_inbox_sensor(context: dg.SensorEvaluationContext):
     """Import what is dropped in $TRAJFORGE_DATA/inbox/<format>/ (one run per change of the inbox).
 

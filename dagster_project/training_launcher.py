@@ -17,6 +17,7 @@ The training process reports loss, reward, KL and success rate with
 `report_asset_materialization` (training/pipes_report.py), which
 `get_materialize_result()` turns into this asset's MaterializeResult.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,42 +33,42 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER_ENV = "TRAJFORGE_TRAIN_LAUNCHER"
-CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"   # k8s: the config, written to a file in the pod
+CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"  # k8s: the config, written to a file in the pod
 POD_CONFIG_PATH = "/tmp/trajforge-train-config.yaml"
 KINDS = ("subprocess", "k8s")
-DISTRIBUTED_MODULES = {"training.sft"}      # entry points that run under torchrun (DDP)
+DISTRIBUTED_MODULES = {"training.sft"}  # entry points that run under torchrun (DDP)
 
 
 class K8sToleration(dg.Config):
     """A pod toleration, e.g. key nvidia.com/gpu, operator Exists, effect NoSchedule."""
 
     key: str = ""
-    operator: str = "Exists"   # Exists | Equal
+    operator: str = "Exists"  # Exists | Equal
     value: str = ""
-    effect: str = ""           # NoSchedule | PreferNoSchedule | NoExecute ("" = all)
+    effect: str = ""  # NoSchedule | PreferNoSchedule | NoExecute ("" = all)
 
 
 class TrainingLauncher(dg.ConfigurableResource):
     """Where training runs: a local subprocess (default) or a GPU pod on Kubernetes."""
 
-    kind: str = ""                       # subprocess | k8s ("" = $TRAJFORGE_TRAIN_LAUNCHER or subprocess)
+    kind: str = ""  # subprocess | k8s ("" = $TRAJFORGE_TRAIN_LAUNCHER or subprocess)
     # subprocess
-    python: str = ""                     # interpreter ("" = this one)
+    python: str = ""  # interpreter ("" = this one)
     # k8s
-    image: str = ""                      # an image with the repo and its venv installed
+    image: str = ""  # an image with the repo and its venv installed
     pod_python: str = "python"
-    nproc_per_node: int = 1              # > 1: torchrun --standalone for training.sft (DDP, one pod)
-    namespace: str = ""                  # "" = the current namespace (or "default")
-    gpus: int = 1                        # nvidia.com/gpu limit
+    nproc_per_node: int = 1  # > 1: torchrun --standalone for training.sft (DDP, one pod)
+    namespace: str = ""  # "" = the current namespace (or "default")
+    gpus: int = 1  # nvidia.com/gpu limit
     cpu: str = "8"
     memory: str = "64Gi"
-    shm_size: str = "16Gi"               # /dev/shm for dataloader workers and NCCL
+    shm_size: str = "16Gi"  # /dev/shm for dataloader workers and NCCL
     node_selector: dict[str, str] = {}
     tolerations: list[K8sToleration] = []
-    pvc_name: str = ""                   # shards and checkpoints
-    mount_path: str = "/data"            # where the PVC is mounted in the pod (its TRAJFORGE_DATA)
+    pvc_name: str = ""  # shards and checkpoints
+    mount_path: str = "/data"  # where the PVC is mounted in the pod (its TRAJFORGE_DATA)
     service_account: str = ""
-    env_secret: str = ""                 # a Secret whose keys become env vars (HF_TOKEN, S3 keys...)
+    env_secret: str = ""  # a Secret whose keys become env vars (HF_TOKEN, S3 keys...)
     pod_wait_timeout_s: float = 86400.0
 
     @property
@@ -77,9 +78,16 @@ class TrainingLauncher(dg.ConfigurableResource):
             raise ValueError(f"TrainingLauncher.kind (or ${LAUNCHER_ENV}): {kind!r} is not one of {KINDS}")
         return kind
 
-    def launch(self, context: dg.AssetExecutionContext, module: str, config: Mapping[str, Any],
-               extras: Mapping[str, Any] | None = None, *, work_dir: Path,
-               data_root: Path) -> dg.MaterializeResult:
+    def launch(
+        self,
+        context: dg.AssetExecutionContext,
+        module: str,
+        config: Mapping[str, Any],
+        extras: Mapping[str, Any] | None = None,
+        *,
+        work_dir: Path,
+        data_root: Path,
+    ) -> dg.MaterializeResult:
         """Run `python -m <module> --config <yaml>` under Pipes; return what it reported.
 
         `work_dir` is the run's training directory (the YAML is kept there as a record),
@@ -87,33 +95,48 @@ class TrainingLauncher(dg.ConfigurableResource):
         """
         work_dir.mkdir(parents=True, exist_ok=True)
         config_path = work_dir / f"{module.rsplit('.', 1)[-1]}.yaml"
-        config_path.write_text(yaml.safe_dump(dict(config), sort_keys=True, allow_unicode=True),
-                               encoding="utf-8")
+        config_path.write_text(
+            yaml.safe_dump(dict(config), sort_keys=True, allow_unicode=True), encoding="utf-8"
+        )
         kind = self.resolved_kind
         context.log.info(f"training {module} via {kind}, config {config_path}")
         if kind == "subprocess":
-            client = dg.PipesSubprocessClient(cwd=str(ROOT), env={
-                "TRAJFORGE_DATA": str(data_root),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            })
+            client = dg.PipesSubprocessClient(
+                cwd=str(ROOT),
+                env={
+                    "TRAJFORGE_DATA": str(data_root),
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                },
+            )
             command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
-            return client.run(command=command, context=context,
-                              extras=dict(extras or {})).get_materialize_result()
+            return client.run(
+                command=command, context=context, extras=dict(extras or {})
+            ).get_materialize_result()
 
         from dagster_k8s import PipesK8sClient
 
         if not self.image:
             raise ValueError("TrainingLauncher(kind='k8s') needs an image")
         pod_config = rewrite_paths(dict(config), str(data_root), self.mount_path)
-        return PipesK8sClient().run(
-            context=context, image=self.image, namespace=self.namespace or None,
-            command=pod_command(self.pod_python, module,
-                                self.nproc_per_node if module in DISTRIBUTED_MODULES else 1),
-            env={CONFIG_ENV: yaml.safe_dump(pod_config, sort_keys=True, allow_unicode=True),
-                 "TRAJFORGE_DATA": self.mount_path},
-            base_pod_spec=build_pod_spec(self), extras=dict(extras or {}),
-            pod_wait_timeout=self.pod_wait_timeout_s,
-        ).get_materialize_result()
+        return (
+            PipesK8sClient()
+            .run(
+                context=context,
+                image=self.image,
+                namespace=self.namespace or None,
+                command=pod_command(
+                    self.pod_python, module, self.nproc_per_node if module in DISTRIBUTED_MODULES else 1
+                ),
+                env={
+                    CONFIG_ENV: yaml.safe_dump(pod_config, sort_keys=True, allow_unicode=True),
+                    "TRAJFORGE_DATA": self.mount_path,
+                },
+                base_pod_spec=build_pod_spec(self),
+                extras=dict(extras or {}),
+                pod_wait_timeout=self.pod_wait_timeout_s,
+            )
+            .get_materialize_result()
+        )
 
 
 def pod_command(python: str, module: str, nproc_per_node: int = 1) -> list[str]:
@@ -123,9 +146,12 @@ def pod_command(python: str, module: str, nproc_per_node: int = 1) -> list[str]:
     runner = shlex.quote(python)
     if nproc_per_node > 1:
         runner += f" -m torch.distributed.run --standalone --nproc_per_node {int(nproc_per_node)}"
-    return ["/bin/sh", "-c",
-            f'printf "%s" "${CONFIG_ENV}" > {POD_CONFIG_PATH} && '
-            f"exec {runner} -m {shlex.quote(module)} --config {POD_CONFIG_PATH}"]
+    return [
+        "/bin/sh",
+        "-c",
+        f'printf "%s" "${CONFIG_ENV}" > {POD_CONFIG_PATH} && '
+        f"exec {runner} -m {shlex.quote(module)} --config {POD_CONFIG_PATH}",
+    ]
 
 
 def rewrite_paths(value: Any, local_root: str, pod_root: str) -> Any:
@@ -136,7 +162,7 @@ def rewrite_paths(value: Any, local_root: str, pod_root: str) -> Any:
     if isinstance(value, list):
         return [rewrite_paths(v, local_root, pod_root) for v in value]
     if isinstance(value, str) and (value == local_root or value.startswith(local_root + "/")):
-        return pod_root.rstrip("/") + value[len(local_root):]
+        return pod_root.rstrip("/") + value[len(local_root) :]
     return value
 
 
@@ -165,9 +191,19 @@ def build_pod_spec(cfg: TrainingLauncher) -> dict:
     if cfg.node_selector:
         spec["nodeSelector"] = dict(cfg.node_selector)
     if cfg.tolerations:
-        spec["tolerations"] = [{k: v for k, v in (("key", t.key), ("operator", t.operator),
-                                                  ("value", t.value), ("effect", t.effect)) if v}
-                               for t in cfg.tolerations]
+        spec["tolerations"] = [
+            {
+                k: v
+                for k, v in (
+                    ("key", t.key),
+                    ("operator", t.operator),
+                    ("value", t.value),
+                    ("effect", t.effect),
+                )
+                if v
+            }
+            for t in cfg.tolerations
+        ]
     if cfg.service_account:
         spec["serviceAccountName"] = cfg.service_account
     return spec

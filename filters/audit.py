@@ -1,4 +1,5 @@
 """Audits of a curation's output, used by the blocking asset checks and the tests."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,9 @@ def task_texts(traj: Trajectory) -> list[str]:
     return [traj.task.instruction, traj.task.params_json(), traj.task.start_url or ""]
 
 
-def curated_leaks(store: RawStore, synthetic_sources: Iterable[str] = (), *,
-                  planted: PlantedLookup) -> tuple[int, list[dict]]:
+def curated_leaks(
+    store: RawStore, synthetic_sources: Iterable[str] = (), *, planted: PlantedLookup
+) -> tuple[int, list[dict]]:
     """(sandbox trajectories checked, planted values found in their text fields).
 
     `planted`: what each session planted (sandbox.planted_pii.planted_for).
@@ -48,8 +50,7 @@ def curated_leaks(store: RawStore, synthetic_sources: Iterable[str] = (), *,
     return _curated_findings(store, tuple(synthetic_sources), planted)[::2]
 
 
-def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str], *,
-                      planted: PlantedLookup) -> dict:
+def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str], *, planted: PlantedLookup) -> dict:
     """Planted values in the curated store: {"checked", "leaks" (in real-data
     trajectories: must be none), "kept" (in synthetic ones, kept on purpose)}."""
     checked, kept, leaks = _curated_findings(store, tuple(synthetic_sources), planted)
@@ -73,8 +74,9 @@ def _curated_findings(store: RawStore, synthetic: tuple[str, ...], lookup: Plant
     return len(trajs), kept, [f for f in found if f["trajectory_id"] not in kept_ids]
 
 
-def shard_leaks(shard_dir: Path, synthetic_sources: Iterable[str] = (), *,
-                planted: PlantedLookup) -> tuple[int, list[dict]]:
+def shard_leaks(
+    shard_dir: Path, synthetic_sources: Iterable[str] = (), *, planted: PlantedLookup
+) -> tuple[int, list[dict]]:
     """(sandbox samples checked, planted values found anywhere in their JSON).
 
     The whole sample document is searched, so every text field that ships counts.

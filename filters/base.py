@@ -9,6 +9,7 @@ A step is dropped for one reason: the first filter, in the fixed order the
 pipeline is given, whose `keep` says no. Every filter's scores are stored
 anyway, so a drop can be looked at and recounted under other thresholds.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ Level = Literal["trajectory", "step"]
 BASE_COLUMNS: dict[str, pa.DataType] = {
     "trajectory_id": pa.string(),
     "index": pa.int32(),
-    "row": pa.int64(),            # position in (trajectory_id, index) order: the row id
+    "row": pa.int64(),  # position in (trajectory_id, index) order: the row id
     "action_type": pa.string(),
 }
 
@@ -36,7 +37,7 @@ class ScreenInfo:
     """What was read from one screenshot (cached by sha: each is decoded once)."""
 
     status: Literal["ok", "empty", "missing", "broken"]
-    phash: int | None = None      # unsigned 64-bit pHash (filters.phash)
+    phash: int | None = None  # unsigned 64-bit pHash (filters.phash)
     gray_std: float | None = None
     error: str | None = None
 

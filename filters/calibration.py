@@ -10,6 +10,7 @@ Keys: the URL key (path + query, without the flash-message parameter) and, as a
 variant, the a11y key (schemas.screen_signature of the page's aria snapshot).
 This module reads the drawn pairs as recorded data: pHash, precision and recall.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -20,9 +21,9 @@ from filters.phash import hamming, phash_bytes
 
 @dataclass
 class LabelledPair:
-    name: str           # app/lang/kind/detail, for reports
-    kind: str           # scroll | toast | clock | other_page | same_url
-    label: bool         # True: near-duplicates (same state)
+    name: str  # app/lang/kind/detail, for reports
+    kind: str  # scroll | toast | clock | other_page | same_url
+    label: bool  # True: near-duplicates (same state)
     image_a: bytes
     image_b: bytes
     key_a: str
@@ -53,8 +54,9 @@ def labelled_pairs(drawn: Iterable[dict]) -> list[LabelledPair]:
     return [LabelledPair(**d) for d in drawn]
 
 
-def evaluate(pairs: Iterable[LabelledPair], max_distance: int, use_key: bool = True,
-             key: str = "url") -> dict:
+def evaluate(
+    pairs: Iterable[LabelledPair], max_distance: int, use_key: bool = True, key: str = "url"
+) -> dict:
     """Precision/recall of "near-duplicate" = distance <= max_distance (and same key)."""
     tp = fp = fn = tn = 0
     for p in pairs:

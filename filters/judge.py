@@ -9,6 +9,7 @@ so data can neither close the block nor smuggle chat special tokens such as
 JSON object with "success", or "success: yes"); an answer that says neither is
 `success=None, parsed=False`: counted, never guessed.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,10 +102,18 @@ def trajectory_data(item: JudgeInput, max_page_chars: int) -> dict:
     last_page = item.steps[-1].a11y_tree if item.steps else ""
     if len(last_page) > max_page_chars:
         last_page = last_page[:max_page_chars] + " …[truncated]"
-    return {"task": {"instruction": task.instruction, "language": task.language, "app": traj.app,
-                     "start_url": task.start_url},
-            "platform": traj.platform, "num_steps": len(item.steps), "steps": steps,
-            "last_page_text": last_page}
+    return {
+        "task": {
+            "instruction": task.instruction,
+            "language": task.language,
+            "app": traj.app,
+            "start_url": task.start_url,
+        },
+        "platform": traj.platform,
+        "num_steps": len(item.steps),
+        "steps": steps,
+        "last_page_text": last_page,
+    }
 
 
 def pick_images(item: JudgeInput, max_images: int, first_images: int) -> list[int]:
@@ -113,13 +122,22 @@ def pick_images(item: JudgeInput, max_images: int, first_images: int) -> list[in
     have = [i for i, data in enumerate(item.images) if data]
     if len(have) <= max_images:
         return have
-    head = have[:min(first_images, max_images)]
-    tail = have[len(have) - (max_images - len(head)):] if max_images > len(head) else []
+    head = have[: min(first_images, max_images)]
+    tail = have[len(have) - (max_images - len(head)) :] if max_images > len(head) else []
     return sorted(set(head + tail))
 
 
-_BOOL_WORDS = {"true": True, "yes": True, "success": True, "1": True,
-               "false": False, "no": False, "failure": False, "fail": False, "0": False}
+_BOOL_WORDS = {
+    "true": True,
+    "yes": True,
+    "success": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "failure": False,
+    "fail": False,
+    "0": False,
+}
 _LOOSE_SUCCESS = re.compile(r'["\']?success["\']?\s*[:=]\s*["\']?(true|false|yes|no)\b', re.IGNORECASE)
 
 
@@ -153,8 +171,11 @@ def parse_answer(raw: str, valid_steps: Iterable[int]) -> ParsedAnswer:
             success = _as_bool(obj["success"])
             if success is not None:
                 reason = obj.get("reason")
-                return ParsedAnswer(success, _step_indices(obj.get("irrelevant_steps"), valid),
-                                    reason if isinstance(reason, str) else "")
+                return ParsedAnswer(
+                    success,
+                    _step_indices(obj.get("irrelevant_steps"), valid),
+                    reason if isinstance(reason, str) else "",
+                )
     m = _LOOSE_SUCCESS.search(raw)
     if m:
         return ParsedAnswer(_BOOL_WORDS[m.group(1).lower()])
@@ -162,8 +183,15 @@ def parse_answer(raw: str, valid_steps: Iterable[int]) -> ParsedAnswer:
 
 
 class Judge:
-    def __init__(self, backend: VLMBackend, max_new_tokens: int = 256, max_images: int = 5,
-                 first_images: int = 1, max_page_chars: int = 3000, chunk_size: int = 32):
+    def __init__(
+        self,
+        backend: VLMBackend,
+        max_new_tokens: int = 256,
+        max_images: int = 5,
+        first_images: int = 1,
+        max_page_chars: int = 3000,
+        chunk_size: int = 32,
+    ):
         """max_images: screenshots shown per trajectory (the first `first_images`
         plus the last ones); chunk_size: trajectories sent to the backend at once
         (keeps decoded images bounded on long runs)."""
@@ -179,8 +207,10 @@ class Judge:
     def build_request(self, item: JudgeInput) -> VLMRequest:
         tid = item.trajectory.trajectory_id
         if len(item.images) != len(item.steps):
-            raise ValueError(f"trajectory {tid}: {len(item.images)} images for {len(item.steps)} steps "
-                             "(images[i] must be steps[i]'s screenshot, b'' when missing)")
+            raise ValueError(
+                f"trajectory {tid}: {len(item.images)} images for {len(item.steps)} steps "
+                "(images[i] must be steps[i]'s screenshot, b'' when missing)"
+            )
         data = json.dumps(trajectory_data(item, self.max_page_chars), ensure_ascii=False, indent=1)
         content = [text_part(f"Judge this trajectory.\n{DATA_OPEN}\n{escape_data(data)}\n{DATA_CLOSE}\n")]
         shown = pick_images(item, self.max_images, self.first_images)
@@ -189,21 +219,32 @@ class Judge:
             content.append(text_part(f"Screenshot before step {item.steps[pos].index} (of {n} steps):"))
             content.append(image_part(item.images[pos]))
         content.append(text_part("Answer with the JSON object only."))
-        return VLMRequest(messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                                    {"role": "user", "content": content}], key=tid)
+        return VLMRequest(
+            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}],
+            key=tid,
+        )
 
     def judge(self, items: list[JudgeInput]) -> list[JudgeVerdict]:
         verdicts: list[JudgeVerdict] = []
         model_id = self.backend.model_id
         for start in range(0, len(items), self.chunk_size):
-            chunk = items[start:start + self.chunk_size]
+            chunk = items[start : start + self.chunk_size]
             answers = self.backend.generate([self.build_request(it) for it in chunk], self.max_new_tokens)
             if len(answers) != len(chunk):
                 raise RuntimeError(f"{model_id}: {len(answers)} answers for {len(chunk)} requests")
             for item, raw in zip(chunk, answers):
                 ans = parse_answer(raw, (s.index for s in item.steps))
-                verdicts.append(JudgeVerdict(item.trajectory.trajectory_id, ans.success,
-                                             ans.irrelevant_steps, model_id, ans.parsed, raw, ans.reason))
+                verdicts.append(
+                    JudgeVerdict(
+                        item.trajectory.trajectory_id,
+                        ans.success,
+                        ans.irrelevant_steps,
+                        model_id,
+                        ans.parsed,
+                        raw,
+                        ans.reason,
+                    )
+                )
         unparsed = sum(not v.parsed for v in verdicts)
         if unparsed:
             log.info("%s: %d of %d answers unparseable (success=None)", model_id, unparsed, len(verdicts))
@@ -222,15 +263,24 @@ def episode_judge(backend: VLMBackend, blobs) -> Callable:
         if not steps:
             return {"done": True, "success": False, "reward": 0.0, "reason": "no steps to judge"}
         first = steps[0]
-        draft = Trajectory(trajectory_id=first.trajectory_id, task=task, platform="web",
-                           app=task.app, device=DeviceProfile(viewport_width=first.width,
-                                                              viewport_height=first.height),
-                           policy="agent", num_steps=len(steps))
+        draft = Trajectory(
+            trajectory_id=first.trajectory_id,
+            task=task,
+            platform="web",
+            app=task.app,
+            device=DeviceProfile(viewport_width=first.width, viewport_height=first.height),
+            policy="agent",
+            num_steps=len(steps),
+        )
         images = [blobs.get(s.screenshot, s.image_format) if s.screenshot else b"" for s in steps]
         verdict = judge.judge([JudgeInput(draft, steps, images)])[0]
-        return {"done": True, "success": verdict.success,
-                "reward": None if verdict.success is None else float(verdict.success),
-                "reason": f"judge {verdict.model_id}: {verdict.reason}"[:2000]}
+        return {
+            "done": True,
+            "success": verdict.success,
+            "reward": None if verdict.success is None else float(verdict.success),
+            "reason": f"judge {verdict.model_id}: {verdict.reason}"[:2000],
+        }
+
     return judge_episode
 
 
@@ -238,9 +288,12 @@ def replay_verifier(judge: Judge, blobs) -> Callable:
     """Verdicts on recorded episodes (the sandbox's reverse replays, sandbox/reverse.py
     `verify_replays`): (trajectory, steps) pairs in, one JudgeVerdict each, the
     screenshots read from `blobs` (b"" where one is missing)."""
+
     def verify(replays: list[tuple[Trajectory, list[Step]]]) -> list[JudgeVerdict]:
-        return judge.judge([JudgeInput(traj, steps, [_shot(blobs, s) for s in steps])
-                            for traj, steps in replays])
+        return judge.judge(
+            [JudgeInput(traj, steps, [_shot(blobs, s) for s in steps]) for traj, steps in replays]
+        )
+
     return verify
 
 
@@ -253,8 +306,11 @@ def _shot(blobs, step: Step) -> bytes:
 def state_verified_outcomes(trajectories: Iterable[Trajectory]) -> dict[str, str]:
     """trajectory_id -> outcome, for the trajectories whose success/failure a state
     check verified: the ground truth the judge is compared against."""
-    return {t.trajectory_id: t.outcome for t in trajectories
-            if t.verified_by == "state" and t.outcome in ("success", "failure")}
+    return {
+        t.trajectory_id: t.outcome
+        for t in trajectories
+        if t.verified_by == "state" and t.outcome in ("success", "failure")
+    }
 
 
 def agreement(verdicts: Iterable[JudgeVerdict], outcomes: dict[str, str]) -> dict:
@@ -275,6 +331,12 @@ def agreement(verdicts: Iterable[JudgeVerdict], outcomes: dict[str, str]) -> dic
     n = sum(sum(row.values()) for row in confusion.values())
     parsed = n - confusion["success"]["unparsed"] - confusion["failure"]["unparsed"]
     agree = confusion["success"]["success"] + confusion["failure"]["failure"]
-    return {"n": n, "parsed": parsed, "unparsed": n - parsed, "agree": agree,
-            "rate": agree / n if n else None, "rate_parsed": agree / parsed if parsed else None,
-            "confusion": confusion}
+    return {
+        "n": n,
+        "parsed": parsed,
+        "unparsed": n - parsed,
+        "agree": agree,
+        "rate": agree / n if n else None,
+        "rate_parsed": agree / parsed if parsed else None,
+        "confusion": confusion,
+    }

@@ -21,6 +21,7 @@ faiss' IndexBinaryMultiHash does the probing in C++, but it has no notion of
 keys or of "earlier": its answers would have to be filtered afterwards, which
 costs more than the search here (see benchmarks/phash_neardup.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -34,10 +35,10 @@ import numpy as np
 # so the radius is set by the scroll positives.
 DEFAULT_MAX_DISTANCE = 24
 
-_INDEX_BITS = 40                      # score = distance << 40 | earlier index
+_INDEX_BITS = 40  # score = distance << 40 | earlier index
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
 _NONE = np.int64(np.iinfo(np.int64).max)
-_PAIRS_PER_BATCH = 1 << 22            # bounds memory: ~4M candidate pairs at a time
+_PAIRS_PER_BATCH = 1 << 22  # bounds memory: ~4M candidate pairs at a time
 
 
 def as_uint64(hashes) -> np.ndarray:
@@ -66,8 +67,9 @@ def chunk_widths(max_distance: int) -> list[int]:
     return [base + (1 if c < extra else 0) for c in range(m)]
 
 
-def _best_in_buckets(bucket: np.ndarray, h: np.ndarray, first: np.ndarray,
-                     max_distance: int, best: np.ndarray) -> None:
+def _best_in_buckets(
+    bucket: np.ndarray, h: np.ndarray, first: np.ndarray, max_distance: int, best: np.ndarray
+) -> None:
     """Update best[u] with the closest earlier entry sharing u's bucket value.
 
     Entries are in order of first occurrence, so a stable sort keeps that order
@@ -81,7 +83,7 @@ def _best_in_buckets(bucket: np.ndarray, h: np.ndarray, first: np.ndarray,
     np.not_equal(sb[1:], sb[:-1], out=starts_mask[1:])
     start_pos = np.flatnonzero(starts_mask)
     bucket_start = np.repeat(start_pos, np.diff(np.append(start_pos, n)))
-    rank = np.arange(n) - bucket_start          # how many earlier entries share the bucket
+    rank = np.arange(n) - bucket_start  # how many earlier entries share the bucket
     later_pos = np.flatnonzero(rank)
     if len(later_pos) == 0:
         return
@@ -127,16 +129,16 @@ def _buckets(u_hash: np.ndarray, u_key: np.ndarray, max_distance: int) -> list[n
         if int(u_key.max()) < (1 << (64 - width)):
             passes.append((u_key << np.uint64(width)) | val)
         else:  # more keys than bits left: number the (key, value) pairs instead
-            passes.append(np.unique(np.stack([u_key, val], axis=1), axis=0,
-                                    return_inverse=True)[1].ravel())
+            passes.append(np.unique(np.stack([u_key, val], axis=1), axis=0, return_inverse=True)[1].ravel())
         shift += width
     if _pairs(u_key) <= sum(_pairs(b) for b in passes):
         return [u_key]
     return passes
 
 
-def nearest_earlier(hashes, keys: Sequence[Hashable], max_distance: int = DEFAULT_MAX_DISTANCE
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def nearest_earlier(
+    hashes, keys: Sequence[Hashable], max_distance: int = DEFAULT_MAX_DISTANCE
+) -> tuple[np.ndarray, np.ndarray]:
     """For each item (in order): the closest earlier item with the same key.
 
     Returns (dup_of int64, distance int16): the index of the earlier item with
@@ -181,8 +183,9 @@ def nearest_earlier(hashes, keys: Sequence[Hashable], max_distance: int = DEFAUL
     return dup_of, distance
 
 
-def brute_force_nearest_earlier(hashes, keys: Sequence[Hashable], max_distance: int
-                                ) -> tuple[np.ndarray, np.ndarray]:
+def brute_force_nearest_earlier(
+    hashes, keys: Sequence[Hashable], max_distance: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The O(n^2) reference for `nearest_earlier` (tests and the benchmark)."""
     h = as_uint64(hashes).ravel()
     kc = _key_codes(keys, len(h))

@@ -28,6 +28,7 @@ LANCZOS kernel over the full image ~3. So:
 
 Parquet stores hashes as int64: `to_signed` / `to_unsigned` convert.
 """
+
 from __future__ import annotations
 
 import io
@@ -81,6 +82,7 @@ _BIT_WEIGHTS = (1 << np.arange(63, -1, -1, dtype=np.uint64)).astype(np.uint64)
 
 # -- decoding to greyscale ----------------------------------------------------------
 
+
 def _fast_png_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) of a PNG that the fast path decodes, else None.
 
@@ -89,13 +91,15 @@ def _fast_png_size(data: bytes) -> tuple[int, int] | None:
     MAX_IMAGE_PIXELS go through Pillow, so its conversion and its
     decompression-bomb check apply to them.
     """
-    if not FAST_PNG or len(data) < 33 or not data.startswith(PNG_SIGNATURE) \
-            or data[12:16] != b"IHDR":
+    if not FAST_PNG or len(data) < 33 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
         return None
     width, height, bit_depth, colour_type = struct.unpack_from(">IIBB", data, 16)
     limit = Image.MAX_IMAGE_PIXELS
-    if bit_depth != 8 or colour_type not in _FAST_COLOUR_TYPES \
-            or (limit is not None and width * height > limit):
+    if (
+        bit_depth != 8
+        or colour_type not in _FAST_COLOUR_TYPES
+        or (limit is not None and width * height > limit)
+    ):
         return None
     return width, height
 
@@ -115,9 +119,9 @@ def _check_png_crcs(data: bytes) -> None:
         body_end = pos + 8 + length
         if body_end + 4 > end:
             raise OSError(f"broken PNG: truncated in a chunk at byte {pos}")
-        kind = data[pos + 4:pos + 8]
+        kind = data[pos + 4 : pos + 8]
         (crc,) = struct.unpack_from(">I", data, body_end)
-        if zlib.crc32(memoryview(data)[pos + 4:body_end]) != crc:
+        if zlib.crc32(memoryview(data)[pos + 4 : body_end]) != crc:
             raise OSError(f"broken PNG: CRC mismatch in chunk {kind!r} at byte {pos}")
         if kind == b"IEND":
             return
@@ -162,8 +166,7 @@ def decode_grey(data: bytes, decoder: str = "spng") -> np.ndarray:
 
 def _shrink(grey: Image.Image) -> np.ndarray:
     """32x32 float64 pixels of a greyscale image: box reductions, then LANCZOS."""
-    small = grey.resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS,
-                        reducing_gap=REDUCING_GAP)
+    small = grey.resize((IMG_SIZE, IMG_SIZE), Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
     return np.asarray(small, dtype=np.float64)
 
 
@@ -185,14 +188,14 @@ def _small_grey_bytes(data: bytes, decoder: str = "spng") -> np.ndarray:
 
 # -- hashing ------------------------------------------------------------------------
 
+
 def hash_pixels(pixels: np.ndarray) -> np.ndarray:
     """pHashes (uint64) of a batch of 32x32 greyscale images, shape (n, 32, 32)."""
     pixels = np.asarray(pixels, dtype=np.float64)
     if pixels.ndim == 2:
         pixels = pixels[None]
     if pixels.shape[1:] != (IMG_SIZE, IMG_SIZE):
-        raise ValueError(f"hash_pixels expects (n, {IMG_SIZE}, {IMG_SIZE}) pixels, "
-                         f"got {pixels.shape}")
+        raise ValueError(f"hash_pixels expects (n, {IMG_SIZE}, {IMG_SIZE}) pixels, got {pixels.shape}")
     # D = C X C^T for every image at once: (8,32) @ (n,32,32) @ (32,8).
     low = _DCT @ pixels @ _DCT.T
     flat = low.reshape(len(low), HASH_SIZE * HASH_SIZE)

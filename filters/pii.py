@@ -27,6 +27,7 @@ for what it ships: real values get format-preserving surrogates
 (filters/pii_sources.py); a placeholder in a training target would teach a
 model to type "[EMAIL]".
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -58,60 +59,69 @@ _NO_ALNUM_BEFORE = r"(?:(?<=\\n)|(?<![0-9A-Za-z]))"
 _EMAIL = re.compile(
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
-    r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])")
+    r"\.[A-Za-z]{2,24}(?![A-Za-z0-9-])"
+)
 
-_CN_MOBILE = re.compile(
-    _NO_DIGIT_BEFORE + r"(?:(?:\+|00)?86[\s-]?)?1[3-9]\d(?:[\s-]?\d{4}){2}(?![0-9])")
+_CN_MOBILE = re.compile(_NO_DIGIT_BEFORE + r"(?:(?:\+|00)?86[\s-]?)?1[3-9]\d(?:[\s-]?\d{4}){2}(?![0-9])")
 _CN_LANDLINE_SEP = re.compile(
     _NO_DIGIT_BEFORE + r"(?:(?:\+86[\s-]?)?\(0\d{2,3}\)\s?|(?:\+86[\s-]?)?0\d{2,3}[\s-])"
-    r"[2-9]\d{2,3}[\s-]?\d{4}(?![0-9])")
+    r"[2-9]\d{2,3}[\s-]?\d{4}(?![0-9])"
+)
 _CN_LANDLINE_BARE = re.compile(
-    r"(?:电话|座机|固话|致电|tel|phone|call)\s*[:：]?\s*(?P<num>0\d{2,3}[2-9]\d{6,7})(?![0-9])",
-    re.IGNORECASE)
+    r"(?:电话|座机|固话|致电|tel|phone|call)\s*[:：]?\s*(?P<num>0\d{2,3}[2-9]\d{6,7})(?![0-9])", re.IGNORECASE
+)
 _NANP = re.compile(
     _NO_DIGIT_BEFORE + r"(?:(?:\+1|1)[\s.-]?)?(?:\([2-9]\d{2}\)\s?|[2-9]\d{2}[\s.-])"
-    r"[2-9]\d{2}[\s.-]\d{4}(?![0-9])")
+    r"[2-9]\d{2}[\s.-]\d{4}(?![0-9])"
+)
 _INTL = re.compile(
     r"(?<![0-9A-Za-z+])\+[1-9]\d{0,2}"
-    r"(?:[\s.-]?\(?\d{1,4}\)?)(?:[\s.-]?\d{2,4}){2,4}(?![0-9])")
+    r"(?:[\s.-]?\(?\d{1,4}\)?)(?:[\s.-]?\d{2,4}){2,4}(?![0-9])"
+)
 
-_CN_ID18 = re.compile(
-    _NO_ALNUM_BEFORE + r"(?P<num>\d{6}[\s-]?\d{8}[\s-]?\d{3}[0-9Xx])(?![0-9A-Za-z])")
+_CN_ID18 = re.compile(_NO_ALNUM_BEFORE + r"(?P<num>\d{6}[\s-]?\d{8}[\s-]?\d{3}[0-9Xx])(?![0-9A-Za-z])")
 _CN_ID15 = re.compile(
-    r"(?:身份证|证件号|ID)[^0-9\n]{0,12}?" + r"(?<![0-9])(?P<num>\d{15})(?![0-9A-Za-z])", re.IGNORECASE)
+    r"(?:身份证|证件号|ID)[^0-9\n]{0,12}?" + r"(?<![0-9])(?P<num>\d{15})(?![0-9A-Za-z])", re.IGNORECASE
+)
 
 _CARD = re.compile(
     _NO_DIGIT_BEFORE + r"(?P<num>[2-6]\d{12,18}|[2-6]\d{3}(?P<sep>[ -])\d{3,6}(?:(?P=sep)\d{3,6}){1,4})"
-    r"(?![0-9])")
+    r"(?![0-9])"
+)
 
-_STREET_SUFFIX = (r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Terrace|Ter|"
-                  r"Boulevard|Blvd|Way|Place|Pl|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Square|Sq|"
-                  r"Trail|Trl|Alley|Row|Crescent|Close)")
+_STREET_SUFFIX = (
+    r"(?:Street|St|Avenue|Ave|Road|Rd|Lane|Ln|Drive|Dr|Court|Ct|Terrace|Ter|"
+    r"Boulevard|Blvd|Way|Place|Pl|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Square|Sq|"
+    r"Trail|Trl|Alley|Row|Crescent|Close)"
+)
 # A letter may sit right before the number: accessibility text glues inline
 # elements together ("Avery Johnson1636 Oak Lane, ..." from a name and a <br>).
 _EN_ADDRESS = re.compile(
     _NO_DIGIT_BEFORE + r"\d{1,6}[A-Za-z]?\s+"
     r"(?:(?:N|S|E|W|NE|NW|SE|SW|North|South|East|West)\.?\s+)?"
-    r"(?:(?:[A-Z][a-z'-]+|\d{1,3}(?:st|nd|rd|th))\s+){1,3}"
-    + _STREET_SUFFIX + r"\b\.?"
+    r"(?:(?:[A-Z][a-z'-]+|\d{1,3}(?:st|nd|rd|th))\s+){1,3}" + _STREET_SUFFIX + r"\b\.?"
     r"(?:,?\s+(?:Apt|Apartment|Suite|Ste|Unit|Fl|Floor|#)\.?\s*#?[A-Za-z0-9-]+)?"
-    r"(?:,\s*(?:[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}),\s*(?:[A-Z]{2})(?:\s+\d{5}(?:-\d{4})?)?)?")
+    r"(?:,\s*(?:[A-Z][a-z]+(?:\s[A-Z][a-z]+){0,2}),\s*(?:[A-Z]{2})(?:\s+\d{5}(?:-\d{4})?)?)?"
+)
 
 _CJK = r"[\u4e00-\u9fff]"
-_PROVINCES = ("北京市|天津市|上海市|重庆市|河北省|山西省|辽宁省|吉林省|黑龙江省|江苏省|浙江省|"
-              "安徽省|福建省|江西省|山东省|河南省|湖北省|湖南省|广东省|海南省|四川省|贵州省|云南省|"
-              "陕西省|甘肃省|青海省|台湾省|内蒙古自治区|广西壮族自治区|西藏自治区|宁夏回族自治区|"
-              "新疆维吾尔自治区|香港特别行政区|澳门特别行政区")
+_PROVINCES = (
+    "北京市|天津市|上海市|重庆市|河北省|山西省|辽宁省|吉林省|黑龙江省|江苏省|浙江省|"
+    "安徽省|福建省|江西省|山东省|河南省|湖北省|湖南省|广东省|海南省|四川省|贵州省|云南省|"
+    "陕西省|甘肃省|青海省|台湾省|内蒙古自治区|广西壮族自治区|西藏自治区|宁夏回族自治区|"
+    "新疆维吾尔自治区|香港特别行政区|澳门特别行政区"
+)
 _CITY = rf"{_CJK}{{2,4}}?(?:市|自治州|州|盟|地区)"
 _DISTRICT = rf"{_CJK}{{1,3}}?(?:区|县|旗)"
 _ADMIN = rf"(?:{_PROVINCES})?(?:{_CITY})?(?:{_DISTRICT})?(?:{_CJK}{{1,4}}?(?:镇|乡|街道))?"
 _ROAD = rf"{_CJK}(?:{_CJK}|\d){{0,9}}?(?:大道|大街|路|街|道|巷|弄|胡同)"
 _NUMBER = r"\d{1,5}(?:-\d{1,5})?号"
-_UNIT = (r"(?:\d{1,4}(?:栋|幢|座|号楼))?(?:\d{1,3}单元)?(?:\d{1,4}(?:室|层|楼))?")
+_UNIT = r"(?:\d{1,4}(?:栋|幢|座|号楼))?(?:\d{1,3}单元)?(?:\d{1,4}(?:室|层|楼))?"
 _COMMUNITY = rf"{_CJK}{{1,8}}?(?:村|小区|花园|公寓|大厦|苑)"
 _ZH_ADDRESS = re.compile(
     rf"(?<![0-9]){_ADMIN}(?:{_ROAD}{_NUMBER}(?:{_COMMUNITY})?{_UNIT}"
-    rf"|{_COMMUNITY}(?:\d{{1,4}}(?:栋|幢|座|号楼|号|组)){_UNIT})")
+    rf"|{_COMMUNITY}(?:\d{{1,4}}(?:栋|幢|座|号楼|号|组)){_UNIT})"
+)
 # A Chinese match can start early (no word boundaries): an address starts at its
 # province when it names one, else after an address keyword, else after
 # characters that are never part of a place name.
@@ -120,8 +130,42 @@ _ZH_ADMIN_HEAD = re.compile(rf"(?:{_CITY}|{_DISTRICT})")
 _ZH_KEYWORD_LEAD = re.compile(r"^.*(?:地址|住址|地点|位于|住在|寄到|送到|搬到|自提|收件)[是为在：:]?")
 _ZH_LEAD = re.compile(r"^[是在于到往至为的址住寄送收件货家我你他她请地点：]+")
 
-_PROVINCE_CODES = {11, 12, 13, 14, 15, 21, 22, 23, 31, 32, 33, 34, 35, 36, 37, 41, 42, 43, 44,
-                   45, 46, 50, 51, 52, 53, 54, 61, 62, 63, 64, 65, 71, 81, 82}
+_PROVINCE_CODES = {
+    11,
+    12,
+    13,
+    14,
+    15,
+    21,
+    22,
+    23,
+    31,
+    32,
+    33,
+    34,
+    35,
+    36,
+    37,
+    41,
+    42,
+    43,
+    44,
+    45,
+    46,
+    50,
+    51,
+    52,
+    53,
+    54,
+    61,
+    62,
+    63,
+    64,
+    65,
+    71,
+    81,
+    82,
+}
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 
@@ -253,7 +297,7 @@ def scrub_text(text: str) -> tuple[str, list[PiiMatch]]:
         return text, []
     parts, pos = [], 0
     for m in matches:
-        parts.append(text[pos:m.start])
+        parts.append(text[pos : m.start])
         parts.append(PLACEHOLDERS[m.kind])
         pos = m.end
     parts.append(text[pos:])
@@ -283,4 +327,3 @@ def scrub_task(task: Task, surrogates=None) -> tuple[Task, list[PiiMatch]]:
     if not found:
         return task, []
     return task.model_copy(update={"instruction": instruction, "params": params}), found
-

@@ -6,6 +6,7 @@ sandbox.planted_pii.planted_for); `planted_for_trajectory` asks it for the
 session a crawled trajectory ran in. This module checks against the planted
 list on purpose; the detectors in filters/pii.py never see it.
 """
+
 from __future__ import annotations
 
 import re
@@ -55,6 +56,13 @@ def find_leaks(texts: Iterable[str], planted: list[dict]) -> list[dict]:
                 form = "digits"
             else:
                 continue
-            leaks.append({"kind": p["kind"], "value": p["value"], "where": p.get("where"),
-                          "text_index": i, "form": form})
+            leaks.append(
+                {
+                    "kind": p["kind"],
+                    "value": p["value"],
+                    "where": p.get("where"),
+                    "text_index": i,
+                    "form": form,
+                }
+            )
     return leaks

@@ -30,6 +30,7 @@ audit. A screenshot without a tree and without elements is read by OCR when
 an `ocr` engine is given (filters/pii_ocr.py); its boxes are recorded with
 field "ocr[i]" (the i-th line read) and box_source "ocr".
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -117,18 +118,16 @@ def scrub_tree(tree: str, replacer=_Placeholders) -> tuple[str, list[PiiMatch]]:
     out = []
     for line in tree.split("\n"):
         protected = [(m.start(), m.end()) for m in _TREE_ATTR.finditer(line)]
-        ms = [m for m in replacer.find(line)
-              if all(m.end <= a or m.start >= b for a, b in protected)]
+        ms = [m for m in replacer.find(line) if all(m.end <= a or m.start >= b for a, b in protected)]
         for m in reversed(ms):
-            line = line[:m.start] + replacer.value(m.kind, m.text) + line[m.end:]
+            line = line[: m.start] + replacer.value(m.kind, m.text) + line[m.end :]
         found.extend(ms)
         out.append(line)
     return "\n".join(out), found
 
 
 # ---------------------------------------------------------------- boxes
-def _node_boxes(nodes: list[AriaNode], elements: list[Element], width: int,
-                height: int) -> list[Box | None]:
+def _node_boxes(nodes: list[AriaNode], elements: list[Element], width: int, height: int) -> list[Box | None]:
     """The normalised box of each node: its Element's when one matches, else box / size."""
     out: list[Box | None] = []
     ei = 0
@@ -150,8 +149,9 @@ def _node_boxes(nodes: list[AriaNode], elements: list[Element], width: int,
     return out
 
 
-def _tree_records(tree: str, elements: list[Element], width: int,
-                  height: int, find=find_pii) -> tuple[list[dict], int]:
+def _tree_records(
+    tree: str, elements: list[Element], width: int, height: int, find=find_pii
+) -> tuple[list[dict], int]:
     """Records for the tree's nodes, and how many matches the nodes hold in all."""
     nodes = parse_snapshot(tree)
     seen = 0
@@ -162,8 +162,9 @@ def _tree_records(tree: str, elements: list[Element], width: int,
         url_matches, text_matches = find(n.url or ""), find(texts[i])
         seen += len(url_matches) + len(text_matches)
         for m in url_matches:
-            records.append({"kind": m.kind, "field": f"a11y_tree[{i}].url", "box": None,
-                            "note": "not_on_screen"})
+            records.append(
+                {"kind": m.kind, "field": f"a11y_tree[{i}].url", "box": None, "note": "not_on_screen"}
+            )
         for m in text_matches:
             if _shown_below(nodes, boxes, texts, i, m.text):
                 continue
@@ -200,8 +201,12 @@ def _ancestor_box(nodes: list[AriaNode], boxes: list, i: int) -> Box | None:
 
 
 def _inside(inner: Box, outer: Box, tol: float = 1e-3) -> bool:
-    return (inner[0] >= outer[0] - tol and inner[1] >= outer[1] - tol
-            and inner[2] <= outer[2] + tol and inner[3] <= outer[3] + tol)
+    return (
+        inner[0] >= outer[0] - tol
+        and inner[1] >= outer[1] - tol
+        and inner[2] <= outer[2] + tol
+        and inner[3] <= outer[3] + tol
+    )
 
 
 def _pixel_box(box: Box, w: int, h: int) -> tuple[int, int, int, int] | None:
@@ -241,8 +246,15 @@ def blur_boxes(image: bytes, boxes: list[Box], image_format: str) -> tuple[bytes
 
 
 # ---------------------------------------------------------------- the step
-def scrub_step(step: Step, image: bytes | None, *, surrogates=None, keep: bool = False,
-               ocr=None, ocr_always: bool = False) -> ScrubResult:
+def scrub_step(
+    step: Step,
+    image: bytes | None,
+    *,
+    surrogates=None,
+    keep: bool = False,
+    ocr=None,
+    ocr_always: bool = False,
+) -> ScrubResult:
     """A scrubbed copy of `step`, its blurred screenshot (None if unchanged) and the records.
 
     `surrogates`: a filters.pii_surrogate.Surrogates (values replaced by their
@@ -251,12 +263,15 @@ def scrub_step(step: Step, image: bytes | None, *, surrogates=None, keep: bool =
     elements), or on every screenshot with `ocr_always`.
     """
     replacer = _Keep if keep else (surrogates if surrogates is not None else _Placeholders)
-    records, seen_in_nodes = _tree_records(step.a11y_tree, step.elements, step.width, step.height,
-                                           find=replacer.find)
+    records, seen_in_nodes = _tree_records(
+        step.a11y_tree, step.elements, step.width, step.height, find=replacer.find
+    )
     tree, line_matches = scrub_tree(step.a11y_tree, replacer)
     # A match on a line the parser does not read as a node: count it, never drop it.
-    records.extend({"kind": m.kind, "field": "a11y_tree", "box": None, "note": "no_box"}
-                   for m in line_matches[seen_in_nodes:])
+    records.extend(
+        {"kind": m.kind, "field": "a11y_tree", "box": None, "note": "no_box"}
+        for m in line_matches[seen_in_nodes:]
+    )
     tree_boxes = [(r["kind"], r["box"]) for r in records if r.get("box") is not None]
 
     elements = []
@@ -279,22 +294,28 @@ def scrub_step(step: Step, image: bytes | None, *, surrogates=None, keep: bool =
             return value
         new, ms = replacer.scrub(value)
         # Not drawn as such on this screenshot; the element showing it has its own record.
-        records.extend({"kind": m.kind, "field": name, "box": None, "note": "not_on_screen"}
-                       for m in ms)
+        records.extend({"kind": m.kind, "field": name, "box": None, "note": "not_on_screen"} for m in ms)
         return new
 
-    update: dict = {"a11y_tree": tree, "elements": elements,
-                    "thought": text_field(step.thought, "thought"),
-                    "error": text_field(step.error, "error")}
+    update: dict = {
+        "a11y_tree": tree,
+        "elements": elements,
+        "thought": text_field(step.thought, "thought"),
+        "error": text_field(step.error, "error"),
+    }
     if step.target is not None:
         update["target"] = step.target.model_copy(
-            update={"name": text_field(step.target.name, "target.name")})
+            update={"name": text_field(step.target.name, "target.name")}
+        )
     url, ms = scrub_url(step.url, replacer)
     records.extend({"kind": m.kind, "field": "url", "box": None, "note": "not_on_screen"} for m in ms)
     update["url"] = url
-    update["action"] = step.action.model_copy(update={
-        "text": text_field(step.action.text, "action.text"),
-        "description": text_field(step.action.description, "action.description")})
+    update["action"] = step.action.model_copy(
+        update={
+            "text": text_field(step.action.text, "action.text"),
+            "description": text_field(step.action.description, "action.description"),
+        }
+    )
 
     if ocr is not None and image is not None and (ocr_always or needs_ocr(step)):
         records.extend(_ocr_records(ocr, image, replacer.find))
@@ -327,6 +348,12 @@ def _ocr_records(engine, image: bytes, find) -> list[dict]:
     out = []
     for b in pii_boxes(engine.lines(image), find):
         x0, y0, x1, y1 = b["box"]
-        out.append({"kind": b["kind"], "field": f"ocr[{b['line']}]",
-                    "box": (x0 / w, y0 / h, x1 / w, y1 / h), "box_source": "ocr"})
+        out.append(
+            {
+                "kind": b["kind"],
+                "field": f"ocr[{b['line']}]",
+                "box": (x0 / w, y0 / h, x1 / w, y1 / h),
+                "box_source": "ocr",
+            }
+        )
     return out

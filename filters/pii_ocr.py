@@ -19,6 +19,7 @@ Only screenshots without a tree and without elements are read (curation's
 as well, "never" none. Recall on values rendered into tree-less screenshots
 is measured by benchmarks/pii_ocr.py.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,7 @@ PixelBox = tuple[float, float, float, float]
 @dataclass(frozen=True)
 class OcrLine:
     text: str
-    box: PixelBox        # x0, y0, x1, y1 in pixels of the screenshot
+    box: PixelBox  # x0, y0, x1, y1 in pixels of the screenshot
     score: float
 
 
@@ -59,11 +60,13 @@ class OcrEngine:
                 try:  # onnxruntime and the models load only when a screen is read
                     from rapidocr_onnxruntime import RapidOCR
                 except ImportError as err:  # a dependency of the project (pyproject.toml)
-                    raise RuntimeError("OCR needs the package rapidocr-onnxruntime "
-                                       "(pip install rapidocr-onnxruntime)") from err
+                    raise RuntimeError(
+                        "OCR needs the package rapidocr-onnxruntime (pip install rapidocr-onnxruntime)"
+                    ) from err
                 t = self._kw["threads"]
-                self._ocr = RapidOCR(text_score=self._kw["text_score"],
-                                     intra_op_num_threads=t, inter_op_num_threads=t)
+                self._ocr = RapidOCR(
+                    text_score=self._kw["text_score"], intra_op_num_threads=t, inter_op_num_threads=t
+                )
         return self._ocr
 
     def lines(self, image: bytes) -> list[OcrLine]:
@@ -75,8 +78,7 @@ class OcrEngine:
         out = []
         for quad, text, score in result or []:
             xs, ys = [p[0] for p in quad], [p[1] for p in quad]
-            out.append(OcrLine(text=str(text), box=(min(xs), min(ys), max(xs), max(ys)),
-                               score=float(score)))
+            out.append(OcrLine(text=str(text), box=(min(xs), min(ys), max(xs), max(ys)), score=float(score)))
         return out
 
 
@@ -107,14 +109,16 @@ def match_box(line: OcrLine, start: int, end: int) -> PixelBox:
     unit = (x1 - x0) / total
     left = x0 + unit * sum(widths[:start])
     right = x0 + unit * sum(widths[:end])
-    pad = unit * 2.0   # one full-width character (or two narrow ones) of slack each side
+    pad = unit * 2.0  # one full-width character (or two narrow ones) of slack each side
     return max(x0, left - pad), y0, min(x1, right + pad), y1
 
 
 # OCR drops narrow spaces ("3840LakeviewTerrace,Georgetown,TX78608"): the
 # detectors also read a spaced copy of each line, mapped back to its characters.
-_GLUED = re.compile(r"(?<=[0-9])(?=[A-Za-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[a-z])(?=[A-Z])"
-                    r"|(?<=[,:;])(?=\S)")
+_GLUED = re.compile(
+    r"(?<=[0-9])(?=[A-Za-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[a-z])(?=[A-Z])"
+    r"|(?<=[,:;])(?=\S)"
+)
 # What may follow an address on its line: the rest of it (", City, ST 12345"),
 # which a misread state or ZIP ("W153706") keeps the detectors from taking in.
 _ADDRESS_TAIL = re.compile(r"\s*,[^.;。；!?！？]*")
@@ -124,7 +128,7 @@ def _spaced(text: str) -> tuple[str, list[int]]:
     """`text` with a space at each glued boundary, and each character's index in `text`."""
     out, index, pos = [], [], 0
     for m in _GLUED.finditer(text):
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         index.extend(range(pos, m.start()))
         out.append(" ")
         index.append(m.start())
@@ -148,7 +152,7 @@ def find_on_line(text: str, find: Callable[[str], list[PiiMatch]]) -> list[PiiMa
             if c.kind == "address":
                 tail = _ADDRESS_TAIL.match(text, c.end)
                 if tail and tail.end() > c.end:
-                    c = PiiMatch(c.kind, c.start, tail.end(), text[c.start:tail.end()])
+                    c = PiiMatch(c.kind, c.start, tail.end(), text[c.start : tail.end()])
             chosen.append(c)
     return sorted(chosen, key=lambda c: c.start)
 
@@ -158,6 +162,12 @@ def pii_boxes(lines: list[OcrLine], find: Callable[[str], list[PiiMatch]]) -> li
     out = []
     for i, line in enumerate(lines):
         for m in find_on_line(line.text, find):
-            out.append({"kind": m.kind, "line": i, "box": match_box(line, m.start, m.end),
-                        "score": round(line.score, 3)})
+            out.append(
+                {
+                    "kind": m.kind,
+                    "line": i,
+                    "box": match_box(line, m.start, m.end),
+                    "score": round(line.score, 3),
+                }
+            )
     return out

@@ -13,6 +13,7 @@ their name) from one of them or a run derived from one. Nothing is recorded on
 the trajectory itself: the registry is the one place that says it, and the
 curated summary names the registry it was run with.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -20,8 +21,9 @@ from collections.abc import Iterable
 DEFAULT_SYNTHETIC_SOURCES: tuple[str, ...] = ("sandbox",)
 
 
-def is_synthetic_source(source: str | None, source_name: str | None,
-                        synthetic_sources: Iterable[str] = DEFAULT_SYNTHETIC_SOURCES) -> bool:
+def is_synthetic_source(
+    source: str | None, source_name: str | None, synthetic_sources: Iterable[str] = DEFAULT_SYNTHETIC_SOURCES
+) -> bool:
     """Crawled from a source that declares its data synthetic (or a run derived from one)."""
     if source != "crawl" or not source_name:
         return False
@@ -32,8 +34,9 @@ def is_synthetic(traj, synthetic_sources: Iterable[str] = DEFAULT_SYNTHETIC_SOUR
     return is_synthetic_source(traj.source, traj.source_name, synthetic_sources)
 
 
-def synthetic_source_names(environments: Iterable, base: Iterable[str] = DEFAULT_SYNTHETIC_SOURCES
-                           ) -> tuple[str, ...]:
+def synthetic_source_names(
+    environments: Iterable, base: Iterable[str] = DEFAULT_SYNTHETIC_SOURCES
+) -> tuple[str, ...]:
     """`base` plus the sources of environments with synthetic_data: true, less those of
     environments that do not say so (a user's file named like a default source wins)."""
     names = set(base)

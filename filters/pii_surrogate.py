@@ -28,6 +28,7 @@ answer, the thought and the accessibility text of one trajectory, whatever
 its separators, and a re-run gives the same bytes. Another trajectory gets
 another surrogate.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,20 @@ from filters.pii import (
 )
 
 EXAMPLE_DOMAINS = ("example.com", "example.net", "example.org")
-EN_STREET_NAMES = ("Birch", "Chestnut", "Sycamore", "Juniper", "Aspen", "Hawthorn", "Magnolia",
-                   "Poplar", "Laurel", "Spruce", "Alder", "Linden")
+EN_STREET_NAMES = (
+    "Birch",
+    "Chestnut",
+    "Sycamore",
+    "Juniper",
+    "Aspen",
+    "Hawthorn",
+    "Magnolia",
+    "Poplar",
+    "Laurel",
+    "Spruce",
+    "Alder",
+    "Linden",
+)
 ZH_ROAD_NAMES = ("幸福", "和平", "建设", "解放", "光明", "新华", "长江", "东风", "青年", "团结")
 ZH_COMMUNITY_NAMES = ("阳光", "翠苑", "金桂", "锦绣", "丽景", "春晖", "碧水", "枫林")
 _TRIES = 40
@@ -115,10 +128,10 @@ def _email(value: str, rng: random.Random) -> str:
 def _phone(value: str, rng: random.Random) -> str:
     digits = re.sub(r"\D", "", value)
     core = normalise("phone", value)
-    lead = len(digits) - len(core)          # a +86 / 0086 before a Chinese mobile
+    lead = len(digits) - len(core)  # a +86 / 0086 before a Chinese mobile
     if re.fullmatch(r"1[3-9]\d{9}", core):
-        keep, must = 3, ()                   # carrier prefix
-    elif core.startswith("0"):               # Chinese landline: 0 + area code
+        keep, must = 3, ()  # carrier prefix
+    elif core.startswith("0"):  # Chinese landline: 0 + area code
         keep = 3 if core[1] in "12" else 4
         must = (keep,)
     elif core.startswith("86") and len(core) > 2 and core[2] == "0":
@@ -126,10 +139,10 @@ def _phone(value: str, rng: random.Random) -> str:
         must = (keep,)
     else:
         m = re.fullmatch(r"(1?)([2-9]\d{2})([2-9]\d{2})(\d{4})", core)
-        if m:                                # North American: keep +1 and the area code
+        if m:  # North American: keep +1 and the area code
             keep = len(m.group(1)) + 3
             must = (keep,)
-        else:                                # other international: keep the country code
+        else:  # other international: keep the country code
             cc = re.match(r"\s*\+\s*(\d{1,3})", value)
             keep, must = (len(cc.group(1)) if cc else 0), ()
     new = list(core[:keep])
@@ -144,12 +157,16 @@ def _cn_id(value: str, rng: random.Random) -> str:
         yymmdd = f"{rng.randint(50, 99):02d}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
         parity = int(v[14]) % 2
         seq = f"{rng.randint(0, 99):02d}{rng.choice([d for d in range(10) if d % 2 == parity])}"
-        new = v[:2] + f"{rng.randint(1, 9)}{rng.randint(0, 9)}{rng.randint(1, 9)}{rng.randint(0, 9)}" \
-            + yymmdd + seq
+        new = (
+            v[:2]
+            + f"{rng.randint(1, 9)}{rng.randint(0, 9)}{rng.randint(1, 9)}{rng.randint(0, 9)}"
+            + yymmdd
+            + seq
+        )
         return _redigit(value, new)
     region = v[:2] + f"{rng.randint(0, 9)}{rng.randint(1, 9)}{rng.randint(0, 9)}{rng.randint(1, 9)}"
     birth = f"{rng.randint(1950, 2005)}{rng.randint(1, 12):02d}{rng.randint(1, 28):02d}"
-    parity = int(v[16]) % 2                  # the 17th digit's parity is the holder's sex
+    parity = int(v[16]) % 2  # the 17th digit's parity is the holder's sex
     seq = f"{rng.randint(0, 99):02d}{rng.choice([d for d in range(10) if d % 2 == parity])}"
     first17 = region + birth + seq
     check = id_check_char(first17)
@@ -200,8 +217,13 @@ def _en_address(value: str, rng: random.Random) -> str:
     for i, t in enumerate(tokens):
         if t.isdigit():
             out.append(_draw_digits(rng, len(t), t[0] != "0"))
-        elif (suffix_at is not None and number_at is not None and number_at + 1 < i < suffix_at
-              and t[:1].isupper() and t not in _EN_DIRECTION):  # "221B": the B stays
+        elif (
+            suffix_at is not None
+            and number_at is not None
+            and number_at + 1 < i < suffix_at
+            and t[:1].isupper()
+            and t not in _EN_DIRECTION
+        ):  # "221B": the B stays
             out.append(names.pop() if names else t)
         else:
             out.append(t)
@@ -223,22 +245,21 @@ def _zh_address(value: str, rng: random.Random) -> str:
     head, rest = value[:head_end], value[head_end:]
     out = head
     road = _ZH_ROAD_SUFFIX.search(rest)
-    if road and not re.fullmatch(r"[\d\-号栋幢座楼单元室层组]*", rest[:road.start()]):
+    if road and not re.fullmatch(r"[\d\-号栋幢座楼单元室层组]*", rest[: road.start()]):
         name = rng.choice(ZH_ROAD_NAMES)
         out += name + road.group(1)
-        rest = rest[road.end():]
+        rest = rest[road.end() :]
     community = _ZH_COMMUNITY_SUFFIX.search(rest)
     if community:
-        before = rest[:community.start()]
+        before = rest[: community.start()]
         lead = re.match(r"^[\d\-]+号", before)
         pre = lead.group(0) if lead else ""
         out += _digits_redrawn(pre, rng) + rng.choice(ZH_COMMUNITY_NAMES) + community.group(1)
-        rest = rest[community.end():]
+        rest = rest[community.end() :]
     return out + _digits_redrawn(rest, rng)
 
 
-_MAKERS = {"email": _email, "phone": _phone, "cn_id": _cn_id, "bank_card": _card,
-           "address": _address}
+_MAKERS = {"email": _email, "phone": _phone, "cn_id": _cn_id, "bank_card": _card, "address": _address}
 
 
 def is_valid(kind: str, text: str) -> bool:
@@ -246,16 +267,14 @@ def is_valid(kind: str, text: str) -> bool:
     if kind == "email":
         return bool(_EMAIL.fullmatch(text))
     if kind == "phone":
-        return any(rx.fullmatch(text) for rx in (_CN_MOBILE, _CN_LANDLINE_SEP, _NANP, _INTL,
-                                                 _LANDLINE_BARE))
+        return any(rx.fullmatch(text) for rx in (_CN_MOBILE, _CN_LANDLINE_SEP, _NANP, _INTL, _LANDLINE_BARE))
     if kind == "cn_id":
         v = re.sub(r"[\s-]", "", text)
         return valid_cn_id(text) or (len(v) == 15 and bool(_CN_ID15.search("ID " + v)))
     if kind == "bank_card":
         return bool(_CARD.fullmatch(text)) and _valid_card(text)
     if kind == "address":
-        return any(m.kind == "address" and m.start == 0 and m.end == len(text)
-                   for m in find_pii(text))
+        return any(m.kind == "address" and m.start == 0 and m.end == len(text) for m in find_pii(text))
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -275,8 +294,11 @@ def surrogate(kind: str, value: str, key: str) -> str:
         if re.search(r"[\u4e00-\u9fff]", value):
             return f"{rng.choice(ZH_ROAD_NAMES)}路{rng.randint(1, 999)}号"
         return f"{rng.randint(10, 9999)} {rng.choice(EN_STREET_NAMES)} Street"
-    return re.sub(r"[0-9]", lambda _m: str(rng.randint(0, 9)),
-                  re.sub(r"[A-Za-z]", lambda _m: chr(rng.randint(97, 122)), value))
+    return re.sub(
+        r"[0-9]",
+        lambda _m: str(rng.randint(0, 9)),
+        re.sub(r"[A-Za-z]", lambda _m: chr(rng.randint(97, 122)), value),
+    )
 
 
 class Surrogates:
@@ -290,7 +312,7 @@ class Surrogates:
 
     def __init__(self, key: str):
         self.key = key
-        self.known: dict[str, str] = {}      # value as written -> kind
+        self.known: dict[str, str] = {}  # value as written -> kind
         self._cache: dict[tuple[str, str], str] = {}
 
     def learn(self, text: str | None) -> None:
@@ -324,7 +346,7 @@ class Surrogates:
             return text, []
         parts, pos = [], 0
         for m in matches:
-            parts.append(text[pos:m.start])
+            parts.append(text[pos : m.start])
             parts.append(self.value(m.kind, m.text))
             pos = m.end
         parts.append(text[pos:])

@@ -18,6 +18,7 @@ the last pass, a trajectory at a time. Tables go to temporary names and are rena
 store is built beside the old one and swapped in, so a re-run replaces it. The same
 input gives the same bytes.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -58,15 +59,22 @@ class CurateResult:
     summary: dict
     seconds: float
     timings: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, dict] = field(default_factory=dict)   # stage -> what it counted
+    counts: dict[str, dict] = field(default_factory=dict)  # stage -> what it counted
 
     @property
     def store(self) -> RawStore:
         return RawStore(self.out_dir / "store")
 
 
-def curate(raw_steps_dir: Path, blobs: BlobStore, out_dir: Path, *, config: CurateConfig | None = None,
-           judge=None, progress: Callable[[str], Any] | None = None) -> CurateResult:
+def curate(
+    raw_steps_dir: Path,
+    blobs: BlobStore,
+    out_dir: Path,
+    *,
+    config: CurateConfig | None = None,
+    judge=None,
+    progress: Callable[[str], Any] | None = None,
+) -> CurateResult:
     """Curate raw_steps_dir (steps.parquet + trajectories.parquet; screenshots in `blobs`).
 
     `progress`, if given, is called with a short line of text after each batch
@@ -81,8 +89,13 @@ def curate(raw_steps_dir: Path, blobs: BlobStore, out_dir: Path, *, config: Cura
     work.mkdir()
     try:
         config.check()
-        result = _run(RawSteps(raw_steps_dir, blobs, work, config.batch_rows), out_dir, config,
-                      judge, progress or (lambda msg: None))
+        result = _run(
+            RawSteps(raw_steps_dir, blobs, work, config.batch_rows),
+            out_dir,
+            config,
+            judge,
+            progress or (lambda msg: None),
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result.seconds = time.perf_counter() - started
@@ -96,8 +109,9 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
     timings[name] = round(time.perf_counter() - t0, 3)
 
 
-def _run(source: RawSteps, out_dir: Path, config: CurateConfig, judge,
-         say: Callable[[str], Any]) -> CurateResult:
+def _run(
+    source: RawSteps, out_dir: Path, config: CurateConfig, judge, say: Callable[[str], Any]
+) -> CurateResult:
     """The stages in their order (see the module's docstring)."""
     timings: dict[str, float] = {}
     filters = default_filters(config)
@@ -112,21 +126,34 @@ def _run(source: RawSteps, out_dir: Path, config: CurateConfig, judge,
     with _timed(timings, "score_s"):
         scorer.run(trajs, source.work / "scores.parquet", config.workers, say)
     with _timed(timings, "write_s"):
-        stages = _Stages(source=source, scorer=scorer, decider=Decider(filters, scorer.steps),
-                         scrubber=Scrubber(config, source), verdicts=verdicts,
-                         writer=CurationWriter(out_dir, source.work, source.blobs,
-                                               steps_schema(score_columns(filters)),
-                                               config.batch_rows))
+        stages = _Stages(
+            source=source,
+            scorer=scorer,
+            decider=Decider(filters, scorer.steps),
+            scrubber=Scrubber(config, source),
+            verdicts=verdicts,
+            writer=CurationWriter(
+                out_dir, source.work, source.blobs, steps_schema(score_columns(filters)), config.batch_rows
+            ),
+        )
         traj_rows = stages.last_pass(trajs, config.workers, say)
     for tid in sorted(set(trajs) - scorer.trajectories):  # a trajectory with no step rows
         traj_rows[tid] = stages.decider.without_steps(trajs[tid])
     summary = _summary(stages, config, traj_rows, judged=judge is not None)
     stages.writer.commit([traj_rows[t] for t in sorted(traj_rows)], summary)
-    return CurateResult(out_dir=out_dir, steps_in=summary["steps_in"],
-                        steps_kept=summary["steps_kept"], dropped=summary["dropped"],
-                        trajectories_in=summary["trajectories_in"],
-                        trajectories_kept=summary["trajectories_kept"], pii=summary["pii"],
-                        summary=summary, seconds=0.0, timings=timings, counts=_counts(stages))
+    return CurateResult(
+        out_dir=out_dir,
+        steps_in=summary["steps_in"],
+        steps_kept=summary["steps_kept"],
+        dropped=summary["dropped"],
+        trajectories_in=summary["trajectories_in"],
+        trajectories_kept=summary["trajectories_kept"],
+        pii=summary["pii"],
+        summary=summary,
+        seconds=0.0,
+        timings=timings,
+        counts=_counts(stages),
+    )
 
 
 @dataclass(frozen=True)
@@ -141,11 +168,11 @@ class _Stages:
     writer: CurationWriter
     verdicts: dict[str, JudgeVerdict]
 
-    def last_pass(self, trajs: dict[str, Trajectory], workers: int,
-                  say: Callable[[str], Any]) -> dict[str, dict]:
+    def last_pass(
+        self, trajs: dict[str, Trajectory], workers: int, say: Callable[[str], Any]
+    ) -> dict[str, dict]:
         """trajectory_id -> its trajectories.parquet row, for those with step rows."""
-        scores = _rows_of(pq.ParquetFile(self.source.work / "scores.parquet"),
-                          self.source.batch_rows)
+        scores = _rows_of(pq.ParquetFile(self.source.work / "scores.parquet"), self.source.batch_rows)
         traj_rows = {}
         # Decoding, blurring and encoding let go of the GIL: a kept step per thread.
         with self.writer, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -156,8 +183,9 @@ class _Stages:
                     say(f"curate: decided {rows[-1]['row'] + 1} of {self.scorer.steps} steps")
         return traj_rows
 
-    def trajectory(self, pool: ThreadPoolExecutor, traj: Trajectory | None, raws: list[dict],
-                   rows: list[dict]) -> dict:
+    def trajectory(
+        self, pool: ThreadPoolExecutor, traj: Trajectory | None, raws: list[dict], rows: list[dict]
+    ) -> dict:
         """Decides the rows (in place), scrubs and stores the kept steps; the verdict row."""
         for raw, row in zip(raws, rows):
             assert (row["trajectory_id"], row["index"]) == (raw["trajectory_id"], raw["index"])
@@ -181,8 +209,7 @@ class _Stages:
         step = self.writer.screenshot(scrubbed.step, scrubbed.image)
         kinds = self.scrubber.count_step(scrubbed, policy)
         self.writer.audit(step.trajectory_id, step.index, policy.audit_action, scrubbed.records)
-        row.update(pii_kinds=sorted(kinds), pii_count=len(scrubbed.records),
-                   screenshot_out=step.screenshot)
+        row.update(pii_kinds=sorted(kinds), pii_count=len(scrubbed.records), screenshot_out=step.screenshot)
         return step
 
 
@@ -193,13 +220,17 @@ def _summary(stages: _Stages, config: CurateConfig, traj_rows: dict[str, dict], 
     assert scorer.steps == d.steps_kept + sum(d.dropped.values()), (scorer.steps, d.dropped)
     assert len(traj_rows) == d.trajectories_kept + sum(d.trajectories_dropped.values())
     summary = {
-        "steps_in": scorer.steps, "steps_kept": d.steps_kept, "dropped": dict(d.dropped),
-        "trajectories_in": len(traj_rows), "trajectories_kept": d.trajectories_kept,
+        "steps_in": scorer.steps,
+        "steps_kept": d.steps_kept,
+        "dropped": dict(d.dropped),
+        "trajectories_in": len(traj_rows),
+        "trajectories_kept": d.trajectories_kept,
         "trajectories_dropped": dict(sorted(d.trajectories_dropped.items())),
         "pii": dict(sorted(stages.scrubber.replaced.items())),
         **stages.scrubber.summary(),
-        "neardup_histogram": {str(k): v for k, v in
-                              sorted(d.histogram(config.histogram_max_distance).items())},
+        "neardup_histogram": {
+            str(k): v for k, v in sorted(d.histogram(config.histogram_max_distance).items())
+        },
         "screens_decoded": len(scorer.screens),
         "filter_order": list(FILTER_ORDER),
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
@@ -215,18 +246,31 @@ def _counts(stages: _Stages) -> dict[str, dict]:
     d, s, w = stages.decider, stages.scrubber, stages.writer
     verdicts = stages.verdicts.values()
     return {
-        "read": {"trajectories": stages.source.trajectories_read,
-                 "screens_decoded": len(stages.scorer.screens)},
+        "read": {
+            "trajectories": stages.source.trajectories_read,
+            "screens_decoded": len(stages.scorer.screens),
+        },
         "judge": {"judged": len(verdicts), "parsed": sum(1 for v in verdicts if v.parsed)},
         "score": {"steps": stages.scorer.steps, "trajectories": len(stages.scorer.trajectories)},
-        "decide": {"steps_kept": d.steps_kept, "steps_dropped": dict(d.dropped),
-                   "trajectories_kept": d.trajectories_kept,
-                   "trajectories_dropped": dict(sorted(d.trajectories_dropped.items()))},
-        "scrub": {"steps_with_pii": s.steps_with_pii, "replaced": dict(sorted(s.replaced.items())),
-                  "synthetic_kept": dict(sorted(s.synthetic_kept.items())),
-                  "trajectories": dict(sorted(s.policies.items())), "ocr_screens": s.ocr_screens},
-        "write": {"step_rows": w.rows_written, "trajectories": w.trajectories_stored,
-                  "steps": w.steps_stored, "audit_lines": w.audit_lines},
+        "decide": {
+            "steps_kept": d.steps_kept,
+            "steps_dropped": dict(d.dropped),
+            "trajectories_kept": d.trajectories_kept,
+            "trajectories_dropped": dict(sorted(d.trajectories_dropped.items())),
+        },
+        "scrub": {
+            "steps_with_pii": s.steps_with_pii,
+            "replaced": dict(sorted(s.replaced.items())),
+            "synthetic_kept": dict(sorted(s.synthetic_kept.items())),
+            "trajectories": dict(sorted(s.policies.items())),
+            "ocr_screens": s.ocr_screens,
+        },
+        "write": {
+            "step_rows": w.rows_written,
+            "trajectories": w.trajectories_stored,
+            "steps": w.steps_stored,
+            "audit_lines": w.audit_lines,
+        },
     }
 
 

@@ -11,6 +11,7 @@ failed random walk through the home screen must not make the successful run
 that comes later (in id order) lose its home-screen step as a "duplicate" of
 a step that is itself dropped.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,13 @@ from .base import Filter, ScreenInfo, TrajectoryContext
 from .neardup import DEFAULT_MAX_DISTANCE, distance_histogram, nearest_earlier
 from .phash import decode_grey, hamming, phash_bytes, phash_grey, to_signed
 
-TAP_LIKE = {ActionType.TAP.value, ActionType.RIGHT_CLICK.value, ActionType.DOUBLE_TAP.value,
-            ActionType.LONG_PRESS.value, ActionType.SELECT.value}
+TAP_LIKE = {
+    ActionType.TAP.value,
+    ActionType.RIGHT_CLICK.value,
+    ActionType.DOUBLE_TAP.value,
+    ActionType.LONG_PRESS.value,
+    ActionType.SELECT.value,
+}
 _SCREEN_CHANGING = {t.value for t in SCREEN_CHANGING}
 FAILED_OUTCOMES = ("failure", "error")
 # Blank detection looks at the greyscale image reduced to at most this many
@@ -43,6 +49,7 @@ BLANK_MIN_STD = 1.0
 
 
 # -- reading screenshots ----------------------------------------------------------
+
 
 def read_screen(blobs, sha: str, fmt: str) -> ScreenInfo:
     """Decode one screenshot: its pHash and greyscale std, or why there is none."""
@@ -75,6 +82,7 @@ def read_screen(blobs, sha: str, fmt: str) -> ScreenInfo:
 
 # -- helpers ----------------------------------------------------------------------
 
+
 def action_signature(step: Step) -> str:
     """What makes two samples on one screen the same training sample: the action
     type, its points on a 0.01 grid, its text and direction."""
@@ -83,8 +91,7 @@ def action_signature(step: Step) -> str:
     def pt(x, y):
         return "" if x is None else f"{x:.2f},{y:.2f}"
 
-    return "\x1f".join([a.type.value, pt(a.x, a.y), pt(a.x2, a.y2), a.direction or "",
-                        a.text or ""])
+    return "\x1f".join([a.type.value, pt(a.x, a.y), pt(a.x2, a.y2), a.direction or "", a.text or ""])
 
 
 def _is_reference(ctx: TrajectoryContext) -> bool:
@@ -96,6 +103,7 @@ def _rows(ctx: TrajectoryContext, **same) -> list[dict[str, Any]]:
 
 
 # -- trajectory-level ---------------------------------------------------------------
+
 
 class TrajectoryLength(Filter):
     name, level = "trajectory_length", "trajectory"
@@ -152,6 +160,7 @@ class JudgeFailure(Filter):
 
 
 # -- step-level: the record and its screenshot -----------------------------------------
+
 
 class OutOfBounds(Filter):
     """A coordinate of the raw row outside [0, 1] (read before validation, which
@@ -210,8 +219,7 @@ class BrokenScreenshot(Filter):
     columns = {"decode_error": pa.string()}
 
     def score(self, ctx):
-        return [{"decode_error": v.screen.error if v.screen.status == "broken" else None}
-                for v in ctx.steps]
+        return [{"decode_error": v.screen.error if v.screen.status == "broken" else None} for v in ctx.steps]
 
     def keep(self, s):
         return s["decode_error"] is None
@@ -235,6 +243,7 @@ class BlankScreenshot(Filter):
 
 # -- step-level: the action ----------------------------------------------------------------
 
+
 class NoElement(Filter):
     """A tap-like point inside no element box (only when the step has boxed
     elements): score = distance from the point to the nearest box (0 inside)."""
@@ -254,8 +263,10 @@ class NoElement(Filter):
                 boxes = [e.bbox for e in st.elements if e.bbox is not None]
                 if boxes:
                     x, y = st.action.x, st.action.y
-                    d = min(math.hypot(max(x0 - x, 0.0, x - x1), max(y0 - y, 0.0, y - y1))
-                            for x0, y0, x1, y1 in boxes)
+                    d = min(
+                        math.hypot(max(x0 - x, 0.0, x - x1), max(y0 - y, 0.0, y - y1))
+                        for x0, y0, x1, y1 in boxes
+                    )
             out.append({"element_distance": d})
         return out
 
@@ -330,8 +341,7 @@ class NearDuplicate(Filter):
                 out.append({"phash": None, "neardup_of": None, "neardup_distance": None})
                 continue
             self.hashes.append(h)
-            screen = ("a" + screen_signature(v.step.a11y_tree) if v.step.a11y_tree
-                      else "u" + v.step.url)
+            screen = "a" + screen_signature(v.step.a11y_tree) if v.step.a11y_tree else "u" + v.step.url
             key = screen + "\x1e" + action_signature(v.step)
             # A step of a non-reference trajectory is neither searched nor found.
             self.keys.append(key if ref else f"\x00row{v.row}")
@@ -344,8 +354,9 @@ class NearDuplicate(Filter):
         return nearest_earlier(hashes, self.keys, self.max_distance)
 
     def histogram(self, max_distance: int = 16) -> dict[int, int]:
-        return distance_histogram(np.asarray(self.hashes, dtype=np.uint64), self.keys,
-                                  max_distance=max_distance)
+        return distance_histogram(
+            np.asarray(self.hashes, dtype=np.uint64), self.keys, max_distance=max_distance
+        )
 
     def keep(self, s):
         # The stored match is the closest within the radius searched: a lower
@@ -362,8 +373,11 @@ class NoOp(Filter):
     """
 
     name = "no_op"
-    columns = {"next_phash_distance": pa.int16(), "next_tree_same": pa.bool_(),
-               "screen_changed_recorded": pa.bool_()}
+    columns = {
+        "next_phash_distance": pa.int16(),
+        "next_tree_same": pa.bool_(),
+        "screen_changed_recorded": pa.bool_(),
+    }
 
     def __init__(self, max_distance: int = 1):
         self.max_distance = max_distance
@@ -372,8 +386,11 @@ class NoOp(Filter):
         out = []
         for i, v in enumerate(ctx.steps):
             nxt = ctx.steps[i + 1] if i + 1 < len(ctx.steps) else None
-            row = {"next_phash_distance": None, "next_tree_same": None,
-                   "screen_changed_recorded": v.step.screen_changed if v.step else None}
+            row = {
+                "next_phash_distance": None,
+                "next_tree_same": None,
+                "screen_changed_recorded": v.step.screen_changed if v.step else None,
+            }
             if nxt is not None and v.step is not None and nxt.step is not None:
                 if v.screen.phash is not None and nxt.screen.phash is not None:
                     row["next_phash_distance"] = hamming(v.screen.phash, nxt.screen.phash)
@@ -446,22 +463,43 @@ class JudgeIrrelevant(Filter):
         return not s["judge_irrelevant"]
 
 
-FILTER_ORDER = ["trajectory_length", "task_failed", "judge_failure",
-                "out_of_bounds", "invalid_step", "missing_screenshot", "broken_screenshot",
-                "blank_screenshot", "no_element", "exact_duplicate", "near_duplicate",
-                "no_op", "loop", "judge_irrelevant"]
+FILTER_ORDER = [
+    "trajectory_length",
+    "task_failed",
+    "judge_failure",
+    "out_of_bounds",
+    "invalid_step",
+    "missing_screenshot",
+    "broken_screenshot",
+    "blank_screenshot",
+    "no_element",
+    "exact_duplicate",
+    "near_duplicate",
+    "no_op",
+    "loop",
+    "judge_irrelevant",
+]
 
 
 def default_filters(config) -> list[Filter]:
     """The filters in their fixed order (FILTER_ORDER): trajectory-level first,
     then the record, the screenshot, the action, duplicates, behaviour, the judge."""
     trusted = tuple(config.trusted_verifiers)
-    filters = [TrajectoryLength(config.min_steps, config.max_steps),
-               TaskFailed(config.drop_failed), JudgeFailure(trusted),
-               OutOfBounds(config.oob_tolerance), InvalidStep(), MissingScreenshot(),
-               BrokenScreenshot(), BlankScreenshot(config.blank_min_std),
-               NoElement(config.element_max_distance), ExactDuplicate(),
-               NearDuplicate(config.near_duplicate_max_distance), NoOp(config.noop_max_distance),
-               Loop(config.loop_k), JudgeIrrelevant(trusted)]
+    filters = [
+        TrajectoryLength(config.min_steps, config.max_steps),
+        TaskFailed(config.drop_failed),
+        JudgeFailure(trusted),
+        OutOfBounds(config.oob_tolerance),
+        InvalidStep(),
+        MissingScreenshot(),
+        BrokenScreenshot(),
+        BlankScreenshot(config.blank_min_std),
+        NoElement(config.element_max_distance),
+        ExactDuplicate(),
+        NearDuplicate(config.near_duplicate_max_distance),
+        NoOp(config.noop_max_distance),
+        Loop(config.loop_k),
+        JudgeIrrelevant(trusted),
+    ]
     assert [f.name for f in filters] == FILTER_ORDER
     return filters

@@ -16,6 +16,7 @@ Keys: `url_key` (path + query, without the flash-message parameter) and, as a
 variant, `a11y_key` (a hash of the page's aria snapshot). The pairs come out as
 plain dicts; filters/calibration.py scores them (it never drives a browser).
 """
+
 from __future__ import annotations
 
 import random
@@ -30,15 +31,18 @@ from schemas.screen_signature import screen_signature
 FLASH_PARAMS = frozenset({"msg", "notice"})
 
 WEB_VIEWPORT = {"width": 1280, "height": 800}
-PHONE = {"viewport": {"width": 412, "height": 915}, "device_scale_factor": 2.625,
-         "is_mobile": True, "has_touch": True}
+PHONE = {
+    "viewport": {"width": 412, "height": 915},
+    "device_scale_factor": 2.625,
+    "is_mobile": True,
+    "has_touch": True,
+}
 
 
 def url_key(url: str) -> str:
     """Path and sorted query of a URL, without host and flash-message parameters."""
     u = urlparse(url)
-    q = sorted((k, v) for k, v in parse_qsl(u.query, keep_blank_values=True)
-               if k not in FLASH_PARAMS)
+    q = sorted((k, v) for k, v in parse_qsl(u.query, keep_blank_values=True) if k not in FLASH_PARAMS)
     return u.path + (f"?{urlencode(q)}" if q else "")
 
 
@@ -85,10 +89,13 @@ class _Shooter:
         return img, url_key(self.page.url), a11y_key(self.page.locator("body").aria_snapshot())
 
     def scroll(self, px: int) -> None:
-        self.page.evaluate("""(px) => {
+        self.page.evaluate(
+            """(px) => {
           const m = document.querySelector('.m-main');
           if (m && m.scrollHeight > m.clientHeight) m.scrollBy(0, px); else window.scrollBy(0, px);
-        }""", px)
+        }""",
+            px,
+        )
         self.page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
 
     def toast(self) -> None:
@@ -96,21 +103,33 @@ class _Shooter:
 
     def tick(self, selector: str) -> None:
         """A clock moving on: every digit of the first `selector` element + 1 (same format)."""
-        n = self.page.evaluate("(s) => { const e = document.querySelector(s); if (!e) return 0;"
-                               " e.textContent = e.textContent.replace(/[0-9]/g,"
-                               " d => String((+d + 1) % 10)); return 1; }", selector)
+        n = self.page.evaluate(
+            "(s) => { const e = document.querySelector(s); if (!e) return 0;"
+            " e.textContent = e.textContent.replace(/[0-9]/g,"
+            " d => String((+d + 1) % 10)); return 1; }",
+            selector,
+        )
         if not n:
             raise RuntimeError(f"{self.app}: no {selector!r} on {self.page.url}")
 
 
 def _pair(sh: _Shooter, name: str, kind: str, label: bool, a, b) -> dict:
-    return {"name": f"{sh.app}/{sh.lang}/{'phone' if sh.mobile else 'web'}/{kind}/{name}",
-            "kind": kind, "label": label, "image_a": a[0], "image_b": b[0], "key_a": a[1],
-            "key_b": b[1], "a11y_a": a[2], "a11y_b": b[2]}
+    return {
+        "name": f"{sh.app}/{sh.lang}/{'phone' if sh.mobile else 'web'}/{kind}/{name}",
+        "kind": kind,
+        "label": label,
+        "image_a": a[0],
+        "image_b": b[0],
+        "key_a": a[1],
+        "key_b": b[1],
+        "a11y_a": a[2],
+        "a11y_b": b[2],
+    }
 
 
-def _same_page(sh: _Shooter, path: str, name: str, kind: str, change: Callable[[], None],
-               label: bool) -> dict:
+def _same_page(
+    sh: _Shooter, path: str, name: str, kind: str, change: Callable[[], None], label: bool
+) -> dict:
     """Screenshot `path`, apply `change` on the same URL, screenshot again."""
     sh.goto(path)
     a = sh.shot()
@@ -118,8 +137,7 @@ def _same_page(sh: _Shooter, path: str, name: str, kind: str, change: Callable[[
     return _pair(sh, name, kind, label, a, sh.shot())
 
 
-def _two_pages(sh: _Shooter, path_a: str, path_b: str, kind: str = "other_page",
-               label: bool = False) -> dict:
+def _two_pages(sh: _Shooter, path_a: str, path_b: str, kind: str = "other_page", label: bool = False) -> dict:
     sh.goto(path_a)
     a = sh.shot()
     sh.goto(path_b)
@@ -142,25 +160,41 @@ def _scenes(sh: _Shooter, rng: random.Random) -> Iterable[dict]:
         yield _two_pages(sh, "/product/p1", "/product/p2")
         yield _two_pages(sh, "/product/p3", "/product/p4")
         pid = _not_in_cart(app, sh.lang, sh.seed)
-        yield _same_page(sh, "/cart", f"cart+{pid}", "same_url",
-                         lambda: (sh.post("/cart/add", {"pid": pid}), sh.goto("/cart")), False)
+        yield _same_page(
+            sh,
+            "/cart",
+            f"cart+{pid}",
+            "same_url",
+            lambda: (sh.post("/cart/add", {"pid": pid}), sh.goto("/cart")),
+            False,
+        )
     elif app == "mail":
         yield _same_page(sh, "/", "inbox", "scroll", lambda: sh.scroll(px()), True)
         yield _same_page(sh, "/", "inbox", "clock", lambda: sh.tick(".gm-date, .c-time"), True)
         yield _same_page(sh, "/m/m1", "m1", "toast", sh.toast, True)
         yield _two_pages(sh, "/m/m1", "/m/m2")
-        yield _same_page(sh, "/f/archive", "archive+1", "same_url",
-                         lambda: (sh.post("/m/m1/act", {"action": "archive"}),
-                                  sh.goto("/f/archive")), False)
+        yield _same_page(
+            sh,
+            "/f/archive",
+            "archive+1",
+            "same_url",
+            lambda: (sh.post("/m/m1/act", {"action": "archive"}), sh.goto("/f/archive")),
+            False,
+        )
     elif app == "social":
         yield _same_page(sh, "/", "home", "scroll", lambda: sh.scroll(px()), True)
         yield _same_page(sh, "/", "home", "toast", sh.toast, True)
         yield _two_pages(sh, "/u/mayaruns", "/u/leocodes")
     elif app == "settings":
         yield _same_page(sh, "/", "index", "toast", sh.toast, True)
-        yield _same_page(sh, "/display", "dark", "same_url",
-                         lambda: (sh.post("/toggle", {"key": "dark_mode"}), sh.goto("/display")),
-                         False)
+        yield _same_page(
+            sh,
+            "/display",
+            "dark",
+            "same_url",
+            lambda: (sh.post("/toggle", {"key": "dark_mode"}), sh.goto("/display")),
+            False,
+        )
     elif app == "notes":
         yield _same_page(sh, "/", "index", "scroll", lambda: sh.scroll(px()), True)
         yield _two_pages(sh, "/n/n1", "/n/n2")
@@ -170,13 +204,23 @@ def _scenes(sh: _Shooter, rng: random.Random) -> Iterable[dict]:
         # the app's own toast: the same page reached with ?msg=added
         yield _two_pages(sh, "/product/m1", "/product/m1?msg=added", kind="toast", label=True)
         yield _two_pages(sh, "/product/m1", "/product/m2")
-        yield _same_page(sh, "/product/m3", "sku sheet", "same_url",
-                         lambda: (sh.page.click("[data-sheet=sku]"),
-                                  sh.page.wait_for_selector(".m-sheet:not([hidden])")), False)
+        yield _same_page(
+            sh,
+            "/product/m3",
+            "sku sheet",
+            "same_url",
+            lambda: (sh.page.click("[data-sheet=sku]"), sh.page.wait_for_selector(".m-sheet:not([hidden])")),
+            False,
+        )
         pid = _not_in_cart(app, sh.lang, sh.seed)
-        yield _same_page(sh, "/cart", f"cart+{pid}", "same_url",
-                         lambda: (sh.post("/cart/add", {"pid": pid, "qty": "1"}),
-                                  sh.goto("/cart")), False)
+        yield _same_page(
+            sh,
+            "/cart",
+            f"cart+{pid}",
+            "same_url",
+            lambda: (sh.post("/cart/add", {"pid": pid, "qty": "1"}), sh.goto("/cart")),
+            False,
+        )
     elif app == "mobile_social":
         yield _same_page(sh, "/", "home", "scroll", lambda: sh.scroll(px()), True)
         yield _same_page(sh, "/", "home", "clock", lambda: sh.tick(".m-clock"), True)
@@ -187,8 +231,14 @@ WEB_APPS = ("shop", "mail", "social", "settings", "notes")
 PHONE_APPS = ("mobile_shop", "mobile_social")
 
 
-def draw_pairs(server_url: str, browser, *, langs: Iterable[str] = ("en", "zh"),
-               apps: Iterable[str] = WEB_APPS + PHONE_APPS, seed: int = 0) -> list[dict]:
+def draw_pairs(
+    server_url: str,
+    browser,
+    *,
+    langs: Iterable[str] = ("en", "zh"),
+    apps: Iterable[str] = WEB_APPS + PHONE_APPS,
+    seed: int = 0,
+) -> list[dict]:
     """Drive `browser` (a Playwright Browser) over the sandbox at `server_url`; one dict per
     pair (filters.calibration.labelled_pairs reads them)."""
     rng = random.Random(seed)

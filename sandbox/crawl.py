@@ -10,6 +10,7 @@ Progress goes to tqdm (on a terminal) and to an optional callback.
 
 `draw_task_device` is the device a sandbox task's episode draws from the seed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -51,8 +52,9 @@ def template_for(task: Task, templates: dict[str, TaskTemplate]) -> TaskTemplate
         raise KeyError(f"task {task.task_id}: unknown template {task.template_id!r}") from None
 
 
-def draw_task_device(task: Task, seed: int, devices: list[str] | None = None,
-                     env: CrawlEnv | None = None) -> DeviceProfile:
+def draw_task_device(
+    task: Task, seed: int, devices: list[str] | None = None, env: CrawlEnv | None = None
+) -> DeviceProfile:
     """The device a task's episode draws from `seed` (a mobile task: the phone its
     partition plays it on), among the profiles `devices` names."""
     mobile = is_mobile_task(task, env)
@@ -87,9 +89,16 @@ class SandboxCrawl:
     guard: SafetyGuard | None = None
 
 
-def crawl(tasks: Iterable[Task], how: SandboxCrawl, *, store: RawStore, collection: str,
-          env: CrawlEnv | None = None, pool: EnvPool | None = None,
-          progress: Callable[[ProgressEvent], None] | None = None) -> CrawlStats:
+def crawl(
+    tasks: Iterable[Task],
+    how: SandboxCrawl,
+    *,
+    store: RawStore,
+    collection: str,
+    env: CrawlEnv | None = None,
+    pool: EnvPool | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+) -> CrawlStats:
     """Crawl `tasks` into `store`/`collection` as `how` says; returns what happened.
 
     `env`, when given, is used as is (its own request filter); otherwise one
@@ -130,10 +139,14 @@ def crawl(tasks: Iterable[Task], how: SandboxCrawl, *, store: RawStore, collecti
     check_devices(devices, pool)
     # Each task's device, drawn from the seed, unless a DevicePool's leased phone decides.
     seed_draws = pool is None or pool.profiles is None
-    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None
-             for t in tasks}
-    plan = CrawlPlan(store=store, collection=collection, desc=f"crawl {collection}",
-                     batch_size=how.batch_size, progress=progress)
+    drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None for t in tasks}
+    plan = CrawlPlan(
+        store=store,
+        collection=collection,
+        desc=f"crawl {collection}",
+        batch_size=how.batch_size,
+        progress=progress,
+    )
     stats = CrawlStats()
     guard = how.guard or SafetyGuard()
     check = policy == "oracle" or how.verify_random_walk
@@ -143,25 +156,54 @@ def crawl(tasks: Iterable[Task], how: SandboxCrawl, *, store: RawStore, collecti
         template = template_for(task, templates)
 
         def play(env: CrawlEnv, ctx: EpisodeContext):
-            pol = (OraclePolicy(template, task) if policy == "oracle" else
-                   # The walk says `done` on its last step, inside the runner's step budget.
-                   RandomWalkPolicy(episode_seed(seed, task.task_id), max_steps=max_steps,
-                                    lang=task.language, guard=guard))
-            return run_episode(env, task, pol, ctx, server_url=how.server_url,
-                               distraction_rate=how.distraction_rate,
-                               template=template if check else None)
-        episode = EpisodeContext(trajectory_id=tid, seed=seed, device=drawn[task.task_id],
-                                 blobs=store.blobs, guard=guard, max_steps=max_steps,
-                                 audit=audit)
+            pol = (
+                OraclePolicy(template, task)
+                if policy == "oracle"
+                # The walk says `done` on its last step, inside the runner's step budget.
+                else RandomWalkPolicy(
+                    episode_seed(seed, task.task_id), max_steps=max_steps, lang=task.language, guard=guard
+                )
+            )
+            return run_episode(
+                env,
+                task,
+                pol,
+                ctx,
+                server_url=how.server_url,
+                distraction_rate=how.distraction_rate,
+                template=template if check else None,
+            )
+
+        episode = EpisodeContext(
+            trajectory_id=tid,
+            seed=seed,
+            device=drawn[task.task_id],
+            blobs=store.blobs,
+            guard=guard,
+            max_steps=max_steps,
+            audit=audit,
+        )
         return CrawlJob(task, episode, play)
 
     # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
     retry = RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed")
     crawl_ctx = CrawlContext(policy=policy, source_name=SOURCE_NAME, retry=retry, stats=stats)
-    with crawl_source(env, pool, [how.server_url, *(how.extra_origins or [])],
-                      image_format=how.image_format, step_timeout_s=how.step_timeout_s
-                      ) as source, \
-            store.audit_log(collection) as audit:
-        run_crawl(plan, tasks, lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
-                  lambda task, tid: job_for(task, tid, audit), crawl_ctx, source)
+    with (
+        crawl_source(
+            env,
+            pool,
+            [how.server_url, *(how.extra_origins or [])],
+            image_format=how.image_format,
+            step_timeout_s=how.step_timeout_s,
+        ) as source,
+        store.audit_log(collection) as audit,
+    ):
+        run_crawl(
+            plan,
+            tasks,
+            lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
+            lambda task, tid: job_for(task, tid, audit),
+            crawl_ctx,
+            source,
+        )
     return stats

@@ -8,6 +8,7 @@ the task template: `check_state`); the oracle is the template's planner
 (`oracle_policy`). Its values are planted by the sandbox itself
 (`synthetic_data`).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -29,17 +30,30 @@ def sandbox_environment(server_url: str, distraction_rate: float = 0.25) -> Envi
     """The sandbox served at `server_url`, every app, pop-ups at `distraction_rate`."""
     base = server_url.rstrip("/")
     return Environment(
-        name="sandbox", source_name=SOURCE_NAME, platform="web",
+        name="sandbox",
+        source_name=SOURCE_NAME,
+        platform="web",
         description="The embedded sandbox apps (EN/ZH), verified from their state.",
-        start_url=(f"{base}/start?sid={{session}}&app={{app}}&lang={{language}}&seed={{seed}}"
-                   f"&theme={{theme}}&font_scale={{font_scale}}"
-                   f"&distraction_rate={distraction_rate}"),
-        allow=[base], languages=["en", "zh"],
+        start_url=(
+            f"{base}/start?sid={{session}}&app={{app}}&lang={{language}}&seed={{seed}}"
+            f"&theme={{theme}}&font_scale={{font_scale}}"
+            f"&distraction_rate={distraction_rate}"
+        ),
+        allow=[base],
+        languages=["en", "zh"],
         # The state is checked once the policy stops, as the template's check is written for.
-        verifier=VerifierSpec(kind="state", url=f"{base}/api/state/{{session}}",
-                              function=CHECK_STATE, every_step=False, timeout_s=10.0),
-        oracle="sandbox.environment:oracle_policy", synthetic_data=True,
-        explore=ExploreSpec(policy="random_walk"), max_steps=30)
+        verifier=VerifierSpec(
+            kind="state",
+            url=f"{base}/api/state/{{session}}",
+            function=CHECK_STATE,
+            every_step=False,
+            timeout_s=10.0,
+        ),
+        oracle="sandbox.environment:oracle_policy",
+        synthetic_data=True,
+        explore=ExploreSpec(policy="random_walk"),
+        max_steps=30,
+    )
 
 
 def last_answer(history: list[Step]) -> str | None:
@@ -47,22 +61,34 @@ def last_answer(history: list[Step]) -> str | None:
     return answers[-1] if answers else None
 
 
-def check_state(task: Task, observation: Observation, history: list[Step], env, *,
-                state: dict, templates: dict[str, TaskTemplate] | None = None) -> dict:
+def check_state(
+    task: Task,
+    observation: Observation,
+    history: list[Step],
+    env,
+    *,
+    state: dict,
+    templates: dict[str, TaskTemplate] | None = None,
+) -> dict:
     """The task template's check of the session's state (and the answer given)."""
     templates = TEMPLATES if templates is None else templates
     template = templates.get(task.template_id or "")
     if template is None:
         raise ValueError(f"task {task.task_id}: no template {task.template_id!r} to check with")
     ok = template.check(task, state["state"], last_answer(history))
-    return {"done": True, "success": bool(ok),
-            "distractions": [str(d) for d in state.get("distractions", [])]}
+    return {
+        "done": True,
+        "success": bool(ok),
+        "distractions": [str(d) for d in state.get("distractions", [])],
+    }
 
 
-def oracle_policy(task: Task, environment: Environment | None = None,
-                  templates: dict[str, TaskTemplate] | None = None) -> OraclePolicy:
+def oracle_policy(
+    task: Task, environment: Environment | None = None, templates: dict[str, TaskTemplate] | None = None
+) -> OraclePolicy:
     templates = TEMPLATES if templates is None else templates
     if task.template_id not in templates:
-        raise ValueError(f"task {task.task_id}: the oracle policy needs a known template_id "
-                         f"(got {task.template_id!r})")
+        raise ValueError(
+            f"task {task.task_id}: the oracle policy needs a known template_id (got {task.template_id!r})"
+        )
     return OraclePolicy(templates[task.template_id], task)

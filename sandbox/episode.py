@@ -6,6 +6,7 @@ rollouts, reverse replays) play through: it plays `task` in the sandbox environm
 by the template's state check when `template` is given and recorded
 unverified otherwise.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,17 +43,25 @@ class SandboxRuntime(EnvironmentRuntime):
         return super().start_url(where, session=session, seed=seed)
 
 
-def sandbox_runtime(server_url: str, distraction_rate: float,
-                    template: TaskTemplate | None = None) -> SandboxRuntime:
+def sandbox_runtime(
+    server_url: str, distraction_rate: float, template: TaskTemplate | None = None
+) -> SandboxRuntime:
     plugins = {}
     if template is not None:  # the template given is the one that checks (tests pass their own)
         plugins[CHECK_STATE] = partial(check_state, templates={template.template_id: template})
     return SandboxRuntime(sandbox_environment(server_url, distraction_rate), plugins=plugins)
 
 
-def run_episode(env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext, *,
-                server_url: str, distraction_rate: float,
-                template: TaskTemplate | None = None) -> tuple[Trajectory, list[Step]]:
+def run_episode(
+    env: CrawlEnv,
+    task: Task,
+    policy: Policy,
+    ctx: EpisodeContext,
+    *,
+    server_url: str,
+    distraction_rate: float,
+    template: TaskTemplate | None = None,
+) -> tuple[Trajectory, list[Step]]:
     """Play `task` with `policy` in the sandbox at `server_url`; the verified trajectory.
 
     `ctx.device` carries the episode's theme and font scale (the start page
@@ -60,8 +69,7 @@ def run_episode(env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext, 
     StartPageError when the start page does not load (the caller retries either).
     """
     runtime = sandbox_runtime(server_url, distraction_rate, template)
-    traj, steps = run_env_episode(env, runtime, task, lambda _: policy, ctx,
-                                  verify=template is not None)
+    traj, steps = run_env_episode(env, runtime, task, lambda _: policy, ctx, verify=template is not None)
     if template is None and not traj.distractions:
         # Unverified, but the pop-ups the session showed are still recorded.
         try:
@@ -90,11 +98,30 @@ class SandboxRun:
     retries: int = 1
 
     def episode(self, tid: str, seed: int, device: DeviceProfile | None) -> EpisodeContext:
-        return EpisodeContext(trajectory_id=tid, seed=seed, device=device,
-                              blobs=self.store.blobs, guard=self.guard,
-                              max_steps=self.max_steps, audit=self.audit)
+        return EpisodeContext(
+            trajectory_id=tid,
+            seed=seed,
+            device=device,
+            blobs=self.store.blobs,
+            guard=self.guard,
+            max_steps=self.max_steps,
+            audit=self.audit,
+        )
 
-    def play(self, env: CrawlEnv, task: Task, policy: Policy, ctx: EpisodeContext,
-             template: TaskTemplate | None = None) -> tuple[Trajectory, list[Step]]:
-        return run_episode(env, task, policy, ctx, server_url=self.server_url,
-                           distraction_rate=self.distraction_rate, template=template)
+    def play(
+        self,
+        env: CrawlEnv,
+        task: Task,
+        policy: Policy,
+        ctx: EpisodeContext,
+        template: TaskTemplate | None = None,
+    ) -> tuple[Trajectory, list[Step]]:
+        return run_episode(
+            env,
+            task,
+            policy,
+            ctx,
+            server_url=self.server_url,
+            distraction_rate=self.distraction_rate,
+            template=template,
+        )

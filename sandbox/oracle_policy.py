@@ -3,6 +3,7 @@
 It is the environment's `oracle` plugin (sandbox/environment.py); crawlers
 know it only as a Policy.
 """
+
 from __future__ import annotations
 
 from sandbox.tasks.base import PlanOracle, TaskTemplate

@@ -5,6 +5,7 @@ trajectory.seed)` (sandbox/crawl.py), so the values planted in it are
 `planted_for(app, task.language, that seed)`. The audits (filters/audit.py)
 take this look-up as an argument: filters read recorded data, never the sandbox.
 """
+
 from __future__ import annotations
 
 from sandbox.apps import APPS

@@ -25,6 +25,7 @@ step, the reflection, the correction and `led_to_success`. A task where no
 wrong action can be found is counted in `skipped` with the reason and not
 stored: no reflection is ever faked.
 """
+
 from __future__ import annotations
 
 import copy
@@ -63,24 +64,24 @@ ReflectionWriter = Callable[..., str]
 SOURCE_NAME = "sandbox:reflection"
 CLICKABLE = ("link", "button", "tab", "menuitem", "option", "checkbox", "switch", "radio")
 TOGGLES = ("switch", "checkbox")
-NEAR = 0.1       # a control of another role is "near" when its box is this close
-NEAREST_K = 3    # the wrong control is drawn among this many nearest candidates
+NEAR = 0.1  # a control of another role is "near" when its box is this close
+NEAREST_K = 3  # the wrong control is drawn among this many nearest candidates
 
 
 @dataclass(frozen=True)
 class WrongStep:
     index: int
     action: Action
-    target: Element            # what was tapped
-    intended: Element          # what the oracle would have tapped
+    target: Element  # what was tapped
+    intended: Element  # what the oracle would have tapped
     intended_action: Action
-    url: str                   # the screen it was taken on
+    url: str  # the screen it was taken on
     signature: str
 
 
 @dataclass
 class Correction:
-    kind: str                  # back | undo | replan
+    kind: str  # back | undo | replan
     steps: list[int] = field(default_factory=list)
     recovered: bool | None = None  # back/undo: the screen before the wrong step came back
 
@@ -110,11 +111,10 @@ def _gap(a: Element, b: Element) -> float:
     """The distance between two boxes (0 when they touch): wide rows are near their neighbours."""
     dx = max(0.0, b.bbox[0] - a.bbox[2], a.bbox[0] - b.bbox[2])
     dy = max(0.0, b.bbox[1] - a.bbox[3], a.bbox[1] - b.bbox[3])
-    return (dx ** 2 + dy ** 2) ** 0.5
+    return (dx**2 + dy**2) ** 0.5
 
 
-def wrong_candidates(obs: Observation, intended: Element,
-                     guard: SafetyGuard | None = None) -> list[Element]:
+def wrong_candidates(obs: Observation, intended: Element, guard: SafetyGuard | None = None) -> list[Element]:
     """Controls a plausible wrong tap could hit instead of `intended`, nearest first.
 
     Same role as `intended` when there are any, else clickable controls within
@@ -150,9 +150,17 @@ class ReflectionPolicy:
 
     name = "oracle"  # the runner stores policy.name; see the module docstring
 
-    def __init__(self, template: TaskTemplate, task: Task, *, wrong_at: int, seed: int,
-                 write_reflection: ReflectionWriter, language: str | None = None,
-                 guard: SafetyGuard | None = None):
+    def __init__(
+        self,
+        template: TaskTemplate,
+        task: Task,
+        *,
+        wrong_at: int,
+        seed: int,
+        write_reflection: ReflectionWriter,
+        language: str | None = None,
+        guard: SafetyGuard | None = None,
+    ):
         if wrong_at < 0:
             raise ValueError(f"wrong_at={wrong_at} must be >= 0")
         self.write_reflection = write_reflection
@@ -163,7 +171,7 @@ class ReflectionPolicy:
         self.guard = guard or SafetyGuard()
         self.rng = random.Random(f"reflection:{seed}:{task.task_id}:{wrong_at}")
         self.calls = 0
-        self.phase = "before"     # before -> reflect -> correcting -> after
+        self.phase = "before"  # before -> reflect -> correcting -> after
         self.last_target: Element | None = None
         self.last_thought: str | None = None
         self.wrong_step: WrongStep | None = None
@@ -182,8 +190,7 @@ class ReflectionPolicy:
             return self._reflect(obs, index)
         if self.phase == "correcting":
             w = self.wrong_step
-            self.corrected.recovered = (obs.url == w.url and
-                                        _screen_key(obs.a11y_tree) == w.signature)
+            self.corrected.recovered = obs.url == w.url and _screen_key(obs.a11y_tree) == w.signature
             self.phase = "after"
         return self._oracle(obs)
 
@@ -199,26 +206,36 @@ class ReflectionPolicy:
         cleared = probe.distractions_cleared
         intended_action = probe.next_action(obs)
         intended = probe.last_target
-        if (intended_action.type != ActionType.TAP or intended is None
-                or probe.distractions_cleared > cleared):
+        if intended_action.type != ActionType.TAP or intended is None or probe.distractions_cleared > cleared:
             self.delegate.oracle = probe  # an ordinary step: the wrong one comes later
             self.last_target = intended
             return intended_action
         pool = wrong_candidates(obs, intended, self.guard)[:NEAREST_K]
         if not pool:
-            self.skip_reason = (f"step {index}: no visible, enabled, unguarded control to tap "
-                                f"instead of {intended.role} '{intended.name}'")
+            self.skip_reason = (
+                f"step {index}: no visible, enabled, unguarded control to tap "
+                f"instead of {intended.role} '{intended.name}'"
+            )
             self.phase = "after"
             self.delegate.oracle = probe
             self.last_target = intended
             return intended_action
         wrong = self.rng.choice(pool)
         cx, cy = wrong.centre()
-        action = Action.tap(min(max(cx, 0.0), 1.0), min(max(cy, 0.0), 1.0),
-                            description=say.tap_description(wrong.role, wrong.name, self.language))
-        self.wrong_step = WrongStep(index=index, action=action, target=wrong, intended=intended,
-                                    intended_action=intended_action, url=obs.url,
-                                    signature=_screen_key(obs.a11y_tree))
+        action = Action.tap(
+            min(max(cx, 0.0), 1.0),
+            min(max(cy, 0.0), 1.0),
+            description=say.tap_description(wrong.role, wrong.name, self.language),
+        )
+        self.wrong_step = WrongStep(
+            index=index,
+            action=action,
+            target=wrong,
+            intended=intended,
+            intended_action=intended_action,
+            url=obs.url,
+            signature=_screen_key(obs.a11y_tree),
+        )
         self.before_checked = _checked(obs.a11y_tree, wrong.role, wrong.name)
         self.phase = "reflect"
         self.last_target = wrong
@@ -232,21 +249,34 @@ class ReflectionPolicy:
         if obs.url != w.url:
             kind = "back"
             action = Action(type=ActionType.BACK, description=say.back_description(self.language))
-        elif (w.target.role in TOGGLES and again is not None and checked is not None
-              and checked != self.before_checked):
+        elif (
+            w.target.role in TOGGLES
+            and again is not None
+            and checked is not None
+            and checked != self.before_checked
+        ):
             kind = "undo"
             cx, cy = again.centre()
-            action = Action.tap(min(max(cx, 0.0), 1.0), min(max(cy, 0.0), 1.0),
-                                description=say.undo_description(again.role, again.name,
-                                                                 self.language))
+            action = Action.tap(
+                min(max(cx, 0.0), 1.0),
+                min(max(cy, 0.0), 1.0),
+                description=say.undo_description(again.role, again.name, self.language),
+            )
             self.last_target = again
         else:
             kind = "replan"
             action = self._oracle(obs)
-        text = self.write_reflection(kind, lang=self.language, wrong_role=w.target.role,
-                              wrong_name=w.target.name, intended_name=w.intended.name, obs=obs,
-                              screen_changed=changed, checked=checked,
-                              next_description=action.description if kind == "replan" else None)
+        text = self.write_reflection(
+            kind,
+            lang=self.language,
+            wrong_role=w.target.role,
+            wrong_name=w.target.name,
+            intended_name=w.intended.name,
+            obs=obs,
+            screen_changed=changed,
+            checked=checked,
+            next_description=action.description if kind == "replan" else None,
+        )
         self.reflection_text, self.reflection_step = text, index
         self.last_thought = f"<reflection>{text}</reflection>"
         self.corrected = Correction(kind=kind, steps=[index])
@@ -261,37 +291,60 @@ class ReflectionPolicy:
     def record(self, traj: Trajectory) -> dict:
         """The sidecar row of a finished episode (needs a wrong step and its reflection)."""
         w, c = self.wrong_step, self.corrected
-        dump = lambda m: json.dumps(m.model_dump(mode="json", exclude_none=True),  # noqa: E731
-                                    ensure_ascii=False, sort_keys=True)
-        return {"trajectory_id": traj.trajectory_id, "task_id": self.task.task_id,
-                "language": self.language, "wrong_step": w.index,
-                "wrong_action": dump(w.action), "wrong_target": dump(w.target),
-                "intended_target": dump(w.intended), "reflection_step": self.reflection_step,
-                "reflection": self.reflection_text, "correction": c.kind,
-                "correction_steps": list(c.steps), "recovered": c.recovered,
-                "outcome": traj.outcome, "led_to_success": traj.outcome == "success"}
+
+        def dump(m):
+            return json.dumps(
+                m.model_dump(mode="json", exclude_none=True), ensure_ascii=False, sort_keys=True
+            )
+
+        return {
+            "trajectory_id": traj.trajectory_id,
+            "task_id": self.task.task_id,
+            "language": self.language,
+            "wrong_step": w.index,
+            "wrong_action": dump(w.action),
+            "wrong_target": dump(w.target),
+            "intended_target": dump(w.intended),
+            "reflection_step": self.reflection_step,
+            "reflection": self.reflection_text,
+            "correction": c.kind,
+            "correction_steps": list(c.steps),
+            "recovered": c.recovered,
+            "outcome": traj.outcome,
+            "led_to_success": traj.outcome == "success",
+        }
 
 
 # -- running tasks -------------------------------------------------------------------
-SIDECAR_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()), ("task_id", pa.string()), ("language", pa.string()),
-    ("wrong_step", pa.int32()), ("wrong_action", pa.string()), ("wrong_target", pa.string()),
-    ("intended_target", pa.string()), ("reflection_step", pa.int32()),
-    ("reflection", pa.string()), ("correction", pa.string()),
-    ("correction_steps", pa.list_(pa.int32())), ("recovered", pa.bool_()),
-    ("outcome", pa.string()), ("led_to_success", pa.bool_()),
-])
+SIDECAR_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("task_id", pa.string()),
+        ("language", pa.string()),
+        ("wrong_step", pa.int32()),
+        ("wrong_action", pa.string()),
+        ("wrong_target", pa.string()),
+        ("intended_target", pa.string()),
+        ("reflection_step", pa.int32()),
+        ("reflection", pa.string()),
+        ("correction", pa.string()),
+        ("correction_steps", pa.list_(pa.int32())),
+        ("recovered", pa.bool_()),
+        ("outcome", pa.string()),
+        ("led_to_success", pa.bool_()),
+    ]
+)
 
 
 @dataclass
 class ReflectionResult:
-    trajectories: int = 0                 # written by this call
-    existing: int = 0                     # already stored: not played again
-    success: int = 0                      # led_to_success among those written
-    failure: int = 0                      # any other verified outcome
+    trajectories: int = 0  # written by this call
+    existing: int = 0  # already stored: not played again
+    success: int = 0  # led_to_success among those written
+    failure: int = 0  # any other verified outcome
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (task_id, why): no wrong step
-    errors: list[tuple[str, str]] = field(default_factory=list)   # (task_id, error)
-    rows: list[dict] = field(default_factory=list)                # sidecar rows written now
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (task_id, error)
+    rows: list[dict] = field(default_factory=list)  # sidecar rows written now
     sidecar: Path | None = None
     seconds: float = 0.0
 
@@ -321,8 +374,14 @@ class Reflections:
     guard: SafetyGuard | None = None
 
 
-def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how: Reflections,
-                  *, store: RawStore, env: CrawlEnv | None = None) -> ReflectionResult:
+def reflect_tasks(
+    tasks: Iterable[Task],
+    write_reflection: ReflectionWriter,
+    how: Reflections,
+    *,
+    store: RawStore,
+    env: CrawlEnv | None = None,
+) -> ReflectionResult:
     """Play each task with a ReflectionPolicy; store the verified trajectories and the sidecar.
 
     Trajectory ids are trajectory_id_for("reflection", task_id, seed): a re-run
@@ -337,12 +396,18 @@ def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how
     started = time.perf_counter()
     own_env = env is None
     if own_env:
-        env = WebEnv.launch(headless=True, image_format="png",
-                            request_filter=Allowlist([server_url]))
+        env = WebEnv.launch(headless=True, image_format="png", request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
     audit = store.audit_log(collection)
-    run = SandboxRun(server_url=server_url, store=store, guard=guard, max_steps=how.max_steps,
-                     audit=audit, distraction_rate=how.distraction_rate, devices=how.devices)
+    run = SandboxRun(
+        server_url=server_url,
+        store=store,
+        guard=guard,
+        max_steps=how.max_steps,
+        audit=audit,
+        distraction_rate=how.distraction_rate,
+        devices=how.devices,
+    )
     try:
         with store.writer(collection) as writer:
             for task in tasks:
@@ -352,13 +417,20 @@ def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how
                     continue
                 template = templates.get(task.template_id) if task.template_id else None
                 if template is None:
-                    raise ValueError(f"task {task.task_id}: reflection needs the template of "
-                                     f"its oracle, got template_id={task.template_id!r}")
-                policy = ReflectionPolicy(template, task, wrong_at=how.wrong_at, seed=seed,
-                                          write_reflection=write_reflection,
-                                          language=task.language, guard=guard)
-                played = _play(env, task, template, policy, run.episode(tid, seed, None), run,
-                               result)
+                    raise ValueError(
+                        f"task {task.task_id}: reflection needs the template of "
+                        f"its oracle, got template_id={task.template_id!r}"
+                    )
+                policy = ReflectionPolicy(
+                    template,
+                    task,
+                    wrong_at=how.wrong_at,
+                    seed=seed,
+                    write_reflection=write_reflection,
+                    language=task.language,
+                    guard=guard,
+                )
+                played = _play(env, task, template, policy, run.episode(tid, seed, None), run, result)
                 if played is None:
                     continue
                 traj, steps, row = played
@@ -383,8 +455,15 @@ def reflect_tasks(tasks: Iterable[Task], write_reflection: ReflectionWriter, how
     return result
 
 
-def _play(env: CrawlEnv, task: Task, template: TaskTemplate, policy: ReflectionPolicy,
-          ctx: EpisodeContext, run: SandboxRun, result: ReflectionResult):
+def _play(
+    env: CrawlEnv,
+    task: Task,
+    template: TaskTemplate,
+    policy: ReflectionPolicy,
+    ctx: EpisodeContext,
+    run: SandboxRun,
+    result: ReflectionResult,
+):
     """One episode; None (counted in `result`) when it has no wrong step or failed to run."""
     ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
     try:
@@ -398,8 +477,10 @@ def _play(env: CrawlEnv, task: Task, template: TaskTemplate, policy: ReflectionP
         close_episode_quietly(env)
     if policy.wrong_step is None or policy.reflection_text is None:
         why = policy.skip_reason or (
-            f"no tap at or after step {policy.wrong_at} to replace" if policy.wrong_step is None
-            else f"episode ended at step {policy.wrong_step.index}, before its reflection")
+            f"no tap at or after step {policy.wrong_at} to replace"
+            if policy.wrong_step is None
+            else f"episode ended at step {policy.wrong_step.index}, before its reflection"
+        )
         result.skipped.append((task.task_id, why))
         return None
     traj = traj.model_copy(update={"source_name": SOURCE_NAME})

@@ -5,15 +5,45 @@ step reads like any other. IRREVERSIBLE: control names whose activation cannot
 be undone by going back or tapping again; a wrong step must stay correctable,
 so these are never chosen.
 """
+
 from __future__ import annotations
 
 from schemas.action_words import ZH_ROLE
 
 IRREVERSIBLE = (
-    "delete", "remove", "archive", "trash", "spam", "send", "submit", "sign out",
-    "log out", "logout", "clear", "reset", "block", "unsubscribe", "buy", "order", "pay",
-    "删除", "移除", "归档", "垃圾", "发送", "提交", "退出", "清空", "清除", "重置", "拉黑",
-    "购买", "下单", "支付", "付款", "注销",
+    "delete",
+    "remove",
+    "archive",
+    "trash",
+    "spam",
+    "send",
+    "submit",
+    "sign out",
+    "log out",
+    "logout",
+    "clear",
+    "reset",
+    "block",
+    "unsubscribe",
+    "buy",
+    "order",
+    "pay",
+    "删除",
+    "移除",
+    "归档",
+    "垃圾",
+    "发送",
+    "提交",
+    "退出",
+    "清空",
+    "清除",
+    "重置",
+    "拉黑",
+    "购买",
+    "下单",
+    "支付",
+    "付款",
+    "注销",
 )
 
 

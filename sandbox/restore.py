@@ -17,6 +17,7 @@ sid and the crawl's distraction rate (not recorded on the trajectory: pass
 Compare against raw steps: curation may scrub text in the a11y tree (PII), and
 a scrubbed tree no longer matches the live screen.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ def _ordered(steps: list[Step], traj: Trajectory) -> list[Step]:
     ordered = sorted(steps, key=lambda s: s.index)
     for s in ordered:
         if s.trajectory_id != traj.trajectory_id:
-            raise ValueError(f"trajectory {traj.trajectory_id}: step {s.index} belongs to "
-                             f"trajectory {s.trajectory_id}")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}: step {s.index} belongs to trajectory {s.trajectory_id}"
+            )
     return ordered
 
 
@@ -44,12 +46,12 @@ class RestoredState:
 
     trajectory_id: str
     k: int
-    sid: str                       # the sandbox session the replay ran in
+    sid: str  # the sandbox session the replay ran in
     observation: Observation
     expected_url: str
     expected_signature: str
     signature: str
-    replayed: int                  # actions replayed (T - k)
+    replayed: int  # actions replayed (T - k)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (step index, action error)
 
     @property
@@ -65,44 +67,72 @@ def _check_replayable(traj: Trajectory, ordered: list[Step], k: int) -> None:
     T = len(ordered)
     if not 1 <= k <= T:
         raise ValueError(f"trajectory {traj.trajectory_id}: k={k} is not in 1..{T}")
-    prefix = ordered[:T - k + 1]  # the replayed steps and the start observation
+    prefix = ordered[: T - k + 1]  # the replayed steps and the start observation
     if [s.index for s in prefix] != list(range(len(prefix))):
-        raise ValueError(f"trajectory {traj.trajectory_id}: step indices "
-                         f"{[s.index for s in prefix]} have gaps before the start of slice k={k}; "
-                         "replay needs every earlier step (use the raw steps, not curated ones)")
+        raise ValueError(
+            f"trajectory {traj.trajectory_id}: step indices "
+            f"{[s.index for s in prefix]} have gaps before the start of slice k={k}; "
+            "replay needs every earlier step (use the raw steps, not curated ones)"
+        )
     for s in prefix[:-1]:
         if s.guard:
-            raise ValueError(f"trajectory {traj.trajectory_id}, step {s.index}: the guard blocked "
-                             "this action in the recording; it cannot be replayed")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}, step {s.index}: the guard blocked "
+                "this action in the recording; it cannot be replayed"
+            )
 
 
-def restore_state(env: CrawlEnv, server_url: str, traj: Trajectory, steps: list[Step], k: int, *,
-                  sid: str | None = None, distraction_rate: float | None = None) -> RestoredState:
+def restore_state(
+    env: CrawlEnv,
+    server_url: str,
+    traj: Trajectory,
+    steps: list[Step],
+    k: int,
+    *,
+    sid: str | None = None,
+    distraction_rate: float | None = None,
+) -> RestoredState:
     """Replay the first T-k actions of `traj` in a fresh sandbox session and check s_{T-k}."""
     ordered = _ordered(steps, traj)
     _check_replayable(traj, ordered, k)
     T = len(ordered)
     if traj.distractions:
         if distraction_rate is None:
-            raise ValueError(f"trajectory {traj.trajectory_id} met distractions "
-                             f"{traj.distractions}: pass the crawl's distraction_rate to replay "
-                             "them (it is not recorded on the trajectory)")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id} met distractions "
+                f"{traj.distractions}: pass the crawl's distraction_rate to replay "
+                "them (it is not recorded on the trajectory)"
+            )
         sid = sid or traj.trajectory_id  # the pop-up schedule is seeded by the original sid
     else:
         distraction_rate = 0.0
         sid = sid or f"{traj.trajectory_id}-restore-{k}"
     task = traj.task
-    url = start_url(server_url, sid=sid, app=task.app, lang=task.language,
-                    seed=session_seed(task.params, traj.seed), theme=traj.device.theme,
-                    font_scale=traj.device.font_scale, distraction_rate=distraction_rate)
+    url = start_url(
+        server_url,
+        sid=sid,
+        app=task.app,
+        lang=task.language,
+        seed=session_seed(task.params, traj.seed),
+        theme=traj.device.theme,
+        font_scale=traj.device.font_scale,
+        distraction_rate=distraction_rate,
+    )
     obs = env.reset(url, device=traj.device)
     errors = []
-    for s in ordered[:T - k]:
+    for s in ordered[: T - k]:
         obs = env.step(s.action)
         if obs.last_action_error:
             errors.append((s.index, obs.last_action_error))
     target = ordered[T - k]
-    return RestoredState(trajectory_id=traj.trajectory_id, k=k, sid=sid, observation=obs,
-                         expected_url=target.url,
-                         expected_signature=screen_signature(target.a11y_tree),
-                         signature=screen_signature(obs.a11y_tree), replayed=T - k, errors=errors)
+    return RestoredState(
+        trajectory_id=traj.trajectory_id,
+        k=k,
+        sid=sid,
+        observation=obs,
+        expected_url=target.url,
+        expected_signature=screen_signature(target.a11y_tree),
+        signature=screen_signature(obs.a11y_tree),
+        replayed=T - k,
+        errors=errors,
+    )

@@ -14,6 +14,7 @@ Kept replays go to `reverse/<model>`; rejected ones to
 `reverse-rejected/<model>` with the reason in `error`: every walk is counted.
 Replays have stable ids, so a re-run skips walks already replayed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,7 +36,7 @@ from trajforge.vlm.backends import VLMBackend
 
 
 class Verdict(Protocol):
-    success: bool | None   # None: the verifier's answer did not parse
+    success: bool | None  # None: the verifier's answer did not parse
     reason: str
 
 
@@ -46,24 +47,25 @@ ReplayVerifier = Callable[[list[tuple[Trajectory, list[Step]]]], list[Verdict]]
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class ReverseItem:
     walk_id: str
     replay_id: str
     instruction: str | None
     kept: bool
-    reason: str                     # why it was kept or rejected
+    reason: str  # why it was kept or rejected
     judge_success: bool | None = None
 
 
 @dataclass
 class ReverseResult:
     model_id: str
-    collection: str                 # kept replays
+    collection: str  # kept replays
     rejected_collection: str
-    total: int = 0                  # walks given
-    kept: int = 0                   # confirmed (this call and earlier ones)
-    skipped: int = 0                # replayed by an earlier call
+    total: int = 0  # walks given
+    kept: int = 0  # confirmed (this call and earlier ones)
+    skipped: int = 0  # replayed by an earlier call
     reasons: dict[str, int] = field(default_factory=dict)  # rejection reason -> count
     items: list[ReverseItem] = field(default_factory=list)
     seconds: float = 0.0
@@ -81,9 +83,15 @@ class ReverseResult:
 def reverse_task(walk: Trajectory, instruction: str, language: str) -> Task:
     """The synthesised task: same app and session seed as the walk, no template."""
     params = {"seed": walk.task.params.get("seed", walk.seed), "reverse_of": walk.trajectory_id}
-    return Task(task_id=f"reverse:{walk.trajectory_id}", instruction=instruction,
-                language=language, app=walk.app, template_id=None, params=params,
-                start_url=walk.task.start_url)
+    return Task(
+        task_id=f"reverse:{walk.trajectory_id}",
+        instruction=instruction,
+        language=language,
+        app=walk.app,
+        template_id=None,
+        params=params,
+        start_url=walk.task.start_url,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,50 +116,65 @@ class ReverseReplays:
     rejected_collection: str | None = None
 
 
-def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], how: ReverseReplays, *,
-                  name_walks: WalkNamer, verify_replays: ReplayVerifier,
-                  agent_backend: VLMBackend, store: RawStore,
-                  env: CrawlEnv | None = None) -> ReverseResult:
+def reverse_tasks(
+    walks: Iterable[tuple[Trajectory, list[Step]]],
+    how: ReverseReplays,
+    *,
+    name_walks: WalkNamer,
+    verify_replays: ReplayVerifier,
+    agent_backend: VLMBackend,
+    store: RawStore,
+    env: CrawlEnv | None = None,
+) -> ReverseResult:
     """Name each walk's task with `name_walks`, replay it with `agent_backend`'s agent,
     keep what `verify_replays` confirms.
     """
     guard, seed = how.guard or SafetyGuard(), how.seed
     model_id = agent_backend.model_id
     slug = model_slug(model_id)
-    result = ReverseResult(model_id=model_id, collection=how.collection or f"reverse/{slug}",
-                           rejected_collection=(how.rejected_collection
-                                                or f"reverse-rejected/{slug}"))
+    result = ReverseResult(
+        model_id=model_id,
+        collection=how.collection or f"reverse/{slug}",
+        rejected_collection=(how.rejected_collection or f"reverse-rejected/{slug}"),
+    )
     started = time.perf_counter()
     walks = [(w, sorted(s, key=lambda s: s.index)) for w, s in walks]
     result.total = len(walks)
-    with store.writer(result.collection, batch_size=1) as kept_w, \
-            store.writer(result.rejected_collection, batch_size=1) as rejected_w, \
-            store.audit_log(result.collection) as audit:
+    with (
+        store.writer(result.collection, batch_size=1) as kept_w,
+        store.writer(result.rejected_collection, batch_size=1) as rejected_w,
+        store.audit_log(result.collection) as audit,
+    ):
         todo = []
         for walk, steps in walks:
-            tid = trajectory_id_for(SOURCE_NAME, f"reverse:{walk.trajectory_id}", "agent",
-                                    model_id, seed)
+            tid = trajectory_id_for(SOURCE_NAME, f"reverse:{walk.trajectory_id}", "agent", model_id, seed)
             if kept_w.has(tid) or rejected_w.has(tid):
                 result.skipped += 1
                 result.kept += kept_w.has(tid)
                 continue
             if not steps:  # an errored walk: nothing to name
-                result.items.append(ReverseItem(walk.trajectory_id, tid, None, False,
-                                                "walk has no steps"))
+                result.items.append(ReverseItem(walk.trajectory_id, tid, None, False, "walk has no steps"))
                 result.reasons["walk has no steps"] = result.reasons.get("walk has no steps", 0) + 1
                 continue
             todo.append((walk, steps, tid))
         if not todo:
             result.seconds = round(time.perf_counter() - started, 3)
             return result
-        run = SandboxRun(server_url=how.server_url, store=store, max_steps=how.max_steps,
-                         guard=guard, audit=audit)
+        run = SandboxRun(
+            server_url=how.server_url, store=store, max_steps=how.max_steps, guard=guard, audit=audit
+        )
         with sandbox_env(env, how.server_url) as live:
             for start in range(0, len(todo), how.batch_size):
-                chunk = todo[start:start + how.batch_size]
+                chunk = todo[start : start + how.batch_size]
                 for item, traj, steps in _play_chunk(
-                        chunk, name_walks=name_walks, verify_replays=verify_replays,
-                        agent_backend=agent_backend, run=run, env=live, how=how):
+                    chunk,
+                    name_walks=name_walks,
+                    verify_replays=verify_replays,
+                    agent_backend=agent_backend,
+                    run=run,
+                    env=live,
+                    how=how,
+                ):
                     result.items.append(item)
                     if item.kept:
                         result.kept += 1
@@ -160,25 +183,28 @@ def reverse_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], how: ReverseRe
                     if traj is not None:
                         (kept_w if item.kept else rejected_w).add(traj, steps)
     result.seconds = round(time.perf_counter() - started, 3)
-    log.info("reverse task synthesis: %d of %d walks kept (%s)", result.kept, result.total,
-             result.reasons)
+    log.info("reverse task synthesis: %d of %d walks kept (%s)", result.kept, result.total, result.reasons)
     return result
 
 
 def _why_unfinished(traj: Trajectory) -> str:
     error = traj.error or ""
-    for prefix, why in (("agent:", "unparseable answer"), ("guard ", "guard blocked"),
-                        ("max_steps", "max steps"), ("take_over", "take over")):
+    for prefix, why in (
+        ("agent:", "unparseable answer"),
+        ("guard ", "guard blocked"),
+        ("max_steps", "max steps"),
+        ("take_over", "take over"),
+    ):
         if error.startswith(prefix):
             return why
     return traj.outcome
 
 
-def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, env,
-                how: ReverseReplays):
+def _play_chunk(
+    chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, env, how: ReverseReplays
+):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
-    named = name_walks([(walk, steps, how.language or walk.task.language)
-                        for walk, steps, _ in chunk])
+    named = name_walks([(walk, steps, how.language or walk.task.language) for walk, steps, _ in chunk])
     if len(named) != len(chunk):
         raise RuntimeError(f"name_walks gave {len(named)} instructions for {len(chunk)} walks")
 
@@ -188,10 +214,10 @@ def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: Sandbo
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue
         task = reverse_task(walk, instruction, how.language or walk.task.language)
-        policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=how.coords,
-                             seed=how.seed)
-        traj, rsteps = play_agent_episode(env, policy, task, None,
-                                          run.episode(tid, how.seed, walk.device), run)
+        policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=how.coords, seed=how.seed)
+        traj, rsteps = play_agent_episode(
+            env, policy, task, None, run.episode(tid, how.seed, walk.device), run
+        )
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
             yield ReverseItem(walk.trajectory_id, tid, instruction, False, reason), traj, rsteps
@@ -208,11 +234,17 @@ def _play_chunk(chunk, *, name_walks, verify_replays, agent_backend, run: Sandbo
             item = ReverseItem(walk.trajectory_id, tid, instruction, False, "judge unparseable")
             traj = traj.model_copy(update={"error": "judge answer unparseable"})
         elif verdict.success:
-            item = ReverseItem(walk.trajectory_id, tid, instruction, True,
-                               f"judge confirmed: {verdict.reason}"[:200], True)
+            item = ReverseItem(
+                walk.trajectory_id, tid, instruction, True, f"judge confirmed: {verdict.reason}"[:200], True
+            )
             traj = traj.model_copy(update={"outcome": "success", "verified_by": "judge"})
         else:
             item = ReverseItem(walk.trajectory_id, tid, instruction, False, "judge rejected", False)
-            traj = traj.model_copy(update={"outcome": "failure", "verified_by": "judge",
-                                           "error": f"judge: {verdict.reason}"[:300]})
+            traj = traj.model_copy(
+                update={
+                    "outcome": "failure",
+                    "verified_by": "judge",
+                    "error": f"judge: {verdict.reason}"[:300],
+                }
+            )
         yield item, traj, rsteps

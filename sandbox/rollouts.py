@@ -14,6 +14,7 @@ Provenance: trajectories carry policy "agent" and source_name
 "sandbox:agent:<model_id>". Trajectory ids are stable (task, model, seed): a
 re-run skips what either collection holds and still reports the full rates.
 """
+
 from __future__ import annotations
 
 import logging
@@ -76,8 +77,9 @@ def rollout_seed(seed: int, task_id: str, i: int) -> int:
 
 
 @contextmanager
-def sandbox_env(env: CrawlEnv | None, server_url: str,
-                extra_origins: list[str] | None = None) -> Iterator[CrawlEnv]:
+def sandbox_env(
+    env: CrawlEnv | None, server_url: str, extra_origins: list[str] | None = None
+) -> Iterator[CrawlEnv]:
     """`env` as given, or a headless Chromium allowed to reach only the sandbox."""
     if env is not None:
         yield env
@@ -89,17 +91,28 @@ def sandbox_env(env: CrawlEnv | None, server_url: str,
         own.close()
 
 
-def _play_agent(run: SandboxRun, env: CrawlEnv, task: Task, policy: AgentPolicy,
-                template: TaskTemplate | None, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+def _play_agent(
+    run: SandboxRun,
+    env: CrawlEnv,
+    task: Task,
+    policy: AgentPolicy,
+    template: TaskTemplate | None,
+    ctx: EpisodeContext,
+) -> tuple[Trajectory, list[Step]]:
     """One attempt, with the agent's provenance (its unparseable answer settled)."""
     traj, steps = run.play(env, task, policy, ctx, template)
     traj = settle_unparseable(traj, policy)
     return traj.model_copy(update={"source_name": agent_source_name(policy.model_id)}), steps
 
 
-def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
-                       template: TaskTemplate | None, ctx: EpisodeContext,
-                       run: SandboxRun) -> tuple[Trajectory, list[Step]]:
+def play_agent_episode(
+    env: CrawlEnv,
+    policy: AgentPolicy,
+    task: Task,
+    template: TaskTemplate | None,
+    ctx: EpisodeContext,
+    run: SandboxRun,
+) -> tuple[Trajectory, list[Step]]:
     """One agent episode through the runner, retried from scratch when the browser dies.
 
     `ctx.device` None: drawn from `ctx.seed` as a crawl would, among the profiles
@@ -116,8 +129,7 @@ def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
             held["policy"] = _fresh(held["policy"])
         with one.lease() as live:
             try:
-                return _play_agent(run, live, task, held["policy"], template,
-                                   replace(ctx, attempt=n))
+                return _play_agent(run, live, task, held["policy"], template, replace(ctx, attempt=n))
             finally:
                 close_episode_quietly(live)
 
@@ -130,25 +142,32 @@ def play_agent_episode(env: CrawlEnv, policy: AgentPolicy, task: Task,
 
 def _fresh(policy: AgentPolicy) -> AgentPolicy:
     """The same agent from its first step (a retry replays the episode from scratch)."""
-    return AgentPolicy(policy.backend, policy.task, language=policy.language,
-                       max_steps=policy.max_steps, coords=policy.coords,
-                       history_len=policy.history_len, max_new_tokens=policy.max_new_tokens,
-                       temperature=policy.temperature, seed=policy.seed)
+    return AgentPolicy(
+        policy.backend,
+        policy.task,
+        language=policy.language,
+        max_steps=policy.max_steps,
+        coords=policy.coords,
+        history_len=policy.history_len,
+        max_new_tokens=policy.max_new_tokens,
+        temperature=policy.temperature,
+        seed=policy.seed,
+    )
 
 
 @dataclass
 class RolloutResult:
     model_id: str
-    collection: str                 # successes
-    failed_collection: str          # failures, errors, unverified
+    collection: str  # successes
+    failed_collection: str  # failures, errors, unverified
     k: int
     rates: dict[str, tuple[int, int]] = field(default_factory=dict)  # task_id -> (successes, k)
     written: int = 0
-    skipped: int = 0                # rollouts already stored before this call
+    skipped: int = 0  # rollouts already stored before this call
     outcomes: dict[str, int] = field(default_factory=dict)  # of the rollouts played now
     unparseable_answers: int = 0
     blocked_actions: int = 0
-    retries: int = 0                # rollouts replayed whole after their env died (pool)
+    retries: int = 0  # rollouts replayed whole after their env died (pool)
     steps: int = 0
     seconds: float = 0.0
 
@@ -191,9 +210,16 @@ class Rollouts:
     failed_collection: str | None = None
 
 
-def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, *,
-                     store: RawStore, env: CrawlEnv | None = None, pool: EnvPool | None = None,
-                     on_rollout: Callable[[Trajectory], None] | None = None) -> RolloutResult:
+def rejection_sample(
+    tasks: Iterable[Task],
+    backend: VLMBackend,
+    how: Rollouts,
+    *,
+    store: RawStore,
+    env: CrawlEnv | None = None,
+    pool: EnvPool | None = None,
+    on_rollout: Callable[[Trajectory], None] | None = None,
+) -> RolloutResult:
     """Play each task `k` times with the agent; keep the state-verified successes.
 
     Every task needs a template (its state predicate is the verifier). `env`
@@ -222,15 +248,19 @@ def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, 
     for task in tasks:  # a configuration error is raised before any browser work
         template = templates.get(task.template_id) if task.template_id else None
         if template is None:
-            raise ValueError(f"task {task.task_id}: rejection sampling needs a known template_id "
-                             f"(its state predicate verifies the rollouts), got {task.template_id!r}")
+            raise ValueError(
+                f"task {task.task_id}: rejection sampling needs a known template_id "
+                f"(its state predicate verifies the rollouts), got {task.template_id!r}"
+            )
         resolved.append(template)
     model_id = backend.model_id
     slug = model_slug(model_id)
-    result = RolloutResult(model_id=model_id,
-                           collection=how.collection or f"{SUCCESS_PREFIX}{slug}",
-                           failed_collection=how.failed_collection or f"{FAILED_PREFIX}{slug}",
-                           k=k)
+    result = RolloutResult(
+        model_id=model_id,
+        collection=how.collection or f"{SUCCESS_PREFIX}{slug}",
+        failed_collection=how.failed_collection or f"{FAILED_PREFIX}{slug}",
+        k=k,
+    )
     if result.collection == result.failed_collection:
         raise ValueError(f"collection and failed_collection are both {result.collection!r}")
     guard = how.guard or SafetyGuard()
@@ -238,9 +268,17 @@ def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, 
     successes = {task.task_id: 0 for task in tasks}
 
     def agent(task: Task, rseed: int, tid: str) -> AgentPolicy:
-        return AgentPolicy(backend, task, max_steps=max_steps, coords=how.coords,
-                           history_len=how.history_len, max_new_tokens=how.max_new_tokens,
-                           temperature=how.temperature, seed=rseed, episode=tid)
+        return AgentPolicy(
+            backend,
+            task,
+            max_steps=max_steps,
+            coords=how.coords,
+            history_len=how.history_len,
+            max_new_tokens=how.max_new_tokens,
+            temperature=how.temperature,
+            seed=rseed,
+            episode=tid,
+        )
 
     def record(task: Task, traj: Trajectory, steps: list[Step], unparseable: int) -> None:
         (kept if traj.outcome == "success" else failed).add(traj, steps)
@@ -253,9 +291,11 @@ def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, 
         if on_rollout is not None:
             on_rollout(traj)
 
-    with store.writer(result.collection, batch_size=1) as kept, \
-            store.writer(result.failed_collection, batch_size=1) as failed, \
-            store.audit_log(result.collection) as audit:
+    with (
+        store.writer(result.collection, batch_size=1) as kept,
+        store.writer(result.failed_collection, batch_size=1) as failed,
+        store.audit_log(result.collection) as audit,
+    ):
         todo, seen = [], set()  # (task, template, seed, id) of each rollout not stored yet
         for task, template in zip(tasks, resolved):
             for i in range(k):
@@ -269,9 +309,16 @@ def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, 
                     successes[task.task_id] += kept.has(tid)
                     continue
                 todo.append((task, template, rseed, tid))
-        run = SandboxRun(server_url=how.server_url, store=store, max_steps=max_steps,
-                         guard=guard, audit=audit, distraction_rate=how.distraction_rate,
-                         devices=how.devices, retries=how.retries)
+        run = SandboxRun(
+            server_url=how.server_url,
+            store=store,
+            max_steps=max_steps,
+            guard=guard,
+            audit=audit,
+            distraction_rate=how.distraction_rate,
+            devices=how.devices,
+            retries=how.retries,
+        )
         if pool is not None:
             result.retries += _play_pooled(pool, todo, agent, record, run, model_id)
         elif todo:
@@ -279,23 +326,29 @@ def rejection_sample(tasks: Iterable[Task], backend: VLMBackend, how: Rollouts, 
                 for task, template, rseed, tid in todo:
                     policy = agent(task, rseed, tid)
                     try:
-                        traj, steps = play_agent_episode(live, policy, task, template,
-                                                         run.episode(tid, rseed, None), run)
+                        traj, steps = play_agent_episode(
+                            live, policy, task, template, run.episode(tid, rseed, None), run
+                        )
                     except BrowserCrashed as e:  # out of retries: stored as an error, no steps
-                        traj = _error_rollout(task, tid, rseed, model_id, live, how.devices,
-                                              str(e))
+                        traj = _error_rollout(task, tid, rseed, model_id, live, how.devices, str(e))
                         steps = []
                     record(task, traj, steps, policy.stats["unparseable"])
         for task in tasks:
             result.rates[task.task_id] = (successes[task.task_id], k)
     result.seconds = round(time.perf_counter() - started, 3)
-    log.info("rejection sampling with %s: %d rollouts written, %d skipped, rates %s",
-             model_id, result.written, result.skipped, result.rates)
+    log.info(
+        "rejection sampling with %s: %d rollouts written, %d skipped, rates %s",
+        model_id,
+        result.written,
+        result.skipped,
+        result.rates,
+    )
     return result
 
 
-def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Callable,
-                 run: SandboxRun, model_id: str) -> int:
+def _play_pooled(
+    pool: EnvPool, todo: list[tuple], agent: Callable, record: Callable, run: SandboxRun, model_id: str
+) -> int:
     """The rollouts of `todo` on the pool's envs (crawlers.crawl_tasks.crawl_task: one
     lease per attempt, a died env or lost actor means the rollout is replayed whole on a
     fresh lease); each is recorded on this thread as it ends. Returns the retries."""
@@ -303,8 +356,12 @@ def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Call
     # A pool of browsers emulates the profile the seed draws, as the sequential path's
     # browser does; a pool of phones (profiles set) plays on the leased phone's.
     seed_draws = pool.profiles is None
-    crawl = CrawlContext(policy="agent", source_name=agent_source_name(model_id),
-                         retry=RetryPolicy(run.retries), stats=CrawlStats())
+    crawl = CrawlContext(
+        policy="agent",
+        source_name=agent_source_name(model_id),
+        retry=RetryPolicy(run.retries),
+        stats=CrawlStats(),
+    )
 
     def work(task: Task, template: TaskTemplate, rseed: int, tid: str):
         played: dict[str, AgentPolicy] = {}
@@ -315,8 +372,7 @@ def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Call
             return _play_agent(run, env, task, policy, template, ctx)
 
         device = draw_task_device(task, rseed, run.devices) if seed_draws else None
-        traj, steps = crawl_task(pool, CrawlJob(task, run.episode(tid, rseed, device), play),
-                                 crawl)
+        traj, steps = crawl_task(pool, CrawlJob(task, run.episode(tid, rseed, device), play), crawl)
         if "model_error" in played:  # the model failed, not the env: stop, as one browser does
             raise played["model_error"]
         policy = played.get("policy")
@@ -329,20 +385,32 @@ def _play_pooled(pool: EnvPool, todo: list[tuple], agent: Callable, record: Call
 def _noting_model_errors(act: Callable, played: dict) -> Callable:
     """The policy's act, noting an exception of the model's own (the pooled crawl records any
     exception as an error episode and goes on; a rollout whose model fails must stop the run)."""
+
     def act_or_note(obs):
         try:
             return act(obs)
         except Exception as e:
             played["model_error"] = e
             raise
+
     return act_or_note
 
 
-def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices,
-                   error: str) -> Trajectory:
+def _error_rollout(task: Task, tid: str, seed: int, model_id: str, env, devices, error: str) -> Trajectory:
     device = draw_task_device(task, seed, devices, env)
-    return Trajectory(trajectory_id=tid, task=task, platform=env_platform(env),
-                      app=task.app, device=device, source="crawl",
-                      source_name=agent_source_name(model_id), policy="agent", seed=seed,
-                      outcome="error", verified_by="none", num_steps=0,
-                      error=f"BrowserCrashed: {error}", created_at=time.time())
+    return Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform=env_platform(env),
+        app=task.app,
+        device=device,
+        source="crawl",
+        source_name=agent_source_name(model_id),
+        policy="agent",
+        seed=seed,
+        outcome="error",
+        verified_by="none",
+        num_steps=0,
+        error=f"BrowserCrashed: {error}",
+        created_at=time.time(),
+    )

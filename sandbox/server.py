@@ -9,6 +9,7 @@
 Each app is a Flask blueprint mounted at /<app>/ (see apps/). Pages are
 rendered on the server from the session's state; forms post back and redirect.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,10 +46,15 @@ def create_app() -> Flask:
             abort(400, f"unknown lang {lang!r}")
         seed = int(args.get("seed", 0))
         sid = args.get("sid") or f"s{seed}"
-        session = Session(sid=sid, app=name, lang=lang, seed=seed,
-                          theme=args.get("theme", "light"),
-                          font_scale=float(args.get("font_scale", 1.0)),
-                          distraction_rate=float(args.get("distraction_rate", 0.0)))
+        session = Session(
+            sid=sid,
+            app=name,
+            lang=lang,
+            seed=seed,
+            theme=args.get("theme", "light"),
+            font_scale=float(args.get("font_scale", 1.0)),
+            distraction_rate=float(args.get("distraction_rate", 0.0)),
+        )
         session.state = APPS[name].initial_state(lang, seed)
         app.config["SESSIONS"].put(session)
         resp = make_response(redirect(f"/{name}/"))
@@ -93,15 +99,37 @@ def render_page(template: str, **ctx):
     with session.lock:
         session.page_loads += 1
         distraction = pick_distraction(session)
-    return render_template(f"{session.app}/{session.lang}/{template}", s=session,
-                           state=session.state, distraction=distraction, **ctx)
+    return render_template(
+        f"{session.app}/{session.lang}/{template}",
+        s=session,
+        state=session.state,
+        distraction=distraction,
+        **ctx,
+    )
 
 
-def start_url(base_url: str, *, sid: str, app: str, lang: str, seed: int,
-              theme: str = "light", font_scale: float = 1.0,
-              distraction_rate: float = 0.0) -> str:
-    q = urlencode({"sid": sid, "app": app, "lang": lang, "seed": seed, "theme": theme,
-                   "font_scale": font_scale, "distraction_rate": distraction_rate})
+def start_url(
+    base_url: str,
+    *,
+    sid: str,
+    app: str,
+    lang: str,
+    seed: int,
+    theme: str = "light",
+    font_scale: float = 1.0,
+    distraction_rate: float = 0.0,
+) -> str:
+    q = urlencode(
+        {
+            "sid": sid,
+            "app": app,
+            "lang": lang,
+            "seed": seed,
+            "theme": theme,
+            "font_scale": font_scale,
+            "distraction_rate": distraction_rate,
+        }
+    )
     return f"{base_url}/start?{q}"
 
 
@@ -113,8 +141,7 @@ class SandboxServer:
         self._server = make_server(host, port, self.app, threaded=True)
         self.host = host
         self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="sandbox-server", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="sandbox-server", daemon=True)
 
     @property
     def url(self) -> str:
@@ -147,6 +174,7 @@ class SandboxServer:
 
 def main() -> None:  # python -m sandbox.server [port]
     import sys
+
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
     server = SandboxServer(port=port)
     print(f"sandbox on {server.url}", flush=True)

@@ -4,6 +4,7 @@ State lives on the server, so success is decided from state, never from
 pixels, and the same check works for a browser, an emulated phone or a real
 device that loads these pages.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,9 +18,9 @@ from typing import Any
 class Session:
     sid: str
     app: str
-    lang: str                  # "en" | "zh"
+    lang: str  # "en" | "zh"
     seed: int
-    theme: str = "light"       # "light" | "dark"
+    theme: str = "light"  # "light" | "dark"
     font_scale: float = 1.0
     distraction_rate: float = 0.0  # chance of a distraction on each page load
     state: dict[str, Any] = field(default_factory=dict)
@@ -33,10 +34,17 @@ class Session:
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {"sid": self.sid, "app": self.app, "lang": self.lang, "seed": self.seed,
-                    "theme": self.theme, "font_scale": self.font_scale,
-                    "distractions": list(self.distractions), "page_loads": self.page_loads,
-                    "state": copy.deepcopy(self.state)}
+            return {
+                "sid": self.sid,
+                "app": self.app,
+                "lang": self.lang,
+                "seed": self.seed,
+                "theme": self.theme,
+                "font_scale": self.font_scale,
+                "distractions": list(self.distractions),
+                "page_loads": self.page_loads,
+                "state": copy.deepcopy(self.state),
+            }
 
 
 class SessionRegistry:

@@ -15,6 +15,7 @@ the top-left of the visible viewport (they go negative when the page is
 scrolled past an element), so normalising by the viewport size gives the
 `Element.bbox` contract directly.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,13 +35,13 @@ class AriaNode:
     """One line of the snapshot that describes a node (properties folded in)."""
 
     role: str
-    name: str = ""                 # quoted accessible name, else the inline text
-    text: str | None = None        # inline text after the colon, if any
+    name: str = ""  # quoted accessible name, else the inline text
+    text: str | None = None  # inline text after the colon, if any
     depth: int = 0
     ref: str | None = None
-    box: tuple[float, float, float, float] | None = None   # x, y, w, h in CSS px
-    attrs: dict[str, str] = field(default_factory=dict)   # level, checked, cursor, ...
-    url: str | None = None         # from a `/url:` child line
+    box: tuple[float, float, float, float] | None = None  # x, y, w, h in CSS px
+    attrs: dict[str, str] = field(default_factory=dict)  # level, checked, cursor, ...
+    url: str | None = None  # from a `/url:` child line
 
 
 def _unquote_single(s: str) -> tuple[str, str]:
@@ -52,7 +53,7 @@ def _unquote_single(s: str) -> tuple[str, str]:
                 out.append("'")
                 i += 2
                 continue
-            return "".join(out), s[i + 1:]
+            return "".join(out), s[i + 1 :]
         out.append(s[i])
         i += 1
     raise ValueError(f"unterminated single-quoted key: {s!r}")
@@ -96,7 +97,7 @@ def _split_key(body: str) -> tuple[str, str | None]:
         elif ch == "]":
             depth_sq = max(0, depth_sq - 1)
         elif ch == ":" and depth_sq == 0:
-            return body[:i], body[i + 1:].strip() or None
+            return body[:i], body[i + 1 :].strip() or None
     return body, None
 
 
@@ -124,11 +125,11 @@ def parse_line(line: str) -> AriaNode | tuple[str, str] | None:
     if not rm:
         return None
     node = AriaNode(role=rm.group(0), depth=depth)
-    rest = key[rm.end():].lstrip()
+    rest = key[rm.end() :].lstrip()
     nm = _NAME.match(rest)
     if nm:
         node.name = json.loads(f'"{nm.group(1)}"')
-        rest = rest[nm.end():]
+        rest = rest[nm.end() :]
     for a in _ATTR.findall(rest):
         k, _, v = a.partition("=")
         k = k.strip()
@@ -165,8 +166,12 @@ def parse_snapshot(text: str) -> list[AriaNode]:
     return nodes
 
 
-def to_elements(nodes: list[AriaNode], viewport_width: int, viewport_height: int,
-                zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
+def to_elements(
+    nodes: list[AriaNode],
+    viewport_width: int,
+    viewport_height: int,
+    zoom: tuple[float, float, float] = (1.0, 0.0, 0.0),
+) -> list[Element]:
     """Elements for nodes with a visible box, boxes normalised to the viewport.
 
     `zoom` is the visual viewport's (scale, offsetLeft, offsetTop): a mobile
@@ -189,6 +194,7 @@ def to_elements(nodes: list[AriaNode], viewport_width: int, viewport_height: int
     return out
 
 
-def elements_from_snapshot(text: str, viewport_width: int, viewport_height: int,
-                           zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> list[Element]:
+def elements_from_snapshot(
+    text: str, viewport_width: int, viewport_height: int, zoom: tuple[float, float, float] = (1.0, 0.0, 0.0)
+) -> list[Element]:
     return to_elements(parse_snapshot(text), viewport_width, viewport_height, zoom)

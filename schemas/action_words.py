@@ -6,6 +6,7 @@ same history text live and in its training set; hence they sit below both.
 ZH_ROLE is the shorter set of role words the sandbox oracle's descriptions use
 (and the reflection text that quotes its taps).
 """
+
 from __future__ import annotations
 
 from schemas.actions import Action, ActionType
@@ -14,18 +15,58 @@ from schemas.model_profiles import ModelProfile
 from schemas.records import Element
 
 LANGUAGES = ("en", "zh")
-ZH_ROLE = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
-           "checkbox": "复选框", "switch": "开关", "radio": "单选项", "combobox": "下拉框",
-           "tab": "标签页", "option": "选项", "menuitem": "菜单项"}
-_ROLE_EN = {"textbox": "text box", "searchbox": "search box", "combobox": "drop-down",
-            "menuitem": "menu item", "img": "image", "generic": "element", "StaticText": "text",
-            "listitem": "list item", "spinbutton": "number field", "radio": "radio button"}
-_ROLE_ZH = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
-            "combobox": "下拉框", "checkbox": "复选框", "radio": "单选按钮", "tab": "标签页",
-            "menuitem": "菜单项", "switch": "开关", "option": "选项", "slider": "滑块",
-            "heading": "标题", "img": "图片", "region": "区域", "listitem": "列表项",
-            "navigation": "导航栏", "dialog": "对话框", "spinbutton": "数字框", "listbox": "列表框",
-            "main": "主区域", "banner": "页头", "article": "文章", "row": "行", "cell": "单元格"}
+ZH_ROLE = {
+    "button": "按钮",
+    "link": "链接",
+    "textbox": "输入框",
+    "searchbox": "搜索框",
+    "checkbox": "复选框",
+    "switch": "开关",
+    "radio": "单选项",
+    "combobox": "下拉框",
+    "tab": "标签页",
+    "option": "选项",
+    "menuitem": "菜单项",
+}
+_ROLE_EN = {
+    "textbox": "text box",
+    "searchbox": "search box",
+    "combobox": "drop-down",
+    "menuitem": "menu item",
+    "img": "image",
+    "generic": "element",
+    "StaticText": "text",
+    "listitem": "list item",
+    "spinbutton": "number field",
+    "radio": "radio button",
+}
+_ROLE_ZH = {
+    "button": "按钮",
+    "link": "链接",
+    "textbox": "输入框",
+    "searchbox": "搜索框",
+    "combobox": "下拉框",
+    "checkbox": "复选框",
+    "radio": "单选按钮",
+    "tab": "标签页",
+    "menuitem": "菜单项",
+    "switch": "开关",
+    "option": "选项",
+    "slider": "滑块",
+    "heading": "标题",
+    "img": "图片",
+    "region": "区域",
+    "listitem": "列表项",
+    "navigation": "导航栏",
+    "dialog": "对话框",
+    "spinbutton": "数字框",
+    "listbox": "列表框",
+    "main": "主区域",
+    "banner": "页头",
+    "article": "文章",
+    "row": "行",
+    "cell": "单元格",
+}
 _DIR_ZH = {"up": "上", "down": "下", "left": "左", "right": "右"}
 
 
@@ -41,19 +82,34 @@ def element_words(element: Element, language: str) -> str:
     return f'the {_ROLE_EN.get(element.role, element.role)} "{element.name}"'
 
 
-def _where(action: Action, target: Element | None, width: int, height: int, language: str,
-           profile: ModelProfile | None = None) -> str:
+def _where(
+    action: Action,
+    target: Element | None,
+    width: int,
+    height: int,
+    language: str,
+    profile: ModelProfile | None = None,
+) -> str:
     if target is not None and target.name:
         return element_words(target, language)
     if action.x is not None:
-        px, py = (action.point_px(width, height) if profile is None
-                  else profile.to_model(action.x, action.y, width, height))
+        px, py = (
+            action.point_px(width, height)
+            if profile is None
+            else profile.to_model(action.x, action.y, width, height)
+        )
         return f"({px}, {py}) 处" if language == "zh" else f"({px}, {py})"
     return "屏幕" if language == "zh" else "the screen"
 
 
-def action_phrase(action: Action, target: Element | None, width: int, height: int,
-                  language: str, profile: ModelProfile | None = None) -> str:
+def action_phrase(
+    action: Action,
+    target: Element | None,
+    width: int,
+    height: int,
+    language: str,
+    profile: ModelProfile | None = None,
+) -> str:
     """The action in plain words, lower case: 'tap the button "Go"' / '点击“Go”按钮'.
 
     A point without a named target is written in pixels of the width x height
@@ -67,8 +123,7 @@ def action_phrase(action: Action, target: Element | None, width: int, height: in
     if t == ActionType.TAP:
         return f"点击{where}" if zh else f"tap {where}" if named else f"tap at {where}"
     if t == ActionType.RIGHT_CLICK:
-        return (f"右键点击{where}" if zh else f"right-click {where}" if named
-                else f"right-click at {where}")
+        return f"右键点击{where}" if zh else f"right-click {where}" if named else f"right-click at {where}"
     if t == ActionType.DOUBLE_TAP:
         return f"双击{where}" if zh else f"double-tap {where}" if named else f"double-tap at {where}"
     if t == ActionType.LONG_PRESS:
@@ -97,9 +152,11 @@ def action_phrase(action: Action, target: Element | None, width: int, height: in
         return f'choose "{text}" in {where}'
     if t == ActionType.ANSWER:
         return f"回答“{text}”" if zh else f'answer "{text}"'
-    simple = {ActionType.BACK: ("返回上一页", "go back to the previous page"),
-              ActionType.HOME: ("回到主屏幕", "go to the home screen"),
-              ActionType.WAIT: ("等待页面加载", "wait for the screen to update"),
-              ActionType.TAKE_OVER: ("请用户接管操作", "hand control to the user"),
-              ActionType.DONE: ("结束任务", "finish the task")}
+    simple = {
+        ActionType.BACK: ("返回上一页", "go back to the previous page"),
+        ActionType.HOME: ("回到主屏幕", "go to the home screen"),
+        ActionType.WAIT: ("等待页面加载", "wait for the screen to update"),
+        ActionType.TAKE_OVER: ("请用户接管操作", "hand control to the user"),
+        ActionType.DONE: ("结束任务", "finish the task"),
+    }
     return simple[t][0 if zh else 1]

@@ -4,6 +4,7 @@ Coordinates are normalised to [0, 1] of the screenshot; the screenshot's pixel
 size travels beside them on the step. A desktop click and a mobile tap are the
 same `tap`; platform adapters translate.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,16 +35,31 @@ class ActionType(str, Enum):  # noqa: UP042 (StrEnum would change format() of me
 
 ACTION_TYPES = [t.value for t in ActionType]
 # Actions that act at a point on the screen.
-POINT_ACTIONS = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
-                 ActionType.LONG_PRESS, ActionType.SWIPE, ActionType.SELECT}
+POINT_ACTIONS = {
+    ActionType.TAP,
+    ActionType.RIGHT_CLICK,
+    ActionType.DOUBLE_TAP,
+    ActionType.LONG_PRESS,
+    ActionType.SWIPE,
+    ActionType.SELECT,
+}
 # Actions whose `text` is required.
-TEXT_ACTIONS = {ActionType.TYPE, ActionType.KEY, ActionType.OPEN_APP,
-                ActionType.SELECT, ActionType.ANSWER}
+TEXT_ACTIONS = {ActionType.TYPE, ActionType.KEY, ActionType.OPEN_APP, ActionType.SELECT, ActionType.ANSWER}
 # Actions expected to change the screen (used by no-op detection).
-SCREEN_CHANGING = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
-                   ActionType.LONG_PRESS, ActionType.SWIPE, ActionType.SCROLL, ActionType.TYPE,
-                   ActionType.KEY, ActionType.OPEN_APP, ActionType.BACK,
-                   ActionType.HOME, ActionType.SELECT}
+SCREEN_CHANGING = {
+    ActionType.TAP,
+    ActionType.RIGHT_CLICK,
+    ActionType.DOUBLE_TAP,
+    ActionType.LONG_PRESS,
+    ActionType.SWIPE,
+    ActionType.SCROLL,
+    ActionType.TYPE,
+    ActionType.KEY,
+    ActionType.OPEN_APP,
+    ActionType.BACK,
+    ActionType.HOME,
+    ActionType.SELECT,
+}
 
 Direction = Literal["up", "down", "left", "right"]
 # A scroll's `amount` is in wheel notches (pyautogui's `scroll(clicks)`); a web
@@ -98,8 +114,9 @@ class Action(BaseModel):
     @classmethod
     def _positive_amount(cls, v: float | None) -> float | None:
         if v is not None and (not math.isfinite(v) or v <= 0):
-            raise ValueError(f"amount={v!r} is not a positive number of wheel notches "
-                             f"(the direction gives the sign)")
+            raise ValueError(
+                f"amount={v!r} is not a positive number of wheel notches (the direction gives the sign)"
+            )
         return v
 
     @field_validator("duration_ms")
@@ -143,8 +160,14 @@ class Action(BaseModel):
         return cls(type=ActionType.TYPE, text=text, x=x, y=y, **kw)
 
     @classmethod
-    def scroll(cls, direction: Direction, x: float | None = None, y: float | None = None,
-               amount: float | None = None, **kw) -> Action:
+    def scroll(
+        cls,
+        direction: Direction,
+        x: float | None = None,
+        y: float | None = None,
+        amount: float | None = None,
+        **kw,
+    ) -> Action:
         return cls(type=ActionType.SCROLL, direction=direction, x=x, y=y, amount=amount, **kw)
 
     @classmethod

@@ -3,6 +3,7 @@
 Rows are plain dicts that match the schemas; task params are stored as a JSON
 string so that one column type fits every template.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,97 +17,113 @@ from pydantic import BaseModel, ValidationError
 from .errors import SchemaError
 from .records import Step, Trajectory
 
-ACTION_TYPE = pa.struct([
-    ("type", pa.string()),
-    ("x", pa.float64()), ("y", pa.float64()),
-    ("x2", pa.float64()), ("y2", pa.float64()),
-    ("direction", pa.string()),
-    ("text", pa.string()),
-    ("duration_ms", pa.int64()),
-    ("description", pa.string()),
-    # Added later (scroll amounts): step parts written before it lack the field; it reads as None.
-    ("amount", pa.float64()),
-])
+ACTION_TYPE = pa.struct(
+    [
+        ("type", pa.string()),
+        ("x", pa.float64()),
+        ("y", pa.float64()),
+        ("x2", pa.float64()),
+        ("y2", pa.float64()),
+        ("direction", pa.string()),
+        ("text", pa.string()),
+        ("duration_ms", pa.int64()),
+        ("description", pa.string()),
+        # Added later (scroll amounts): step parts written before it lack the field; it reads as None.
+        ("amount", pa.float64()),
+    ]
+)
 
-VISIBILITY_TYPE = pa.struct([
-    ("on_screen", pa.bool_()),
-    ("visible_fraction", pa.float64()),
-    ("hit_fraction", pa.float64()),
-    ("centre_hit", pa.bool_()),
-    ("modal_covered", pa.bool_()),
-])
+VISIBILITY_TYPE = pa.struct(
+    [
+        ("on_screen", pa.bool_()),
+        ("visible_fraction", pa.float64()),
+        ("hit_fraction", pa.float64()),
+        ("centre_hit", pa.bool_()),
+        ("modal_covered", pa.bool_()),
+    ]
+)
 
-ELEMENT_TYPE = pa.struct([
-    ("role", pa.string()),
-    ("name", pa.string()),
-    ("bbox", pa.list_(pa.float64(), 4)),
-    # Added later (issue 18): step parts written before it lack the field; it reads as None.
-    ("visibility", VISIBILITY_TYPE),
-])
+ELEMENT_TYPE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("name", pa.string()),
+        ("bbox", pa.list_(pa.float64(), 4)),
+        # Added later (issue 18): step parts written before it lack the field; it reads as None.
+        ("visibility", VISIBILITY_TYPE),
+    ]
+)
 
-STEP_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()),
-    ("index", pa.int32()),
-    ("screenshot", pa.string()),
-    ("image_format", pa.string()),
-    ("width", pa.int32()),
-    ("height", pa.int32()),
-    ("url", pa.string()),
-    ("a11y_tree", pa.large_string()),
-    ("elements", pa.list_(ELEMENT_TYPE)),
-    ("action", ACTION_TYPE),
-    ("target", ELEMENT_TYPE),
-    ("screen_changed", pa.bool_()),
-    ("error", pa.string()),
-    ("guard", pa.string()),
-    ("thought", pa.large_string()),
-    ("started_at", pa.float64()),
-    ("observe_ms", pa.float64()),
-    ("act_ms", pa.float64()),
-])
+STEP_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("index", pa.int32()),
+        ("screenshot", pa.string()),
+        ("image_format", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("url", pa.string()),
+        ("a11y_tree", pa.large_string()),
+        ("elements", pa.list_(ELEMENT_TYPE)),
+        ("action", ACTION_TYPE),
+        ("target", ELEMENT_TYPE),
+        ("screen_changed", pa.bool_()),
+        ("error", pa.string()),
+        ("guard", pa.string()),
+        ("thought", pa.large_string()),
+        ("started_at", pa.float64()),
+        ("observe_ms", pa.float64()),
+        ("act_ms", pa.float64()),
+    ]
+)
 
-TASK_TYPE = pa.struct([
-    ("task_id", pa.string()),
-    ("instruction", pa.string()),
-    ("language", pa.string()),
-    ("app", pa.string()),
-    ("template_id", pa.string()),
-    ("params_json", pa.string()),
-    ("start_url", pa.string()),
-])
+TASK_TYPE = pa.struct(
+    [
+        ("task_id", pa.string()),
+        ("instruction", pa.string()),
+        ("language", pa.string()),
+        ("app", pa.string()),
+        ("template_id", pa.string()),
+        ("params_json", pa.string()),
+        ("start_url", pa.string()),
+    ]
+)
 
-DEVICE_TYPE = pa.struct([
-    ("name", pa.string()),
-    ("viewport_width", pa.int32()),
-    ("viewport_height", pa.int32()),
-    ("pixel_ratio", pa.float64()),
-    ("is_mobile", pa.bool_()),
-    ("locale", pa.string()),
-    ("theme", pa.string()),
-    ("font_scale", pa.float64()),
-])
+DEVICE_TYPE = pa.struct(
+    [
+        ("name", pa.string()),
+        ("viewport_width", pa.int32()),
+        ("viewport_height", pa.int32()),
+        ("pixel_ratio", pa.float64()),
+        ("is_mobile", pa.bool_()),
+        ("locale", pa.string()),
+        ("theme", pa.string()),
+        ("font_scale", pa.float64()),
+    ]
+)
 
-TRAJECTORY_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()),
-    ("task", TASK_TYPE),
-    ("platform", pa.string()),
-    ("app", pa.string()),
-    ("device", DEVICE_TYPE),
-    ("source", pa.string()),
-    ("source_name", pa.string()),
-    ("policy", pa.string()),
-    ("seed", pa.int64()),
-    ("outcome", pa.string()),
-    ("verified_by", pa.string()),
-    ("num_steps", pa.int32()),
-    ("distractions", pa.list_(pa.string())),
-    ("error", pa.string()),
-    ("pipeline_version", pa.string()),
-    ("created_at", pa.float64()),
-    ("reward", pa.float64()),
-    ("verifier", pa.string()),
-    ("verifier_reason", pa.string()),
-])
+TRAJECTORY_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("task", TASK_TYPE),
+        ("platform", pa.string()),
+        ("app", pa.string()),
+        ("device", DEVICE_TYPE),
+        ("source", pa.string()),
+        ("source_name", pa.string()),
+        ("policy", pa.string()),
+        ("seed", pa.int64()),
+        ("outcome", pa.string()),
+        ("verified_by", pa.string()),
+        ("num_steps", pa.int32()),
+        ("distractions", pa.list_(pa.string())),
+        ("error", pa.string()),
+        ("pipeline_version", pa.string()),
+        ("created_at", pa.float64()),
+        ("reward", pa.float64()),
+        ("verifier", pa.string()),
+        ("verifier_reason", pa.string()),
+    ]
+)
 # Columns a trajectories part written at an older schema version lacks (read as null).
 TRAJECTORY_ADDED = {"1.1": ("reward", "verifier", "verifier_reason")}
 
@@ -116,8 +133,12 @@ TASK_SCHEMA = pa.schema(list(TASK_TYPE))
 def _element_row(e) -> dict | None:
     if e is None:
         return None
-    return {"role": e.role, "name": e.name, "bbox": list(e.bbox) if e.bbox else None,
-            "visibility": e.visibility.model_dump() if e.visibility else None}
+    return {
+        "role": e.role,
+        "name": e.name,
+        "bbox": list(e.bbox) if e.bbox else None,
+        "visibility": e.visibility.model_dump() if e.visibility else None,
+    }
 
 
 def well_formed(value: Any) -> Any:
@@ -175,28 +196,27 @@ def _params(params_json: Any, *, source, record, field: str) -> dict:
     try:
         params = json.loads(params_json)
     except (TypeError, ValueError) as exc:
-        raise SchemaError(f"not valid JSON ({exc})", source=source, record=record,
-                          field=field) from None
+        raise SchemaError(f"not valid JSON ({exc})", source=source, record=record, field=field) from None
     if not isinstance(params, dict):
-        raise SchemaError(f"not a JSON object: {str(params_json)[:60]!r}", source=source,
-                          record=record, field=field)
+        raise SchemaError(
+            f"not a JSON object: {str(params_json)[:60]!r}", source=source, record=record, field=field
+        )
     return params
 
 
 def _require_row(row: Any, *, source) -> None:
     if not isinstance(row, dict):
-        raise SchemaError(f"expected an object, got {type(row).__name__}", source=source,
-                          field="record")
+        raise SchemaError(f"expected an object, got {type(row).__name__}", source=source, field="record")
 
 
 def row_to_task(row: dict, *, source: str | None = None):
     from .records import Task
+
     _require_row(row, source=source)
     row = dict(row)
     record = row.get("task_id")
     if "params_json" in row:
-        row["params"] = _params(row.pop("params_json"), source=source, record=record,
-                                field="params_json")
+        row["params"] = _params(row.pop("params_json"), source=source, record=record, field="params_json")
     return _validate(Task, _drop_nulls(row), source=source, record=record)
 
 
@@ -207,8 +227,7 @@ def row_to_step(row: dict[str, Any], *, source: str | None = None) -> Step:
     data = dict(row)
     data["action"] = _drop_nulls(data.get("action"))
     elements = data.get("elements") or []
-    data["elements"] = ([_drop_nulls(e) for e in elements] if isinstance(elements, list)
-                        else elements)
+    data["elements"] = [_drop_nulls(e) for e in elements] if isinstance(elements, list) else elements
     data["target"] = _drop_nulls(data.get("target"))
     return _validate(Step, _drop_nulls(data), source=source, record=record)
 
@@ -219,12 +238,12 @@ def row_to_trajectory(row: dict[str, Any], *, source: str | None = None) -> Traj
     task = data.get("task") or {}
     if isinstance(task, dict) and "params_json" in task:
         task = dict(task)
-        task["params"] = _params(task.pop("params_json"), source=source,
-                                 record=row.get("trajectory_id"), field="task.params_json")
+        task["params"] = _params(
+            task.pop("params_json"), source=source, record=row.get("trajectory_id"), field="task.params_json"
+        )
     data["task"] = _drop_nulls(task)
     data["device"] = _drop_nulls(data.get("device"))
-    return _validate(Trajectory, _drop_nulls(data), source=source,
-                     record=row.get("trajectory_id"))
+    return _validate(Trajectory, _drop_nulls(data), source=source, record=row.get("trajectory_id"))
 
 
 def _validate(model: type[BaseModel], data: dict, *, source, record):
@@ -253,6 +272,7 @@ def validate_trajectory(data: dict, *, source: str | None = None, record: Any = 
 # Arrow refuses it. step_to_row / trajectory_to_row stay the reference: the
 # tables are equal (tests/schemas/test_arrow_columns.py).
 
+
 def _column(values: list, type_: pa.DataType) -> pa.Array:
     try:
         return pa.array(values, type_)
@@ -274,8 +294,9 @@ def _struct(records: list, struct_type: pa.StructType, special: dict | None = No
         else:
             values = list(map(get, records))
         # A nested record (an element's visibility) is a struct of its own.
-        children.append(_struct(values, field.type) if pa.types.is_struct(field.type)
-                        else _column(values, field.type))
+        children.append(
+            _struct(values, field.type) if pa.types.is_struct(field.type) else _column(values, field.type)
+        )
     mask = pa.array(nulls, pa.bool_()) if has_nulls else None
     return pa.StructArray.from_arrays(children, fields=list(struct_type), mask=mask)
 
@@ -286,8 +307,9 @@ def _elements(steps: list[Step]) -> pa.Array:
         flat.extend(s.elements)
         offsets.append(len(flat))
     values = _struct(flat, ELEMENT_TYPE)
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values,
-                                    type=STEP_SCHEMA.field("elements").type)
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), values, type=STEP_SCHEMA.field("elements").type
+    )
 
 
 _ACTION_SPECIAL = {"type": lambda a: a.type.value}
@@ -307,8 +329,9 @@ def _records_table(records: list, schema: pa.Schema, special: dict) -> pa.Table:
     columns = []
     for field in schema:
         build = special.get(field.name)
-        columns.append(build(records) if build else
-                       _column(list(map(attrgetter(field.name), records)), field.type))
+        columns.append(
+            build(records) if build else _column(list(map(attrgetter(field.name), records)), field.type)
+        )
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -20,6 +20,7 @@ and `{font_scale}` (drawn from the seed) are the only names replaced in
 `start_url`, `setup`, `wait_for`, `instruction_js` and verifier URLs; every
 other brace (JavaScript's objects and blocks) stays as written.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,9 @@ _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 class EnvironmentFileError(ValueError):
     """A bad environment or task file; the message names file, environment and field."""
 
-    def __init__(self, message: str, *, source: str, environment: str | None = None,
-                 field: str | None = None):
+    def __init__(
+        self, message: str, *, source: str, environment: str | None = None, field: str | None = None
+    ):
         self.reason, self.source, self.environment, self.field = message, source, environment, field
         where = [f"file {source}"]
         if environment:
@@ -55,28 +57,38 @@ class EnvironmentFileError(ValueError):
         super().__init__(f"{', '.join(where)}: {message}")
 
 
-def expand_variables(value: Any, *, source: str, environment: str | None = None,
-                     path: str = "") -> Any:
+def expand_variables(value: Any, *, source: str, environment: str | None = None, path: str = "") -> Any:
     """`value` with ${NAME} / ${NAME:-default} replaced from os.environ in every string."""
     import os
+
     if isinstance(value, str):
+
         def sub(m: re.Match) -> str:
             name, default = m.group(1), m.group(2)
             if name in os.environ:
                 return os.environ[name]
             if default is not None:
                 return default
-            raise EnvironmentFileError(f"${{{name}}} is not set (give a default: "
-                                       f"${{{name}:-value}})", source=source,
-                                       environment=environment, field=path or None)
+            raise EnvironmentFileError(
+                f"${{{name}}} is not set (give a default: ${{{name}:-value}})",
+                source=source,
+                environment=environment,
+                field=path or None,
+            )
+
         return _ENV_VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: expand_variables(v, source=source, environment=environment,
-                                    path=f"{path}.{k}" if path else str(k))
-                for k, v in value.items()}
+        return {
+            k: expand_variables(
+                v, source=source, environment=environment, path=f"{path}.{k}" if path else str(k)
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [expand_variables(v, source=source, environment=environment, path=f"{path}.{i}")
-                for i, v in enumerate(value)]
+        return [
+            expand_variables(v, source=source, environment=environment, path=f"{path}.{i}")
+            for i, v in enumerate(value)
+        ]
     return value
 
 
@@ -91,14 +103,17 @@ def mask_volatile(text: str | None, patterns: list[str]) -> str:
 def screen_digest(tree: str | None, volatile: list[str]) -> str:
     """A short hash of a screen's tree with its volatile text masked (replay checks)."""
     import hashlib
+
     return hashlib.sha1(mask_volatile(tree, volatile).encode("utf-8")).hexdigest()[:16]
 
 
 def fill(template: str, **values: Any) -> str:
     """`template` with {seed}, {task_id}, {session}, {language} replaced; other braces kept."""
+
     def sub(m: re.Match) -> str:
         name = m.group(1)
         return str(values[name]) if values.get(name) is not None else m.group(0)
+
     return _PLACEHOLDER.sub(sub, template)
 
 
@@ -222,8 +237,9 @@ class Environment(_Strict):
     def _origins(cls, v: list[str]) -> list[str]:
         for origin in v:
             if not re.match(r"^(https?|wss?)://[^/\s]+", origin):
-                raise ValueError(f"allow entry {origin!r}: expected an origin such as "
-                                 f"'http://127.0.0.1:8000'")
+                raise ValueError(
+                    f"allow entry {origin!r}: expected an origin such as 'http://127.0.0.1:8000'"
+                )
         return v
 
     @field_validator("volatile")
@@ -247,19 +263,23 @@ class Environment(_Strict):
     def _platform_fields(self) -> Environment:
         if self.platform in ("web", "mobile_web"):
             if not self.start_url and not any(t.start_url for t in self.tasks):
-                raise ValueError(f"a {self.platform} environment needs 'start_url' "
-                                 f"(or a start_url on every task)")
+                raise ValueError(
+                    f"a {self.platform} environment needs 'start_url' (or a start_url on every task)"
+                )
             if self.app is not None:
                 raise ValueError("'app' is for android/ios; a web environment has 'start_url'")
         else:
             if self.app is None:
-                raise ValueError(f"an {self.platform} environment needs 'app' "
-                                 f"(package/activity or bundle_id)")
+                raise ValueError(
+                    f"an {self.platform} environment needs 'app' (package/activity or bundle_id)"
+                )
             # A native app has no page: what needs one is refused here, not mid-crawl.
             specs = [self.verifier] + [t.verifier for t in self.tasks]
             if any(s is not None and s.kind == "js" for s in specs) or self.instruction_js:
-                raise ValueError(f"an {self.platform} app has no page for JavaScript: use an "
-                                 f"http, python or judge verifier (and no instruction_js)")
+                raise ValueError(
+                    f"an {self.platform} app has no page for JavaScript: use an "
+                    f"http, python or judge verifier (and no instruction_js)"
+                )
         if not self.tasks and self.explore is None and self.instruction_js is None:
             raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
         seen: set[str] = set()
@@ -268,8 +288,10 @@ class Environment(_Strict):
                 raise ValueError(f"tasks[{i}]: task_id {t.task_id!r} appears twice")
             seen.add(t.task_id)
             if t.instruction is None and self.instruction_js is None:
-                raise ValueError(f"tasks[{i}] ({t.task_id}): no 'instruction' and no "
-                                 f"'instruction_js' to read one from the page")
+                raise ValueError(
+                    f"tasks[{i}] ({t.task_id}): no 'instruction' and no "
+                    f"'instruction_js' to read one from the page"
+                )
         return self
 
     # ------------------------------------------------------------------ use
@@ -313,9 +335,18 @@ class Environment(_Strict):
 
     def as_tasks(self) -> list[Task]:
         """The task records (the instruction may still come from `instruction_js`)."""
-        return [Task(task_id=t.task_id, instruction=t.instruction or "(read from the page)",
-                     language=t.language, app=self.name, template_id=t.template_id,
-                     params=dict(t.params), start_url=t.start_url) for t in self.tasks]
+        return [
+            Task(
+                task_id=t.task_id,
+                instruction=t.instruction or "(read from the page)",
+                language=t.language,
+                app=self.name,
+                template_id=t.template_id,
+                params=dict(t.params),
+                start_url=t.start_url,
+            )
+            for t in self.tasks
+        ]
 
 
 def load_environment(path: str | Path, *, tasks_file: str | Path | None = None) -> Environment:
@@ -329,8 +360,7 @@ def load_environment(path: str | Path, *, tasks_file: str | Path | None = None) 
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise EnvironmentFileError(f"not valid YAML: {e}", source=source) from None
     if not isinstance(raw, dict):
-        raise EnvironmentFileError("expected a mapping at the top (name, platform, ...)",
-                                   source=source)
+        raise EnvironmentFileError("expected a mapping at the top (name, platform, ...)", source=source)
     name = raw.get("name") if isinstance(raw.get("name"), str) else None
     raw = expand_variables(raw, source=source, environment=name)
     tasks = raw.get("tasks")
@@ -341,8 +371,7 @@ def load_environment(path: str | Path, *, tasks_file: str | Path | None = None) 
         if not tasks_path.is_absolute():
             tasks_path = path.parent / tasks_path
         rows = read_task_file(tasks_path, environment=name)
-        raw = {**raw, "tasks": expand_variables(rows, source=str(tasks_path), environment=name,
-                                                path="tasks")}
+        raw = {**raw, "tasks": expand_variables(rows, source=str(tasks_path), environment=name, path="tasks")}
     return environment_from_dict(raw, source=source)
 
 
@@ -356,8 +385,9 @@ def environment_from_dict(raw: dict, *, source: str = "<dict>") -> Environment:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = f"unknown field; known: {_known_fields(err['loc'])}"
-        raise EnvironmentFileError(msg.removeprefix("Value error, "), source=source,
-                                   environment=name, field=field) from None
+        raise EnvironmentFileError(
+            msg.removeprefix("Value error, "), source=source, environment=name, field=field
+        ) from None
 
 
 def _known_fields(loc: tuple) -> str:
@@ -389,10 +419,12 @@ def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
     """Task rows from a JSONL or Parquet file (validated with the environment)."""
     source = str(path)
     if not path.exists():
-        raise EnvironmentFileError("the tasks file does not exist", source=source,
-                                   environment=environment, field="tasks")
+        raise EnvironmentFileError(
+            "the tasks file does not exist", source=source, environment=environment, field="tasks"
+        )
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
+
         rows = pq.read_table(path).to_pylist()
         for row in rows:
             if isinstance(row.get("params"), str):  # params stored as JSON text
@@ -403,8 +435,12 @@ def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
                 del row[key]
         return rows
     if path.suffix not in (".jsonl", ".json"):
-        raise EnvironmentFileError(f"tasks file {path.name}: expected .jsonl or .parquet",
-                                   source=source, environment=environment, field="tasks")
+        raise EnvironmentFileError(
+            f"tasks file {path.name}: expected .jsonl or .parquet",
+            source=source,
+            environment=environment,
+            field="tasks",
+        )
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -412,10 +448,12 @@ def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise EnvironmentFileError(f"line {n} is not JSON: {e.msg}", source=source,
-                                       environment=environment, field="tasks") from None
+            raise EnvironmentFileError(
+                f"line {n} is not JSON: {e.msg}", source=source, environment=environment, field="tasks"
+            ) from None
         if not isinstance(row, dict):
-            raise EnvironmentFileError(f"line {n}: expected an object", source=source,
-                                       environment=environment, field="tasks")
+            raise EnvironmentFileError(
+                f"line {n}: expected an object", source=source, environment=environment, field="tasks"
+            )
         rows.append(row)
     return rows

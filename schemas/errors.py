@@ -1,4 +1,5 @@
 """Errors that say where bad data came from: the file, the record and the field."""
+
 from __future__ import annotations
 
 
@@ -9,8 +10,14 @@ class SchemaError(ValueError):
     or row number) and the field at fault, so that a data engineer can find it.
     """
 
-    def __init__(self, message: str, *, source: str | None = None,
-                 record: str | int | None = None, field: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        record: str | int | None = None,
+        field: str | None = None,
+    ):
         self.reason = message
         self.source = source
         self.record = record
@@ -26,6 +33,9 @@ class SchemaError(ValueError):
 
     def located(self, *, source: str | None = None, record: str | int | None = None) -> SchemaError:
         """The same error with the file and record filled in where unknown."""
-        return SchemaError(self.reason, source=self.source or source,
-                           record=self.record if self.record is not None else record,
-                           field=self.field)
+        return SchemaError(
+            self.reason,
+            source=self.source or source,
+            record=self.record if self.record is not None else record,
+            field=self.field,
+        )

@@ -14,6 +14,7 @@ Encoding rounds to the nearest integer and clamps to the frame, so a decoded
 point is within half a unit of the original (one unit at the far edge).
 Decoding checks the value and names the format's field when it is bad.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ from .errors import SchemaError
 @dataclass(frozen=True)
 class Grid:
     name: str
-    divisor: int    # normalised = value / divisor
+    divisor: int  # normalised = value / divisor
     max_value: int  # the largest value the format allows
 
     def encode(self, v: float) -> int:
@@ -36,8 +37,7 @@ class Grid:
     def decode(self, value: Any, *, field: str) -> float:
         g = _number(value, field=field)
         if not 0 <= g <= self.max_value:
-            raise SchemaError(f"{value!r} is outside the {self.name} range 0..{self.max_value}",
-                              field=field)
+            raise SchemaError(f"{value!r} is outside the {self.name} range 0..{self.max_value}", field=field)
         return g / self.divisor
 
 

@@ -34,6 +34,7 @@ Anything that is not one of these is a `KeyNameError` naming the key; a
 translation a platform cannot press is a `KeyNameError` too (the drivers turn
 it into their ActionError), e.g. a chord on iOS or ``power`` on the web.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,57 +42,191 @@ import re
 MODIFIERS = ("ctrl", "alt", "shift", "meta")
 
 _MODIFIER_ALIASES = {
-    "ctrl": "ctrl", "control": "ctrl", "ctl": "ctrl", "controlleft": "ctrl",
-    "controlright": "ctrl", "lctrl": "ctrl", "rctrl": "ctrl", "ctrlleft": "ctrl",
-    "ctrlright": "ctrl", "strg": "ctrl",
-    "alt": "alt", "option": "alt", "opt": "alt", "altleft": "alt", "altright": "alt",
-    "lalt": "alt", "ralt": "alt", "menualt": "alt",
-    "shift": "shift", "shiftleft": "shift", "shiftright": "shift", "lshift": "shift",
+    "ctrl": "ctrl",
+    "control": "ctrl",
+    "ctl": "ctrl",
+    "controlleft": "ctrl",
+    "controlright": "ctrl",
+    "lctrl": "ctrl",
+    "rctrl": "ctrl",
+    "ctrlleft": "ctrl",
+    "ctrlright": "ctrl",
+    "strg": "ctrl",
+    "alt": "alt",
+    "option": "alt",
+    "opt": "alt",
+    "altleft": "alt",
+    "altright": "alt",
+    "lalt": "alt",
+    "ralt": "alt",
+    "menualt": "alt",
+    "shift": "shift",
+    "shiftleft": "shift",
+    "shiftright": "shift",
+    "lshift": "shift",
     "rshift": "shift",
-    "meta": "meta", "cmd": "meta", "command": "meta", "win": "meta", "windows": "meta",
-    "super": "meta", "os": "meta", "metaleft": "meta", "metaright": "meta", "lwin": "meta",
-    "rwin": "meta", "winleft": "meta", "winright": "meta", "cmdleft": "meta",
-    "cmdright": "meta", "⌘": "meta",
+    "meta": "meta",
+    "cmd": "meta",
+    "command": "meta",
+    "win": "meta",
+    "windows": "meta",
+    "super": "meta",
+    "os": "meta",
+    "metaleft": "meta",
+    "metaright": "meta",
+    "lwin": "meta",
+    "rwin": "meta",
+    "winleft": "meta",
+    "winright": "meta",
+    "cmdleft": "meta",
+    "cmdright": "meta",
+    "⌘": "meta",
 }
 
-_NAMED = ("enter", "tab", "space", "backspace", "delete", "escape", "up", "down", "left",
-          "right", "pageup", "pagedown", "move_home", "end", "insert", "capslock", "numlock",
-          "scrolllock", "printscreen", "pause", "contextmenu",
-          *(f"f{i}" for i in range(1, 25)))
-SYSTEM_BUTTONS = ("back", "home", "menu", "search", "app_switch", "volume_up", "volume_down",
-                  "volume_mute", "power", "camera")
+_NAMED = (
+    "enter",
+    "tab",
+    "space",
+    "backspace",
+    "delete",
+    "escape",
+    "up",
+    "down",
+    "left",
+    "right",
+    "pageup",
+    "pagedown",
+    "move_home",
+    "end",
+    "insert",
+    "capslock",
+    "numlock",
+    "scrolllock",
+    "printscreen",
+    "pause",
+    "contextmenu",
+    *(f"f{i}" for i in range(1, 25)),
+)
+SYSTEM_BUTTONS = (
+    "back",
+    "home",
+    "menu",
+    "search",
+    "app_switch",
+    "volume_up",
+    "volume_down",
+    "volume_mute",
+    "power",
+    "camera",
+)
 NAMED_KEYS = frozenset(_NAMED) | frozenset(SYSTEM_BUTTONS)
 
 # Aliases, looked up with case, spaces, "_" and "-" removed (see _norm).
 _ALIASES = {
-    "return": "enter", "ret": "enter", "go": "enter", "send": "enter", "done": "enter",
-    "numpadenter": "enter", "kpenter": "enter", "newline": "enter", "⏎": "enter", "↵": "enter",
-    "tabulator": "tab", "spacebar": "space", "backspace": "backspace", "bksp": "backspace",
-    "bs": "backspace", "del": "backspace", "forwarddel": "delete", "forwarddelete": "delete",
-    "delete": "delete", "esc": "escape", "escape": "escape",
-    "arrowup": "up", "uparrow": "up", "dpadup": "up", "arrowdown": "down",
-    "downarrow": "down", "dpaddown": "down", "arrowleft": "left", "leftarrow": "left",
-    "dpadleft": "left", "arrowright": "right", "rightarrow": "right", "dpadright": "right",
-    "pageup": "pageup", "pgup": "pageup", "prior": "pageup", "pagedown": "pagedown",
-    "pgdn": "pagedown", "pgdown": "pagedown", "next": "pagedown",
-    "movehome": "move_home", "homekey": "move_home", "moveend": "end", "end": "end",
-    "insert": "insert", "ins": "insert", "capslock": "capslock", "caps": "capslock",
-    "numlock": "numlock", "scrolllock": "scrolllock", "printscreen": "printscreen",
-    "prtsc": "printscreen", "prtscr": "printscreen", "print": "printscreen",
-    "sysrq": "printscreen", "pause": "pause", "break": "pause", "contextmenu": "contextmenu",
+    "return": "enter",
+    "ret": "enter",
+    "go": "enter",
+    "send": "enter",
+    "done": "enter",
+    "numpadenter": "enter",
+    "kpenter": "enter",
+    "newline": "enter",
+    "⏎": "enter",
+    "↵": "enter",
+    "tabulator": "tab",
+    "spacebar": "space",
+    "backspace": "backspace",
+    "bksp": "backspace",
+    "bs": "backspace",
+    "del": "backspace",
+    "forwarddel": "delete",
+    "forwarddelete": "delete",
+    "delete": "delete",
+    "esc": "escape",
+    "escape": "escape",
+    "arrowup": "up",
+    "uparrow": "up",
+    "dpadup": "up",
+    "arrowdown": "down",
+    "downarrow": "down",
+    "dpaddown": "down",
+    "arrowleft": "left",
+    "leftarrow": "left",
+    "dpadleft": "left",
+    "arrowright": "right",
+    "rightarrow": "right",
+    "dpadright": "right",
+    "pageup": "pageup",
+    "pgup": "pageup",
+    "prior": "pageup",
+    "pagedown": "pagedown",
+    "pgdn": "pagedown",
+    "pgdown": "pagedown",
+    "next": "pagedown",
+    "movehome": "move_home",
+    "homekey": "move_home",
+    "moveend": "end",
+    "end": "end",
+    "insert": "insert",
+    "ins": "insert",
+    "capslock": "capslock",
+    "caps": "capslock",
+    "numlock": "numlock",
+    "scrolllock": "scrolllock",
+    "printscreen": "printscreen",
+    "prtsc": "printscreen",
+    "prtscr": "printscreen",
+    "print": "printscreen",
+    "sysrq": "printscreen",
+    "pause": "pause",
+    "break": "pause",
+    "contextmenu": "contextmenu",
     "apps": "contextmenu",
-    "back": "back", "goback": "back", "navigateback": "back", "browserback": "back",
-    "home": "home", "gohome": "home", "navigatehome": "home", "menu": "menu",
-    "search": "search", "appswitch": "app_switch", "recentapps": "app_switch",
-    "recents": "app_switch", "recent": "app_switch", "appselect": "app_switch",
-    "overview": "app_switch", "volumeup": "volume_up", "volup": "volume_up",
-    "audiovolumeup": "volume_up", "volumedown": "volume_down", "voldown": "volume_down",
-    "audiovolumedown": "volume_down", "volumemute": "volume_mute", "mute": "volume_mute",
-    "audiovolumemute": "volume_mute", "power": "power", "camera": "camera",
-    "plus": "plus", "add": "plus", "minus": "-", "comma": ",", "period": ".", "slash": "/",
-    "backslash": "\\", "semicolon": ";", "quote": "'", "apostrophe": "'", "equal": "=",
-    "equals": "=", "bracketleft": "[", "bracketright": "]", "backquote": "`", "grave": "`",
-    "star": "*", "pound": "#", "at": "@",
+    "back": "back",
+    "goback": "back",
+    "navigateback": "back",
+    "browserback": "back",
+    "home": "home",
+    "gohome": "home",
+    "navigatehome": "home",
+    "menu": "menu",
+    "search": "search",
+    "appswitch": "app_switch",
+    "recentapps": "app_switch",
+    "recents": "app_switch",
+    "recent": "app_switch",
+    "appselect": "app_switch",
+    "overview": "app_switch",
+    "volumeup": "volume_up",
+    "volup": "volume_up",
+    "audiovolumeup": "volume_up",
+    "volumedown": "volume_down",
+    "voldown": "volume_down",
+    "audiovolumedown": "volume_down",
+    "volumemute": "volume_mute",
+    "mute": "volume_mute",
+    "audiovolumemute": "volume_mute",
+    "power": "power",
+    "camera": "camera",
+    "plus": "plus",
+    "add": "plus",
+    "minus": "-",
+    "comma": ",",
+    "period": ".",
+    "slash": "/",
+    "backslash": "\\",
+    "semicolon": ";",
+    "quote": "'",
+    "apostrophe": "'",
+    "equal": "=",
+    "equals": "=",
+    "bracketleft": "[",
+    "bracketright": "]",
+    "backquote": "`",
+    "grave": "`",
+    "star": "*",
+    "pound": "#",
+    "at": "@",
 }
 _ALIASES.update({f"f{i}": f"f{i}" for i in range(1, 25)})
 _ALIASES.update({n.replace("_", ""): n for n in NAMED_KEYS})
@@ -105,7 +240,7 @@ class KeyNameError(ValueError):
 
 def _norm(token: str) -> str:
     t = re.sub(r"[\s_\-]", "", token.lower())
-    return t[len("keycode"):] if t.startswith("keycode") and len(t) > len("keycode") else t
+    return t[len("keycode") :] if t.startswith("keycode") and len(t) > len("keycode") else t
 
 
 def _main_key(token: str, *, in_chord: bool, keyboard: bool, original: str) -> str:
@@ -155,8 +290,7 @@ def parse_chord(name: str, *, keyboard: bool = False) -> tuple[tuple[str, ...], 
     """
     if not isinstance(name, str):
         raise KeyNameError(f"unknown key {name!r}")
-    lone = {"\n": "enter", "\r": "enter", "\r\n": "enter", "\t": "tab", " ": "space",
-            "\b": "backspace"}
+    lone = {"\n": "enter", "\r": "enter", "\r\n": "enter", "\t": "tab", " ": "space", "\b": "backspace"}
     if name in lone:
         return (), lone[name]
     if not name.strip():
@@ -169,8 +303,9 @@ def parse_chord(name: str, *, keyboard: bool = False) -> tuple[tuple[str, ...], 
     for t in tokens[:-1]:
         m = _MODIFIER_ALIASES.get(_norm(t))
         if m is None:
-            raise KeyNameError(f"unknown key {name!r}: {t.strip()!r} is not a modifier "
-                               f"({', '.join(MODIFIERS)})")
+            raise KeyNameError(
+                f"unknown key {name!r}: {t.strip()!r} is not a modifier ({', '.join(MODIFIERS)})"
+            )
         mods.add(m)
     main = _main_key(tokens[-1], in_chord=chord, keyboard=keyboard, original=name)
     if main in MODIFIERS:
@@ -210,14 +345,33 @@ def same_key(a: str, b: str) -> bool:
 
 # ---------------------------------------------------------------- Playwright
 _PW_MODIFIERS = {"ctrl": "Control", "alt": "Alt", "shift": "Shift", "meta": "Meta"}
-_PW_NAMES = {"enter": "Enter", "tab": "Tab", "space": "Space", "backspace": "Backspace",
-             "delete": "Delete", "escape": "Escape", "up": "ArrowUp", "down": "ArrowDown",
-             "left": "ArrowLeft", "right": "ArrowRight", "pageup": "PageUp",
-             "pagedown": "PageDown", "move_home": "Home", "end": "End", "insert": "Insert",
-             "capslock": "CapsLock", "numlock": "NumLock", "scrolllock": "ScrollLock",
-             "printscreen": "PrintScreen", "pause": "Pause", "contextmenu": "ContextMenu",
-             "search": "Enter", "plus": "+", **_PW_MODIFIERS,
-             **{f"f{i}": f"F{i}" for i in range(1, 25)}}
+_PW_NAMES = {
+    "enter": "Enter",
+    "tab": "Tab",
+    "space": "Space",
+    "backspace": "Backspace",
+    "delete": "Delete",
+    "escape": "Escape",
+    "up": "ArrowUp",
+    "down": "ArrowDown",
+    "left": "ArrowLeft",
+    "right": "ArrowRight",
+    "pageup": "PageUp",
+    "pagedown": "PageDown",
+    "move_home": "Home",
+    "end": "End",
+    "insert": "Insert",
+    "capslock": "CapsLock",
+    "numlock": "NumLock",
+    "scrolllock": "ScrollLock",
+    "printscreen": "PrintScreen",
+    "pause": "Pause",
+    "contextmenu": "ContextMenu",
+    "search": "Enter",
+    "plus": "+",
+    **_PW_MODIFIERS,
+    **{f"f{i}": f"F{i}" for i in range(1, 25)},
+}
 
 
 def to_playwright(name: str) -> str:
@@ -242,13 +396,31 @@ def to_playwright(name: str) -> str:
 
 # ---------------------------------------------------------------- W3C / Selenium
 # WebDriver's key code points (the W3C spec's table; selenium.webdriver.common.keys.Keys).
-_W3C = {"ctrl": "\ue009", "alt": "\ue00a", "shift": "\ue008", "meta": "\ue03d",
-        "enter": "\ue007", "tab": "\ue004", "space": "\ue00d", "backspace": "\ue003",
-        "delete": "\ue017", "escape": "\ue00c", "up": "\ue013", "down": "\ue015",
-        "left": "\ue012", "right": "\ue014", "pageup": "\ue00e", "pagedown": "\ue00f",
-        "move_home": "\ue011", "end": "\ue010", "insert": "\ue016", "pause": "\ue00b",
-        "search": "\ue007", "plus": "+",
-        **{f"f{i}": chr(0xE031 + i - 1) for i in range(1, 13)}}
+_W3C = {
+    "ctrl": "\ue009",
+    "alt": "\ue00a",
+    "shift": "\ue008",
+    "meta": "\ue03d",
+    "enter": "\ue007",
+    "tab": "\ue004",
+    "space": "\ue00d",
+    "backspace": "\ue003",
+    "delete": "\ue017",
+    "escape": "\ue00c",
+    "up": "\ue013",
+    "down": "\ue015",
+    "left": "\ue012",
+    "right": "\ue014",
+    "pageup": "\ue00e",
+    "pagedown": "\ue00f",
+    "move_home": "\ue011",
+    "end": "\ue010",
+    "insert": "\ue016",
+    "pause": "\ue00b",
+    "search": "\ue007",
+    "plus": "+",
+    **{f"f{i}": chr(0xE031 + i - 1) for i in range(1, 13)},
+}
 
 
 def to_w3c(name: str) -> list[str]:
@@ -267,15 +439,57 @@ def to_w3c(name: str) -> list[str]:
 # ---------------------------------------------------------------- Android
 # android.view.KeyEvent codes and meta states.
 ANDROID_KEYCODES = {
-    "enter": 66, "tab": 61, "space": 62, "backspace": 67, "delete": 112, "escape": 111,
-    "up": 19, "down": 20, "left": 21, "right": 22, "pageup": 92, "pagedown": 93,
-    "move_home": 122, "end": 123, "insert": 124, "capslock": 115, "numlock": 143,
-    "scrolllock": 116, "printscreen": 120, "pause": 121, "contextmenu": 82,
-    "back": 4, "home": 3, "menu": 82, "search": 84, "app_switch": 187, "volume_up": 24,
-    "volume_down": 25, "volume_mute": 164, "power": 26, "camera": 27,
-    "ctrl": 113, "alt": 57, "shift": 59, "meta": 117,
-    "plus": 81, ",": 55, ".": 56, "/": 76, ";": 74, "'": 75, "[": 71, "]": 72, "\\": 73,
-    "-": 69, "=": 70, "`": 68, "@": 77, "*": 17, "#": 18, " ": 62,
+    "enter": 66,
+    "tab": 61,
+    "space": 62,
+    "backspace": 67,
+    "delete": 112,
+    "escape": 111,
+    "up": 19,
+    "down": 20,
+    "left": 21,
+    "right": 22,
+    "pageup": 92,
+    "pagedown": 93,
+    "move_home": 122,
+    "end": 123,
+    "insert": 124,
+    "capslock": 115,
+    "numlock": 143,
+    "scrolllock": 116,
+    "printscreen": 120,
+    "pause": 121,
+    "contextmenu": 82,
+    "back": 4,
+    "home": 3,
+    "menu": 82,
+    "search": 84,
+    "app_switch": 187,
+    "volume_up": 24,
+    "volume_down": 25,
+    "volume_mute": 164,
+    "power": 26,
+    "camera": 27,
+    "ctrl": 113,
+    "alt": 57,
+    "shift": 59,
+    "meta": 117,
+    "plus": 81,
+    ",": 55,
+    ".": 56,
+    "/": 76,
+    ";": 74,
+    "'": 75,
+    "[": 71,
+    "]": 72,
+    "\\": 73,
+    "-": 69,
+    "=": 70,
+    "`": 68,
+    "@": 77,
+    "*": 17,
+    "#": 18,
+    " ": 62,
     **{f"f{i}": 130 + i for i in range(1, 13)},
     **{chr(ord("a") + i): 29 + i for i in range(26)},
     **{str(d): 7 + d for d in range(10)},
@@ -310,16 +524,15 @@ def to_ios(name: str) -> tuple[str, str]:
     """
     mods, main = parse_chord(name)
     if mods:
-        raise KeyNameError(f"iOS cannot press the chord {name!r} (no keyboard shortcuts "
-                           f"on a phone)")
+        raise KeyNameError(f"iOS cannot press the chord {name!r} (no keyboard shortcuts on a phone)")
     if main == "back":
-        raise KeyNameError("iOS has no back button: tap the app's own back control "
-                           "or swipe from the left edge")
+        raise KeyNameError(
+            "iOS has no back button: tap the app's own back control or swipe from the left edge"
+        )
     if main in IOS_BUTTONS:
         return "button", IOS_BUTTONS[main]
     if main in IOS_TEXT_KEYS:
         return "text", IOS_TEXT_KEYS[main]
     if len(main) == 1:
         return "text", main
-    raise KeyNameError(f"unknown iOS key {name!r}; known: "
-                       f"{sorted({*IOS_BUTTONS, *IOS_TEXT_KEYS, 'back'})}")
+    raise KeyNameError(f"unknown iOS key {name!r}; known: {sorted({*IOS_BUTTONS, *IOS_TEXT_KEYS, 'back'})}")

@@ -35,6 +35,7 @@ profile: the profile decides the image and the coordinates.
 `smart_resize` is schemas.converters.qwen.smart_resize (tested against
 transformers' own on odd sizes, tests/schemas/test_model_profiles.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
@@ -69,8 +70,10 @@ class ModelProfile:
         if self.coords not in ("pixels", "grid1000", "grid999"):
             raise ValueError(f"profile {self.name}: coords={self.coords!r}")
         if not (0 < self.factor and 0 < self.min_pixels <= self.max_pixels):
-            raise ValueError(f"profile {self.name}: need factor > 0 and "
-                             f"0 < min_pixels ({self.min_pixels}) <= max_pixels ({self.max_pixels})")
+            raise ValueError(
+                f"profile {self.name}: need factor > 0 and "
+                f"0 < min_pixels ({self.min_pixels}) <= max_pixels ({self.max_pixels})"
+            )
 
     def frame(self, width: int, height: int) -> tuple[int, int]:
         """(width, height) of the image the trainer feeds for a width x height screenshot."""
@@ -85,36 +88,72 @@ class ModelProfile:
             return point_to_pixels(x, y, *self.frame(width, height))
         return point_to_grid(x, y, _GRIDS[self.coords])
 
-    def from_model(self, value: Any, width: int, height: int, *,
-                   field: str = "point_2d") -> tuple[float, float]:
+    def from_model(
+        self, value: Any, width: int, height: int, *, field: str = "point_2d"
+    ) -> tuple[float, float]:
         """The answer's [a, b] on a width x height screenshot, normalised to [0, 1]."""
         if self.coords == "pixels":
             return point_from_pixels(value, *self.frame(width, height), field=field)
         return point_from_grid(value, _GRIDS[self.coords], field=field)
 
-    def with_pixels(self, *, min_pixels: int | None = None,
-                    max_pixels: int | None = None) -> ModelProfile:
+    def with_pixels(self, *, min_pixels: int | None = None, max_pixels: int | None = None) -> ModelProfile:
         """The same profile with other pixel bounds (e.g. a trainer's smaller cap)."""
-        return replace(self, min_pixels=self.min_pixels if min_pixels is None else min_pixels,
-                       max_pixels=self.max_pixels if max_pixels is None else max_pixels)
+        return replace(
+            self,
+            min_pixels=self.min_pixels if min_pixels is None else min_pixels,
+            max_pixels=self.max_pixels if max_pixels is None else max_pixels,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The profile as a manifest records it (and `model_profile(dict)` reads back)."""
         return asdict(self)
 
 
-PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
-    ModelProfile("qwen2.5-vl", 28, 56 * 56, 1280 * 28 * 28, "pixels",
-                 model="Qwen2.5-VL (3B/7B/72B): absolute pixels after smart_resize"),
-    ModelProfile("qwen3-vl", 32, 64 * 32 * 32, 1280 * 32 * 32, "grid1000",
-                 model="Qwen3-VL: 0-1000 relative coordinates, factor 32"),
-    ModelProfile("ui-tars", 28, 100 * 28 * 28, 16384 * 28 * 28, "pixels",
-                 model="UI-TARS-1.5: absolute pixels after its smart_resize"),
-    ModelProfile("gui-libra", 28, 56 * 56, 1280 * 28 * 28, "pixels",
-                 model="GUI-Libra-3B/7B (Qwen2.5-VL based): absolute pixels of the image seen"),
-    ModelProfile("open-autoglm", 28, 112 * 112, 1280 * 28 * 28, "grid999",
-                 model="Open-AutoGLM (AutoGLM-Phone-9B): 0-999, value / 1000"),
-)}
+PROFILES: dict[str, ModelProfile] = {
+    p.name: p
+    for p in (
+        ModelProfile(
+            "qwen2.5-vl",
+            28,
+            56 * 56,
+            1280 * 28 * 28,
+            "pixels",
+            model="Qwen2.5-VL (3B/7B/72B): absolute pixels after smart_resize",
+        ),
+        ModelProfile(
+            "qwen3-vl",
+            32,
+            64 * 32 * 32,
+            1280 * 32 * 32,
+            "grid1000",
+            model="Qwen3-VL: 0-1000 relative coordinates, factor 32",
+        ),
+        ModelProfile(
+            "ui-tars",
+            28,
+            100 * 28 * 28,
+            16384 * 28 * 28,
+            "pixels",
+            model="UI-TARS-1.5: absolute pixels after its smart_resize",
+        ),
+        ModelProfile(
+            "gui-libra",
+            28,
+            56 * 56,
+            1280 * 28 * 28,
+            "pixels",
+            model="GUI-Libra-3B/7B (Qwen2.5-VL based): absolute pixels of the image seen",
+        ),
+        ModelProfile(
+            "open-autoglm",
+            28,
+            112 * 112,
+            1280 * 28 * 28,
+            "grid999",
+            model="Open-AutoGLM (AutoGLM-Phone-9B): 0-999, value / 1000",
+        ),
+    )
+}
 
 
 def model_profile(spec: str | dict | ModelProfile | None) -> ModelProfile:
@@ -133,9 +172,15 @@ def model_profile(spec: str | dict | ModelProfile | None) -> ModelProfile:
         except TypeError as exc:
             raise ValueError(f"model_profile {spec!r}: {exc}") from None
     key = str(spec).strip().lower().replace("_", "-")
-    aliases = {"qwen25vl": "qwen2.5-vl", "qwen2.5vl": "qwen2.5-vl", "qwen3vl": "qwen3-vl",
-               "uitars": "ui-tars", "guilibra": "gui-libra", "autoglm": "open-autoglm",
-               "openautoglm": "open-autoglm"}
+    aliases = {
+        "qwen25vl": "qwen2.5-vl",
+        "qwen2.5vl": "qwen2.5-vl",
+        "qwen3vl": "qwen3-vl",
+        "uitars": "ui-tars",
+        "guilibra": "gui-libra",
+        "autoglm": "open-autoglm",
+        "openautoglm": "open-autoglm",
+    }
     key = aliases.get(key.replace("-", ""), key)
     if key not in PROFILES:
         raise ValueError(f"unknown model profile {spec!r}; use one of {sorted(PROFILES)}")

@@ -3,6 +3,7 @@
 Web and mobile environments return the same Observation, so policies,
 recorders and filters never care which one produced it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,17 +13,16 @@ from .records import Element
 
 @dataclass
 class Observation:
-    screenshot: bytes            # encoded image (PNG by default)
-    image_format: str            # "png" | "jpeg"
-    width: int                   # screenshot pixel size
+    screenshot: bytes  # encoded image (PNG by default)
+    image_format: str  # "png" | "jpeg"
+    width: int  # screenshot pixel size
     height: int
-    url: str                     # URL, Android activity or iOS bundle id
-    a11y_tree: str               # text form of the accessibility tree
+    url: str  # URL, Android activity or iOS bundle id
+    a11y_tree: str  # text form of the accessibility tree
     elements: list[Element] = field(default_factory=list)  # with normalised boxes
     last_action_error: str | None = None
 
-    def find(self, name: str | None = None, role: str | None = None, *,
-             exact: bool = False) -> list[Element]:
+    def find(self, name: str | None = None, role: str | None = None, *, exact: bool = False) -> list[Element]:
         """Elements whose role matches and whose name equals/contains `name`."""
         out = []
         for e in self.elements:

@@ -5,6 +5,7 @@ synthesis VLM calls', the reasoning set's) puts it between markers; escaping
 `<` and `>` keeps page text from closing the block or smuggling chat special
 tokens into a local model. Collection (the agent) and curation share it.
 """
+
 from __future__ import annotations
 
 

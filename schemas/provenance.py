@@ -12,6 +12,7 @@
 
 Looked up once per process (a run's records all name the same code).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,13 @@ def pipeline_version() -> str:
 @lru_cache(maxsize=1)
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
         sha = out.stdout.strip()
         if out.returncode == 0 and _SHA.match(sha):
             return sha

@@ -3,6 +3,7 @@
 Records are pydantic models (validation with the field named); `arrow.py`
 holds their Arrow schemas and the row conversion used for Parquet.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,8 +55,7 @@ class Visibility(BaseModel):
     @property
     def is_target(self) -> bool:
         """The only elements a grounding sample may point at."""
-        return (self.on_screen and self.centre_hit and not self.modal_covered
-                and self.visible_fraction >= 0.99)
+        return self.on_screen and self.centre_hit and not self.modal_covered and self.visible_fraction >= 0.99
 
 
 class Element(BaseModel):

@@ -20,6 +20,7 @@ an image already at its target size keeps its bytes. Coordinates and boxes are
 normalised, so they stay valid as they are; the sample's width/height (its only
 pixel-valued fields) become the new size.
 """
+
 from __future__ import annotations
 
 import io
@@ -66,8 +67,14 @@ class Resolution:
     def model(cls, spec: str | ModelProfile) -> Resolution:
         """The frame of a model profile (schemas.model_profiles)."""
         p = model_profile(spec)
-        return cls(p.name, "model", max_pixels=p.max_pixels, min_pixels=p.min_pixels,
-                   factor=p.factor, model_profile=p.name)
+        return cls(
+            p.name,
+            "model",
+            max_pixels=p.max_pixels,
+            min_pixels=p.min_pixels,
+            factor=p.factor,
+            model_profile=p.name,
+        )
 
     @classmethod
     def native(cls, max_pixels: int = NATIVE_MAX_PIXELS) -> Resolution:
@@ -126,8 +133,10 @@ def resolution_profile(spec: str | int | Resolution) -> Resolution:
     try:
         return Resolution.model(str(spec))
     except ValueError:
-        raise ValueError(f"resolution: unknown profile {spec!r}; use one of {sorted(PROFILES)}, "
-                         f"a model profile ({sorted(MODEL_PROFILES)}) or a Resolution") from None
+        raise ValueError(
+            f"resolution: unknown profile {spec!r}; use one of {sorted(PROFILES)}, "
+            f"a model profile ({sorted(MODEL_PROFILES)}) or a Resolution"
+        ) from None
 
 
 def resize_image(data: bytes, image_format: str, size: tuple[int, int], *, source: str = "") -> bytes:
@@ -144,8 +153,9 @@ def resize_image(data: bytes, image_format: str, size: tuple[int, int], *, sourc
             return data
         im.load()
     except UnidentifiedImageError:  # its message holds a BytesIO's address: not reproducible
-        raise ValueError(f"{source}: cannot decode the screenshot: not a {image_format} "
-                         f"image Pillow can read") from None
+        raise ValueError(
+            f"{source}: cannot decode the screenshot: not a {image_format} image Pillow can read"
+        ) from None
     except (OSError, Image.DecompressionBombError) as exc:
         raise ValueError(f"{source}: cannot decode the screenshot: {exc}") from None
     im = _resizable(im, image_format)
@@ -164,4 +174,3 @@ def _resizable(im: Image.Image, image_format: str) -> Image.Image:
         return im
     has_alpha = "A" in im.mode or "transparency" in im.info
     return im.convert("RGBA" if has_alpha else "RGB")
-

@@ -4,6 +4,7 @@ Filters key near-duplicates with it (filters/neardup.py) and the live episode
 runners (sandbox/reflection.py, sandbox/restore.py) compare a reached screen
 with a recorded one by it, so it sits below both.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -11,6 +11,7 @@ reasoning set and the Chinese GUI set as shards, and task difficulty. Prints the
 time, trajectories and steps per minute, peak memory of the process tree, and
 `trajforge stats` of the shards; writes them to data/reports/demo.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,17 @@ from dagster_project.partitions import ALL_MOBILE_RANGE, ALL_WEB_APPS_RANGE  # n
 SAMPLES = ROOT / "tests" / "importers" / "samples"
 # format -> the sample folder (real records of each public dataset, with its
 # PROVENANCE.md) that the demo drops in inbox/<format>/ to be imported
-DEMO_IMPORTS = {"aitz": "aitz", "android_control": "android_control", "gui_odyssey": "gui_odyssey",
-                "mind2web": "mind2web_and_multimodal_mind2web", "guiact": "guiact",
-                "agentnet": "opencua_agentnet", "os_genesis": "os_genesis", "autoglm": "open_autoglm",
-                "android_world": "android_world"}
+DEMO_IMPORTS = {
+    "aitz": "aitz",
+    "android_control": "android_control",
+    "gui_odyssey": "gui_odyssey",
+    "mind2web": "mind2web_and_multimodal_mind2web",
+    "guiact": "guiact",
+    "agentnet": "opencua_agentnet",
+    "os_genesis": "os_genesis",
+    "autoglm": "open_autoglm",
+    "android_world": "android_world",
+}
 PER_TEMPLATE = int(os.environ.get("TRAJFORGE_DEMO_PER_TEMPLATE", "2"))
 DATASET = "sandbox"
 
@@ -90,13 +98,17 @@ def seed_inbox(inbox: Path) -> int:
 
 def reflection_summary(data: Path) -> dict:
     import pyarrow.parquet as pq
+
     path = data / "raw" / "reflection" / "sandbox" / "reflection.parquet"
     rows = pq.read_table(path).to_pylist() if path.exists() else []
     corrections: dict[str, int] = {}
     for r in rows:
         corrections[r["correction"]] = corrections.get(r["correction"], 0) + 1
-    return {"trajectories": len(rows), "led_to_success": sum(r["led_to_success"] for r in rows),
-            "corrections": dict(sorted(corrections.items()))}
+    return {
+        "trajectories": len(rows),
+        "led_to_success": sum(r["led_to_success"] for r in rows),
+        "corrections": dict(sorted(corrections.items())),
+    }
 
 
 def main() -> None:
@@ -116,39 +128,84 @@ def main() -> None:
     with PeakMemory() as mem:
         timings = {
             "task_catalog": materialize(["--select", "task_catalog", "--config-json", catalog_cfg], env),
-            "web_trajectories": materialize(["--select", "web_trajectories",
-                                             "--partition-range", ALL_WEB_APPS_RANGE], env),
-            "mobile_trajectories": materialize(["--select", "mobile_trajectories",
-                                                "--partition-range", ALL_MOBILE_RANGE], env),
+            "web_trajectories": materialize(
+                ["--select", "web_trajectories", "--partition-range", ALL_WEB_APPS_RANGE], env
+            ),
+            "mobile_trajectories": materialize(
+                ["--select", "mobile_trajectories", "--partition-range", ALL_MOBILE_RANGE], env
+            ),
             "import+reflect+curate+export": materialize(
-                ["--select", "imported_trajectories,reflection_trajectories,raw_steps,"
-                             "curated_steps,web_shards"], env),
+                [
+                    "--select",
+                    "imported_trajectories,reflection_trajectories,raw_steps,curated_steps,web_shards",
+                ],
+                env,
+            ),
             "synthesis": materialize(
-                ["--select", "cot_steps,reasoning_set,chinese_gui_set,grounding_set,"
-                             "task_difficulty"], env),
+                ["--select", "cot_steps,reasoning_set,chinese_gui_set,grounding_set,task_difficulty"], env
+            ),
             "training": materialize(["--select", "sft_checkpoint,rl_checkpoint,online_eval"], env),
         }
     wall = time.time() - t0
 
     shards = data / "shards" / DATASET
-    out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(shards), "--json"],
-                         cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [str(VENV_BIN / "trajforge"), "stats", str(shards), "--json"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     stats = json.loads(out)
     crawl_min = (timings["web_trajectories"] + timings["mobile_trajectories"]) / 60
     curated = json.loads((data / "curated" / "summary.json").read_text())
     sets = {}
     for name in ("reasoning_set", "chinese_gui"):
-        out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / name), "--json"],
-                             cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / name), "--json"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         st = json.loads(out)
-        sets[name] = {k: st[k] for k in ("samples", "steps", "trajectories", "modes", "languages",
-                                         "thought_backends", "skipped_steps", "skipped_trajectories")}
+        sets[name] = {
+            k: st[k]
+            for k in (
+                "samples",
+                "steps",
+                "trajectories",
+                "modes",
+                "languages",
+                "thought_backends",
+                "skipped_steps",
+                "skipped_trajectories",
+            )
+        }
     # Grounding: samples per unique screen signature, the languages, drops and balance.
-    out = subprocess.run([str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / "grounding_set"),
-                          "--json"], cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [str(VENV_BIN / "trajforge"), "stats", str(data / "shards" / "grounding_set"), "--json"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     g = json.loads(out)
-    grounding = {k: g[k] for k in ("samples", "records", "unique_screens", "samples_per_unique_screen",
-                                   "languages", "kinds", "size_buckets")}
+    grounding = {
+        k: g[k]
+        for k in (
+            "samples",
+            "records",
+            "unique_screens",
+            "samples_per_unique_screen",
+            "languages",
+            "kinds",
+            "size_buckets",
+        )
+    }
     grounding.update({k: g["summary"][k] for k in ("dropped", "dedup_rate", "balance")})
     report = {
         "grounding": grounding,
@@ -161,39 +218,55 @@ def main() -> None:
         "steps_per_min_crawl": round(stats["steps"] / crawl_min, 1),
         "mobile": stats.get("by_platform", {}).get("mobile_web", {}),
         "mobile_crawl_s": round(timings["mobile_trajectories"], 1),
-        "curated": {k: curated.get(k) for k in ("steps_in", "steps_kept", "dropped",
-                                                  "trajectories_in", "trajectories_kept", "pii")},
+        "curated": {
+            k: curated.get(k)
+            for k in ("steps_in", "steps_kept", "dropped", "trajectories_in", "trajectories_kept", "pii")
+        },
         "sets": sets,
         "reflection": reflection_summary(data),
-        "training": {n: json.loads((data / "training" / f"{n}.json").read_text())
-                     for n in ("sft_checkpoint", "rl_checkpoint", "online_eval")},
+        "training": {
+            n: json.loads((data / "training" / f"{n}.json").read_text())
+            for n in ("sft_checkpoint", "rl_checkpoint", "online_eval")
+        },
         "stats": stats,
     }
     (data / "reports").mkdir(parents=True, exist_ok=True)
     (data / "reports" / "demo.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print("\n== trajforge stats", shards)
     print(json.dumps(stats, indent=2, ensure_ascii=False))
-    print(f"\n== demo: {wall:.0f} s wall, peak memory {report['peak_rss_mb']} MB, "
-          f"{report['trajectories_per_min_crawl']} trajectories/min and "
-          f"{report['steps_per_min_crawl']} steps/min while crawling")
+    print(
+        f"\n== demo: {wall:.0f} s wall, peak memory {report['peak_rss_mb']} MB, "
+        f"{report['trajectories_per_min_crawl']} trajectories/min and "
+        f"{report['steps_per_min_crawl']} steps/min while crawling"
+    )
     c = report["curated"]
-    print(f"== curated: {c['steps_in']} steps in = {c['steps_kept']} kept + "
-          f"{sum(c['dropped'].values())} dropped {c['dropped']}; personal data scrubbed {c['pii']}")
+    print(
+        f"== curated: {c['steps_in']} steps in = {c['steps_kept']} kept + "
+        f"{sum(c['dropped'].values())} dropped {c['dropped']}; personal data scrubbed {c['pii']}"
+    )
     for name, st in sets.items():
-        print(f"== {name}: {st['samples']} samples ({st['steps']} steps), modes {st['modes']}, "
-              f"languages {st['languages']}, thoughts by {st['thought_backends']}")
-    print(f"== grounding_set: {grounding['samples']} samples on {grounding['unique_screens']} unique "
-          f"screens ({grounding['samples_per_unique_screen']:.1f} per screen), languages "
-          f"{grounding['languages']}, sizes {grounding['size_buckets']}")
+        print(
+            f"== {name}: {st['samples']} samples ({st['steps']} steps), modes {st['modes']}, "
+            f"languages {st['languages']}, thoughts by {st['thought_backends']}"
+        )
+    print(
+        f"== grounding_set: {grounding['samples']} samples on {grounding['unique_screens']} unique "
+        f"screens ({grounding['samples_per_unique_screen']:.1f} per screen), languages "
+        f"{grounding['languages']}, sizes {grounding['size_buckets']}"
+    )
     r = report["reflection"]
-    print(f"== reflection: {r['trajectories']} episodes with a real wrong step, "
-          f"{r['led_to_success']} recovered to a verified success, corrections {r['corrections']}")
+    print(
+        f"== reflection: {r['trajectories']} episodes with a real wrong step, "
+        f"{r['led_to_success']} recovered to a verified success, corrections {r['corrections']}"
+    )
     mobile = report["mobile"]
     if mobile:
-        print(f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "
-              f"languages {mobile['languages']}, {mobile['verified_success']} verified by state; "
-              f"swipe {mobile['action_types'].get('swipe', 0)}, "
-              f"long_press {mobile['action_types'].get('long_press', 0)}")
+        print(
+            f"== mobile (Appium): {mobile['trajectories']} trajectories, {mobile['steps']} steps, "
+            f"languages {mobile['languages']}, {mobile['verified_success']} verified by state; "
+            f"swipe {mobile['action_types'].get('swipe', 0)}, "
+            f"long_press {mobile['action_types'].get('long_press', 0)}"
+        )
 
 
 if __name__ == "__main__":

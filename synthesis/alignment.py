@@ -16,6 +16,7 @@
 The template backend cannot check anything: its results say match_rate=None,
 keep=True, reason="unchecked", never a fake pass.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,13 @@ from .cot import TEMPLATE, StepCoT, StepItem, supported
 
 log = logging.getLogger(__name__)
 
-POINT_CHECKED = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
-                 ActionType.LONG_PRESS, ActionType.SELECT}
+POINT_CHECKED = {
+    ActionType.TAP,
+    ActionType.RIGHT_CLICK,
+    ActionType.DOUBLE_TAP,
+    ActionType.LONG_PRESS,
+    ActionType.SELECT,
+}
 VALUE_CHECKED = {ActionType.TYPE, ActionType.SELECT, ActionType.KEY, ActionType.OPEN_APP, ActionType.ANSWER}
 DIRECTION_CHECKED = {ActionType.SWIPE, ActionType.SCROLL}
 # Actions whose point is on the element they act on (a scroll's point is anywhere).
@@ -113,16 +119,19 @@ def point_matches(pred: Action, step: Step, tolerance: float) -> bool:
     return math.hypot(pred.x - ref.x, pred.y - ref.y) <= tolerance
 
 
-def actions_match(pred: Action, step: Step, point_tolerance: float = 0.04,
-                  min_value_f1: float = 0.5) -> bool:
+def actions_match(pred: Action, step: Step, point_tolerance: float = 0.04, min_value_f1: float = 0.5) -> bool:
     ref = step.action
     if pred.type != ref.type:
         return False
     t = ref.type
     if t in POINT_CHECKED and not point_matches(pred, step, point_tolerance):
         return False
-    if t == ActionType.TYPE and pred.x is not None and ref.x is not None \
-            and not point_matches(pred, step, point_tolerance):
+    if (
+        t == ActionType.TYPE
+        and pred.x is not None
+        and ref.x is not None
+        and not point_matches(pred, step, point_tolerance)
+    ):
         return False
     if t in DIRECTION_CHECKED and _direction(pred) != _direction(ref):
         return False
@@ -145,8 +154,11 @@ def parse_box(raw: str, width: int, height: int) -> tuple[float, float, float, f
     values = None
     for obj in json_objects(raw):
         box = next((obj[k] for k in _BOX_KEYS if isinstance(obj, dict) and k in obj), None)
-        if isinstance(box, list) and len(box) == 4 and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
+        if (
+            isinstance(box, list)
+            and len(box) == 4
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box)
+        ):
             values = [float(v) for v in box]
             break
     if values is None:
@@ -171,40 +183,76 @@ def _is_template(backend) -> bool:
     return backend is None or getattr(backend, "model_id", None) == TEMPLATE
 
 
-def check_alignment(backend: VLMBackend | None, items: Sequence[StepItem], n: int = 10,
-                    min_match: float = 0.3, *, cots: Sequence[StepCoT] | None = None,
-                    check_box: bool = True, temperature: float = 1.0, seed: int = 0,
-                    max_new_tokens: int = 256, box_max_new_tokens: int = 48,
-                    batch_size: int = 16, point_tolerance: float = 0.04,
-                    min_value_f1: float = 0.5,
-                    max_page_chars: int = prompts.MAX_PAGE_CHARS) -> list[AlignmentResult]:
+def check_alignment(
+    backend: VLMBackend | None,
+    items: Sequence[StepItem],
+    n: int = 10,
+    min_match: float = 0.3,
+    *,
+    cots: Sequence[StepCoT] | None = None,
+    check_box: bool = True,
+    temperature: float = 1.0,
+    seed: int = 0,
+    max_new_tokens: int = 256,
+    box_max_new_tokens: int = 48,
+    batch_size: int = 16,
+    point_tolerance: float = 0.04,
+    min_value_f1: float = 0.5,
+    max_page_chars: int = prompts.MAX_PAGE_CHARS,
+) -> list[AlignmentResult]:
     """One AlignmentResult per item, in order.
 
     cots[i] (optional): item i's CoT; its answer's action_description is the target
     described in the box question (else the recorded action in words).
     """
     if n < 1 or not 0.0 <= min_match <= 1.0 or batch_size < 1:
-        raise ValueError(f"need n >= 1, 0 <= min_match <= 1, batch_size >= 1 "
-                         f"(got n={n}, min_match={min_match}, batch_size={batch_size})")
+        raise ValueError(
+            f"need n >= 1, 0 <= min_match <= 1, batch_size >= 1 "
+            f"(got n={n}, min_match={min_match}, batch_size={batch_size})"
+        )
     if cots is not None and len(cots) != len(items):
         raise ValueError(f"{len(cots)} cots for {len(items)} items")
     if _is_template(backend):
         return [unchecked() for _ in items]
     results: list[AlignmentResult] = []
     for start in range(0, len(items), batch_size):
-        chunk = list(items[start:start + batch_size])
-        chunk_cots = list(cots[start:start + batch_size]) if cots is not None else [None] * len(chunk)
-        results += _check_chunk(backend, chunk, chunk_cots, n, min_match, check_box, temperature,
-                                seed + start, max_new_tokens, box_max_new_tokens, point_tolerance,
-                                min_value_f1, max_page_chars)
+        chunk = list(items[start : start + batch_size])
+        chunk_cots = list(cots[start : start + batch_size]) if cots is not None else [None] * len(chunk)
+        results += _check_chunk(
+            backend,
+            chunk,
+            chunk_cots,
+            n,
+            min_match,
+            check_box,
+            temperature,
+            seed + start,
+            max_new_tokens,
+            box_max_new_tokens,
+            point_tolerance,
+            min_value_f1,
+            max_page_chars,
+        )
     kept = sum(r.keep for r in results)
     log.info("%s: alignment kept %d of %d steps", backend.model_id, kept, len(results))
     return results
 
 
-def _check_chunk(backend, items, cots, n, min_match, check_box, temperature, seed, max_new_tokens,
-                 box_max_new_tokens, point_tolerance, min_value_f1, max_page_chars
-                 ) -> list[AlignmentResult]:
+def _check_chunk(
+    backend,
+    items,
+    cots,
+    n,
+    min_match,
+    check_box,
+    temperature,
+    seed,
+    max_new_tokens,
+    box_max_new_tokens,
+    point_tolerance,
+    min_value_f1,
+    max_page_chars,
+) -> list[AlignmentResult]:
     checkable = [i for i, it in enumerate(items) if supported(it.step)]
     samples: dict[int, list[str]] = {}
     if checkable:
@@ -215,12 +263,16 @@ def _check_chunk(backend, items, cots, n, min_match, check_box, temperature, see
         if len(out) != len(reqs) or any(len(s) != n for s in out):
             raise RuntimeError(f"{backend.model_id}: expected {n} samples for each of {len(reqs)} requests")
         samples = dict(zip(checkable, out))
-    boxed = [i for i in checkable if check_box and items[i].step.action.x is not None
-             and items[i].step.action.type in BOX_CHECKED]
+    boxed = [
+        i
+        for i in checkable
+        if check_box and items[i].step.action.x is not None and items[i].step.action.type in BOX_CHECKED
+    ]
     boxes: dict[int, str] = {}
     if boxed:
-        answers = backend.generate([_request("box", items[i], cots[i], max_page_chars) for i in boxed],
-                                   box_max_new_tokens)
+        answers = backend.generate(
+            [_request("box", items[i], cots[i], max_page_chars) for i in boxed], box_max_new_tokens
+        )
         if len(answers) != len(boxed):
             raise RuntimeError(f"{backend.model_id}: {len(answers)} box answers for {len(boxed)} requests")
         boxes = dict(zip(boxed, answers))
@@ -260,7 +312,13 @@ def _request(kind: str, item: StepItem, cot: StepCoT | None, max_page_chars: int
         target = cot.answer.get("action_description") if cot is not None else None
         if not target and step.target is not None and step.target.name:
             target = prompts.element_words(step.target, lang)
-        data = {"task": data["task"], "target": target or prompts.step_phrase(step, lang),
-                "url": data["url"], "page_text": data["page_text"], "screen": data["screen"]}
-    return prompts.build_request(kind, data, item.image, lang, step.width, step.height,
-                                 key=f"{step.trajectory_id}#{step.index}")
+        data = {
+            "task": data["task"],
+            "target": target or prompts.step_phrase(step, lang),
+            "url": data["url"],
+            "page_text": data["page_text"],
+            "screen": data["screen"],
+        }
+    return prompts.build_request(
+        kind, data, item.image, lang, step.width, step.height, key=f"{step.trajectory_id}#{step.index}"
+    )

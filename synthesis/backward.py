@@ -9,6 +9,7 @@ Restoring a slice's start state plays live, so it is collection's:
 sandbox/restore.py `restore_state` replays the first T-k recorded actions in
 a fresh sandbox session and checks the screen it reaches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,20 +24,21 @@ class Slice:
 
     trajectory_id: str
     k: int
-    start_position: int          # T - k: how many recorded steps come before the start
-    start_index: int             # the Step.index of the start observation
-    goal: str                    # the task instruction
+    start_position: int  # T - k: how many recorded steps come before the start
+    start_index: int  # the Step.index of the start observation
+    goal: str  # the task instruction
     actions: tuple[Action, ...]  # the k remaining recorded actions
     start_url: str
-    start_screenshot: str        # sha256 of the start observation's screenshot
+    start_screenshot: str  # sha256 of the start observation's screenshot
 
 
 def _ordered(steps: list[Step], traj: Trajectory) -> list[Step]:
     ordered = sorted(steps, key=lambda s: s.index)
     for s in ordered:
         if s.trajectory_id != traj.trajectory_id:
-            raise ValueError(f"trajectory {traj.trajectory_id}: step {s.index} belongs to "
-                             f"trajectory {s.trajectory_id}")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}: step {s.index} belongs to trajectory {s.trajectory_id}"
+            )
     return ordered
 
 
@@ -47,8 +49,16 @@ def backward_slices(traj: Trajectory, steps: list[Step]) -> list[Slice]:
     out = []
     for k in range(1, T + 1):
         start = ordered[T - k]
-        out.append(Slice(trajectory_id=traj.trajectory_id, k=k, start_position=T - k,
-                         start_index=start.index, goal=traj.task.instruction,
-                         actions=tuple(s.action for s in ordered[T - k:]),
-                         start_url=start.url, start_screenshot=start.screenshot))
+        out.append(
+            Slice(
+                trajectory_id=traj.trajectory_id,
+                k=k,
+                start_position=T - k,
+                start_index=start.index,
+                goal=traj.task.instruction,
+                actions=tuple(s.action for s in ordered[T - k :]),
+                start_url=start.url,
+                start_screenshot=start.screenshot,
+            )
+        )
     return out

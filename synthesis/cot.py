@@ -11,6 +11,7 @@ Two backends write the text:
 Either way the answer's action type, value and point come from the recording
 (to_gui_libra pixels of the screenshot): the model only writes text.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,19 +32,37 @@ from trajforge.vlm.backends import VLMBackend
 from . import prompts
 from .prompts import history_text
 
-__all__ = ["COT_SCHEMA", "StepCoT", "StepItem", "VLMCoT", "blob_loader", "generate_cot",
-           "gui_libra_answer", "history_text", "parse_cot", "supported"]
+__all__ = [
+    "COT_SCHEMA",
+    "StepCoT",
+    "StepItem",
+    "VLMCoT",
+    "blob_loader",
+    "generate_cot",
+    "gui_libra_answer",
+    "history_text",
+    "parse_cot",
+    "supported",
+]
 log = logging.getLogger(__name__)
 
 TEMPLATE = "template"
 LABELS = {"en": ("Observation:", "Reflection:", "Plan:"), "zh": ("观察：", "反思：", "计划：")}
 
-COT_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()), ("index", pa.int32()), ("language", pa.string()),
-    ("observation", pa.string()), ("reflection", pa.string()), ("plan", pa.string()),
-    ("answer", pa.string()),  # JSON of the GUI-Libra fields
-    ("backend", pa.string()), ("parsed", pa.bool_()), ("raw", pa.string()),
-])
+COT_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("index", pa.int32()),
+        ("language", pa.string()),
+        ("observation", pa.string()),
+        ("reflection", pa.string()),
+        ("plan", pa.string()),
+        ("answer", pa.string()),  # JSON of the GUI-Libra fields
+        ("backend", pa.string()),
+        ("parsed", pa.bool_()),
+        ("raw", pa.string()),
+    ]
+)
 
 
 @dataclass
@@ -62,8 +81,11 @@ class StepCoT:
     @property
     def thought(self) -> str:
         o, r, p = LABELS[self.language]
-        return f"{o} {self.observation}\n{r} {self.reflection}\n{p} {self.plan}" if self.language == "en" \
+        return (
+            f"{o} {self.observation}\n{r} {self.reflection}\n{p} {self.plan}"
+            if self.language == "en"
             else f"{o}{self.observation}\n{r}{self.reflection}\n{p}{self.plan}"
+        )
 
     def to_row(self) -> dict:
         row = asdict(self)
@@ -103,15 +125,19 @@ def gui_libra_answer(step: Step, description: str) -> dict:
         text = to_gui_libra(action, step.width, step.height)
     except SchemaError as exc:
         raise exc.located(record=f"{step.trajectory_id}#{step.index}") from None
-    return json.loads(text[text.index("{"):text.rindex("}") + 1])
+    return json.loads(text[text.index("{") : text.rindex("}") + 1])
 
 
 # ---------------------------------------------------------------- parsing model output
-_KEYS = {"observation": ("observation", "观察"), "reflection": ("reflection", "反思"),
-         "plan": ("plan", "计划")}
+_KEYS = {
+    "observation": ("observation", "观察"),
+    "reflection": ("reflection", "反思"),
+    "plan": ("plan", "计划"),
+}
 _SECTION = re.compile(
     r"(?:^|\n)\s*(?:[#*]+\s*)?(observation|reflection|plan|观察|反思|计划)\s*(?:\*\*)?\s*[:：]\s*(?:\*\*)?",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _TAG = re.compile(r"<(observation|reflection|plan)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
 _CANON = {"观察": "observation", "反思": "reflection", "计划": "plan"}
 
@@ -136,8 +162,10 @@ def _from_json(raw: str) -> ParsedCoT | None:
     for obj in json_objects(raw):
         if not isinstance(obj, dict):
             continue
-        fields = {name: next((_text(obj.get(k)) for k in keys if _text(obj.get(k))), "")
-                  for name, keys in _KEYS.items()}
+        fields = {
+            name: next((_text(obj.get(k)) for k in keys if _text(obj.get(k))), "")
+            for name, keys in _KEYS.items()
+        }
         if any(fields.values()):
             action = obj.get("action")
             desc = _text(action.get("description")) if isinstance(action, dict) else ""
@@ -151,7 +179,7 @@ def _from_sections(raw: str) -> ParsedCoT:
         marks = list(_SECTION.finditer(raw))
         for m, nxt in zip(marks, marks[1:] + [None]):
             name = _CANON.get(m.group(1), m.group(1).lower())
-            body = raw[m.end():nxt.start() if nxt else len(raw)]
+            body = raw[m.end() : nxt.start() if nxt else len(raw)]
             body = re.split(r"\n\s*(?:action|answer|操作)\s*[:：]|<answer>", body, flags=re.IGNORECASE)[0]
             found.setdefault(name, body.strip())
     return ParsedCoT(found.get("observation", ""), found.get("reflection", ""), found.get("plan", ""))
@@ -172,8 +200,13 @@ def parse_cot(raw: str) -> ParsedCoT:
 
 # ---------------------------------------------------------------- the VLM backend
 class VLMCoT:
-    def __init__(self, backend: VLMBackend, batch_size: int = 16, max_new_tokens: int = 384,
-                 max_page_chars: int = prompts.MAX_PAGE_CHARS):
+    def __init__(
+        self,
+        backend: VLMBackend,
+        batch_size: int = 16,
+        max_new_tokens: int = 384,
+        max_page_chars: int = prompts.MAX_PAGE_CHARS,
+    ):
         """batch_size: requests handed to backend.generate at once (it sorts them by
         length and batches on the GPU); bounds the decoded images held."""
         if batch_size < 1:
@@ -191,8 +224,9 @@ class VLMCoT:
         step, lang = item.step, item.language
         data = prompts.step_data(item.trajectory, item.steps, item.position, lang, self.max_page_chars)
         data["action_taken"] = prompts.hint_data(step, answer, lang)
-        return prompts.build_request("cot", data, item.image, lang, step.width, step.height,
-                                     key=f"{step.trajectory_id}#{step.index}")
+        return prompts.build_request(
+            "cot", data, item.image, lang, step.width, step.height, key=f"{step.trajectory_id}#{step.index}"
+        )
 
     def generate_many(self, items: list[StepItem]) -> list[StepCoT]:
         """One StepCoT per item, in order. Raises SchemaError for an action that
@@ -200,20 +234,33 @@ class VLMCoT:
         out: list[StepCoT] = []
         model_id = self.backend.model_id
         for start in range(0, len(items), self.batch_size):
-            chunk = items[start:start + self.batch_size]
-            answers = [gui_libra_answer(it.step, prompts.action_description(it.step, it.language))
-                       for it in chunk]
-            texts = self.backend.generate([self.build_request(it, a) for it, a in zip(chunk, answers)],
-                                          self.max_new_tokens)
+            chunk = items[start : start + self.batch_size]
+            answers = [
+                gui_libra_answer(it.step, prompts.action_description(it.step, it.language)) for it in chunk
+            ]
+            texts = self.backend.generate(
+                [self.build_request(it, a) for it, a in zip(chunk, answers)], self.max_new_tokens
+            )
             if len(texts) != len(chunk):
                 raise RuntimeError(f"{model_id}: {len(texts)} answers for {len(chunk)} requests")
             for item, answer, raw in zip(chunk, answers, texts):
                 p = parse_cot(raw)
                 if p.parsed and p.description:
                     answer = {**answer, "action_description": p.description}
-                out.append(StepCoT(item.step.trajectory_id, item.step.index, item.language,
-                                   p.observation if p.parsed else "", p.reflection if p.parsed else "",
-                                   p.plan if p.parsed else "", answer, model_id, p.parsed, raw))
+                out.append(
+                    StepCoT(
+                        item.step.trajectory_id,
+                        item.step.index,
+                        item.language,
+                        p.observation if p.parsed else "",
+                        p.reflection if p.parsed else "",
+                        p.plan if p.parsed else "",
+                        answer,
+                        model_id,
+                        p.parsed,
+                        raw,
+                    )
+                )
         unparsed = sum(not c.parsed for c in out)
         if unparsed:
             log.info("%s: %d of %d CoT answers unparseable (parsed=False)", model_id, unparsed, len(out))
@@ -226,10 +273,15 @@ def supported(step: Step) -> bool:
     return step.action.type in TO_NAME
 
 
-def generate_cot(trajectories_with_steps: Iterable[tuple[Trajectory, list[Step]]],
-                 backend: VLMBackend | None = None, *,
-                 load_image: Callable[[Step], bytes] | None = None, batch_size: int = 16,
-                 max_new_tokens: int = 384, skipped: Counter | None = None) -> Iterator[StepCoT]:
+def generate_cot(
+    trajectories_with_steps: Iterable[tuple[Trajectory, list[Step]]],
+    backend: VLMBackend | None = None,
+    *,
+    load_image: Callable[[Step], bytes] | None = None,
+    batch_size: int = 16,
+    max_new_tokens: int = 384,
+    skipped: Counter | None = None,
+) -> Iterator[StepCoT]:
     """A StepCoT for every step, streamed a batch at a time.
 
     backend None: the template backend. With a VLM, `load_image(step)` gives the
@@ -240,6 +292,7 @@ def generate_cot(trajectories_with_steps: Iterable[tuple[Trajectory, list[Step]]
     skipped = skipped if skipped is not None else Counter()
     if backend is None:
         from .template_cot import TemplateCoT
+
         template = TemplateCoT()
         for traj, steps in trajectories_with_steps:
             for pos, step in enumerate(steps):
@@ -274,6 +327,6 @@ def __getattr__(name: str):
     # TemplateCoT lives in template_cot.py (it imports this module): re-exported lazily.
     if name == "TemplateCoT":
         from .template_cot import TemplateCoT
+
         return TemplateCoT
     raise AttributeError(name)
-

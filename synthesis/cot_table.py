@@ -6,6 +6,7 @@ model the template backend writes the thoughts (labelled "template") and the
 alignment is "unchecked"; with a VLM each chunk is sent in batches, then the
 re-prediction and box checks run on the same items.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,17 @@ from trajforge.store.raw import RawStore, atomic_write_bytes
 from .alignment import check_alignment
 from .cot import COT_SCHEMA, StepItem, VLMCoT, generate_cot, supported
 
-ALIGNMENT_TYPE = pa.struct([("match_rate", pa.float64()), ("n", pa.int32()),
-                            ("box", pa.list_(pa.float64())), ("point_in_box", pa.bool_()),
-                            ("keep", pa.bool_()), ("reason", pa.string()), ("unparsed", pa.int32())])
+ALIGNMENT_TYPE = pa.struct(
+    [
+        ("match_rate", pa.float64()),
+        ("n", pa.int32()),
+        ("box", pa.list_(pa.float64())),
+        ("point_in_box", pa.bool_()),
+        ("keep", pa.bool_()),
+        ("reason", pa.string()),
+        ("unparsed", pa.int32()),
+    ]
+)
 TABLE_SCHEMA = COT_SCHEMA.append(pa.field("alignment", ALIGNMENT_TYPE))
 
 
@@ -51,8 +60,9 @@ def _chunks(pairs, size: int):
         yield chunk
 
 
-def _cot_rows(store, tmp, backend, align_n, min_match, batch_size, chunk_trajectories,
-              skipped) -> Iterator[list[dict]]:
+def _cot_rows(
+    store, tmp, backend, align_n, min_match, batch_size, chunk_trajectories, skipped
+) -> Iterator[list[dict]]:
     """Batches of table rows, in (trajectory_id, index) order."""
     pairs = iter_store_trajectories(store, tmp)
     if backend is None:
@@ -70,14 +80,23 @@ def _cot_rows(store, tmp, backend, align_n, min_match, batch_size, chunk_traject
                 image = store.blobs.get(step.screenshot, step.image_format) if step.screenshot else b""
                 items.append(StepItem(traj, steps, pos, image))
         cots = vlm.generate_many(items)
-        checks = check_alignment(backend, items, n=align_n, min_match=min_match,
-                                 cots=cots, batch_size=batch_size)
+        checks = check_alignment(
+            backend, items, n=align_n, min_match=min_match, cots=cots, batch_size=batch_size
+        )
         yield [{**cot.to_row(), "alignment": check.to_row()} for cot, check in zip(cots, checks)]
 
 
-def write_cot_table(store: RawStore, out_dir: Path, *, backend=None, align_n: int = 10,
-                    min_match: float = 0.3, batch_size: int = 16, chunk_trajectories: int = 32,
-                    progress: Callable[[str], None] | None = None) -> dict:
+def write_cot_table(
+    store: RawStore,
+    out_dir: Path,
+    *,
+    backend=None,
+    align_n: int = 10,
+    min_match: float = 0.3,
+    batch_size: int = 16,
+    chunk_trajectories: int = 32,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     """Write out_dir/cot.parquet (one row per step with a thought) and summary.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,8 +111,9 @@ def write_cot_table(store: RawStore, out_dir: Path, *, backend=None, align_n: in
     try:
         # Pairs arrive sorted by (trajectory_id, index): rows stream straight to Parquet.
         with pq.ParquetWriter(part, TABLE_SCHEMA, compression="zstd") as writer:
-            for batch in _cot_rows(store, tmp, backend, align_n, min_match, batch_size,
-                                   chunk_trajectories, skipped):
+            for batch in _cot_rows(
+                store, tmp, backend, align_n, min_match, batch_size, chunk_trajectories, skipped
+            ):
                 writer.write_table(pa.Table.from_pylist(batch, schema=TABLE_SCHEMA))
                 for r in batch:
                     n += 1

@@ -23,6 +23,7 @@ fails more. `epoch()` draws up to `batch_size` distinct eligible tasks with
 these weights (a seeded numpy Generator: the same seed and updates give the
 same batches).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -48,11 +49,23 @@ class EpochRecord:
 
 
 class CurriculumSampler:
-    def __init__(self, tasks: Mapping[str, float], *, low: float = 0.3, high: float = 0.7,
-                 seed: int = 0, batch_size: int = 16, prior: float = 0.5,
-                 prior_count: float = 2.0, memory: float = 0.5, width: float = 0.5,
-                 floor: float = 0.05, rate: float = 0.5, target: float = 0.5,
-                 frontier: float | None = None):
+    def __init__(
+        self,
+        tasks: Mapping[str, float],
+        *,
+        low: float = 0.3,
+        high: float = 0.7,
+        seed: int = 0,
+        batch_size: int = 16,
+        prior: float = 0.5,
+        prior_count: float = 2.0,
+        memory: float = 0.5,
+        width: float = 0.5,
+        floor: float = 0.05,
+        rate: float = 0.5,
+        target: float = 0.5,
+        frontier: float | None = None,
+    ):
         if not tasks:
             raise ValueError("CurriculumSampler needs at least one task")
         if not 0.0 <= low <= high <= 1.0:
@@ -80,8 +93,7 @@ class CurriculumSampler:
 
     def eligible(self) -> list[str]:
         """Task ids whose estimate lies in [low, high], sorted."""
-        return [t for t in self.difficulty
-                if self.low <= self.success_estimate(t) <= self.high]
+        return [t for t in self.difficulty if self.low <= self.success_estimate(t) <= self.high]
 
     def weight(self, task_id: str) -> float:
         """The sampling weight of a task (before normalising over the eligible ones)."""
@@ -103,8 +115,7 @@ class CurriculumSampler:
         batch: list[str] = []
         if ids:
             k = min(n, len(ids))
-            picked = self.rng.choice(len(ids), size=k, replace=False,
-                                     p=np.array(list(probs.values())))
+            picked = self.rng.choice(len(ids), size=k, replace=False, p=np.array(list(probs.values())))
             batch = [ids[i] for i in picked]
         self.history.append(EpochRecord(len(self.history), self.frontier, len(ids), batch))
         return batch

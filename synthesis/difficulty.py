@@ -26,6 +26,7 @@ score = sum(w_i * norm_i) / sum(w_i), default weights 0.4 steps + 0.2 apps +
 0.2 gesture + 0.2 distractions (they sum to 1, so the division is a no-op
 for them and keeps any other weights in [0, 1]).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -41,20 +42,26 @@ from schemas.actions import ActionType
 from schemas.records import Step, Trajectory
 
 FEATURES = ("min_steps", "apps", "gesture", "distractions")
-DEFAULT_WEIGHTS: dict[str, float] = {"min_steps": 0.4, "apps": 0.2, "gesture": 0.2,
-                                     "distractions": 0.2}
+DEFAULT_WEIGHTS: dict[str, float] = {"min_steps": 0.4, "apps": 0.2, "gesture": 0.2, "distractions": 0.2}
 # (low, high) per feature: norm = clip((value - low) / (high - low), 0, 1).
 # min_steps: 1 step is trivial, 30 is the crawler's step budget (sandbox.crawl max_steps).
 # apps: one app is the floor, four or more is as cross-app as it gets.
 # gesture: a tap-only task is the floor (1), multi-touch the ceiling (5).
 # distractions: the sandbox shows at most 2 per session (sandbox.distractions.MAX_PER_SESSION).
-DEFAULT_NORMS: dict[str, tuple[float, float]] = {"min_steps": (1.0, 30.0), "apps": (1.0, 4.0),
-                                                 "gesture": (1.0, 5.0),
-                                                 "distractions": (0.0, 2.0)}
+DEFAULT_NORMS: dict[str, tuple[float, float]] = {
+    "min_steps": (1.0, 30.0),
+    "apps": (1.0, 4.0),
+    "gesture": (1.0, 5.0),
+    "distractions": (0.0, 2.0),
+}
 GESTURE_SCORES: dict[str, int] = {
-    ActionType.TAP.value: 1, ActionType.DOUBLE_TAP.value: 1, ActionType.SELECT.value: 1,
+    ActionType.TAP.value: 1,
+    ActionType.DOUBLE_TAP.value: 1,
+    ActionType.SELECT.value: 1,
     ActionType.RIGHT_CLICK.value: 1,
-    ActionType.SWIPE.value: 2, ActionType.SCROLL.value: 2, ActionType.LONG_PRESS.value: 3,
+    ActionType.SWIPE.value: 2,
+    ActionType.SCROLL.value: 2,
+    ActionType.LONG_PRESS.value: 3,
 }
 MULTI_TOUCH = {"pinch", "zoom", "multi_touch", "two_finger_tap", "rotate"}
 MULTI_TOUCH_SCORE = 5
@@ -106,9 +113,13 @@ def _features(traj: Trajectory, summary: _ActionSummary, optimal_steps: int | No
         min_steps, source = int(optimal_steps), "optimal_steps"
     else:
         min_steps, source = length, "recorded"
-    return {"min_steps": min_steps, "min_steps_source": source,
-            "apps": len({_app_key(traj.app)} | summary.open_apps),
-            "gesture": summary.gesture, "distractions": len(traj.distractions)}
+    return {
+        "min_steps": min_steps,
+        "min_steps_source": source,
+        "apps": len({_app_key(traj.app)} | summary.open_apps),
+        "gesture": summary.gesture,
+        "distractions": len(traj.distractions),
+    }
 
 
 def task_features(traj: Trajectory, steps: list[Step], *, optimal_steps: int | None = None) -> dict:
@@ -134,14 +145,19 @@ def merge_task_features(per_trajectory: Iterable[dict]) -> dict:
         raise ValueError("merge_task_features needs at least one trajectory's features")
     best = min(_SOURCE_RANK[r["min_steps_source"]] for r in rows)
     trusted = [r for r in rows if _SOURCE_RANK[r["min_steps_source"]] == best]
-    return {"min_steps": min(r["min_steps"] for r in trusted),
-            "min_steps_source": trusted[0]["min_steps_source"],
-            "apps": max(r["apps"] for r in rows), "gesture": max(r["gesture"] for r in rows),
-            "distractions": max(r["distractions"] for r in rows), "trajectories": len(rows)}
+    return {
+        "min_steps": min(r["min_steps"] for r in trusted),
+        "min_steps_source": trusted[0]["min_steps_source"],
+        "apps": max(r["apps"] for r in rows),
+        "gesture": max(r["gesture"] for r in rows),
+        "distractions": max(r["distractions"] for r in rows),
+        "trajectories": len(rows),
+    }
 
 
-def normalise(features: Mapping, norms: Mapping[str, tuple[float, float]] = DEFAULT_NORMS
-              ) -> dict[str, float]:
+def normalise(
+    features: Mapping, norms: Mapping[str, tuple[float, float]] = DEFAULT_NORMS
+) -> dict[str, float]:
     """Each feature mapped into [0, 1] by its (low, high) range, clipped."""
     out = {}
     for name in FEATURES:
@@ -161,8 +177,11 @@ def fit_norms(features: Iterable[Mapping]) -> dict[str, tuple[float, float]]:
     return {n: (float(min(r[n] for r in rows)), float(max(r[n] for r in rows))) for n in FEATURES}
 
 
-def difficulty_score(features: Mapping, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                     norms: Mapping[str, tuple[float, float]] = DEFAULT_NORMS) -> float:
+def difficulty_score(
+    features: Mapping,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    norms: Mapping[str, tuple[float, float]] = DEFAULT_NORMS,
+) -> float:
     """sum(w_i * norm_i) / sum(w_i) over the four features: a score in [0, 1]."""
     unknown = set(weights) - set(FEATURES)
     if unknown:
@@ -192,11 +211,19 @@ def assign_levels(scores: list[float], levels: str = "tertile") -> list[str]:
     return ["easy" if s <= lo else "medium" if s <= hi else "hard" for s in scores]
 
 
-DIFFICULTY_SCHEMA = pa.schema([
-    ("task_id", pa.string()), ("min_steps", pa.int32()), ("min_steps_source", pa.string()),
-    ("apps", pa.int32()), ("gesture", pa.int32()), ("distractions", pa.int32()),
-    ("trajectories", pa.int32()), ("score", pa.float64()), ("level", pa.string()),
-])
+DIFFICULTY_SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("min_steps", pa.int32()),
+        ("min_steps_source", pa.string()),
+        ("apps", pa.int32()),
+        ("gesture", pa.int32()),
+        ("distractions", pa.int32()),
+        ("trajectories", pa.int32()),
+        ("score", pa.float64()),
+        ("level", pa.string()),
+    ]
+)
 
 
 def _optimal_steps_of(optimal_steps: Mapping[str, int] | Path | str | None) -> dict[str, int]:
@@ -205,8 +232,12 @@ def _optimal_steps_of(optimal_steps: Mapping[str, int] | Path | str | None) -> d
     if isinstance(optimal_steps, Mapping):
         return {k: int(v) for k, v in optimal_steps.items() if v is not None}
     from trajforge.importers.tasks_table import read_tasks
-    return {r["task_id"]: int(r["optimal_steps"]) for r in read_tasks(Path(optimal_steps))
-            if r["optimal_steps"] is not None}
+
+    return {
+        r["task_id"]: int(r["optimal_steps"])
+        for r in read_tasks(Path(optimal_steps))
+        if r["optimal_steps"] is not None
+    }
 
 
 def _per_trajectory_from_store(store, collections, optimal: dict[str, int]):
@@ -223,15 +254,21 @@ def _per_trajectory_from_store(store, collections, optimal: dict[str, int]):
             for tid, t, text in zip(tids, types, texts):
                 summaries[tid].add(t, text)
     for tid, traj in trajs.items():
-        yield traj.task.task_id, _features(traj, summaries.get(tid, _ActionSummary()),
-                                           optimal.get(traj.task.task_id))
+        yield (
+            traj.task.task_id,
+            _features(traj, summaries.get(tid, _ActionSummary()), optimal.get(traj.task.task_id)),
+        )
 
 
-def difficulty_rows(store_or_pairs, *, collections=None,
-                    optimal_steps: Mapping[str, int] | Path | str | None = None,
-                    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                    norms: Mapping[str, tuple[float, float]] | str = DEFAULT_NORMS,
-                    levels: str = "tertile") -> list[dict]:
+def difficulty_rows(
+    store_or_pairs,
+    *,
+    collections=None,
+    optimal_steps: Mapping[str, int] | Path | str | None = None,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    norms: Mapping[str, tuple[float, float]] | str = DEFAULT_NORMS,
+    levels: str = "tertile",
+) -> list[dict]:
     """One row per task (sorted by task_id): its features, score and level.
 
     `store_or_pairs`: a trajforge.store.raw.RawStore (read in `collections`), or an
@@ -243,8 +280,10 @@ def difficulty_rows(store_or_pairs, *, collections=None,
     if hasattr(store_or_pairs, "iter_trajectories"):
         pairs = _per_trajectory_from_store(store_or_pairs, collections, optimal)
     else:
-        pairs = ((t.task.task_id, task_features(t, s, optimal_steps=optimal.get(t.task.task_id)))
-                 for t, s in store_or_pairs)
+        pairs = (
+            (t.task.task_id, task_features(t, s, optimal_steps=optimal.get(t.task.task_id)))
+            for t, s in store_or_pairs
+        )
     per_task: dict[str, list[dict]] = defaultdict(list)
     for task_id, feats in pairs:
         per_task[task_id].append(feats)

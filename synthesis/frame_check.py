@@ -18,6 +18,7 @@ box (a recording problem, not a frame one); they are outside too.
 A set's manifest names its profile; `profile` overrides it (the trainer that reads
 a set written before profiles, whose answers are pixels of the stored screenshot).
 """
+
 from __future__ import annotations
 
 import io
@@ -31,21 +32,24 @@ from schemas.converters.gui_libra import from_gui_libra
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, manifest_profile, model_profile
 
-TAP_LIKE = frozenset({ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS,
-                      ActionType.RIGHT_CLICK, ActionType.SELECT})
+TAP_LIKE = frozenset(
+    {ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS, ActionType.RIGHT_CLICK, ActionType.SELECT}
+)
 _EXAMPLES = 5
 
 
-def tap_answers_in_box(shard_dir: Path | str, profile: str | ModelProfile | None = None,
-                       split: str | None = None) -> dict[str, Any]:
+def tap_answers_in_box(
+    shard_dir: Path | str, profile: str | ModelProfile | None = None, split: str | None = None
+) -> dict[str, Any]:
     """{"profile", "tap_answers", "inside", "outside", "unparsed", "recorded_outside",
     "share_inside", "passed", "examples"} over the set's samples (all splits, or `split`)."""
     from trajforge.publish.shards import IMAGE_EXTS, iter_tar_samples, read_manifest
 
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
-    prof = model_profile(profile) if profile is not None else (
-        manifest_profile(manifest) or model_profile(None))
+    prof = (
+        model_profile(profile) if profile is not None else (manifest_profile(manifest) or model_profile(None))
+    )
     counts = {"tap_answers": 0, "inside": 0, "outside": 0, "unparsed": 0, "recorded_outside": 0}
     examples: list[dict] = []
     for shard in manifest["shards"]:
@@ -64,8 +68,13 @@ def tap_answers_in_box(shard_dir: Path | str, profile: str | ModelProfile | None
             if not verdict["inside"] and len(examples) < _EXAMPLES:
                 examples.append({"key": key, **{k: v for k, v in verdict.items() if k != "inside"}})
     n = counts["tap_answers"]
-    return {"profile": prof.name, **counts, "share_inside": counts["inside"] / n if n else None,
-            "passed": counts["outside"] == 0, "examples": examples}
+    return {
+        "profile": prof.name,
+        **counts,
+        "share_inside": counts["inside"] / n if n else None,
+        "passed": counts["outside"] == 0,
+        "examples": examples,
+    }
 
 
 def sample_verdict(sample: dict, image: bytes | None, profile: ModelProfile) -> dict | None:
@@ -82,9 +91,14 @@ def sample_verdict(sample: dict, image: bytes | None, profile: ModelProfile) -> 
     sw, sh = int(shot["width"]), int(shot["height"])
     x0, y0, x1, y1 = (float(v) for v in box)
     box_px = [x0 * sw, y0 * sh, x1 * sw, y1 * sh]
-    out = {"inside": False, "unparsed": False,
-           "recorded_outside": not (x0 <= recorded.x <= x1 and y0 <= recorded.y <= y1),
-           "point": None, "box": [round(v, 2) for v in box_px], "detail": ""}
+    out = {
+        "inside": False,
+        "unparsed": False,
+        "recorded_outside": not (x0 <= recorded.x <= x1 and y0 <= recorded.y <= y1),
+        "point": None,
+        "box": [round(v, 2) for v in box_px],
+        "detail": "",
+    }
     if image:
         with Image.open(io.BytesIO(image)) as im:  # the header only: the size the trainer decodes
             iw, ih = im.size
@@ -100,5 +114,9 @@ def sample_verdict(sample: dict, image: bytes | None, profile: ModelProfile) -> 
         return {**out, "detail": f"{action.type.value} without a point"}
     px, py = action.x * sw, action.y * sh
     inside = box_px[0] <= px <= box_px[2] and box_px[1] <= py <= box_px[3]
-    return {**out, "inside": inside, "point": [round(px, 2), round(py, 2)],
-            "detail": "" if inside else f"fed {fed[0]}x{fed[1]}, screenshot {sw}x{sh}"}
+    return {
+        **out,
+        "inside": inside,
+        "point": [round(px, 2), round(py, 2)],
+        "detail": "" if inside else f"fed {fed[0]}x{fed[1]}, screenshot {sw}x{sh}",
+    }

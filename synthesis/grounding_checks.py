@@ -12,6 +12,7 @@
   the set, and the share of visible targets dropped as duplicates <= max_rate.
 Each returns {"passed": bool, "detail": str, ...figures}.
 """
+
 from __future__ import annotations
 
 import io
@@ -42,8 +43,9 @@ def _inside(p, b) -> bool:
     return b[0] <= p[0] <= b[2] and b[1] <= p[1] <= b[3]
 
 
-def points_in_boxes(records: Iterable[tuple[str, dict, bytes | None]],
-                    profile: ModelProfile) -> dict[str, Any]:
+def points_in_boxes(
+    records: Iterable[tuple[str, dict, bytes | None]], profile: ModelProfile
+) -> dict[str, Any]:
     n = outside = frames = 0
     examples = []
     for _key, rec, image in records:
@@ -60,12 +62,16 @@ def points_in_boxes(records: Iterable[tuple[str, dict, bytes | None]],
             if not ok:
                 outside += 1
                 if len(examples) < _EXAMPLES:
-                    examples.append({"id": s["id"], "point": s["point"], "box": s["box"],
-                                     "fed": list(fed)})
-    return {"passed": n > 0 and outside == 0, "samples": n, "outside": outside,
-            "frame_mismatch": frames, "examples": examples,
-            "detail": f"{profile.name}: {n - outside}/{n} points inside their box; "
-                      f"{frames} images not at the frame; examples {examples}"}
+                    examples.append({"id": s["id"], "point": s["point"], "box": s["box"], "fed": list(fed)})
+    return {
+        "passed": n > 0 and outside == 0,
+        "samples": n,
+        "outside": outside,
+        "frame_mismatch": frames,
+        "examples": examples,
+        "detail": f"{profile.name}: {n - outside}/{n} points inside their box; "
+        f"{frames} images not at the frame; examples {examples}",
+    }
 
 
 def boxes_on_targets(records: Iterable[tuple[str, dict, bytes | None]], curated) -> dict[str, Any]:
@@ -96,17 +102,26 @@ def boxes_on_targets(records: Iterable[tuple[str, dict, bytes | None]], curated)
         n += len(wanted[key])
         bad += len(wanted[key])
         reasons["no_such_step"] += len(wanted[key])
-    return {"passed": n > 0 and bad == 0, "samples": n, "not_on_target": bad,
-            "reasons": dict(reasons), "examples": examples,
-            "detail": f"{n - bad}/{n} boxes are targets of their step; {dict(reasons)}; "
-                      f"examples {examples}"}
+    return {
+        "passed": n > 0 and bad == 0,
+        "samples": n,
+        "not_on_target": bad,
+        "reasons": dict(reasons),
+        "examples": examples,
+        "detail": f"{n - bad}/{n} boxes are targets of their step; {dict(reasons)}; examples {examples}",
+    }
 
 
 def _box_problem(s: dict, elements, imported: bool) -> str | None:
     box = s["box_norm"]
-    same = [e for e in elements if e.bbox is not None and e.role == s["element"]["role"]
-            and e.name == s["element"]["name"]
-            and all(abs(a - b) <= 1e-6 for a, b in zip(e.bbox, box))]
+    same = [
+        e
+        for e in elements
+        if e.bbox is not None
+        and e.role == s["element"]["role"]
+        and e.name == s["element"]["name"]
+        and all(abs(a - b) <= 1e-6 for a, b in zip(e.bbox, box))
+    ]
     if not same:
         return "no_such_element"
     if s["box_source"] == "dataset":
@@ -121,24 +136,39 @@ def _box_problem(s: dict, elements, imported: bool) -> str | None:
 def language_mix(summary: dict, min_share: float = 0.1, max_share: float = 0.9) -> dict[str, Any]:
     share = summary.get("language_share", {})
     ok = {"en", "zh"} <= set(share) and all(min_share <= share[k] <= max_share for k in ("en", "zh"))
-    return {"passed": ok, "language_share": share,
-            "detail": f"shares {share}; want en and zh each in [{min_share}, {max_share}]"}
+    return {
+        "passed": ok,
+        "language_share": share,
+        "detail": f"shares {share}; want en and zh each in [{min_share}, {max_share}]",
+    }
 
 
-def dedup_rate(summary: dict, records: Iterable[tuple[str, dict, bytes | None]],
-               max_rate: float = 0.9) -> dict[str, Any]:
+def dedup_rate(
+    summary: dict, records: Iterable[tuple[str, dict, bytes | None]], max_rate: float = 0.9
+) -> dict[str, Any]:
     keys: Counter = Counter()
     for _, rec, _ in records:
-        for k in {(rec["screen_signature"], s["element"]["role"], s["element"]["name"],
-                   tuple(round(c, 2) for c in s["box_norm"])) for s in rec["samples"]}:
+        for k in {
+            (
+                rec["screen_signature"],
+                s["element"]["role"],
+                s["element"]["name"],
+                tuple(round(c, 2) for c in s["box_norm"]),
+            )
+            for s in rec["samples"]
+        }:
             keys[k] += 1  # grounding_targets.element_key's form
     repeated = sum(1 for v in keys.values() if v > 1)
     rate = summary.get("dedup_rate", 0.0)
-    return {"passed": repeated == 0 and rate <= max_rate and bool(keys), "elements": len(keys),
-            "repeated": repeated, "dedup_rate": rate,
-            "detail": f"{len(keys)} elements, {repeated} used on two near-duplicate screens; "
-                      f"{summary.get('deduplicated', 0)} of {summary.get('targets_met', 0)} "
-                      f"visible targets dropped as duplicates (rate {rate:.3f}, max {max_rate})"}
+    return {
+        "passed": repeated == 0 and rate <= max_rate and bool(keys),
+        "elements": len(keys),
+        "repeated": repeated,
+        "dedup_rate": rate,
+        "detail": f"{len(keys)} elements, {repeated} used on two near-duplicate screens; "
+        f"{summary.get('deduplicated', 0)} of {summary.get('targets_met', 0)} "
+        f"visible targets dropped as duplicates (rate {rate:.3f}, max {max_rate})",
+    }
 
 
 def grounding_checks(shard_dir: Path | str, curated, **bounds) -> dict[str, dict]:
@@ -149,11 +179,16 @@ def grounding_checks(shard_dir: Path | str, curated, **bounds) -> dict[str, dict
     profile = manifest_profile(manifest) or model_profile(None)
     summary = manifest["summary"]
     share = {k: bounds[k] for k in ("min_share", "max_share") if k in bounds}
-    return {"points_in_boxes": points_in_boxes(iter_records(shard_dir, images=True), profile),
-            "boxes_on_targets": boxes_on_targets(iter_records(shard_dir), curated),
-            "language_mix": language_mix(summary, **share),
-            "dedup_rate": dedup_rate(summary, iter_records(shard_dir),
-                                     **({"max_rate": bounds["max_rate"]} if "max_rate" in bounds else {}))}
+    return {
+        "points_in_boxes": points_in_boxes(iter_records(shard_dir, images=True), profile),
+        "boxes_on_targets": boxes_on_targets(iter_records(shard_dir), curated),
+        "language_mix": language_mix(summary, **share),
+        "dedup_rate": dedup_rate(
+            summary,
+            iter_records(shard_dir),
+            **({"max_rate": bounds["max_rate"]} if "max_rate" in bounds else {}),
+        ),
+    }
 
 
 def grounding_set_stats(shard_dir: Path | str) -> dict[str, Any]:
@@ -180,15 +215,24 @@ def grounding_set_stats(shard_dir: Path | str) -> dict[str, Any]:
                 sizes[s["size_bucket"]] += 1
                 langs[s["language"]] += 1
                 kinds[s["kind"]] += 1
-    return {"dataset": manifest["dataset"], "version": manifest["version"], "kind": "grounding",
-            "model_profile": (manifest.get("model_profile") or {}).get("name"),
-            "records": records, "samples": samples, "unique_screens": len(sigs),
-            "samples_per_unique_screen": samples / len(sigs) if sigs else 0.0,
-            "roles": dict(sorted(roles.items())), "size_buckets": dict(sorted(sizes.items())),
-            "languages": dict(sorted(langs.items())), "kinds": dict(sorted(kinds.items())),
-            "splits": {k: dict(v) for k, v in splits.items()},
-            "shards": len(manifest["shards"]),
-            "bytes": sum(s["bytes"] for s in manifest["shards"]), "summary": manifest["summary"]}
+    return {
+        "dataset": manifest["dataset"],
+        "version": manifest["version"],
+        "kind": "grounding",
+        "model_profile": (manifest.get("model_profile") or {}).get("name"),
+        "records": records,
+        "samples": samples,
+        "unique_screens": len(sigs),
+        "samples_per_unique_screen": samples / len(sigs) if sigs else 0.0,
+        "roles": dict(sorted(roles.items())),
+        "size_buckets": dict(sorted(sizes.items())),
+        "languages": dict(sorted(langs.items())),
+        "kinds": dict(sorted(kinds.items())),
+        "splits": {k: dict(v) for k, v in splits.items()},
+        "shards": len(manifest["shards"]),
+        "bytes": sum(s["bytes"] for s in manifest["shards"]),
+        "summary": manifest["summary"],
+    }
 
 
 def _records_of(path: Path):
@@ -202,26 +246,41 @@ def format_grounding_table(st: dict[str, Any]) -> str:
     s = st["summary"]
     b = s["balance"]
     line = lambda d: ", ".join(f"{k} {v}" for k, v in d.items())  # noqa: E731
-    return "\n".join([
-        f"dataset {st['dataset']}  version {st['version']}  (grounding set, {st['model_profile']})",
-        f"  samples           {st['samples']}  ({st['records']} screens, {st['unique_screens']} "
-        f"unique; {st['samples_per_unique_screen']:.1f} per unique screen)",
-        f"  languages         {line(st['languages'])}",
-        f"  kinds             {line(st['kinds'])}",
-        f"  roles             {line(st['roles'])}",
-        f"  sizes             {line(st['size_buckets'])}",
-        f"  dropped           {line({k: v for k, v in s['dropped'].items() if v})} "
-        f"of {s['candidates']} elements",
-        f"  dedup             {s['deduplicated']} of {s['targets_met']} visible targets "
-        f"(rate {s['dedup_rate']:.3f})",
-        f"  balance           {b['method']}: {b['capped']} capped; sizes before "
-        f"{line(b['sizes_before'])}, after {line(b['sizes_after'])}",
-        f"  shards            {st['shards']}  ({st['bytes'] / 1e6:.1f} MB); splits "
-        + "; ".join(f"{k} {v.get('samples', 0)}" for k, v in st["splits"].items())])
+    return "\n".join(
+        [
+            f"dataset {st['dataset']}  version {st['version']}  (grounding set, {st['model_profile']})",
+            f"  samples           {st['samples']}  ({st['records']} screens, {st['unique_screens']} "
+            f"unique; {st['samples_per_unique_screen']:.1f} per unique screen)",
+            f"  languages         {line(st['languages'])}",
+            f"  kinds             {line(st['kinds'])}",
+            f"  roles             {line(st['roles'])}",
+            f"  sizes             {line(st['size_buckets'])}",
+            f"  dropped           {line({k: v for k, v in s['dropped'].items() if v})} "
+            f"of {s['candidates']} elements",
+            f"  dedup             {s['deduplicated']} of {s['targets_met']} visible targets "
+            f"(rate {s['dedup_rate']:.3f})",
+            f"  balance           {b['method']}: {b['capped']} capped; sizes before "
+            f"{line(b['sizes_before'])}, after {line(b['sizes_after'])}",
+            f"  shards            {st['shards']}  ({st['bytes'] / 1e6:.1f} MB); splits "
+            + "; ".join(f"{k} {v.get('samples', 0)}" for k, v in st["splits"].items()),
+        ]
+    )
 
 
-_SAMPLE_FIELDS = ("id", "kind", "language", "expression", "element", "box_source", "size_bucket",
-                  "point", "box", "point_norm", "box_norm", "conversations")
+_SAMPLE_FIELDS = (
+    "id",
+    "kind",
+    "language",
+    "expression",
+    "element",
+    "box_source",
+    "size_bucket",
+    "point",
+    "box",
+    "point_norm",
+    "box_norm",
+    "conversations",
+)
 
 
 def record_problems(rec: dict) -> list[tuple[str, str]]:
@@ -244,8 +303,7 @@ def record_problems(rec: dict) -> list[tuple[str, str]]:
         if s["kind"] not in KINDS:
             out.append((f"kind {s['kind']!r} is not one of {KINDS}", f"samples[{i}].kind"))
         if s["language"] != rec["language"]:
-            out.append((f"language {s['language']} on a {rec['language']} screen",
-                        f"samples[{i}].language"))
+            out.append((f"language {s['language']} on a {rec['language']} screen", f"samples[{i}].language"))
         if not (_inside(s["point"], s["box"]) and _inside(s["point_norm"], s["box_norm"])):
             out.append((f"point {s['point']} outside box {s['box']}", f"samples[{i}].point"))
         if s["box_source"] not in ("visibility", "dataset"):

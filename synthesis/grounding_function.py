@@ -13,6 +13,7 @@ Two writers, labelled in every sample (`function_backend`, like cot's `backend`)
   screenshots and the facts as data (filters.judge's markers, page text escaped); an
   empty or over-long answer falls back to the template, which then labels it.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,13 @@ class ScreenChange:
     heading_after: str = ""
 
     def as_data(self) -> dict:
-        return {"url_before": self.url_before, "url_after": self.url_after,
-                "appeared": [f"{r} {n}" for r, n in self.appeared[:12]],
-                "disappeared": [f"{r} {n}" for r, n in self.disappeared[:12]],
-                "heading_after": self.heading_after}
+        return {
+            "url_before": self.url_before,
+            "url_after": self.url_after,
+            "appeared": [f"{r} {n}" for r, n in self.appeared[:12]],
+            "disappeared": [f"{r} {n}" for r, n in self.disappeared[:12]],
+            "heading_after": self.heading_after,
+        }
 
 
 def _named(step: Step) -> list[tuple[str, str]]:
@@ -58,8 +62,9 @@ def screen_change(before: Step, after: Step) -> ScreenChange:
     b, a = _named(before), _named(after)
     bs, as_ = set(b), set(a)
     heading = next((n for r, n in a if r == "heading"), "")
-    return ScreenChange(before.url, after.url, [x for x in a if x not in bs],
-                        [x for x in b if x not in as_], heading)
+    return ScreenChange(
+        before.url, after.url, [x for x in a if x not in bs], [x for x in b if x not in as_], heading
+    )
 
 
 def _page(url: str) -> str:
@@ -85,17 +90,23 @@ class TemplateFunction:
                 return f"跳转到“{page}”页面" if zh else f"goes to the {page} page"
         shown = [n for r, n in change.appeared if r not in ("StaticText", "text")]
         if shown:
-            return (f"显示“{shown[0]}”等{len(shown)}个新元素" if zh and len(shown) > 1 else
-                    f"显示“{shown[0]}”" if zh else
-                    f"shows {shown[0]}" + (f" and {len(shown) - 1} more" if len(shown) > 1 else ""))
+            return (
+                f"显示“{shown[0]}”等{len(shown)}个新元素"
+                if zh and len(shown) > 1
+                else f"显示“{shown[0]}”"
+                if zh
+                else f"shows {shown[0]}" + (f" and {len(shown) - 1} more" if len(shown) > 1 else "")
+            )
         return None
 
 
-_SYSTEM = {"en": "You describe what a GUI element does. Given the screen before and after it "
-                 "was used and the recorded change, answer with one short verb phrase in "
-                 "English (e.g. 'opens the compose dialog'), nothing else.",
-           "zh": "你负责描述界面元素的功能。根据使用该元素前后的截图和记录下的变化，只用一个简短的"
-                 "中文动词短语回答（例如“打开写邮件对话框”），不要写别的。"}
+_SYSTEM = {
+    "en": "You describe what a GUI element does. Given the screen before and after it "
+    "was used and the recorded change, answer with one short verb phrase in "
+    "English (e.g. 'opens the compose dialog'), nothing else.",
+    "zh": "你负责描述界面元素的功能。根据使用该元素前后的截图和记录下的变化，只用一个简短的"
+    "中文动词短语回答（例如“打开写邮件对话框”），不要写别的。",
+}
 
 
 class VLMFunction:
@@ -107,16 +118,19 @@ class VLMFunction:
     def backend(self) -> str:
         return self.vlm.model_id
 
-    def request(self, target: Element, change: ScreenChange, language: str,
-                before: bytes, after: bytes, key: str) -> VLMRequest:
+    def request(
+        self, target: Element, change: ScreenChange, language: str, before: bytes, after: bytes, key: str
+    ) -> VLMRequest:
         data = {"element": {"role": target.role, "name": target.name}, "change": change.as_data()}
         block = escape_data(json.dumps(data, ensure_ascii=False, indent=1))
         content = [text_part(f"{DATA_OPEN}\n{block}\n{DATA_CLOSE}\n")]
         for label, image in (("before", before), ("after", after)):
             if image:
                 content += [text_part(label + ":"), image_part(image)]
-        return VLMRequest(messages=[{"role": "system", "content": _SYSTEM[language]},
-                                    {"role": "user", "content": content}], key=key)
+        return VLMRequest(
+            messages=[{"role": "system", "content": _SYSTEM[language]}, {"role": "user", "content": content}],
+            key=key,
+        )
 
     def describe_many(self, items: list[tuple]) -> list[tuple[str | None, str]]:
         """items: (target, change, language, before image, after image, key) ->

@@ -16,6 +16,7 @@ samples, so the image is stored once; a sample is one (target element, expressio
   centre) and box are in pixels of the frame or on its grid; `point_norm`/`box_norm`
   are normalised to the screenshot. Boxes round outwards, so the point stays inside.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,21 +36,32 @@ from .grounding_text import expressions, function_expression
 
 ROLE_CAP = 4
 KEY_SUFFIX = "ground"
-_ACTED = frozenset({ActionType.TAP, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS,
-                    ActionType.RIGHT_CLICK, ActionType.SELECT, ActionType.TYPE})
+_ACTED = frozenset(
+    {
+        ActionType.TAP,
+        ActionType.DOUBLE_TAP,
+        ActionType.LONG_PRESS,
+        ActionType.RIGHT_CLICK,
+        ActionType.SELECT,
+        ActionType.TYPE,
+    }
+)
 _GRID = {"grid1000": 1000, "grid999": 999}
 _SYSTEM = {
     "en": "You are a GUI grounding model. Given a screenshot and a description of one element "
-          "on it, give that element's box and a point inside it as JSON: "
-          '{{"bbox_2d": [x0, y0, x1, y1], "point_2d": [x, y]}} ({coords}).',
+    "on it, give that element's box and a point inside it as JSON: "
+    '{{"bbox_2d": [x0, y0, x1, y1], "point_2d": [x, y]}} ({coords}).',
     "zh": "你是一个图形界面定位模型。根据截图和对其中一个元素的描述，以 JSON 给出该元素的框和框内的一个点："
-          '{{"bbox_2d": [x0, y0, x1, y1], "point_2d": [x, y]}}（{coords}）。',
+    '{{"bbox_2d": [x0, y0, x1, y1], "point_2d": [x, y]}}（{coords}）。',
 }
-_COORDS = {("en", "pixels"): "pixels of the screenshot", ("zh", "pixels"): "截图的像素坐标",
-           ("en", "grid1000"): "on a 0-1000 grid over the screenshot",
-           ("zh", "grid1000"): "截图上 0-1000 网格的坐标",
-           ("en", "grid999"): "on a 0-999 grid over the screenshot",
-           ("zh", "grid999"): "截图上 0-999 网格的坐标"}
+_COORDS = {
+    ("en", "pixels"): "pixels of the screenshot",
+    ("zh", "pixels"): "截图的像素坐标",
+    ("en", "grid1000"): "on a 0-1000 grid over the screenshot",
+    ("zh", "grid1000"): "截图上 0-1000 网格的坐标",
+    ("en", "grid999"): "on a 0-999 grid over the screenshot",
+    ("zh", "grid999"): "截图上 0-999 网格的坐标",
+}
 _ASK = {"en": "Find {expr}.", "zh": "请找到{expr}。"}
 
 
@@ -69,8 +81,12 @@ def frame_box(bbox, width: int, height: int, profile: ModelProfile) -> list[int]
         fw, fh = profile.frame(width, height)
     else:
         fw = fh = _GRID[profile.coords]
-    return [max(0, math.floor(x0 * fw)), max(0, math.floor(y0 * fh)),
-            min(fw, math.ceil(x1 * fw)), min(fh, math.ceil(y1 * fh))]
+    return [
+        max(0, math.floor(x0 * fw)),
+        max(0, math.floor(y0 * fh)),
+        min(fw, math.ceil(x1 * fw)),
+        min(fh, math.ceil(y1 * fh)),
+    ]
 
 
 class GroundingStats:
@@ -95,19 +111,26 @@ class GroundingStats:
         unique = len(self.signatures)
         met = self.candidates - sum(self.drops.values())  # visible targets met
         return {
-            "samples": self.samples, "screens": self.screens, "unique_screens": unique,
+            "samples": self.samples,
+            "screens": self.screens,
+            "unique_screens": unique,
             "samples_per_unique_screen": self.samples / unique if unique else 0.0,
-            "candidates": self.candidates, "dropped": dict(self.drops),
-            "dropped_share": {r: n / self.candidates if self.candidates else 0.0
-                              for r, n in self.drops.items()},
-            "targets_met": met, "deduplicated": self.deduplicated,
+            "candidates": self.candidates,
+            "dropped": dict(self.drops),
+            "dropped_share": {
+                r: n / self.candidates if self.candidates else 0.0 for r, n in self.drops.items()
+            },
+            "targets_met": met,
+            "deduplicated": self.deduplicated,
             "dedup_rate": self.deduplicated / met if met else 0.0,
-            "balance": {"method": f"cap of {ROLE_CAP} targets per role and size bucket per "
-                                  "screen, reading order", "capped": self.capped,
-                        "roles_before": dict(sorted(self.roles_before.items())),
-                        "roles_after": dict(sorted(self.roles_after.items())),
-                        "sizes_before": dict(sorted(self.sizes_before.items())),
-                        "sizes_after": dict(sorted(self.sizes_after.items()))},
+            "balance": {
+                "method": f"cap of {ROLE_CAP} targets per role and size bucket per screen, reading order",
+                "capped": self.capped,
+                "roles_before": dict(sorted(self.roles_before.items())),
+                "roles_after": dict(sorted(self.roles_after.items())),
+                "sizes_before": dict(sorted(self.sizes_before.items())),
+                "sizes_after": dict(sorted(self.sizes_after.items())),
+            },
             "small_targets": self.sizes_after.get("small", 0),
             "kinds": dict(sorted(self.kinds.items())),
             "languages": dict(sorted(self.languages.items())),
@@ -123,8 +146,15 @@ def _functions(traj: Trajectory, steps: list[Step], describe) -> dict[int, tuple
     items = []
     for s in steps:
         after = by_index.get(s.index + 1)
-        if (after is None or s.target is None or s.target.bbox is None or s.error or s.guard
-                or s.action.type not in _ACTED or s.screen_changed is False):
+        if (
+            after is None
+            or s.target is None
+            or s.target.bbox is None
+            or s.error
+            or s.guard
+            or s.action.type not in _ACTED
+            or s.screen_changed is False
+        ):
             continue
         items.append((s, after))
     return describe(traj, items) if items else {}
@@ -140,9 +170,14 @@ def template_describer(traj: Trajectory, items: list[tuple[Step, Step]]) -> dict
     return out
 
 
-def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
-                   seen: set, stats: GroundingStats,
-                   describe: Callable | None = None) -> list[tuple[Step, str, dict]]:
+def screen_records(
+    traj: Trajectory,
+    steps: list[Step],
+    profile: ModelProfile,
+    seen: set,
+    stats: GroundingStats,
+    describe: Callable | None = None,
+) -> list[tuple[Step, str, dict]]:
     """(step, key, record JSON) per screen with at least one sample. `seen` holds the
     element keys used so far (dedup across the whole set); `describe(traj, [(before,
     after)])` -> {index: (phrase, backend)} writes the functional descriptions."""
@@ -165,8 +200,9 @@ def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
         for c in judged:
             if c.drop:
                 stats.drops[c.drop] += 1
-        targets = sorted([c for c in judged if c.drop is None],
-                         key=lambda c: (c.element.bbox[1], c.element.bbox[0]))
+        targets = sorted(
+            [c for c in judged if c.drop is None], key=lambda c: (c.element.bbox[1], c.element.bbox[0])
+        )
         sig = screen_key(step)
         fresh = []
         for c in targets:
@@ -201,8 +237,20 @@ def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
                 fn = acted
                 exprs["function"] = function_expression(e, acted[0], lang)
             for kind, expr in exprs.items():
-                samples.append(_sample(f"{key}_{len(samples):03d}", kind, expr, lang, e, c.box_source,
-                                       bucket, step, profile, fn))
+                samples.append(
+                    _sample(
+                        f"{key}_{len(samples):03d}",
+                        kind,
+                        expr,
+                        lang,
+                        e,
+                        c.box_source,
+                        bucket,
+                        step,
+                        profile,
+                        fn,
+                    )
+                )
                 stats.kinds[kind] += 1
                 stats.box_sources[c.box_source] += 1
                 if fn:
@@ -213,37 +261,70 @@ def screen_records(traj: Trajectory, steps: list[Step], profile: ModelProfile,
         stats.languages[lang] += len(samples)
         stats.screens += 1
         stats.signatures.add(sig)
-        out.append((step, key, {
-            "trajectory_id": traj.trajectory_id, "index": step.index, "language": lang,
-            "app": traj.app, "platform": traj.platform, "source": traj.source,
-            "source_name": traj.source_name, "task_id": traj.task.task_id,
-            "template_id": traj.task.template_id, "instruction": traj.task.instruction,
-            "url": step.url, "screen_signature": sig,
-            "image": {"width": frame[0], "height": frame[1], "format": step.image_format},
-            "screenshot": {"width": step.width, "height": step.height},
-            "model_profile": profile.name, "coords": profile.coords, "provenance": made_by,
-            "samples": samples}))
+        out.append(
+            (
+                step,
+                key,
+                {
+                    "trajectory_id": traj.trajectory_id,
+                    "index": step.index,
+                    "language": lang,
+                    "app": traj.app,
+                    "platform": traj.platform,
+                    "source": traj.source,
+                    "source_name": traj.source_name,
+                    "task_id": traj.task.task_id,
+                    "template_id": traj.task.template_id,
+                    "instruction": traj.task.instruction,
+                    "url": step.url,
+                    "screen_signature": sig,
+                    "image": {"width": frame[0], "height": frame[1], "format": step.image_format},
+                    "screenshot": {"width": step.width, "height": step.height},
+                    "model_profile": profile.name,
+                    "coords": profile.coords,
+                    "provenance": made_by,
+                    "samples": samples,
+                },
+            )
+        )
     return out
 
 
 def _same(a: Element, b: Element) -> bool:
-    return a.role == b.role and a.name == b.name and a.bbox is not None and b.bbox is not None \
+    return (
+        a.role == b.role
+        and a.name == b.name
+        and a.bbox is not None
+        and b.bbox is not None
         and all(abs(p - q) <= 1e-6 for p, q in zip(a.bbox, b.bbox))
+    )
 
 
-def _sample(sid, kind, expr, lang, e: Element, box_source, bucket, step: Step,
-            profile: ModelProfile, fn) -> dict:
+def _sample(
+    sid, kind, expr, lang, e: Element, box_source, bucket, step: Step, profile: ModelProfile, fn
+) -> dict:
     cx, cy = e.centre()
     point = profile.to_model(cx, cy, step.width, step.height)
     box = frame_box(e.bbox, step.width, step.height, profile)
     gpt = json.dumps({"bbox_2d": box, "point_2d": point})
-    s = {"id": sid, "kind": kind, "language": lang, "expression": expr,
-         "element": {"role": e.role, "name": e.name}, "box_source": box_source,
-         "size_bucket": bucket, "point": point, "box": box,
-         "point_norm": [cx, cy], "box_norm": [float(c) for c in e.bbox],
-         "conversations": [{"from": "system", "value": system_prompt(lang, profile.coords)},
-                           {"from": "human", "value": "<image>\n" + _ASK[lang].format(expr=escape_data(expr))},
-                           {"from": "gpt", "value": gpt}]}
+    s = {
+        "id": sid,
+        "kind": kind,
+        "language": lang,
+        "expression": expr,
+        "element": {"role": e.role, "name": e.name},
+        "box_source": box_source,
+        "size_bucket": bucket,
+        "point": point,
+        "box": box,
+        "point_norm": [cx, cy],
+        "box_norm": [float(c) for c in e.bbox],
+        "conversations": [
+            {"from": "system", "value": system_prompt(lang, profile.coords)},
+            {"from": "human", "value": "<image>\n" + _ASK[lang].format(expr=escape_data(expr))},
+            {"from": "gpt", "value": gpt},
+        ],
+    }
     if fn:
         s["function"], s["function_backend"] = fn
     return s
@@ -257,10 +338,21 @@ def vlm_describer(backend, blobs) -> Callable:
     vlm = VLMFunction(backend)
 
     def describe(traj: Trajectory, items: list[tuple[Step, Step]]) -> dict:
-        asks = [(b.target, screen_change(b, a), traj.task.language,
-                 blobs.get(b.screenshot, b.image_format) if b.screenshot else b"",
-                 blobs.get(a.screenshot, a.image_format) if a.screenshot else b"",
-                 f"{b.trajectory_id}#{b.index}") for b, a in items]
-        return {b.index: (phrase, label) for (b, _), (phrase, label) in
-                zip(items, vlm.describe_many(asks)) if phrase}
+        asks = [
+            (
+                b.target,
+                screen_change(b, a),
+                traj.task.language,
+                blobs.get(b.screenshot, b.image_format) if b.screenshot else b"",
+                blobs.get(a.screenshot, a.image_format) if a.screenshot else b"",
+                f"{b.trajectory_id}#{b.index}",
+            )
+            for b, a in items
+        ]
+        return {
+            b.index: (phrase, label)
+            for (b, _), (phrase, label) in zip(items, vlm.describe_many(asks))
+            if phrase
+        }
+
     return describe

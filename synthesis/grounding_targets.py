@@ -12,6 +12,7 @@ Every candidate gets a drop reason or None; `size_bucket` sorts the kept ones:
 "small" below 1 % of the screen or under 32 px on a side in the model frame
 (ScreenSpot-Pro's hard cases are tiny icons), "medium" below 5 %, else "large".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,21 +20,60 @@ from dataclasses import dataclass
 from schemas.records import Element, Step, Trajectory
 
 # Layout containers and unnamed structure: nothing a person would ask to point at.
-STRUCTURAL = frozenset({"generic", "none", "presentation", "main", "region", "document", "group",
-                        "list", "navigation", "banner", "contentinfo", "form", "table", "rowgroup",
-                        "application", "WebArea", "RootWebArea", "section", "dialog", "alertdialog",
-                        "paragraph", "complementary", "toolbar", "tablist", "menu", "menubar",
-                        "listbox", "grid", "tree", "separator", "LineBreak"})
+STRUCTURAL = frozenset(
+    {
+        "generic",
+        "none",
+        "presentation",
+        "main",
+        "region",
+        "document",
+        "group",
+        "list",
+        "navigation",
+        "banner",
+        "contentinfo",
+        "form",
+        "table",
+        "rowgroup",
+        "application",
+        "WebArea",
+        "RootWebArea",
+        "section",
+        "dialog",
+        "alertdialog",
+        "paragraph",
+        "complementary",
+        "toolbar",
+        "tablist",
+        "menu",
+        "menubar",
+        "listbox",
+        "grid",
+        "tree",
+        "separator",
+        "LineBreak",
+    }
+)
 SMALL_AREA, MEDIUM_AREA, SMALL_SIDE_PX = 0.01, 0.05, 32
-DROP_REASONS = ("no_name", "structural", "no_bbox", "zero_size", "not_measured", "off_screen",
-                "clipped", "occluded", "modal_covered")
+DROP_REASONS = (
+    "no_name",
+    "structural",
+    "no_bbox",
+    "zero_size",
+    "not_measured",
+    "off_screen",
+    "clipped",
+    "occluded",
+    "modal_covered",
+)
 
 
 @dataclass(frozen=True)
 class Candidate:
     element: Element
-    box_source: str              # "visibility" (measured at capture) or "dataset" (import)
-    drop: str | None             # a DROP_REASONS entry, or None for a target
+    box_source: str  # "visibility" (measured at capture) or "dataset" (import)
+    drop: str | None  # a DROP_REASONS entry, or None for a target
 
 
 def judge(element: Element, imported: bool) -> Candidate:

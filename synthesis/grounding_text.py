@@ -16,24 +16,58 @@ would fit two targets of the screen is not written: "text" and "role_text" go wh
 another target has the same text (and role), "relation" when the neighbour's words
 fit two neighbours.
 """
+
 from __future__ import annotations
 
 from schemas.records import Element
 
 KINDS = ("text", "role_text", "position", "relation", "function")
-_ROLE_EN = {"textbox": "text box", "searchbox": "search box", "combobox": "drop-down",
-            "menuitem": "menu item", "img": "image", "image": "image", "StaticText": "text",
-            "text": "text", "listitem": "item", "spinbutton": "number field",
-            "radio": "radio button", "option": "option", "columnheader": "column header",
-            "element": "element", "icon": "icon", "heading": "heading", "cell": "cell"}
-_ROLE_ZH = {"button": "按钮", "link": "链接", "textbox": "输入框", "searchbox": "搜索框",
-            "combobox": "下拉框", "checkbox": "复选框", "radio": "单选按钮", "tab": "标签页",
-            "menuitem": "菜单项", "switch": "开关", "option": "选项", "slider": "滑块",
-            "heading": "标题", "img": "图片", "image": "图片", "listitem": "列表项",
-            "spinbutton": "数字框", "row": "行", "cell": "单元格", "StaticText": "文字",
-            "text": "文字", "icon": "图标", "element": "元素", "columnheader": "列标题"}
-_ORD_EN = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
-           "ninth", "tenth")
+_ROLE_EN = {
+    "textbox": "text box",
+    "searchbox": "search box",
+    "combobox": "drop-down",
+    "menuitem": "menu item",
+    "img": "image",
+    "image": "image",
+    "StaticText": "text",
+    "text": "text",
+    "listitem": "item",
+    "spinbutton": "number field",
+    "radio": "radio button",
+    "option": "option",
+    "columnheader": "column header",
+    "element": "element",
+    "icon": "icon",
+    "heading": "heading",
+    "cell": "cell",
+}
+_ROLE_ZH = {
+    "button": "按钮",
+    "link": "链接",
+    "textbox": "输入框",
+    "searchbox": "搜索框",
+    "combobox": "下拉框",
+    "checkbox": "复选框",
+    "radio": "单选按钮",
+    "tab": "标签页",
+    "menuitem": "菜单项",
+    "switch": "开关",
+    "option": "选项",
+    "slider": "滑块",
+    "heading": "标题",
+    "img": "图片",
+    "image": "图片",
+    "listitem": "列表项",
+    "spinbutton": "数字框",
+    "row": "行",
+    "cell": "单元格",
+    "StaticText": "文字",
+    "text": "文字",
+    "icon": "图标",
+    "element": "元素",
+    "columnheader": "列标题",
+}
+_ORD_EN = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 _NUM_ZH = "一二三四五六七八九十"
 _SIDE_EN = {"left": "left of", "right": "right of", "above": "above", "below": "below"}
 _SIDE_ZH = {"left": "左边", "right": "右边", "above": "上方", "below": "下方"}
@@ -43,7 +77,7 @@ MAX_NAME = 60
 
 def _name(e: Element) -> str:
     n = " ".join(e.name.split())
-    return n if len(n) <= MAX_NAME else n[:MAX_NAME - 1] + "…"
+    return n if len(n) <= MAX_NAME else n[: MAX_NAME - 1] + "…"
 
 
 def role_word(role: str, language: str) -> str:
@@ -77,14 +111,19 @@ def ordinal(k: int, language: str) -> str:
 def position_expression(e: Element, others: list[Element], language: str) -> str | None:
     """Its rank among same-role elements of its column (left edges within 2 % of the
     width), top to bottom; None when it is alone there. List-like roles say "in the list"."""
-    column = sorted((o for o in others if o.role == e.role and abs(o.bbox[0] - e.bbox[0]) <= 0.02),
-                    key=lambda o: (o.bbox[1], o.bbox[0]))
+    column = sorted(
+        (o for o in others if o.role == e.role and abs(o.bbox[0] - e.bbox[0]) <= 0.02),
+        key=lambda o: (o.bbox[1], o.bbox[0]),
+    )
     if len(column) < 2 or e not in column:
         return None
     k = column.index(e) + 1
     if e.role in _LISTY:
-        return f"列表中的{ordinal(k, 'zh')}项" if language == "zh" else \
-            f"the {ordinal(k, 'en')} item in the list"
+        return (
+            f"列表中的{ordinal(k, 'zh')}项"
+            if language == "zh"
+            else f"the {ordinal(k, 'en')} item in the list"
+        )
     if language == "zh":
         return f"从上往下{ordinal(k, 'zh')}个{role_word(e.role, 'zh')}"
     return f"the {ordinal(k, 'en')} {role_word(e.role, 'en')} from the top"

@@ -10,6 +10,7 @@ resumed by the next one with the same inputs and options. One shard record per s
 its `samples`), see synthesis/grounding_samples.py. The manifest's `summary` holds the
 figures the checks read (drops, dedup, balance before/after, languages, kinds).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,14 +43,21 @@ from .set_pii import PersonalData, audit_beside
 KIND = "grounding"
 
 
-def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | str, *,
-                        dataset: str = "grounding_set",
-                        profile: str | ModelProfile = DEFAULT_PROFILE, describe=None,
-                        collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
-                        max_samples_per_shard: int = 1000,
-                        max_bytes_per_shard: int = 500_000_000,
-                        pii_audit: Path | str | None = None,
-                        progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+def write_grounding_set(
+    curated_store: RawStore | Path | str,
+    out_dir: Path | str,
+    *,
+    dataset: str = "grounding_set",
+    profile: str | ModelProfile = DEFAULT_PROFILE,
+    describe=None,
+    collections=None,
+    splits=DEFAULT_SPLITS,
+    split_seed: str = "v1",
+    max_samples_per_shard: int = 1000,
+    max_bytes_per_shard: int = 500_000_000,
+    pii_audit: Path | str | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> dict[str, Any]:
     """Write the set under out_dir; returns the manifest's totals and summary,
     `samples_per_s` (synthesis throughput, images included) and `resumed_shards` (kept
     from a killed run). `progress`, if given, is called with the number of records
@@ -59,32 +67,48 @@ def write_grounding_set(curated_store: RawStore | Path | str, out_dir: Path | st
     a VLM's answers are not in the fingerprint)."""
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
-    layout = SetLayout(check_splits(splits), split_seed, max_samples_per_shard,
-                       max_bytes_per_shard)
+    layout = SetLayout(check_splits(splits), split_seed, max_samples_per_shard, max_bytes_per_shard)
     out_dir = Path(out_dir)
     prof = model_profile(profile)
     chosen, bad = committed_trajectories(store, collections)
-    inputs = {"kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
-              "model_profile": prof.name, "describe": _describer_name(describe), **code_versions(),
-              "provenance": provenance()}  # every sample names the code that made it
-    written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
-                        (t.task for t, _ in chosen.values()),
-                        _GroundingPass(store, chosen, prof, describe, progress))
+    inputs = {
+        "kind": KIND,
+        "dataset": dataset,
+        "layout": dataclasses.asdict(layout),
+        "model_profile": prof.name,
+        "describe": _describer_name(describe),
+        **code_versions(),
+        "provenance": provenance(),
+    }  # every sample names the code that made it
+    written = write_set(
+        out_dir,
+        fingerprint(store, chosen, inputs),
+        layout,
+        (t.task for t, _ in chosen.values()),
+        _GroundingPass(store, chosen, prof, describe, progress),
+    )
     found: _Found = written.result
     quarantine = [dict(q, index=None) for q in bad] + found.quarantine
     figures = found.stats.result()
     seconds = time.perf_counter() - started
-    manifest = set_manifest(KIND, dataset, "synthesis.grounding_writer", written, store,
-                            collections)
+    manifest = set_manifest(KIND, dataset, "synthesis.grounding_writer", written, store, collections)
     manifest.update(_own_fields(written, figures, prof, len(quarantine)))
     # what curation did to the personal data of these screens (synthesis.set_pii)
     manifest["personal_data"] = found.personal.figures(
-        pii_audit if pii_audit is not None else audit_beside(store.root))
+        pii_audit if pii_audit is not None else audit_beside(store.root)
+    )
     commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
-    return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
-            **manifest["totals"], "summary": figures, "model_profile": prof.name,
-            "seconds": seconds, "samples_per_s": figures["samples"] / seconds if seconds else 0.0,
-            "resumed_shards": written.resumed_shards}
+    return {
+        "out_dir": str(out_dir),
+        "dataset": dataset,
+        "version": manifest["version"],
+        **manifest["totals"],
+        "summary": figures,
+        "model_profile": prof.name,
+        "seconds": seconds,
+        "samples_per_s": figures["samples"] / seconds if seconds else 0.0,
+        "resumed_shards": written.resumed_shards,
+    }
 
 
 def _describer_name(describe) -> str | None:
@@ -96,6 +120,7 @@ def _describer_name(describe) -> str | None:
 @dataclasses.dataclass
 class _Found:
     """What one pass learnt besides its shards."""
+
     stats: GroundingStats
     personal: PersonalData
     quarantine: list[dict]
@@ -106,6 +131,7 @@ class _GroundingPass:
     """One pass over the curated steps (see trajforge.publish.shard_set.write_set): fresh
     state on each call, since a pass that does not line up with a killed run's shards
     starts over."""
+
     store: RawStore
     chosen: dict
     profile: ModelProfile
@@ -119,11 +145,11 @@ class _GroundingPass:
             try:
                 steps = [row_to_step(r, source=source) for r in rows]
             except SchemaError as err:
-                found.quarantine.append({"trajectory_id": tid, "index": None,
-                                         "reason": "invalid_step", "detail": str(err)})
+                found.quarantine.append(
+                    {"trajectory_id": tid, "index": None, "reason": "invalid_step", "detail": str(err)}
+                )
                 continue
-            records = screen_records(traj, steps, self.profile, screens_seen, found.stats,
-                                     self.describe)
+            records = screen_records(traj, steps, self.profile, screens_seen, found.stats, self.describe)
             samples = _shard_samples(self.store, traj, records, found.quarantine)
             if samples:
                 run.add(traj.task, samples)
@@ -139,15 +165,27 @@ def _shard_samples(store, traj, records, quarantine) -> list[ShardSample]:
     for step, key, obj in records:
         path = store.blobs.path(step.screenshot, step.image_format)
         if not path.is_file():
-            quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                               "reason": "missing_screenshot", "detail": str(path)})
+            quarantine.append(
+                {
+                    "trajectory_id": traj.trajectory_id,
+                    "index": step.index,
+                    "reason": "missing_screenshot",
+                    "detail": str(path),
+                }
+            )
             continue
         sample = framed_sample(traj.trajectory_id, key, step, obj, path, path.stat().st_size)
         try:
             sample.prepare()
         except Unusable as bad:
-            quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                               "reason": bad.reason, "detail": bad.detail})
+            quarantine.append(
+                {
+                    "trajectory_id": traj.trajectory_id,
+                    "index": step.index,
+                    "reason": bad.reason,
+                    "detail": bad.detail,
+                }
+            )
             continue
         out.append(sample)
     return out
@@ -157,12 +195,19 @@ def _own_fields(written, figures, prof, quarantined: int) -> dict:
     """The grounding manifest's fields beside the ones every set has."""
     shards = written.shards
     return {
-        "model_profile": prof.describe(), "provenance": provenance(model_profile=prof.name),
-        "sample": {"key": "<trajectory_id>_s<index:04d>_ground", "unit": "one record per "
-                   "screen; `samples` lists its grounding samples (element, expression)"},
+        "model_profile": prof.describe(),
+        "provenance": provenance(model_profile=prof.name),
+        "sample": {
+            "key": "<trajectory_id>_s<index:04d>_ground",
+            "unit": "one record per screen; `samples` lists its grounding samples (element, expression)",
+        },
         # "samples" of a shard entry count records (screens); grounding samples are here.
-        "totals": {"records": sum(s["samples"] for s in shards), "grounding_samples":
-                   figures["samples"], "shards": len(shards),
-                   "bytes": sum(s["bytes"] for s in shards), "quarantined": quarantined},
+        "totals": {
+            "records": sum(s["samples"] for s in shards),
+            "grounding_samples": figures["samples"],
+            "shards": len(shards),
+            "bytes": sum(s["bytes"] for s in shards),
+            "quarantined": quarantined,
+        },
         "summary": figures,
     }

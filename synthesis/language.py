@@ -5,6 +5,7 @@ not English with a Chinese button name in it. Text inside quotation marks is
 left out by default: quoted element names and typed values are page data, so
 they say nothing about the language the thought was written in.
 """
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,7 @@ shards (the blocking checks `<set>_no_placeholder_targets`). The target is
 the gpt turn (and the parsed `answer`); the prompts (system and human turns)
 are counted too, reported but not failed on.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,17 +43,25 @@ def count_samples(samples: Iterable[tuple[str, dict]]) -> dict[str, Any]:
     for key, sample in samples:
         n += 1
         t = placeholder_tokens(_target_text(sample))
-        p = placeholder_tokens("\n".join(turn.get("value", "") for turn in sample.get("conversations", [])
-                                         if turn.get("from") != "gpt"))
+        p = placeholder_tokens(
+            "\n".join(
+                turn.get("value", "") for turn in sample.get("conversations", []) if turn.get("from") != "gpt"
+            )
+        )
         in_targets.update(t)
         in_prompts.update(p)
         targets += bool(t)
         prompts += bool(p)
         if t and len(examples) < _EXAMPLES:
             examples.append({"key": key, "tokens": sorted(set(t)), "mode": sample.get("mode")})
-    return {"samples": n, "targets_with_placeholder": targets, "prompts_with_placeholder": prompts,
-            "tokens_in_targets": dict(sorted(in_targets.items())),
-            "tokens_in_prompts": dict(sorted(in_prompts.items())), "examples": examples}
+    return {
+        "samples": n,
+        "targets_with_placeholder": targets,
+        "prompts_with_placeholder": prompts,
+        "tokens_in_targets": dict(sorted(in_targets.items())),
+        "tokens_in_prompts": dict(sorted(in_prompts.items())),
+        "examples": examples,
+    }
 
 
 def placeholder_counts(shard_dir: Path | str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ was not executed: it has no history line (and ends its episode anyway).
 
 Every step or trajectory left out is listed in `skipped` with its reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,14 @@ _TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answ
 
 # -- answers and their spans ------------------------------------------------------
 
-def answer_text(action: Action, width: int, height: int, thought: str | None = None,
-                profile: ModelProfile | str | None = None) -> str:
+
+def answer_text(
+    action: Action,
+    width: int,
+    height: int,
+    thought: str | None = None,
+    profile: ModelProfile | str | None = None,
+) -> str:
     """The GUI-Libra answer, with the thought for mode "reason": for a width x height
     screenshot, in the frame of `profile` (schemas.model_profiles); without one, in
     pixels of width x height as given."""
@@ -140,8 +147,18 @@ def _array_items(text: str, bracket: int) -> list[tuple[int, int, Any]]:
 
 # -- CoT rows -------------------------------------------------------------------------
 
-_COT_FIELDS = ("trajectory_id", "index", "language", "observation", "reflection", "plan",
-               "answer", "backend", "parsed", "raw")
+_COT_FIELDS = (
+    "trajectory_id",
+    "index",
+    "language",
+    "observation",
+    "reflection",
+    "plan",
+    "answer",
+    "backend",
+    "parsed",
+    "raw",
+)
 
 
 def as_step_cot(row: StepCoT | Mapping) -> StepCoT:
@@ -160,10 +177,13 @@ def alignment_view(result: Any) -> dict:
         return {"match_rate": None, "box": None, "point_in_box": None, "checked": False}
     get = result.get if isinstance(result, Mapping) else lambda k: getattr(result, k, None)
     box = get("box")
-    return {"match_rate": get("match_rate"), "box": None if box is None else list(box),
-            "point_in_box": get("point_in_box"),
-            # The template backend is "unchecked": never reported as a pass.
-            "checked": get("match_rate") is not None or get("point_in_box") is not None}
+    return {
+        "match_rate": get("match_rate"),
+        "box": None if box is None else list(box),
+        "point_in_box": get("point_in_box"),
+        # The template backend is "unchecked": never reported as a pass.
+        "checked": get("match_rate") is not None or get("point_in_box") is not None,
+    }
 
 
 def _alignment_keeps(result: Any) -> bool:
@@ -175,12 +195,21 @@ def _alignment_keeps(result: Any) -> bool:
 
 # -- samples ----------------------------------------------------------------------------
 
-def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *,
-                 alignment: Mapping[int, Any] | None = None, language: str | None = None,
-                 require_chinese_thought: bool = False, min_steps: int = MIN_STEPS,
-                 max_steps: int = MAX_STEPS, skipped: list[dict] | None = None,
-                 recorded: list[Step] | None = None,
-                 profile: ModelProfile | str | None = None) -> list[tuple[Step, str, dict]]:
+
+def sample_jsons(
+    traj: Trajectory,
+    steps: list[Step],
+    cots: Mapping[int, Any],
+    *,
+    alignment: Mapping[int, Any] | None = None,
+    language: str | None = None,
+    require_chinese_thought: bool = False,
+    min_steps: int = MIN_STEPS,
+    max_steps: int = MAX_STEPS,
+    skipped: list[dict] | None = None,
+    recorded: list[Step] | None = None,
+    profile: ModelProfile | str | None = None,
+) -> list[tuple[Step, str, dict]]:
     """(step, key, sample JSON) for both modes of every usable step, in key order.
 
     `steps` are the trajectory's kept steps in index order (gaps allowed);
@@ -201,21 +230,28 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
 
     def skip(index, reason, detail=""):
         if skipped is not None:
-            skipped.append({"trajectory_id": tid, "index": index, "reason": reason,
-                            "detail": detail})
+            skipped.append({"trajectory_id": tid, "index": index, "reason": reason, "detail": detail})
 
     if language is not None and lang != language:
         skip(None, "other_language", f"task language {lang}, set wants {language}")
         return []
     if not min_steps <= traj.num_steps <= max_steps:
-        skip(None, "too_short" if traj.num_steps < min_steps else "too_long",
-             f"num_steps={traj.num_steps} not in [{min_steps}, {max_steps}]")
+        skip(
+            None,
+            "too_short" if traj.num_steps < min_steps else "too_long",
+            f"num_steps={traj.num_steps} not in [{min_steps}, {max_steps}]",
+        )
         return []
     out = []
     executed = history_steps(steps, recorded, traj)
     for step in steps:
-        why = _unusable(traj, step, cots.get(step.index), require_chinese_thought,
-                        None if alignment is None else alignment.get(step.index))
+        why = _unusable(
+            traj,
+            step,
+            cots.get(step.index),
+            require_chinese_thought,
+            None if alignment is None else alignment.get(step.index),
+        )
         if why is None:
             why = _history_gap(executed, step.index)
         if why is None:
@@ -230,13 +266,21 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
         action = _with_description(step.action, cot)
         history = executed_history(executed, step.index, lang, prof)
         base = {
-            "trajectory_id": tid, "index": step.index, "language": lang, "app": traj.app,
-            "platform": traj.platform, "source": traj.source, "source_name": traj.source_name,
-            "verifier": traj.verifier, "task_id": traj.task.task_id,
+            "trajectory_id": tid,
+            "index": step.index,
+            "language": lang,
+            "app": traj.app,
+            "platform": traj.platform,
+            "source": traj.source,
+            "source_name": traj.source_name,
+            "verifier": traj.verifier,
+            "task_id": traj.task.task_id,
             # The image as stored in the sample: the screenshot at the profile's frame.
             "image": {"width": frame[0], "height": frame[1], "format": step.image_format},
             "screenshot": {"width": step.width, "height": step.height},
-            "model_profile": prof.name, "coords": prof.coords, "provenance": made_by,
+            "model_profile": prof.name,
+            "coords": prof.coords,
+            "provenance": made_by,
             "action": step.action.model_dump(mode="json", exclude_none=True),
             # The target element's normalised box: RL's step reward tests point-in-box on it.
             "target_box": _target_box(step),
@@ -245,22 +289,38 @@ def sample_jsons(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any], *
         }
         human = human_prompt(traj.task.instruction, history, frame[0], frame[1], lang)
         for mode in MODES:
-            text = answer_text(action, step.width, step.height,
-                               thought=cot.thought if mode == "reason" else None, profile=prof)
+            text = answer_text(
+                action,
+                step.width,
+                step.height,
+                thought=cot.thought if mode == "reason" else None,
+                profile=prof,
+            )
             _, _, brace = text.partition("<answer>")
-            answer = json.loads(brace[brace.index("{"):brace.rindex("}") + 1])
-            out.append((step, f"{sample_key(tid, step.index)}_{mode}", {
-                **base, "mode": mode,
-                "conversations": [{"from": "system",
-                                   "value": system_prompt(mode, lang, prof.coords)},
-                                  {"from": "human", "value": human},
-                                  {"from": "gpt", "value": text}],
-                "answer": answer, "spans": answer_spans(text)}))
+            answer = json.loads(brace[brace.index("{") : brace.rindex("}") + 1])
+            out.append(
+                (
+                    step,
+                    f"{sample_key(tid, step.index)}_{mode}",
+                    {
+                        **base,
+                        "mode": mode,
+                        "conversations": [
+                            {"from": "system", "value": system_prompt(mode, lang, prof.coords)},
+                            {"from": "human", "value": human},
+                            {"from": "gpt", "value": text},
+                        ],
+                        "answer": answer,
+                        "spans": answer_spans(text),
+                    },
+                )
+            )
     return out
 
 
-def history_steps(kept: list[Step], recorded: list[Step] | None,
-                  traj: Trajectory | None = None) -> list[Step]:
+def history_steps(
+    kept: list[Step], recorded: list[Step] | None, traj: Trajectory | None = None
+) -> list[Step]:
     """The trajectory's steps for its histories, in index order: the kept (curated,
     scrubbed) ones as they are, the recorded ones that were dropped with their
     action text and target name scrubbed as curation scrubs: a synthetic source's
@@ -272,8 +332,11 @@ def history_steps(kept: list[Step], recorded: list[Step] | None,
     surrogates: dict[str, Surrogates] = {}
     for s in recorded or ():
         if s.index not in by_index:
-            by_index[s.index] = s if keep else _scrubbed(
-                s, surrogates.setdefault(s.trajectory_id, Surrogates(s.trajectory_id)))
+            by_index[s.index] = (
+                s
+                if keep
+                else _scrubbed(s, surrogates.setdefault(s.trajectory_id, Surrogates(s.trajectory_id)))
+            )
     return [by_index[i] for i in sorted(by_index)]
 
 
@@ -291,8 +354,10 @@ def _history_gap(executed: list[Step], index: int) -> tuple[str, str] | None:
     if have == index:
         return None
     missing = sorted(set(range(index)) - {s.index for s in executed})
-    return "history_incomplete", (f"steps {missing[:8]} before it are neither kept nor recorded: "
-                                  "its history would not be the actions taken")
+    return "history_incomplete", (
+        f"steps {missing[:8]} before it are neither kept nor recorded: "
+        "its history would not be the actions taken"
+    )
 
 
 def _target_box(step: Step) -> list[float] | None:
@@ -302,8 +367,9 @@ def _target_box(step: Step) -> list[float] | None:
     return [float(c) for c in step.target.bbox]
 
 
-def _unusable(traj: Trajectory, step: Step, row: Any, require_chinese_thought: bool,
-              aligned: Any) -> tuple[str, str] | None:
+def _unusable(
+    traj: Trajectory, step: Step, row: Any, require_chinese_thought: bool, aligned: Any
+) -> tuple[str, str] | None:
     """(reason, detail) when the step cannot become samples; None when it can."""
     if not step.screenshot:
         return "no_screenshot", "step has no screenshot"
@@ -325,8 +391,10 @@ def _unusable(traj: Trajectory, step: Step, row: Any, require_chinese_thought: b
     if require_chinese_thought and not is_chinese(thought):
         return "thought_not_chinese", thought[:80]
     if not _alignment_keeps(aligned):
-        return "misaligned", str(getattr(aligned, "reason", None) or
-                                 (aligned.get("reason") if isinstance(aligned, Mapping) else ""))
+        return "misaligned", str(
+            getattr(aligned, "reason", None)
+            or (aligned.get("reason") if isinstance(aligned, Mapping) else "")
+        )
     try:
         text = answer_text(step.action, step.width, step.height)
     except SchemaError as err:
@@ -342,8 +410,7 @@ def _cot_answer_mismatch(answer: Any, recorded_text: str, step: Step) -> str | N
     if not isinstance(answer, Mapping):
         return f"answer is a {type(answer).__name__}, not an object"
     try:
-        theirs, _ = from_gui_libra(json.dumps(dict(answer), ensure_ascii=False),
-                                   step.width, step.height)
+        theirs, _ = from_gui_libra(json.dumps(dict(answer), ensure_ascii=False), step.width, step.height)
     except SchemaError as err:
         return f"answer does not parse: {err}"
     ours, _ = from_gui_libra(recorded_text, step.width, step.height)
@@ -362,8 +429,13 @@ def _with_description(action: Action, cot: StepCoT) -> Action:
     return action
 
 
-def build_samples(traj: Trajectory, steps: list[Step], cots: Mapping[int, Any],
-                  images: Mapping[int, bytes] | Callable[[Step], bytes], **options) -> list[dict]:
+def build_samples(
+    traj: Trajectory,
+    steps: list[Step],
+    cots: Mapping[int, Any],
+    images: Mapping[int, bytes] | Callable[[Step], bytes],
+    **options,
+) -> list[dict]:
     """WebDataset samples ({"__key__", "png"|"jpg"|"webp": bytes, "json": dict}) of one
     trajectory; `images` gives each step's encoded screenshot as stored (by index, or a
     function of the step), and each sample holds it resized to the profile's frame
@@ -396,4 +468,3 @@ def write_reasoning_set(curated_store, cot_rows: Iterable, out_dir, **kw) -> dic
     from synthesis.set_writer import write_reasoning_set as write
 
     return write(curated_store, cot_rows, out_dir, **kw)
-

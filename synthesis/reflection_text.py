@@ -11,6 +11,7 @@ Pure text from plain data (an Observation): the live episode that needs it
 by the caller (dagster_project/assets/reflection.py), so collection never
 imports synthesis.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlparse
@@ -33,8 +34,7 @@ def salient(obs: Observation, limit: int = 3) -> list[str]:
     """Names that say what a screen is: its headings, else its first named controls."""
     names = [e.name for e in obs.elements if e.role == "heading" and e.name.strip()]
     if not names:
-        names = [e.name for e in obs.elements
-                 if e.role in ("link", "button", "tab") and e.name.strip()]
+        names = [e.name for e in obs.elements if e.role in ("link", "button", "tab") and e.name.strip()]
     out: list[str] = []
     for n in names:
         if n not in out:
@@ -49,17 +49,36 @@ def _quote_list(names: list[str], lang: str) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def reflection(kind: str, *, lang: str, wrong_role: str, wrong_name: str, intended_name: str,
-               obs: Observation, screen_changed: bool, checked: bool | None = None,
-               next_description: str | None = None) -> str:
+def reflection(
+    kind: str,
+    *,
+    lang: str,
+    wrong_role: str,
+    wrong_name: str,
+    intended_name: str,
+    obs: Observation,
+    screen_changed: bool,
+    checked: bool | None = None,
+    next_description: str | None = None,
+) -> str:
     """The text inside `<reflection>`, for a correction of `kind` back|undo|replan."""
     path = screen_path(obs.url)
     shown = salient(obs)
     if lang == "zh":
-        return _zh(kind, _role(wrong_role, lang), wrong_name, intended_name, path, shown,
-                   screen_changed, checked, next_description)
-    return _en(kind, wrong_role, wrong_name, intended_name, path, shown, screen_changed, checked,
-               next_description)
+        return _zh(
+            kind,
+            _role(wrong_role, lang),
+            wrong_name,
+            intended_name,
+            path,
+            shown,
+            screen_changed,
+            checked,
+            next_description,
+        )
+    return _en(
+        kind, wrong_role, wrong_name, intended_name, path, shown, screen_changed, checked, next_description
+    )
 
 
 def _en(kind, role, wrong, intended, path, shown, changed, checked, nxt) -> str:
@@ -68,21 +87,27 @@ def _en(kind, role, wrong, intended, path, shown, changed, checked, nxt) -> str:
         where = f"The screen now shows {path}"
         if shown:
             where += f" with {_quote_list(shown, 'en')}"
-        return (f"{head} {where}: this page is not on the way to the goal. "
-                f"I will go back to the previous page and tap '{intended}' instead.")
+        return (
+            f"{head} {where}: this page is not on the way to the goal. "
+            f"I will go back to the previous page and tap '{intended}' instead."
+        )
     if kind == "undo":
         if role == "checkbox":
             state = "ticked" if checked else "unticked"
         else:
             state = "switched on" if checked else "switched off"
-        return (f"{head} The screen is still {path}, but '{wrong}' is now {state}, "
-                f"which the task did not ask for. I will tap '{wrong}' again to put it "
-                f"back, then tap '{intended}'.")
-    seen = (f"the screen now shows {path}" + (f" with {_quote_list(shown, 'en')}" if shown else "")
-            if changed else "nothing on the screen changed")
+        return (
+            f"{head} The screen is still {path}, but '{wrong}' is now {state}, "
+            f"which the task did not ask for. I will tap '{wrong}' again to put it "
+            f"back, then tap '{intended}'."
+        )
+    seen = (
+        f"the screen now shows {path}" + (f" with {_quote_list(shown, 'en')}" if shown else "")
+        if changed
+        else "nothing on the screen changed"
+    )
     plan = f" Next: {nxt}." if nxt else ""
-    return (f"{head} After it, {seen}. I can carry on from this screen without going back."
-            f"{plan}")
+    return f"{head} After it, {seen}. I can carry on from this screen without going back.{plan}"
 
 
 def _zh(kind, role, wrong, intended, path, shown, changed, checked, nxt) -> str:
@@ -91,16 +116,20 @@ def _zh(kind, role, wrong, intended, path, shown, changed, checked, nxt) -> str:
         where = f"现在屏幕显示的是 {path} 页面"
         if shown:
             where += f"，上面有{_quote_list(shown, 'zh')}"
-        return (f"{head}{where}，这个页面和目标无关。"
-                f"我先返回上一页，再点击“{intended}”。")
+        return f"{head}{where}，这个页面和目标无关。我先返回上一页，再点击“{intended}”。"
     if kind == "undo":
         if role == ZH_ROLE["checkbox"]:
             state = "勾选" if checked else "取消勾选"
         else:
             state = "打开" if checked else "关闭"
-        return (f"{head}页面仍是 {path}，但“{wrong}”现在被{state}了，这不是任务要求的。"
-                f"我再点一次“{wrong}”把它恢复原状，然后点击“{intended}”。")
-    seen = (f"屏幕现在显示的是 {path}" + (f"，上面有{_quote_list(shown, 'zh')}" if shown else "")
-            if changed else "屏幕没有任何变化")
+        return (
+            f"{head}页面仍是 {path}，但“{wrong}”现在被{state}了，这不是任务要求的。"
+            f"我再点一次“{wrong}”把它恢复原状，然后点击“{intended}”。"
+        )
+    seen = (
+        f"屏幕现在显示的是 {path}" + (f"，上面有{_quote_list(shown, 'zh')}" if shown else "")
+        if changed
+        else "屏幕没有任何变化"
+    )
     plan = f"接下来：{nxt}。" if nxt else ""
     return f"{head}点完之后{seen}。不用返回，在当前屏幕上继续即可。{plan}"

@@ -14,6 +14,7 @@ shape of an environment file's tasks (JSONL).
 
 Pure data work on the store: nothing here drives a browser.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,10 @@ Answer with exactly one JSON object and nothing else: {{"instruction": "..."}}""
 
 只回答一个 JSON 对象，不要其他内容：{{"instruction": "..."}}""",
 }
-_USER = {"en": ("Describe this exploration as one task.", "First screenshot:", "Last screenshot:"),
-         "zh": ("把这次探索描述为一个任务。", "第一张截图：", "最后一张截图："),}
+_USER = {
+    "en": ("Describe this exploration as one task.", "First screenshot:", "Last screenshot:"),
+    "zh": ("把这次探索描述为一个任务。", "第一张截图：", "最后一张截图："),
+}
 
 
 def walk_data(walk: Trajectory, steps: list[Step]) -> dict:
@@ -66,13 +69,18 @@ def walk_data(walk: Trajectory, steps: list[Step]) -> dict:
         if s.action.description:
             text += f" ({s.action.description})"
         actions.append(text)
-    return {"app": walk.app, "platform": walk.platform,
-            "start_url": steps[0].url if steps else (walk.task.start_url or ""),
-            "actions": actions, "final_url": steps[-1].url if steps else ""}
+    return {
+        "app": walk.app,
+        "platform": walk.platform,
+        "start_url": steps[0].url if steps else (walk.task.start_url or ""),
+        "actions": actions,
+        "final_url": steps[-1].url if steps else "",
+    }
 
 
-def instruction_request(walk: Trajectory, steps: list[Step], first: bytes, last: bytes,
-                        language: str) -> VLMRequest:
+def instruction_request(
+    walk: Trajectory, steps: list[Step], first: bytes, last: bytes, language: str
+) -> VLMRequest:
     """The request that asks for the walk's task (first/last: encoded screenshots or b"")."""
     if language not in INSTRUCTION_PROMPT:
         raise ValueError(f"language={language!r}: expected 'en' or 'zh'")
@@ -82,9 +90,14 @@ def instruction_request(walk: Trajectory, steps: list[Step], first: bytes, last:
     for label, shot in ((first_label, first), (last_label, last)):
         if shot:
             content += [text_part(label), image_part(shot)]
-    return VLMRequest(messages=[{"role": "system", "content": INSTRUCTION_PROMPT[language]},
-                                {"role": "user", "content": content}],
-                      key=walk.trajectory_id, metadata={"purpose": "reverse_instruction"})
+    return VLMRequest(
+        messages=[
+            {"role": "system", "content": INSTRUCTION_PROMPT[language]},
+            {"role": "user", "content": content},
+        ],
+        key=walk.trajectory_id,
+        metadata={"purpose": "reverse_instruction"},
+    )
 
 
 _LOOSE = re.compile(r'"instruction"\s*:\s*"((?:[^"\\]|\\.)+)"')
@@ -121,9 +134,12 @@ def template_instruction(walk: Trajectory, steps: list[Step]) -> str:
         name = (s.target.name if s.target is not None else "").strip()[:60]
         kind = s.action.type
         if kind == ActionType.TYPE and s.action.text:
-            prev = next((p for p in reversed(steps[:s.index]) if p.target is not None), None)
-            where = (prev.target.name.strip()[:40] if prev is not None and prev.target.name
-                     else ("the field" if lang == "en" else "输入框"))
+            prev = next((p for p in reversed(steps[: s.index]) if p.target is not None), None)
+            where = (
+                prev.target.name.strip()[:40]
+                if prev is not None and prev.target.name
+                else ("the field" if lang == "en" else "输入框")
+            )
             return _TEMPLATE["type"][lang].format(text=s.action.text[:60], name=where)
         if kind == ActionType.SELECT and s.action.text and name:
             return _TEMPLATE["select"][lang].format(text=s.action.text[:60], name=name)
@@ -136,23 +152,28 @@ def template_instruction(walk: Trajectory, steps: list[Step]) -> str:
 class ReverseTasks:
     tasks: list[dict] = field(default_factory=list)
     walks: int = 0
-    skipped: dict[str, int] = field(default_factory=dict)   # reason -> walks not turned into tasks
-    sources: dict[str, int] = field(default_factory=dict)   # instruction source -> tasks
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> walks not turned into tasks
+    sources: dict[str, int] = field(default_factory=dict)  # instruction source -> tasks
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text("".join(json.dumps(t, ensure_ascii=False, sort_keys=True) + "\n"
-                               for t in self.tasks), encoding="utf-8")
+        tmp.write_text(
+            "".join(json.dumps(t, ensure_ascii=False, sort_keys=True) + "\n" for t in self.tasks),
+            encoding="utf-8",
+        )
         tmp.replace(path)
         return path
 
 
-def reverse_environment_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *,
-                              volatile: list[str] | None = None,
-                              backend: VLMBackend | None = None,
-                              blobs: BlobStore | None = None,
-                              judge: bool = False) -> ReverseTasks:
+def reverse_environment_tasks(
+    walks: Iterable[tuple[Trajectory, list[Step]]],
+    *,
+    volatile: list[str] | None = None,
+    backend: VLMBackend | None = None,
+    blobs: BlobStore | None = None,
+    judge: bool = False,
+) -> ReverseTasks:
     """Task rows (an environment file's `tasks`) for the exploration walks given.
 
     A walk without an executed step, or one that ended in error, is counted
@@ -174,8 +195,10 @@ def reverse_environment_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *,
         pending.append((walk, executed))
     names: dict[str, tuple[str, str]] = {}
     if backend is not None and pending:
-        requests = [instruction_request(w, s, _shot(blobs, s[0]), _shot(blobs, s[-1]),
-                                        w.task.language) for w, s in pending]
+        requests = [
+            instruction_request(w, s, _shot(blobs, s[0]), _shot(blobs, s[-1]), w.task.language)
+            for w, s in pending
+        ]
         answers = backend.generate(requests, 128)
         for (walk, _), raw in zip(pending, answers):
             text = parse_instruction(raw[0] if isinstance(raw, list) else raw)
@@ -183,39 +206,46 @@ def reverse_environment_tasks(walks: Iterable[tuple[Trajectory, list[Step]]], *,
                 names[walk.trajectory_id] = (text, f"vlm:{backend.model_id}")
     for walk, executed in pending:
         instruction, source = names.get(walk.trajectory_id) or (
-            template_instruction(walk, executed), "template")
+            template_instruction(walk, executed),
+            "template",
+        )
         out.sources[source] = out.sources.get(source, 0) + 1
-        verifier = ({"kind": "judge"} if judge else
-                    {"kind": "python", "function": REPLAYS_WALK})
-        out.tasks.append({
-            "task_id": f"reverse-{walk.trajectory_id}",
-            "instruction": instruction, "language": walk.task.language,
-            "params": {"actions": [s.action.model_dump(mode="json", exclude_none=True)
-                                   for s in executed],
-                       "expect_trees": [screen_digest(s.a11y_tree, volatile)
-                                        for s in executed],
-                       "volatile": volatile, "walk": walk.trajectory_id,
-                       "instruction_source": source},
-            "verifier": verifier})
+        verifier = {"kind": "judge"} if judge else {"kind": "python", "function": REPLAYS_WALK}
+        out.tasks.append(
+            {
+                "task_id": f"reverse-{walk.trajectory_id}",
+                "instruction": instruction,
+                "language": walk.task.language,
+                "params": {
+                    "actions": [s.action.model_dump(mode="json", exclude_none=True) for s in executed],
+                    "expect_trees": [screen_digest(s.a11y_tree, volatile) for s in executed],
+                    "volatile": volatile,
+                    "walk": walk.trajectory_id,
+                    "instruction_source": source,
+                },
+                "verifier": verifier,
+            }
+        )
     return out
 
 
 def walk_namer(backend: VLMBackend, blobs: BlobStore | None, max_new_tokens: int = 128):
     """The sandbox's reverse replays' namer (sandbox/reverse.py `name_walks`): for each
     (walk, steps, language), the instruction `backend` writes, None where it does not parse."""
+
     def name_walks(items: list[tuple[Trajectory, list[Step], str]]) -> list[str | None]:
-        requests = [instruction_request(w, s, _shot(blobs, s[0]), _shot(blobs, s[-1]), lang)
-                    for w, s, lang in items]
+        requests = [
+            instruction_request(w, s, _shot(blobs, s[0]), _shot(blobs, s[-1]), lang) for w, s, lang in items
+        ]
         answers = backend.generate(requests, max_new_tokens) if requests else []
         if len(answers) != len(requests):
-            raise RuntimeError(f"{backend.model_id}: {len(answers)} answers for "
-                               f"{len(requests)} requests")
+            raise RuntimeError(f"{backend.model_id}: {len(answers)} answers for {len(requests)} requests")
         return [parse_instruction(raw) for raw in answers]
+
     return name_walks
 
 
 def _shot(blobs: BlobStore | None, step: Step) -> bytes:
-    if blobs is None or not step.screenshot or not blobs.exists(step.screenshot,
-                                                                step.image_format):
+    if blobs is None or not step.screenshot or not blobs.exists(step.screenshot, step.image_format):
         return b""
     return blobs.get(step.screenshot, step.image_format)

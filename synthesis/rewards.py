@@ -8,6 +8,7 @@
 - `shortest_path_factor(steps_taken, min_steps) = min(1, min_steps / steps_taken)`:
   1 on a shortest path, 1/2 when twice as long; only successful episodes get it.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,7 @@ def shortest_path_factor(steps_taken: int, min_steps: int) -> float:
     return min(1.0, min_steps / steps_taken)
 
 
-def task_reward(success: bool, steps_taken: int | None = None,
-                min_steps: int | None = None) -> float:
+def task_reward(success: bool, steps_taken: int | None = None, min_steps: int | None = None) -> float:
     """1 for a success (times the shortest-path factor when both counts are given), else 0."""
     if not success:
         return 0.0
@@ -59,18 +59,27 @@ def invalid_from_steps(steps: Iterable[Step]) -> int:
     return int(any(s.guard for s in steps))
 
 
-def composite_reward(task_success: float | bool, format_ok: float | bool,
-                     reflection_ok: float | bool, invalid: float | bool, *,
-                     w_task: float = W_TASK, w_format: float = W_FORMAT,
-                     w_reflection: float = W_REFLECTION, w_invalid: float = W_INVALID) -> float:
+def composite_reward(
+    task_success: float | bool,
+    format_ok: float | bool,
+    reflection_ok: float | bool,
+    invalid: float | bool,
+    *,
+    w_task: float = W_TASK,
+    w_format: float = W_FORMAT,
+    w_reflection: float = W_REFLECTION,
+    w_invalid: float = W_INVALID,
+) -> float:
     """r_task + 0.1*r_format + 0.3*r_reflection - 2.0*r_invalid (each term in [0, 1]).
 
     Pass `task_reward(...)` as task_success to fold in the shortest-path factor.
     """
-    return (w_task * _unit("task_success", task_success)
-            + w_format * _unit("format_ok", format_ok)
-            + w_reflection * _unit("reflection_ok", reflection_ok)
-            - w_invalid * _unit("invalid", invalid))
+    return (
+        w_task * _unit("task_success", task_success)
+        + w_format * _unit("format_ok", format_ok)
+        + w_reflection * _unit("reflection_ok", reflection_ok)
+        - w_invalid * _unit("invalid", invalid)
+    )
 
 
 # -- the step reward ------------------------------------------------------------------
@@ -117,14 +126,17 @@ def action_value(action: Action) -> str:
         return swipe_direction(action)
     if action.type == ActionType.SCROLL:
         return action.direction or ""
-    if action.type in (ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP,
-                       ActionType.LONG_PRESS):
+    if action.type in (ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.DOUBLE_TAP, ActionType.LONG_PRESS):
         return ""  # a tap's text has no GUI-Libra field
     return action.text or ""
 
 
-def point_in_box(pred: Action, ref: Action, ref_box: tuple[float, float, float, float] | None,
-                 tolerance: float = POINT_TOLERANCE) -> bool:
+def point_in_box(
+    pred: Action,
+    ref: Action,
+    ref_box: tuple[float, float, float, float] | None,
+    tolerance: float = POINT_TOLERANCE,
+) -> bool:
     """True when the reference needs no point, or the predicted point hits the target.
 
     The target is `ref_box` (normalised x0, y0, x1, y1, edges included) or,
@@ -140,8 +152,9 @@ def point_in_box(pred: Action, ref: Action, ref_box: tuple[float, float, float, 
     return math.hypot(pred.x - ref.x, pred.y - ref.y) <= tolerance
 
 
-def parse_prediction(pred: str | Action, width: int | None = None, height: int | None = None,
-                     *, coords: Coords = "pixels") -> Action | None:
+def parse_prediction(
+    pred: str | Action, width: int | None = None, height: int | None = None, *, coords: Coords = "pixels"
+) -> Action | None:
     """The predicted Action, or None when GUI-Libra text does not parse (a format failure)."""
     if isinstance(pred, Action):
         return pred
@@ -153,12 +166,19 @@ def parse_prediction(pred: str | Action, width: int | None = None, height: int |
         return None
 
 
-def step_reward(pred: str | Action, ref: Action,
-                ref_box: tuple[float, float, float, float] | None = None, *,
-                width: int | None = None, height: int | None = None,
-                coords: Coords = "pixels", min_f1: float = MIN_VALUE_F1,
-                tolerance: float = POINT_TOLERANCE, w_format: float = STEP_W_FORMAT,
-                w_match: float = STEP_W_MATCH) -> float:
+def step_reward(
+    pred: str | Action,
+    ref: Action,
+    ref_box: tuple[float, float, float, float] | None = None,
+    *,
+    width: int | None = None,
+    height: int | None = None,
+    coords: Coords = "pixels",
+    min_f1: float = MIN_VALUE_F1,
+    tolerance: float = POINT_TOLERANCE,
+    w_format: float = STEP_W_FORMAT,
+    w_match: float = STEP_W_MATCH,
+) -> float:
     """0.1*format + 0.9*(type match AND value_f1 >= 0.5 AND point in box).
 
     `pred` is the model's GUI-Libra text (format = it parses with
@@ -168,7 +188,9 @@ def step_reward(pred: str | Action, ref: Action,
     action = parse_prediction(pred, width, height, coords=coords)
     if action is None:
         return 0.0
-    match = (action.type == ref.type
-             and value_f1(action_value(action), action_value(ref)) >= min_f1
-             and point_in_box(action, ref, ref_box, tolerance))
+    match = (
+        action.type == ref.type
+        and value_f1(action_value(action), action_value(ref)) >= min_f1
+        and point_in_box(action, ref, ref_box, tolerance)
+    )
     return w_format + w_match * float(match)

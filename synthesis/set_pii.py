@@ -7,6 +7,7 @@ synthetic value, and the box where it was drawn (blurred). A set counts the line
 of exactly the steps it holds, so its card says what happened to its own samples,
 not to the whole curated store. Values are never in the audit, so never here.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,12 @@ class PersonalData:
 
     def figures(self, audit: Path | str | None) -> dict:
         if audit is None or not Path(audit).is_file():
-            return {"audit": None, "steps": len(self.steps),
-                    "note": "no curation audit (pii_audit.jsonl) beside the curated store: "
-                            "personal data not counted"}
+            return {
+                "audit": None,
+                "steps": len(self.steps),
+                "note": "no curation audit (pii_audit.jsonl) beside the curated store: "
+                "personal data not counted",
+            }
         replaced, kept, fields = Counter(), Counter(), Counter()
         steps_with, blurred = set(), 0
         with open(audit, encoding="utf-8") as f:
@@ -59,8 +63,12 @@ class PersonalData:
                     steps_with.add((tid, index))
                 if r.get("box") is not None and r["action"] != "kept_synthetic":
                     blurred += 1
-        return {"audit": PII_AUDIT, "steps": len(self.steps),
-                "steps_with_personal_data": len(steps_with),
-                "replaced_by_surrogates": dict(sorted(replaced.items())),
-                "kept_synthetic": dict(sorted(kept.items())),
-                "fields": dict(sorted(fields.items())), "blurred_in_screenshots": blurred}
+        return {
+            "audit": PII_AUDIT,
+            "steps": len(self.steps),
+            "steps_with_personal_data": len(steps_with),
+            "replaced_by_surrogates": dict(sorted(replaced.items())),
+            "kept_synthetic": dict(sorted(kept.items())),
+            "fields": dict(sorted(fields.items())),
+            "blurred_in_screenshots": blurred,
+        }

@@ -7,6 +7,7 @@ whether every answer parses back to the recorded action, whether every span
 slices what it claims, and the alignment figures. `set_checks` turns them into
 pass/fail with a reason, for asset checks.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,7 @@ def same_action(parsed: Action, recorded: Action, width: int, height: int) -> bo
         return parsed.direction == recorded.direction
     if t == ActionType.WAIT:
         return parsed.duration_ms == recorded.duration_ms
-    if t in (ActionType.LONG_PRESS, ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.BACK,
-             ActionType.HOME):
+    if t in (ActionType.LONG_PRESS, ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.BACK, ActionType.HOME):
         return True
     return parsed.text == recorded.text
 
@@ -58,8 +58,9 @@ def _span_problem(text: str, sample: dict) -> str | None:
     for s, e in spans["action"]:
         piece = text[s:e]
         # A string value's span is its JSON text without the quotes (escapes kept).
-        got_action.append(json.loads(f'"{piece}"') if isinstance(want_action[len(got_action)], str)
-                          else json.loads(piece))
+        got_action.append(
+            json.loads(f'"{piece}"') if isinstance(want_action[len(got_action)], str) else json.loads(piece)
+        )
     if got_action != want_action:
         return f"action spans give {got_action}, the answer says {want_action}"
     point = answer["point_2d"]
@@ -172,10 +173,18 @@ class SetStats:
             "thought_backend_share": {k: v / n for k, v in sorted(self.backends.items())},
             "thought_chars": length_stats(self.thought_chars),
             "thought_chinese": self.thought_chinese,
-            "answers": {"total": n, "parsed": self.parsed, "match_recording": self.matches,
-                        "spans_ok": self.spans_ok, "failures": self.failures},
-            "alignment": {"checked_steps": self.align_checked, "point_in_box": self.align_in_box,
-                          "mean_match_rate": sum(rates) / len(rates) if rates else None},
+            "answers": {
+                "total": n,
+                "parsed": self.parsed,
+                "match_recording": self.matches,
+                "spans_ok": self.spans_ok,
+                "failures": self.failures,
+            },
+            "alignment": {
+                "checked_steps": self.align_checked,
+                "point_in_box": self.align_in_box,
+                "mean_match_rate": sum(rates) / len(rates) if rates else None,
+            },
         }
 
 
@@ -188,8 +197,14 @@ def length_stats(lengths: list[int]) -> dict[str, Any]:
     def pct(p: float) -> int:  # nearest rank
         return xs[min(len(xs) - 1, max(0, -(-len(xs) * p // 100) - 1))]
 
-    return {"n": len(xs), "min": xs[0], "mean": round(sum(xs) / len(xs), 1),
-            "p50": pct(50), "p90": pct(90), "max": xs[-1]}
+    return {
+        "n": len(xs),
+        "min": xs[0],
+        "mean": round(sum(xs) / len(xs), 1),
+        "p50": pct(50),
+        "p90": pct(90),
+        "max": xs[-1],
+    }
 
 
 def summarise(samples: Iterable[dict]) -> dict[str, Any]:
@@ -226,9 +241,14 @@ def thought_length_stats(samples: Iterable[dict]) -> dict[str, Any]:
     return summarise(samples)["thought_chars"]
 
 
-def set_checks(stats: dict[str, Any], *, language: str | None = None,
-               require_chinese_thought: bool = False, skipped_steps: dict[str, int] | None = None,
-               min_alignment_pass: float = 0.5) -> dict[str, dict[str, Any]]:
+def set_checks(
+    stats: dict[str, Any],
+    *,
+    language: str | None = None,
+    require_chinese_thought: bool = False,
+    skipped_steps: dict[str, int] | None = None,
+    min_alignment_pass: float = 0.5,
+) -> dict[str, dict[str, Any]]:
     """{check: {"passed": bool, "detail": str}}: answers parse, 1:1 mix, language, alignment.
 
     Alignment pass rate = kept checked steps / (those + steps dropped as
@@ -240,12 +260,18 @@ def set_checks(stats: dict[str, Any], *, language: str | None = None,
     n = stats["samples"]
     checks = {}
     ok = n > 0 and ans["parsed"] == n and ans["match_recording"] == n and ans["spans_ok"] == n
-    checks["answers_parse"] = {"passed": ok, "detail": (
-        f"{ans['parsed']}/{n} parse, {ans['match_recording']} match the recording, "
-        f"{ans['spans_ok']} spans exact; failures: {ans['failures']}")}
+    checks["answers_parse"] = {
+        "passed": ok,
+        "detail": (
+            f"{ans['parsed']}/{n} parse, {ans['match_recording']} match the recording, "
+            f"{ans['spans_ok']} spans exact; failures: {ans['failures']}"
+        ),
+    }
     modes = stats["modes"]
-    checks["mix_1_to_1"] = {"passed": modes.get("reason", 0) == modes.get("direct", 0) > 0
-                            and set(modes) == {"reason", "direct"}, "detail": f"modes {modes}"}
+    checks["mix_1_to_1"] = {
+        "passed": modes.get("reason", 0) == modes.get("direct", 0) > 0 and set(modes) == {"reason", "direct"},
+        "detail": f"modes {modes}",
+    }
     lang_ok = language is None or set(stats["languages"]) <= {language}
     detail = f"languages {stats['languages']}"
     if require_chinese_thought:
@@ -256,18 +282,29 @@ def set_checks(stats: dict[str, Any], *, language: str | None = None,
     dropped = (skipped_steps or {}).get("misaligned", 0)
     if checked + dropped == 0:
         backends = ", ".join(f"{k} {v:.0%}" for k, v in stats.get("thought_backend_share", {}).items())
-        checks["alignment_rate"] = {"passed": False, "severity": "warn", "not_run": True, "detail": (
-            f"not run: no step's alignment was checked (thoughts by {backends or 'nobody'}; "
-            "the checks need a VLM)")}
+        checks["alignment_rate"] = {
+            "passed": False,
+            "severity": "warn",
+            "not_run": True,
+            "detail": (
+                f"not run: no step's alignment was checked (thoughts by {backends or 'nobody'}; "
+                "the checks need a VLM)"
+            ),
+        }
     else:
         rate = checked / (checked + dropped)
-        checks["alignment_rate"] = {"passed": rate >= min_alignment_pass, "detail": (
-            f"{checked} kept, {dropped} dropped as misaligned: pass rate {rate:.3f} "
-            f"(min {min_alignment_pass})")}
+        checks["alignment_rate"] = {
+            "passed": rate >= min_alignment_pass,
+            "detail": (
+                f"{checked} kept, {dropped} dropped as misaligned: pass rate {rate:.3f} "
+                f"(min {min_alignment_pass})"
+            ),
+        }
     return checks
 
 
 # -- over a written set -------------------------------------------------------------
+
 
 def reasoning_set_stats(shard_dir: Path | str) -> dict[str, Any]:
     """The figures of a written reasoning set, read from its shards (images skipped)."""
@@ -290,27 +327,34 @@ def reasoning_set_stats(shard_dir: Path | str) -> dict[str, Any]:
                 raise err.located(source=str(path), record=key) from None
             split["samples"] += 1
     totals = manifest.get("totals", {})
-    return {"dataset": manifest["dataset"], "version": manifest["version"],
-            "kind": manifest.get("kind"), **stats.result(),
-            "shards": len(manifest["shards"]), "bytes": sum(s["bytes"] for s in manifest["shards"]),
-            "splits": splits, "skipped_trajectories": totals.get("skipped_trajectories", {}),
-            "skipped_steps": totals.get("skipped_steps", {})}
+    return {
+        "dataset": manifest["dataset"],
+        "version": manifest["version"],
+        "kind": manifest.get("kind"),
+        **stats.result(),
+        "shards": len(manifest["shards"]),
+        "bytes": sum(s["bytes"] for s in manifest["shards"]),
+        "splits": splits,
+        "skipped_trajectories": totals.get("skipped_trajectories", {}),
+        "skipped_steps": totals.get("skipped_steps", {}),
+    }
 
 
 def format_reasoning_table(stats: dict[str, Any]) -> str:
     """A plain-text rendering for people (`trajforge stats` without --json)."""
     t = stats["thought_chars"]
     ans = stats["answers"]
-    lines = [f"dataset {stats['dataset']}  version {stats['version']}  (reasoning set)",
-             f"  samples           {stats['samples']}  ({stats['steps']} steps, "
-             f"{stats['trajectories']} trajectories)",
-             "  modes             " + ", ".join(f"{k} {v}" for k, v in stats["modes"].items()),
-             "  languages         " + ", ".join(f"{k} {v}" for k, v in stats["languages"].items()),
-             f"  thought chars     n {t['n']}, mean {t['mean']}, p50 {t['p50']}, p90 {t['p90']}, "
-             f"max {t['max']}",
-             f"  answers           {ans['parsed']}/{ans['total']} parse, "
-             f"{ans['match_recording']} match the recording",
-             f"  shards            {stats['shards']}  ({stats['bytes'] / 1e6:.1f} MB)"]
+    lines = [
+        f"dataset {stats['dataset']}  version {stats['version']}  (reasoning set)",
+        f"  samples           {stats['samples']}  ({stats['steps']} steps, "
+        f"{stats['trajectories']} trajectories)",
+        "  modes             " + ", ".join(f"{k} {v}" for k, v in stats["modes"].items()),
+        "  languages         " + ", ".join(f"{k} {v}" for k, v in stats["languages"].items()),
+        f"  thought chars     n {t['n']}, mean {t['mean']}, p50 {t['p50']}, p90 {t['p90']}, max {t['max']}",
+        f"  answers           {ans['parsed']}/{ans['total']} parse, "
+        f"{ans['match_recording']} match the recording",
+        f"  shards            {stats['shards']}  ({stats['bytes'] / 1e6:.1f} MB)",
+    ]
     for name, s in stats["splits"].items():
         lines.append(f"    {name:<16}{s['samples']:>8} samples {s['shards']:>5} shards")
     lines.append("  action_types (steps)")

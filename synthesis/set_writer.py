@@ -29,6 +29,7 @@ the steps a filter dropped, streamed beside the curated ones in the same
 (trajectory_id, index) order. Everything left out is counted
 in the manifest's totals and listed in quarantine.jsonl with its reason.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -70,17 +71,27 @@ from .set_stats import SetStats, set_checks
 KIND = "reasoning_set"
 
 
-def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable, out_dir: Path | str,
-                        *, dataset: str, language: str | None = None,
-                        require_chinese_thought: bool = False,
-                        alignment: Mapping[tuple[str, int], Any] | None = None,
-                        collections=None, splits=DEFAULT_SPLITS, split_seed: str = "v1",
-                        max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
-                        min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS,
-                        recorded: RawStore | Path | str | list | None = None,
-                        profile: str | ModelProfile = DEFAULT_PROFILE,
-                        progress: Callable[[int], Any] | None = None,
-                        pii_audit: Path | str | None = None) -> dict[str, Any]:
+def write_reasoning_set(
+    curated_store: RawStore | Path | str,
+    cot_rows: Iterable,
+    out_dir: Path | str,
+    *,
+    dataset: str,
+    language: str | None = None,
+    require_chinese_thought: bool = False,
+    alignment: Mapping[tuple[str, int], Any] | None = None,
+    collections=None,
+    splits=DEFAULT_SPLITS,
+    split_seed: str = "v1",
+    max_samples_per_shard: int = 1000,
+    max_bytes_per_shard: int = 500_000_000,
+    min_steps: int = MIN_STEPS,
+    max_steps: int = MAX_STEPS,
+    recorded: RawStore | Path | str | list | None = None,
+    profile: str | ModelProfile = DEFAULT_PROFILE,
+    progress: Callable[[int], Any] | None = None,
+    pii_audit: Path | str | None = None,
+) -> dict[str, Any]:
     """Write the set under out_dir; returns a summary (totals, figures, checks, and
     `resumed_shards`: kept from a killed run).
 
@@ -106,30 +117,47 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     layout = SetLayout(splits, split_seed, max_samples_per_shard, max_bytes_per_shard)
     out_dir = Path(out_dir)
     prof = model_profile(profile)
-    options = {"language": language, "require_chinese_thought": require_chinese_thought,
-               "min_steps": min_steps, "max_steps": max_steps, "modes": list(MODES),
-               "model_profile": prof.name}
+    options = {
+        "language": language,
+        "require_chinese_thought": require_chinese_thought,
+        "min_steps": min_steps,
+        "max_steps": max_steps,
+        "modes": list(MODES),
+        "model_profile": prof.name,
+    }
 
     refused: list[dict] = []  # before the pass: repeated CoT rows, invalid trajectories
     cots, aligned = _index_cot_rows(cot_rows, alignment, refused)
     chosen, bad_trajs = committed_trajectories(store, collections)
     refused += [dict(q, index=None) for q in bad_trajs]
-    inputs = {**options, "kind": KIND, "dataset": dataset, "layout": dataclasses.asdict(layout),
-              "cot": _digest(cots), "alignment": _digest(aligned),
-              "recorded": _files_stat(_recorded_files(recorded)), **code_versions(),
-              "provenance": provenance()}  # every sample names the code that made it
-    fill = _ReasoningPass(store, chosen, cots, aligned, {**options, "profile": prof}, recorded,
-                          progress)
-    written = write_set(out_dir, fingerprint(store, chosen, inputs), layout,
-                        (t.task for t, _ in chosen.values()), fill)
+    inputs = {
+        **options,
+        "kind": KIND,
+        "dataset": dataset,
+        "layout": dataclasses.asdict(layout),
+        "cot": _digest(cots),
+        "alignment": _digest(aligned),
+        "recorded": _files_stat(_recorded_files(recorded)),
+        **code_versions(),
+        "provenance": provenance(),
+    }  # every sample names the code that made it
+    fill = _ReasoningPass(store, chosen, cots, aligned, {**options, "profile": prof}, recorded, progress)
+    written = write_set(
+        out_dir, fingerprint(store, chosen, inputs), layout, (t.task for t, _ in chosen.values()), fill
+    )
     found: _Found = written.result
 
     quarantine = refused + found.quarantine
     for key in sorted(found.cots_left):  # CoT rows whose step is not in the curated store: said, not lost
-        quarantine.append({"trajectory_id": key[0], "index": key[1], "reason": "cot_without_step",
-                           "detail": "no such kept step in the curated store"})
-    quarantine.sort(key=lambda q: (q["trajectory_id"], -1 if q["index"] is None else q["index"],
-                                   q["reason"]))
+        quarantine.append(
+            {
+                "trajectory_id": key[0],
+                "index": key[1],
+                "reason": "cot_without_step",
+                "detail": "no such kept step in the curated store",
+            }
+        )
+    quarantine.sort(key=lambda q: (q["trajectory_id"], -1 if q["index"] is None else q["index"], q["reason"]))
     skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
     figures = found.stats.result()
     manifest = _manifest(dataset, written, options, figures, quarantine, store, collections)
@@ -137,23 +165,37 @@ def write_reasoning_set(curated_store: RawStore | Path | str, cot_rows: Iterable
     manifest["provenance"] = provenance(model_profile=prof.name)
     manifest.update(source_counts(found.sources))
     manifest["personal_data"] = found.personal.figures(
-        pii_audit if pii_audit is not None else audit_beside(store.root))
+        pii_audit if pii_audit is not None else audit_beside(store.root)
+    )
     commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
-    return {"out_dir": str(out_dir), "dataset": dataset, "version": manifest["version"],
-            **manifest["totals"], "stats": figures, "model_profile": prof.name,
-            "provenance": manifest["provenance"], "sources": manifest["sources"],
-            "verifiers": manifest["verifiers"],
-            "checks": set_checks(figures, language=language,
-                                 require_chinese_thought=require_chinese_thought,
-                                 skipped_steps=dict(skipped_steps)),
-            "seconds": time.perf_counter() - started, "resumed_shards": written.resumed_shards}
+    return {
+        "out_dir": str(out_dir),
+        "dataset": dataset,
+        "version": manifest["version"],
+        **manifest["totals"],
+        "stats": figures,
+        "model_profile": prof.name,
+        "provenance": manifest["provenance"],
+        "sources": manifest["sources"],
+        "verifiers": manifest["verifiers"],
+        "checks": set_checks(
+            figures,
+            language=language,
+            require_chinese_thought=require_chinese_thought,
+            skipped_steps=dict(skipped_steps),
+        ),
+        "seconds": time.perf_counter() - started,
+        "resumed_shards": written.resumed_shards,
+    }
 
 
-def write_chinese_gui_set(curated_store, cot_rows: Iterable, out_dir, *,
-                          dataset: str = "chinese_gui", **kw) -> dict[str, Any]:
+def write_chinese_gui_set(
+    curated_store, cot_rows: Iterable, out_dir, *, dataset: str = "chinese_gui", **kw
+) -> dict[str, Any]:
     """The Chinese GUI set: zh tasks only, and every kept thought written in Chinese."""
-    return write_reasoning_set(curated_store, cot_rows, out_dir, dataset=dataset, language="zh",
-                               require_chinese_thought=True, **kw)
+    return write_reasoning_set(
+        curated_store, cot_rows, out_dir, dataset=dataset, language="zh", require_chinese_thought=True, **kw
+    )
 
 
 def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
@@ -164,8 +206,14 @@ def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:
         get = row.get if isinstance(row, Mapping) else lambda k, d=None: getattr(row, k, d)
         key = (get("trajectory_id"), get("index"))
         if key in cots:
-            quarantine.append({"trajectory_id": key[0], "index": key[1], "reason": "duplicate_cot",
-                               "detail": "a second CoT row for this step; kept the first"})
+            quarantine.append(
+                {
+                    "trajectory_id": key[0],
+                    "index": key[1],
+                    "reason": "duplicate_cot",
+                    "detail": "a second CoT row for this step; kept the first",
+                }
+            )
             continue
         cots[key] = row
         if get("alignment") is not None and key not in aligned:
@@ -206,6 +254,7 @@ def _files_stat(files: list[str]) -> list[list]:
 @dataclasses.dataclass
 class _Found:
     """What one pass learnt besides its shards."""
+
     stats: SetStats
     personal: PersonalData
     quarantine: list[dict]
@@ -218,6 +267,7 @@ class _ReasoningPass:
     """One pass over the curated steps (see trajforge.publish.shard_set.write_set): fresh
     state on each call, since a pass that does not line up with a killed run's shards
     starts over."""
+
     store: RawStore
     chosen: dict[str, tuple[Trajectory, str]]
     cots: dict
@@ -228,8 +278,7 @@ class _ReasoningPass:
 
     def __call__(self, run: SetPass) -> _Found:
         found = _Found(SetStats(), PersonalData(), [], {}, set(self.cots))
-        history = _RecordedSteps(self.recorded, list(self.chosen),
-                                 run.staging / "duckdb-recorded")
+        history = _RecordedSteps(self.recorded, list(self.chosen), run.staging / "duckdb-recorded")
         seen: set[str] = set()
         try:
             rows = sorted_step_rows(self.chosen, run.staging / "duckdb")
@@ -241,27 +290,40 @@ class _ReasoningPass:
         finally:
             history.close()
         for tid in sorted(set(self.chosen) - seen):
-            found.quarantine.append({"trajectory_id": tid, "index": None,
-                                     "reason": "steps_missing",
-                                     "detail": f"no step rows in {self.chosen[tid][1]}"})
+            found.quarantine.append(
+                {
+                    "trajectory_id": tid,
+                    "index": None,
+                    "reason": "steps_missing",
+                    "detail": f"no step rows in {self.chosen[tid][1]}",
+                }
+            )
         return found
 
-    def _trajectory(self, run: SetPass, tid: str, rows: list[dict], recorded,
-                    found: _Found) -> int | None:
+    def _trajectory(self, run: SetPass, tid: str, rows: list[dict], recorded, found: _Found) -> int | None:
         """Writes one trajectory's samples; their count, or None when it is quarantined."""
         traj, source = self.chosen[tid]
         try:
             steps = [row_to_step(r, source=source) for r in rows]
         except SchemaError as err:
-            found.quarantine.append({"trajectory_id": tid, "index": None,
-                                     "reason": "invalid_step", "detail": str(err)})
+            found.quarantine.append(
+                {"trajectory_id": tid, "index": None, "reason": "invalid_step", "detail": str(err)}
+            )
             return None
         indices = [s.index for s in steps]
         if any(a >= b for a, b in zip(indices, indices[1:])):
-            found.quarantine.append({"trajectory_id": tid, "index": None,
-                                     "reason": "repeated_index", "detail": str(SchemaError(
-                                         f"step indices {indices[:8]} repeat", source=source,
-                                         record=tid, field="index"))})
+            found.quarantine.append(
+                {
+                    "trajectory_id": tid,
+                    "index": None,
+                    "reason": "repeated_index",
+                    "detail": str(
+                        SchemaError(
+                            f"step indices {indices[:8]} repeat", source=source, record=tid, field="index"
+                        )
+                    ),
+                }
+            )
             return None
         mine = {i: self.cots[(tid, i)] for i in indices if (tid, i) in self.cots}
         found.cots_left -= {(tid, i) for i in mine}
@@ -274,17 +336,25 @@ class _ReasoningPass:
                 found.personal.add(tid, json.loads(smp.json)["index"])
         return len(samples)
 
-    def _samples(self, traj, steps, cots, align, found: _Found, source,
-                 recorded=None) -> list[ShardSample]:
+    def _samples(self, traj, steps, cots, align, found: _Found, source, recorded=None) -> list[ShardSample]:
         """Both modes of every step of one trajectory that gives any; what is left out goes
         to found.quarantine, counted once per step."""
         store, options = self.store, self.options
         quarantine = found.quarantine
         skipped: list[dict] = []
-        planned = sample_jsons(traj, steps, cots, alignment=align, language=options["language"],
-                               require_chinese_thought=options["require_chinese_thought"],
-                               min_steps=options["min_steps"], max_steps=options["max_steps"],
-                               skipped=skipped, recorded=recorded, profile=options["profile"])
+        planned = sample_jsons(
+            traj,
+            steps,
+            cots,
+            alignment=align,
+            language=options["language"],
+            require_chinese_thought=options["require_chinese_thought"],
+            min_steps=options["min_steps"],
+            max_steps=options["max_steps"],
+            skipped=skipped,
+            recorded=recorded,
+            profile=options["profile"],
+        )
         quarantine += skipped
         out, missing = [], set()
         framed: dict[int, bytes] = {}  # the step's image at the frame, shared by both modes
@@ -295,11 +365,21 @@ class _ReasoningPass:
             except FileNotFoundError:
                 if step.index not in missing:  # both modes go; counted once for the step
                     missing.add(step.index)
-                    quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                       "reason": "missing_screenshot", "detail": str(SchemaError(
-                                           f"screenshot blob {path} is missing", source=source,
-                                           record=f"{traj.trajectory_id}#{step.index}",
-                                           field="screenshot"))})
+                    quarantine.append(
+                        {
+                            "trajectory_id": traj.trajectory_id,
+                            "index": step.index,
+                            "reason": "missing_screenshot",
+                            "detail": str(
+                                SchemaError(
+                                    f"screenshot blob {path} is missing",
+                                    source=source,
+                                    record=f"{traj.trajectory_id}#{step.index}",
+                                    field="screenshot",
+                                )
+                            ),
+                        }
+                    )
                 continue
             sample = framed_sample(traj.trajectory_id, key, step, obj, path, size)
             if sample.resize_to is not None:
@@ -312,8 +392,14 @@ class _ReasoningPass:
                         sample.prepare()
                     except Unusable as bad:  # the blob does not decode: the step goes, counted once
                         missing.add(step.index)
-                        quarantine.append({"trajectory_id": traj.trajectory_id, "index": step.index,
-                                           "reason": bad.reason, "detail": bad.detail})
+                        quarantine.append(
+                            {
+                                "trajectory_id": traj.trajectory_id,
+                                "index": step.index,
+                                "reason": bad.reason,
+                                "detail": bad.detail,
+                            }
+                        )
                         continue
                     framed[step.index] = sample.resized
             found.stats.add(key, obj)
@@ -334,8 +420,7 @@ class _RecordedSteps:
         if not files:
             return
         tmp_dir.mkdir(parents=True, exist_ok=True)
-        self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY,
-                                           "temp_directory": str(tmp_dir)})
+        self._con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": str(tmp_dir)})
         self._con.register("chosen", pa.table({"trajectory_id": ids}))
         rel = self._con.sql(
             """SELECT s.* EXCLUDE (filename, file_row_number)
@@ -343,10 +428,10 @@ class _RecordedSteps:
                                  union_by_name = true) s
                SEMI JOIN chosen c ON s.trajectory_id = c.trajectory_id
                ORDER BY s.trajectory_id, s."index", s.filename, s.file_row_number""",
-            params=[files])
+            params=[files],
+        )
         reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
-        self._groups = group_by_trajectory(
-            row for batch in reader(256) for row in batch.to_pylist())
+        self._groups = group_by_trajectory(row for batch in reader(256) for row in batch.to_pylist())
         self._next = next(self._groups, None)
 
     def steps_of(self, tid: str) -> list[Step] | None:
@@ -375,29 +460,48 @@ def _manifest(dataset, written, options, figures, quarantine, store, collections
     skipped_trajectories = Counter(q["reason"] for q in quarantine if q["index"] is None)
     skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
     manifest = set_manifest(KIND, dataset, "synthesis.set_writer", written, store, collections)
-    manifest.update({
-        "options": options,
-        "index_gaps": True,  # curated steps keep their original indices
-        "sample": {"key": "<trajectory_id>_s<index:04d>_<mode>", "modes": list(MODES),
-                   "image_exts": sorted(written.image_exts),
-                   "json": "trajectory_id, index, mode, language, app, platform, source, "
-                           "source_name, verifier, task_id, template_id, instruction, "
-                           "image (its size: the model profile's frame), screenshot (the "
-                           "recorded size), model_profile, coords, provenance, "
-                           "action (recorded, normalised), conversations (system/human/gpt), "
-                           "answer (GUI-Libra, points in the frame), spans (char offsets "
-                           "into the gpt value), target_box (normalised), "
-                           "thought_backend, alignment"},
-        "totals": {"samples": sum(s["samples"] for s in written.shards), "steps": figures["steps"],
-                   "trajectories": sum(written.per_split.values()),
-                   "shards": len(written.shards), "bytes": sum(s["bytes"] for s in written.shards),
-                   "skipped_trajectories": dict(sorted(skipped_trajectories.items())),
-                   "skipped_steps": dict(sorted(skipped_steps.items()))},
-        "summary": {k: figures[k] for k in ("modes", "languages", "language_share",
-                                            "action_types", "thought_chars", "thought_backends",
-                                            "thought_backend_share", "alignment")},
-        # The largest image of the set: a trainer's image_max_pixels below it would shrink
-        # that image out of its answers' frame (training.data.frame_gate).
-        "frames": {"max_pixels": figures["max_image_pixels"]},
-    })
+    manifest.update(
+        {
+            "options": options,
+            "index_gaps": True,  # curated steps keep their original indices
+            "sample": {
+                "key": "<trajectory_id>_s<index:04d>_<mode>",
+                "modes": list(MODES),
+                "image_exts": sorted(written.image_exts),
+                "json": "trajectory_id, index, mode, language, app, platform, source, "
+                "source_name, verifier, task_id, template_id, instruction, "
+                "image (its size: the model profile's frame), screenshot (the "
+                "recorded size), model_profile, coords, provenance, "
+                "action (recorded, normalised), conversations (system/human/gpt), "
+                "answer (GUI-Libra, points in the frame), spans (char offsets "
+                "into the gpt value), target_box (normalised), "
+                "thought_backend, alignment",
+            },
+            "totals": {
+                "samples": sum(s["samples"] for s in written.shards),
+                "steps": figures["steps"],
+                "trajectories": sum(written.per_split.values()),
+                "shards": len(written.shards),
+                "bytes": sum(s["bytes"] for s in written.shards),
+                "skipped_trajectories": dict(sorted(skipped_trajectories.items())),
+                "skipped_steps": dict(sorted(skipped_steps.items())),
+            },
+            "summary": {
+                k: figures[k]
+                for k in (
+                    "modes",
+                    "languages",
+                    "language_share",
+                    "action_types",
+                    "thought_chars",
+                    "thought_backends",
+                    "thought_backend_share",
+                    "alignment",
+                )
+            },
+            # The largest image of the set: a trainer's image_max_pixels below it would shrink
+            # that image out of its answers' frame (training.data.frame_gate).
+            "frames": {"max_pixels": figures["max_image_pixels"]},
+        }
+    )
     return manifest

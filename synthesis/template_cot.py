@@ -8,6 +8,7 @@ failed, screen unchanged, screen changed); the plan states the next move toward
 the task and the action in words. EN and ZH are written separately, not
 translated word by word. Every record says backend="template".
 """
+
 from __future__ import annotations
 
 import re
@@ -19,15 +20,29 @@ from schemas.records import Element, Step, Trajectory
 from .cot import TEMPLATE, StepCoT, gui_libra_answer
 from .prompts import action_description, element_words, page_path, step_phrase
 
-SALIENT_ROLES = {"button", "link", "textbox", "searchbox", "combobox", "checkbox", "radio", "tab",
-                 "menuitem", "switch", "option", "slider", "spinbutton", "listbox"}
+SALIENT_ROLES = {
+    "button",
+    "link",
+    "textbox",
+    "searchbox",
+    "combobox",
+    "checkbox",
+    "radio",
+    "tab",
+    "menuitem",
+    "switch",
+    "option",
+    "slider",
+    "spinbutton",
+    "listbox",
+}
 MAX_SALIENT = 3
 MAX_NAME_WIDTH = 60  # longer names (whole product cards) make poor landmarks; CJK counts 2
 MAX_ERROR_CHARS = 100
 
 
 def _short(name: str) -> bool:
-    return sum(2 if ord(c) > 0x2e7f else 1 for c in name) <= MAX_NAME_WIDTH
+    return sum(2 if ord(c) > 0x2E7F else 1 for c in name) <= MAX_NAME_WIDTH
 
 
 def _visible(e: Element) -> bool:
@@ -46,8 +61,9 @@ def screen_elements(step: Step) -> list[Element]:
 
 
 def first_heading(elements: list[Element]) -> str | None:
-    return next((e.name for e in elements if e.role == "heading" and e.name and _visible(e)
-                 and _short(e.name)), None)
+    return next(
+        (e.name for e in elements if e.role == "heading" and e.name and _visible(e) and _short(e.name)), None
+    )
 
 
 def salient_elements(step: Step, elements: list[Element], exclude: set[str]) -> list[Element]:
@@ -57,19 +73,27 @@ def salient_elements(step: Step, elements: list[Element], exclude: set[str]) -> 
     candidates: list[tuple[int, Element]] = []
     for pos, e in enumerate(elements):
         key = (e.role, e.name)
-        if (e.role not in SALIENT_ROLES or not e.name.strip() or not _short(e.name)
-                or e.name in exclude or key in seen or not _visible(e)):
+        if (
+            e.role not in SALIENT_ROLES
+            or not e.name.strip()
+            or not _short(e.name)
+            or e.name in exclude
+            or key in seen
+            or not _visible(e)
+        ):
             continue
         seen.add(key)
         candidates.append((pos, e))
     a = step.action
     if a.x is not None:
+
         def distance(item):
             pos, e = item
             if e.bbox is None:
                 return (1.0, pos)
             cx, cy = e.centre()
             return ((cx - a.x) ** 2 + (cy - a.y) ** 2, pos)
+
         candidates.sort(key=distance)
     chosen = sorted(candidates[:MAX_SALIENT], key=lambda item: item[0])
     return [e for _, e in chosen]
@@ -107,7 +131,9 @@ class TemplateCoT:
             parts.append(f"页面上可以看到{words}。" if zh else f"Visible elements include {words}.")
         if target is not None:
             words = element_words(target, language)
-            parts.append(f"与这一步相关的是{words}。" if zh else f"The element that matters for this step is {words}.")
+            parts.append(
+                f"与这一步相关的是{words}。" if zh else f"The element that matters for this step is {words}."
+            )
         return "".join(parts) if zh else " ".join(parts)
 
     def reflection(self, steps: list[Step], upto: int, language: str) -> str:
@@ -116,19 +142,32 @@ class TemplateCoT:
         if recorded:  # written from the live screen after a real wrong step: keep it
             return recorded
         if upto == 0:
-            return "这是第一步，此前还没有任何操作。" if zh else "This is the first step; nothing has been done yet."
+            return (
+                "这是第一步，此前还没有任何操作。"
+                if zh
+                else "This is the first step; nothing has been done yet."
+            )
         prev = steps[upto - 1]
         did = step_phrase(prev, language)
         if prev.error:
             err = prev.error if len(prev.error) <= MAX_ERROR_CHARS else prev.error[:MAX_ERROR_CHARS] + "…"
-            return (f"上一步（{did}）没有成功：{err}。需要重试或换一种做法。" if zh else
-                    f"The previous action ({did}) failed: {err}. I need to retry it or try another way.")
+            return (
+                f"上一步（{did}）没有成功：{err}。需要重试或换一种做法。"
+                if zh
+                else f"The previous action ({did}) failed: {err}. I need to retry it or try another way."
+            )
         if prev.screen_changed is False:
-            return (f"上一步（{did}）之后屏幕没有变化。" if zh else
-                    f"The previous action ({did}) did not change the screen.")
+            return (
+                f"上一步（{did}）之后屏幕没有变化。"
+                if zh
+                else f"The previous action ({did}) did not change the screen."
+            )
         if prev.screen_changed:
-            return (f"上一步（{did}）之后页面已经更新，操作生效了。" if zh else
-                    f"The previous action ({did}) worked: the screen has changed.")
+            return (
+                f"上一步（{did}）之后页面已经更新，操作生效了。"
+                if zh
+                else f"The previous action ({did}) worked: the screen has changed."
+            )
         return f"上一步的操作是{did}。" if zh else f"The previous action was to {did}."
 
     def plan(self, traj: Trajectory, step: Step, language: str) -> str:
@@ -150,12 +189,18 @@ class TemplateCoT:
         """The CoT of steps[upto] (a position in the list: curated steps may have gaps)."""
         step = steps[upto]
         language = self.language_of(traj)
-        return StepCoT(trajectory_id=step.trajectory_id, index=step.index, language=language,
-                       observation=self.observation(step, language),
-                       reflection=self.reflection(steps, upto, language),
-                       plan=self.plan(traj, step, language),
-                       answer=gui_libra_answer(step, action_description(step, language)), backend=TEMPLATE,
-                       parsed=True, raw="")
+        return StepCoT(
+            trajectory_id=step.trajectory_id,
+            index=step.index,
+            language=language,
+            observation=self.observation(step, language),
+            reflection=self.reflection(steps, upto, language),
+            plan=self.plan(traj, step, language),
+            answer=gui_libra_answer(step, action_description(step, language)),
+            backend=TEMPLATE,
+            parsed=True,
+            raw="",
+        )
 
 
 _REFLECTION = re.compile(r"<reflection>(.*?)</reflection>", re.DOTALL)

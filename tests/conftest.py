@@ -1,4 +1,5 @@
 """Suite-wide settings. Area fixtures live in each folder's conftest."""
+
 import os
 import shutil
 import tempfile
@@ -12,8 +13,7 @@ pytest_plugins = ["tests.s3_server"]
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-settings.register_profile("ci", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

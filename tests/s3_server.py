@@ -17,6 +17,7 @@ sharing the server never see each other's objects.
 Its state lives in memory: `pause()` / `resume()` (SIGSTOP / SIGCONT) make an
 outage that keeps it; a kill would lose every object.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,15 +54,21 @@ class S3Server:
     @property
     def storage_options(self) -> dict:
         """fsspec/s3fs options for this server (short timeouts: a test waits seconds, not minutes)."""
-        return {"key": KEY, "secret": SECRET,
-                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": REGION},
-                "config_kwargs": {"connect_timeout": 2, "read_timeout": 3,
-                                  "retries": {"max_attempts": 1}}}
+        return {
+            "key": KEY,
+            "secret": SECRET,
+            "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": REGION},
+            "config_kwargs": {"connect_timeout": 2, "read_timeout": 3, "retries": {"max_attempts": 1}},
+        }
 
     @property
     def env(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": REGION}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET,
+            "AWS_DEFAULT_REGION": REGION,
+        }
 
     def url(self, name: str = "t") -> str:
         return f"s3://{self.bucket}/{name}-{uuid.uuid4().hex[:8]}"
@@ -90,8 +97,9 @@ def start_server(bucket: str = BUCKET) -> S3Server:
     port = _free_port()
     exe = Path(sys.executable).with_name("moto_server")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
-    proc = subprocess.Popen(cmd + ["-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd + ["-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url, proc)

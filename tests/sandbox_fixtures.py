@@ -4,6 +4,7 @@
 package scope, never session: a sync Playwright left running would stop a later test
 of the same xdist worker from starting its own.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,9 @@ def sandbox_fixtures(scope: str, step_timeout_s: float = 10.0):
 
     @pytest.fixture(scope=scope)
     def env(sandbox):
-        with WebEnv.launch(headless=True, step_timeout_s=step_timeout_s,
-                           request_filter=Allowlist([sandbox.url])) as e:
+        with WebEnv.launch(
+            headless=True, step_timeout_s=step_timeout_s, request_filter=Allowlist([sandbox.url])
+        ) as e:
             yield e
 
     return sandbox, env

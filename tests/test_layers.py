@@ -4,6 +4,7 @@ The graph's nodes are the top-level packages, with `trajforge` counted as its st
 subpackages (`trajforge.store`, `trajforge.publish`, ...): they sit at different
 layers. Every import counts, at module level or inside a function.
 """
+
 from __future__ import annotations
 
 import ast
@@ -11,8 +12,16 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("schemas", "crawlers", "sandbox", "filters", "synthesis", "training",
-            "trajforge", "dagster_project")
+PACKAGES = (
+    "schemas",
+    "crawlers",
+    "sandbox",
+    "filters",
+    "synthesis",
+    "training",
+    "trajforge",
+    "dagster_project",
+)
 
 # Lowest first: a unit imports only from a lower layer (never its own layer's other units).
 LAYERS = [
@@ -30,15 +39,21 @@ LAYERS = [
 # DESIGN.md's rules beyond the order: curation and synthesis work on recorded data, never
 # a live browser; training plays environments only through the Gym API.
 FORBIDDEN = {
-    ("filters", "crawlers"), ("filters", "sandbox"),
-    ("synthesis", "crawlers"), ("synthesis", "sandbox"),
-    ("training", "crawlers"), ("training", "sandbox"),
+    ("filters", "crawlers"),
+    ("filters", "sandbox"),
+    ("synthesis", "crawlers"),
+    ("synthesis", "sandbox"),
+    ("training", "crawlers"),
+    ("training", "sandbox"),
 }
 # Edges that break a rule today, each with the work that removes it. This list may only
 # shrink: an entry whose edge is gone fails test_every_exception_is_still_needed.
 ALLOWED_EXCEPTIONS = {
     ("training", "sandbox"): "online RL and evaluation play the sandbox's templates (RL-environments issue)",
-    ("training", "crawlers"): "online RL builds crawler pools; evaluation uses the agent prompt (RL-environments issue)",
+    (
+        "training",
+        "crawlers",
+    ): "online RL builds crawler pools; evaluation uses the agent prompt (RL-environments issue)",
 }
 
 
@@ -65,7 +80,7 @@ def _imported_modules(path: Path, root: Path = ROOT) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
             out.add(module)
             out.update(f"{module}.{alias.name}" for alias in node.names)
@@ -127,8 +142,11 @@ def layer_of(unit: str) -> int:
 
 
 def broken_rules(edges) -> dict[tuple[str, str], list[str]]:
-    return {(a, b): sorted(files) for (a, b), files in edges.items()
-            if (layer_of(b) >= layer_of(a) or (a, b) in FORBIDDEN)}
+    return {
+        (a, b): sorted(files)
+        for (a, b), files in edges.items()
+        if (layer_of(b) >= layer_of(a) or (a, b) in FORBIDDEN)
+    }
 
 
 def test_every_unit_has_a_layer():
@@ -146,8 +164,9 @@ def test_no_cycle_between_packages():
 
 
 def test_no_edge_the_layers_forbid():
-    broken = {edge: files for edge, files in broken_rules(package_graph()).items()
-              if edge not in ALLOWED_EXCEPTIONS}
+    broken = {
+        edge: files for edge, files in broken_rules(package_graph()).items() if edge not in ALLOWED_EXCEPTIONS
+    }
     assert not broken, f"imports that break DESIGN.md's layers: {broken}"
 
 
@@ -158,8 +177,11 @@ def test_every_exception_is_still_needed():
 
 
 def test_the_check_sees_a_cycle_and_a_forbidden_edge():
-    made_up = {("trajforge.store", "crawlers"): {"a.py"}, ("crawlers", "trajforge.store"): {"b.py"},
-               ("filters", "sandbox"): {"c.py"}}
+    made_up = {
+        ("trajforge.store", "crawlers"): {"a.py"},
+        ("crawlers", "trajforge.store"): {"b.py"},
+        ("filters", "sandbox"): {"c.py"},
+    }
     assert cycles(made_up) == [["crawlers", "trajforge.store"]]
     assert set(broken_rules(made_up)) == {("trajforge.store", "crawlers"), ("filters", "sandbox")}
 
@@ -168,8 +190,9 @@ def test_imports_inside_functions_and_relative_ones_are_counted(tmp_path):
     """A lazy import is an edge like any other (they hid cycles before)."""
     package = tmp_path / "trajforge" / "store"
     package.mkdir(parents=True)
-    (package / "late.py").write_text("def f():\n    from crawlers.guard import SafetyGuard\n"
-                                     "    from ..publish import shards\n")
+    (package / "late.py").write_text(
+        "def f():\n    from crawlers.guard import SafetyGuard\n    from ..publish import shards\n"
+    )
     found = _imported_modules(package / "late.py", tmp_path)
     assert {"crawlers.guard", "trajforge.publish.shards"} <= found
     assert {unit_of(m) for m in found} >= {"crawlers", "trajforge.publish"}

@@ -7,6 +7,7 @@ a re-run with the same inputs finds the finished directory and returns it
 instead of training again. A checkpoint is written to a temporary sibling and
 renamed, `metrics.json` last inside it, so a half-written one is never found.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,12 @@ METRICS = "metrics.json"
 
 def checkpoint_id(kind: str, config_dict: dict[str, Any], data_fingerprint: str) -> str:
     """`<kind>-<12 hex>`: deterministic in the kind, the config and the data."""
-    blob = json.dumps({"kind": kind, "config": config_dict, "data": data_fingerprint},
-                      sort_keys=True, default=str, ensure_ascii=False)
+    blob = json.dumps(
+        {"kind": kind, "config": config_dict, "data": data_fingerprint},
+        sort_keys=True,
+        default=str,
+        ensure_ascii=False,
+    )
     return f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
@@ -112,8 +117,9 @@ def save_checkpoint(model, processor, out_dir: str | Path, metrics: dict[str, An
     return out
 
 
-def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto",
-                gradient_checkpointing: bool | None = None):
+def load_policy(
+    path: str | Path, device: str = "auto", dtype: str = "auto", gradient_checkpointing: bool | None = None
+):
     """(model, processor) from a local directory through transformers' Auto classes.
 
     Qwen2-VL / Qwen2.5-VL / Qwen3-VL load as AutoModelForImageTextToText (older
@@ -127,8 +133,11 @@ def load_policy(path: str | Path, device: str = "auto", dtype: str = "auto",
 
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    autos = [getattr(transformers, n) for n in ("AutoModelForImageTextToText", "AutoModelForVision2Seq")
-             if hasattr(transformers, n)]
+    autos = [
+        getattr(transformers, n)
+        for n in ("AutoModelForImageTextToText", "AutoModelForVision2Seq")
+        if hasattr(transformers, n)
+    ]
     for i, auto in enumerate(autos):
         try:
             model = auto.from_pretrained(path, dtype=torch_dtype)

@@ -6,6 +6,7 @@ serves all of them: the compile takes seconds, where compiling the whole VLM
 breaks. The blocks are the model's own `_no_split_modules` classes (the units
 transformers already treats as indivisible), so this works for any HF VLM.
 """
+
 from __future__ import annotations
 
 

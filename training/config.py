@@ -6,6 +6,7 @@ config file fails at load time with the file and the field named, not after an
 hour on a GPU. `model_path: tiny` means the offline tiny Qwen2-VL
 (trajforge.vlm.tiny), built on first use: the CPU/CI mode.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ TINY = "tiny"
 # Fields that say where or how verbosely to run, not what is trained: left out of the
 # checkpoint id so that moving a run to another folder or GPU finds the same checkpoint.
 # allow_template_thoughts only gates the run (it changes nothing in what is trained).
-NON_IDENTITY_FIELDS = frozenset({"out_dir", "device", "log_every", "skip_bad_samples", "compile",
-                                 "allow_template_thoughts"})
+NON_IDENTITY_FIELDS = frozenset(
+    {"out_dir", "device", "log_every", "skip_bad_samples", "compile", "allow_template_thoughts"}
+)
 
 
 class ConfigError(SchemaError):

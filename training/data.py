@@ -10,6 +10,7 @@ known exactly. A token overlapping a coordinates span weighs α_g, else one
 overlapping an action span α_a, else 1; the prompt is labelled -100. The answer
 ends with the template's end-of-turn token (weight 1) so the model learns to stop.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,14 @@ IGNORE = -100
 IMAGE_MARKER = "<image>"
 # Per-token tensors (right-padded by collate, with these fill values); the rest
 # (pixel_values, image_grid_thw) are per image patch / per image and are concatenated.
-_TOKEN_FILL = {"input_ids": None, "attention_mask": 0, "labels": IGNORE, "weights": 0.0,
-               "mm_token_type_ids": 0, "token_type_ids": 0}
+_TOKEN_FILL = {
+    "input_ids": None,
+    "attention_mask": 0,
+    "labels": IGNORE,
+    "weights": 0.0,
+    "mm_token_type_ids": 0,
+    "token_type_ids": 0,
+}
 
 
 class ReasoningSample(tuple):
@@ -55,8 +62,14 @@ class ReasoningSample(tuple):
         return self[2]
 
 
-def iter_reasoning_samples(shards_dir: str | Path, split: str = "train", mode: str | None = None,
-                           *, rank: int = 0, world_size: int = 1) -> Iterator[ReasoningSample]:
+def iter_reasoning_samples(
+    shards_dir: str | Path,
+    split: str = "train",
+    mode: str | None = None,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Iterator[ReasoningSample]:
     """Stream the samples of one split, shard by shard (never all in memory), through
     the documented loader (trajforge.read.loader.read_split).
 
@@ -69,8 +82,7 @@ def iter_reasoning_samples(shards_dir: str | Path, split: str = "train", mode: s
         if mode is not None and j.get("mode") != mode:
             continue
         if n % world_size == rank:
-            yield ReasoningSample(sample["key"], j, sample["image"],
-                                  str(Path(shards_dir) / sample["shard"]))
+            yield ReasoningSample(sample["key"], j, sample["image"], str(Path(shards_dir) / sample["shard"]))
         n += 1
 
 
@@ -103,8 +115,9 @@ def thought_backend_share(shards_dir: str | Path) -> dict[str, float]:
     return {str(k): v / total for k, v in sorted(counts.items())} if total else {}
 
 
-def template_thought_gate(shards_dir: str | Path, *, full_run: bool, trains_thoughts: bool,
-                          allow: bool) -> dict[str, Any]:
+def template_thought_gate(
+    shards_dir: str | Path, *, full_run: bool, trains_thoughts: bool, allow: bool
+) -> dict[str, Any]:
     """Refuse (TemplateThoughtsError) a full run that trains on thoughts when any of the
     set's thoughts were written by the template backend, unless `allow`
     (config allow_template_thoughts). Returns what the run reports about it:
@@ -126,7 +139,8 @@ def template_thought_gate(shards_dir: str | Path, *, full_run: bool, trains_thou
         f"(thought backends {share}); a full training run on reason-then-act samples would teach "
         "that fixed phrasing as reasoning. Write the thoughts with a VLM (cot_steps with a model), "
         "train direct-act samples only (mode_filter: direct), or set "
-        "allow_template_thoughts: true to train on them anyway.")
+        "allow_template_thoughts: true to train on them anyway."
+    )
 
 
 class FrameMismatchError(ValueError):
@@ -140,8 +154,7 @@ def set_profile(shards_dir: str | Path):
     return manifest_profile(read_manifest(Path(shards_dir)))
 
 
-def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *,
-               full_run: bool) -> dict[str, Any]:
+def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *, full_run: bool) -> dict[str, Any]:
     """Does this run feed the set's images in the frame its answers are written in?
 
     A set written for a profile stores each image at that profile's frame (a
@@ -159,22 +172,30 @@ def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *,
     if profile is not None and not isinstance(largest, int):
         largest = profile.max_pixels  # not stated: as large as the profile allows
     if profile is None:
-        problem, status = ("its manifest names no model profile: the answers are pixels of the "
-                           "stored screenshot, and the processor's smart_resize moves them; write "
-                           "the set again (write_reasoning_set(profile=...))"), "no profile"
-    elif (profile.coords == "pixels" and image_max_pixels is not None
-          and image_max_pixels < largest):
-        problem, status = (f"it is written for {profile.name} (images up to {largest} "
-                           f"pixels, answers in their pixels) but image_max_pixels="
-                           f"{image_max_pixels} shrinks them out of that frame; set "
-                           f"image_max_pixels >= {largest} (or null), or write the "
-                           f"set for a profile with max_pixels <= {image_max_pixels}"), "capped"
+        problem, status = (
+            (
+                "its manifest names no model profile: the answers are pixels of the "
+                "stored screenshot, and the processor's smart_resize moves them; write "
+                "the set again (write_reasoning_set(profile=...))"
+            ),
+            "no profile",
+        )
+    elif profile.coords == "pixels" and image_max_pixels is not None and image_max_pixels < largest:
+        problem, status = (
+            (
+                f"it is written for {profile.name} (images up to {largest} "
+                f"pixels, answers in their pixels) but image_max_pixels="
+                f"{image_max_pixels} shrinks them out of that frame; set "
+                f"image_max_pixels >= {largest} (or null), or write the "
+                f"set for a profile with max_pixels <= {image_max_pixels}"
+            ),
+            "capped",
+        )
     else:
         return {"model_profile": profile.name, "frame": "kept"}
     if full_run:
         raise FrameMismatchError(f"{shards_dir}: {problem}")
-    return {"model_profile": None if profile is None else profile.name, "frame": status,
-            "detail": problem}
+    return {"model_profile": None if profile is None else profile.name, "frame": status, "detail": problem}
 
 
 def shuffled(samples: Iterable, buffer: int, seed: int) -> Iterator:
@@ -202,8 +223,10 @@ def _conversation(sample_json: dict) -> tuple[str | None, str, str]:
         if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
             raise SchemaError("turn without a text value", field=f"conversations[{i}].value")
         if turn.get("from") not in ("system", "human", "gpt") or turn["from"] in by_role:
-            raise SchemaError(f"unexpected or repeated role {turn.get('from')!r} (one system, human, gpt)",
-                              field=f"conversations[{i}].from")
+            raise SchemaError(
+                f"unexpected or repeated role {turn.get('from')!r} (one system, human, gpt)",
+                field=f"conversations[{i}].from",
+            )
         by_role[turn["from"]] = turn["value"]
     for role in ("human", "gpt"):
         if role not in by_role:
@@ -211,7 +234,7 @@ def _conversation(sample_json: dict) -> tuple[str | None, str, str]:
     human = by_role["human"]
     if not human.startswith(IMAGE_MARKER):
         raise SchemaError(f"human text does not start with {IMAGE_MARKER!r}", field="conversations.human")
-    return by_role.get("system"), human[len(IMAGE_MARKER):].lstrip("\n"), by_role["gpt"]
+    return by_role.get("system"), human[len(IMAGE_MARKER) :].lstrip("\n"), by_role["gpt"]
 
 
 def _spans(sample_json: dict, gpt_len: int) -> dict[str, list[tuple[int, int]]]:
@@ -224,23 +247,36 @@ def _spans(sample_json: dict, gpt_len: int) -> dict[str, list[tuple[int, int]]]:
             raise SchemaError("not a list of [start, end]", field=f"spans.{kind}")
         out[kind] = []
         for i, span in enumerate(spans[kind]):
-            ok = (isinstance(span, (list, tuple)) and len(span) == 2
-                  and all(isinstance(x, int) for x in span) and 0 <= span[0] < span[1] <= gpt_len)
+            ok = (
+                isinstance(span, (list, tuple))
+                and len(span) == 2
+                and all(isinstance(x, int) for x in span)
+                and 0 <= span[0] < span[1] <= gpt_len
+            )
             if not ok:
-                raise SchemaError(f"{span!r} is not [start, end] inside the gpt text ({gpt_len} chars)",
-                                  field=f"spans.{kind}[{i}]")
+                raise SchemaError(
+                    f"{span!r} is not [start, end] inside the gpt text ({gpt_len} chars)",
+                    field=f"spans.{kind}[{i}]",
+                )
             out[kind].append((span[0], span[1]))
     return out
 
 
-def token_weights(offsets: list[tuple[int, int]], spans: dict[str, list[tuple[int, int]]],
-                  alpha_action: float, alpha_coord: float) -> list[float]:
+def token_weights(
+    offsets: list[tuple[int, int]],
+    spans: dict[str, list[tuple[int, int]]],
+    alpha_action: float,
+    alpha_coord: float,
+) -> list[float]:
     """One weight per token from its character range: coords beat action beat 1."""
+
     def hits(s: int, e: int, kind: str) -> bool:
         return any(s < b and e > a for a, b in spans[kind])
 
-    return [alpha_coord if hits(s, e, "coords") else alpha_action if hits(s, e, "action") else 1.0
-            for s, e in offsets]
+    return [
+        alpha_coord if hits(s, e, "coords") else alpha_action if hits(s, e, "action") else 1.0
+        for s, e in offsets
+    ]
 
 
 def render(processor, system: str | None, human: str, gpt: str) -> tuple[str, str]:
@@ -248,19 +284,29 @@ def render(processor, system: str | None, human: str, gpt: str) -> tuple[str, st
     the gpt text, the answer the gpt text plus the template's end-of-turn token."""
     messages = ([{"role": "system", "content": system}] if system is not None else []) + [
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": human}]},
-        {"role": "assistant", "content": gpt}]
+        {"role": "assistant", "content": gpt},
+    ]
     full = processor.apply_chat_template(messages, tokenize=False)
     before = processor.apply_chat_template(messages[:-1], tokenize=False)
     start = full.find(gpt, len(before))
     if start < 0:
-        raise SchemaError("the chat template does not contain the gpt text verbatim", field="conversations.gpt")
-    end_of_turn = full[start + len(gpt):].rstrip()
+        raise SchemaError(
+            "the chat template does not contain the gpt text verbatim", field="conversations.gpt"
+        )
+    end_of_turn = full[start + len(gpt) :].rstrip()
     return full[:start], gpt + end_of_turn
 
 
-def encode_sample(processor, sample_json: dict, image: bytes | None, max_length: int,
-                  image_max_pixels: int | None = None, *, alpha_action: float = 2.0,
-                  alpha_coord: float = 4.0) -> dict[str, torch.Tensor]:
+def encode_sample(
+    processor,
+    sample_json: dict,
+    image: bytes | None,
+    max_length: int,
+    image_max_pixels: int | None = None,
+    *,
+    alpha_action: float = 2.0,
+    alpha_coord: float = 4.0,
+) -> dict[str, torch.Tensor]:
     """input_ids, attention_mask, pixel_values, image_grid_thw, labels, weights for one sample
     (1-D per-token tensors; no batch dimension on them).
 
@@ -282,8 +328,9 @@ def encode_sample(processor, sample_json: dict, image: bytes | None, max_length:
     answer_ids = torch.tensor(tok["input_ids"], dtype=torch.long)
     n_prompt, n_answer = enc["input_ids"].shape[1], len(answer_ids)
     if n_prompt + n_answer > max_length:
-        raise SchemaError(f"{n_prompt} prompt + {n_answer} answer tokens exceed max_length={max_length}",
-                          field="max_length")
+        raise SchemaError(
+            f"{n_prompt} prompt + {n_answer} answer tokens exceed max_length={max_length}", field="max_length"
+        )
     weights = token_weights(tok["offset_mapping"], spans, alpha_action, alpha_coord)
     out: dict[str, torch.Tensor] = {
         "input_ids": torch.cat([enc["input_ids"][0], answer_ids]),
@@ -312,23 +359,38 @@ def collate(encodings: list[dict[str, torch.Tensor]], pad_id: int = 0) -> dict[s
         tensors = [e[key] for e in encodings if key in e]
         if key in _TOKEN_FILL:
             fill = pad_id if _TOKEN_FILL[key] is None else _TOKEN_FILL[key]
-            batch[key] = torch.stack([torch.cat([t, torch.full((width - t.shape[0],), fill, dtype=t.dtype)])
-                                      for t in tensors])
+            batch[key] = torch.stack(
+                [torch.cat([t, torch.full((width - t.shape[0],), fill, dtype=t.dtype)]) for t in tensors]
+            )
         else:
             batch[key] = torch.cat(tensors, dim=0)
     return batch
 
 
-def encoded_stream(samples: Iterable[ReasoningSample], processor, *, max_length: int,
-                   image_max_pixels: int | None, alpha_action: float, alpha_coord: float,
-                   skip_bad: bool = False, skipped: dict[str, int] | None = None
-                   ) -> Iterator[dict[str, torch.Tensor]]:
+def encoded_stream(
+    samples: Iterable[ReasoningSample],
+    processor,
+    *,
+    max_length: int,
+    image_max_pixels: int | None,
+    alpha_action: float,
+    alpha_coord: float,
+    skip_bad: bool = False,
+    skipped: dict[str, int] | None = None,
+) -> Iterator[dict[str, torch.Tensor]]:
     """encode_sample over a stream. A bad sample raises SchemaError naming its shard file,
     key and field; with skip_bad it is skipped and counted in `skipped` by field."""
     for sample in samples:
         try:
-            yield encode_sample(processor, sample.json, sample.image, max_length, image_max_pixels,
-                                alpha_action=alpha_action, alpha_coord=alpha_coord)
+            yield encode_sample(
+                processor,
+                sample.json,
+                sample.image,
+                max_length,
+                image_max_pixels,
+                alpha_action=alpha_action,
+                alpha_coord=alpha_coord,
+            )
         except SchemaError as exc:
             located = exc.located(source=sample.source, record=sample.key)
             if not skip_bad:

@@ -20,6 +20,7 @@ with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
 
 `python -m training.evaluate --config X.yaml` runs either or both (EvalConfig).
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,22 +79,38 @@ def score_answer(text: str, sample_json: dict) -> dict[str, bool]:
     type_ok = pred.type == ref.type
     point_ok = point_in_box(pred, ref, reference_box(sample_json, ref))
     value_ok = value_f1(action_value(pred), action_value(ref)) >= MIN_VALUE_F1
-    return {"parsed": True, "type": type_ok, "point": point_ok, "value": value_ok,
-            "step": type_ok and point_ok and value_ok}
+    return {
+        "parsed": True,
+        "type": type_ok,
+        "point": point_ok,
+        "value": value_ok,
+        "step": type_ok and point_ok and value_ok,
+    }
 
 
-def offline_step_accuracy(model: str | Path | VLMBackend, shards_dir: str | Path,
-                          split: str = "test", max_samples: int | None = None, *,
-                          max_new_tokens: int = 128, batch_size: int = 8, device: str = "auto",
-                          dtype: str = "auto", image_max_pixels: int | None = None) -> dict:
+def offline_step_accuracy(
+    model: str | Path | VLMBackend,
+    shards_dir: str | Path,
+    split: str = "test",
+    max_samples: int | None = None,
+    *,
+    max_new_tokens: int = 128,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    image_max_pixels: int | None = None,
+) -> dict:
     """Greedy step accuracy of `model` (a checkpoint directory or a VLMBackend) on the
     direct-act samples of `split`: samples, parse_rate, type_accuracy, point_accuracy
     (over the samples whose action has a point; point_samples counts them),
     value_accuracy, step_success."""
     from training.data import iter_reasoning_samples
 
-    backend = model if not isinstance(model, (str, Path)) else policy_backend_for(
-        model, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    backend = (
+        model
+        if not isinstance(model, (str, Path))
+        else policy_backend_for(model, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    )
     started = time.perf_counter()
     counts = {"parsed": 0, "type": 0, "point": 0, "value": 0, "step": 0}
     n = point_n = 0
@@ -118,20 +135,34 @@ def offline_step_accuracy(model: str | Path | VLMBackend, shards_dir: str | Path
         if not image:
             raise ValueError(f"{shards_dir}: sample {key} of split {split} has no image")
         w, h = sample_json["image"]["width"], sample_json["image"]["height"]
-        pending.append((VLMRequest(messages=_sample_messages(sample_json, image), key=key,
-                                   metadata={"width": w, "height": h}), sample_json))
+        pending.append(
+            (
+                VLMRequest(
+                    messages=_sample_messages(sample_json, image), key=key, metadata={"width": w, "height": h}
+                ),
+                sample_json,
+            )
+        )
         if len(pending) >= batch_size:
             flush()
     if pending:
         flush()
+
     def rate(count: int, total: int) -> float:
         return count / total if total else 0.0
 
-    return {"checkpoint_id": backend.model_id, "split": split, "samples": n,
-            "parse_rate": rate(counts["parsed"], n), "type_accuracy": rate(counts["type"], n),
-            "point_accuracy": rate(counts["point"], point_n), "point_samples": point_n,
-            "value_accuracy": rate(counts["value"], n), "step_success": rate(counts["step"], n),
-            "wall_s": round(time.perf_counter() - started, 3)}
+    return {
+        "checkpoint_id": backend.model_id,
+        "split": split,
+        "samples": n,
+        "parse_rate": rate(counts["parsed"], n),
+        "type_accuracy": rate(counts["type"], n),
+        "point_accuracy": rate(counts["point"], point_n),
+        "point_samples": point_n,
+        "value_accuracy": rate(counts["value"], n),
+        "step_success": rate(counts["step"], n),
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
 
 
 def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None, **kw) -> dict:
@@ -153,6 +184,7 @@ def held_out_template_ids(shards: str | Path | None, split: str = "test") -> lis
     named = None
     if shards is not None:
         from trajforge.publish.shards import read_manifest
+
         named = (read_manifest(Path(shards)).get("held_out") or {}).get("templates", {}).get(split)
     if named is None:
         named = held_out_templates(TEMPLATES, DEFAULT_SPLITS, "v1", among=(split,))
@@ -175,11 +207,14 @@ def eval_tasks(cfg: EvalConfig) -> list:
     unknown = [t for t in ids if t not in TEMPLATES]
     if unknown:
         raise ValueError(f"tasks: unknown template id(s) {unknown}")
-    tasks = [TEMPLATES[t].make_task(lang, EVAL_SEED_BASE + cfg.seed) for t in ids
-             for lang in cfg.languages if lang in TEMPLATES[t].languages]
+    tasks = [
+        TEMPLATES[t].make_task(lang, EVAL_SEED_BASE + cfg.seed)
+        for t in ids
+        for lang in cfg.languages
+        if lang in TEMPLATES[t].languages
+    ]
     if not tasks:
-        raise ValueError(f"tasks: no held-out template of {cfg.tasks!r} in languages "
-                         f"{cfg.languages}")
+        raise ValueError(f"tasks: no held-out template of {cfg.tasks!r} in languages {cfg.languages}")
     return tasks
 
 
@@ -193,26 +228,44 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
 
     # The agent plays with the profile of the set the model learnt from (its manifest).
     profile = set_profile(cfg.shards) if cfg.shards is not None else None
-    backend = policy_backend_for(cfg.model_path, device=cfg.device, dtype=cfg.dtype,
-                                 image_max_pixels=cfg.image_max_pixels, set_mode=cfg.set_mode,
-                                 profile=None if profile is None else profile.name)
-    metrics: dict[str, Any] = {"kind": "eval", "checkpoint_id": backend.model_id,
-                               "model_path": cfg.model_path}
+    backend = policy_backend_for(
+        cfg.model_path,
+        device=cfg.device,
+        dtype=cfg.dtype,
+        image_max_pixels=cfg.image_max_pixels,
+        set_mode=cfg.set_mode,
+        profile=None if profile is None else profile.name,
+    )
+    metrics: dict[str, Any] = {
+        "kind": "eval",
+        "checkpoint_id": backend.model_id,
+        "model_path": cfg.model_path,
+    }
     if cfg.shards is not None:
-        off = offline_step_accuracy(backend, cfg.shards, cfg.split, cfg.max_samples,
-                                    max_new_tokens=cfg.max_new_tokens)
+        off = offline_step_accuracy(
+            backend, cfg.shards, cfg.split, cfg.max_samples, max_new_tokens=cfg.max_new_tokens
+        )
         metrics.update({f"offline_{k}": v for k, v in off.items() if k != "checkpoint_id"})
         if report is not None:
             report.log(f"offline: step_success={off['step_success']:.3f} on {off['samples']} samples")
     if cfg.store is not None:
         tasks = eval_tasks(cfg)
         metrics["online_templates"] = ",".join(sorted({t.template_id for t in tasks}))
-        on = online_success(backend, tasks, cfg.k, cfg.store, server_url=cfg.server_url,
-                            env=env, seed=cfg.seed, max_steps=cfg.max_steps,
-                            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                            devices=cfg.devices, languages=cfg.languages)
-        metrics.update({f"online_{k}": v for k, v in on.items()
-                        if k not in ("checkpoint_id", "rates")})
+        on = online_success(
+            backend,
+            tasks,
+            cfg.k,
+            cfg.store,
+            server_url=cfg.server_url,
+            env=env,
+            seed=cfg.seed,
+            max_steps=cfg.max_steps,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            devices=cfg.devices,
+            languages=cfg.languages,
+        )
+        metrics.update({f"online_{k}": v for k, v in on.items() if k not in ("checkpoint_id", "rates")})
         metrics["success_rate"] = on["success_rate"]
         if report is not None:
             report.log(f"online: success_rate={on['success_rate']:.3f} over {on['rollouts']} rollouts")
@@ -222,8 +275,10 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     from training.entry import entry_point
-    return entry_point(argv, prog="python -m training.evaluate", doc=__doc__, config_cls=EvalConfig,
-                       run=run_eval)
+
+    return entry_point(
+        argv, prog="python -m training.evaluate", doc=__doc__, config_cls=EvalConfig, run=run_eval
+    )
 
 
 if __name__ == "__main__":

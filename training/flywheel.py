@@ -13,6 +13,7 @@ Also here, shared by those entry points: `resolve_tasks` (template ids or the
 whole catalog as Tasks), `sandbox_url` (the given server, or one started for
 the call) and `policy_backend_for` (a checkpoint directory as a backend).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,8 +30,7 @@ from trajforge.vlm.backends import VLMBackend
 log = logging.getLogger(__name__)
 
 
-def resolve_tasks(spec: str | Sequence[str], languages: Sequence[str] = ("en",),
-                  seed: int = 0) -> list[Task]:
+def resolve_tasks(spec: str | Sequence[str], languages: Sequence[str] = ("en",), seed: int = 0) -> list[Task]:
     """Tasks of the sandbox's templates: "catalog" (all) or a list of template ids, one
     task per template and language. An unknown template id is an error naming it."""
     from sandbox.tasks import TEMPLATES, build_catalog
@@ -41,8 +41,9 @@ def resolve_tasks(spec: str | Sequence[str], languages: Sequence[str] = ("en",),
     for tid in wanted or []:
         if tid not in TEMPLATES:
             raise ValueError(f"tasks: unknown template id {tid!r}")
-    tasks = [t for t in build_catalog(1, tuple(languages), seed=seed)
-             if wanted is None or t.template_id in wanted]
+    tasks = [
+        t for t in build_catalog(1, tuple(languages), seed=seed) if wanted is None or t.template_id in wanted
+    ]
     if not tasks:
         raise ValueError(f"tasks: no template of {spec!r} exists in languages {list(languages)}")
     return tasks
@@ -72,9 +73,16 @@ def checkpoint_id_of(path: str | Path) -> str:
     return model_id_for(path)
 
 
-def policy_backend_for(path: str | Path, *, device: str = "auto", dtype: str = "auto",
-                       image_max_pixels: int | None = None, set_mode: str = "direct",
-                       record: bool = False, profile: str | None = None):
+def policy_backend_for(
+    path: str | Path,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    image_max_pixels: int | None = None,
+    set_mode: str = "direct",
+    record: bool = False,
+    profile: str | None = None,
+):
     """A checkpoint directory as a PolicyBackend (reasoning-set prompt, id = checkpoint id);
     `profile`: the model profile of the set it was trained on (training.data.set_profile)."""
     from training.checkpoint import load_policy
@@ -83,17 +91,35 @@ def policy_backend_for(path: str | Path, *, device: str = "auto", dtype: str = "
 
     path = resolve_model_path(str(path))
     model, processor = load_policy(path, device=device, dtype=dtype, gradient_checkpointing=False)
-    return PolicyBackend(model, processor, checkpoint_id_of(path), max_image_pixels=image_max_pixels,
-                         set_mode=set_mode, record=record, profile=profile)
+    return PolicyBackend(
+        model,
+        processor,
+        checkpoint_id_of(path),
+        max_image_pixels=image_max_pixels,
+        set_mode=set_mode,
+        record=record,
+        profile=profile,
+    )
 
 
-def flywheel_turn(checkpoint: str | Path | VLMBackend, store: RawStore | str | Path,
-                  tasks: Sequence[Task] | str | Sequence[str], k: int = 1, *,
-                  server_url: str | None = None, env: CrawlEnv | None = None, seed: int = 0,
-                  max_steps: int = 15, temperature: float | None = None,
-                  max_new_tokens: int = 128, devices: list[str] | None = None,
-                  languages: Sequence[str] = ("en",), device: str = "auto", dtype: str = "auto",
-                  image_max_pixels: int | None = None) -> dict:
+def flywheel_turn(
+    checkpoint: str | Path | VLMBackend,
+    store: RawStore | str | Path,
+    tasks: Sequence[Task] | str | Sequence[str],
+    k: int = 1,
+    *,
+    server_url: str | None = None,
+    env: CrawlEnv | None = None,
+    seed: int = 0,
+    max_steps: int = 15,
+    temperature: float | None = None,
+    max_new_tokens: int = 128,
+    devices: list[str] | None = None,
+    languages: Sequence[str] = ("en",),
+    device: str = "auto",
+    dtype: str = "auto",
+    image_max_pixels: int | None = None,
+) -> dict:
     """One scheduled turn: k rollouts per task by `checkpoint`, recorded by verdict.
 
     `checkpoint` is a checkpoint directory (loaded as a PolicyBackend) or any
@@ -105,27 +131,52 @@ def flywheel_turn(checkpoint: str | Path | VLMBackend, store: RawStore | str | P
     store = store if isinstance(store, RawStore) else RawStore(Path(store))
     if isinstance(tasks, str) or (tasks and not isinstance(tasks[0], Task)):
         tasks = resolve_tasks(tasks, languages, seed)
-    backend = checkpoint if not isinstance(checkpoint, (str, Path)) else policy_backend_for(
-        checkpoint, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    backend = (
+        checkpoint
+        if not isinstance(checkpoint, (str, Path))
+        else policy_backend_for(checkpoint, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    )
     if temperature is None:
         temperature = 0.0 if k == 1 else 1.0
     with sandbox_url(server_url) as url:
-        how = Rollouts(server_url=url, k=k, seed=seed, max_steps=max_steps,
-                       temperature=temperature, max_new_tokens=max_new_tokens, devices=devices)
+        how = Rollouts(
+            server_url=url,
+            k=k,
+            seed=seed,
+            max_steps=max_steps,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            devices=devices,
+        )
         result = rejection_sample(tasks, backend, how, store=store, env=env)
     kept = sum(s for s, _ in result.rates.values())
     total = sum(n for _, n in result.rates.values())
-    out = {"checkpoint_id": backend.model_id, "collection": result.collection,
-           "failed_collection": result.failed_collection, "tasks": len(tasks), "k": k,
-           "rollouts": total, "written": result.written, "skipped": result.skipped,
-           "verdicts": {"success": kept, "not_success": total - kept},
-           "outcomes": dict(result.outcomes), "success_rate": kept / total if total else 0.0,
-           "rates": {t: list(v) for t, v in result.rates.items()},
-           "unparseable_answers": result.unparseable_answers,
-           "blocked_actions": result.blocked_actions, "steps": result.steps,
-           "seconds": result.seconds}
-    log.info("flywheel turn with %s: %d rollouts, %d successes -> %s, the rest -> %s",
-             backend.model_id, total, kept, result.collection, result.failed_collection)
+    out = {
+        "checkpoint_id": backend.model_id,
+        "collection": result.collection,
+        "failed_collection": result.failed_collection,
+        "tasks": len(tasks),
+        "k": k,
+        "rollouts": total,
+        "written": result.written,
+        "skipped": result.skipped,
+        "verdicts": {"success": kept, "not_success": total - kept},
+        "outcomes": dict(result.outcomes),
+        "success_rate": kept / total if total else 0.0,
+        "rates": {t: list(v) for t, v in result.rates.items()},
+        "unparseable_answers": result.unparseable_answers,
+        "blocked_actions": result.blocked_actions,
+        "steps": result.steps,
+        "seconds": result.seconds,
+    }
+    log.info(
+        "flywheel turn with %s: %d rollouts, %d successes -> %s, the rest -> %s",
+        backend.model_id,
+        total,
+        kept,
+        result.collection,
+        result.failed_collection,
+    )
     return out
 
 

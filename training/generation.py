@@ -15,6 +15,7 @@ are never sampled (see `vision_token_ids`).
 The result, `Rollouts`, keeps each prompt's tensors once and builds the model
 inputs of any subset of rows on demand (micro-batches for the update).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,9 +31,12 @@ from .grpo import sequence_logprobs
 
 # Per-token tensors of a processor's output: left-padded with these values.
 _TOKEN_KEYS = {"attention_mask": 0, "mm_token_type_ids": 0, "token_type_ids": 0}
+
+
 # Config fields of Qwen2-VL / Qwen2.5-VL / Qwen3-VL naming their vision placeholder tokens.
-def encode_prompt(processor, sample_json: dict, image: bytes,
-                  image_max_pixels: int | None = None) -> dict[str, torch.Tensor]:
+def encode_prompt(
+    processor, sample_json: dict, image: bytes, image_max_pixels: int | None = None
+) -> dict[str, torch.Tensor]:
     """The processor's tensors (batch of one) for the sample's system and human turns and
     the assistant header: the exact prompt SFT trains on (training.data.render)."""
     if not image:
@@ -87,8 +91,7 @@ class Rollouts:
     def completion_lengths(self) -> torch.Tensor:
         return self.gen_mask.sum(-1)
 
-    def model_inputs(self, rows: list[int] | None = None, device=None, dtype=None
-                     ) -> dict[str, torch.Tensor]:
+    def model_inputs(self, rows: list[int] | None = None, device=None, dtype=None) -> dict[str, torch.Tensor]:
         """The forward-pass inputs of `rows` (all by default): token tensors sliced, the
         per-image tensors (pixel_values, image_grid_thw) of each row's prompt concatenated."""
         rows = list(range(self.num_rows)) if rows is None else list(rows)
@@ -121,8 +124,13 @@ def _left_pad(prompts: list[dict[str, torch.Tensor]], pad_id: int) -> dict[str, 
         tensors = [p[key] for p in prompts]
         if key == "input_ids" or key in _TOKEN_KEYS:
             fill = pad_id if key == "input_ids" else _TOKEN_KEYS[key]
-            out[key] = torch.cat([torch.cat([torch.full((1, width - t.shape[1]), fill, dtype=t.dtype), t], 1)
-                                  for t in tensors], 0)
+            out[key] = torch.cat(
+                [
+                    torch.cat([torch.full((1, width - t.shape[1]), fill, dtype=t.dtype), t], 1)
+                    for t in tensors
+                ],
+                0,
+            )
         else:
             out[key] = torch.cat(tensors, 0)
     return out
@@ -137,10 +145,18 @@ def _generated_mask(completion: torch.Tensor, stops: list[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sample_completions(model, processor, prompts: list[dict[str, torch.Tensor]], group_size: int,
-                       *, temperature: float = 1.0, max_new_tokens: int = 64,
-                       seed: int | None = None, old_logprobs: bool = True,
-                       logprob_batch: int | None = None) -> Rollouts:
+def sample_completions(
+    model,
+    processor,
+    prompts: list[dict[str, torch.Tensor]],
+    group_size: int,
+    *,
+    temperature: float = 1.0,
+    max_new_tokens: int = 64,
+    seed: int | None = None,
+    old_logprobs: bool = True,
+    logprob_batch: int | None = None,
+) -> Rollouts:
     """`group_size` sampled completions of each prompt (rows grouped by prompt, in order).
 
     `old_logprobs` recomputes the sampling policy's log-probs (in chunks of
@@ -165,33 +181,56 @@ def sample_completions(model, processor, prompts: list[dict[str, torch.Tensor]],
     try:
         if seed is not None:
             torch.manual_seed(seed)
-        out = model.generate(**gen_inputs, do_sample=True, temperature=temperature, top_k=0,
-                             top_p=1.0, max_new_tokens=max_new_tokens,
-                             num_return_sequences=group_size, pad_token_id=pad_id,
-                             eos_token_id=stops, suppress_tokens=vision_token_ids(model) or None,
-                             use_cache=True).cpu()
+        out = model.generate(
+            **gen_inputs,
+            do_sample=True,
+            temperature=temperature,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=group_size,
+            pad_token_id=pad_id,
+            eos_token_id=stops,
+            suppress_tokens=vision_token_ids(model) or None,
+            use_cache=True,
+        ).cpu()
         completion = out[:, width:]
         gen = _generated_mask(completion, stops) if stops else torch.ones_like(completion)
         completion = torch.where(gen.bool(), completion, torch.full_like(completion, pad_id))
         n = out.shape[0]
         prompt_mask = batch["attention_mask"].repeat_interleave(group_size, 0)
         zeros = torch.zeros((n, width), dtype=torch.long)
-        extra = {k: torch.cat([batch[k].repeat_interleave(group_size, 0),
-                               torch.zeros_like(completion, dtype=batch[k].dtype)], 1)
-                 for k in batch if k in _TOKEN_KEYS and k != "attention_mask"}
-        texts = tokenizer.batch_decode([row[m.bool()] for row, m in zip(completion, gen)],
-                                       skip_special_tokens=True)
+        extra = {
+            k: torch.cat(
+                [
+                    batch[k].repeat_interleave(group_size, 0),
+                    torch.zeros_like(completion, dtype=batch[k].dtype),
+                ],
+                1,
+            )
+            for k in batch
+            if k in _TOKEN_KEYS and k != "attention_mask"
+        }
+        texts = tokenizer.batch_decode(
+            [row[m.bool()] for row, m in zip(completion, gen)], skip_special_tokens=True
+        )
         rollouts = Rollouts(
             prompts=[{k: v.cpu() for k, v in p.items()} for p in prompts],
             prompt_index=[i for i in range(len(prompts)) for _ in range(group_size)],
             sequences=torch.cat([out[:, :width], completion], 1),
             attention_mask=torch.cat([prompt_mask, gen], 1),
-            gen_mask=torch.cat([zeros, gen], 1), prompt_width=width, texts=texts,
-            temperature=temperature, extra=extra)
+            gen_mask=torch.cat([zeros, gen], 1),
+            prompt_width=width,
+            texts=texts,
+            temperature=temperature,
+            extra=extra,
+        )
         if old_logprobs:
             step = logprob_batch or n
-            rollouts.old_logp = torch.cat([rollouts.logprobs(model, list(range(s, min(s + step, n)))).cpu()
-                                           for s in range(0, n, step)], 0)
+            rollouts.old_logp = torch.cat(
+                [rollouts.logprobs(model, list(range(s, min(s + step, n)))).cpu() for s in range(0, n, step)],
+                0,
+            )
     finally:
         model.train(was_training)
     return rollouts

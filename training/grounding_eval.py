@@ -11,6 +11,7 @@ normalised box, edges included; an answer that does not parse is wrong.
 Accuracy comes overall and by role, size bucket, language and expression kind:
 {"n", "correct", "accuracy"} per value.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,10 +68,18 @@ def _messages(sample: dict, image: bytes) -> list[dict]:
     return conversation_messages(turns["system"], turns["human"], image)
 
 
-def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str | Path,
-                               split: str = "test", max_samples: int | None = None, *,
-                               max_new_tokens: int = 48, batch_size: int = 8, device: str = "auto",
-                               dtype: str = "auto", image_max_pixels: int | None = None) -> dict:
+def offline_grounding_accuracy(
+    model: str | Path | VLMBackend,
+    shards_dir: str | Path,
+    split: str = "test",
+    max_samples: int | None = None,
+    *,
+    max_new_tokens: int = 48,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    image_max_pixels: int | None = None,
+) -> dict:
     """Greedy point-in-box accuracy of `model` on the samples of `split`."""
     from training.flywheel import policy_backend_for  # defers the sandbox and its browser
 
@@ -78,8 +87,11 @@ def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str |
     if manifest.get("kind") != "grounding":
         raise ValueError(f"{shards_dir}: manifest kind {manifest.get('kind')!r}, not a grounding set")
     profile = manifest_profile(manifest) or model_profile(None)
-    backend = model if not isinstance(model, (str, Path)) else policy_backend_for(
-        model, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    backend = (
+        model
+        if not isinstance(model, (str, Path))
+        else policy_backend_for(model, device=device, dtype=dtype, image_max_pixels=image_max_pixels)
+    )
     started = time.perf_counter()
     tally = Tally()
     pending: list[tuple[VLMRequest, dict, dict]] = []
@@ -97,18 +109,30 @@ def offline_grounding_accuracy(model: str | Path | VLMBackend, shards_dir: str |
             if max_samples is not None and tally.n + len(pending) >= max_samples:
                 done = True
                 break
-            pending.append((VLMRequest(messages=_messages(s, image), key=s["id"],
-                                       metadata={"width": rec["image"]["width"],
-                                                 "height": rec["image"]["height"]}),
-                            s, rec["screenshot"]))
+            pending.append(
+                (
+                    VLMRequest(
+                        messages=_messages(s, image),
+                        key=s["id"],
+                        metadata={"width": rec["image"]["width"], "height": rec["image"]["height"]},
+                    ),
+                    s,
+                    rec["screenshot"],
+                )
+            )
             if len(pending) >= batch_size:
                 flush()
         if done:
             break
     if pending:
         flush()
-    return {"checkpoint_id": backend.model_id, "split": split, "profile": profile.name,
-            **tally.result(), "wall_s": round(time.perf_counter() - started, 3)}
+    return {
+        "checkpoint_id": backend.model_id,
+        "split": split,
+        "profile": profile.name,
+        **tally.result(),
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
 
 
 class Tally:
@@ -122,17 +146,27 @@ class Tally:
         self.n += 1
         self.parsed += score["parsed"]
         self.correct += score["inside"]
-        values = {"role": sample["element"]["role"], "size_bucket": sample["size_bucket"],
-                  "language": sample["language"], "kind": sample["kind"]}
+        values = {
+            "role": sample["element"]["role"],
+            "size_bucket": sample["size_bucket"],
+            "language": sample["language"],
+            "kind": sample["kind"],
+        }
         for b, v in values.items():
             cell = self.by[b][v]
             cell[0] += 1
             cell[1] += score["inside"]
 
     def result(self) -> dict[str, Any]:
-        rate = (lambda c, d: c / d if d else 0.0)  # noqa: E731
-        return {"samples": self.n, "parse_rate": rate(self.parsed, self.n),
-                "point_in_box": rate(self.correct, self.n),
-                **{f"by_{b}": {v: {"n": n, "correct": c, "accuracy": rate(c, n)}
-                              for v, (n, c) in sorted(cells.items())}
-                   for b, cells in self.by.items()}}
+        rate = lambda c, d: c / d if d else 0.0  # noqa: E731
+        return {
+            "samples": self.n,
+            "parse_rate": rate(self.parsed, self.n),
+            "point_in_box": rate(self.correct, self.n),
+            **{
+                f"by_{b}": {
+                    v: {"n": n, "correct": c, "accuracy": rate(c, n)} for v, (n, c) in sorted(cells.items())
+                }
+                for b, cells in self.by.items()
+            },
+        }

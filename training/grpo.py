@@ -11,6 +11,7 @@
   sequence's generated tokens, then over the group;
 - `sequence_logprobs`: the model's log-probabilities of the generated tokens.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,9 @@ def negative_scale(success_rate: float, lambda0: float = 0.5, kappa: float = 1.5
     return min(lambda0 + kappa * success_rate, 1.0)
 
 
-def scale_negatives(adv: torch.Tensor, success_rate: float, lambda0: float = 0.5,
-                    kappa: float = 1.5) -> torch.Tensor:
+def scale_negatives(
+    adv: torch.Tensor, success_rate: float, lambda0: float = 0.5, kappa: float = 1.5
+) -> torch.Tensor:
     """`adv` with every negative entry multiplied by `negative_scale(success_rate, ...)`."""
     lam = negative_scale(success_rate, lambda0, kappa)
     return torch.where(adv < 0, adv * lam, adv)
@@ -53,9 +55,15 @@ def _masked_group_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     return per_seq.mean()
 
 
-def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor,
-              advantages: torch.Tensor, mask: torch.Tensor, clip: float = 0.2,
-              beta: float = 0.001) -> tuple[torch.Tensor, dict[str, float]]:
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float = 0.2,
+    beta: float = 0.001,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one group (or several groups stacked: rows are sequences).
 
     Shapes: logp, old_logp, ref_logp, mask [G, T]; advantages [G]. Per token,
@@ -69,8 +77,10 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor
     gradient is zero), ratio_mean (over masked tokens).
     """
     if not (logp.shape == old_logp.shape == ref_logp.shape == mask.shape):
-        raise ValueError(f"shape mismatch: logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
-                         f"ref_logp {tuple(ref_logp.shape)}, mask {tuple(mask.shape)}")
+        raise ValueError(
+            f"shape mismatch: logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
+            f"ref_logp {tuple(ref_logp.shape)}, mask {tuple(mask.shape)}"
+        )
     if advantages.shape != logp.shape[:1]:
         raise ValueError(f"advantages shape {tuple(advantages.shape)} != ({logp.shape[0]},)")
     mask = mask.to(logp.dtype)
@@ -101,8 +111,9 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def sequence_logprobs(model, batch: dict[str, torch.Tensor], gen_mask: torch.Tensor,
-                      temperature: float = 1.0) -> torch.Tensor:
+def sequence_logprobs(
+    model, batch: dict[str, torch.Tensor], gen_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Log-probs of the generated tokens under `model`: a [G, T] tensor aligned with
     batch["input_ids"] (T its length), log p(token_t | tokens < t) where gen_mask
     is 1, 0 elsewhere. The logits are divided by `temperature`, the one the

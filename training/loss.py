@@ -7,6 +7,7 @@ written per token as L = -Σ_t w_t log p_t / Σ_t w_t, with w_t = 1, α_a or α_
 of digits among hundreds of reasoning tokens; without the weights their loss is
 drowned out and the model learns to talk rather than to point.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,9 @@ import torch.nn.functional as F
 IGNORE = -100
 
 
-def weighted_token_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-                        ) -> tuple[torch.Tensor, dict[str, float]]:
+def weighted_token_loss(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss, stats) for a causal LM's logits [B, T, V], labels [B, T], weights [B, T].
 
     Shifted as causal LMs are: logits at position t predict labels[t + 1], whose
@@ -29,14 +31,20 @@ def weighted_token_loss(logits: torch.Tensor, labels: torch.Tensor, weights: tor
     stats: tokens (trained tokens), weight (Σ w), nll (their plain mean NLL), loss.
     """
     if logits.shape[:2] != labels.shape or labels.shape != weights.shape:
-        raise ValueError(f"shapes differ: logits {tuple(logits.shape)}, labels {tuple(labels.shape)}, "
-                         f"weights {tuple(weights.shape)}")
+        raise ValueError(
+            f"shapes differ: logits {tuple(logits.shape)}, labels {tuple(labels.shape)}, "
+            f"weights {tuple(weights.shape)}"
+        )
     logits = logits[:, :-1, :]
     labels = labels[:, 1:]
     weights = weights[:, 1:].float()
     # Fused and in fp32: a bf16 log-softmax over 150k words loses the small probabilities.
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                          ignore_index=IGNORE, reduction="none").view_as(labels)
+    nll = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=IGNORE,
+        reduction="none",
+    ).view_as(labels)
     mask = labels != IGNORE
     w = torch.where(mask, weights, torch.zeros_like(weights))
     total_weight = w.sum()
@@ -44,6 +52,10 @@ def weighted_token_loss(logits: torch.Tensor, labels: torch.Tensor, weights: tor
         raise ValueError("no trained token in the batch (all labels -100 or zero weight)")
     loss = (nll * w).sum() / total_weight
     n = int(mask.sum())
-    stats = {"tokens": n, "weight": float(total_weight),
-             "nll": float(nll.detach()[mask].sum() / max(n, 1)), "loss": float(loss.detach())}
+    stats = {
+        "tokens": n,
+        "weight": float(total_weight),
+        "nll": float(nll.detach()[mask].sum() / max(n, 1)),
+        "loss": float(loss.detach()),
+    }
     return loss, stats

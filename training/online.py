@@ -39,6 +39,7 @@ replayed whole on another one.
 A rollout that is already stored (a re-run of an interrupted run) is not
 played again and so has no log-probs: it counts for the curriculum, not the gradient.
 """
+
 from __future__ import annotations
 
 import logging
@@ -109,8 +110,11 @@ class OnlineRLConfig(PPOReuse):
     def identity(self) -> dict[str, Any]:
         # Where the rollouts go and which server and envs play them do not change what is
         # trained (the rollouts are the same on a pool as in one browser).
-        return {k: v for k, v in super().identity().items()
-                if k not in ("store", "server_url", "rollout_envs", "ray_address")}
+        return {
+            k: v
+            for k, v in super().identity().items()
+            if k not in ("store", "server_url", "rollout_envs", "ray_address")
+        }
 
 
 def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
@@ -140,14 +144,18 @@ def rollout_reward(traj: Trajectory, steps: list[Step], answers: list[tuple[str,
     success = traj.outcome == "success"
     format_ok = bool(answers) and all(parse_prediction(t, w, h) is not None for t, w, h in answers)
     invalid = invalid_from_steps(steps)
-    return {"success": success, "format_ok": format_ok, "invalid": invalid,
-            "reward": composite_reward(success, format_ok, 0.0, invalid)}
+    return {
+        "success": success,
+        "format_ok": format_ok,
+        "invalid": invalid,
+        "reward": composite_reward(success, format_ok, 0.0, invalid),
+    }
 
 
 def _rollout_generations(gens: list) -> list:
     """The generations of the last attempt (a retried episode replays from step 0)."""
     starts = [i for i, g in enumerate(gens) if g.request.metadata.get("step") == 0]
-    return gens[starts[-1]:] if starts else gens
+    return gens[starts[-1] :] if starts else gens
 
 
 def _sequences(groups: list[list[dict]], lambda0: float, kappa: float) -> tuple[list[tuple], list, float]:
@@ -162,17 +170,32 @@ def _sequences(groups: list[list[dict]], lambda0: float, kappa: float) -> tuple[
         rewards = torch.tensor([r["reward"] for r in group], dtype=torch.float32)
         p_hat = sum(r["success"] for r in group) / len(group)
         adv = scale_negatives(group_advantages(rewards), p_hat, lambda0, kappa)
-        mine = [(gen, ids, float(a)) for r, a in zip(group, adv)
-                for gen in r["generations"] for ids in gen.answer_ids if len(ids)]
+        mine = [
+            (gen, ids, float(a))
+            for r, a in zip(group, adv)
+            for gen in r["generations"]
+            for ids in gen.answer_ids
+            if len(ids)
+        ]
         seqs += [(gen, ids, a, 1.0 / (len(mine) * len(usable))) for gen, ids, a in mine]
         adv_abs += float(adv.abs().mean()) / len(usable)
     return seqs, usable, adv_abs
 
 
-def _accumulate(policy, ref, seqs: list[tuple], *, temperature: float, clip: float, beta: float,
-                mixed_precision: bool, old: dict[int, torch.Tensor] | None = None,
-                ref_cache: dict[int, torch.Tensor] | None = None, scale: float = 1.0,
-                ids: list[int] | None = None) -> dict[str, float]:
+def _accumulate(
+    policy,
+    ref,
+    seqs: list[tuple],
+    *,
+    temperature: float,
+    clip: float,
+    beta: float,
+    mixed_precision: bool,
+    old: dict[int, torch.Tensor] | None = None,
+    ref_cache: dict[int, torch.Tensor] | None = None,
+    scale: float = 1.0,
+    ids: list[int] | None = None,
+) -> dict[str, float]:
     """Backward of the GRPO loss of `seqs[i]` for i in `ids` (all by default), each scaled by
     its weight x `scale`; figures weighted by the sequences' weights. `old` (by index): the
     old log-probs, else this pass's own (detached: ratio 1); `ref_cache` keeps the
@@ -182,7 +205,7 @@ def _accumulate(policy, ref, seqs: list[tuple], *, temperature: float, clip: flo
     from training.precision import forward_context
 
     totals: dict[str, float] = defaultdict(float)
-    for i in (range(len(seqs)) if ids is None else ids):
+    for i in range(len(seqs)) if ids is None else ids:
         gen, answer, a, weight = seqs[i]
         with forward_context(policy, mixed_precision):
             logp = answer_logprobs(policy, gen.prompt, answer, temperature)[None]
@@ -193,8 +216,15 @@ def _accumulate(policy, ref, seqs: list[tuple], *, temperature: float, clip: flo
             if ref_cache is not None:
                 ref_cache[i] = ref_logp
         old_logp = logp.detach() if old is None else old[i].to(logp.device)
-        loss, stats = grpo_loss(logp, old_logp, ref_logp, torch.tensor([a], device=logp.device),
-                                torch.ones_like(logp), clip=clip, beta=beta)
+        loss, stats = grpo_loss(
+            logp,
+            old_logp,
+            ref_logp,
+            torch.tensor([a], device=logp.device),
+            torch.ones_like(logp),
+            clip=clip,
+            beta=beta,
+        )
         (loss * weight * scale).backward()
         totals["loss"] += float(loss.detach()) * weight
         for key in ("kl", "policy_loss", "clip_frac", "ratio_mean"):
@@ -203,9 +233,18 @@ def _accumulate(policy, ref, seqs: list[tuple], *, temperature: float, clip: flo
     return totals
 
 
-def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, clip: float,
-                beta: float, lambda0: float, kappa: float,
-                mixed_precision: bool = True) -> dict[str, float]:
+def grpo_update(
+    policy,
+    ref,
+    groups: list[list[dict]],
+    *,
+    temperature: float,
+    clip: float,
+    beta: float,
+    lambda0: float,
+    kappa: float,
+    mixed_precision: bool = True,
+) -> dict[str, float]:
     """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
     reward, success, generations) into `policy`; returns loss/kl/... averaged. No step.
 
@@ -216,16 +255,34 @@ def grpo_update(policy, ref, groups: list[list[dict]], *, temperature: float, cl
     the old log-probs are this pass's own, the ratio is 1.
     """
     seqs, usable, adv_abs = _sequences(groups, lambda0, kappa)
-    totals = _accumulate(policy, ref, seqs, temperature=temperature, clip=clip, beta=beta,
-                         mixed_precision=mixed_precision)
-    return {"groups": len(usable), "sequences": len(seqs), "advantage_abs": adv_abs,
-            **{k: totals.get(k, 0.0) for k in ("loss", "kl", "policy_loss", "clip_frac")}}
+    totals = _accumulate(
+        policy, ref, seqs, temperature=temperature, clip=clip, beta=beta, mixed_precision=mixed_precision
+    )
+    return {
+        "groups": len(usable),
+        "sequences": len(seqs),
+        "advantage_abs": adv_abs,
+        **{k: totals.get(k, 0.0) for k in ("loss", "kl", "policy_loss", "clip_frac")},
+    }
 
 
-def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature: float, clip: float,
-               beta: float, lambda0: float, kappa: float, ppo_epochs: int = 1,
-               minibatch_size: int | None = None, max_grad_norm: float = 1.0, seed: int = 0,
-               mixed_precision: bool = True) -> dict[str, Any]:
+def ppo_update(
+    policy,
+    ref,
+    groups: list[list[dict]],
+    optimizer,
+    *,
+    temperature: float,
+    clip: float,
+    beta: float,
+    lambda0: float,
+    kappa: float,
+    ppo_epochs: int = 1,
+    minibatch_size: int | None = None,
+    max_grad_norm: float = 1.0,
+    seed: int = 0,
+    mixed_precision: bool = True,
+) -> dict[str, Any]:
     """GRPO over `groups` with PPO-style reuse: `ppo_epochs` passes over the sequences, each
     in shuffled minibatches of `minibatch_size` sequences (None: all), one optimiser step
     per minibatch. The old log-probs are the policy's before the first step (computed
@@ -242,15 +299,23 @@ def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature:
     keys = ("loss", "kl", "policy_loss", "clip_frac", "ratio_mean")
     if n == 0:
         optimizer.zero_grad(set_to_none=True)
-        return {**base, **{k: 0.0 for k in keys}, "epochs": [], "clip_frac_last": 0.0,
-                "ratio_mean_last": 0.0, "optimizer_steps": 0}
+        return {
+            **base,
+            **{k: 0.0 for k in keys},
+            "epochs": [],
+            "clip_frac_last": 0.0,
+            "ratio_mean_last": 0.0,
+            "optimizer_steps": 0,
+        }
     mb = min(minibatch_size or n, n)
     steps_per_epoch = -(-n // mb)
     old = None
     if ppo_epochs * steps_per_epoch > 1:  # the policy moves before some sequences are seen
         with torch.no_grad(), forward_context(policy, mixed_precision):
-            old = {i: answer_logprobs(policy, g.prompt, ids, temperature)[None].detach()
-                   for i, (g, ids, _, _) in enumerate(seqs)}
+            old = {
+                i: answer_logprobs(policy, g.prompt, ids, temperature)[None].detach()
+                for i, (g, ids, _, _) in enumerate(seqs)
+            }
     ref_cache: dict[int, torch.Tensor] = {}
     rng = torch.Generator().manual_seed(seed)
     params = [p for p in policy.parameters() if p.requires_grad]
@@ -259,12 +324,22 @@ def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature:
         order = torch.randperm(n, generator=rng).tolist() if mb < n else list(range(n))
         epoch: dict[str, float] = defaultdict(float)
         for start in range(0, n, mb):
-            ids = order[start:start + mb]
+            ids = order[start : start + mb]
             share = sum(seqs[i][3] for i in ids)  # the minibatch's loss: a weighted mean
             optimizer.zero_grad(set_to_none=True)
-            totals = _accumulate(policy, ref, seqs, temperature=temperature, clip=clip, beta=beta,
-                                 mixed_precision=mixed_precision, old=old, ref_cache=ref_cache,
-                                 scale=1.0 / share, ids=ids)
+            totals = _accumulate(
+                policy,
+                ref,
+                seqs,
+                temperature=temperature,
+                clip=clip,
+                beta=beta,
+                mixed_precision=mixed_precision,
+                old=old,
+                ref_cache=ref_cache,
+                scale=1.0 / share,
+                ids=ids,
+            )
             for k in keys:
                 epoch[k] += totals.get(k, 0.0)
             torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
@@ -272,9 +347,14 @@ def ppo_update(policy, ref, groups: list[list[dict]], optimizer, *, temperature:
             opt_steps += 1
         epochs.append(dict(epoch))
     optimizer.zero_grad(set_to_none=True)
-    return {**base, **{k: sum(e[k] for e in epochs) / len(epochs) for k in keys}, "epochs": epochs,
-            "clip_frac_last": epochs[-1]["clip_frac"], "ratio_mean_last": epochs[-1]["ratio_mean"],
-            "optimizer_steps": opt_steps}
+    return {
+        **base,
+        **{k: sum(e[k] for e in epochs) / len(epochs) for k in keys},
+        "epochs": epochs,
+        "clip_frac_last": epochs[-1]["clip_frac"],
+        "ratio_mean_last": epochs[-1]["ratio_mean"],
+        "optimizer_steps": opt_steps,
+    }
 
 
 def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> dict:
@@ -303,8 +383,11 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     ref_path = resolve_model_path(cfg.ref_model_path or cfg.model_path)
     tasks = resolve_tasks(cfg.tasks, cfg.languages, cfg.seed)
     by_id = {t.task_id: t for t in tasks}
-    cid = checkpoint_id("online", cfg.identity(), f"{model_fingerprint(model_path)}/"
-                        f"{model_fingerprint(ref_path)}/{','.join(sorted(by_id))}")
+    cid = checkpoint_id(
+        "online",
+        cfg.identity(),
+        f"{model_fingerprint(model_path)}/{model_fingerprint(ref_path)}/{','.join(sorted(by_id))}",
+    )
     out = Path(cfg.out_dir) / cid
     done = finished_checkpoint(out)
     if done is not None:
@@ -316,13 +399,25 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     policy, processor = load_policy(model_path, cfg.device, dtype, cfg.gradient_checkpointing)
     ref, _ = load_policy(ref_path, cfg.device, dtype, False)
     ref.requires_grad_(False)
-    backend = PolicyBackend(policy, processor, cid, max_image_pixels=cfg.image_max_pixels,
-                            set_mode=cfg.set_mode, record=True, mixed_precision=cfg.mixed_precision)
-    optimizer = adamw([p for p in policy.parameters() if p.requires_grad], cfg,
-                      str(next(policy.parameters()).device))
-    sampler = CurriculumSampler(task_difficulty(store, tasks), low=cfg.curriculum_low,
-                                high=cfg.curriculum_high, seed=cfg.seed,
-                                batch_size=cfg.tasks_per_iteration)
+    backend = PolicyBackend(
+        policy,
+        processor,
+        cid,
+        max_image_pixels=cfg.image_max_pixels,
+        set_mode=cfg.set_mode,
+        record=True,
+        mixed_precision=cfg.mixed_precision,
+    )
+    optimizer = adamw(
+        [p for p in policy.parameters() if p.requires_grad], cfg, str(next(policy.parameters()).device)
+    )
+    sampler = CurriculumSampler(
+        task_difficulty(store, tasks),
+        low=cfg.curriculum_low,
+        high=cfg.curriculum_high,
+        seed=cfg.seed,
+        batch_size=cfg.tasks_per_iteration,
+    )
     history, collections = [], []
     rollouts = successes = 0
     rollout_s = 0.0
@@ -338,21 +433,45 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
 
             backend.take_generations()
             t0 = time.perf_counter()
-            how = Rollouts(server_url=url, k=cfg.k, seed=cfg.seed + 7919 * it,
-                           max_steps=cfg.max_steps, temperature=cfg.temperature,
-                           max_new_tokens=cfg.max_new_tokens, devices=cfg.devices)
-            result = rejection_sample([by_id[t] for t in batch], backend, how, store=store,
-                                      env=live, pool=envs, on_rollout=on_rollout)
+            how = Rollouts(
+                server_url=url,
+                k=cfg.k,
+                seed=cfg.seed + 7919 * it,
+                max_steps=cfg.max_steps,
+                temperature=cfg.temperature,
+                max_new_tokens=cfg.max_new_tokens,
+                devices=cfg.devices,
+            )
+            result = rejection_sample(
+                [by_id[t] for t in batch],
+                backend,
+                how,
+                store=store,
+                env=live,
+                pool=envs,
+                on_rollout=on_rollout,
+            )
             it_rollout_s = time.perf_counter() - t0
             rollout_s += it_rollout_s
             collections += [result.collection, result.failed_collection]
             groups = _groups(store, result, played)
             policy.train()
-            stats = ppo_update(policy, ref, list(groups.values()), optimizer,
-                               temperature=cfg.temperature, clip=cfg.clip, beta=cfg.beta,
-                               lambda0=cfg.lambda0, kappa=cfg.kappa, ppo_epochs=cfg.ppo_epochs,
-                               minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
-                               seed=cfg.seed * 1_000_003 + it, mixed_precision=cfg.mixed_precision)
+            stats = ppo_update(
+                policy,
+                ref,
+                list(groups.values()),
+                optimizer,
+                temperature=cfg.temperature,
+                clip=cfg.clip,
+                beta=cfg.beta,
+                lambda0=cfg.lambda0,
+                kappa=cfg.kappa,
+                ppo_epochs=cfg.ppo_epochs,
+                minibatch_size=cfg.minibatch_size,
+                max_grad_norm=cfg.max_grad_norm,
+                seed=cfg.seed * 1_000_003 + it,
+                mixed_precision=cfg.mixed_precision,
+            )
             policy.eval()
             outcomes = [(t, i < s) for t, (s, n) in result.rates.items() for i in range(n)]
             sampler.update(outcomes)
@@ -361,26 +480,42 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
             rollouts += n_it
             successes += ok_it
             rewards = [r["reward"] for g in groups.values() for r in g]
-            row = {"iteration": it, "tasks": len(batch), "rollouts": n_it,
-                   "rollout_s": round(it_rollout_s, 3), "rollout_retries": result.retries,
-                   "success_rate": ok_it / n_it if n_it else 0.0,
-                   "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
-                   "trained_rollouts": len(rewards), **stats}
+            row = {
+                "iteration": it,
+                "tasks": len(batch),
+                "rollouts": n_it,
+                "rollout_s": round(it_rollout_s, 3),
+                "rollout_retries": result.retries,
+                "success_rate": ok_it / n_it if n_it else 0.0,
+                "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+                "trained_rollouts": len(rewards),
+                **stats,
+            }
             history.append(row)
             if report is not None:
                 report.metric(it, **{k: v for k, v in row.items() if k not in ("iteration", "epochs")})
         pool_stats = envs.stats() if envs is not None else None
     metrics = {
-        "kind": "online", "checkpoint_id": cid, "base_model": str(model_path),
-        "ref_model": str(ref_path), "steps": cfg.iterations, "iterations": cfg.iterations,
-        "rollouts": rollouts, "success_rate": successes / rollouts if rollouts else 0.0,
+        "kind": "online",
+        "checkpoint_id": cid,
+        "base_model": str(model_path),
+        "ref_model": str(ref_path),
+        "steps": cfg.iterations,
+        "iterations": cfg.iterations,
+        "rollouts": rollouts,
+        "success_rate": successes / rollouts if rollouts else 0.0,
         "reward_mean": _mean([h["reward_mean"] for h in history]),
-        "reward_first": history[0]["reward_mean"], "reward_last": history[-1]["reward_mean"],
-        "kl": _mean([h["kl"] for h in history]), "loss": history[-1]["loss"],
+        "reward_first": history[0]["reward_mean"],
+        "reward_last": history[-1]["reward_mean"],
+        "kl": _mean([h["kl"] for h in history]),
+        "loss": history[-1]["loss"],
         "rollouts_per_s": rollouts / rollout_s if rollout_s > 0 else 0.0,
         "rollout_pool": pool_stats,
-        "collections": sorted(set(collections)), "store": str(store.root),
-        "history": history, "wall_s": round(time.perf_counter() - started, 3)}
+        "collections": sorted(set(collections)),
+        "store": str(store.root),
+        "history": history,
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
     path = save_checkpoint(policy, processor, out, metrics)
     return {**metrics, "checkpoint_path": str(path)}
 
@@ -398,11 +533,14 @@ def rollout_envs(cfg: OnlineRLConfig, url: str, env=None, pool=None):
             yield live, None
         return
     from crawlers.allowlist import Allowlist
+
     if cfg.ray_address is not None:
         from crawlers.ray_pool import RayEnvPool
+
         made = RayEnvPool(cfg.rollout_envs, address=cfg.ray_address, request_filter=Allowlist([url]))
     else:
         from crawlers.crawl_browser_pool import WebEnvPool
+
         made = WebEnvPool(cfg.rollout_envs, request_filter=Allowlist([url]))
     with made:
         yield None, made
@@ -411,8 +549,11 @@ def rollout_envs(cfg: OnlineRLConfig, url: str, env=None, pool=None):
 def _groups(store: RawStore, result, played: dict[str, list]) -> dict[str, list[dict]]:
     """task_id -> the rollouts played now (with their generations and rewards)."""
     tids = set(played)
-    trajs = [t for t in store.iter_trajectories([result.collection, result.failed_collection])
-             if t.trajectory_id in tids]
+    trajs = [
+        t
+        for t in store.iter_trajectories([result.collection, result.failed_collection])
+        if t.trajectory_id in tids
+    ]
     steps: dict[str, list[Step]] = defaultdict(list)
     for s in store.iter_steps([result.collection, result.failed_collection]):
         if s.trajectory_id in tids:
@@ -422,10 +563,14 @@ def _groups(store: RawStore, result, played: dict[str, list]) -> dict[str, list[
         gens = played[traj.trajectory_id]
         if not gens:  # no answer sampled (the browser died before the first step)
             continue
-        answers = [(g.texts[0], g.request.metadata["width"], g.request.metadata["height"])
-                   for g in gens]
-        groups[traj.task.task_id].append({**rollout_reward(traj, steps[traj.trajectory_id], answers),
-                                          "trajectory_id": traj.trajectory_id, "generations": gens})
+        answers = [(g.texts[0], g.request.metadata["width"], g.request.metadata["height"]) for g in gens]
+        groups[traj.task.task_id].append(
+            {
+                **rollout_reward(traj, steps[traj.trajectory_id], answers),
+                "trajectory_id": traj.trajectory_id,
+                "generations": gens,
+            }
+        )
     return groups
 
 
@@ -442,9 +587,15 @@ def _say(report, msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     from training.entry import entry_point
-    return entry_point(argv, prog="python -m training.online", doc=__doc__, config_cls=OnlineRLConfig,
-                       run=run_online_rl,
-                       final=lambda m: {k: v for k, v in m.items() if k != "history"})
+
+    return entry_point(
+        argv,
+        prog="python -m training.online",
+        doc=__doc__,
+        config_cls=OnlineRLConfig,
+        run=run_online_rl,
+        final=lambda m: {k: v for k, v in m.items() if k != "history"},
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ become the asset materialisation's metadata; otherwise lines go to stdout, the
 final metrics as one `TRAJFORGE_METRICS {json}` line that a caller can parse.
 Only `dagster_pipes` (small, dependency-free) is imported, and lazily.
 """
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,7 @@ def parse_metrics_line(output: str) -> dict[str, Any] | None:
     found = None
     for line in output.splitlines():
         if line.startswith(METRICS_PREFIX):
-            found = json.loads(line[len(METRICS_PREFIX):])
+            found = json.loads(line[len(METRICS_PREFIX) :])
     return found
 
 
@@ -125,7 +126,8 @@ class PipesReporter:
         version = metrics.get("checkpoint_id")
         try:
             self.context.report_asset_materialization(
-                metadata=metadata, data_version=str(version) if version else None)
+                metadata=metadata, data_version=str(version) if version else None
+            )
         except DagsterPipesError:  # launched from an op (no asset in scope): a custom message
             self.context.report_custom_message(metadata)
 

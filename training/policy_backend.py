@@ -22,6 +22,7 @@ episodes play one after another; each recorded generation carries its request's
 hands back that episode's only, whichever thread asks and in whatever order the
 episodes end.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,9 +53,19 @@ class Generation:
 class PolicyBackend:
     """A VLMBackend over `model` + `processor` (see the module docstring)."""
 
-    def __init__(self, model, processor, model_id: str, *, max_image_pixels: int | None = None,
-                 prompt: str = "reasoning_set", set_mode: str = "direct", record: bool = False,
-                 mixed_precision: bool = True, profile: str | None = None):
+    def __init__(
+        self,
+        model,
+        processor,
+        model_id: str,
+        *,
+        max_image_pixels: int | None = None,
+        prompt: str = "reasoning_set",
+        set_mode: str = "direct",
+        record: bool = False,
+        mixed_precision: bool = True,
+        profile: str | None = None,
+    ):
         self.model = model
         self.mixed_precision = mixed_precision  # bf16 autocast over fp32 weights on cuda
         self.processor = processor
@@ -66,8 +77,9 @@ class PolicyBackend:
         self.record = record
         self.generations: list[Generation] = []
         self._lock = threading.RLock()  # one generate at a time (the seed is torch's global)
-        self._encoder = TransformersBackend.from_loaded(model, processor, model_id,
-                                                        max_image_pixels=max_image_pixels)
+        self._encoder = TransformersBackend.from_loaded(
+            model, processor, model_id, max_image_pixels=max_image_pixels
+        )
         self.tokenizer = self._encoder.tokenizer
         self.pad_id = self._encoder.pad_id
         self.stop_ids = stop_ids(model, self.tokenizer)
@@ -95,22 +107,30 @@ class PolicyBackend:
                 out, self.generations = self.generations, []
                 return out
             out = [g for g in self.generations if g.request.metadata.get("episode") == episode]
-            self.generations = [g for g in self.generations
-                                if g.request.metadata.get("episode") != episode]
+            self.generations = [g for g in self.generations if g.request.metadata.get("episode") != episode]
             return out
 
-    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
-                 temperature: float = 0.0, n: int = 1, seed: int | None = None
-                 ) -> list[str] | list[list[str]]:
+    def generate(
+        self,
+        requests: list[VLMRequest],
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[str] | list[list[str]]:
         check_sampling(n, temperature)
-        sample_kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-                     if temperature > 0 else {"do_sample": False, "temperature": None,
-                                              "top_k": None, "top_p": None})
+        sample_kw = (
+            {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            if temperature > 0
+            else {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
+        )
         with self._lock:
             return self._generate(requests, max_new_tokens, sample_kw, n, seed)
 
-    def _generate(self, requests: list[VLMRequest], max_new_tokens: int, sample_kw: dict,
-                  n: int, seed: int | None) -> list[str] | list[list[str]]:
+    def _generate(
+        self, requests: list[VLMRequest], max_new_tokens: int, sample_kw: dict, n: int, seed: int | None
+    ) -> list[str] | list[list[str]]:
         was_training = self.model.training
         self.model.eval()
         results: list[list[str]] = []
@@ -123,15 +143,20 @@ class PolicyBackend:
                 if seed is not None:
                     torch.manual_seed(seed + i)
                 with torch.inference_mode(), forward_context(self.model, self.mixed_precision):
-                    out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
-                                              num_return_sequences=n, pad_token_id=self.pad_id,
-                                              suppress_tokens=vision_token_ids(self.model) or None,
-                                              **sample_kw)
-                answers = [self.trim(row) for row in out[:, batch["input_ids"].shape[1]:].cpu()]
+                    out = self.model.generate(
+                        **batch,
+                        max_new_tokens=max_new_tokens,
+                        num_return_sequences=n,
+                        pad_token_id=self.pad_id,
+                        suppress_tokens=vision_token_ids(self.model) or None,
+                        **sample_kw,
+                    )
+                answers = [self.trim(row) for row in out[:, batch["input_ids"].shape[1] :].cpu()]
                 texts = self.tokenizer.batch_decode(answers, skip_special_tokens=True)
                 if self.record:
-                    self.generations.append(Generation(req, {k: v.cpu() for k, v in enc.items()},
-                                                       answers, texts))
+                    self.generations.append(
+                        Generation(req, {k: v.cpu() for k, v in enc.items()}, answers, texts)
+                    )
                 results.append(texts)
         finally:
             self.model.train(was_training)
@@ -139,14 +164,14 @@ class PolicyBackend:
 
     def trim(self, ids: torch.Tensor) -> torch.Tensor:
         """The answer up to and including its first stop token (what follows is padding)."""
-        stops = (torch.isin(ids, torch.tensor(self.stop_ids)).nonzero()
-                 if self.stop_ids else torch.empty(0, 1))
+        stops = torch.isin(ids, torch.tensor(self.stop_ids)).nonzero() if self.stop_ids else torch.empty(0, 1)
         end = int(stops[0, 0]) + 1 if len(stops) else len(ids)
         return ids[:end].clone()
 
 
-def answer_batch(prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, device=None
-                 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def answer_batch(
+    prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, device=None
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """(batch of one: prompt + answer, gen_mask [1, T] = 1 on the answer's tokens) for
     training.grpo.sequence_logprobs. Per-token keys are extended over the answer."""
     answer = answer_ids.reshape(1, -1).to(prompt["input_ids"].dtype)
@@ -157,15 +182,16 @@ def answer_batch(prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, devi
         if key in batch:
             batch[key] = torch.cat([prompt[key], torch.zeros_like(answer)], dim=1)
     gen_mask = torch.zeros_like(batch["input_ids"], dtype=torch.float32)
-    gen_mask[:, prompt["input_ids"].shape[1]:] = 1.0
+    gen_mask[:, prompt["input_ids"].shape[1] :] = 1.0
     if device is not None:
         batch = {k: v.to(device) for k, v in batch.items()}
         gen_mask = gen_mask.to(device)
     return batch, gen_mask
 
 
-def answer_logprobs(model, prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor,
-                    temperature: float = 1.0) -> torch.Tensor:
+def answer_logprobs(
+    model, prompt: dict[str, torch.Tensor], answer_ids: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Log-probs [len(answer)] of `answer_ids` after `prompt` (a Generation's tensors) under
     `model` at the sampling temperature; with grad unless the caller disables it."""
     from training.grpo import sequence_logprobs
@@ -175,4 +201,4 @@ def answer_logprobs(model, prompt: dict[str, torch.Tensor], answer_ids: torch.Te
     if "pixel_values" in batch:
         batch["pixel_values"] = batch["pixel_values"].to(model.dtype)
     lp = sequence_logprobs(model, batch, gen_mask, temperature=temperature)
-    return lp[0, prompt["input_ids"].shape[1]:]
+    return lp[0, prompt["input_ids"].shape[1] :]

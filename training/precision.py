@@ -8,6 +8,7 @@ and runs forward passes under torch.autocast(bfloat16) on CUDA (the usual
 "bf16 mixed precision"); `dtype: bfloat16` is still allowed, for memory, with a
 warning. Inference (evaluation, the flywheel's rollouts) loads bf16 directly.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,17 +36,23 @@ def low_precision_warning(model, lr: float) -> str | None:
     p = next(model.parameters())
     if p.dtype not in (torch.bfloat16, torch.float16):
         return None
-    typical = float(torch.stack([q.detach().float().abs().median() for q in model.parameters()
-                                 if q.ndim >= 2][:64]).median())
-    ulp = typical * (2.0 ** -7 if p.dtype == torch.bfloat16 else 2.0 ** -10)
+    typical = float(
+        torch.stack(
+            [q.detach().float().abs().median() for q in model.parameters() if q.ndim >= 2][:64]
+        ).median()
+    )
+    ulp = typical * (2.0**-7 if p.dtype == torch.bfloat16 else 2.0**-10)
     if lr >= ulp / 2:
         return None
-    return (f"training {str(p.dtype)[6:]} weights in place: a typical weight ({typical:.3g}) moves "
-            f"in steps of {ulp:.2g}, updates near lr={lr:g} round away; use dtype: auto "
-            f"(fp32 master weights + bf16 autocast)")
+    return (
+        f"training {str(p.dtype)[6:]} weights in place: a typical weight ({typical:.3g}) moves "
+        f"in steps of {ulp:.2g}, updates near lr={lr:g} round away; use dtype: auto "
+        f"(fp32 master weights + bf16 autocast)"
+    )
 
 
 def adamw(params, cfg, device: str) -> torch.optim.Optimizer:
     """AdamW as the trainers configure it; the fused kernel on CUDA (one launch per step)."""
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                             fused=str(device).startswith("cuda") or None)
+    return torch.optim.AdamW(
+        params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=str(device).startswith("cuda") or None
+    )

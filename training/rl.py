@@ -32,6 +32,7 @@ manifest, the policy and the reference model, so a re-run returns the finished
 checkpoint without training. Single process; for several GPUs run one job per
 GPU on different seeds (no DDP or FSDP wrapping here).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -76,6 +77,7 @@ RewardFn = Callable[[list[str], dict], list[float]]
 
 # -- rewards ----------------------------------------------------------------------------
 
+
 def reference_box(sample_json: dict, ref: Action) -> tuple[float, float, float, float] | None:
     """The sample's target_box when it holds the recorded point; None otherwise (then the
     reward tests the tolerance circle around the recorded point). A box that misses the
@@ -93,8 +95,7 @@ def step_rewards(texts: list[str], sample_json: dict) -> list[float]:
         ref = Action.model_validate(sample_json["action"])
         width, height = int(sample_json["image"]["width"]), int(sample_json["image"]["height"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise SchemaError(f"cannot read the recorded action or image size: {exc}",
-                          field="action") from None
+        raise SchemaError(f"cannot read the recorded action or image size: {exc}", field="action") from None
     box = reference_box(sample_json, ref)
     coords = sample_json.get("coords", "pixels")  # the set's model profile's coordinates
     return [step_reward(t, ref, box, width=width, height=height, coords=coords) for t in texts]
@@ -106,6 +107,7 @@ def is_success(reward: float) -> bool:
 
 
 # -- prompts ----------------------------------------------------------------------------
+
 
 class PromptStream:
     """`next_batch(n)`: the next n samples, passes over the split forever (reshuffled per pass)."""
@@ -122,8 +124,9 @@ class PromptStream:
                 produced = True
                 yield sample
             if not produced:
-                raise ValueError(f"{self.cfg.shards}: no sample in split {self.cfg.split!r} "
-                                 f"(mode {self.cfg.mode_filter})")
+                raise ValueError(
+                    f"{self.cfg.shards}: no sample in split {self.cfg.split!r} (mode {self.cfg.mode_filter})"
+                )
 
     def next_batch(self, n: int) -> list[ReasoningSample]:
         return list(itertools.islice(self._it, n))
@@ -156,7 +159,9 @@ class CurriculumPrompts:
         self.pools = dict(pools)
         self.sampler = CurriculumSampler(
             {t: min(max(sum(d) / len(d), 0.0), 1.0) for t, d in difficulty.items()},
-            seed=cfg.seed, batch_size=cfg.prompts_per_step)
+            seed=cfg.seed,
+            batch_size=cfg.prompts_per_step,
+        )
         self.rng = rng
         self.fallbacks = 0
 
@@ -178,6 +183,7 @@ def task_of(sample: ReasoningSample) -> str:
 
 # -- one step ---------------------------------------------------------------------------
 
+
 @dataclass
 class RLState:
     cfg: RLConfig
@@ -197,16 +203,20 @@ def _encode(state: RLState, samples: list[ReasoningSample]) -> list[dict[str, to
             enc = encode_prompt(state.processor, s.json, s.image, cfg.image_max_pixels)
             n = enc["input_ids"].shape[1]
             if n + cfg.max_new_tokens > cfg.max_length:
-                raise SchemaError(f"{n} prompt tokens + max_new_tokens={cfg.max_new_tokens} exceed "
-                                  f"max_length={cfg.max_length}", field="max_length")
+                raise SchemaError(
+                    f"{n} prompt tokens + max_new_tokens={cfg.max_new_tokens} exceed "
+                    f"max_length={cfg.max_length}",
+                    field="max_length",
+                )
         except SchemaError as exc:
             raise exc.located(source=s.source, record=s.key) from None
         out.append(enc)
     return out
 
 
-def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
-            reward_fn: RewardFn = step_rewards) -> tuple[dict[str, Any], Rollouts, torch.Tensor]:
+def rl_step(
+    state: RLState, samples: list[ReasoningSample], step: int, reward_fn: RewardFn = step_rewards
+) -> tuple[dict[str, Any], Rollouts, torch.Tensor]:
     """One GRPO update on `samples` (one group of cfg.group_size completions each).
 
     The update makes cfg.ppo_epochs passes over the rollouts, each in minibatches of
@@ -225,13 +235,20 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
     cfg, model = state.cfg, state.model
     G = cfg.group_size
     with forward_context(model, cfg.mixed_precision):
-        rollouts = sample_completions(model, state.processor, _encode(state, samples), G,
-                                      temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                      seed=cfg.seed * 100_003 + step, logprob_batch=cfg.batch_size)
+        rollouts = sample_completions(
+            model,
+            state.processor,
+            _encode(state, samples),
+            G,
+            temperature=cfg.temperature,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed * 100_003 + step,
+            logprob_batch=cfg.batch_size,
+        )
     rewards, advantages, group_rates, lambdas = [], [], [], []
     for g, sample in enumerate(samples):
         try:
-            r = torch.tensor(reward_fn(rollouts.texts[g * G:(g + 1) * G], sample.json), dtype=torch.float32)
+            r = torch.tensor(reward_fn(rollouts.texts[g * G : (g + 1) * G], sample.json), dtype=torch.float32)
         except SchemaError as exc:
             raise exc.located(source=sample.source, record=sample.key) from None
         if r.shape != (G,):
@@ -250,8 +267,14 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
     ref_all = None
     if state.ref_model is not None:
         with torch.no_grad(), forward_context(state.ref_model, cfg.mixed_precision):
-            ref_all = torch.cat([rollouts.logprobs(state.ref_model, list(range(s, min(s + cfg.batch_size, n))))
-                                 .float().cpu() for s in range(0, n, cfg.batch_size)])
+            ref_all = torch.cat(
+                [
+                    rollouts.logprobs(state.ref_model, list(range(s, min(s + cfg.batch_size, n))))
+                    .float()
+                    .cpu()
+                    for s in range(0, n, cfg.batch_size)
+                ]
+            )
     mb = min(cfg.minibatch_size or n, n)
     shuffle = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     epochs: list[dict[str, float]] = []
@@ -261,10 +284,10 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
         order = torch.randperm(n, generator=shuffle).tolist() if mb < n else list(range(n))
         totals = defaultdict(float)
         for m_start in range(0, n, mb):
-            m_rows = order[m_start:m_start + mb]
+            m_rows = order[m_start : m_start + mb]
             state.optimizer.zero_grad(set_to_none=True)
             for start in range(0, len(m_rows), cfg.batch_size):
-                rows = m_rows[start:start + cfg.batch_size]
+                rows = m_rows[start : start + cfg.batch_size]
                 idx = torch.tensor(rows)
                 with forward_context(model, cfg.mixed_precision):
                     logp = rollouts.logprobs(model, rows)
@@ -272,8 +295,7 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
                 old = rollouts.old_logp[idx].to(device)
                 ref = old if ref_all is None else ref_all[idx].to(device)
                 mask = rollouts.gen_mask[idx].to(device)
-                loss, st = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip,
-                                     beta=cfg.beta)
+                loss, st = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip, beta=cfg.beta)
                 # grpo_loss averages over its rows: weight each micro-batch by its share of
                 # the minibatch's rows (the gradient), and of the batch's (the epoch's figures).
                 (loss * len(rows) / len(m_rows)).backward()
@@ -293,17 +315,24 @@ def rl_step(state: RLState, samples: list[ReasoningSample], step: int,
     # `epochs`, the last pass's as *_last.
     keys = ("loss", "policy_loss", "kl", "clip_frac", "ratio_mean")
     mean = {k: sum(e[k] for e in epochs) / len(epochs) for k in keys}
-    stats = {**mean, "clip_frac_last": epochs[-1]["clip_frac"],
-             "ratio_mean_last": epochs[-1]["ratio_mean"], "epochs": epochs,
-             "optimizer_steps": float(len(grad_norms)),
-             "reward_mean": float(rewards_t.mean()),
-             "success_rate": sum(is_success(float(x)) for x in rewards_t) / n,
-             "lambda_mean": sum(lambdas) / len(lambdas), "grad_norm": sum(grad_norms) / len(grad_norms),
-             "completion_tokens": tokens, "group_success_rates": group_rates}
+    stats = {
+        **mean,
+        "clip_frac_last": epochs[-1]["clip_frac"],
+        "ratio_mean_last": epochs[-1]["ratio_mean"],
+        "epochs": epochs,
+        "optimizer_steps": float(len(grad_norms)),
+        "reward_mean": float(rewards_t.mean()),
+        "success_rate": sum(is_success(float(x)) for x in rewards_t) / n,
+        "lambda_mean": sum(lambdas) / len(lambdas),
+        "grad_norm": sum(grad_norms) / len(grad_norms),
+        "completion_tokens": tokens,
+        "group_success_rates": group_rates,
+    }
     return stats, rollouts, rewards_t
 
 
 # -- the run ----------------------------------------------------------------------------
+
 
 def rl_checkpoint_id(cfg: RLConfig) -> tuple[str, str, str]:
     """(checkpoint id, policy fingerprint, reference fingerprint)."""
@@ -316,8 +345,7 @@ def rl_checkpoint_id(cfg: RLConfig) -> tuple[str, str, str]:
 def setup(cfg: RLConfig) -> RLState:
     """Policy (trainable), frozen reference (unless beta == 0), AdamW with linear warm-up."""
     dtype = training_dtype(cfg.dtype)
-    model, processor = load_policy(cfg.resolved_model_path(), cfg.device, dtype,
-                                   cfg.gradient_checkpointing)
+    model, processor = load_policy(cfg.resolved_model_path(), cfg.device, dtype, cfg.gradient_checkpointing)
     device = str(next(model.parameters()).device)
     ref_model = None
     if cfg.beta > 0:  # the policy's dtype: KL is 0 before the first update
@@ -326,12 +354,14 @@ def setup(cfg: RLConfig) -> RLState:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = adamw(params, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+        optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+    )
     return RLState(cfg, model, ref_model, processor, optimizer, scheduler, params)
 
 
-def run_rl(cfg: RLConfig, report: Reporter | None = None,
-           reward_fn: RewardFn = step_rewards) -> dict[str, Any]:
+def run_rl(
+    cfg: RLConfig, report: Reporter | None = None, reward_fn: RewardFn = step_rewards
+) -> dict[str, Any]:
     """Train (or find the finished checkpoint) and return its metrics: checkpoint_id,
     checkpoint_path, steps, reward_mean, reward_first, reward_last, kl, success_rate,
     loss, rollouts, rollouts_per_s, wall_s (plus per-step rewards, kl_mean, reused...)."""
@@ -348,9 +378,11 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
     state = setup(cfg)
     device = str(next(state.model.parameters()).device)
     prompts = CurriculumPrompts(cfg) if cfg.curriculum else PromptStream(cfg)
-    report.log(f"{cid}: GRPO of {cfg.resolved_model_path()} on {cfg.shards}/{cfg.split}, "
-               f"{cfg.max_steps} steps x {cfg.prompts_per_step} prompts x {cfg.group_size} "
-               f"completions, device {device}")
+    report.log(
+        f"{cid}: GRPO of {cfg.resolved_model_path()} on {cfg.shards}/{cfg.split}, "
+        f"{cfg.max_steps} steps x {cfg.prompts_per_step} prompts x {cfg.group_size} "
+        f"completions, device {device}"
+    )
     warning = low_precision_warning(state.model, cfg.lr)
     if warning:
         report.log(f"{cid}: warning: {warning}")
@@ -362,8 +394,13 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
         samples = prompts.next_batch(cfg.prompts_per_step)
         stats, _, rewards = rl_step(state, samples, step, reward_fn)
         G = cfg.group_size
-        prompts.update([(task_of(s), is_success(float(r)))
-                        for g, s in enumerate(samples) for r in rewards[g * G:(g + 1) * G]])
+        prompts.update(
+            [
+                (task_of(s), is_success(float(r)))
+                for g, s in enumerate(samples)
+                for r in rewards[g * G : (g + 1) * G]
+            ]
+        )
         all_rewards += rewards.tolist()
         per_step.append(stats)
         if step % cfg.log_every == 0 or step == cfg.max_steps:
@@ -372,35 +409,49 @@ def run_rl(cfg: RLConfig, report: Reporter | None = None,
 
     rollouts = len(all_rewards)
     metrics = {
-        "kind": KIND, "checkpoint_id": cid, "checkpoint_path": str(out),
-        "base_model": str(cfg.resolved_model_path()), "base_model_id": base_id,
-        "ref_model_id": ref_id, "steps": cfg.max_steps,
+        "kind": KIND,
+        "checkpoint_id": cid,
+        "checkpoint_path": str(out),
+        "base_model": str(cfg.resolved_model_path()),
+        "base_model_id": base_id,
+        "ref_model_id": ref_id,
+        "steps": cfg.max_steps,
         "reward_mean": sum(all_rewards) / rollouts,
-        "reward_first": per_step[0]["reward_mean"], "reward_last": per_step[-1]["reward_mean"],
+        "reward_first": per_step[0]["reward_mean"],
+        "reward_last": per_step[-1]["reward_mean"],
         "rewards": [s["reward_mean"] for s in per_step],
-        "kl": per_step[-1]["kl"], "kl_mean": sum(s["kl"] for s in per_step) / len(per_step),
+        "kl": per_step[-1]["kl"],
+        "kl_mean": sum(s["kl"] for s in per_step) / len(per_step),
         "success_rate": sum(is_success(r) for r in all_rewards) / rollouts,
-        "loss": per_step[-1]["loss"], "losses": [s["loss"] for s in per_step],
+        "loss": per_step[-1]["loss"],
+        "losses": [s["loss"] for s in per_step],
         "clip_frac": per_step[-1]["clip_frac"],
         "clip_frac_per_epoch": [e["clip_frac"] for e in per_step[-1]["epochs"]],
         "ratio_mean_per_epoch": [e["ratio_mean"] for e in per_step[-1]["epochs"]],
-        "ppo_epochs": cfg.ppo_epochs, "minibatch_size": cfg.minibatch_size,
-        "rollouts": rollouts, "rollouts_per_s": rollouts / wall if wall > 0 else 0.0,
-        "wall_s": wall, "device": device,
+        "ppo_epochs": cfg.ppo_epochs,
+        "minibatch_size": cfg.minibatch_size,
+        "rollouts": rollouts,
+        "rollouts_per_s": rollouts / wall if wall > 0 else 0.0,
+        "wall_s": wall,
+        "device": device,
         "curriculum_fallbacks": getattr(prompts, "fallbacks", 0),
-        "data": {"shards": str(cfg.shards), "split": cfg.split,
-                 "fingerprint": shards_fingerprint(cfg.shards, cfg.split)},
+        "data": {
+            "shards": str(cfg.shards),
+            "split": cfg.split,
+            "fingerprint": shards_fingerprint(cfg.shards, cfg.split),
+        },
         "config": cfg.model_dump(mode="json"),
     }
     save_checkpoint(state.model, state.processor, out, metrics)
-    report.log(f"{cid}: saved {out} (reward {metrics['reward_first']:.3f} -> "
-               f"{metrics['reward_last']:.3f}, kl {metrics['kl']:.2e})")
+    report.log(
+        f"{cid}: saved {out} (reward {metrics['reward_first']:.3f} -> "
+        f"{metrics['reward_last']:.3f}, kl {metrics['kl']:.2e})"
+    )
     return {**metrics, "reused": False}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return entry_point(argv, prog="python -m training.rl", doc=__doc__, config_cls=RLConfig,
-                       run=run_rl)
+    return entry_point(argv, prog="python -m training.rl", doc=__doc__, config_cls=RLConfig, run=run_rl)
 
 
 if __name__ == "__main__":

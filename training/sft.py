@@ -28,6 +28,7 @@ master weights (a 3B model fits one GPU), 8 with `dtype: bfloat16`. There is no 
 sharding: a model whose weights, gradients and AdamW states do not fit one GPU does not train. tests/training/test_cuda.py covers the single-GPU
 path (run on an H200); DDP across GPUs is untested here.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -69,38 +70,54 @@ def sft_checkpoint_id(cfg: SFTConfig) -> tuple[str, str]:
 
 def _dist() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) from torchrun's environment."""
-    return (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
-            int(os.environ.get("LOCAL_RANK", 0)))
+    return (
+        int(os.environ.get("RANK", 0)),
+        int(os.environ.get("WORLD_SIZE", 1)),
+        int(os.environ.get("LOCAL_RANK", 0)),
+    )
 
 
-def batches(cfg: SFTConfig, processor, pad_id: int, skipped: dict[str, int],
-            rank: int = 0, world_size: int = 1) -> Iterator[tuple[dict[str, torch.Tensor], int]]:
+def batches(
+    cfg: SFTConfig, processor, pad_id: int, skipped: dict[str, int], rank: int = 0, world_size: int = 1
+) -> Iterator[tuple[dict[str, torch.Tensor], int]]:
     """(batch, samples in it) forever: passes over the split, reshuffled per pass."""
     for epoch in itertools.count():
-        samples = iter_reasoning_samples(cfg.shards, cfg.split, cfg.mode_filter,
-                                         rank=rank, world_size=world_size)
+        samples = iter_reasoning_samples(
+            cfg.shards, cfg.split, cfg.mode_filter, rank=rank, world_size=world_size
+        )
         if cfg.max_samples is not None:
             samples = itertools.islice(samples, cfg.max_samples)
-        stream = encoded_stream(shuffled(samples, cfg.shuffle_buffer, cfg.seed + epoch), processor,
-                                max_length=cfg.max_length, image_max_pixels=cfg.image_max_pixels,
-                                alpha_action=cfg.alpha_action, alpha_coord=cfg.alpha_coord,
-                                skip_bad=cfg.skip_bad_samples, skipped=skipped)
+        stream = encoded_stream(
+            shuffled(samples, cfg.shuffle_buffer, cfg.seed + epoch),
+            processor,
+            max_length=cfg.max_length,
+            image_max_pixels=cfg.image_max_pixels,
+            alpha_action=cfg.alpha_action,
+            alpha_coord=cfg.alpha_coord,
+            skip_bad=cfg.skip_bad_samples,
+            skipped=skipped,
+        )
         produced = False
         while chunk := list(itertools.islice(stream, cfg.batch_size)):
             produced = True
             yield collate(chunk, pad_id), len(chunk)
         if not produced:
-            raise ValueError(f"{cfg.shards}: no usable sample in split {cfg.split!r}"
-                             f" (mode {cfg.mode_filter}, skipped {skipped})")
+            raise ValueError(
+                f"{cfg.shards}: no usable sample in split {cfg.split!r}"
+                f" (mode {cfg.mode_filter}, skipped {skipped})"
+            )
 
 
 def thought_gate(cfg: SFTConfig) -> dict[str, Any]:
     """training.data.template_thought_gate for this run: a full run is one whose model is
     not the tiny random-weights one (that one proves the plumbing: `make demo`, the tests,
     Dagster's tiny mode); it trains thoughts unless mode_filter is "direct"."""
-    return template_thought_gate(cfg.shards, full_run=not is_tiny_random_model(cfg.resolved_model_path()),
-                                 trains_thoughts=cfg.mode_filter != "direct",
-                                 allow=cfg.allow_template_thoughts)
+    return template_thought_gate(
+        cfg.shards,
+        full_run=not is_tiny_random_model(cfg.resolved_model_path()),
+        trains_thoughts=cfg.mode_filter != "direct",
+        allow=cfg.allow_template_thoughts,
+    )
 
 
 def run_sft(cfg: SFTConfig, report: Reporter | None = None) -> dict[str, Any]:
@@ -126,13 +143,15 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     report = report or StdoutReporter()
     thoughts = thought_gate(cfg)
     if thoughts["template_thoughts"] in ("allowed", "tiny model"):
-        report.log(f"warning: training on template-written thoughts ({thoughts['template_share']:.0%} "
-                   f"of {cfg.shards}; {thoughts['template_thoughts']})")
-    frame = frame_gate(cfg.shards, cfg.image_max_pixels,
-                       full_run=not is_tiny_random_model(cfg.resolved_model_path()))
+        report.log(
+            f"warning: training on template-written thoughts ({thoughts['template_share']:.0%} "
+            f"of {cfg.shards}; {thoughts['template_thoughts']})"
+        )
+    frame = frame_gate(
+        cfg.shards, cfg.image_max_pixels, full_run=not is_tiny_random_model(cfg.resolved_model_path())
+    )
     if frame["frame"] != "kept":
-        report.log(f"warning: the tiny model is fed images outside the answers' frame: "
-                   f"{frame['detail']}")
+        report.log(f"warning: the tiny model is fed images outside the answers' frame: {frame['detail']}")
     rank, world, local_rank = _dist()
     cid, base_id = sft_checkpoint_id(cfg)
     out = Path(cfg.out_dir) / cid
@@ -145,8 +164,7 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
             torch.cuda.set_device(local_rank)
             device = f"cuda:{local_rank}"
     model_path = cfg.resolved_model_path()
-    model, processor = load_policy(model_path, device, training_dtype(cfg.dtype),
-                                   cfg.gradient_checkpointing)
+    model, processor = load_policy(model_path, device, training_dtype(cfg.dtype), cfg.gradient_checkpointing)
     model.train()
     device = str(next(model.parameters()).device)
     on_cuda = device.startswith("cuda")
@@ -157,17 +175,19 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     if warning:
         report.log(f"{cid}: warning: {warning}")
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[local_rank] if on_cuda else None)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if on_cuda else None)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = adamw(params, cfg, device)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+        optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+    )
     pad_id = processor.tokenizer.pad_token_id or 0
     skipped: dict[str, int] = {}
     stream = batches(cfg, processor, pad_id, skipped, rank, world)
-    report.log(f"{cid}: SFT of {model_path} on {cfg.shards}/{cfg.split}, {cfg.max_steps} steps, "
-               f"batch {cfg.batch_size} x {world}, device {device}, dtype {model_dtype}")
+    report.log(
+        f"{cid}: SFT of {model_path} on {cfg.shards}/{cfg.split}, {cfg.max_steps} steps, "
+        f"batch {cfg.batch_size} x {world}, device {device}, dtype {model_dtype}"
+    )
 
     losses: list[float] = []
     tokens = trained = samples = 0
@@ -191,21 +211,41 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
         trained += stats["tokens"]
         samples += n
         if step % cfg.log_every == 0 or step == cfg.max_steps:
-            report.metric(step, loss=stats["loss"], nll=stats["nll"], grad_norm=float(grad_norm),
-                          lr=scheduler.get_last_lr()[0])
+            report.metric(
+                step,
+                loss=stats["loss"],
+                nll=stats["nll"],
+                grad_norm=float(grad_norm),
+                lr=scheduler.get_last_lr()[0],
+            )
     wall = time.perf_counter() - t0
 
     metrics = {
-        "kind": KIND, "checkpoint_id": cid, "checkpoint_path": str(out),
-        "base_model": str(model_path), "base_model_id": base_id, "steps": cfg.max_steps,
-        "loss_first": losses[0], "loss_last": losses[-1], "losses": losses,
-        "tokens": tokens * world, "trained_tokens": trained * world,
+        "kind": KIND,
+        "checkpoint_id": cid,
+        "checkpoint_path": str(out),
+        "base_model": str(model_path),
+        "base_model_id": base_id,
+        "steps": cfg.max_steps,
+        "loss_first": losses[0],
+        "loss_last": losses[-1],
+        "losses": losses,
+        "tokens": tokens * world,
+        "trained_tokens": trained * world,
         "tokens_per_s": tokens * world / wall if wall > 0 else 0.0,
-        "samples": samples * world, "wall_s": wall, "skipped": dict(skipped),
-        "world_size": world, "device": device, **thoughts,
-        "model_profile": frame["model_profile"], "frame": frame["frame"],
-        "data": {"shards": str(cfg.shards), "split": cfg.split,
-                 "fingerprint": shards_fingerprint(cfg.shards, cfg.split)},
+        "samples": samples * world,
+        "wall_s": wall,
+        "skipped": dict(skipped),
+        "world_size": world,
+        "device": device,
+        **thoughts,
+        "model_profile": frame["model_profile"],
+        "frame": frame["frame"],
+        "data": {
+            "shards": str(cfg.shards),
+            "split": cfg.split,
+            "fingerprint": shards_fingerprint(cfg.shards, cfg.split),
+        },
         "config": cfg.model_dump(mode="json"),
     }
     model = getattr(model, "module", model).eval()
@@ -219,8 +259,14 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return entry_point(argv, prog="python -m training.sft", doc=__doc__, config_cls=SFTConfig,
-                       run=run_sft, reports_final=lambda: _dist()[0] == 0)
+    return entry_point(
+        argv,
+        prog="python -m training.sft",
+        doc=__doc__,
+        config_cls=SFTConfig,
+        run=run_sft,
+        reports_final=lambda: _dist()[0] == 0,
+    )
 
 
 if __name__ == "__main__":

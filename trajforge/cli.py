@@ -7,6 +7,7 @@ Each command imports its stage inside its function, on purpose: `trajforge stats
 must not pay for Playwright, Appium, DuckDB, fsspec or torch, which other commands
 import. The CLI is the top of the package graph, so none of these hides a cycle.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,12 @@ import typer
 from schemas.errors import SchemaError
 from trajforge.config import data_root
 
-app = typer.Typer(help="trajforge: GUI-agent trajectories to training data.",
-                  no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_show_locals=False)
+app = typer.Typer(
+    help="trajforge: GUI-agent trajectories to training data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
 
 EXIT_BAD_INPUT = 2
 
@@ -37,47 +41,57 @@ def _fail(message: str) -> None:
 def _set_folder(shard_dir: str):
     """A shard folder, or a set at an fsspec URL (s3://...) fetched to a temporary one."""
     from trajforge.store.object_store import is_url
+
     if not is_url(shard_dir):
         yield Path(shard_dir)
         return
     from trajforge.publish.remote import fetched_set
+
     with fetched_set(shard_dir) as folder:
         yield folder
 
 
 @app.command()
-def stats(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
-          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+def stats(
+    shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
     """Count trajectories, steps, languages, actions... in exported shards."""
     from trajforge.read.stats import format_table, shard_stats
+
     try:
         with _set_folder(shard_dir) as folder:
             result = shard_stats(folder)
     except (SchemaError, tarfile.TarError, OSError) as err:
         _fail(str(err))
-    typer.echo(json.dumps(result, ensure_ascii=False, sort_keys=True) if as_json
-               else format_table(result))
+    typer.echo(json.dumps(result, ensure_ascii=False, sort_keys=True) if as_json else format_table(result))
 
 
 @app.command()
-def convert(set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's shard folder"),
-            to: str = typer.Option(..., "--to", help="llamafactory, swift, verl, easyr1, trl or hf-parquet"),
-            out: Path = typer.Option(..., "--out", help="output folder (replaced atomically)"),
-            profile: str | None = typer.Option(None, help="model profile; must be the set's")) -> None:
+def convert(
+    set_dir: Path = typer.Argument(..., metavar="SET_DIR", help="a set's shard folder"),
+    to: str = typer.Option(..., "--to", help="llamafactory, swift, verl, easyr1, trl or hf-parquet"),
+    out: Path = typer.Option(..., "--out", help="output folder (replaced atomically)"),
+    profile: str | None = typer.Option(None, help="model profile; must be the set's"),
+) -> None:
     """Convert a reasoning / Chinese / grounding set to a trainer's format."""
     from trajforge.convert import convert as convert_set
+
     try:
         result = convert_set(set_dir, to, out, profile=profile)
     except (SchemaError, ValueError, OSError) as err:
         _fail(f"{set_dir}: {err}")
-    typer.echo(f"{result['samples']} samples to {out} ({to}); per split {result['per_split']}; "
-               f"{result['inexpressible_count']} the format cannot express (listed in the manifest)")
+    typer.echo(
+        f"{result['samples']} samples to {out} ({to}); per split {result['per_split']}; "
+        f"{result['inexpressible_count']} the format cannot express (listed in the manifest)"
+    )
 
 
 @app.command()
 def verify(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)")) -> None:
     """Check every shard's size and sha256 against the manifest."""
     from trajforge.publish.shards import verify as verify_shards
+
     try:
         problems = verify_shards(shard_dir)
     except (SchemaError, OSError) as err:
@@ -94,8 +108,9 @@ def export(
     data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
     raw: Path | None = typer.Option(None, help="raw store; default <data>/raw"),
     dataset: str = typer.Option("sandbox", help="dataset name"),
-    out: str | None = typer.Option(None, help="shard folder or s3:// URL (published, manifest "
-                                                   "last); default <data>/shards/<dataset>"),
+    out: str | None = typer.Option(
+        None, help="shard folder or s3:// URL (published, manifest last); default <data>/shards/<dataset>"
+    ),
     collection: list[str] | None = typer.Option(None, help="collections to export (repeatable); default all"),
     max_samples: int = typer.Option(1000, help="most samples per shard"),
     max_bytes: int = typer.Option(500_000_000, help="most bytes per shard"),
@@ -106,10 +121,12 @@ def export(
     """Export the raw store to WebDataset shards split by trajectory."""
     from trajforge.publish.export import export_shards
     from trajforge.store.raw import RawStore
+
     root = (data or data_root()).resolve()
     raw = (raw or root / "raw").resolve()
     from trajforge.publish.remote import shard_destination
     from trajforge.store.object_store import is_url
+
     out = out if out and is_url(out) else Path(out or root / "shards" / dataset).resolve()
     if not raw.is_dir():
         _fail(f"no raw store at {raw}")
@@ -117,23 +134,33 @@ def export(
     bar = None
     if progress:
         from tqdm import tqdm
+
         total = sum(t.num_steps for t in store.iter_trajectories(collection or None))
         bar = tqdm(total=total, unit="step", desc=f"export {dataset}", file=sys.stderr)
     try:
         with shard_destination(out) as folder:  # a URL: written locally, then published
-            result = export_shards(store, folder, dataset=dataset, collections=collection or None,
-                                   max_samples_per_shard=max_samples, max_bytes_per_shard=max_bytes,
-                                   split_seed=split_seed, resolution=resolution,
-                                   progress=None if bar is None else bar.update)
+            result = export_shards(
+                store,
+                folder,
+                dataset=dataset,
+                collections=collection or None,
+                max_samples_per_shard=max_samples,
+                max_bytes_per_shard=max_bytes,
+                split_seed=split_seed,
+                resolution=resolution,
+                progress=None if bar is None else bar.update,
+            )
     except (SchemaError, ValueError, OSError) as err:
         _fail(str(err))
     finally:
         if bar is not None:
             bar.close()
     rate = result.samples / result.seconds if result.seconds else 0.0
-    typer.echo(f"exported {result.samples} steps of {result.trajectories} trajectories to "
-               f"{result.shards} shards ({result.bytes / 1e6:.1f} MB) in {out} "
-               f"[{result.seconds:.1f} s, {rate:.0f} steps/s, version {result.manifest['version']}]")
+    typer.echo(
+        f"exported {result.samples} steps of {result.trajectories} trajectories to "
+        f"{result.shards} shards ({result.bytes / 1e6:.1f} MB) in {out} "
+        f"[{result.seconds:.1f} s, {rate:.0f} steps/s, version {result.manifest['version']}]"
+    )
     if result.skipped:
         typer.echo(f"quarantined: {result.skipped} (see {out}/quarantine.jsonl)", err=True)
 
@@ -142,10 +169,13 @@ MAX_SHOWN = 50  # problems printed by validate; the rest are counted
 
 
 @app.command()
-def validate(shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
-             images: bool = typer.Option(True, help="check each image's header and format")) -> None:
+def validate(
+    shard_dir: str = typer.Argument(..., help="a shard folder (with manifest.json) or its s3:// URL"),
+    images: bool = typer.Option(True, help="check each image's header and format"),
+) -> None:
     """Check shards against the manifest and every sample against the schema."""
     from trajforge.read.validate import validate as run_validate
+
     try:
         with _set_folder(shard_dir) as folder:
             report = run_validate(folder, images=images)
@@ -174,6 +204,7 @@ def catalog(
 
     from trajforge.read.duckdb_catalog import build_catalog, catalog_path, is_stale
     from trajforge.read.duckdb_catalog import query as run_query
+
     root = (data or data_root()).resolve()
     db = (db or catalog_path(root)).resolve()
     if not root.is_dir():
@@ -187,9 +218,11 @@ def catalog(
         for p in res.problems:
             typer.echo(f"warning: {p}", err=True)
         if query is None:
-            typer.echo(f"catalog {res.path}: trajectories/steps from {res.source}, "
-                       f"{len(res.datasets)} dataset(s), {res.shards} shards "
-                       f"[{res.seconds:.2f} s]")
+            typer.echo(
+                f"catalog {res.path}: trajectories/steps from {res.source}, "
+                f"{len(res.datasets)} dataset(s), {res.shards} shards "
+                f"[{res.seconds:.2f} s]"
+            )
     if query is None:
         return
     try:
@@ -206,11 +239,13 @@ def catalog(
 
 
 @app.command()
-def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
-         out: Path | None = typer.Option(None, help="site folder; default chosen by the viewer"),
-         limit: int | None = typer.Option(None, help="most trajectories to show"),
-         serve: bool = typer.Option(False, "--serve", help="serve the site on localhost"),
-         port: int = typer.Option(0, help="port for --serve; 0 picks a free one")) -> None:
+def view(
+    shard_dir: Path = typer.Argument(..., help="a shard folder (with manifest.json)"),
+    out: Path | None = typer.Option(None, help="site folder; default chosen by the viewer"),
+    limit: int | None = typer.Option(None, help="most trajectories to show"),
+    serve: bool = typer.Option(False, "--serve", help="serve the site on localhost"),
+    port: int = typer.Option(0, help="port for --serve; 0 picks a free one"),
+) -> None:
     """Build a static HTML viewer of the trajectories (and optionally serve it)."""
     try:
         from trajforge.read import viewer  # imported here: jinja2/pillow only when viewing
@@ -238,20 +273,27 @@ def view(shard_dir: Path = typer.Argument(..., help="a shard folder (with manife
 
 
 @app.command("import")
-def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
-                                     help="aitz, android_control, gui_odyssey, mind2web, guiact, "
-                                          "agentnet, os_genesis, autoglm or android_world"),
-            path: Path = typer.Argument(..., metavar="PATH",
-                                        help="a file or folder of the dataset's records"),
-            data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-            raw: Path | None = typer.Option(None, help="raw store; default <data>/raw"),
-            quarantine: Path | None = typer.Option(
-                None, help="quarantine JSONL; default <raw>/import/<format>/quarantine.jsonl"),
-            screen_size: str | None = typer.Option(
-                None, help="WIDTHxHEIGHT of the screenshots, for records that state none")) -> None:
+def import_(
+    fmt: str = typer.Argument(
+        ...,
+        metavar="FORMAT",
+        help="aitz, android_control, gui_odyssey, mind2web, guiact, "
+        "agentnet, os_genesis, autoglm or android_world",
+    ),
+    path: Path = typer.Argument(..., metavar="PATH", help="a file or folder of the dataset's records"),
+    data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+    raw: Path | None = typer.Option(None, help="raw store; default <data>/raw"),
+    quarantine: Path | None = typer.Option(
+        None, help="quarantine JSONL; default <raw>/import/<format>/quarantine.jsonl"
+    ),
+    screen_size: str | None = typer.Option(
+        None, help="WIDTHxHEIGHT of the screenshots, for records that state none"
+    ),
+) -> None:
     """Import a public GUI-agent dataset into the raw store (collection import/<format>)."""
     from trajforge.importers import IMPORTERS, import_path
     from trajforge.store.raw import RawStore
+
     if fmt not in IMPORTERS:
         _fail(f"unknown format {fmt!r}; known: {', '.join(sorted(IMPORTERS))}")
     size = None
@@ -268,46 +310,48 @@ def import_(fmt: str = typer.Argument(..., metavar="FORMAT",
         result = import_path(fmt, path, RawStore(raw), quarantine_path=quarantine, screen_size=size)
     except (SchemaError, OSError) as err:
         _fail(str(err))
-    typer.echo(f"imported {result.imported} ({result.steps} steps) into {raw / result.collection}; "
-               f"already there: {result.skipped}; quarantined: {result.quarantined}")
+    typer.echo(
+        f"imported {result.imported} ({result.steps} steps) into {raw / result.collection}; "
+        f"already there: {result.skipped}; quarantined: {result.quarantined}"
+    )
     if result.tasks_path is not None:
         typer.echo(f"tasks table: {result.tasks_path}")
     if result.quarantined:
         typer.echo(f"quarantined: {result.quarantined} (see {result.quarantine_path})", err=True)
 
 
-
 @app.command()
-def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
-                                          help="an environment file (YAML)"),
-          tasks: Path | None = typer.Option(None, help="a JSONL or Parquet task file "
-                                                          "(replaces the file's tasks)"),
-          policy: str = typer.Option("random_walk", help="oracle, random_walk, replay or agent"),
-          episodes: int | None = typer.Option(None, help="exploration episodes (or the first "
-                                                            "N tasks)"),
-          seed: int = typer.Option(0, help="the crawl seed (ids, devices, the walk)"),
-          max_steps: int | None = typer.Option(None, help="steps per episode; default the "
-                                                             "file's max_steps / explore.max_steps"),
-          data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
-          collection: str | None = typer.Option(None, help="raw-store collection; default "
-                                                              "env/<name>"),
-          replay_from: str | None = typer.Option(
-              None, help="with --policy replay: a collection whose trajectories (same task ids) "
-                         "are played back"),
-          vlm_config: Path | None = typer.Option(
-              None, help="a JSON VLM backend config, for --policy agent and judge verifiers"),
-          image_format: str = typer.Option("png", help="png or jpeg"),
-          appium: bool = typer.Option(False, help="play on phones through a local Appium server "
-                                                  "(Chromium phones of the file's devices)"),
-          devices_file: Path | None = typer.Option(
-              None, help="an Appium capabilities file of real devices (docs/device_farm.md); "
-                         "implies --appium"),
-          appium_url: str | None = typer.Option(None, help="an Appium server already running")
-          ) -> None:
+def crawl(
+    env_file: Path = typer.Argument(..., metavar="ENV_FILE", help="an environment file (YAML)"),
+    tasks: Path | None = typer.Option(None, help="a JSONL or Parquet task file (replaces the file's tasks)"),
+    policy: str = typer.Option("random_walk", help="oracle, random_walk, replay or agent"),
+    episodes: int | None = typer.Option(None, help="exploration episodes (or the first N tasks)"),
+    seed: int = typer.Option(0, help="the crawl seed (ids, devices, the walk)"),
+    max_steps: int | None = typer.Option(
+        None, help="steps per episode; default the file's max_steps / explore.max_steps"
+    ),
+    data: Path | None = typer.Option(None, help="data root; default $TRAJFORGE_DATA or ./data"),
+    collection: str | None = typer.Option(None, help="raw-store collection; default env/<name>"),
+    replay_from: str | None = typer.Option(
+        None, help="with --policy replay: a collection whose trajectories (same task ids) are played back"
+    ),
+    vlm_config: Path | None = typer.Option(
+        None, help="a JSON VLM backend config, for --policy agent and judge verifiers"
+    ),
+    image_format: str = typer.Option("png", help="png or jpeg"),
+    appium: bool = typer.Option(
+        False, help="play on phones through a local Appium server (Chromium phones of the file's devices)"
+    ),
+    devices_file: Path | None = typer.Option(
+        None, help="an Appium capabilities file of real devices (docs/device_farm.md); implies --appium"
+    ),
+    appium_url: str | None = typer.Option(None, help="an Appium server already running"),
+) -> None:
     """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
     from crawlers.env_crawl import ENV_POLICIES, EnvCrawl, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
     from trajforge.store.raw import RawStore
+
     if policy not in ENV_POLICIES:
         _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     try:
@@ -319,21 +363,26 @@ def crawl(env_file: Path = typer.Argument(..., metavar="ENV_FILE",
     if vlm_config is not None:
         backend, judge = _vlm_from(vlm_config, store)
     replay = _recorded_actions(store, replay_from) if replay_from else None
-    if policy == "replay" and replay is None and not any(
-            "actions" in t.params for t in environment.tasks):
+    if policy == "replay" and replay is None and not any("actions" in t.params for t in environment.tasks):
         _fail("--policy replay needs --replay-from COLLECTION or tasks with params.actions")
     try:
         with ExitStack() as stack:
             pool = None
             if appium or devices_file or appium_url:
-                pool = stack.enter_context(_device_pool(environment, devices_file, appium_url,
-                                                        image_format))
-            how = EnvCrawl(policy=policy, seed=seed, episodes=episodes, max_steps=max_steps,
-                           judge=judge, backend=backend, replay=replay,
-                           image_format=image_format)
-            stats = crawl_environment(environment, how, store=store,
-                                      collection=collection or f"env/{environment.name}",
-                                      pool=pool)
+                pool = stack.enter_context(_device_pool(environment, devices_file, appium_url, image_format))
+            how = EnvCrawl(
+                policy=policy,
+                seed=seed,
+                episodes=episodes,
+                max_steps=max_steps,
+                judge=judge,
+                backend=backend,
+                replay=replay,
+                image_format=image_format,
+            )
+            stats = crawl_environment(
+                environment, how, store=store, collection=collection or f"env/{environment.name}", pool=pool
+            )
     except ValueError as err:
         _fail(str(err))
     typer.echo(json.dumps(stats.summary(), sort_keys=True))
@@ -347,6 +396,7 @@ def _device_pool(environment, devices_file, appium_url, image_format):
     from crawlers.capabilities import chromium_device, load_devices
     from crawlers.device_pool import DevicePool
     from crawlers.randomise import MOBILE_PROFILES
+
     if devices_file is not None:
         specs = load_devices(devices_file)
     else:
@@ -381,6 +431,7 @@ def _vlm_from(config_path: Path, store):
     episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
     from filters.judge import episode_judge
     from trajforge.vlm.backends import backend_from_config
+
     try:
         backend = backend_from_config(json.loads(config_path.read_text()))
     except (OSError, ValueError, KeyError) as err:

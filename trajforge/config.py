@@ -1,4 +1,5 @@
 """Where data lives. Everything goes under $TRAJFORGE_DATA (default ./data)."""
+
 from __future__ import annotations
 
 import os

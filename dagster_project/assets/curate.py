@@ -1,4 +1,5 @@
 """curated_steps: every raw step with a verdict, a reason and its scores; kept steps scrubbed."""
+
 import json
 
 import dagster as dg
@@ -12,12 +13,12 @@ from trajforge.report import plots
 
 
 class CurateSettings(dg.Config):
-    near_duplicate_max_distance: int = -1   # -1: the calibrated default
+    near_duplicate_max_distance: int = -1  # -1: the calibrated default
     loop_k: int = 3
     min_steps: int = 3
     max_steps: int = 50
     drop_failed: bool = True
-    ocr: str = "no_tree"      # OCR real data's screenshots: "no_tree", "always" or "never"
+    ocr: str = "no_tree"  # OCR real data's screenshots: "no_tree", "always" or "never"
 
 
 def synthetic_sources() -> tuple[str, ...]:
@@ -36,8 +37,14 @@ def synthetic_sources() -> tuple[str, ...]:
 
 
 def curate_config(cfg: CurateSettings) -> CurateConfig:
-    kw = dict(loop_k=cfg.loop_k, min_steps=cfg.min_steps, max_steps=cfg.max_steps,
-              drop_failed=cfg.drop_failed, ocr=cfg.ocr, synthetic_sources=synthetic_sources())
+    kw = dict(
+        loop_k=cfg.loop_k,
+        min_steps=cfg.min_steps,
+        max_steps=cfg.max_steps,
+        drop_failed=cfg.drop_failed,
+        ocr=cfg.ocr,
+        synthetic_sources=synthetic_sources(),
+    )
     if cfg.near_duplicate_max_distance >= 0:
         kw["near_duplicate_max_distance"] = cfg.near_duplicate_max_distance
     return CurateConfig(**kw)
@@ -53,11 +60,19 @@ def curated_metadata(summary: dict) -> dict:
         "trajectories_in": summary.get("trajectories_in", 0),
         "trajectories_kept": summary.get("trajectories_kept", 0),
         "dropped_per_reason": dg.MetadataValue.json(dropped),
-        "drops_plot": dg.MetadataValue.md(plots.image_md(
-            plots.bar_png(dropped, f"drops per reason ({sum(dropped.values())} steps)"), "drops")),
-        "phash_distance_histogram": dg.MetadataValue.md(plots.image_md(
-            plots.histogram_png(hist, "pHash distance to the nearest earlier same-key screen",
-                                "Hamming distance"), "pHash distances")),
+        "drops_plot": dg.MetadataValue.md(
+            plots.image_md(
+                plots.bar_png(dropped, f"drops per reason ({sum(dropped.values())} steps)"), "drops"
+            )
+        ),
+        "phash_distance_histogram": dg.MetadataValue.md(
+            plots.image_md(
+                plots.histogram_png(
+                    hist, "pHash distance to the nearest earlier same-key screen", "Hamming distance"
+                ),
+                "pHash distances",
+            )
+        ),
         "pii_scrubbed": dg.MetadataValue.json(summary.get("pii", {})),
         "pii_synthetic_kept": dg.MetadataValue.json(summary.get("pii_synthetic_kept", {})),
         "pii_ocr": dg.MetadataValue.json(summary.get("pii_ocr", {})),
@@ -69,8 +84,9 @@ def curated_metadata(summary: dict) -> dict:
 
 
 @dg.asset(automation_condition=AFTER_CRAWL, group_name="curate", kinds={"parquet"}, deps=["raw_steps"])
-def curated_steps(context: dg.AssetExecutionContext, config: CurateSettings, storage: StorageResource,
-                  vlm: VLMResource) -> dg.MaterializeResult:
+def curated_steps(
+    context: dg.AssetExecutionContext, config: CurateSettings, storage: StorageResource, vlm: VLMResource
+) -> dg.MaterializeResult:
     """Dedup, validity and personal-data filters (and the VLM judge when a model is set).
 
     One row per raw step with keep/reason and every score, so thresholds can move
@@ -80,20 +96,30 @@ def curated_steps(context: dg.AssetExecutionContext, config: CurateSettings, sto
     backend = vlm.backend()
     if backend is not None:
         from filters.judge import Judge
+
         judge = Judge(backend)
     else:
         context.log.info("no VLM configured (TRAJFORGE_VLM_KIND): the judge is skipped")
-    result = curate(storage.raw_steps_dir, storage.raw.blobs, storage.curated_dir,
-                    config=curate_config(config), judge=judge, progress=context.log.info)
+    result = curate(
+        storage.raw_steps_dir,
+        storage.raw.blobs,
+        storage.curated_dir,
+        config=curate_config(config),
+        judge=judge,
+        progress=context.log.info,
+    )
     generation = storage.publish_curated()  # with an object root; None otherwise
     summary = json.loads((storage.curated_dir / "summary.json").read_text())
-    context.log.info(f"curated: {summary['steps_kept']} of {summary['steps_in']} steps kept; "
-                     f"dropped {summary.get('dropped', {})}")
-    where = {"url": dg.MetadataValue.url(storage.curated_url), "generation": generation} \
-        if generation else {}
-    return dg.MaterializeResult(metadata={
-        **curated_metadata(summary),
-        "stage_counts": dg.MetadataValue.json(result.counts),
-        "path": dg.MetadataValue.path(str(storage.curated_dir)),
-        **where,
-    })
+    context.log.info(
+        f"curated: {summary['steps_kept']} of {summary['steps_in']} steps kept; "
+        f"dropped {summary.get('dropped', {})}"
+    )
+    where = {"url": dg.MetadataValue.url(storage.curated_url), "generation": generation} if generation else {}
+    return dg.MaterializeResult(
+        metadata={
+            **curated_metadata(summary),
+            "stage_counts": dg.MetadataValue.json(result.counts),
+            "path": dg.MetadataValue.path(str(storage.curated_dir)),
+            **where,
+        }
+    )

@@ -61,10 +61,10 @@ def day_seed(day: dt.date) -> int:
 
 
 class EnvironmentCrawlConfig(dg.Config):
-    policy: str = ""        # "" = the file's explore.policy if it has no tasks, else oracle
+    policy: str = ""  # "" = the file's explore.policy if it has no tasks, else oracle
     seed: int = 0
-    episodes: int = 0       # 0 = every task (or explore.episodes)
-    max_steps: int = 0      # 0 = the file's max_steps / explore.max_steps
+    episodes: int = 0  # 0 = every task (or explore.episodes)
+    max_steps: int = 0  # 0 = the file's max_steps / explore.max_steps
     retries: int = 2
 
 
@@ -74,13 +74,21 @@ class EnvironmentCrawlConfig(dg.Config):
     partitions_def=environment_partitions,
     retry_policy=CRAWL_RETRY_POLICY,
     check_specs=[
-        dg.AssetCheckSpec("verified_outcomes", asset="environment_trajectories", blocking=True,
-                          description="No episode of an environment with a verifier is left "
-                                      "'unknown', and errors stay under 20%."),
+        dg.AssetCheckSpec(
+            "verified_outcomes",
+            asset="environment_trajectories",
+            blocking=True,
+            description="No episode of an environment with a verifier is left "
+            "'unknown', and errors stay under 20%.",
+        ),
     ],
 )
-def environment_trajectories(context: dg.AssetExecutionContext, config: EnvironmentCrawlConfig,
-                             storage: StorageResource, browser: BrowserResource):
+def environment_trajectories(
+    context: dg.AssetExecutionContext,
+    config: EnvironmentCrawlConfig,
+    storage: StorageResource,
+    browser: BrowserResource,
+):
     """Crawl one environment file (the partition) into the raw store's `env/<name>`.
 
     Resumable (stable ids): a retry or a re-run with the same seed adds nothing.
@@ -88,28 +96,48 @@ def environment_trajectories(context: dg.AssetExecutionContext, config: Environm
     name = context.partition_key
     files, problems = environment_files()
     if name not in files:
-        raise dg.Failure(f"no valid environment file named {name!r} in {environments_dir()}"
-                         + (f"; problems: {problems}" if problems else ""))
+        raise dg.Failure(
+            f"no valid environment file named {name!r} in {environments_dir()}"
+            + (f"; problems: {problems}" if problems else "")
+        )
     environment = load_environment(files[name])
-    policy = config.policy or ("random_walk" if not environment.tasks and environment.explore
-                               else "oracle")
+    policy = config.policy or ("random_walk" if not environment.tasks and environment.explore else "oracle")
     # `browser.browsers` Chromiums (or `browser.ray_actors` Ray actors when a Ray address is
     # set), each allowed to reach only the environment's origins.
     with _browsers(browser, environment) as pool:
-        how = EnvCrawl(policy=policy, seed=config.seed, episodes=config.episodes or None,
-                       max_steps=config.max_steps or None, retries=config.retries)
+        how = EnvCrawl(
+            policy=policy,
+            seed=config.seed,
+            episodes=config.episodes or None,
+            max_steps=config.max_steps or None,
+            retries=config.retries,
+        )
         stats = crawl_environment(
-            environment, how, store=storage.raw, collection=f"env/{name}", pool=pool,
-            progress=lambda ev: ev.kind in ("trajectory", "retry") and context.log.info(
-                f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()))
+            environment,
+            how,
+            store=storage.raw,
+            collection=f"env/{name}",
+            pool=pool,
+            progress=lambda ev: (
+                ev.kind in ("trajectory", "retry")
+                and context.log.info(
+                    f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()
+                )
+            ),
+        )
         browsers = pool.stats()
     summary = stats.summary()
     context.log.info(json.dumps(summary, sort_keys=True))
     yield dg.MaterializeResult(
-        metadata={**{k: v for k, v in summary.items() if v is not None},
-                  "file": str(files[name]), "policy": policy, "seed": config.seed,
-                  "browsers": dg.MetadataValue.json(browsers)},
-        check_results=[outcome_check(environment, stats)])
+        metadata={
+            **{k: v for k, v in summary.items() if v is not None},
+            "file": str(files[name]),
+            "policy": policy,
+            "seed": config.seed,
+            "browsers": dg.MetadataValue.json(browsers),
+        },
+        check_results=[outcome_check(environment, stats)],
+    )
 
 
 def _browsers(browser, environment):
@@ -129,22 +157,32 @@ def outcome_check(environment, stats) -> dg.AssetCheckResult:
     if error_rate > MAX_ERROR_RATE:
         problems.append(f"error rate {error_rate:.0%} > {MAX_ERROR_RATE:.0%}")
     return dg.AssetCheckResult(
-        check_name="verified_outcomes", passed=not problems,
-        metadata={"episodes": played, "unknown": stats.unknown, "errors": stats.error,
-                  "error_rate": round(error_rate, 3), "problems": "; ".join(problems) or "none"})
+        check_name="verified_outcomes",
+        passed=not problems,
+        metadata={
+            "episodes": played,
+            "unknown": stats.unknown,
+            "errors": stats.error,
+            "error_rate": round(error_rate, 3),
+            "problems": "; ".join(problems) or "none",
+        },
+    )
 
 
 environment_crawl_job = dg.define_asset_job(
-    "environment_crawl_job", selection=dg.AssetSelection.assets("environment_trajectories"),
-    description="Crawl one environment file (a partition) with Playwright.")
+    "environment_crawl_job",
+    selection=dg.AssetSelection.assets("environment_trajectories"),
+    description="Crawl one environment file (a partition) with Playwright.",
+)
 
 
 def _fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-@dg.sensor(job=environment_crawl_job, minimum_interval_seconds=60,
-           default_status=dg.DefaultSensorStatus.STOPPED)
+@dg.sensor(
+    job=environment_crawl_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.STOPPED
+)
 def environment_files_sensor(context: dg.SensorEvaluationContext):
     """Keep the `environment` partitions equal to the folder's files; crawl new or changed ones."""
     files, problems = environment_files()
@@ -153,30 +191,45 @@ def environment_files_sensor(context: dg.SensorEvaluationContext):
     known = set(context.instance.get_dynamic_partitions(environment_partitions.name))
     added = sorted(set(files) - known)
     removed = sorted(known - set(files))
-    requests = [dg.RunRequest(run_key=f"{name}:{_fingerprint(path)}", partition_key=name,
-                              tags={"trajforge/sensor": "environment_files_sensor"})
-                for name, path in sorted(files.items())]
+    requests = [
+        dg.RunRequest(
+            run_key=f"{name}:{_fingerprint(path)}",
+            partition_key=name,
+            tags={"trajforge/sensor": "environment_files_sensor"},
+        )
+        for name, path in sorted(files.items())
+    ]
     if not files and not removed:
-        return dg.SkipReason(f"no valid environment file in {environments_dir()}"
-                             + (f" ({len(problems)} invalid)" if problems else ""))
+        return dg.SkipReason(
+            f"no valid environment file in {environments_dir()}"
+            + (f" ({len(problems)} invalid)" if problems else "")
+        )
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[
             *([environment_partitions.build_add_request(added)] if added else []),
-            *([environment_partitions.build_delete_request(removed)] if removed else [])])
+            *([environment_partitions.build_delete_request(removed)] if removed else []),
+        ],
+    )
 
 
-@dg.schedule(job=environment_crawl_job, cron_schedule=ENVIRONMENTS_CRON,
-             execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.STOPPED)
+@dg.schedule(
+    job=environment_crawl_job,
+    cron_schedule=ENVIRONMENTS_CRON,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)
 def daily_environment_crawl(context: dg.ScheduleEvaluationContext):
     """One run per environment, with the day's seed: day 2 crawls new episodes."""
     day = context.scheduled_execution_time.date()
     seed = day_seed(day)
     for name in sorted(context.instance.get_dynamic_partitions(environment_partitions.name)):
         yield dg.RunRequest(
-            run_key=f"{day.isoformat()}:{name}", partition_key=name,
+            run_key=f"{day.isoformat()}:{name}",
+            partition_key=name,
             run_config={"ops": {"environment_trajectories": {"config": {"seed": seed}}}},
-            tags={"trajforge/schedule": "daily_environment_crawl"})
+            tags={"trajforge/schedule": "daily_environment_crawl"},
+        )
 
 
 @dg.asset(
@@ -186,8 +239,9 @@ def daily_environment_crawl(context: dg.ScheduleEvaluationContext):
     deps=["environment_trajectories"],
     retry_policy=CRAWL_RETRY_POLICY,
 )
-def environment_reverse_tasks(context: dg.AssetExecutionContext, storage: StorageResource,
-                              browser: BrowserResource, vlm: VLMResource):
+def environment_reverse_tasks(
+    context: dg.AssetExecutionContext, storage: StorageResource, browser: BrowserResource, vlm: VLMResource
+):
     """Name an environment's exploration walks as tasks, then replay and verify them.
 
     The task file (data/reverse/<name>/tasks.jsonl) has the shape of an
@@ -201,34 +255,52 @@ def environment_reverse_tasks(context: dg.AssetExecutionContext, storage: Storag
     store = storage.raw
     backend = vlm.backend()
     walks = explore_walks(store, f"env/{name}")
-    made = reverse_environment_tasks(walks, volatile=environment.volatile, backend=backend,
-                                     blobs=store.blobs, judge=backend is not None)
+    made = reverse_environment_tasks(
+        walks, volatile=environment.volatile, backend=backend, blobs=store.blobs, judge=backend is not None
+    )
     path = made.write(storage.path / "reverse" / name / "tasks.jsonl")
-    replayed = environment_from_dict({**environment.model_dump(exclude_none=True),
-                                      "tasks": made.tasks, "explore": None},
-                                     source=str(path)) if made.tasks else None
+    replayed = (
+        environment_from_dict(
+            {**environment.model_dump(exclude_none=True), "tasks": made.tasks, "explore": None},
+            source=str(path),
+        )
+        if made.tasks
+        else None
+    )
     summary = {}
     if replayed is not None:
         judge = episode_judge(backend, store.blobs) if backend is not None else None
         with _browsers(browser, environment) as pool:
-            stats = crawl_environment(replayed, EnvCrawl(policy="replay", judge=judge),
-                                      store=store, collection=f"env-reverse/{name}", pool=pool)
+            stats = crawl_environment(
+                replayed,
+                EnvCrawl(policy="replay", judge=judge),
+                store=store,
+                collection=f"env-reverse/{name}",
+                pool=pool,
+            )
         summary = stats.summary()
-    context.log.info(f"{name}: {made.walks} walks -> {len(made.tasks)} tasks {made.sources}; "
-                     f"replays {json.dumps(summary, sort_keys=True)}")
-    return dg.MaterializeResult(metadata={
-        "walks": made.walks, "tasks": len(made.tasks), "task_file": str(path),
-        "instruction_sources": dg.MetadataValue.json(made.sources),
-        "skipped_walks": dg.MetadataValue.json(made.skipped),
-        "replays_verified": summary.get("success", 0),
-        "replays_failed": summary.get("failure", 0), "replays_error": summary.get("error", 0),
-        "template_named": made.sources.get("template", 0)})
+    context.log.info(
+        f"{name}: {made.walks} walks -> {len(made.tasks)} tasks {made.sources}; "
+        f"replays {json.dumps(summary, sort_keys=True)}"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "walks": made.walks,
+            "tasks": len(made.tasks),
+            "task_file": str(path),
+            "instruction_sources": dg.MetadataValue.json(made.sources),
+            "skipped_walks": dg.MetadataValue.json(made.skipped),
+            "replays_verified": summary.get("success", 0),
+            "replays_failed": summary.get("failure", 0),
+            "replays_error": summary.get("error", 0),
+            "template_named": made.sources.get("template", 0),
+        }
+    )
 
 
 def explore_walks(store, collection: str):
     """(trajectory, steps) of the exploration episodes recorded in `collection`."""
-    walks = {t.trajectory_id: t for t in store.iter_trajectories(collection)
-             if t.task.params.get("explore")}
+    walks = {t.trajectory_id: t for t in store.iter_trajectories(collection) if t.task.params.get("explore")}
     steps: dict = {}
     for s in store.iter_steps(collection):
         if s.trajectory_id in walks:

@@ -24,9 +24,13 @@ from trajforge.report.figures import thumbnails_markdown
     backfill_policy=dg.BackfillPolicy.single_run(),
     retry_policy=CRAWL_RETRY_POLICY,
 )
-def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
-                        storage: StorageResource, sandbox: SandboxResource,
-                        appium: AppiumResource) -> dg.MaterializeResult:
+def mobile_trajectories(
+    context: dg.AssetExecutionContext,
+    config: CrawlConfig,
+    storage: StorageResource,
+    sandbox: SandboxResource,
+    appium: AppiumResource,
+) -> dg.MaterializeResult:
     """Crawl the mobile apps' tasks on phones through a real Appium server.
 
     A partition is app x device profile and holds the app's tasks that draw
@@ -46,35 +50,51 @@ def mobile_trajectories(context: dg.AssetExecutionContext, config: CrawlConfig,
         report = storage.path / "reports" / "quarantine.jsonl"
         with _device_pool(appium, device, report) as pool:
             for app in sorted(apps):
-                tasks = [t for t in catalog_tasks(storage, app, config)
-                         if profile_for_task(config.seed, t.task_id, MOBILE_DEVICES) == device]
+                tasks = [
+                    t
+                    for t in catalog_tasks(storage, app, config)
+                    if profile_for_task(config.seed, t.task_id, MOBILE_DEVICES) == device
+                ]
                 collection = f"mobile/{app}/{device}"
-                context.log.info(f"{app} on {device}: crawling {len(tasks)} tasks "
-                                 f"with {pool.size} sessions")
-                stats = crawl(tasks,
-                              SandboxCrawl(server_url=sandbox.url, policy=config.policy,
-                                           seed=config.seed,
-                                           distraction_rate=config.distraction_rate,
-                                           max_steps=config.max_steps, retries=config.retries,
-                                           batch_size=config.batch_size),
-                              store=store, collection=collection, pool=pool,
-                              progress=lambda ev, n=len(tasks): _log_progress(context, ev, n))
+                context.log.info(f"{app} on {device}: crawling {len(tasks)} tasks with {pool.size} sessions")
+                stats = crawl(
+                    tasks,
+                    SandboxCrawl(
+                        server_url=sandbox.url,
+                        policy=config.policy,
+                        seed=config.seed,
+                        distraction_rate=config.distraction_rate,
+                        max_steps=config.max_steps,
+                        retries=config.retries,
+                        batch_size=config.batch_size,
+                    ),
+                    store=store,
+                    collection=collection,
+                    pool=pool,
+                    progress=lambda ev, n=len(tasks): _log_progress(context, ev, n),
+                )
                 context.log.info(f"{app} on {device}: {stats.as_dict()}")
                 for k, v in stats.as_dict().items():
                     if isinstance(v, (int, float)):
                         totals[k] = totals.get(k, 0) + v
                 for step in _first_steps(store, collection, 1):
-                    examples.append((f"{app} on {device}: {step.action.brief()}",
-                                     store.blobs.get(step.screenshot, step.image_format)))
+                    examples.append(
+                        (
+                            f"{app} on {device}: {step.action.brief()}",
+                            store.blobs.get(step.screenshot, step.image_format),
+                        )
+                    )
             pool_stats[device] = pool.stats()
     done = totals.get("success", 0) + totals.get("failure", 0)
-    return dg.MaterializeResult(metadata={
-        **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()},
-        "partitions": ", ".join(f"{k['app']}|{k['device']}" for k in keys),
-        "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
-        "device_pools": dg.MetadataValue.json(pool_stats),
-        "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in totals.items()},
+            "partitions": ", ".join(f"{k['app']}|{k['device']}" for k in keys),
+            "success_rate": round(totals.get("success", 0) / done, 3) if done else 0.0,
+            "device_pools": dg.MetadataValue.json(pool_stats),
+            "examples": dg.MetadataValue.md(thumbnails_markdown(examples)),
+        }
+    )
 
 
 def _device_pool(appium: AppiumResource, device: str, report):
@@ -83,6 +103,12 @@ def _device_pool(appium: AppiumResource, device: str, report):
     ray = RayResource.for_appium(appium)
     if ray.enabled:
         return ray.device_pool(appium, appium.devices_for(device))
-    return DevicePool(appium.devices_for(device), server=appium.server, server_url=appium.url,
-                      sessions_per_device=appium.sessions, step_timeout_s=appium.step_timeout_s,
-                      report_path=report, screenshot_scale=appium.screenshot_scale)
+    return DevicePool(
+        appium.devices_for(device),
+        server=appium.server,
+        server_url=appium.url,
+        sessions_per_device=appium.sessions,
+        step_timeout_s=appium.step_timeout_s,
+        report_path=report,
+        screenshot_scale=appium.screenshot_scale,
+    )

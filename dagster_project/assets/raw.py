@@ -13,15 +13,24 @@ def summary_metadata(summary: dict) -> dict:
     meta = {name: dg.MetadataValue.md(md) for name, md in summary_markdown(summary).items()}
     meta["app_outcome_table"] = dg.MetadataValue.table(
         records=[dg.TableRecord(r) for r in app_outcome_rows(summary)],
-        schema=dg.TableSchema(columns=[dg.TableColumn("app", "string"),
-                                       *(dg.TableColumn(c, "int") for c in cols),
-                                       dg.TableColumn("total", "int")]))
+        schema=dg.TableSchema(
+            columns=[
+                dg.TableColumn("app", "string"),
+                *(dg.TableColumn(c, "int") for c in cols),
+                dg.TableColumn("total", "int"),
+            ]
+        ),
+    )
     meta["summary"] = dg.MetadataValue.json(summary)
     return meta
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="collect", kinds={"parquet"}, deps=["web_trajectories", "mobile_trajectories", "imported_trajectories",
-                                    "reflection_trajectories"])
+@dg.asset(
+    automation_condition=AFTER_CRAWL,
+    group_name="collect",
+    kinds={"parquet"},
+    deps=["web_trajectories", "mobile_trajectories", "imported_trajectories", "reflection_trajectories"],
+)
 def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Every collection of the raw store, validated into one steps table (a row per step).
 
@@ -34,15 +43,18 @@ def raw_steps(context: dg.AssetExecutionContext, storage: StorageResource) -> dg
     pool = failure_pool(storage.raw)
     if pool:
         context.log.info(f"left out the failure pool: {', '.join(pool)}")
-    context.log.info(f"raw_steps: {res.trajectories} trajectories, {res.steps} steps, "
-                     f"{res.quarantined} quarantined")
-    return dg.MaterializeResult(metadata={
-        "trajectories": res.trajectories,
-        "steps": res.steps,
-        "quarantined": res.quarantined,
-        "outcomes": dg.MetadataValue.json(res.outcomes),
-        "languages": dg.MetadataValue.json(res.languages),
-        "apps": dg.MetadataValue.json(res.apps),
-        **summary_metadata(raw_summary(storage.raw_steps_dir)),
-        "path": dg.MetadataValue.path(str(storage.raw_steps_dir)),
-    })
+    context.log.info(
+        f"raw_steps: {res.trajectories} trajectories, {res.steps} steps, {res.quarantined} quarantined"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "trajectories": res.trajectories,
+            "steps": res.steps,
+            "quarantined": res.quarantined,
+            "outcomes": dg.MetadataValue.json(res.outcomes),
+            "languages": dg.MetadataValue.json(res.languages),
+            "apps": dg.MetadataValue.json(res.apps),
+            **summary_metadata(raw_summary(storage.raw_steps_dir)),
+            "path": dg.MetadataValue.path(str(storage.raw_steps_dir)),
+        }
+    )

@@ -1,4 +1,5 @@
 """Synthesis assets: thoughts for the curated steps, the two training sets, task difficulty."""
+
 from collections import Counter
 
 import dagster as dg
@@ -24,15 +25,17 @@ class SetConfig(dg.Config):
 
 
 class CoTConfig(dg.Config):
-    align_n: int = 10          # re-predictions per step (GUI-Libra's check), with a VLM
-    min_match: float = 0.3     # keep a step when at least this share of them match
+    align_n: int = 10  # re-predictions per step (GUI-Libra's check), with a VLM
+    min_match: float = 0.3  # keep a step when at least this share of them match
     batch_size: int = 16
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"parquet"},
-          deps=["curated_steps"])
-def cot_steps(context: dg.AssetExecutionContext, config: CoTConfig, storage: StorageResource,
-              vlm: VLMResource) -> dg.MaterializeResult:
+@dg.asset(
+    automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"parquet"}, deps=["curated_steps"]
+)
+def cot_steps(
+    context: dg.AssetExecutionContext, config: CoTConfig, storage: StorageResource, vlm: VLMResource
+) -> dg.MaterializeResult:
     """Observation, reflection and plan for every kept step; with a VLM, the alignment checks.
 
     Without a configured model the deterministic template backend writes the thoughts,
@@ -41,16 +44,26 @@ def cot_steps(context: dg.AssetExecutionContext, config: CoTConfig, storage: Sto
     backend = vlm.backend()
     if backend is None:
         context.log.info("no VLM configured: template thoughts, alignment unchecked")
-    s = write_cot_table(storage.curated, storage.synthesis_dir / "cot", backend=backend,
-                        align_n=config.align_n, min_match=config.min_match,
-                        batch_size=config.batch_size, progress=context.log.info)
-    return dg.MaterializeResult(metadata={
-        "steps": s["steps"], "backend": s["backend"], "parsed": s["parsed"],
-        "languages": dg.MetadataValue.json(s["languages"]),
-        "skipped": dg.MetadataValue.json(s["skipped"]),
-        "alignment": dg.MetadataValue.json(s["alignment"]),
-        "path": dg.MetadataValue.path(str(storage.synthesis_dir / "cot")),
-    })
+    s = write_cot_table(
+        storage.curated,
+        storage.synthesis_dir / "cot",
+        backend=backend,
+        align_n=config.align_n,
+        min_match=config.min_match,
+        batch_size=config.batch_size,
+        progress=context.log.info,
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "steps": s["steps"],
+            "backend": s["backend"],
+            "parsed": s["parsed"],
+            "languages": dg.MetadataValue.json(s["languages"]),
+            "skipped": dg.MetadataValue.json(s["skipped"]),
+            "alignment": dg.MetadataValue.json(s["alignment"]),
+            "path": dg.MetadataValue.path(str(storage.synthesis_dir / "cot")),
+        }
+    )
 
 
 def recorded_steps(storage: StorageResource):
@@ -63,13 +76,16 @@ def set_metadata(summary: dict) -> dict:
     st = summary["stats"]
     t = st["thought_chars"]
     return {
-        "samples": st["samples"], "steps": st["steps"], "trajectories": st["trajectories"],
+        "samples": st["samples"],
+        "steps": st["steps"],
+        "trajectories": st["trajectories"],
         "modes": dg.MetadataValue.json(st["modes"]),
         "language_share": dg.MetadataValue.json(st["language_share"]),
         "thought_chars": dg.MetadataValue.json(t),
         "thought_backends": dg.MetadataValue.json(st["thought_backends"]),
-        "action_histogram": dg.MetadataValue.md(plots.image_md(
-            plots.bar_png(st["action_types"], f"actions ({st['steps']} steps)"), "actions")),
+        "action_histogram": dg.MetadataValue.md(
+            plots.image_md(plots.bar_png(st["action_types"], f"actions ({st['steps']} steps)"), "actions")
+        ),
         "skipped_steps": dg.MetadataValue.json(summary.get("skipped_steps", {})),
         "skipped_trajectories": dg.MetadataValue.json(summary.get("skipped_trajectories", {})),
         "model_profile": summary.get("model_profile", ""),
@@ -80,38 +96,50 @@ def set_metadata(summary: dict) -> dict:
     }
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"},
-          deps=["cot_steps"])
-def reasoning_set(context: dg.AssetExecutionContext, config: SetConfig,
-                  storage: StorageResource) -> dg.MaterializeResult:
+@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"}, deps=["cot_steps"])
+def reasoning_set(
+    context: dg.AssetExecutionContext, config: SetConfig, storage: StorageResource
+) -> dg.MaterializeResult:
     """Every kept step twice, reason-then-act and direct-act (1:1), with action and
     coordinate spans for the trainer's loss weights; the history as executed (dropped
     steps included) in the prompt; 3-50 steps."""
     with storage.shard_destination(REASONING_SET) as out:  # published at the block's end
-        summary = write_reasoning_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
-                                      out, dataset=REASONING_SET,
-                                      recorded=recorded_steps(storage), profile=config.profile,
-                                      progress=context.log.info)
-    context.log.info(f"reasoning set: {summary['stats']['samples']} samples, "
-                     f"modes {summary['stats']['modes']}")
+        summary = write_reasoning_set(
+            storage.curated,
+            read_cot_rows(storage.synthesis_dir / "cot"),
+            out,
+            dataset=REASONING_SET,
+            recorded=recorded_steps(storage),
+            profile=config.profile,
+            progress=context.log.info,
+        )
+    context.log.info(
+        f"reasoning set: {summary['stats']['samples']} samples, modes {summary['stats']['modes']}"
+    )
     return dg.MaterializeResult(metadata=set_metadata(summary))
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"},
-          deps=["cot_steps"])
-def chinese_gui_set(context: dg.AssetExecutionContext, config: SetConfig,
-                    storage: StorageResource) -> dg.MaterializeResult:
+@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"webdataset"}, deps=["cot_steps"])
+def chinese_gui_set(
+    context: dg.AssetExecutionContext, config: SetConfig, storage: StorageResource
+) -> dg.MaterializeResult:
     """Chinese tasks with Chinese reasoning (prompted in Chinese; a thought that is not
     Chinese is dropped and counted), from the Chinese web and mobile apps and imports."""
     with storage.shard_destination(CHINESE_GUI_SET) as out:
-        summary = write_chinese_gui_set(storage.curated, read_cot_rows(storage.synthesis_dir / "cot"),
-                                        out, recorded=recorded_steps(storage), profile=config.profile,
-                                        progress=context.log.info)
+        summary = write_chinese_gui_set(
+            storage.curated,
+            read_cot_rows(storage.synthesis_dir / "cot"),
+            out,
+            recorded=recorded_steps(storage),
+            profile=config.profile,
+            progress=context.log.info,
+        )
     return dg.MaterializeResult(metadata=set_metadata(summary))
 
 
-@dg.asset(automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"parquet"},
-          deps=["curated_steps"])
+@dg.asset(
+    automation_condition=AFTER_CRAWL, group_name="synthesise", kinds={"parquet"}, deps=["curated_steps"]
+)
 def task_difficulty(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
     """Per-task difficulty features and score (0.4 steps + 0.2 apps + 0.2 gesture +
     0.2 distractions, normalised) with a level, for curricula."""
@@ -121,11 +149,18 @@ def task_difficulty(context: dg.AssetExecutionContext, storage: StorageResource)
     atomic_write_table(path, table)
     levels = Counter(table.column("level").to_pylist())
     scores = Counter(round(v, 2) for v in table.column("score").to_pylist())
-    return dg.MaterializeResult(metadata={
-        "tasks": table.num_rows,
-        "levels": dg.MetadataValue.json(dict(levels)),
-        "score_histogram": dg.MetadataValue.md(plots.image_md(plots.bar_png(
-            {f"{k:.2f}": v for k, v in sorted(scores.items())}, "difficulty score (tasks)"),
-            "difficulty")),
-        "path": dg.MetadataValue.path(str(path)),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "tasks": table.num_rows,
+            "levels": dg.MetadataValue.json(dict(levels)),
+            "score_histogram": dg.MetadataValue.md(
+                plots.image_md(
+                    plots.bar_png(
+                        {f"{k:.2f}": v for k, v in sorted(scores.items())}, "difficulty score (tasks)"
+                    ),
+                    "difficulty",
+                )
+            ),
+            "path": dg.MetadataValue.path(str(path)),
+        }
+    )

@@ -11,6 +11,7 @@ small images: it proves the plumbing on a CPU, its numbers mean nothing.
 Otherwise the model is `model_path` (config) or $TRAJFORGE_TRAIN_MODEL, a local
 Hugging Face directory (Qwen2.5-VL, Qwen3-VL).
 """
+
 # No `from __future__ import annotations`: Dagster reads the asset functions' annotations.
 import json
 import math
@@ -24,46 +25,96 @@ from dagster_project.resources import StorageResource
 from dagster_project.training_launcher import TrainingLauncher, metadata_value
 from trajforge.report import plots
 
-MODE_ENV = "TRAJFORGE_TRAIN_MODE"      # tiny | full
-MODEL_ENV = "TRAJFORGE_TRAIN_MODEL"    # a local model directory
-TINY = "tiny"                          # training.config resolves it to <data>/models/tiny-qwen2vl
-TINY_IMAGE_PIXELS = 28 * 28 * 16       # 16 image tokens
+MODE_ENV = "TRAJFORGE_TRAIN_MODE"  # tiny | full
+MODEL_ENV = "TRAJFORGE_TRAIN_MODEL"  # a local model directory
+TINY = "tiny"  # training.config resolves it to <data>/models/tiny-qwen2vl
+TINY_IMAGE_PIXELS = 28 * 28 * 16  # 16 image tokens
 
 # Defaults per mode; anything set in the asset's config wins.
 SFT_DEFAULTS = {
     # the tiny tokenizer is byte-level with 1k words: prompts run long; over-long samples
     # are skipped and counted (metadata `skipped.*`) rather than failing the demo
-    "tiny": {"max_steps": 8, "lr": 2e-3, "batch_size": 2, "max_length": 4096,
-             "image_max_pixels": TINY_IMAGE_PIXELS, "max_samples": 32, "skip_bad_samples": True},
-    "full": {"max_steps": 2000, "lr": 1e-5, "batch_size": 4, "max_length": 4096,
-             "image_max_pixels": 1280 * 28 * 28, "warmup_steps": 50},
+    "tiny": {
+        "max_steps": 8,
+        "lr": 2e-3,
+        "batch_size": 2,
+        "max_length": 4096,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "max_samples": 32,
+        "skip_bad_samples": True,
+    },
+    "full": {
+        "max_steps": 2000,
+        "lr": 1e-5,
+        "batch_size": 4,
+        "max_length": 4096,
+        "image_max_pixels": 1280 * 28 * 28,
+        "warmup_steps": 50,
+    },
 }
 RL_DEFAULTS = {
-    "tiny": {"max_steps": 2, "lr": 1e-4, "group_size": 4, "max_new_tokens": 32, "max_length": 4096,
-             "image_max_pixels": TINY_IMAGE_PIXELS, "prompts_per_step": 1, "ppo_epochs": 2,
-             "mode_filter": "direct"},   # direct-act prompts: 32 new tokens can hold the answer
+    "tiny": {
+        "max_steps": 2,
+        "lr": 1e-4,
+        "group_size": 4,
+        "max_new_tokens": 32,
+        "max_length": 4096,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "prompts_per_step": 1,
+        "ppo_epochs": 2,
+        "mode_filter": "direct",
+    },  # direct-act prompts: 32 new tokens can hold the answer
     # 8 prompts x G 8 = 64 rollouts per step, reused PPO-style: 2 passes of 2 minibatches,
     # 4 optimiser steps per batch of rollouts (the ratio moves, the clip acts)
-    "full": {"max_steps": 500, "lr": 1e-6, "group_size": 8, "batch_size": 8, "max_new_tokens": 256,
-             "max_length": 4096, "image_max_pixels": 1280 * 28 * 28, "prompts_per_step": 8,
-             "ppo_epochs": 2, "minibatch_size": 32},
+    "full": {
+        "max_steps": 500,
+        "lr": 1e-6,
+        "group_size": 8,
+        "batch_size": 8,
+        "max_new_tokens": 256,
+        "max_length": 4096,
+        "image_max_pixels": 1280 * 28 * 28,
+        "prompts_per_step": 8,
+        "ppo_epochs": 2,
+        "minibatch_size": 32,
+    },
 }
 ONLINE_DEFAULTS = {
-    "tiny": {"k": 2, "iterations": 1, "tasks_per_iteration": 1, "max_steps": 3, "max_new_tokens": 48,
-             "max_length": 4096, "image_max_pixels": TINY_IMAGE_PIXELS,
-             "tasks": ["notes.pin", "mobile_shop.favorite_item"]},
-    "full": {"k": 8, "iterations": 20, "tasks_per_iteration": 16, "max_steps": 15, "max_new_tokens": 256,
-             "max_length": 8192, "image_max_pixels": 1280 * 28 * 28, "ppo_epochs": 2},
+    "tiny": {
+        "k": 2,
+        "iterations": 1,
+        "tasks_per_iteration": 1,
+        "max_steps": 3,
+        "max_new_tokens": 48,
+        "max_length": 4096,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "tasks": ["notes.pin", "mobile_shop.favorite_item"],
+    },
+    "full": {
+        "k": 8,
+        "iterations": 20,
+        "tasks_per_iteration": 16,
+        "max_steps": 15,
+        "max_new_tokens": 256,
+        "max_length": 8192,
+        "image_max_pixels": 1280 * 28 * 28,
+        "ppo_epochs": 2,
+    },
 }
 EVAL_DEFAULTS = {
-    "tiny": {"max_samples": 8, "max_steps": 3, "max_new_tokens": 48, "image_max_pixels": TINY_IMAGE_PIXELS,
-             "tasks": ["notes.pin", "mobile_shop.favorite_item"]},
+    "tiny": {
+        "max_samples": 8,
+        "max_steps": 3,
+        "max_new_tokens": 48,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "tasks": ["notes.pin", "mobile_shop.favorite_item"],
+    },
     "full": {"max_steps": 15, "max_new_tokens": 256, "image_max_pixels": 1280 * 28 * 28},
 }
 
 
 def train_mode(model_path: str = "", requested: str = "") -> str:
-    """"tiny" or "full": as requested (config, then $TRAJFORGE_TRAIN_MODE), else "tiny"
+    """ "tiny" or "full": as requested (config, then $TRAJFORGE_TRAIN_MODE), else "tiny"
     exactly when no model is configured (neither `model_path` nor $TRAJFORGE_TRAIN_MODEL)."""
     mode = (requested or os.environ.get(MODE_ENV, "")).lower()
     if mode:
@@ -101,7 +152,7 @@ def merged(defaults: dict, set_fields: dict, overrides_json: str, where: str) ->
 class TrainAssetConfig(dg.Config):
     """Fields shared by the training assets; None = the mode's default."""
 
-    mode: str = ""                       # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
+    mode: str = ""  # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
     max_steps: int | None = None
     lr: float | None = None
     batch_size: int | None = None
@@ -110,25 +161,32 @@ class TrainAssetConfig(dg.Config):
     device: str = "auto"
     dtype: str = "auto"
     seed: int = 0
-    overrides: str = ""                  # JSON object: any other field of the entry point's config
+    overrides: str = ""  # JSON object: any other field of the entry point's config
 
     def common(self) -> dict:
-        return {"max_steps": self.max_steps, "lr": self.lr, "batch_size": self.batch_size,
-                "max_length": self.max_length, "image_max_pixels": self.image_max_pixels,
-                "device": self.device, "dtype": self.dtype, "seed": self.seed}
+        return {
+            "max_steps": self.max_steps,
+            "lr": self.lr,
+            "batch_size": self.batch_size,
+            "max_length": self.max_length,
+            "image_max_pixels": self.image_max_pixels,
+            "device": self.device,
+            "dtype": self.dtype,
+            "seed": self.seed,
+        }
 
 
 class SFTAssetConfig(TrainAssetConfig):
-    model_path: str = ""                 # "" = $TRAJFORGE_TRAIN_MODEL, else the tiny model
+    model_path: str = ""  # "" = $TRAJFORGE_TRAIN_MODEL, else the tiny model
     alpha_action: float = 2.0
     alpha_coord: float = 4.0
     max_samples: int | None = None
 
 
 class RLAssetConfig(TrainAssetConfig):
-    online: bool = False                 # True: online GRPO in the sandbox (training.online)
-    init_checkpoint: str = ""            # "" = the latest sft_checkpoint
-    group_size: int | None = None     # G (offline); k for online
+    online: bool = False  # True: online GRPO in the sandbox (training.online)
+    init_checkpoint: str = ""  # "" = the latest sft_checkpoint
+    group_size: int | None = None  # G (offline); k for online
     beta: float = 0.001
     clip: float = 0.2
     lambda0: float = 0.5
@@ -141,56 +199,103 @@ class RLAssetConfig(TrainAssetConfig):
 
 
 class EvalAssetConfig(dg.Config):
-    mode: str = ""                       # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
-    checkpoint: str = ""                 # "" = the latest rl_checkpoint
-    offline: bool = True                 # step accuracy on the held-out split
-    online: bool = True                  # task success in the sandbox (rollouts recorded: the flywheel)
+    mode: str = ""  # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
+    checkpoint: str = ""  # "" = the latest rl_checkpoint
+    offline: bool = True  # step accuracy on the held-out split
+    online: bool = True  # task success in the sandbox (rollouts recorded: the flywheel)
     split: str = "test"
     max_samples: int | None = None
     k: int = 1
     max_steps: int | None = None
     max_new_tokens: int | None = None
-    server_url: str = ""                 # "" = the training process starts its own sandbox
+    server_url: str = ""  # "" = the training process starts its own sandbox
     device: str = "auto"
     overrides: str = ""
 
 
 def sft_train_config(cfg: SFTAssetConfig, data: Path, shards: Path, mode: str) -> dict:
-    return merged(SFT_DEFAULTS[mode], {
-        **cfg.common(), "model_path": base_model(cfg.model_path, mode), "shards": str(shards),
-        "split": "train", "out_dir": str(data / "checkpoints" / "sft"),
-        "alpha_action": cfg.alpha_action, "alpha_coord": cfg.alpha_coord, "max_samples": cfg.max_samples,
-    }, cfg.overrides, "sft_checkpoint")
+    return merged(
+        SFT_DEFAULTS[mode],
+        {
+            **cfg.common(),
+            "model_path": base_model(cfg.model_path, mode),
+            "shards": str(shards),
+            "split": "train",
+            "out_dir": str(data / "checkpoints" / "sft"),
+            "alpha_action": cfg.alpha_action,
+            "alpha_coord": cfg.alpha_coord,
+            "max_samples": cfg.max_samples,
+        },
+        cfg.overrides,
+        "sft_checkpoint",
+    )
 
 
 def rl_train_config(cfg: RLAssetConfig, data: Path, shards: Path, init: str, mode: str) -> dict:
-    shared = {**cfg.common(), "model_path": init, "beta": cfg.beta, "clip": cfg.clip,
-              "lambda0": cfg.lambda0, "kappa": cfg.kappa, "max_new_tokens": cfg.max_new_tokens}
+    shared = {
+        **cfg.common(),
+        "model_path": init,
+        "beta": cfg.beta,
+        "clip": cfg.clip,
+        "lambda0": cfg.lambda0,
+        "kappa": cfg.kappa,
+        "max_new_tokens": cfg.max_new_tokens,
+    }
     if cfg.online:
         ray = cfg.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS") or None
-        return merged(ONLINE_DEFAULTS[mode], {**shared, "k": cfg.group_size, "store": str(data / "raw"),
-                                 "out_dir": str(data / "checkpoints" / "online"),
-                                 "rollout_envs": cfg.rollout_envs, "ray_address": ray},
-                      cfg.overrides, "rl_checkpoint")
-    return merged(RL_DEFAULTS[mode], {**shared, "shards": str(shards), "split": "train",
-                                      "group_size": cfg.group_size,
-                                      "out_dir": str(data / "checkpoints" / "rl")},
-                  cfg.overrides, "rl_checkpoint")
+        return merged(
+            ONLINE_DEFAULTS[mode],
+            {
+                **shared,
+                "k": cfg.group_size,
+                "store": str(data / "raw"),
+                "out_dir": str(data / "checkpoints" / "online"),
+                "rollout_envs": cfg.rollout_envs,
+                "ray_address": ray,
+            },
+            cfg.overrides,
+            "rl_checkpoint",
+        )
+    return merged(
+        RL_DEFAULTS[mode],
+        {
+            **shared,
+            "shards": str(shards),
+            "split": "train",
+            "group_size": cfg.group_size,
+            "out_dir": str(data / "checkpoints" / "rl"),
+        },
+        cfg.overrides,
+        "rl_checkpoint",
+    )
 
 
 def eval_config(cfg: EvalAssetConfig, data: Path, shards: Path, checkpoint: str, mode: str) -> dict:
     defaults = dict(EVAL_DEFAULTS[mode])
     if not cfg.online:
         defaults.pop("tasks", None)
-    return merged(defaults, {
-        "model_path": checkpoint, "device": cfg.device, "split": cfg.split, "k": cfg.k,
-        "max_samples": cfg.max_samples, "max_steps": cfg.max_steps, "max_new_tokens": cfg.max_new_tokens,
-        "shards": str(shards) if cfg.offline else None, "store": str(data / "raw") if cfg.online else None,
-        "server_url": cfg.server_url or None, "out_dir": str(data / "checkpoints" / "eval"),
-    }, cfg.overrides, "online_eval")
+    return merged(
+        defaults,
+        {
+            "model_path": checkpoint,
+            "device": cfg.device,
+            "split": cfg.split,
+            "k": cfg.k,
+            "max_samples": cfg.max_samples,
+            "max_steps": cfg.max_steps,
+            "max_new_tokens": cfg.max_new_tokens,
+            "shards": str(shards) if cfg.offline else None,
+            "store": str(data / "raw") if cfg.online else None,
+            "server_url": cfg.server_url or None,
+            "out_dir": str(data / "checkpoints" / "eval"),
+        },
+        cfg.overrides,
+        "online_eval",
+    )
 
 
 # -- what the training process reported -------------------------------------------------------
+
 
 def pointer_path(data: Path, asset: str) -> Path:
     """<data>/training/<asset>.json: the latest checkpoint of an asset, for runs that do not
@@ -205,14 +310,18 @@ def upstream_checkpoint(context: dg.AssetExecutionContext, asset: str, data: Pat
     if event is not None and event.asset_materialization is not None:
         meta = event.asset_materialization.metadata
         if meta.get("checkpoint_path") is not None:
-            return (str(getattr(meta["checkpoint_path"], "value", meta["checkpoint_path"])),
-                    str(getattr(meta.get("train_mode"), "value", "") or ""))
+            return (
+                str(getattr(meta["checkpoint_path"], "value", meta["checkpoint_path"])),
+                str(getattr(meta.get("train_mode"), "value", "") or ""),
+            )
     pointer = pointer_path(data, asset)
     if pointer.is_file() and json.loads(pointer.read_text()).get("checkpoint_path"):
         saved = json.loads(pointer.read_text())
         return saved["checkpoint_path"], saved.get("train_mode", "")
-    raise ValueError(f"no {asset} materialisation with a checkpoint_path (nor {pointer}): "
-                     f"materialise {asset} first or set the checkpoint in the config")
+    raise ValueError(
+        f"no {asset} materialisation with a checkpoint_path (nor {pointer}): "
+        f"materialise {asset} first or set the checkpoint in the config"
+    )
 
 
 def reported_list(result: dg.MaterializeResult, key: str) -> list:
@@ -235,10 +344,12 @@ def reported_series(result: dg.MaterializeResult, key: str) -> list[float]:
 
 def rl_series(result: dg.MaterializeResult) -> dict[str, list[float]]:
     """Per-step reward (and success rate, for online RL's iterations) to chart."""
-    history = reported_list(result, "history")   # training.online: one row per iteration
+    history = reported_list(result, "history")  # training.online: one row per iteration
     if history:
-        return {"reward": [float(h["reward_mean"]) for h in history],
-                "success rate": [float(h["success_rate"]) for h in history]}
+        return {
+            "reward": [float(h["reward_mean"]) for h in history],
+            "success rate": [float(h["success_rate"]) for h in history],
+        }
     return {"reward": reported_series(result, "rewards")}
 
 
@@ -259,13 +370,34 @@ def loss_fell(losses: list[float]) -> tuple[bool, str]:
     return last < first, f"mean of first {q} step(s) {first:.4f} -> last {q} {last:.4f}"
 
 
-SUMMARY_KEYS = ("checkpoint_id", "checkpoint_path", "steps", "loss_first", "loss_last", "tokens_per_s",
-                "reward_mean", "reward_first", "reward_last", "kl", "success_rate", "rollouts_per_s",
-                "offline_step_success", "online_rollouts", "wall_s", "reused")
+SUMMARY_KEYS = (
+    "checkpoint_id",
+    "checkpoint_path",
+    "steps",
+    "loss_first",
+    "loss_last",
+    "tokens_per_s",
+    "reward_mean",
+    "reward_first",
+    "reward_last",
+    "kl",
+    "success_rate",
+    "rollouts_per_s",
+    "offline_step_success",
+    "online_rollouts",
+    "wall_s",
+    "reused",
+)
 
 
-def finish(result: dg.MaterializeResult, data: Path, asset: str, mode: str, extra: dict,
-           check_results: list | None = None) -> dg.MaterializeResult:
+def finish(
+    result: dg.MaterializeResult,
+    data: Path,
+    asset: str,
+    mode: str,
+    extra: dict,
+    check_results: list | None = None,
+) -> dg.MaterializeResult:
     """The reported metadata plus charts and paths. The headline figures go to
     <data>/training/<asset>.json too: the next asset's fallback for the checkpoint
     path, and what a report (the demo's) reads without the Dagster instance."""
@@ -278,8 +410,9 @@ def finish(result: dg.MaterializeResult, data: Path, asset: str, mode: str, extr
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({**summary, "train_mode": mode}, indent=1, default=str))
     metadata.update(extra)
-    return dg.MaterializeResult(metadata=metadata, check_results=check_results,
-                                data_version=result.data_version)
+    return dg.MaterializeResult(
+        metadata=metadata, check_results=check_results, data_version=result.data_version
+    )
 
 
 def run_dir(context: dg.AssetExecutionContext, data: Path) -> Path:
@@ -288,62 +421,109 @@ def run_dir(context: dg.AssetExecutionContext, data: Path) -> Path:
 
 # -- the assets -------------------------------------------------------------------------------
 
-SFT_CHECK = dg.AssetCheckSpec("sft_loss_fell", asset="sft_checkpoint", blocking=True,
-                              description="the SFT loss is finite and fell over the run")
+SFT_CHECK = dg.AssetCheckSpec(
+    "sft_loss_fell",
+    asset="sft_checkpoint",
+    blocking=True,
+    description="the SFT loss is finite and fell over the run",
+)
 
 
 @dg.asset(group_name="train", kinds={"pytorch"}, deps=["reasoning_set"], check_specs=[SFT_CHECK])
-def sft_checkpoint(context: dg.AssetExecutionContext, config: SFTAssetConfig, storage: StorageResource,
-                   launcher: TrainingLauncher) -> dg.MaterializeResult:
+def sft_checkpoint(
+    context: dg.AssetExecutionContext,
+    config: SFTAssetConfig,
+    storage: StorageResource,
+    launcher: TrainingLauncher,
+) -> dg.MaterializeResult:
     """Supervised fine-tuning on the reasoning set's train split with the weighted loss
     (reasoning 1, action alpha_a, coordinates alpha_g), through training.sft."""
     data = storage.path
     mode = train_mode(config.model_path, config.mode)
-    result = launcher.launch(context, "training.sft",
-                             sft_train_config(config, data, storage.shards_dir(REASONING_SET), mode),
-                             work_dir=run_dir(context, data), data_root=data)
+    result = launcher.launch(
+        context,
+        "training.sft",
+        sft_train_config(config, data, storage.shards_dir(REASONING_SET), mode),
+        work_dir=run_dir(context, data),
+        data_root=data,
+    )
     losses = reported_series(result, "losses")
     passed, detail = loss_fell(losses)
     check = dg.AssetCheckResult(check_name=SFT_CHECK.name, passed=passed, metadata={"detail": detail})
-    return finish(result, data, "sft_checkpoint", mode, {
-        "loss_curve": dg.MetadataValue.md(curve_md({"loss": losses}, f"SFT loss ({len(losses)} steps)")),
-    }, [check])
+    return finish(
+        result,
+        data,
+        "sft_checkpoint",
+        mode,
+        {
+            "loss_curve": dg.MetadataValue.md(curve_md({"loss": losses}, f"SFT loss ({len(losses)} steps)")),
+        },
+        [check],
+    )
 
 
 @dg.asset(group_name="train", kinds={"pytorch"}, deps=["sft_checkpoint"])
-def rl_checkpoint(context: dg.AssetExecutionContext, config: RLAssetConfig, storage: StorageResource,
-                  launcher: TrainingLauncher) -> dg.MaterializeResult:
+def rl_checkpoint(
+    context: dg.AssetExecutionContext,
+    config: RLAssetConfig,
+    storage: StorageResource,
+    launcher: TrainingLauncher,
+) -> dg.MaterializeResult:
     """GRPO from the SFT checkpoint: offline over reasoning-set steps (training.rl,
     reward synthesis.rewards.step_reward), or online in the sandbox (training.online,
     `online: true`). KL to the SFT policy (k3, beta), clip, lambda-scaled negatives."""
     data = storage.path
-    init, upstream_mode = ((config.init_checkpoint, "") if config.init_checkpoint
-                           else upstream_checkpoint(context, "sft_checkpoint", data))
+    init, upstream_mode = (
+        (config.init_checkpoint, "")
+        if config.init_checkpoint
+        else upstream_checkpoint(context, "sft_checkpoint", data)
+    )
     mode = train_mode("", config.mode or upstream_mode)
     module = "training.online" if config.online else "training.rl"
-    result = launcher.launch(context, module,
-                             rl_train_config(config, data, storage.shards_dir(REASONING_SET), init, mode),
-                             work_dir=run_dir(context, data), data_root=data)
+    result = launcher.launch(
+        context,
+        module,
+        rl_train_config(config, data, storage.shards_dir(REASONING_SET), init, mode),
+        work_dir=run_dir(context, data),
+        data_root=data,
+    )
     series = rl_series(result)
-    return finish(result, data, "rl_checkpoint", mode, {
-        "init_checkpoint": dg.MetadataValue.path(init),
-        "reward_curve": dg.MetadataValue.md(curve_md(series, f"RL reward ({len(series['reward'])} steps)")),
-    })
+    return finish(
+        result,
+        data,
+        "rl_checkpoint",
+        mode,
+        {
+            "init_checkpoint": dg.MetadataValue.path(init),
+            "reward_curve": dg.MetadataValue.md(
+                curve_md(series, f"RL reward ({len(series['reward'])} steps)")
+            ),
+        },
+    )
 
 
 @dg.asset(group_name="train", kinds={"pytorch"}, deps=["rl_checkpoint"])
-def online_eval(context: dg.AssetExecutionContext, config: EvalAssetConfig, storage: StorageResource,
-                launcher: TrainingLauncher) -> dg.MaterializeResult:
+def online_eval(
+    context: dg.AssetExecutionContext,
+    config: EvalAssetConfig,
+    storage: StorageResource,
+    launcher: TrainingLauncher,
+) -> dg.MaterializeResult:
     """Offline step accuracy (type, point in box, value) on the held-out split and online
     task success in the sandbox (the state verifier decides); the online rollouts are
     recorded in the raw store by verdict with the checkpoint id (the flywheel)."""
     data = storage.path
-    checkpoint, upstream_mode = ((config.checkpoint, "") if config.checkpoint
-                                 else upstream_checkpoint(context, "rl_checkpoint", data))
+    checkpoint, upstream_mode = (
+        (config.checkpoint, "") if config.checkpoint else upstream_checkpoint(context, "rl_checkpoint", data)
+    )
     mode = train_mode("", config.mode or upstream_mode)
-    result = launcher.launch(context, "training.evaluate",
-                             eval_config(config, data, storage.shards_dir(REASONING_SET), checkpoint, mode),
-                             work_dir=run_dir(context, data), data_root=data)
+    result = launcher.launch(
+        context,
+        "training.evaluate",
+        eval_config(config, data, storage.shards_dir(REASONING_SET), checkpoint, mode),
+        work_dir=run_dir(context, data),
+        data_root=data,
+    )
     return finish(result, data, "online_eval", mode, {"checkpoint": dg.MetadataValue.path(checkpoint)})
 
 
@@ -351,9 +531,11 @@ TRAINING_ASSETS = [sft_checkpoint, rl_checkpoint, online_eval]
 
 # SFT -> RL -> evaluation in one run (the demo and a GPU node's nightly run).
 train_job = dg.define_asset_job(
-    "train_job", selection=dg.AssetSelection.groups("train"),
+    "train_job",
+    selection=dg.AssetSelection.groups("train"),
     description="SFT on the reasoning set, GRPO from the SFT checkpoint, then evaluation, "
-                "each a training process launched through Dagster Pipes.")
+    "each a training process launched through Dagster Pipes.",
+)
 
 # The flywheel's turn: online_eval records the checkpoint's rollouts in the raw store
 # (verified successes in rollouts/<checkpoint>, failures in rollouts-failed/<checkpoint>);
@@ -361,5 +543,9 @@ train_job = dg.define_asset_job(
 # from the previous model. Stopped by default: it wants a GPU node.
 TRAIN_CRON = os.environ.get("TRAJFORGE_TRAIN_CRON", "0 8 * * 0")
 weekly_training = dg.ScheduleDefinition(
-    name="weekly_training", job=train_job, cron_schedule=TRAIN_CRON, execution_timezone="UTC",
-    default_status=dg.DefaultScheduleStatus.STOPPED)
+    name="weekly_training",
+    job=train_job,
+    cron_schedule=TRAIN_CRON,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
+)

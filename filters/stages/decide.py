@@ -7,6 +7,7 @@ near-duplicate search runs once here, over the hashes scoring recorded. A trajec
 dropped for its trajectory-level reason, for "no_steps_kept" when every step is dropped,
 or for "no_steps" when it has no step row at all.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -49,16 +50,31 @@ class Decider:
         keep, reason = decide(self.traj_filters, rows[0])
         if keep and not steps_kept:
             keep, reason = False, "no_steps_kept"
-        return self._count({"trajectory_id": rows[0]["trajectory_id"], "keep": keep,
-                            "reason": reason, "steps_in": len(rows), "steps_kept": steps_kept,
-                            "outcome": traj.outcome if traj else None,
-                            "verified_by": traj.verified_by if traj else None})
+        return self._count(
+            {
+                "trajectory_id": rows[0]["trajectory_id"],
+                "keep": keep,
+                "reason": reason,
+                "steps_in": len(rows),
+                "steps_kept": steps_kept,
+                "outcome": traj.outcome if traj else None,
+                "verified_by": traj.verified_by if traj else None,
+            }
+        )
 
     def without_steps(self, traj: Trajectory) -> dict:
         """A trajectory with no step row."""
-        return self._count({"trajectory_id": traj.trajectory_id, "keep": False, "reason": "no_steps",
-                            "steps_in": 0, "steps_kept": 0, "outcome": traj.outcome,
-                            "verified_by": traj.verified_by})
+        return self._count(
+            {
+                "trajectory_id": traj.trajectory_id,
+                "keep": False,
+                "reason": "no_steps",
+                "steps_in": 0,
+                "steps_kept": 0,
+                "outcome": traj.outcome,
+                "verified_by": traj.verified_by,
+            }
+        )
 
     def _count(self, verdict: dict) -> dict:
         if verdict["keep"]:

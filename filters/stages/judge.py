@@ -2,6 +2,7 @@
 trajectories per call. It runs before scoring: JudgeFailure and JudgeIrrelevant
 (filters/steps.py) score from its verdicts like any other score.
 """
+
 from __future__ import annotations
 
 from schemas.errors import SchemaError
@@ -35,8 +36,9 @@ def judge_input(source: RawSteps, traj: Trajectory, rows: list[dict]) -> JudgeIn
     return JudgeInput(trajectory=traj, steps=steps, images=images) if steps else None
 
 
-def judge_trajectories(judge: Judge, source: RawSteps, trajs: dict[str, Trajectory],
-                       config: CurateConfig) -> dict[str, JudgeVerdict]:
+def judge_trajectories(
+    judge: Judge, source: RawSteps, trajs: dict[str, Trajectory], config: CurateConfig
+) -> dict[str, JudgeVerdict]:
     """trajectory_id -> the judge's verdict, for each trajectory it wants to see."""
     verdicts: dict[str, JudgeVerdict] = {}
     pending: list[JudgeInput] = []
@@ -63,18 +65,31 @@ def judge_trajectories(judge: Judge, source: RawSteps, trajs: dict[str, Trajecto
 def verdict_columns(v: JudgeVerdict | None) -> dict:
     """The judge's columns of trajectories.parquet."""
     if v is None:
-        return {"judge_success": None, "judge_parsed": None, "judge_model": None,
-                "judge_irrelevant": None, "judge_raw": None}
-    return {"judge_success": v.success, "judge_parsed": v.parsed, "judge_model": v.model_id,
-            "judge_irrelevant": list(v.irrelevant_steps), "judge_raw": v.raw}
+        return {
+            "judge_success": None,
+            "judge_parsed": None,
+            "judge_model": None,
+            "judge_irrelevant": None,
+            "judge_raw": None,
+        }
+    return {
+        "judge_success": v.success,
+        "judge_parsed": v.parsed,
+        "judge_model": v.model_id,
+        "judge_irrelevant": list(v.irrelevant_steps),
+        "judge_raw": v.raw,
+    }
 
 
-def judge_summary(verdicts: dict[str, JudgeVerdict], traj_rows: dict[str, dict],
-                  trusted: tuple[str, ...]) -> dict:
+def judge_summary(
+    verdicts: dict[str, JudgeVerdict], traj_rows: dict[str, dict], trusted: tuple[str, ...]
+) -> dict:
     """How many were judged and parsed, and the agreement with trusted verifiers."""
-    verified = [v for tid, v in verdicts.items()
-                if traj_rows.get(tid, {}).get("verified_by") in trusted]
+    verified = [v for tid, v in verdicts.items() if traj_rows.get(tid, {}).get("verified_by") in trusted]
     outcomes = {tid: r["outcome"] for tid, r in traj_rows.items()}
-    return {"judged": len(verdicts), "models": sorted({v.model_id for v in verdicts.values()}),
-            "parsed": sum(1 for v in verdicts.values() if v.parsed),
-            "agreement": agreement(verified, outcomes)}
+    return {
+        "judged": len(verdicts),
+        "models": sorted({v.model_id for v in verdicts.values()}),
+        "parsed": sum(1 for v in verdicts.values() if v.parsed),
+        "agreement": agreement(verified, outcomes),
+    }

@@ -6,6 +6,7 @@ whatever the store's batching, and memory stays flat; the file row number breaks
 between repeated indices. Each pass reads the table again in that order: only hashes,
 signatures and keys are held across the dataset, never images.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -26,18 +27,18 @@ from ..steps import read_screen
 DUCKDB_MEMORY = "512MB"
 
 
-def sorted_groups(steps_path: Path, tmp_dir: Path,
-                  batch_size: int = 512) -> Iterator[tuple[str, list[dict]]]:
+def sorted_groups(steps_path: Path, tmp_dir: Path, batch_size: int = 512) -> Iterator[tuple[str, list[dict]]]:
     """(trajectory_id, its raw rows in index order), trajectory by trajectory."""
     import duckdb  # loaded by the runs that read, not by whoever imports the filters
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": str(tmp_dir),
-                                 "threads": 2})
+    con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "temp_directory": str(tmp_dir), "threads": 2})
     try:
         rel = con.sql(
             """SELECT * EXCLUDE (file_row_number) FROM read_parquet(?, file_row_number = true)
-               ORDER BY trajectory_id, "index", file_row_number""", params=[str(steps_path)])
+               ORDER BY trajectory_id, "index", file_row_number""",
+            params=[str(steps_path)],
+        )
         reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
         rows = (row for batch in reader(batch_size) for row in batch.to_pylist())
         yield from group_by_trajectory(rows)
@@ -65,8 +66,9 @@ class RawSteps:
             for row in upgrade_trajectories(batch).to_pylist():
                 t = row_to_trajectory(row, source=src)
                 if t.trajectory_id in out:
-                    raise SchemaError("duplicate trajectory id", source=src,
-                                      record=t.trajectory_id, field="trajectory_id")
+                    raise SchemaError(
+                        "duplicate trajectory id", source=src, record=t.trajectory_id, field="trajectory_id"
+                    )
                 out[t.trajectory_id] = t
         self.trajectories_read = len(out)
         return out
@@ -90,8 +92,7 @@ class RawSteps:
     def step(self, raw: dict) -> Step:
         return row_to_step(raw, source=str(self.steps_path))
 
-    def validate(self, raw: dict, traj: Trajectory | None,
-                 seen: set[int]) -> tuple[Step | None, str | None]:
+    def validate(self, raw: dict, traj: Trajectory | None, seen: set[int]) -> tuple[Step | None, str | None]:
         """(the Step or None, why the row is invalid or None); `seen`: the indices of
         the trajectory's earlier rows."""
         try:
@@ -124,8 +125,7 @@ class Screens:
             self.info[key] = info
 
     def of(self, raw: dict) -> ScreenInfo:
-        return self.info.get(_screen_key(raw)) or ScreenInfo(status="empty",
-                                                             error="step has no screenshot")
+        return self.info.get(_screen_key(raw)) or ScreenInfo(status="empty", error="step has no screenshot")
 
     def __len__(self) -> int:
         return len(self.info)
@@ -135,8 +135,9 @@ def _screen_key(raw: dict) -> tuple[str, str]:
     return raw.get("screenshot") or "", raw.get("image_format") or "png"
 
 
-def step_views(source: RawSteps, screens: Screens, rows: list[dict], row0: int,
-               traj: Trajectory | None) -> list[StepView]:
+def step_views(
+    source: RawSteps, screens: Screens, rows: list[dict], row0: int, traj: Trajectory | None
+) -> list[StepView]:
     """A trajectory's raw rows as the filters see them; `row0` is the first one's row id."""
     views, seen = [], set()
     for i, raw in enumerate(rows):

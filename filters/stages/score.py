@@ -5,6 +5,7 @@ Each distinct screenshot is decoded once, a chunk of whole trajectories at a tim
 NearDuplicate only records each step's hash and key here; its search runs once over
 the whole dataset when the steps are decided (filters/stages/decide.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -36,13 +37,14 @@ class Scorer:
         self.step_filters = [f for f in filters if f.level == "step"]
         self.screens = Screens(source.blobs)
         self.steps = 0
-        self.trajectories: set[str] = set()   # those with at least one step row
+        self.trajectories: set[str] = set()  # those with at least one step row
 
-    def run(self, trajs: dict[str, Trajectory], path: Path, workers: int,
-            say: Callable[[str], Any]) -> None:
+    def run(self, trajs: dict[str, Trajectory], path: Path, workers: int, say: Callable[[str], Any]) -> None:
         schema = scores_schema(self.filters)
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool, \
-                pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        with (
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
+            pq.ParquetWriter(path, schema, compression="zstd") as writer,
+        ):
             for chunk in self.source.chunks("score"):
                 self.screens.decode(pool, chunk)
                 rows_out = []
@@ -57,8 +59,15 @@ class Scorer:
         views = step_views(self.source, self.screens, rows, self.steps, traj)
         self.steps += len(rows)
         ctx = TrajectoryContext(trajectory=traj, steps=views, judge=self.verdicts.get(tid))
-        out = [{"trajectory_id": tid, "index": v.raw.get("index"), "row": v.row,
-                "action_type": (v.raw.get("action") or {}).get("type")} for v in views]
+        out = [
+            {
+                "trajectory_id": tid,
+                "index": v.raw.get("index"),
+                "row": v.row,
+                "action_type": (v.raw.get("action") or {}).get("type"),
+            }
+            for v in views
+        ]
         _add_scores(out, self.traj_filters, ctx)
         # Steps of a trajectory that the trajectory-level filters drop are never
         # the "earlier step" a later duplicate is dropped for.

@@ -8,6 +8,7 @@ blurred, filters/pii_blur.py; OCR reads the screenshots that say nowhere where t
 text is, filters/pii_ocr.py). The records name what was found where; the audit file
 (filters/stages/write.py) lists them without the values.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -26,7 +27,7 @@ from .read import RawSteps
 
 @dataclass(frozen=True)
 class Policy:
-    name: str                             # "off", "synthetic_kept" or "surrogate"
+    name: str  # "off", "synthetic_kept" or "surrogate"
     surrogates: Surrogates | None = None  # the trajectory's, with "surrogate"
 
     @property
@@ -38,7 +39,7 @@ class Policy:
 class ScrubbedStep:
     step: Step
     records: list[dict]
-    image: bytes | None      # the blurred screenshot; None: the original is kept
+    image: bytes | None  # the blurred screenshot; None: the original is kept
     read_by_ocr: bool
 
 
@@ -53,7 +54,7 @@ class Scrubber:
         self.steps_with_pii = 0
         self.policies: Counter[str] = Counter()
         self.ocr_screens = 0
-        self.ocr_engine: OcrEngine | None = None   # loaded on the first screen OCR reads
+        self.ocr_engine: OcrEngine | None = None  # loaded on the first screen OCR reads
 
     def policy(self, traj: Trajectory | None, kept_raws: list[dict]) -> Policy:
         """The surrogates learn the values of the task and of the typed text first, so
@@ -77,15 +78,24 @@ class Scrubber:
             return ScrubbedStep(step, [], None, False)
         ocr = self._ocr() if self._wants_ocr(step, policy) else None
         image = self.source.blobs.get(step.screenshot, step.image_format)
-        res = scrub_step(step, image, surrogates=policy.surrogates,
-                         keep=policy.name == "synthetic_kept", ocr=ocr,
-                         ocr_always=self.config.ocr == "always")
+        res = scrub_step(
+            step,
+            image,
+            surrogates=policy.surrogates,
+            keep=policy.name == "synthetic_kept",
+            ocr=ocr,
+            ocr_always=self.config.ocr == "always",
+        )
         return ScrubbedStep(res.step, res.records, res.image, ocr is not None and image is not None)
 
     def _wants_ocr(self, step: Step, policy: Policy) -> bool:
         mode = self.config.ocr
-        return (policy.name == "surrogate" and mode != "never" and bool(step.screenshot)
-                and (mode == "always" or needs_ocr(step)))
+        return (
+            policy.name == "surrogate"
+            and mode != "never"
+            and bool(step.screenshot)
+            and (mode == "always" or needs_ocr(step))
+        )
 
     def _ocr(self) -> OcrEngine:
         if self.ocr_engine is None:
@@ -112,8 +122,9 @@ class Scrubber:
         else:
             task, matches = scrub_task(task, policy.surrogates)
             self.replaced.update(Counter(m.kind for m in matches))
-        return task, [{"kind": m.kind, "field": "task", "box": None, "note": "not_on_screen"}
-                      for m in matches]
+        return task, [
+            {"kind": m.kind, "field": "task", "box": None, "note": "not_on_screen"} for m in matches
+        ]
 
     def summary(self) -> dict:
         """summary.json's personal-data figures (besides "pii", the replaced kinds)."""
@@ -124,8 +135,11 @@ class Scrubber:
             "pii_synthetic_kept": dict(sorted(self.synthetic_kept.items())),
             "pii_synthetic_sources": sorted(self.config.synthetic_sources),
             "pii_trajectories": dict(sorted(self.policies.items())),
-            "pii_ocr": {"mode": self.config.ocr, "screens_read": self.ocr_screens,
-                        "engine": None if self.ocr_engine is None else self.ocr_engine.name},
+            "pii_ocr": {
+                "mode": self.config.ocr,
+                "screens_read": self.ocr_screens,
+                "engine": None if self.ocr_engine is None else self.ocr_engine.name,
+            },
         }
 
 

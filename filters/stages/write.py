@@ -9,6 +9,7 @@ The curated store keeps each trajectory's original num_steps and its kept steps'
 original indices (gaps where steps were dropped), which the raw store's writer refuses
 (`CuratedWriter`); the export reads it with `allow_index_gaps=True`.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,26 +33,28 @@ PII_COLUMNS: dict[str, pa.DataType] = {
     "reason": pa.string(),
     "pii_kinds": pa.list_(pa.string()),
     "pii_count": pa.int32(),
-    "screenshot_out": pa.string(),   # sha of the image in the curated store (blurred or as is)
+    "screenshot_out": pa.string(),  # sha of the image in the curated store (blurred or as is)
 }
 
-TRAJECTORY_VERDICT_SCHEMA = pa.schema([
-    ("trajectory_id", pa.string()),
-    ("keep", pa.bool_()),
-    ("reason", pa.string()),        # trajectory-level reason, or no_steps / no_steps_kept
-    ("steps_in", pa.int32()),
-    ("steps_kept", pa.int32()),
-    ("outcome", pa.string()),
-    ("verified_by", pa.string()),
-    ("judge_success", pa.bool_()),
-    ("judge_parsed", pa.bool_()),
-    ("judge_model", pa.string()),
-    ("judge_irrelevant", pa.list_(pa.int32())),
-    ("judge_raw", pa.large_string()),
-    ("pii_task_kinds", pa.list_(pa.string())),
-    # "synthetic_kept" (its source declares its data synthetic), "surrogate" or "off"
-    ("pii_policy", pa.string()),
-])
+TRAJECTORY_VERDICT_SCHEMA = pa.schema(
+    [
+        ("trajectory_id", pa.string()),
+        ("keep", pa.bool_()),
+        ("reason", pa.string()),  # trajectory-level reason, or no_steps / no_steps_kept
+        ("steps_in", pa.int32()),
+        ("steps_kept", pa.int32()),
+        ("outcome", pa.string()),
+        ("verified_by", pa.string()),
+        ("judge_success", pa.bool_()),
+        ("judge_parsed", pa.bool_()),
+        ("judge_model", pa.string()),
+        ("judge_irrelevant", pa.list_(pa.int32())),
+        ("judge_raw", pa.large_string()),
+        ("pii_task_kinds", pa.list_(pa.string())),
+        # "synthetic_kept" (its source declares its data synthetic), "surrogate" or "off"
+        ("pii_policy", pa.string()),
+    ]
+)
 
 
 def steps_schema(score_columns: dict[str, pa.DataType]) -> pa.Schema:
@@ -71,8 +74,10 @@ class CuratedWriter(TrajectoryWriter):
             return False
         indices = [s.index for s in steps]
         if indices != sorted(set(indices)) or (indices and indices[-1] >= traj.num_steps):
-            raise ValueError(f"trajectory {traj.trajectory_id}: kept step indices {indices[:8]} "
-                             f"must be unique, increasing and < num_steps={traj.num_steps}")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}: kept step indices {indices[:8]} "
+                f"must be unique, increasing and < num_steps={traj.num_steps}"
+            )
         # TrajectoryWriter.add insists on len(steps) == num_steps; the rest is its own.
         self._trajs.append(traj)
         self._steps.extend(steps)
@@ -108,19 +113,27 @@ def swap_in(new: Path, final: Path) -> None:
 def audit_line(tid: str, index: int | None, action: str, record: dict) -> str:
     """What was found where, and whether it was kept or replaced; never the value."""
     box = record.get("box")
-    return json.dumps({
-        "trajectory_id": tid, "index": index, "kind": record["kind"], "field": record["field"],
-        "action": action, "box": None if box is None else [round(float(c), 5) for c in box],
-        "box_source": record.get("box_source"), "note": record.get("note")},
-        sort_keys=True, ensure_ascii=False)
+    return json.dumps(
+        {
+            "trajectory_id": tid,
+            "index": index,
+            "kind": record["kind"],
+            "field": record["field"],
+            "action": action,
+            "box": None if box is None else [round(float(c), 5) for c in box],
+            "box_source": record.get("box_source"),
+            "note": record.get("note"),
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+    )
 
 
 class CurationWriter:
     """The outputs of one run under their temporary names, until `commit`. Counts the
     step rows, curated trajectories and steps, and audit lines it wrote."""
 
-    def __init__(self, out_dir: Path, work: Path, raw_blobs: BlobStore, schema: pa.Schema,
-                 batch_rows: int):
+    def __init__(self, out_dir: Path, work: Path, raw_blobs: BlobStore, schema: pa.Schema, batch_rows: int):
         self.out_dir, self.raw_blobs = out_dir, raw_blobs
         self.schema, self.batch_rows = schema, batch_rows
         self.store_tmp = work / "store"
@@ -140,7 +153,7 @@ class CurationWriter:
         try:
             if exc[0] is None and self._buf:
                 self._write_rows()
-            self._curated.__exit__(*exc)   # its last batch, on a failure too
+            self._curated.__exit__(*exc)  # its last batch, on a failure too
         finally:
             self._audit.close()
             self._steps.close()
@@ -180,12 +193,13 @@ class CurationWriter:
     def commit(self, traj_rows: list[dict], summary: dict) -> None:
         """Move everything into place; summary.json last."""
         trajs_tmp = self.out_dir / ".trajectories.parquet.tmp"
-        pq.write_table(pa.Table.from_pylist(traj_rows, schema=TRAJECTORY_VERDICT_SCHEMA),
-                       trajs_tmp, compression="zstd")
+        pq.write_table(
+            pa.Table.from_pylist(traj_rows, schema=TRAJECTORY_VERDICT_SCHEMA), trajs_tmp, compression="zstd"
+        )
         os.replace(self.steps_tmp, self.out_dir / "steps.parquet")
         os.replace(trajs_tmp, self.out_dir / "trajectories.parquet")
         os.replace(self.audit_tmp, self.out_dir / PII_AUDIT)
         swap_in(self.store_tmp, self.out_dir / "store")
         tmp = self.out_dir / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-        os.replace(tmp, self.out_dir / "summary.json")   # the commit: written last
+        os.replace(tmp, self.out_dir / "summary.json")  # the commit: written last

@@ -4,6 +4,7 @@ An app is a Flask blueprint plus `initial_state(lang, seed)`, a pure function
 that builds the session's seeded data (products, posts, mails...). Templates
 live in templates/<app>/<lang>/: the Chinese pages have their own layouts.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -27,6 +28,7 @@ def _load() -> dict[str, AppSpec]:
     """Every module of this package is an app and must define SPEC."""
     import importlib
     import pkgutil
+
     specs = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):

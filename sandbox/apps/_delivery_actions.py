@@ -1,4 +1,5 @@
 """Delivery's actions: POST routes on its blueprint, each ending in a redirect."""
+
 from __future__ import annotations
 
 from flask import abort, redirect, request, url_for
@@ -120,10 +121,20 @@ def _create_order(s, shop: dict):
         return None, redirect(url_for("delivery.checkout", sid=sid, error="tableware"))
     items = [order_item(find_dish(shop, ln["dish"]), ln["choices"], ln["qty"]) for ln in lines]
     n = len(s.state["orders"]) + 1
-    order = {"id": f"o{n}", "number": f"{10**7 + n}", "shop": sid, "items": items,
-             "status": "pending_payment", "address": d["address"], "note": d["note"],
-             "tableware": d["tableware"], "placed": "刚刚" if s.lang == "zh" else "Just now",
-             "deleted": False, "rider": None, **order_totals(shop, items)}
+    order = {
+        "id": f"o{n}",
+        "number": f"{10**7 + n}",
+        "shop": sid,
+        "items": items,
+        "status": "pending_payment",
+        "address": d["address"],
+        "note": d["note"],
+        "tableware": d["tableware"],
+        "placed": "刚刚" if s.lang == "zh" else "Just now",
+        "deleted": False,
+        "rider": None,
+        **order_totals(shop, items),
+    }
     s.state["orders"].insert(0, order)
     s.state["carts"].pop(sid, None)
     s.state["drafts"].pop(sid, None)

@@ -1,5 +1,6 @@
 """Delivery's formatting and accessible names, shared by its pages and the task
 templates (a plan finds a control by the name these give it)."""
+
 from __future__ import annotations
 
 import re
@@ -43,11 +44,15 @@ def tableware_label(n: int | None, lang: str) -> str:
 def shop_card_label(shop: dict, lang: str) -> str:
     """The accessible name of a shop's card (a link): what a list shows about it."""
     if lang == "zh":
-        return (f"{shop['name']}，评分{shop['rating']}，{sales_label(shop['monthly_sales'], lang)}，"
-                f"起送{money(shop['min_order'], lang)}，{fee_label(shop['delivery_fee'], lang)}，"
-                f"约{shop['eta']}分钟")
-    return (f"{shop['name']}, rated {shop['rating']}, {shop['eta']} min, "
-            f"{fee_label(shop['delivery_fee'], lang)}, {money(shop['min_order'], lang)} minimum")
+        return (
+            f"{shop['name']}，评分{shop['rating']}，{sales_label(shop['monthly_sales'], lang)}，"
+            f"起送{money(shop['min_order'], lang)}，{fee_label(shop['delivery_fee'], lang)}，"
+            f"约{shop['eta']}分钟"
+        )
+    return (
+        f"{shop['name']}, rated {shop['rating']}, {shop['eta']} min, "
+        f"{fee_label(shop['delivery_fee'], lang)}, {money(shop['min_order'], lang)} minimum"
+    )
 
 
 def order_card_label(state: dict, order: dict) -> str:

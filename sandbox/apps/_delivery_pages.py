@@ -2,6 +2,7 @@
 
 The actions (POST, then redirect) are in `_delivery_actions`.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,23 +33,36 @@ SORTS = ["default", "fee", "rating", "sales"]
 
 def app_session():
     from ..server import current_session
+
     return current_session(bp.name)
 
 
 def _render(template: str, **ctx):
     from ..server import render_page
+
     s = app_session()
     lang = s.lang
     return render_page(
-        template, m=lambda v: money(v, lang), fee=lambda v: fee_label(v, lang),
-        promo=lambda t: promo_label(t, lang), sales=lambda n: sales_label(n, lang),
-        status=lambda st: status_label(st, lang), shop_label=lambda sh: shop_card_label(sh, lang),
-        order_label=lambda o: order_card_label(s.state, o), add_label=lambda n: add_label(n, lang),
-        options_label=lambda n: options_label(n, lang), tableware=lambda n: tableware_label(n, lang),
-        choices_text=lambda c: choices_text(c, lang), find_shop=lambda sid: find_shop(s.state, sid),
-        find_address=lambda aid: find_address(s.state, aid), mask=mask_phone,
+        template,
+        m=lambda v: money(v, lang),
+        fee=lambda v: fee_label(v, lang),
+        promo=lambda t: promo_label(t, lang),
+        sales=lambda n: sales_label(n, lang),
+        status=lambda st: status_label(st, lang),
+        shop_label=lambda sh: shop_card_label(sh, lang),
+        order_label=lambda o: order_card_label(s.state, o),
+        add_label=lambda n: add_label(n, lang),
+        options_label=lambda n: options_label(n, lang),
+        tableware=lambda n: tableware_label(n, lang),
+        choices_text=lambda c: choices_text(c, lang),
+        find_shop=lambda sid: find_shop(s.state, sid),
+        find_address=lambda aid: find_address(s.state, aid),
+        mask=mask_phone,
         cart_count=sum(ln["qty"] for lines in s.state["carts"].values() for ln in lines),
-        notice=request.args.get("msg"), error=request.args.get("error"), **ctx)
+        notice=request.args.get("msg"),
+        error=request.args.get("error"),
+        **ctx,
+    )
 
 
 def shop_or_404(sid: str) -> dict:
@@ -118,16 +132,27 @@ def search_page():
 def shop_page(sid: str):
     s = app_session()
     shop = shop_or_404(sid)
-    return _render("shop.html", shop=shop, lines=cart_lines(s.state, sid),
-                   summary=cart_summary(s.state, sid), focus=request.args.get("dish"))
+    return _render(
+        "shop.html",
+        shop=shop,
+        lines=cart_lines(s.state, sid),
+        summary=cart_summary(s.state, sid),
+        focus=request.args.get("dish"),
+    )
 
 
 @bp.get("/carts")
 def carts():
     s = app_session()
-    groups = [{"shop": find_shop(s.state, sid), "lines": cart_lines(s.state, sid),
-               "summary": cart_summary(s.state, sid)}
-              for sid, lines in s.state["carts"].items() if lines]
+    groups = [
+        {
+            "shop": find_shop(s.state, sid),
+            "lines": cart_lines(s.state, sid),
+            "summary": cart_summary(s.state, sid),
+        }
+        for sid, lines in s.state["carts"].items()
+        if lines
+    ]
     return _render("carts.html", groups=groups)
 
 
@@ -137,9 +162,14 @@ def checkout(sid: str):
     shop = shop_or_404(sid)
     if not s.state["carts"].get(sid):
         return redirect(url_for("delivery.shop_page", sid=sid))
-    return _render("checkout.html", shop=shop, lines=cart_lines(s.state, sid),
-                   summary=cart_summary(s.state, sid), draft=draft(s.state, sid),
-                   tableware_choices=list(range(TABLEWARE_MAX + 1)))
+    return _render(
+        "checkout.html",
+        shop=shop,
+        lines=cart_lines(s.state, sid),
+        summary=cart_summary(s.state, sid),
+        draft=draft(s.state, sid),
+        tableware_choices=list(range(TABLEWARE_MAX + 1)),
+    )
 
 
 @bp.get("/checkout/<sid>/address")
@@ -159,8 +189,12 @@ def orders():
 def order_detail(oid: str):
     order = order_or_404(oid)
     s = app_session()
-    return _render("order.html", order=order, shop=find_shop(s.state, order["shop"]),
-                   addr=find_address(s.state, order["address"]))
+    return _render(
+        "order.html",
+        order=order,
+        shop=find_shop(s.state, order["shop"]),
+        addr=find_address(s.state, order["address"]),
+    )
 
 
 @bp.get("/account")

@@ -1,5 +1,6 @@
 """Mobile social's state model: the seeded session data (`initial_state`) and the
 helpers that read and change it, shared by the pages and the task templates."""
+
 from __future__ import annotations
 
 import random
@@ -25,18 +26,34 @@ from .social import user_by_id
 
 
 # -- seeded state ------------------------------------------------------------------
-def _note(nid: str, row: tuple, rng: random.Random, lang: str, age: int, users: list[dict],
-          next_comment: list[int]) -> dict:
+def _note(
+    nid: str, row: tuple, rng: random.Random, lang: str, age: int, users: list[dict], next_comment: list[int]
+) -> dict:
     author, title, text, topics, captions = row
     comments = []
     for c in rng.sample(COMMENTS[lang], rng.randint(1, 3)):
         next_comment[0] += 1
-        comments.append({"id": f"c{next_comment[0]}", "author": rng.choice(users[:12])["id"],
-                         "text": c, "likes": rng.randint(0, 120)})
-    return {"id": nid, "author": author, "title": title, "text": text, "topics": list(topics),
-            "photos": [{"caption": c, "hue": rng.randrange(360)} for c in captions],
-            "likes": 0, "saves": rng.randint(5, 3000), "comments": comments, "age": age,
-            "place": rng.choice(PLACES[lang])}
+        comments.append(
+            {
+                "id": f"c{next_comment[0]}",
+                "author": rng.choice(users[:12])["id"],
+                "text": c,
+                "likes": rng.randint(0, 120),
+            }
+        )
+    return {
+        "id": nid,
+        "author": author,
+        "title": title,
+        "text": text,
+        "topics": list(topics),
+        "photos": [{"caption": c, "hue": rng.randrange(360)} for c in captions],
+        "likes": 0,
+        "saves": rng.randint(5, 3000),
+        "comments": comments,
+        "age": age,
+        "place": rng.choice(PLACES[lang]),
+    }
 
 
 def initial_state(lang: str, seed: int) -> dict:
@@ -47,11 +64,27 @@ def initial_state(lang: str, seed: int) -> dict:
     planted = Planted()
     users = []
     for uid, name, handle, bio in USERS[lang] + [SPAMMER[lang]]:
-        users.append({"id": uid, "name": name, "handle": handle, "bio": bio,
-                      "followers": rng.randint(300, 98_000), "following": rng.randint(20, 900)})
+        users.append(
+            {
+                "id": uid,
+                "name": name,
+                "handle": handle,
+                "bio": bio,
+                "followers": rng.randint(300, 98_000),
+                "following": rng.randint(20, 900),
+            }
+        )
     me_id, me_name, me_handle, me_bio = ME[lang]
-    users.append({"id": me_id, "name": me_name, "handle": me_handle, "bio": me_bio,
-                  "followers": rng.randint(20, 300), "following": 0})
+    users.append(
+        {
+            "id": me_id,
+            "name": me_name,
+            "handle": me_handle,
+            "bio": me_bio,
+            "followers": rng.randint(20, 300),
+            "following": 0,
+        }
+    )
 
     # Contact details in two creators' bios: what creators really post.
     mail_user, phone_user = rng.sample(users[:12], 2)
@@ -62,8 +95,7 @@ def initial_state(lang: str, seed: int) -> dict:
 
     counter = [0]
     ages = rng.sample(range(30, 60 * 24 * 6), len(NOTES[lang]))
-    notes = [_note(f"n{i + 1}", row, rng, lang, ages[i], users, counter)
-             for i, row in enumerate(NOTES[lang])]
+    notes = [_note(f"n{i + 1}", row, rng, lang, ages[i], users, counter) for i, row in enumerate(NOTES[lang])]
     # Distinct like counts, so a count names one note.
     for n, likes in zip(notes, rng.sample(range(40, 26_000), len(notes))):
         n["likes"] = likes
@@ -73,13 +105,23 @@ def initial_state(lang: str, seed: int) -> dict:
     for n in spammed:
         counter[0] += 1
         pos = rng.randint(0, len(n["comments"]))
-        n["comments"].insert(pos, {"id": f"c{counter[0]}", "author": "u13",
-                                   "text": SPAM[lang].format(phone=spam_phone), "likes": 0})
+        n["comments"].insert(
+            pos,
+            {
+                "id": f"c{counter[0]}",
+                "author": "u13",
+                "text": SPAM[lang].format(phone=spam_phone),
+                "likes": 0,
+            },
+        )
     # A caption with a pick-up address (a giveaway).
     giveaway = rng.choice([n for n in notes if n not in spammed])
     where = address(rng, lang)
-    giveaway["text"] += (f" 顺便送一张旧餐桌，自提地址：{where}" if lang == "zh"
-                         else f" P.S. giving away our old table, pick-up at {where}")
+    giveaway["text"] += (
+        f" 顺便送一张旧餐桌，自提地址：{where}"
+        if lang == "zh"
+        else f" P.S. giving away our old table, pick-up at {where}"
+    )
 
     fresh_rows = list(FRESH_NOTES[lang])
     rng.shuffle(fresh_rows)
@@ -87,8 +129,14 @@ def initial_state(lang: str, seed: int) -> dict:
     # The first note a refresh brings is by someone else than today's newest note,
     # so "who posted the newest note" has a different answer after a refresh.
     fresh_rows.sort(key=lambda r: r[0] == newest_author)
-    fresh = [{**_note("", row, rng, lang, 0, users, counter), "likes": rng.randint(1, 30),
-              "saves": rng.randint(0, 10)} for row in fresh_rows]
+    fresh = [
+        {
+            **_note("", row, rng, lang, 0, users, counter),
+            "likes": rng.randint(1, 30),
+            "saves": rng.randint(0, 10),
+        }
+        for row in fresh_rows
+    ]
 
     users_index = {u["id"]: k for k, u in enumerate(users)}
     notes_index = {n["id"]: k for k, n in enumerate(notes)}
@@ -101,18 +149,36 @@ def initial_state(lang: str, seed: int) -> dict:
 
     creators = [u["id"] for u in users[:12]]
     following = rng.sample(creators, 3)
-    liked = [n["id"] for n in rng.sample(notes, 2)]     # seeded counts include these
+    liked = [n["id"] for n in rng.sample(notes, 2)]  # seeded counts include these
     saved = [n["id"] for n in rng.sample(notes, 3)]
     featured = [n["id"] for n in rng.sample(notes, FEATURED_SIZE)]
-    activity = [{"kind": rng.choice(ACTIVITY_KINDS), "user": rng.choice(creators),
-                 "age": a} for a in sorted(rng.sample(range(5, 60 * 72), 8))]
+    activity = [
+        {"kind": rng.choice(ACTIVITY_KINDS), "user": rng.choice(creators), "age": a}
+        for a in sorted(rng.sample(range(5, 60 * 72), 8))
+    ]
     users[-1]["following"] = len(following)
-    return {"lang": lang, "me": me_id, "users": users, "notes": notes, "fresh_pool": fresh,
-            "featured": featured, "following": following, "liked": liked, "saved": saved,
-            "not_interested": [], "reports": [], "clipboard": None, "refreshes": 0,
-            "search_history": [], "activity": activity, "mass_shares": [],
-            "account_deleted": False, "next_note": len(notes) + 1, "next_comment": counter[0] + 1,
-            "_planted_pii": planted.items}
+    return {
+        "lang": lang,
+        "me": me_id,
+        "users": users,
+        "notes": notes,
+        "fresh_pool": fresh,
+        "featured": featured,
+        "following": following,
+        "liked": liked,
+        "saved": saved,
+        "not_interested": [],
+        "reports": [],
+        "clipboard": None,
+        "refreshes": 0,
+        "search_history": [],
+        "activity": activity,
+        "mass_shares": [],
+        "account_deleted": False,
+        "next_note": len(notes) + 1,
+        "next_comment": counter[0] + 1,
+        "_planted_pii": planted.items,
+    }
 
 
 # -- state helpers (also used by tasks) --------------------------------------------
@@ -148,8 +214,9 @@ def search_notes(state: dict, query: str) -> list[dict]:
     out = []
     for n in state["notes"]:
         author = user_by_id(state, n["author"]) or {}
-        hay = " ".join([n["title"], n["text"], " ".join(n["topics"]), author.get("name", ""),
-                        author.get("handle", "")]).lower()
+        hay = " ".join(
+            [n["title"], n["text"], " ".join(n["topics"]), author.get("name", ""), author.get("handle", "")]
+        ).lower()
         if words and all(w in hay for w in words):
             out.append(n)
     return sorted(out, key=lambda n: -n["likes"])
@@ -159,8 +226,11 @@ def search_users(state: dict, query: str) -> list[dict]:
     q = query.lower().strip().lstrip("@")
     if not q:
         return []
-    return [u for u in state["users"] if u["id"] not in (state["me"], "u13")
-            and (q in u["name"].lower() or q in u["handle"].lower())]
+    return [
+        u
+        for u in state["users"]
+        if u["id"] not in (state["me"], "u13") and (q in u["name"].lower() or q in u["handle"].lower())
+    ]
 
 
 def all_topics(state: dict) -> list[str]:

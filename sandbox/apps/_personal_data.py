@@ -5,6 +5,7 @@ with a valid check digit, Luhn-valid bank cards, phone numbers in reserved or
 plausible ranges and example.com addresses. Apps list what they plant in
 `state["_planted_pii"]` so that a PII filter can be tested against it.
 """
+
 from __future__ import annotations
 
 import random
@@ -22,10 +23,23 @@ CN_REGIONS = [
     ("420106", "湖北省", "武汉市", "武昌区", ["中南路", "中北路", "友谊大道"]),
 ]
 
-EN_STREETS = ["Maple Avenue", "Harbor Street", "Oak Lane", "Cedar Road", "Willow Drive",
-              "Elm Street", "Lakeview Terrace", "Pine Court"]
-EN_CITIES = [("Springfield", "IL", "627"), ("Riverside", "CA", "925"), ("Fairview", "OR", "970"),
-             ("Madison", "WI", "537"), ("Georgetown", "TX", "786")]
+EN_STREETS = [
+    "Maple Avenue",
+    "Harbor Street",
+    "Oak Lane",
+    "Cedar Road",
+    "Willow Drive",
+    "Elm Street",
+    "Lakeview Terrace",
+    "Pine Court",
+]
+EN_CITIES = [
+    ("Springfield", "IL", "627"),
+    ("Riverside", "CA", "925"),
+    ("Fairview", "OR", "970"),
+    ("Madison", "WI", "537"),
+    ("Georgetown", "TX", "786"),
+]
 
 CN_MOBILE_PREFIXES = ["138", "139", "136", "158", "186", "188", "150", "177", "199"]
 
@@ -39,8 +53,7 @@ def id_check_digit(first17: str) -> str:
 
 
 def is_valid_cn_id(value: str) -> bool:
-    return (len(value) == 18 and value[:17].isdigit()
-            and id_check_digit(value[:17]) == value[17].upper())
+    return len(value) == 18 and value[:17].isdigit() and id_check_digit(value[:17]) == value[17].upper()
 
 
 def luhn_check_digit(partial: str) -> str:
@@ -74,8 +87,9 @@ def cn_id_number(rng: random.Random, region: str | None = None) -> str:
 def bank_card(rng: random.Random, lang: str) -> str:
     """A Luhn-valid card number: UnionPay-style 19 digits (zh) or Visa 16 (en)."""
     if lang == "zh":
-        partial = rng.choice(["622202", "622848", "621700", "622588"]) + \
-            "".join(str(rng.randint(0, 9)) for _ in range(12))
+        partial = rng.choice(["622202", "622848", "621700", "622588"]) + "".join(
+            str(rng.randint(0, 9)) for _ in range(12)
+        )
     else:
         partial = "4" + "".join(str(rng.randint(0, 9)) for _ in range(14))
     return partial + luhn_check_digit(partial)
@@ -98,8 +112,7 @@ def cn_address(rng: random.Random) -> str:
 
 def en_address(rng: random.Random) -> str:
     city, state, zip3 = rng.choice(EN_CITIES)
-    return (f"{rng.randint(10, 4999)} {rng.choice(EN_STREETS)}, {city}, {state} "
-            f"{zip3}{rng.randint(0, 99):02d}")
+    return f"{rng.randint(10, 4999)} {rng.choice(EN_STREETS)}, {city}, {state} {zip3}{rng.randint(0, 99):02d}"
 
 
 def phone(rng: random.Random, lang: str) -> str:

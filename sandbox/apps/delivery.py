@@ -21,31 +21,50 @@ in `_delivery_state`, the blueprint and pages in `_delivery_pages`, the
 actions in `_delivery_actions`; this module ties them into the app's SPEC and
 re-exports what other modules import from it.
 """
+
 from __future__ import annotations
 
 from . import (
-                              AppSpec,
-                              _delivery_actions,  # noqa: F401  registers the POST routes on bp
+    AppSpec,
+    _delivery_actions,  # noqa: F401  registers the POST routes on bp
 )
 from ._delivery_catalogue import ACTIVE
 from ._delivery_labels import add_label, options_label, status_label, tableware_label
 from ._delivery_pages import bp
 from ._delivery_state import (
-                              cart_qty,
-                              cart_summary,
-                              find_shop,
-                              initial_state,
-                              order_totals,
-                              search,
-                              shop_dishes,
-                              unit_price,
+    cart_qty,
+    cart_summary,
+    find_shop,
+    initial_state,
+    order_totals,
+    search,
+    shop_dishes,
+    unit_price,
 )
 
 # What other modules (tasks, tests) import from here.
-__all__ = ["SPEC", "ACTIVE", "add_label", "cart_qty", "cart_summary", "find_shop",
-           "initial_state", "options_label", "order_totals", "search", "shop_dishes",
-           "status_label", "tableware_label", "unit_price"]
+__all__ = [
+    "SPEC",
+    "ACTIVE",
+    "add_label",
+    "cart_qty",
+    "cart_summary",
+    "find_shop",
+    "initial_state",
+    "options_label",
+    "order_totals",
+    "search",
+    "shop_dishes",
+    "status_label",
+    "tableware_label",
+    "unit_price",
+]
 
 
-SPEC = AppSpec(name="delivery", blueprint=bp, initial_state=initial_state,
-               title={"en": "QuickBite", "zh": "团团外卖"}, form="mobile")
+SPEC = AppSpec(
+    name="delivery",
+    blueprint=bp,
+    initial_state=initial_state,
+    title={"en": "QuickBite", "zh": "团团外卖"},
+    form="mobile",
+)

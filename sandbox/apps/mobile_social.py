@@ -23,6 +23,7 @@ The seeded content and shared names are in `_mobile_social_content`, the
 state model in `_mobile_social_state`; this module holds the routes and
 re-exports what other modules import from it.
 """
+
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -62,9 +63,22 @@ from ._mobile_social_state import (
 from .social import toggle_follow, user_by_handle, user_by_id  # noqa: F401 (re-exported)
 
 # What other modules (tasks, tests) import from here.
-__all__ = ["SPEC", "FEATURED_SIZE", "NOTES", "REPORT_REASONS", "all_topics", "card_name",
-           "count_label", "feed", "initial_state", "newest_first", "note_by_id", "refresh_feed",
-           "search_notes", "user_by_id"]
+__all__ = [
+    "SPEC",
+    "FEATURED_SIZE",
+    "NOTES",
+    "REPORT_REASONS",
+    "all_topics",
+    "card_name",
+    "count_label",
+    "feed",
+    "initial_state",
+    "newest_first",
+    "note_by_id",
+    "refresh_feed",
+    "search_notes",
+    "user_by_id",
+]
 
 # -- pages -------------------------------------------------------------------------
 bp = Blueprint(APP, __name__)
@@ -72,6 +86,7 @@ bp = Blueprint(APP, __name__)
 
 def _session():
     from ..server import current_session
+
     return current_session(APP)
 
 
@@ -84,11 +99,15 @@ def _note_or_404(state: dict, nid: str) -> dict:
 
 def _render(template: str, **ctx):
     from ..server import render_page
+
     s = _session()
     lang, state = s.lang, s.state
     user = lambda uid: user_by_id(state, uid)  # noqa: E731
     return render_page(
-        template, user=user, count=lambda n: count_label(n, lang), age=lambda m: age_label(m, lang),
+        template,
+        user=user,
+        count=lambda n: count_label(n, lang),
+        age=lambda m: age_label(m, lang),
         tag=lambda t: f"#{t}",
         card_name=lambda n: card_name(n, user(n["author"]), lang),
         photo_name=lambda i, n, c: photo_name(i, n, c, lang),
@@ -98,8 +117,11 @@ def _render(template: str, **ctx):
         save_name=lambda n: save_name(n, n["id"] in state["saved"], lang),
         follow_name=lambda u: follow_name(u, u["id"] in state["following"], lang),
         reasons=[(k, v[1] if lang == "zh" else v[0]) for k, v in REPORT_REASONS.items()],
-        me=user(state["me"]), here=request.full_path.rstrip("?"),
-        notice=request.args.get("msg"), **ctx)
+        me=user(state["me"]),
+        here=request.full_path.rstrip("?"),
+        notice=request.args.get("msg"),
+        **ctx,
+    )
 
 
 def _back(default: str) -> str:
@@ -131,8 +153,7 @@ def home():
     if tab not in ("discover", "following"):
         tab = "discover"
     featured = [note_by_id(s.state, nid) for nid in s.state["featured"]]
-    return _render("home.html", tab=tab, notes=feed(s.state, tab), featured=featured,
-                   active="home")
+    return _render("home.html", tab=tab, notes=feed(s.state, tab), featured=featured, active="home")
 
 
 @bp.get("/note/<nid>")
@@ -152,8 +173,9 @@ def search_page():
             hist.append(q)
             del hist[:-20]
         notes, people = search_notes(s.state, q), search_users(s.state, q)
-    return _render("search.html", q=q, notes=notes, people=people, topics=all_topics(s.state),
-                   active="search")
+    return _render(
+        "search.html", q=q, notes=notes, people=people, topics=all_topics(s.state), active="search"
+    )
 
 
 @bp.get("/compose")
@@ -262,8 +284,9 @@ def comment(nid: str):
     with s.lock:
         n = _note_or_404(s.state, nid)
         if text:
-            n["comments"].append({"id": f"c{s.state['next_comment']}", "author": s.state["me"],
-                                  "text": text, "likes": 0})
+            n["comments"].append(
+                {"id": f"c{s.state['next_comment']}", "author": s.state["me"], "text": text, "likes": 0}
+            )
             s.state["next_comment"] += 1
     url = url_for(f"{APP}.note_page", nid=nid)
     return redirect(_with_msg(url, "commented" if text else "empty"))
@@ -280,9 +303,19 @@ def create_note():
         unknown = [t for t in topics if t not in all_topics(s.state)]
         if unknown:
             abort(400, f"field 'topic': unknown topic {unknown[0]!r}")
-        n = {"id": f"n{s.state['next_note']}", "author": s.state["me"], "title": title,
-             "text": text, "topics": topics, "photos": [{"caption": title or text[:20], "hue": 20}],
-             "likes": 0, "saves": 0, "comments": [], "age": 0, "place": PLACES[s.lang][0]}
+        n = {
+            "id": f"n{s.state['next_note']}",
+            "author": s.state["me"],
+            "title": title,
+            "text": text,
+            "topics": topics,
+            "photos": [{"caption": title or text[:20], "hue": 20}],
+            "likes": 0,
+            "saves": 0,
+            "comments": [],
+            "age": 0,
+            "place": PLACES[s.lang][0],
+        }
         s.state["next_note"] += 1
         s.state["notes"].append(n)
     return redirect(_with_msg(url_for(f"{APP}.me_page"), "posted"))
@@ -336,5 +369,6 @@ def delete_account():
     return redirect(url_for(f"{APP}.settings", msg="deleted"))
 
 
-SPEC = AppSpec(name=APP, blueprint=bp, initial_state=initial_state,
-               title={"en": "Pixly", "zh": "小橙书"}, form="mobile")
+SPEC = AppSpec(
+    name=APP, blueprint=bp, initial_state=initial_state, title={"en": "Pixly", "zh": "小橙书"}, form="mobile"
+)

@@ -4,6 +4,7 @@ State (JSON): notes (title, body, tags, pinned, favourite, deleted), saved
 items (bookmarked posts or articles, each in a collection/分组 or none), the
 collection names, next_id and _planted_pii.
 """
+
 from __future__ import annotations
 
 import random
@@ -25,19 +26,34 @@ NOTES = {
         "wifi": ("Home Wi-Fi", "Network: {ssid}\nPassword: {wifi}", ["home"]),
         "door": ("Door code", "Building door code: {door}. Parcel locker PIN: {pin}.", ["home"]),
         "bank": ("Bank details", "Card for rent: {card}\nLandlord phone: {phone}", ["finance"]),
-        "id": ("ID for the Shanghai trip", "Resident ID number: {id}\nHotel address: {cn_address}",
-               ["travel"]),
-        "trip": ("Trip to {city}", "Flights booked. Hotel near the old town. Pack a rain jacket.",
-                 ["travel"]),
-        "meeting": ("Meeting notes - Atlas", "Action items: finalise budget, hire a designer, "
-                    "ship the beta by June.", ["work"]),
+        "id": (
+            "ID for the Shanghai trip",
+            "Resident ID number: {id}\nHotel address: {cn_address}",
+            ["travel"],
+        ),
+        "trip": (
+            "Trip to {city}",
+            "Flights booked. Hotel near the old town. Pack a rain jacket.",
+            ["travel"],
+        ),
+        "meeting": (
+            "Meeting notes - Atlas",
+            "Action items: finalise budget, hire a designer, ship the beta by June.",
+            ["work"],
+        ),
         "books": ("Book list", "Piranesi; The Overstory; Klara and the Sun.", ["reading"]),
         "gifts": ("Birthday gift ideas", "Mum: scarf. Sam: board game. Lee: headphones.", ["family"]),
         "workout": ("Workout plan", "Mon: run 5k. Wed: swim. Fri: yoga.", ["health"]),
-        "recipe": ("Recipe: dumplings", "Pork, cabbage, ginger, soy sauce. Steam for 12 minutes.",
-                   ["recipes"]),
-        "movers": ("Movers", "Mover: {mover}, phone {phone2}, email {email}\nNew address: {address}",
-                   ["home"]),
+        "recipe": (
+            "Recipe: dumplings",
+            "Pork, cabbage, ginger, soy sauce. Steam for 12 minutes.",
+            ["recipes"],
+        ),
+        "movers": (
+            "Movers",
+            "Mover: {mover}, phone {phone2}, email {email}\nNew address: {address}",
+            ["home"],
+        ),
         "standup": ("Standup notes", "Blocked on the API review. Demo on Thursday.", ["work"]),
     },
     "zh": {
@@ -64,22 +80,26 @@ MOVERS = {"en": ["Sam Rivera", "Tom Becker"], "zh": ["王师傅", "陈师傅"]}
 GROUPS = {"en": ["Recipes", "Travel", "Reading"], "zh": ["美食", "旅行", "穿搭", "读书"]}
 # (title, author or site, default collection or None, cover glyph, likes)
 SAVED = {
-    "en": [("10 easy weeknight dinners", "Serious Kitchen", "Recipes", "♨", 1240),
-           ("A weekend in Lisbon", "Wanderlog", "Travel", "✈", 860),
-           ("How to read more books", "Medium", "Reading", "✎", 3120),
-           ("Sourdough for beginners", "Bake Club", "Recipes", "❀", 2075),
-           ("Hidden beaches of Crete", "Travel Weekly", "Travel", "☀", 540),
-           ("The best sci-fi of the decade", "Book Riot", "Reading", "★", 1890),
-           ("Packing list for long flights", "Wanderlog", None, "✓", 715),
-           ("Cold brew at home", "Coffee Notes", None, "♫", 432)],
-    "zh": [("一周不重样的减脂餐", "小鹿爱做饭", "美食", "食", 23000),
-           ("成都三天两夜攻略", "旅行的阿宁", "旅行", "游", 15000),
-           ("小个子通勤穿搭合集", "穿搭日记", "穿搭", "衣", 8600),
-           ("手冲咖啡入门指南", "咖啡研究所", None, "啡", 4200),
-           ("大理洱海骑行路线", "山野行者", "旅行", "行", 12000),
-           ("年度最爱的10本书", "读书的猫", "读书", "书", 31000),
-           ("新手也能成功的戚风蛋糕", "烘焙小白", "美食", "甜", 9800),
-           ("秋冬叠穿公式", "穿搭日记", None, "搭", 6100)],
+    "en": [
+        ("10 easy weeknight dinners", "Serious Kitchen", "Recipes", "♨", 1240),
+        ("A weekend in Lisbon", "Wanderlog", "Travel", "✈", 860),
+        ("How to read more books", "Medium", "Reading", "✎", 3120),
+        ("Sourdough for beginners", "Bake Club", "Recipes", "❀", 2075),
+        ("Hidden beaches of Crete", "Travel Weekly", "Travel", "☀", 540),
+        ("The best sci-fi of the decade", "Book Riot", "Reading", "★", 1890),
+        ("Packing list for long flights", "Wanderlog", None, "✓", 715),
+        ("Cold brew at home", "Coffee Notes", None, "♫", 432),
+    ],
+    "zh": [
+        ("一周不重样的减脂餐", "小鹿爱做饭", "美食", "食", 23000),
+        ("成都三天两夜攻略", "旅行的阿宁", "旅行", "游", 15000),
+        ("小个子通勤穿搭合集", "穿搭日记", "穿搭", "衣", 8600),
+        ("手冲咖啡入门指南", "咖啡研究所", None, "啡", 4200),
+        ("大理洱海骑行路线", "山野行者", "旅行", "行", 12000),
+        ("年度最爱的10本书", "读书的猫", "读书", "书", 31000),
+        ("新手也能成功的戚风蛋糕", "烘焙小白", "美食", "甜", 9800),
+        ("秋冬叠穿公式", "穿搭日记", None, "搭", 6100),
+    ],
 }
 
 
@@ -94,11 +114,17 @@ def initial_state(lang: str, seed: int) -> dict:
     facts = {
         "ssid": rng.choice(SSIDS),
         "wifi": "".join(rng.choice("abcdefghjkmnpqrstuvwxyz23456789") for _ in range(10)),
-        "door": f"{rng.randint(1000, 9999)}#", "pin": f"{rng.randint(100000, 999999)}",
-        "card": bank_card(rng, lang), "phone": phone(rng, lang), "phone2": phone(rng, "zh"),
-        "id": cn_id_number(rng), "cn_address": address(rng, "zh"), "address": address(rng, lang),
+        "door": f"{rng.randint(1000, 9999)}#",
+        "pin": f"{rng.randint(100000, 999999)}",
+        "card": bank_card(rng, lang),
+        "phone": phone(rng, lang),
+        "phone2": phone(rng, "zh"),
+        "id": cn_id_number(rng),
+        "cn_address": address(rng, "zh"),
+        "address": address(rng, lang),
         "email": rng.choice(["move.help", "banjia", "quickmove"]) + "@example.com",
-        "mover": rng.choice(MOVERS[lang]), "city": rng.choice(CITIES[lang]),
+        "mover": rng.choice(MOVERS[lang]),
+        "city": rng.choice(CITIES[lang]),
     }
     extra = rng.sample([k for k in NOTES[lang] if k not in ALWAYS], 3)
     keys = ALWAYS + extra
@@ -110,21 +136,45 @@ def initial_state(lang: str, seed: int) -> dict:
     notes = []
     for i, key in enumerate(keys):
         title, body, tags = NOTES[lang][key]
-        notes.append({"id": f"n{i + 1}", "key": key, "title": title.format(**facts),
-                      "body": body.format(**facts), "tags": list(tags), "pinned": key in pinned,
-                      "favourite": key in favourite, "deleted": key == trashed,
-                      "updated": _stamp(i)})
-    pii_fields = (("card", "bank_card"), ("phone", "phone"), ("phone2", "phone"), ("id", "cn_id"),
-                  ("cn_address", "address"), ("address", "address"), ("email", "email"))
+        notes.append(
+            {
+                "id": f"n{i + 1}",
+                "key": key,
+                "title": title.format(**facts),
+                "body": body.format(**facts),
+                "tags": list(tags),
+                "pinned": key in pinned,
+                "favourite": key in favourite,
+                "deleted": key == trashed,
+                "updated": _stamp(i),
+            }
+        )
+    pii_fields = (
+        ("card", "bank_card"),
+        ("phone", "phone"),
+        ("phone2", "phone"),
+        ("id", "cn_id"),
+        ("cn_address", "address"),
+        ("address", "address"),
+        ("email", "email"),
+    )
     for i, n in enumerate(notes):
         for key, kind in pii_fields:
             if facts[key] in n["body"]:
                 planted.add(kind, facts[key], f"notes.{i}.body")
     saved_pool = rng.sample(SAVED[lang], 7)
-    saved = [{"id": f"s{i + 1}", "title": t, "author": a, "group": g, "cover": c, "likes": likes}
-             for i, (t, a, g, c, likes) in enumerate(saved_pool)]
-    return {"notes": notes, "saved": saved, "groups": list(GROUPS[lang]), "facts": facts,
-            "next_id": len(notes) + 1, "_planted_pii": planted.items}
+    saved = [
+        {"id": f"s{i + 1}", "title": t, "author": a, "group": g, "cover": c, "likes": likes}
+        for i, (t, a, g, c, likes) in enumerate(saved_pool)
+    ]
+    return {
+        "notes": notes,
+        "saved": saved,
+        "groups": list(GROUPS[lang]),
+        "facts": facts,
+        "next_id": len(notes) + 1,
+        "_planted_pii": planted.items,
+    }
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -184,8 +234,13 @@ def fmt_stamp(stamp: str, lang: str) -> str:
 
 def _render(template: str, **ctx):
     s = current_session()
-    return render_page(template, tags=_all_tags(s.state), msg=request.args.get("msg"),
-                       fmt_stamp=lambda d: fmt_stamp(d, s.lang), **ctx)
+    return render_page(
+        template,
+        tags=_all_tags(s.state),
+        msg=request.args.get("msg"),
+        fmt_stamp=lambda d: fmt_stamp(d, s.lang),
+        **ctx,
+    )
 
 
 def _back(default: str) -> str:
@@ -205,8 +260,11 @@ def index():
         notes = [n for n in notes if tag in n["tags"]]
     if q:
         ql = q.lower()
-        notes = [n for n in notes if ql in n["title"].lower() or ql in n["body"].lower()
-                 or any(ql == t.lower() for t in n["tags"])]
+        notes = [
+            n
+            for n in notes
+            if ql in n["title"].lower() or ql in n["body"].lower() or any(ql == t.lower() for t in n["tags"])
+        ]
     return _render("index.html", notes=notes, q=q, tag=tag, current=None, section="notes")
 
 
@@ -224,10 +282,19 @@ def create():
         state = s.state
         nid = f"n{state['next_id']}"
         state["next_id"] += 1
-        state["notes"].append({"id": nid, "key": "user", "title": f.get("title", "").strip(),
-                               "body": f.get("body", ""), "tags": _split_tags(f.get("tags", "")),
-                               "pinned": False, "favourite": False, "deleted": False,
-                               "updated": _now(state)})
+        state["notes"].append(
+            {
+                "id": nid,
+                "key": "user",
+                "title": f.get("title", "").strip(),
+                "body": f.get("body", ""),
+                "tags": _split_tags(f.get("tags", "")),
+                "pinned": False,
+                "favourite": False,
+                "deleted": False,
+                "updated": _now(state),
+            }
+        )
     return redirect(f"/{NAME}/?msg=created")
 
 
@@ -256,8 +323,14 @@ def save(nid: str):
 def act(nid: str):
     s = _session()
     action = request.form.get("action", "")
-    flags = {"pin": ("pinned", True), "unpin": ("pinned", False), "fav": ("favourite", True),
-             "unfav": ("favourite", False), "delete": ("deleted", True), "restore": ("deleted", False)}
+    flags = {
+        "pin": ("pinned", True),
+        "unpin": ("pinned", False),
+        "fav": ("favourite", True),
+        "unfav": ("favourite", False),
+        "delete": ("deleted", True),
+        "restore": ("deleted", False),
+    }
     if action not in flags:
         abort(400, f"unknown note action {action!r}")
     with s.lock:
@@ -314,8 +387,9 @@ def favourites():
         groups = list(s.state["groups"])
     if group:
         items = [i for i in items if i["group"] == group]
-    return _render("favourites.html", items=items, fav_notes=fav_notes, groups=groups,
-                   group=group, section="favourites")
+    return _render(
+        "favourites.html", items=items, fav_notes=fav_notes, groups=groups, group=group, section="favourites"
+    )
 
 
 @bp.post("/saved/<sid>/move")
@@ -351,5 +425,4 @@ def new_group():
     return redirect(f"/{NAME}/favourites?msg=group")
 
 
-SPEC = AppSpec(name=NAME, blueprint=bp, initial_state=initial_state,
-               title={"en": "Notes", "zh": "笔记"})
+SPEC = AppSpec(name=NAME, blueprint=bp, initial_state=initial_state, title={"en": "Notes", "zh": "笔记"})

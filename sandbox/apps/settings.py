@@ -9,6 +9,7 @@ State (JSON): wifi, bluetooth, airplane, dark_mode, font_size, language,
 notifications{...}, privacy{...}, profile{...}, device{...}, account_deleted,
 _planted_pii.
 """
+
 from __future__ import annotations
 
 import random
@@ -22,23 +23,46 @@ from ._personal_data import Planted, address, bank_card, cn_id_number, phone
 NAME = "settings"
 bp = Blueprint(NAME, __name__)
 
-FONT_SIZES = {"en": [("small", "Small"), ("default", "Default"), ("large", "Large"), ("largest", "Largest")],
-              "zh": [("small", "小"), ("default", "标准"), ("large", "大"), ("largest", "特大")]}
-FONT_SCALE = {"small": .9, "default": 1.0, "large": 1.12, "largest": 1.25}
+FONT_SIZES = {
+    "en": [("small", "Small"), ("default", "Default"), ("large", "Large"), ("largest", "Largest")],
+    "zh": [("small", "小"), ("default", "标准"), ("large", "大"), ("largest", "特大")],
+}
+FONT_SCALE = {"small": 0.9, "default": 1.0, "large": 1.12, "largest": 1.25}
 LANGUAGES = {
-    "en": [("system", "Use device language"), ("en-US", "English (US)"), ("en-GB", "English (UK)"),
-           ("zh-CN", "中文（简体）"), ("zh-TW", "中文（繁體）"), ("es", "Español"), ("fr", "Français"),
-           ("ja", "日本語")],
-    "zh": [("system", "跟随系统"), ("zh-CN", "简体中文"), ("zh-TW", "繁體中文"), ("en-US", "English"),
-           ("en-GB", "English (UK)"), ("es", "Español"), ("fr", "Français"), ("ja", "日本語")],
+    "en": [
+        ("system", "Use device language"),
+        ("en-US", "English (US)"),
+        ("en-GB", "English (UK)"),
+        ("zh-CN", "中文（简体）"),
+        ("zh-TW", "中文（繁體）"),
+        ("es", "Español"),
+        ("fr", "Français"),
+        ("ja", "日本語"),
+    ],
+    "zh": [
+        ("system", "跟随系统"),
+        ("zh-CN", "简体中文"),
+        ("zh-TW", "繁體中文"),
+        ("en-US", "English"),
+        ("en-GB", "English (UK)"),
+        ("es", "Español"),
+        ("fr", "Français"),
+        ("ja", "日本語"),
+    ],
 }
 PROFILE_FIELDS = ("name", "email", "phone", "address")
-FIELD_LABELS = {"en": {"name": "Name", "email": "Email", "phone": "Phone number", "address": "Address"},
-                "zh": {"name": "昵称", "email": "邮箱", "phone": "手机号", "address": "地址"}}
-PEOPLE = {"en": [("Alex Morgan", "alex.morgan"), ("Sam Taylor", "sam.taylor"), ("Riley Brooks", "riley.brooks")],
-          "zh": [("李明", "liming"), ("陈晓雨", "chenxiaoyu"), ("王志强", "wangzhiqiang")]}
-DEVICES = {"en": [("Pixel 8", "14", 128), ("Galaxy S23", "14", 256), ("Pixel 7a", "13", 128)],
-           "zh": [("小米 14", "14", 256), ("华为 Mate 60", "12", 512), ("OPPO Find X7", "14", 256)]}
+FIELD_LABELS = {
+    "en": {"name": "Name", "email": "Email", "phone": "Phone number", "address": "Address"},
+    "zh": {"name": "昵称", "email": "邮箱", "phone": "手机号", "address": "地址"},
+}
+PEOPLE = {
+    "en": [("Alex Morgan", "alex.morgan"), ("Sam Taylor", "sam.taylor"), ("Riley Brooks", "riley.brooks")],
+    "zh": [("李明", "liming"), ("陈晓雨", "chenxiaoyu"), ("王志强", "wangzhiqiang")],
+}
+DEVICES = {
+    "en": [("Pixel 8", "14", 128), ("Galaxy S23", "14", 256), ("Pixel 7a", "13", 128)],
+    "zh": [("小米 14", "14", 256), ("华为 Mate 60", "12", 512), ("OPPO Find X7", "14", 256)],
+}
 SSIDS = ["HomeNet-5G", "Maple_WiFi", "TP-LINK_8A2C", "ChinaNet-7QxF", "Office-Guest"]
 
 
@@ -46,10 +70,15 @@ def initial_state(lang: str, seed: int) -> dict:
     rng = random.Random(f"settings:{lang}:{seed}")
     planted = Planted()
     name, local = rng.choice(PEOPLE[lang])
-    profile = {"name": name, "email": f"{local}{rng.randint(1, 99)}@example.com",
-               "phone": phone(rng, lang), "address": address(rng, lang),
-               "id_number": cn_id_number(rng), "card": bank_card(rng, lang),
-               "wechat_id": f"{local}_{rng.randint(100, 999)}"}
+    profile = {
+        "name": name,
+        "email": f"{local}{rng.randint(1, 99)}@example.com",
+        "phone": phone(rng, lang),
+        "address": address(rng, lang),
+        "id_number": cn_id_number(rng),
+        "card": bank_card(rng, lang),
+        "wechat_id": f"{local}_{rng.randint(100, 999)}",
+    }
     planted.add("email", profile["email"], "profile.email")
     planted.add("phone", profile["phone"], "profile.phone")
     planted.add("address", profile["address"], "profile.address")
@@ -59,18 +88,36 @@ def initial_state(lang: str, seed: int) -> dict:
     used = round(rng.uniform(0.2, 0.8) * total, 1)
     flip = lambda p: rng.random() < p  # noqa: E731
     return {
-        "wifi": flip(.7), "wifi_network": rng.choice(SSIDS), "bluetooth": flip(.4),
-        "airplane": False, "dark_mode": flip(.5),
+        "wifi": flip(0.7),
+        "wifi_network": rng.choice(SSIDS),
+        "bluetooth": flip(0.4),
+        "airplane": False,
+        "dark_mode": flip(0.5),
         "font_size": rng.choice(["small", "default", "default", "large"]),
         "language": "en-US" if lang == "en" else "system",
-        "notifications": {"allow": True, "preview": flip(.7), "sound": flip(.7),
-                          "vibrate": flip(.5), "calls": flip(.8)},
-        "privacy": {"location": flip(.6), "find_by_phone": flip(.7), "friend_verify": flip(.6),
-                    "recommend_contacts": flip(.6), "personalised_ads": flip(.7)},
+        "notifications": {
+            "allow": True,
+            "preview": flip(0.7),
+            "sound": flip(0.7),
+            "vibrate": flip(0.5),
+            "calls": flip(0.8),
+        },
+        "privacy": {
+            "location": flip(0.6),
+            "find_by_phone": flip(0.7),
+            "friend_verify": flip(0.6),
+            "recommend_contacts": flip(0.6),
+            "personalised_ads": flip(0.7),
+        },
         "profile": profile,
-        "device": {"model": model, "android": android, "storage_total_gb": total,
-                   "storage_used_gb": used, "serial": f"R{rng.randint(10**8, 10**9 - 1)}",
-                   "name": f"{name.split()[0]}'s {model}" if lang == "en" else f"{name}的{model}"},
+        "device": {
+            "model": model,
+            "android": android,
+            "storage_total_gb": total,
+            "storage_used_gb": used,
+            "serial": f"R{rng.randint(10**8, 10**9 - 1)}",
+            "name": f"{name.split()[0]}'s {model}" if lang == "en" else f"{name}的{model}",
+        },
         "account_deleted": False,
         "_planted_pii": planted.items,
     }
@@ -107,100 +154,227 @@ def pages(state: dict, lang: str) -> dict[str, dict]:
     storage = d["storage_used_gb"], d["storage_total_gb"]
     if lang == "zh":
         return {
-            "home": {"title": "设置", "groups": [
-                ("", [_link("account", "账号与安全")]),
-                ("", [_t("wifi", "WLAN", f"已连接 {state['wifi_network']}" if state["wifi"] else "已关闭"),
-                      _t("bluetooth", "蓝牙", "已开启，未连接设备" if state["bluetooth"] else "已关闭"),
-                      _t("airplane", "飞行模式")]),
-                ("", [_link("notifications", "新消息通知"), _link("privacy", "隐私"),
-                      _link("general", "通用")]),
-                ("", [_link("about", "关于本机", d["model"])]),
-            ]},
-            "notifications": {"title": "新消息通知", "groups": [
-                ("", [_t("notifications.allow", "接收新消息通知")]),
-                ("关闭后，通知将不显示发信人和内容摘要。", [_t("notifications.preview", "通知显示消息详情")]),
-                ("", [_t("notifications.sound", "声音"), _t("notifications.vibrate", "振动")]),
-                ("", [_t("notifications.calls", "语音和视频通话邀请通知")]),
-            ]},
-            "privacy": {"title": "隐私", "groups": [
-                ("", [_t("privacy.friend_verify", "加我为朋友时需要验证")]),
-                ("添加我的方式", [_t("privacy.find_by_phone", "通过手机号搜索到我")]),
-                ("", [_t("privacy.recommend_contacts", "向我推荐通讯录朋友")]),
-                ("", [_t("privacy.personalised_ads", "个性化广告推荐"),
-                      _t("privacy.location", "位置信息")]),
-            ]},
-            "general": {"title": "通用", "groups": [
-                ("", [_t("dark_mode", "深色模式")]),
-                ("", [_select("font_size", "字体大小", FONT_SIZES["zh"]),
-                      _select("language", "多语言", LANGUAGES["zh"])]),
-                ("", [_link("about", "存储空间", f"已用 {storage[0]} GB")]),
-            ]},
-            "account": {"title": "账号与安全", "groups": [
-                ("", [_info("微信号", p["wechat_id"]), _link("account/edit/name", "昵称", p["name"]),
-                      _link("account/edit/phone", "手机号", p["phone"]),
-                      _link("account/edit/email", "邮箱", p["email"]),
-                      _link("account/edit/address", "地址", p["address"])]),
-                ("", [_info("实名认证", f"已认证 {_mask_id(p['id_number'])}"),
-                      _info("银行卡", f"尾号 {p['card'][-4:]}")]),
-                ("", [_link("account/delete", "注销账号", danger=True)]),
-            ]},
-            "about": {"title": "关于本机", "groups": [
-                ("", [_info("设备名称", d["name"]), _info("型号", d["model"]),
-                      _info("Android 版本", d["android"]),
-                      _info("存储空间", f"已用 {storage[0]} GB / 共 {storage[1]} GB"),
-                      _info("序列号", d["serial"])]),
-            ]},
+            "home": {
+                "title": "设置",
+                "groups": [
+                    ("", [_link("account", "账号与安全")]),
+                    (
+                        "",
+                        [
+                            _t(
+                                "wifi",
+                                "WLAN",
+                                f"已连接 {state['wifi_network']}" if state["wifi"] else "已关闭",
+                            ),
+                            _t("bluetooth", "蓝牙", "已开启，未连接设备" if state["bluetooth"] else "已关闭"),
+                            _t("airplane", "飞行模式"),
+                        ],
+                    ),
+                    (
+                        "",
+                        [
+                            _link("notifications", "新消息通知"),
+                            _link("privacy", "隐私"),
+                            _link("general", "通用"),
+                        ],
+                    ),
+                    ("", [_link("about", "关于本机", d["model"])]),
+                ],
+            },
+            "notifications": {
+                "title": "新消息通知",
+                "groups": [
+                    ("", [_t("notifications.allow", "接收新消息通知")]),
+                    (
+                        "关闭后，通知将不显示发信人和内容摘要。",
+                        [_t("notifications.preview", "通知显示消息详情")],
+                    ),
+                    ("", [_t("notifications.sound", "声音"), _t("notifications.vibrate", "振动")]),
+                    ("", [_t("notifications.calls", "语音和视频通话邀请通知")]),
+                ],
+            },
+            "privacy": {
+                "title": "隐私",
+                "groups": [
+                    ("", [_t("privacy.friend_verify", "加我为朋友时需要验证")]),
+                    ("添加我的方式", [_t("privacy.find_by_phone", "通过手机号搜索到我")]),
+                    ("", [_t("privacy.recommend_contacts", "向我推荐通讯录朋友")]),
+                    (
+                        "",
+                        [
+                            _t("privacy.personalised_ads", "个性化广告推荐"),
+                            _t("privacy.location", "位置信息"),
+                        ],
+                    ),
+                ],
+            },
+            "general": {
+                "title": "通用",
+                "groups": [
+                    ("", [_t("dark_mode", "深色模式")]),
+                    (
+                        "",
+                        [
+                            _select("font_size", "字体大小", FONT_SIZES["zh"]),
+                            _select("language", "多语言", LANGUAGES["zh"]),
+                        ],
+                    ),
+                    ("", [_link("about", "存储空间", f"已用 {storage[0]} GB")]),
+                ],
+            },
+            "account": {
+                "title": "账号与安全",
+                "groups": [
+                    (
+                        "",
+                        [
+                            _info("微信号", p["wechat_id"]),
+                            _link("account/edit/name", "昵称", p["name"]),
+                            _link("account/edit/phone", "手机号", p["phone"]),
+                            _link("account/edit/email", "邮箱", p["email"]),
+                            _link("account/edit/address", "地址", p["address"]),
+                        ],
+                    ),
+                    (
+                        "",
+                        [
+                            _info("实名认证", f"已认证 {_mask_id(p['id_number'])}"),
+                            _info("银行卡", f"尾号 {p['card'][-4:]}"),
+                        ],
+                    ),
+                    ("", [_link("account/delete", "注销账号", danger=True)]),
+                ],
+            },
+            "about": {
+                "title": "关于本机",
+                "groups": [
+                    (
+                        "",
+                        [
+                            _info("设备名称", d["name"]),
+                            _info("型号", d["model"]),
+                            _info("Android 版本", d["android"]),
+                            _info("存储空间", f"已用 {storage[0]} GB / 共 {storage[1]} GB"),
+                            _info("序列号", d["serial"]),
+                        ],
+                    ),
+                ],
+            },
         }
     return {
-        "home": {"title": "Settings", "groups": [
-            ("Network & connections", [
-                _t("wifi", "Wi-Fi", f"Connected to {state['wifi_network']}" if state["wifi"] else "Off"),
-                _t("bluetooth", "Bluetooth", "On, not connected" if state["bluetooth"] else "Off"),
-                _t("airplane", "Airplane mode")]),
-            ("Device", [
-                _link("notifications", "Notifications", "Message previews, sound, vibration"),
-                _link("display", "Display", "Dark mode, font size"),
-                _link("language", "Language", _label_of(LANGUAGES["en"], state["language"])),
-                _link("privacy", "Privacy", "Location, ads, contact discovery"),
-                _link("account", "Account", p["email"]),
-                _link("about", "About phone", d["model"])]),
-        ]},
-        "notifications": {"title": "Notifications", "groups": [
-            ("", [_t("notifications.allow", "Allow notifications"),
-                  _t("notifications.preview", "Show message previews", "Show sender and text on the lock screen"),
-                  _t("notifications.sound", "Sound"), _t("notifications.vibrate", "Vibrate"),
-                  _t("notifications.calls", "Call alerts")]),
-        ]},
-        "display": {"title": "Display", "groups": [
-            ("Appearance", [_t("dark_mode", "Dark mode", "Easier on the eyes at night")]),
-            ("Text", [_select("font_size", "Font size", FONT_SIZES["en"])]),
-            ("", [_info("Screen timeout", "30 seconds")]),
-        ]},
-        "language": {"title": "Language", "groups": [
-            ("", [_select("language", "Language", LANGUAGES["en"]), _info("Region", "United States")]),
-        ]},
-        "privacy": {"title": "Privacy", "groups": [
-            ("Permissions", [_t("privacy.location", "Location access", "Apps can use your location")]),
-            ("Contacts", [_t("privacy.find_by_phone", "Let others find me by phone number"),
-                          _t("privacy.friend_verify", "Ask before people add me"),
-                          _t("privacy.recommend_contacts", "Suggest people from my contacts")]),
-            ("Ads", [_t("privacy.personalised_ads", "Personalised ads")]),
-        ]},
-        "account": {"title": "Account", "groups": [
-            ("Profile", [_link("account/edit/name", "Name", p["name"]),
-                         _link("account/edit/email", "Email", p["email"]),
-                         _link("account/edit/phone", "Phone number", p["phone"]),
-                         _link("account/edit/address", "Address", p["address"])]),
-            ("Verification", [_info("ID number", _mask_id(p["id_number"])),
-                              _info("Payment card", f"Visa •••• {p['card'][-4:]}")]),
-            ("", [_link("account/delete", "Delete account", danger=True)]),
-        ]},
-        "about": {"title": "About phone", "groups": [
-            ("", [_info("Device name", d["name"]), _info("Model", d["model"]),
-                  _info("Android version", d["android"]),
-                  _info("Storage", f"{storage[0]} GB used of {storage[1]} GB"),
-                  _info("Serial number", d["serial"])]),
-        ]},
+        "home": {
+            "title": "Settings",
+            "groups": [
+                (
+                    "Network & connections",
+                    [
+                        _t(
+                            "wifi",
+                            "Wi-Fi",
+                            f"Connected to {state['wifi_network']}" if state["wifi"] else "Off",
+                        ),
+                        _t("bluetooth", "Bluetooth", "On, not connected" if state["bluetooth"] else "Off"),
+                        _t("airplane", "Airplane mode"),
+                    ],
+                ),
+                (
+                    "Device",
+                    [
+                        _link("notifications", "Notifications", "Message previews, sound, vibration"),
+                        _link("display", "Display", "Dark mode, font size"),
+                        _link("language", "Language", _label_of(LANGUAGES["en"], state["language"])),
+                        _link("privacy", "Privacy", "Location, ads, contact discovery"),
+                        _link("account", "Account", p["email"]),
+                        _link("about", "About phone", d["model"]),
+                    ],
+                ),
+            ],
+        },
+        "notifications": {
+            "title": "Notifications",
+            "groups": [
+                (
+                    "",
+                    [
+                        _t("notifications.allow", "Allow notifications"),
+                        _t(
+                            "notifications.preview",
+                            "Show message previews",
+                            "Show sender and text on the lock screen",
+                        ),
+                        _t("notifications.sound", "Sound"),
+                        _t("notifications.vibrate", "Vibrate"),
+                        _t("notifications.calls", "Call alerts"),
+                    ],
+                ),
+            ],
+        },
+        "display": {
+            "title": "Display",
+            "groups": [
+                ("Appearance", [_t("dark_mode", "Dark mode", "Easier on the eyes at night")]),
+                ("Text", [_select("font_size", "Font size", FONT_SIZES["en"])]),
+                ("", [_info("Screen timeout", "30 seconds")]),
+            ],
+        },
+        "language": {
+            "title": "Language",
+            "groups": [
+                ("", [_select("language", "Language", LANGUAGES["en"]), _info("Region", "United States")]),
+            ],
+        },
+        "privacy": {
+            "title": "Privacy",
+            "groups": [
+                ("Permissions", [_t("privacy.location", "Location access", "Apps can use your location")]),
+                (
+                    "Contacts",
+                    [
+                        _t("privacy.find_by_phone", "Let others find me by phone number"),
+                        _t("privacy.friend_verify", "Ask before people add me"),
+                        _t("privacy.recommend_contacts", "Suggest people from my contacts"),
+                    ],
+                ),
+                ("Ads", [_t("privacy.personalised_ads", "Personalised ads")]),
+            ],
+        },
+        "account": {
+            "title": "Account",
+            "groups": [
+                (
+                    "Profile",
+                    [
+                        _link("account/edit/name", "Name", p["name"]),
+                        _link("account/edit/email", "Email", p["email"]),
+                        _link("account/edit/phone", "Phone number", p["phone"]),
+                        _link("account/edit/address", "Address", p["address"]),
+                    ],
+                ),
+                (
+                    "Verification",
+                    [
+                        _info("ID number", _mask_id(p["id_number"])),
+                        _info("Payment card", f"Visa •••• {p['card'][-4:]}"),
+                    ],
+                ),
+                ("", [_link("account/delete", "Delete account", danger=True)]),
+            ],
+        },
+        "about": {
+            "title": "About phone",
+            "groups": [
+                (
+                    "",
+                    [
+                        _info("Device name", d["name"]),
+                        _info("Model", d["model"]),
+                        _info("Android version", d["android"]),
+                        _info("Storage", f"{storage[0]} GB used of {storage[1]} GB"),
+                        _info("Serial number", d["serial"]),
+                    ],
+                ),
+            ],
+        },
     }
 
 
@@ -244,9 +418,15 @@ def _next(default: str) -> str:
 def _render(template: str, **ctx):
     s = current_session()
     state = s.state
-    return render_page(template, font_zoom=FONT_SCALE.get(state["font_size"], 1.0),
-                       app_dark=state["dark_mode"], get=lambda k: _get(state, k),
-                       msg=request.args.get("msg"), here=request.full_path.rstrip("?"), **ctx)
+    return render_page(
+        template,
+        font_zoom=FONT_SCALE.get(state["font_size"], 1.0),
+        app_dark=state["dark_mode"],
+        get=lambda k: _get(state, k),
+        msg=request.args.get("msg"),
+        here=request.full_path.rstrip("?"),
+        **ctx,
+    )
 
 
 def _search(state: dict, lang: str, q: str) -> list[dict]:
@@ -306,8 +486,7 @@ def toggle():
 def set_value():
     s = _session()
     key, value = request.form.get("key", ""), request.form.get("value", "")
-    allowed = {"font_size": [c for c, _ in FONT_SIZES[s.lang]],
-               "language": [c for c, _ in LANGUAGES[s.lang]]}
+    allowed = {"font_size": [c for c, _ in FONT_SIZES[s.lang]], "language": [c for c, _ in LANGUAGES[s.lang]]}
     if key not in allowed or value not in allowed[key]:
         abort(400, f"cannot set {key!r} to {value!r}")
     with s.lock:
@@ -356,5 +535,4 @@ def delete_account():
     return redirect(f"/{NAME}/?msg=deleted")
 
 
-SPEC = AppSpec(name=NAME, blueprint=bp, initial_state=initial_state,
-               title={"en": "Settings", "zh": "设置"})
+SPEC = AppSpec(name=NAME, blueprint=bp, initial_state=initial_state, title={"en": "Settings", "zh": "设置"})

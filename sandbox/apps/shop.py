@@ -14,6 +14,7 @@ The catalogue and shared formatting are in `_shop_catalogue`, the state model
 (seeded data and the helpers tasks use) in `_shop_state`; this module holds
 the routes and re-exports what other modules import from it.
 """
+
 from __future__ import annotations
 
 import random
@@ -25,8 +26,17 @@ from ._shop_catalogue import CATALOGUE, CATEGORIES, FAMILY_QUERY, money, sold_la
 from ._shop_state import cart_lines, cart_totals, find_product, initial_state, search
 
 # What other modules (tasks, other apps, tests) import from here.
-__all__ = ["SPEC", "CATALOGUE", "FAMILY_QUERY", "cart_totals", "find_product", "form_int",
-           "initial_state", "money", "search"]
+__all__ = [
+    "SPEC",
+    "CATALOGUE",
+    "FAMILY_QUERY",
+    "cart_totals",
+    "find_product",
+    "form_int",
+    "initial_state",
+    "money",
+    "search",
+]
 
 # -- pages -------------------------------------------------------------------------
 bp = Blueprint("shop", __name__)
@@ -35,16 +45,25 @@ SORTS = ["relevance", "sales", "price_asc", "price_desc", "rating"]
 
 def _render(template: str, **ctx):
     from ..server import current_session, render_page
+
     s = current_session()
     lang = s.lang
-    return render_page(template, m=lambda v: money(v, lang), sold=lambda n: sold_label(n, lang),
-                       categories=CATEGORIES, li=1 if lang == "zh" else 0,
-                       totals=cart_totals(s.state), find=lambda pid: find_product(s.state, pid),
-                       notice=request.args.get("msg"), **ctx)
+    return render_page(
+        template,
+        m=lambda v: money(v, lang),
+        sold=lambda n: sold_label(n, lang),
+        categories=CATEGORIES,
+        li=1 if lang == "zh" else 0,
+        totals=cart_totals(s.state),
+        find=lambda pid: find_product(s.state, pid),
+        notice=request.args.get("msg"),
+        **ctx,
+    )
 
 
 def _session():
     from ..server import current_session
+
     return current_session(bp.name)
 
 
@@ -97,10 +116,10 @@ def product(pid: str):
         abort(404, f"no product {pid!r}")
     others = [r for r in s.state["products"] if r["id"] != pid]
     # Same family first, then the rest of the category.
-    related = sorted((r for r in others if r["category"] == p["category"]),
-                     key=lambda r: r["family"] != p["family"])[:4]
-    return _render("product.html", p=p, related=related,
-                   favorite=pid in s.state["favorites"])
+    related = sorted(
+        (r for r in others if r["category"] == p["category"]), key=lambda r: r["family"] != p["family"]
+    )[:4]
+    return _render("product.html", p=p, related=related, favorite=pid in s.state["favorites"])
 
 
 @bp.get("/compare/<pid>")
@@ -274,17 +293,22 @@ def pay():
     s = _session()
     with s.lock:
         totals = cart_totals(s.state)
-        s.state["payments"].append({"total": totals["total"],
-                                    "items": [line["pid"] for line in s.state["cart"]]})
-        s.state["orders"].insert(0, {
-            "id": f"{'DD' if s.lang == 'zh' else 'SO'}{10**7 + len(s.state['payments'])}",
-            "items": [line["pid"] for line in s.state["cart"]], "total": totals["total"],
-            "status": "待发货" if s.lang == "zh" else "Processing",
-            "ship_to": {k: s.state["user"][k] for k in ("name", "phone", "address")}})
+        s.state["payments"].append(
+            {"total": totals["total"], "items": [line["pid"] for line in s.state["cart"]]}
+        )
+        s.state["orders"].insert(
+            0,
+            {
+                "id": f"{'DD' if s.lang == 'zh' else 'SO'}{10**7 + len(s.state['payments'])}",
+                "items": [line["pid"] for line in s.state["cart"]],
+                "total": totals["total"],
+                "status": "待发货" if s.lang == "zh" else "Processing",
+                "ship_to": {k: s.state["user"][k] for k in ("name", "phone", "address")},
+            },
+        )
         s.state["cart"] = []
         s.state["applied_coupon"] = None
     return redirect(_with_msg(url_for("shop.account"), "paid"))
 
 
-SPEC = AppSpec(name="shop", blueprint=bp, initial_state=initial_state,
-               title={"en": "Shoply", "zh": "优选购"})
+SPEC = AppSpec(name="shop", blueprint=bp, initial_state=initial_state, title={"en": "Shoply", "zh": "优选购"})

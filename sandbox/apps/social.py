@@ -6,6 +6,7 @@ Both languages share the routes and the state; each has its own templates
 user follows, likes and bookmarks (收藏). Synthetic personal data is planted
 in some bios and posts and listed in `state["_planted_pii"]`.
 """
+
 from __future__ import annotations
 
 import random
@@ -48,40 +49,127 @@ USERS = {
         ("u12", "吃货小分队", "chihuo_team", "周末做饭给朋友吃", False),
     ],
 }
-ME = {"en": ("me", "Alex Morgan", "alexm", "Just here for the memes."),
-      "zh": ("me", "小鹿同学", "xiaolu", "热爱生活，记录日常")}
+ME = {
+    "en": ("me", "Alex Morgan", "alexm", "Just here for the memes."),
+    "zh": ("me", "小鹿同学", "xiaolu", "热爱生活，记录日常"),
+}
 
 # (author, topic or None, keyword (a word of the text), text)
 POSTS = {
     "en": [
-        ("u1", "MarathonTraining", "marathon", "Just finished my first half marathon in 1:52! Legs are jelly but I'm so happy. #MarathonTraining"),
-        ("u1", "MarathonTraining", "intervals", "Intervals at 6am in the rain. Who else is training for the city race? #MarathonTraining"),
-        ("u11", "MarathonTraining", "cheering", "Sketched the runners from the cheering zone today, what an atmosphere #MarathonTraining"),
-        ("u3", "SourdoughSunday", "loaf", "This week's loaf has the best ear I've ever managed. Recipe in the replies #SourdoughSunday"),
-        ("u3", "SourdoughSunday", "starter", "My starter is three years old today. Happy birthday, Doughbert #SourdoughSunday"),
-        ("u12", "SourdoughSunday", "pizza", "Used Priya's dough recipe for pizza night and it was a hit #SourdoughSunday"),
-        ("u2", "RustLang", "borrow checker", "The borrow checker and I have reached an understanding. It wins. #RustLang"),
-        ("u2", "RustLang", "log parser", "We rewrote the log parser and it's 8x faster, no other changes #RustLang"),
-        ("u10", "RustLang", "survey", "Developer survey: Rust is the most admired language for another year #RustLang"),
-        ("u5", "CityCycling", "bike lane", "The new bike lane on Harbor Street is finally open. Commute went from 25 to 15 minutes #CityCycling"),
-        ("u5", "CityCycling", "puncture", "Third puncture this month. Tips for tougher tires welcome #CityCycling"),
-        ("u4", "CityCycling", "sunrise", "Caught the sunrise over the bridge on my morning ride #CityCycling"),
-        ("u6", "BookClub", "River Between Us", "Finished The River Between Us last night and I'm still thinking about the ending #BookClub"),
+        (
+            "u1",
+            "MarathonTraining",
+            "marathon",
+            "Just finished my first half marathon in 1:52! Legs are jelly but I'm so happy. #MarathonTraining",
+        ),
+        (
+            "u1",
+            "MarathonTraining",
+            "intervals",
+            "Intervals at 6am in the rain. Who else is training for the city race? #MarathonTraining",
+        ),
+        (
+            "u11",
+            "MarathonTraining",
+            "cheering",
+            "Sketched the runners from the cheering zone today, what an atmosphere #MarathonTraining",
+        ),
+        (
+            "u3",
+            "SourdoughSunday",
+            "loaf",
+            "This week's loaf has the best ear I've ever managed. Recipe in the replies #SourdoughSunday",
+        ),
+        (
+            "u3",
+            "SourdoughSunday",
+            "starter",
+            "My starter is three years old today. Happy birthday, Doughbert #SourdoughSunday",
+        ),
+        (
+            "u12",
+            "SourdoughSunday",
+            "pizza",
+            "Used Priya's dough recipe for pizza night and it was a hit #SourdoughSunday",
+        ),
+        (
+            "u2",
+            "RustLang",
+            "borrow checker",
+            "The borrow checker and I have reached an understanding. It wins. #RustLang",
+        ),
+        (
+            "u2",
+            "RustLang",
+            "log parser",
+            "We rewrote the log parser and it's 8x faster, no other changes #RustLang",
+        ),
+        (
+            "u10",
+            "RustLang",
+            "survey",
+            "Developer survey: Rust is the most admired language for another year #RustLang",
+        ),
+        (
+            "u5",
+            "CityCycling",
+            "bike lane",
+            "The new bike lane on Harbor Street is finally open. Commute went from 25 to 15 minutes #CityCycling",
+        ),
+        (
+            "u5",
+            "CityCycling",
+            "puncture",
+            "Third puncture this month. Tips for tougher tires welcome #CityCycling",
+        ),
+        (
+            "u4",
+            "CityCycling",
+            "sunrise",
+            "Caught the sunrise over the bridge on my morning ride #CityCycling",
+        ),
+        (
+            "u6",
+            "BookClub",
+            "River Between Us",
+            "Finished The River Between Us last night and I'm still thinking about the ending #BookClub",
+        ),
         ("u6", "BookClub", "library", "The library book sale is on this weekend, bring a tote bag #BookClub"),
         ("u8", "GardenLife", "tomatoes", "First tomatoes of the season from a tiny balcony! #GardenLife"),
         ("u8", "GardenLife", "basil", "Basil is thriving, mint is trying to take over the world #GardenLife"),
         ("u4", "PhotoOfTheDay", "neon", "Neon reflections after the rain downtown #PhotoOfTheDay"),
         ("u11", "PhotoOfTheDay", "harbor", "Fog rolling over the harbor this morning #PhotoOfTheDay"),
-        ("u7", "IndieGames", "pixel", "Three years of work: my pixel art platformer demo is out today! #IndieGames"),
+        (
+            "u7",
+            "IndieGames",
+            "pixel",
+            "Three years of work: my pixel art platformer demo is out today! #IndieGames",
+        ),
         ("u7", "IndieGames", "soundtrack", "The soundtrack in this little puzzle game is unreal #IndieGames"),
-        ("u9", "TransitUpdate", "delays", "Line 2 has delays of about 10 minutes due to a signal fault. Thanks for your patience #TransitUpdate"),
-        ("u9", "TransitUpdate", "weekend", "Weekend service: Line 4 trains run every 8 minutes from Saturday #TransitUpdate"),
+        (
+            "u9",
+            "TransitUpdate",
+            "delays",
+            "Line 2 has delays of about 10 minutes due to a signal fault. Thanks for your patience #TransitUpdate",
+        ),
+        (
+            "u9",
+            "TransitUpdate",
+            "weekend",
+            "Weekend service: Line 4 trains run every 8 minutes from Saturday #TransitUpdate",
+        ),
         ("u10", None, "phone", "Hands-on with the new foldable phone: lighter, brighter, still pricey."),
         ("u12", None, "taco night", "Taco night for twelve people. Send help (and limes)."),
         ("u2", None, "flat white", "Nothing like a flat white before a deploy."),
     ],
     "zh": [
-        ("u1", "春日跑步挑战", "半马", "#春日跑步挑战# 今天终于跑完了人生第一个半马，1小时52分！腿已经不是自己的了"),
+        (
+            "u1",
+            "春日跑步挑战",
+            "半马",
+            "#春日跑步挑战# 今天终于跑完了人生第一个半马，1小时52分！腿已经不是自己的了",
+        ),
         ("u1", "春日跑步挑战", "间歇跑", "#春日跑步挑战# 早上六点下雨也去练了间歇跑，有一起备赛的吗？"),
         ("u11", "春日跑步挑战", "加油", "#春日跑步挑战# 在加油区画了一下午跑者，气氛太好了"),
         ("u3", "周末烘焙", "欧包", "#周末烘焙# 这周的欧包开口终于成功了！配方放评论区"),
@@ -101,7 +189,12 @@ POSTS = {
         ("u11", "今日摄影", "雾", "#今日摄影# 今早港口起雾了，像在画里"),
         ("u7", "独立游戏推荐", "像素", "#独立游戏推荐# 做了三年的像素风平台跳跃游戏，试玩版今天上线！"),
         ("u7", "独立游戏推荐", "配乐", "#独立游戏推荐# 这款解谜小游戏的配乐太绝了"),
-        ("u9", "地铁出行提示", "延误", "#地铁出行提示# 受信号故障影响，2号线列车延误约10分钟，请乘客合理安排出行"),
+        (
+            "u9",
+            "地铁出行提示",
+            "延误",
+            "#地铁出行提示# 受信号故障影响，2号线列车延误约10分钟，请乘客合理安排出行",
+        ),
         ("u9", "地铁出行提示", "周末", "#地铁出行提示# 本周六起，4号线周末行车间隔缩短至8分钟"),
         ("u10", None, "折叠屏", "上手新款折叠屏手机：更轻更亮，但价格依旧不便宜"),
         ("u12", None, "火锅", "周末在家给十二个人做火锅，洗菜洗到手软"),
@@ -114,14 +207,29 @@ EXTRA_TRENDS = {
     "zh": ["新款折叠屏发布", "周一下雨了", "欧冠半决赛", "世界读书日", "五一假期出行预测"],
 }
 COMMENTS = {
-    "en": ["Congrats!", "This is great!", "Where is this?", "Same here, haha", "Love it",
-           "Need the recipe!", "So true", "Thanks for sharing"],
-    "zh": ["恭喜恭喜！", "太厉害了", "这是在哪里？", "哈哈哈同款", "好喜欢", "求配方！",
-           "说得太对了", "感谢分享"],
+    "en": [
+        "Congrats!",
+        "This is great!",
+        "Where is this?",
+        "Same here, haha",
+        "Love it",
+        "Need the recipe!",
+        "So true",
+        "Thanks for sharing",
+    ],
+    "zh": [
+        "恭喜恭喜！",
+        "太厉害了",
+        "这是在哪里？",
+        "哈哈哈同款",
+        "好喜欢",
+        "求配方！",
+        "说得太对了",
+        "感谢分享",
+    ],
 }
 NEW_POST_SOURCE = {"en": "Web", "zh": "微言网页版"}
-SOURCES = {"en": ["iPhone", "Android", "Web"],
-           "zh": ["iPhone 15", "HUAWEI Mate 60", "小米14", "微言网页版"]}
+SOURCES = {"en": ["iPhone", "Android", "Web"], "zh": ["iPhone 15", "HUAWEI Mate 60", "小米14", "微言网页版"]}
 
 
 # -- formatting shared by pages and tasks ------------------------------------------
@@ -161,7 +269,7 @@ def text_parts(text: str, lang: str) -> list[tuple[str, str]]:
     parts, pos = [], 0
     for m in _TAG_RE[lang].finditer(text):
         if m.start() > pos:
-            parts.append(("text", text[pos:m.start()]))
+            parts.append(("text", text[pos : m.start()]))
         parts.append(("topic", m.group(1)))
         pos = m.end()
     if pos < len(text):
@@ -179,11 +287,29 @@ def initial_state(lang: str, seed: int) -> dict:
     users = []
     for uid, name, handle, bio, verified in USERS[lang]:
         followers = rng.randint(200_000, 3_000_000) if verified else rng.randint(80, 9_800)
-        users.append({"id": uid, "name": name, "handle": handle, "bio": bio, "verified": verified,
-                      "followers": followers, "following": rng.randint(20, 900)})
+        users.append(
+            {
+                "id": uid,
+                "name": name,
+                "handle": handle,
+                "bio": bio,
+                "verified": verified,
+                "followers": followers,
+                "following": rng.randint(20, 900),
+            }
+        )
     me_id, me_name, me_handle, me_bio = ME[lang]
-    users.append({"id": me_id, "name": me_name, "handle": me_handle, "bio": me_bio,
-                  "verified": False, "followers": rng.randint(40, 400), "following": 0})
+    users.append(
+        {
+            "id": me_id,
+            "name": me_name,
+            "handle": me_handle,
+            "bio": me_bio,
+            "verified": False,
+            "followers": rng.randint(40, 400),
+            "following": 0,
+        }
+    )
 
     # Contact details in two bios: the kind of thing people really post.
     contact_users = rng.sample([u for u in users[:-1] if not u["verified"]], 2)
@@ -196,12 +322,25 @@ def initial_state(lang: str, seed: int) -> dict:
     posts = []
     for i, (author, topic, keyword, text) in enumerate(POSTS[lang]):
         n_comments = rng.randint(0, 3)
-        comments = [{"author": rng.choice(users[:-1])["id"], "text": c}
-                    for c in rng.sample(COMMENTS[lang], n_comments)]
-        posts.append({"id": f"t{i + 1}", "author": author, "text": text, "topic": topic,
-                      "keyword": keyword, "age": ages[i], "likes": 0,
-                      "reposts": rng.randint(0, 300), "comments": comments,
-                      "source": rng.choice(SOURCES[lang]), "repost_of": None})
+        comments = [
+            {"author": rng.choice(users[:-1])["id"], "text": c}
+            for c in rng.sample(COMMENTS[lang], n_comments)
+        ]
+        posts.append(
+            {
+                "id": f"t{i + 1}",
+                "author": author,
+                "text": text,
+                "topic": topic,
+                "keyword": keyword,
+                "age": ages[i],
+                "likes": 0,
+                "reposts": rng.randint(0, 300),
+                "comments": comments,
+                "source": rng.choice(SOURCES[lang]),
+                "repost_of": None,
+            }
+        )
     # Distinct like counts, so "the most liked post" has one answer.
     for p, likes in zip(posts, rng.sample(range(3, 5000), len(posts))):
         p["likes"] = likes
@@ -234,9 +373,19 @@ def initial_state(lang: str, seed: int) -> dict:
     liked = [p["id"] for p in rng.sample(posts, 2)]  # seeded counts include these likes
     bookmarks = [p["id"] for p in rng.sample(posts, 2)]
     users[-1]["following"] = len(following)
-    return {"lang": lang, "me": me_id, "users": users, "posts": posts, "trends": trends,
-            "following": following, "liked": liked, "bookmarks": bookmarks,
-            "search_history": [], "next_id": len(posts) + 1, "_planted_pii": planted.items}
+    return {
+        "lang": lang,
+        "me": me_id,
+        "users": users,
+        "posts": posts,
+        "trends": trends,
+        "following": following,
+        "liked": liked,
+        "bookmarks": bookmarks,
+        "search_history": [],
+        "next_id": len(posts) + 1,
+        "_planted_pii": planted.items,
+    }
 
 
 # -- state helpers (also used by tasks) --------------------------------------------
@@ -294,8 +443,11 @@ def search_users(state: dict, query: str) -> list[dict]:
     q = query.lower().strip().lstrip("@")
     if not q:
         return []
-    return [u for u in state["users"] if u["id"] != state["me"]
-            and (q in u["name"].lower() or q in u["handle"].lower())]
+    return [
+        u
+        for u in state["users"]
+        if u["id"] != state["me"] and (q in u["name"].lower() or q in u["handle"].lower())
+    ]
 
 
 def topic_posts(state: dict, topic: str) -> list[dict]:
@@ -317,22 +469,33 @@ def _post_or_404(state: dict, pid: str) -> dict:
 
 def _session():
     from ..server import current_session
+
     return current_session(bp.name)
 
 
 def _render(template: str, **ctx):
     from ..server import render_page
+
     s = _session()
     lang, state = s.lang, s.state
     return render_page(
-        template, user=lambda uid: user_by_id(state, uid), post=lambda pid: post_by_id(state, pid),
-        snip=lambda text: snippet(text, lang), count=lambda n: count_label(n, lang),
-        age=lambda m: age_label(m, lang), tag=lambda t: topic_tag(t, lang),
+        template,
+        user=lambda uid: user_by_id(state, uid),
+        post=lambda pid: post_by_id(state, pid),
+        snip=lambda text: snippet(text, lang),
+        count=lambda n: count_label(n, lang),
+        age=lambda m: age_label(m, lang),
+        tag=lambda t: topic_tag(t, lang),
         parts=lambda text: text_parts(text, lang),
-        me=user_by_id(state, state["me"]), trends=state["trends"],
-        suggestions=[u for u in state["users"] if u["id"] not in state["following"]
-                     and u["id"] != state["me"]][:3],
-        here=request.full_path.rstrip("?"), notice=request.args.get("msg"), **ctx)
+        me=user_by_id(state, state["me"]),
+        trends=state["trends"],
+        suggestions=[
+            u for u in state["users"] if u["id"] not in state["following"] and u["id"] != state["me"]
+        ][:3],
+        here=request.full_path.rstrip("?"),
+        notice=request.args.get("msg"),
+        **ctx,
+    )
 
 
 def _back(default: str) -> str:
@@ -358,7 +521,7 @@ def home():
     if tab == "following":
         mine = set(s.state["following"]) | {s.state["me"]}
         posts = [p for p in posts if p["author"] in mine]
-    shown = posts[:PAGE_SIZE * page]
+    shown = posts[: PAGE_SIZE * page]
     return _render("home.html", posts=shown, more=len(posts) > len(shown), page=page, tab=tab)
 
 
@@ -427,9 +590,19 @@ def profile(handle: str):
 
 # -- actions (POST, then redirect) -------------------------------------------------
 def _new_post(state: dict, text: str, repost_of: str | None = None) -> dict:
-    p = {"id": f"t{state['next_id']}", "author": state["me"], "text": text, "topic": None,
-         "keyword": None, "age": 0, "likes": 0, "reposts": 0, "comments": [],
-         "source": NEW_POST_SOURCE[state["lang"]], "repost_of": repost_of}
+    p = {
+        "id": f"t{state['next_id']}",
+        "author": state["me"],
+        "text": text,
+        "topic": None,
+        "keyword": None,
+        "age": 0,
+        "likes": 0,
+        "reposts": 0,
+        "comments": [],
+        "source": NEW_POST_SOURCE[state["lang"]],
+        "repost_of": repost_of,
+    }
     for t in state["trends"]:
         if topic_tag(t["topic"], state["lang"]) in text:
             p["topic"] = t["topic"]
@@ -509,5 +682,4 @@ def follow(uid: str):
     return redirect(_back(url_for("social.profile", handle=u["handle"])))
 
 
-SPEC = AppSpec(name="social", blueprint=bp, initial_state=initial_state,
-               title={"en": "Chirp", "zh": "微言"})
+SPEC = AppSpec(name="social", blueprint=bp, initial_state=initial_state, title={"en": "Chirp", "zh": "微言"})

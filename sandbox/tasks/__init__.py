@@ -1,4 +1,5 @@
 """Every task template of the sandbox, and the task catalog built from them."""
+
 from __future__ import annotations
 
 import importlib
@@ -37,8 +38,9 @@ def make_task(template_id: str, language: str, seed: int) -> Task:
     return get_template(template_id).make_task(language, seed)
 
 
-def build_catalog(per_template: int = 1, languages=("en", "zh"), seed: int = 0,
-                  apps: list[str] | None = None) -> list[Task]:
+def build_catalog(
+    per_template: int = 1, languages=("en", "zh"), seed: int = 0, apps: list[str] | None = None
+) -> list[Task]:
     """`per_template` tasks of each template in each language, seeds from `seed`."""
     tasks = []
     for tid in sorted(TEMPLATES):

@@ -5,6 +5,7 @@ app's seeded data, says how to solve it as a plan over accessibility-tree
 targets, and decides success from the app's state. The oracle resolves each
 plan step against the *live* tree at every step: no coordinates are stored.
 """
+
 from __future__ import annotations
 
 import random
@@ -29,10 +30,10 @@ class OracleError(PolicyError):
 class Target:
     """Which element to act on, found by role and accessible name."""
 
-    name: str | None = None          # case-insensitive substring (or exact, below)
+    name: str | None = None  # case-insensitive substring (or exact, below)
     role: str | tuple[str, ...] | None = None
     exact: bool = False
-    nth: int = 0                     # which match, in document order
+    nth: int = 0  # which match, in document order
     pick: Callable[[list[Element]], Element | None] | None = None  # choose among matches
 
     def resolve(self, obs: Observation) -> Element | None:
@@ -61,12 +62,13 @@ class Target:
 @dataclass(frozen=True)
 class Tap:
     target: Target
-    kind: ActionType = ActionType.TAP   # or DOUBLE_TAP / LONG_PRESS
+    kind: ActionType = ActionType.TAP  # or DOUBLE_TAP / LONG_PRESS
 
 
 @dataclass(frozen=True)
 class Fill:
     """Tap a field, type text, optionally press Enter: two or three steps."""
+
     target: Target
     text: str
     submit: bool = False
@@ -75,6 +77,7 @@ class Fill:
 @dataclass(frozen=True)
 class Choose:
     """Pick an option of a <select> (role combobox)."""
+
     target: Target
     option: str
 
@@ -87,6 +90,7 @@ class Press:
 @dataclass(frozen=True)
 class Swipe:
     """Swipe across an element (carousels); direction is where the finger moves."""
+
     target: Target
     direction: str = "left"
 
@@ -99,6 +103,7 @@ class ScrollPage:
 @dataclass(frozen=True)
 class Answer:
     """Answer an information task; `text` may read the live observation."""
+
     text: str | Callable[[Observation], str]
 
 
@@ -115,6 +120,7 @@ class GoBack:
 @dataclass(frozen=True)
 class When:
     """Run `step` only if `condition(obs)` holds when it is reached."""
+
     condition: Callable[[Observation], bool]
     step: Any
 
@@ -132,12 +138,13 @@ class PlanOracle:
     target that does not appear is waited for a few times, then OracleError.
     """
 
-    def __init__(self, plan: Iterable[PlanStep], *, lang: str = "en", max_waits: int = 3,
-                 max_scrolls: int = 8):
+    def __init__(
+        self, plan: Iterable[PlanStep], *, lang: str = "en", max_waits: int = 3, max_scrolls: int = 8
+    ):
         self.plan = list(plan)
         self.lang = lang
         self.pos = 0
-        self.pending: list[Action] = []   # rest of a multi-action step (Fill)
+        self.pending: list[Action] = []  # rest of a multi-action step (Fill)
         self.max_waits = max_waits
         self.max_scrolls = max_scrolls
         self.waits = 0
@@ -185,23 +192,33 @@ class PlanOracle:
             if isinstance(step, Tap):
                 return self._tap(el, self._say(step.kind.value, role=el.role, name=el.name), kind=step.kind)
             if isinstance(step, Fill):
-                self.pending.append(Action(type=ActionType.TYPE, text=step.text,
-                                           description=self._say("type", text=step.text)))
+                self.pending.append(
+                    Action(
+                        type=ActionType.TYPE, text=step.text, description=self._say("type", text=step.text)
+                    )
+                )
                 if step.submit:
                     self.pending.append(Action.key("Enter", description=self._say("key", key="Enter")))
                 return self._tap(el, self._say("tap", role=el.role, name=el.name))
             if isinstance(step, Choose):
                 x, y = el.centre()
                 self.last_target = el
-                return Action(type=ActionType.SELECT, x=x, y=y, text=step.option,
-                              description=self._say("select", option=step.option, name=el.name))
+                return Action(
+                    type=ActionType.SELECT,
+                    x=x,
+                    y=y,
+                    text=step.option,
+                    description=self._say("select", option=step.option, name=el.name),
+                )
             if isinstance(step, Swipe):
                 return self._swipe(el, step.direction)
         self.pos += 1
         if isinstance(step, Press):
             return Action.key(step.key, description=self._say("key", key=step.key))
         if isinstance(step, ScrollPage):
-            return Action.scroll(step.direction, 0.5, 0.5, description=self._say("scroll", direction=step.direction))
+            return Action.scroll(
+                step.direction, 0.5, 0.5, description=self._say("scroll", direction=step.direction)
+            )
         if isinstance(step, Answer):
             text = step.text(obs) if callable(step.text) else step.text
             return Action(type=ActionType.ANSWER, text=text, description=self._say("answer", text=text))
@@ -231,9 +248,15 @@ class PlanOracle:
         dx = {"left": -1, "right": 1}.get(direction, 0) * (x1 - x0) * 0.35
         dy = {"up": -1, "down": 1}.get(direction, 0) * (y1 - y0) * 0.35
         self.last_target = el
-        return Action(type=ActionType.SWIPE, x=_clip(cx - dx), y=_clip(cy - dy),
-                      x2=_clip(cx + dx), y2=_clip(cy + dy), duration_ms=300,
-                      description=self._say("swipe", direction=direction, name=el.name))
+        return Action(
+            type=ActionType.SWIPE,
+            x=_clip(cx - dx),
+            y=_clip(cy - dy),
+            x2=_clip(cx + dx),
+            y2=_clip(cy + dy),
+            duration_ms=300,
+            description=self._say("swipe", direction=direction, name=el.name),
+        )
 
     def _scroll_towards(self, el: Element, obs: Observation | None = None) -> Action | None:
         cx, cy = el.centre()
@@ -251,13 +274,17 @@ class PlanOracle:
         if self.scrolls > self.max_scrolls:
             raise OracleError(f"'{el.name}' stays off screen after {self.max_scrolls} scrolls")
         direction = "down" if cy > bottom else "up"
-        return Action.scroll(direction, 0.5, 0.5, description=self._say("scroll_to", direction=direction, name=el.name))
+        return Action.scroll(
+            direction, 0.5, 0.5, description=self._say("scroll_to", direction=direction, name=el.name)
+        )
 
     def _wait_for(self, target: Target) -> Action:
         self.waits += 1
         if self.waits > self.max_waits:
             raise OracleError(f"{target} not found on the screen")
-        return Action(type=ActionType.WAIT, duration_ms=500, description=self._say("wait", target=str(target)))
+        return Action(
+            type=ActionType.WAIT, duration_ms=500, description=self._say("wait", target=str(target))
+        )
 
     @staticmethod
     def _dismiss_control(obs: Observation) -> Element | None:
@@ -268,18 +295,38 @@ class PlanOracle:
 
 
 _PHRASES = {
-    "en": {"dismiss": "Dismiss the pop-up: {name}", "tap": "Tap the {role} '{name}'",
-           "double_tap": "Double-tap the {role} '{name}'", "long_press": "Long-press the {role} '{name}'",
-           "type": "Type '{text}'", "key": "Press {key}", "select": "Select '{option}' in '{name}'",
-           "scroll": "Scroll {direction}", "scroll_to": "Scroll {direction} to find '{name}'",
-           "swipe": "Swipe {direction} on '{name}'", "answer": "Answer: {text}",
-           "done": "Task complete", "back": "Go back", "wait": "Wait for {target}"},
-    "zh": {"dismiss": "关闭弹窗：{name}", "tap": "点击{role}“{name}”",
-           "double_tap": "双击{role}“{name}”", "long_press": "长按{role}“{name}”",
-           "type": "输入“{text}”", "key": "按下{key}键", "select": "在“{name}”中选择“{option}”",
-           "scroll": "向{direction}滚动", "scroll_to": "向{direction}滚动，找到“{name}”",
-           "swipe": "在“{name}”上向{direction}滑动", "answer": "回答：{text}",
-           "done": "任务完成", "back": "返回上一页", "wait": "等待{target}出现"},
+    "en": {
+        "dismiss": "Dismiss the pop-up: {name}",
+        "tap": "Tap the {role} '{name}'",
+        "double_tap": "Double-tap the {role} '{name}'",
+        "long_press": "Long-press the {role} '{name}'",
+        "type": "Type '{text}'",
+        "key": "Press {key}",
+        "select": "Select '{option}' in '{name}'",
+        "scroll": "Scroll {direction}",
+        "scroll_to": "Scroll {direction} to find '{name}'",
+        "swipe": "Swipe {direction} on '{name}'",
+        "answer": "Answer: {text}",
+        "done": "Task complete",
+        "back": "Go back",
+        "wait": "Wait for {target}",
+    },
+    "zh": {
+        "dismiss": "关闭弹窗：{name}",
+        "tap": "点击{role}“{name}”",
+        "double_tap": "双击{role}“{name}”",
+        "long_press": "长按{role}“{name}”",
+        "type": "输入“{text}”",
+        "key": "按下{key}键",
+        "select": "在“{name}”中选择“{option}”",
+        "scroll": "向{direction}滚动",
+        "scroll_to": "向{direction}滚动，找到“{name}”",
+        "swipe": "在“{name}”上向{direction}滑动",
+        "answer": "回答：{text}",
+        "done": "任务完成",
+        "back": "返回上一页",
+        "wait": "等待{target}出现",
+    },
 }
 _ZH_DIRECTION = {"up": "上", "down": "下", "left": "左", "right": "右"}
 
@@ -312,8 +359,9 @@ def _visible_band(obs: Observation, target: Element) -> tuple[float, float]:
         x0, y0, x1, y1 = e.bbox
         if x1 - x0 < 0.9:
             continue
-        is_bottom_bar = (e.role in _BOTTOM_BAR_ROLES or
-                         (e.role == "group" and e.name.strip() in _KEYBOARD_NAMES))
+        is_bottom_bar = e.role in _BOTTOM_BAR_ROLES or (
+            e.role == "group" and e.name.strip() in _KEYBOARD_NAMES
+        )
         is_bottom_bar = is_bottom_bar and 0.5 < y0 < 1.0 and y1 >= 0.97
         is_top_bar = e.role in _TOP_BAR_ROLES and y0 <= 0.08 and 0.0 < y1 < 0.3
         if not (is_bottom_bar or is_top_bar):
@@ -376,12 +424,19 @@ class TaskTemplate:
     # -- shared -------------------------------------------------------------------
     def make_task(self, lang: str, seed: int) -> Task:
         from ..apps import APPS
+
         data = APPS[self.app].initial_state(lang, seed)
         rng = random.Random(f"{self.template_id}:{lang}:{seed}")
         params = self.sample_params(data, rng, lang)
-        return Task(task_id=f"{self.template_id}:{lang}:{seed}", template_id=self.template_id,
-                    app=self.app, language=lang, instruction=self.instruction(params, lang),
-                    params={**params, "seed": seed}, start_url=f"/{self.app}/")
+        return Task(
+            task_id=f"{self.template_id}:{lang}:{seed}",
+            template_id=self.template_id,
+            app=self.app,
+            language=lang,
+            instruction=self.instruction(params, lang),
+            params={**params, "seed": seed},
+            start_url=f"/{self.app}/",
+        )
 
     def oracle(self, task: Task) -> PlanOracle:
         return PlanOracle(self.plan(task.params, task.language), lang=task.language)

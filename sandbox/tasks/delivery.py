@@ -10,6 +10,7 @@ one scroll area (`main`) are scrolled into that area before they are touched;
 controls outside it (tab bar, bottom bars, sheets, menus, the soft keyboard)
 are `TapFixed` steps: see `PhoneOracle`.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,12 +35,12 @@ from .base import Answer, Fill, Finish, OracleError, PlanOracle, Swipe, Tap, Tar
 
 # -- names of the controls the plans use (see templates/delivery/<lang>/) ------------------
 SEARCH_BOX = {"en": "Search stores and dishes", "zh": "搜索商家或商品"}
-KEY_SEARCH = {"en": "Search", "zh": "搜索"}        # the soft keyboard's action key
+KEY_SEARCH = {"en": "Search", "zh": "搜索"}  # the soft keyboard's action key
 KEY_DONE = {"en": "Done", "zh": "完成"}
 BANNER = {"en": "Deals for you", "zh": "满减优惠"}
 TABS = {"carts": ("Carts", "购物车"), "orders": ("Orders", "订单"), "account": ("Account", "我的")}
 ADDRESSES_LINK = {"en": "Addresses", "zh": "收货地址"}
-ADD_TO_CART = {"en": "Add to cart", "zh": "加入购物车"}   # in the options sheet
+ADD_TO_CART = {"en": "Add to cart", "zh": "加入购物车"}  # in the options sheet
 NOTE_BOX = {"en": "Note for the store", "zh": "订单备注"}
 TABLEWARE_ROW = {"en": "Utensils:", "zh": "餐具数量："}
 ADDRESS_ROW = {"en": "Delivery address:", "zh": "收货地址："}
@@ -48,9 +49,10 @@ REORDER = {"en": "Reorder", "zh": "再来一单"}
 DELETE_ORDER = {"en": "Delete order", "zh": "删除订单"}
 REMOVE_LINE = {"en": "Remove", "zh": "删除"}
 ORDERS_AREA = {"en": "Your orders", "zh": "订单列表"}
-NOTES = {"en": ["Less spicy please", "No cilantro", "Extra napkins", "Sauce on the side",
-                "Leave it at the door"],
-         "zh": ["少放辣", "不要香菜", "多放醋", "米饭多一点", "放门口就行"]}
+NOTES = {
+    "en": ["Less spicy please", "No cilantro", "Extra napkins", "Sauce on the side", "Leave it at the door"],
+    "zh": ["少放辣", "不要香菜", "多放醋", "米饭多一点", "放门口就行"],
+}
 
 PRICE_RE = re.compile(r"[$¥]\s?(\d[\d,]*(?:\.\d+)?)")
 NUMBER_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -67,8 +69,10 @@ def tab(key: str, lang: str) -> Target:
 def starts_with(prefix: str):
     """Pick the first candidate whose name starts with `prefix` (a dish name can be
     a substring of another: 拿铁 / 生椰拿铁, Fries / Cheese Fries)."""
+
     def pick(cands: list[Element]) -> Element | None:
         return next((e for e in cands if e.name.startswith(prefix)), None)
+
     return pick
 
 
@@ -130,8 +134,10 @@ def promo_threshold(obs: Observation, shop: str, lang: str) -> str:
 
 
 def status_heading(obs: Observation, lang: str) -> str:
-    labels = {status_label(s, lang) for s in ("accepted", "picked_up", "on_the_way", "delivered",
-                                              "pending_payment", "cancelled", "paid")}
+    labels = {
+        status_label(s, lang)
+        for s in ("accepted", "picked_up", "on_the_way", "delivered", "pending_payment", "cancelled", "paid")
+    }
     return next((e.name for e in obs.elements if e.role == "heading" and e.name in labels), "")
 
 
@@ -155,7 +161,7 @@ class PhoneOracle(PlanOracle):
     Here a target in the scroll area must have its centre inside that area.
     """
 
-    _area: Element | None = None   # the `main` element of the step being resolved
+    _area: Element | None = None  # the `main` element of the step being resolved
 
     def _act(self, step, obs: Observation):
         fixed = isinstance(step, TapFixed)
@@ -170,14 +176,15 @@ class PhoneOracle(PlanOracle):
         cy = el.centre()[1]
         margin = 0.02
         if top + margin <= cy <= bottom - margin:
-            return super()._scroll_towards(el, obs)   # keeps the base checks (off to the side)
+            return super()._scroll_towards(el, obs)  # keeps the base checks (off to the side)
         self.scrolls += 1
         if self.scrolls > self.max_scrolls:
             raise OracleError(f"'{el.name}' stays outside the scroll area after {self.max_scrolls} scrolls")
         direction = "down" if cy > bottom - margin else "up"
         ax, ay = area.centre()
-        return Action.scroll(direction, ax, ay,
-                             description=self._say("scroll_to", direction=direction, name=el.name))
+        return Action.scroll(
+            direction, ax, ay, description=self._say("scroll_to", direction=direction, name=el.name)
+        )
 
 
 class DeliveryTemplate(TaskTemplate):
@@ -202,17 +209,25 @@ def _active_order(data: dict) -> dict:
 # -- templates -----------------------------------------------------------------------------
 class AddDishWithOptions(DeliveryTemplate):
     """规格 sheet: pick 份量/辣度 (size/spice, cup/sugar) and add to the cart."""
+
     template_id = "delivery.add_dish_with_options"
 
     def sample_params(self, data, rng, lang):
         shop = rng.choice([s for s in data["shops"] if _with_options(s)])
         dish = rng.choice(_with_options(shop))
-        choices = [rng.choice(o["choices"][1:]) if k == 0 else rng.choice(o["choices"])
-                   for k, o in enumerate(dish["options"])]
-        return {"shop": shop["id"], "shop_name": shop["name"], "dish": dish["id"],
-                "dish_name": dish["name"], "choices": choices,
-                "defaults": [o["choices"][0] for o in dish["options"]],
-                "qty0": cart_qty(data, shop["id"], dish["id"], choices)}
+        choices = [
+            rng.choice(o["choices"][1:]) if k == 0 else rng.choice(o["choices"])
+            for k, o in enumerate(dish["options"])
+        ]
+        return {
+            "shop": shop["id"],
+            "shop_name": shop["name"],
+            "dish": dish["id"],
+            "dish_name": dish["name"],
+            "choices": choices,
+            "defaults": [o["choices"][0] for o in dish["options"]],
+            "qty0": cart_qty(data, shop["id"], dish["id"], choices),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -220,13 +235,18 @@ class AddDishWithOptions(DeliveryTemplate):
         return f"Add a {p['dish_name']} from {p['shop_name']} to my cart: {', '.join(p['choices'])}."
 
     def plan(self, p, lang):
-        picks = [TapFixed(Target(c, "radio", exact=True))
-                 for c, default in zip(p["choices"], p["defaults"]) if c != default]
-        return [Tap(shop_card(p["shop_name"], lang)),
-                Tap(Target(options_label(p["dish_name"], lang), "button", exact=True)),
-                *picks,
-                TapFixed(Target(_l(ADD_TO_CART, lang), "button", exact=True)),
-                Finish()]
+        picks = [
+            TapFixed(Target(c, "radio", exact=True))
+            for c, default in zip(p["choices"], p["defaults"])
+            if c != default
+        ]
+        return [
+            Tap(shop_card(p["shop_name"], lang)),
+            Tap(Target(options_label(p["dish_name"], lang), "button", exact=True)),
+            *picks,
+            TapFixed(Target(_l(ADD_TO_CART, lang), "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["shop"], p["dish"], p["choices"]) > p["qty0"]
@@ -235,8 +255,11 @@ class AddDishWithOptions(DeliveryTemplate):
 def _cart_params(data: dict, rng) -> dict:
     sid = rng.choice(sorted(data["carts"]))
     shop = find_shop(data, sid)
-    return {"shop": sid, "shop_name": shop["name"],
-            "lines": [[ln["dish"], ln["choices"], ln["qty"]] for ln in data["carts"][sid]]}
+    return {
+        "shop": sid,
+        "shop_name": shop["name"],
+        "lines": [[ln["dish"], ln["choices"], ln["qty"]] for ln in data["carts"][sid]],
+    }
 
 
 def _submitted(p: dict, state: dict) -> list[dict]:
@@ -256,81 +279,110 @@ def _checkout_start(p: dict, lang: str) -> list:
 
 
 def _tableware_steps(n: int, lang: str) -> list:
-    return [Tap(Target(_l(TABLEWARE_ROW, lang), "button")),
-            TapFixed(Target(tableware_label(n, lang), "button", exact=True))]
+    return [
+        Tap(Target(_l(TABLEWARE_ROW, lang), "button")),
+        TapFixed(Target(tableware_label(n, lang), "button", exact=True)),
+    ]
 
 
 class CheckoutWithNote(DeliveryTemplate):
     """备注 through the soft keyboard, 餐具数量 in a sheet, then submit unpaid (待支付)."""
+
     template_id = "delivery.checkout_with_note"
 
     def sample_params(self, data, rng, lang):
-        return {**_cart_params(data, rng), "note": rng.choice(NOTES[lang]),
-                "tableware": rng.randint(1, 3)}
+        return {**_cart_params(data, rng), "note": rng.choice(NOTES[lang]), "tableware": rng.randint(1, 3)}
 
     def instruction(self, p, lang):
         if lang == "zh":
-            return (f"把购物车里“{p['shop_name']}”的菜下单，备注“{p['note']}”，餐具要{p['tableware']}份，"
-                    f"先提交订单，不要付款")
+            return (
+                f"把购物车里“{p['shop_name']}”的菜下单，备注“{p['note']}”，餐具要{p['tableware']}份，"
+                f"先提交订单，不要付款"
+            )
         n = p["tableware"]
-        return (f"Check out my {p['shop_name']} cart with the note \"{p['note']}\" and {n} "
-                f"set{'s' if n > 1 else ''} of utensils. Submit the order but don't pay yet.")
+        return (
+            f'Check out my {p["shop_name"]} cart with the note "{p["note"]}" and {n} '
+            f"set{'s' if n > 1 else ''} of utensils. Submit the order but don't pay yet."
+        )
 
     def plan(self, p, lang):
-        return [*_checkout_start(p, lang),
-                Fill(Target(_l(NOTE_BOX, lang), "textbox"), p["note"]),
-                TapFixed(Target(_l(KEY_DONE, lang), "button", exact=True)),
-                *_tableware_steps(p["tableware"], lang),
-                TapFixed(Target(_l(SUBMIT, lang), "button", exact=True)),
-                Finish()]
+        return [
+            *_checkout_start(p, lang),
+            Fill(Target(_l(NOTE_BOX, lang), "textbox"), p["note"]),
+            TapFixed(Target(_l(KEY_DONE, lang), "button", exact=True)),
+            *_tableware_steps(p["tableware"], lang),
+            TapFixed(Target(_l(SUBMIT, lang), "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        return any(o["note"] == p["note"] and o["tableware"] == p["tableware"]
-                   for o in _submitted(p, state)) and not state["payments"]
+        return (
+            any(o["note"] == p["note"] and o["tableware"] == p["tableware"] for o in _submitted(p, state))
+            and not state["payments"]
+        )
 
 
 class CheckoutToOtherAddress(DeliveryTemplate):
     """Choose a non-default address on the confirm-order page, then submit unpaid."""
+
     template_id = "delivery.checkout_other_address"
 
     def sample_params(self, data, rng, lang):
         addr = rng.choice([a for a in data["addresses"] if a["id"] != data["default_address"]])
-        return {**_cart_params(data, rng), "address": addr["id"], "tag": addr["tag"],
-                "tableware": rng.choice([0, 1, 2])}
+        return {
+            **_cart_params(data, rng),
+            "address": addr["id"],
+            "tag": addr["tag"],
+            "tableware": rng.choice([0, 1, 2]),
+        }
 
     def instruction(self, p, lang):
         tw = tableware_label(p["tableware"], lang)
         if lang == "zh":
-            return (f"把“{p['shop_name']}”购物车里的菜送到我的{p['tag']}地址，餐具选“{tw}”，"
-                    f"提交订单但先别付款")
-        return (f"Send my {p['shop_name']} cart to my {p['tag']} address with "
-                f"{tw.lower()}. Submit the order, but don't pay for it.")
+            return f"把“{p['shop_name']}”购物车里的菜送到我的{p['tag']}地址，餐具选“{tw}”，提交订单但先别付款"
+        return (
+            f"Send my {p['shop_name']} cart to my {p['tag']} address with "
+            f"{tw.lower()}. Submit the order, but don't pay for it."
+        )
 
     def plan(self, p, lang):
         pick = f"选择地址：{p['tag']}，" if lang == "zh" else f"Deliver to {p['tag']}:"
-        return [*_checkout_start(p, lang),
-                Tap(Target(_l(ADDRESS_ROW, lang), "link")),
-                Tap(Target(pick, "button")),
-                *_tableware_steps(p["tableware"], lang),
-                TapFixed(Target(_l(SUBMIT, lang), "button", exact=True)),
-                Finish()]
+        return [
+            *_checkout_start(p, lang),
+            Tap(Target(_l(ADDRESS_ROW, lang), "link")),
+            Tap(Target(pick, "button")),
+            *_tableware_steps(p["tableware"], lang),
+            TapFixed(Target(_l(SUBMIT, lang), "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        return any(o["address"] == p["address"] and o["tableware"] == p["tableware"]
-                   for o in _submitted(p, state)) and not state["payments"]
+        return (
+            any(
+                o["address"] == p["address"] and o["tableware"] == p["tableware"]
+                for o in _submitted(p, state)
+            )
+            and not state["payments"]
+        )
 
 
 class LowestFeeInCategory(DeliveryTemplate):
     """Information: compare 配送费 across a category's shops."""
+
     template_id = "delivery.lowest_fee_in_category"
 
     def sample_params(self, data, rng, lang):
         cat = rng.choice(data["categories"])
         shops = [s for s in data["shops"] if s["category"] == cat["key"]]
         best = min(shops, key=lambda s: s["delivery_fee"])
-        return {"category": cat["key"], "category_name": cat["name"], "shop": best["id"],
-                "shop_name": best["name"], "fee": best["delivery_fee"],
-                "others": [s["name"] for s in shops if s is not best]}
+        return {
+            "category": cat["key"],
+            "category_name": cat["name"],
+            "shop": best["id"],
+            "shop_name": best["name"],
+            "fee": best["delivery_fee"],
+            "others": [s["name"] for s in shops if s is not best],
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -338,8 +390,7 @@ class LowestFeeInCategory(DeliveryTemplate):
         return f"Which {p['category_name']} place has the lowest delivery fee? Tell me its name."
 
     def plan(self, p, lang):
-        return [Tap(Target(p["category_name"], "link", exact=True)),
-                Answer(lowest_fee_shop)]
+        return [Tap(Target(p["category_name"], "link", exact=True)), Answer(lowest_fee_shop)]
 
     def success(self, p, state, answer, lang):
         a = _norm(answer)
@@ -348,12 +399,18 @@ class LowestFeeInCategory(DeliveryTemplate):
 
 def _banner_params(data: dict, rng, want=lambda shop: True) -> dict:
     # Never the first slide: a swipe is needed.
-    k = rng.choice([k for k in range(1, len(data["banners"]))
-                    if want(find_shop(data, data["banners"][k]["shop"]))])
+    k = rng.choice(
+        [k for k in range(1, len(data["banners"])) if want(find_shop(data, data["banners"][k]["shop"]))]
+    )
     b = data["banners"][k]
     shop = find_shop(data, b["shop"])
-    return {"slide": k, "shop": shop["id"], "shop_name": shop["name"],
-            "threshold": b["threshold"], "off": b["off"]}
+    return {
+        "slide": k,
+        "shop": shop["id"],
+        "shop_name": shop["name"],
+        "threshold": b["threshold"],
+        "off": b["off"],
+    }
 
 
 def _swipes(p: dict, lang: str) -> list:
@@ -362,6 +419,7 @@ def _swipes(p: dict, lang: str) -> list:
 
 class BannerPromoThreshold(DeliveryTemplate):
     """Information: swipe the 轮播 banner to a shop's 满减 and read its threshold."""
+
     template_id = "delivery.banner_promo_threshold"
 
     def sample_params(self, data, rng, lang):
@@ -370,8 +428,10 @@ class BannerPromoThreshold(DeliveryTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"首页轮播图里有“{p['shop_name']}”的满减活动，划过去看看，满多少元才能减？"
-        return (f"Swipe through the deals on the home screen to the {p['shop_name']} one. "
-                f"How much do I have to spend to get it?")
+        return (
+            f"Swipe through the deals on the home screen to the {p['shop_name']} one. "
+            f"How much do I have to spend to get it?"
+        )
 
     def plan(self, p, lang):
         shop = p["shop_name"]
@@ -383,26 +443,35 @@ class BannerPromoThreshold(DeliveryTemplate):
 
 class BannerShopAdd(DeliveryTemplate):
     """Swipe the banner, open the advertised shop, add a dish with one tap (+)."""
+
     template_id = "delivery.banner_shop_add"
 
     def sample_params(self, data, rng, lang):
         p = _banner_params(data, rng, want=_plain)
         dish = rng.choice(_plain(find_shop(data, p["shop"])))
-        return {**p, "dish": dish["id"], "dish_name": dish["name"],
-                "qty0": cart_qty(data, p["shop"], dish["id"])}
+        return {
+            **p,
+            "dish": dish["id"],
+            "dish_name": dish["name"],
+            "qty0": cart_qty(data, p["shop"], dish["id"]),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"首页轮播里有“{p['shop_name']}”的满减，点进这家店，加一份{p['dish_name']}到购物车"
-        return (f"Open the {p['shop_name']} deal from the home screen carousel and add a "
-                f"{p['dish_name']} to my cart.")
+        return (
+            f"Open the {p['shop_name']} deal from the home screen carousel and add a "
+            f"{p['dish_name']} to my cart."
+        )
 
     def plan(self, p, lang):
         slide = f"{p['shop_name']} 满" if lang == "zh" else f"{p['shop_name']}: $"
-        return [*_swipes(p, lang),
-                Tap(Target(role="link", pick=starts_with(slide))),
-                Tap(Target(add_label(p["dish_name"], lang), "button", exact=True)),
-                Finish()]
+        return [
+            *_swipes(p, lang),
+            Tap(Target(role="link", pick=starts_with(slide))),
+            Tap(Target(add_label(p["dish_name"], lang), "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["shop"], p["dish"]) > p["qty0"]
@@ -410,15 +479,21 @@ class BannerShopAdd(DeliveryTemplate):
 
 class ReorderPastOrder(DeliveryTemplate):
     """Long-press a delivered order: 再来一单 puts its items back in the cart."""
+
     template_id = "delivery.reorder_past_order"
 
     def sample_params(self, data, rng, lang):
         order = rng.choice([o for o in data["orders"] if o["status"] == "delivered"])
         shop = find_shop(data, order["shop"])
-        return {"order": order["id"], "shop": shop["id"], "shop_name": shop["name"],
-                "items": [[i["dish"], i["choices"], i["qty"],
-                           cart_qty(data, shop["id"], i["dish"], i["choices"])]
-                          for i in order["items"]]}
+        return {
+            "order": order["id"],
+            "shop": shop["id"],
+            "shop_name": shop["name"],
+            "items": [
+                [i["dish"], i["choices"], i["qty"], cart_qty(data, shop["id"], i["dish"], i["choices"])]
+                for i in order["items"]
+            ],
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -426,10 +501,12 @@ class ReorderPastOrder(DeliveryTemplate):
         return f"Reorder my past {p['shop_name']} order. Just put it back in my cart."
 
     def plan(self, p, lang):
-        return [TapFixed(tab("orders", lang)),
-                Tap(order_card(p["shop_name"], lang, "delivered"), kind=ActionType.LONG_PRESS),
-                TapFixed(Target(_l(REORDER, lang), "menuitem", exact=True)),
-                Finish()]
+        return [
+            TapFixed(tab("orders", lang)),
+            Tap(order_card(p["shop_name"], lang, "delivered"), kind=ActionType.LONG_PRESS),
+            TapFixed(Target(_l(REORDER, lang), "menuitem", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return all(cart_qty(state, p["shop"], d, c) >= q0 + q for d, c, q, q0 in p["items"])
@@ -437,6 +514,7 @@ class ReorderPastOrder(DeliveryTemplate):
 
 class DeleteOrder(DeliveryTemplate):
     """Long-press a finished order: 删除订单."""
+
     template_id = "delivery.delete_order"
 
     def sample_params(self, data, rng, lang):
@@ -451,10 +529,12 @@ class DeleteOrder(DeliveryTemplate):
         return f"Delete the {status.lower()} {p['shop_name']} order from my order list."
 
     def plan(self, p, lang):
-        return [TapFixed(tab("orders", lang)),
-                Tap(order_card(p["shop_name"], lang, p["status"]), kind=ActionType.LONG_PRESS),
-                TapFixed(Target(_l(DELETE_ORDER, lang), "menuitem", exact=True)),
-                Finish()]
+        return [
+            TapFixed(tab("orders", lang)),
+            Tap(order_card(p["shop_name"], lang, p["status"]), kind=ActionType.LONG_PRESS),
+            TapFixed(Target(_l(DELETE_ORDER, lang), "menuitem", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         deleted = [o["id"] for o in state["orders"] if o["deleted"]]
@@ -463,6 +543,7 @@ class DeleteOrder(DeliveryTemplate):
 
 class RefreshDeliveryStatus(DeliveryTemplate):
     """Pull to refresh the orders page, then read the order's new 配送状态."""
+
     template_id = "delivery.refresh_delivery_status"
 
     def sample_params(self, data, rng, lang):
@@ -476,21 +557,31 @@ class RefreshDeliveryStatus(DeliveryTemplate):
         return f"Refresh my orders and tell me where my {p['shop_name']} order is now."
 
     def plan(self, p, lang):
-        return [TapFixed(tab("orders", lang)),
-                Swipe(Target(_l(ORDERS_AREA, lang), "main"), "down"),
-                # The order's own page: read after the refresh, whatever the list showed.
-                Tap(Target(role="link", pick=starts_with(
-                    f"{p['shop_name']}{'订单，' if lang == 'zh' else ' order, '}"))),
-                Answer(lambda obs: status_heading(obs, lang))]
+        return [
+            TapFixed(tab("orders", lang)),
+            Swipe(Target(_l(ORDERS_AREA, lang), "main"), "down"),
+            # The order's own page: read after the refresh, whatever the list showed.
+            Tap(
+                Target(
+                    role="link",
+                    pick=starts_with(f"{p['shop_name']}{'订单，' if lang == 'zh' else ' order, '}"),
+                )
+            ),
+            Answer(lambda obs: status_heading(obs, lang)),
+        ]
 
     def success(self, p, state, answer, lang):
         order = next(o for o in state["orders"] if o["id"] == p["order"])
-        return (state["refreshes"] >= 1 and order["status"] != p["status0"]
-                and _norm(status_label(order["status"], lang)) in _norm(answer))
+        return (
+            state["refreshes"] >= 1
+            and order["status"] != p["status0"]
+            and _norm(status_label(order["status"], lang)) in _norm(answer)
+        )
 
 
 class SearchCheapestDish(DeliveryTemplate):
     """搜索 with the soft keyboard's search key; add the cheapest result."""
+
     template_id = "delivery.search_cheapest_dish"
 
     def sample_params(self, data, rng, lang):
@@ -503,27 +594,36 @@ class SearchCheapestDish(DeliveryTemplate):
                 queries.append((q, rows))
         q, rows = rng.choice(queries)
         best = min(rows, key=lambda r: r["dish"]["price"])
-        return {"query": q, "shop": best["shop"]["id"], "shop_name": best["shop"]["name"],
-                "dish": best["dish"]["id"], "dish_name": best["dish"]["name"],
-                "has_options": bool(best["dish"]["options"]),
-                "qty0": cart_qty(data, best["shop"]["id"], best["dish"]["id"])}
+        return {
+            "query": q,
+            "shop": best["shop"]["id"],
+            "shop_name": best["shop"]["name"],
+            "dish": best["dish"]["id"],
+            "dish_name": best["dish"]["name"],
+            "has_options": bool(best["dish"]["options"]),
+            "qty0": cart_qty(data, best["shop"]["id"], best["dish"]["id"]),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"搜一下“{p['query']}”，把最便宜的那一份加入购物车"
-        return f"Search for \"{p['query']}\" and add the cheapest one to my cart."
+        return f'Search for "{p["query"]}" and add the cheapest one to my cart.'
 
     def plan(self, p, lang):
-        if p["has_options"]:   # the sheet's defaults are fine: the task names no options
-            add = [Tap(Target(options_label(p["dish_name"], lang), "button", exact=True)),
-                   TapFixed(Target(_l(ADD_TO_CART, lang), "button", exact=True))]
+        if p["has_options"]:  # the sheet's defaults are fine: the task names no options
+            add = [
+                Tap(Target(options_label(p["dish_name"], lang), "button", exact=True)),
+                TapFixed(Target(_l(ADD_TO_CART, lang), "button", exact=True)),
+            ]
         else:
             add = [Tap(Target(add_label(p["dish_name"], lang), "button", exact=True))]
-        return [Fill(Target(_l(SEARCH_BOX, lang), "searchbox"), p["query"]),
-                TapFixed(Target(_l(KEY_SEARCH, lang), "button", exact=True, pick=lowest_on_screen)),
-                Tap(Target(p["query"], "link", pick=cheapest)),
-                *add,
-                Finish()]
+        return [
+            Fill(Target(_l(SEARCH_BOX, lang), "searchbox"), p["query"]),
+            TapFixed(Target(_l(KEY_SEARCH, lang), "button", exact=True, pick=lowest_on_screen)),
+            Tap(Target(p["query"], "link", pick=cheapest)),
+            *add,
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["shop"], p["dish"]) > p["qty0"]
@@ -543,10 +643,12 @@ class ChangeDefaultAddress(DeliveryTemplate):
 
     def plan(self, p, lang):
         button = f"设为默认：{p['tag']}" if lang == "zh" else f"Set {p['tag']} as default"
-        return [TapFixed(tab("account", lang)),
-                Tap(Target(_l(ADDRESSES_LINK, lang), "link", exact=True)),
-                Tap(Target(button, "button", exact=True)),
-                Finish()]
+        return [
+            TapFixed(tab("account", lang)),
+            Tap(Target(_l(ADDRESSES_LINK, lang), "link", exact=True)),
+            Tap(Target(button, "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return state["default_address"] == p["address"]
@@ -554,6 +656,7 @@ class ChangeDefaultAddress(DeliveryTemplate):
 
 class RemoveCartItem(DeliveryTemplate):
     """Long-press a cart line: 删除."""
+
     template_id = "delivery.remove_cart_item"
 
     def sample_params(self, data, rng, lang):
@@ -561,9 +664,14 @@ class RemoveCartItem(DeliveryTemplate):
         shop = find_shop(data, sid)
         line = rng.choice(data["carts"][sid])
         dish = next(d for d in shop_dishes(shop) if d["id"] == line["dish"])
-        return {"shop": sid, "shop_name": shop["name"], "dish": dish["id"],
-                "dish_name": dish["name"], "choices": line["choices"],
-                "lines0": len(data["carts"][sid])}
+        return {
+            "shop": sid,
+            "shop_name": shop["name"],
+            "dish": dish["id"],
+            "dish_name": dish["name"],
+            "choices": line["choices"],
+            "lines0": len(data["carts"][sid]),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -576,18 +684,31 @@ class RemoveCartItem(DeliveryTemplate):
             line = p["dish_name"] + sep[0] + sep[1].join(p["choices"]) + sep[2]
         else:
             line = f"{p['dish_name']} ×"
-        return [TapFixed(tab("carts", lang)),
-                Tap(Target(role="listitem", pick=starts_with(line)), kind=ActionType.LONG_PRESS),
-                TapFixed(Target(_l(REMOVE_LINE, lang), "menuitem", exact=True)),
-                Finish()]
+        return [
+            TapFixed(tab("carts", lang)),
+            Tap(Target(role="listitem", pick=starts_with(line)), kind=ActionType.LONG_PRESS),
+            TapFixed(Target(_l(REMOVE_LINE, lang), "menuitem", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         lines = state["carts"].get(p["shop"], [])
-        return (len(lines) == p["lines0"] - 1
-                and not any(ln["dish"] == p["dish"] and ln["choices"] == p["choices"] for ln in lines))
+        return len(lines) == p["lines0"] - 1 and not any(
+            ln["dish"] == p["dish"] and ln["choices"] == p["choices"] for ln in lines
+        )
 
 
-TEMPLATES = [AddDishWithOptions(), CheckoutWithNote(), CheckoutToOtherAddress(),
-             LowestFeeInCategory(), BannerPromoThreshold(), BannerShopAdd(), ReorderPastOrder(),
-             DeleteOrder(), RefreshDeliveryStatus(), SearchCheapestDish(), ChangeDefaultAddress(),
-             RemoveCartItem()]
+TEMPLATES = [
+    AddDishWithOptions(),
+    CheckoutWithNote(),
+    CheckoutToOtherAddress(),
+    LowestFeeInCategory(),
+    BannerPromoThreshold(),
+    BannerShopAdd(),
+    ReorderPastOrder(),
+    DeleteOrder(),
+    RefreshDeliveryStatus(),
+    SearchCheapestDish(),
+    ChangeDefaultAddress(),
+    RemoveCartItem(),
+]

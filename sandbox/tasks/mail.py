@@ -4,6 +4,7 @@ The two languages share the state model but not the page layout, so a plan
 may differ per language: the English inbox acts from row buttons, the
 Chinese one from check boxes and the 标记为/移动到 menus.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,12 @@ def _norm(text: str | None) -> str:
 
 
 def _mail_params(m: dict) -> dict:
-    return {"mail_id": m["id"], "subject": m["subject"], "sender": m["from"]["name"],
-            "sender_email": m["from"]["email"]}
+    return {
+        "mail_id": m["id"],
+        "subject": m["subject"],
+        "sender": m["from"]["name"],
+        "sender_email": m["from"]["email"],
+    }
 
 
 def _open_mail(subject: str) -> Tap:
@@ -63,14 +68,18 @@ class MailTemplate(TaskTemplate):
 class Compose(MailTemplate):
     template_id = "mail.compose"
     MESSAGES = {
-        "en": [("Lunch tomorrow?", "Are you free for lunch tomorrow at noon?"),
-               ("Budget numbers", "Could you send me the latest budget numbers?"),
-               ("Thank you", "Thanks a lot for your help with the launch!"),
-               ("Weekend plans", "Want to go hiking on Saturday morning?")],
-        "zh": [("明天一起吃午饭？", "明天中午有空一起吃饭吗？"),
-               ("预算数据", "麻烦把最新的预算数据发我一下。"),
-               ("谢谢", "谢谢你对这次发布的帮助！"),
-               ("周末安排", "周六上午要不要一起去爬山？")],
+        "en": [
+            ("Lunch tomorrow?", "Are you free for lunch tomorrow at noon?"),
+            ("Budget numbers", "Could you send me the latest budget numbers?"),
+            ("Thank you", "Thanks a lot for your help with the launch!"),
+            ("Weekend plans", "Want to go hiking on Saturday morning?"),
+        ],
+        "zh": [
+            ("明天一起吃午饭？", "明天中午有空一起吃饭吗？"),
+            ("预算数据", "麻烦把最新的预算数据发我一下。"),
+            ("谢谢", "谢谢你对这次发布的帮助！"),
+            ("周末安排", "周六上午要不要一起去爬山？"),
+        ],
     }
 
     def sample_params(self, data, rng, lang):
@@ -81,32 +90,43 @@ class Compose(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"给{p['name']}（{p['email']}）写一封邮件，主题是“{p['subject']}”，正文写“{p['body']}”。"
-        return (f"Send an email to {p['name']} ({p['email']}) with the subject \"{p['subject']}\" "
-                f"and the message \"{p['body']}\".")
+        return (
+            f'Send an email to {p["name"]} ({p["email"]}) with the subject "{p["subject"]}" '
+            f'and the message "{p["body"]}".'
+        )
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target("写信", "link", exact=True)),
-                    Fill(Target("收件人", "textbox"), p["email"]),
-                    Fill(Target("主题", "textbox", exact=True), p["subject"]),
-                    Fill(Target("正文", "textbox", exact=True), p["body"]),
-                    Tap(Target("发送", "button", exact=True)), Finish()]
-        return [Tap(Target("Compose", "link")),
-                Fill(Target("To", "textbox", exact=True), p["email"]),
-                Fill(Target("Subject", "textbox", exact=True), p["subject"]),
-                Fill(Target("Message body", "textbox", exact=True), p["body"]),
-                Tap(Target("Send", "button", exact=True)), Finish()]
+            return [
+                Tap(Target("写信", "link", exact=True)),
+                Fill(Target("收件人", "textbox"), p["email"]),
+                Fill(Target("主题", "textbox", exact=True), p["subject"]),
+                Fill(Target("正文", "textbox", exact=True), p["body"]),
+                Tap(Target("发送", "button", exact=True)),
+                Finish(),
+            ]
+        return [
+            Tap(Target("Compose", "link")),
+            Fill(Target("To", "textbox", exact=True), p["email"]),
+            Fill(Target("Subject", "textbox", exact=True), p["subject"]),
+            Fill(Target("Message body", "textbox", exact=True), p["body"]),
+            Tap(Target("Send", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return not state["mass_mail_sent"] and any(
-            p["email"].lower() in _to_emails(m) and m["subject"] == p["subject"]
-            and p["body"] in m["body"] for m in _sent(state))
+            p["email"].lower() in _to_emails(m) and m["subject"] == p["subject"] and p["body"] in m["body"]
+            for m in _sent(state)
+        )
 
 
 class Reply(MailTemplate):
     template_id = "mail.reply"
-    TEXTS = {"en": ["I will attend.", "Sounds good, see you then!", "Thanks, I'll take a look today."],
-             "zh": ["我会参加。", "好的，到时见！", "收到，今天就看。"]}
+    TEXTS = {
+        "en": ["I will attend.", "Sounds good, see you then!", "Thanks, I'll take a look today."],
+        "zh": ["我会参加。", "好的，到时见！", "收到，今天就看。"],
+    }
 
     def sample_params(self, data, rng, lang):
         m = rng.choice([m for m in _inbox(data) if m["kind"] in ("lunch", "kickoff", "book", "report")])
@@ -115,24 +135,35 @@ class Reply(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"回复{p['sender']}发来的“{p['subject']}”邮件，告诉对方：{p['text']}"
-        return f"Reply to the email from {p['sender']} about \"{p['subject']}\" saying: {p['text']}"
+        return f'Reply to the email from {p["sender"]} about "{p["subject"]}" saying: {p["text"]}'
 
     def plan(self, p, lang):
         if lang == "zh":  # QQ 邮箱 has a quick-reply box under the message
-            return [_open_mail(p["subject"]),
-                    Fill(Target("快捷回复", "textbox"), p["text"]),
-                    Tap(Target("发送", "button", exact=True)), Finish()]
-        return [_open_mail(p["subject"]), Tap(Target("Reply", "link", exact=True)),
-                Fill(Target("Message body", "textbox", exact=True), p["text"]),
-                Tap(Target("Send", "button", exact=True)), Finish()]
+            return [
+                _open_mail(p["subject"]),
+                Fill(Target("快捷回复", "textbox"), p["text"]),
+                Tap(Target("发送", "button", exact=True)),
+                Finish(),
+            ]
+        return [
+            _open_mail(p["subject"]),
+            Tap(Target("Reply", "link", exact=True)),
+            Fill(Target("Message body", "textbox", exact=True), p["text"]),
+            Tap(Target("Send", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return _replied(p, state)
 
 
 def _replied(p: dict, state: dict) -> bool:
-    return any(m["in_reply_to"] == p["mail_id"] and p["sender_email"].lower() in _to_emails(m)
-               and p["text"] in m["body"] for m in _sent(state))
+    return any(
+        m["in_reply_to"] == p["mail_id"]
+        and p["sender_email"].lower() in _to_emails(m)
+        and p["text"] in m["body"]
+        for m in _sent(state)
+    )
 
 
 class Star(MailTemplate):
@@ -144,12 +175,15 @@ class Star(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把{p['sender']}发来的“{p['subject']}”设为星标邮件。"
-        return f"Star the email \"{p['subject']}\" from {p['sender']}."
+        return f'Star the email "{p["subject"]}" from {p["sender"]}.'
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
-                    Choose(Target("标记为", "combobox"), "星标"), Finish()]
+            return [
+                Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
+                Choose(Target("标记为", "combobox"), "星标"),
+                Finish(),
+            ]
         return [Tap(Target(f"Star: {p['subject']}", "button", exact=True)), Finish()]
 
     def success(self, p, state, answer, lang):
@@ -166,12 +200,15 @@ class Delete(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"删除收件箱里{p['sender']}发来的“{p['subject']}”这封邮件。"
-        return f"Delete the email \"{p['subject']}\" from {p['sender']}."
+        return f'Delete the email "{p["subject"]}" from {p["sender"]}.'
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
-                    Tap(Target("删除", "button", exact=True)), Finish()]
+            return [
+                Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
+                Tap(Target("删除", "button", exact=True)),
+                Finish(),
+            ]
         return [_open_mail(p["subject"]), Tap(Target("Delete", "button", exact=True)), Finish()]
 
     def success(self, p, state, answer, lang):
@@ -188,13 +225,16 @@ class Archive(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把“{p['subject']}”这封邮件移动到“归档”文件夹。"
-        return f"Archive the email \"{p['subject']}\" from {p['sender']}."
+        return f'Archive the email "{p["subject"]}" from {p["sender"]}.'
 
     def plan(self, p, lang):
         if lang == "zh":
             return [_open_mail(p["subject"]), Choose(Target("移动到", "combobox"), "归档"), Finish()]
-        return [Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
-                Tap(Target("Archive selected", "button", exact=True)), Finish()]
+        return [
+            Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
+            Tap(Target("Archive selected", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         m = _mail(state, p["mail_id"])
@@ -212,14 +252,21 @@ class Label(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"给“{p['subject']}”这封邮件加上“{p['label']}”标签。"
-        return f"Add the label \"{p['label']}\" to the email \"{p['subject']}\"."
+        return f'Add the label "{p["label"]}" to the email "{p["subject"]}".'
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
-                    Choose(Target("标记为", "combobox"), f"标签：{p['label']}"), Finish()]
-        return [_open_mail(p["subject"]), Choose(Target("Label as", "combobox"), p["label"]),
-                Tap(Target("Apply label", "button")), Finish()]
+            return [
+                Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
+                Choose(Target("标记为", "combobox"), f"标签：{p['label']}"),
+                Finish(),
+            ]
+        return [
+            _open_mail(p["subject"]),
+            Choose(Target("Label as", "combobox"), p["label"]),
+            Tap(Target("Apply label", "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         m = _mail(state, p["mail_id"])
@@ -235,14 +282,20 @@ class MarkRead(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把{p['sender']}发来的“{p['subject']}”标记为已读。"
-        return f"Mark the email \"{p['subject']}\" from {p['sender']} as read."
+        return f'Mark the email "{p["subject"]}" from {p["sender"]} as read.'
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
-                    Choose(Target("标记为", "combobox"), "已读"), Finish()]
-        return [Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
-                Tap(Target("Mark as read", "button", exact=True)), Finish()]
+            return [
+                Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
+                Choose(Target("标记为", "combobox"), "已读"),
+                Finish(),
+            ]
+        return [
+            Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
+            Tap(Target("Mark as read", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         m = _mail(state, p["mail_id"])
@@ -260,17 +313,22 @@ class Forward(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把“{p['subject']}”这封邮件转发给{p['to_name']}（{p['to_email']}）。"
-        return f"Forward the email \"{p['subject']}\" to {p['to_name']} ({p['to_email']})."
+        return f'Forward the email "{p["subject"]}" to {p["to_name"]} ({p["to_email"]}).'
 
     def plan(self, p, lang):
         fwd, to, send = ("转发", "收件人", "发送") if lang == "zh" else ("Forward", "To", "Send")
-        return [_open_mail(p["subject"]), Tap(Target(fwd, "link", exact=True)),
-                Fill(Target(to, "textbox", exact=True), p["to_email"]),
-                Tap(Target(send, "button", exact=True)), Finish()]
+        return [
+            _open_mail(p["subject"]),
+            Tap(Target(fwd, "link", exact=True)),
+            Fill(Target(to, "textbox", exact=True), p["to_email"]),
+            Tap(Target(send, "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        return any(m["forward_of"] == p["mail_id"] and p["to_email"].lower() in _to_emails(m)
-                   for m in _sent(state))
+        return any(
+            m["forward_of"] == p["mail_id"] and p["to_email"].lower() in _to_emails(m) for m in _sent(state)
+        )
 
 
 def _read_unread_count(lang: str):
@@ -283,6 +341,7 @@ def _read_unread_count(lang: str):
             if e.role == "link" and m:
                 return m.group(1)
         return "0"
+
     return read
 
 
@@ -306,28 +365,40 @@ class UnreadCount(MailTemplate):
 
 class FindFact(MailTemplate):
     """Search for a mail and read one fact out of its body."""
+
     template_id = "mail.find_fact"
     FACTS = {  # fact -> (kind of mail, search words, question, answer pattern)
-        "ref": ("flight", {"en": "flight", "zh": "航班"},
-                {"en": "What is the booking reference in the email about my flight?",
-                 "zh": "航班行程单邮件里的订单号是多少？"},
-                {"en": r"Booking reference: (\w+)", "zh": r"订单号：(\w+)"}),
-        "tracking": ("parcel", {"en": "parcel", "zh": "包裹"},
-                     {"en": "What is the tracking number of my parcel? Look it up in my email.",
-                      "zh": "帮我在邮箱里查一下包裹的运单号。"},
-                     {"en": r"Tracking number: (SF\d+)", "zh": r"运单号：(SF\d+)"}),
-        "code": ("code", {"en": "verification code", "zh": "验证码"},
-                 {"en": "What is the verification code I was emailed?",
-                  "zh": "邮箱里收到的验证码是多少？"},
-                 {"en": r"verification code is (\d{6})", "zh": r"验证码是(\d{6})"}),
+        "ref": (
+            "flight",
+            {"en": "flight", "zh": "航班"},
+            {
+                "en": "What is the booking reference in the email about my flight?",
+                "zh": "航班行程单邮件里的订单号是多少？",
+            },
+            {"en": r"Booking reference: (\w+)", "zh": r"订单号：(\w+)"},
+        ),
+        "tracking": (
+            "parcel",
+            {"en": "parcel", "zh": "包裹"},
+            {
+                "en": "What is the tracking number of my parcel? Look it up in my email.",
+                "zh": "帮我在邮箱里查一下包裹的运单号。",
+            },
+            {"en": r"Tracking number: (SF\d+)", "zh": r"运单号：(SF\d+)"},
+        ),
+        "code": (
+            "code",
+            {"en": "verification code", "zh": "验证码"},
+            {"en": "What is the verification code I was emailed?", "zh": "邮箱里收到的验证码是多少？"},
+            {"en": r"verification code is (\d{6})", "zh": r"验证码是(\d{6})"},
+        ),
     }
 
     def sample_params(self, data, rng, lang):
         fact = rng.choice(sorted(self.FACTS))
         kind = self.FACTS[fact][0]
         m = next(m for m in data["mails"] if m["kind"] == kind)
-        return {"fact": fact, "mail_id": m["id"], "subject": m["subject"],
-                "expected": data["facts"][fact]}
+        return {"fact": fact, "mail_id": m["id"], "subject": m["subject"], "expected": data["facts"][fact]}
 
     def instruction(self, p, lang):
         return self.FACTS[p["fact"]][2][lang]
@@ -342,6 +413,7 @@ class FindFact(MailTemplate):
             start = obs.a11y_tree.find(f'article "{p["subject"]}"')
             m = pattern.search(obs.a11y_tree, start) if start >= 0 else None
             return m.group(1) if m else ""
+
         return [Fill(search, words[lang], submit=True), _open_mail(p["subject"]), Answer(read)]
 
     def success(self, p, state, answer, lang):
@@ -356,10 +428,11 @@ def _phone_of(name: str, lang: str):
         lines = obs.a11y_tree.splitlines()
         for i, line in enumerate(lines):
             if name in line and "link" not in line:
-                m = phone.search("\n".join(lines[i:i + 6]))
+                m = phone.search("\n".join(lines[i : i + 6]))
                 if m:
                     return m.group(0)
         return ""
+
     return read
 
 
@@ -376,7 +449,9 @@ class ContactPhone(MailTemplate):
         return f"What is {p['name']}'s phone number? Check my contacts."
 
     def plan(self, p, lang):
-        link = Target("通讯录", "link", exact=True) if lang == "zh" else Target("Contacts", "link", exact=True)
+        link = (
+            Target("通讯录", "link", exact=True) if lang == "zh" else Target("Contacts", "link", exact=True)
+        )
         return [Tap(link), Answer(_phone_of(p["name"], lang))]
 
     def success(self, p, state, answer, lang):
@@ -385,9 +460,18 @@ class ContactPhone(MailTemplate):
 
 class AddContact(MailTemplate):
     template_id = "mail.add_contact"
-    NEW = {"en": [("Olivia Park", "olivia.park@example.com"), ("Marcus Hale", "marcus.hale@example.com"),
-                  ("Nina Petrova", "nina.petrova@example.com")],
-           "zh": [("孙悦", "sunyue@example.com"), ("马超", "machao@example.com"), ("郭婷婷", "guotingting@example.com")]}
+    NEW = {
+        "en": [
+            ("Olivia Park", "olivia.park@example.com"),
+            ("Marcus Hale", "marcus.hale@example.com"),
+            ("Nina Petrova", "nina.petrova@example.com"),
+        ],
+        "zh": [
+            ("孙悦", "sunyue@example.com"),
+            ("马超", "machao@example.com"),
+            ("郭婷婷", "guotingting@example.com"),
+        ],
+    }
 
     def sample_params(self, data, rng, lang):
         name, email = rng.choice(self.NEW[lang])
@@ -400,22 +484,30 @@ class AddContact(MailTemplate):
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target("通讯录", "link", exact=True)),
-                    Fill(Target("姓名", "textbox", exact=True), p["name"]),
-                    Fill(Target("邮箱", "textbox", exact=True), p["email"]),
-                    Tap(Target("保存联系人", "button")), Finish()]
-        return [Tap(Target("Contacts", "link", exact=True)),
-                Fill(Target("Name", "textbox", exact=True), p["name"]),
-                Fill(Target("Email", "textbox", exact=True), p["email"]),
-                Tap(Target("Save contact", "button")), Finish()]
+            return [
+                Tap(Target("通讯录", "link", exact=True)),
+                Fill(Target("姓名", "textbox", exact=True), p["name"]),
+                Fill(Target("邮箱", "textbox", exact=True), p["email"]),
+                Tap(Target("保存联系人", "button")),
+                Finish(),
+            ]
+        return [
+            Tap(Target("Contacts", "link", exact=True)),
+            Fill(Target("Name", "textbox", exact=True), p["name"]),
+            Fill(Target("Email", "textbox", exact=True), p["email"]),
+            Tap(Target("Save contact", "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        return any(c["name"] == p["name"] and c["email"].lower() == p["email"].lower()
-                   for c in state["contacts"])
+        return any(
+            c["name"] == p["name"] and c["email"].lower() == p["email"].lower() for c in state["contacts"]
+        )
 
 
 class StarLatest(MailTemplate):
     """Which row to open depends on the screen: the newest result of a search."""
+
     template_id = "mail.star_latest"
 
     def sample_params(self, data, rng, lang):
@@ -433,12 +525,18 @@ class StarLatest(MailTemplate):
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Fill(Target("搜索邮件", "searchbox"), p["sender"], submit=True),
-                    Tap(Target(" - ", "link", pick=_pick_topmost)),
-                    Tap(Target("设为星标", "button", exact=True)), Finish()]
-        return [Fill(Target("Search mail", "searchbox"), p["sender"], submit=True),
-                Tap(Target(p["sender"], "link", pick=_pick_topmost)),
-                Tap(Target("Star", "button", exact=True)), Finish()]
+            return [
+                Fill(Target("搜索邮件", "searchbox"), p["sender"], submit=True),
+                Tap(Target(" - ", "link", pick=_pick_topmost)),
+                Tap(Target("设为星标", "button", exact=True)),
+                Finish(),
+            ]
+        return [
+            Fill(Target("Search mail", "searchbox"), p["sender"], submit=True),
+            Tap(Target(p["sender"], "link", pick=_pick_topmost)),
+            Tap(Target("Star", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         m = _mail(state, p["mail_id"])
@@ -447,6 +545,7 @@ class StarLatest(MailTemplate):
 
 class ReplyThenArchive(MailTemplate):
     """Two goals in one task: answer a mail, then clear it out of the inbox."""
+
     template_id = "mail.reply_archive"
     TEXTS = {"en": ["Thanks, noted!", "Got it, thank you."], "zh": ["收到，谢谢！", "好的，已了解。"]}
 
@@ -457,26 +556,46 @@ class ReplyThenArchive(MailTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"回复{p['sender']}的“{p['subject']}”邮件说“{p['text']}”，然后把这封邮件移到归档。"
-        return (f"Reply \"{p['text']}\" to {p['sender']}'s email \"{p['subject']}\", "
-                f"then archive that email.")
+        return f'Reply "{p["text"]}" to {p["sender"]}\'s email "{p["subject"]}", then archive that email.'
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [_open_mail(p["subject"]), Fill(Target("快捷回复", "textbox"), p["text"]),
-                    Tap(Target("发送", "button", exact=True)),
-                    Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
-                    Choose(Target("移动到", "combobox"), "归档"), Finish()]
-        return [_open_mail(p["subject"]), Tap(Target("Reply", "link", exact=True)),
-                Fill(Target("Message body", "textbox", exact=True), p["text"]),
-                Tap(Target("Send", "button", exact=True)),
-                Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
-                Tap(Target("Archive selected", "button", exact=True)), Finish()]
+            return [
+                _open_mail(p["subject"]),
+                Fill(Target("快捷回复", "textbox"), p["text"]),
+                Tap(Target("发送", "button", exact=True)),
+                Tap(Target(f"选择邮件：{p['subject']}", "checkbox", exact=True)),
+                Choose(Target("移动到", "combobox"), "归档"),
+                Finish(),
+            ]
+        return [
+            _open_mail(p["subject"]),
+            Tap(Target("Reply", "link", exact=True)),
+            Fill(Target("Message body", "textbox", exact=True), p["text"]),
+            Tap(Target("Send", "button", exact=True)),
+            Tap(Target(f"Select: {p['subject']}", "checkbox", exact=True)),
+            Tap(Target("Archive selected", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         m = _mail(state, p["mail_id"])
         return _replied(p, state) and bool(m and m["folder"] == "archive")
 
 
-TEMPLATES = [Compose(), Reply(), Star(), Delete(), Archive(), Label(), MarkRead(), Forward(),
-             UnreadCount(), FindFact(), ContactPhone(), AddContact(), StarLatest(),
-             ReplyThenArchive()]
+TEMPLATES = [
+    Compose(),
+    Reply(),
+    Star(),
+    Delete(),
+    Archive(),
+    Label(),
+    MarkRead(),
+    Forward(),
+    UnreadCount(),
+    FindFact(),
+    ContactPhone(),
+    AddContact(),
+    StarLatest(),
+    ReplyThenArchive(),
+]

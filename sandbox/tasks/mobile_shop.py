@@ -7,6 +7,7 @@ tracking, and options are picked in the SKU bottom sheet. Plans name elements
 by role and accessible name only; where a task says "the cheapest", the oracle
 reads the prices in the live elements' names.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,8 +22,8 @@ from .base import Answer, Fill, Finish, Swipe, Tap, Target, TaskTemplate, When
 PRICE_RE = re.compile(r"[$¥]\s?(\d[\d,]*(?:\.\d+)?)")
 NUMBER_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
-SEARCH = {"en": "Search products", "zh": "搜索商品"}       # home link, then the search field
-SEARCH_KEY = {"en": "Search", "zh": "搜索"}                # the soft keyboard's action key
+SEARCH = {"en": "Search products", "zh": "搜索商品"}  # home link, then the search field
+SEARCH_KEY = {"en": "Search", "zh": "搜索"}  # the soft keyboard's action key
 COMPARE = {"en": "Compare prices from", "zh": "同款比价"}
 ADD_TO_CART = {"en": "Add to cart", "zh": "加入购物车"}
 CONFIRM = {"en": "Confirm", "zh": "确定"}
@@ -62,14 +63,21 @@ def first_priced(cands: list[Element]) -> Element | None:
 
 def read_lower_of(sellers: list[str], lang: str):
     """The cheaper of two sellers' offers on the compare screen, as 'seller price'."""
+
     def read(obs: Observation) -> str:
-        offers = [e for e in obs.elements if e.role == "link" and price_in(e.name) is not None
-                  and any(e.name.startswith(s) for s in sellers)]
+        offers = [
+            e
+            for e in obs.elements
+            if e.role == "link"
+            and price_in(e.name) is not None
+            and any(e.name.startswith(s) for s in sellers)
+        ]
         best = cheapest(offers)
         if best is None:
             return ""
         seller = next(s for s in sellers if best.name.startswith(s))
         return f"{seller} {PRICE_RE.search(best.name).group(0)}"
+
     return read
 
 
@@ -77,19 +85,22 @@ def read_weight(lang: str):
     def read(obs: Observation) -> str:
         m = WEIGHT_RE[lang].search(obs.a11y_tree)
         return "" if m is None else (f"{m.group(1)}克" if lang == "zh" else f"{m.group(1)} g")
+
     return read
 
 
 def read_latest_update(item: str, lang: str):
     """The status in the first "Latest update" line after the order's item name."""
+
     def read(obs: Observation) -> str:
         seen = False
         for e in obs.elements:
             if e.name.strip() == item:
                 seen = True
             elif seen and e.name.startswith(LATEST[lang]):
-                return e.name[len(LATEST[lang]):].split(" · ")[0]
+                return e.name[len(LATEST[lang]) :].split(" · ")[0]
         return ""
+
     return read
 
 
@@ -104,9 +115,11 @@ def _same_number(answer: str | None, expected: float) -> bool:
 # -- plan pieces ----------------------------------------------------------------------
 def search_steps(query: str, lang: str) -> list:
     """Tap the home search bar, type in the search field, press the keyboard's search key."""
-    return [Tap(Target(SEARCH[lang], "link")),
-            Fill(Target(SEARCH[lang], "searchbox"), query),
-            Tap(Target(SEARCH_KEY[lang], "button", exact=True))]
+    return [
+        Tap(Target(SEARCH[lang], "link")),
+        Fill(Target(SEARCH[lang], "searchbox"), query),
+        Tap(Target(SEARCH_KEY[lang], "button", exact=True)),
+    ]
 
 
 def open_product_by_name(p: dict, lang: str) -> list:
@@ -116,8 +129,10 @@ def open_product_by_name(p: dict, lang: str) -> list:
 
 def swipe_until(region: dict, target: Target, lang: str, times: int) -> list:
     """Swipe a carousel left until `target` shows (at most `times` swipes)."""
-    return [When(_not_shown(target), Swipe(Target(region[lang], "region", exact=True), "left"))
-            for _ in range(times)]
+    return [
+        When(_not_shown(target), Swipe(Target(region[lang], "region", exact=True), "left"))
+        for _ in range(times)
+    ]
 
 
 def _query(p: dict, lang: str) -> str:
@@ -135,6 +150,7 @@ class MobileShopTemplate(TaskTemplate):
 # -- action tasks -----------------------------------------------------------------------
 class SearchCheapestSku(MobileShopTemplate):
     """搜索 -> 比价 -> choose the cheapest seller -> SKU sheet with a colour/size -> 加购."""
+
     template_id = "mobile_shop.search_cheapest_sku"
 
     def sample_params(self, data, rng, lang):
@@ -142,14 +158,21 @@ class SearchCheapestSku(MobileShopTemplate):
         p = rng.choice(tricky or data["products"])
         best = cheapest_offer(p)
         variant = rng.choice(p["variants"][1:])
-        return {**_product_params(p), "query": _query(p, lang), "seller": best["seller"],
-                "variant": variant, "qty0": cart_qty(data, p["id"], best["seller"], variant)}
+        return {
+            **_product_params(p),
+            "query": _query(p, lang),
+            "seller": best["seller"],
+            "variant": variant,
+            "qty0": cart_qty(data, p["id"], best["seller"], variant),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"帮我找“{p['name']}”，比比各家店铺的价格，在最便宜的那家把{p['variant']}的加入购物车"
-        return (f"Find the {p['name']} and add one in {p['variant']} to my cart from whichever "
-                f"seller has it cheapest.")
+        return (
+            f"Find the {p['name']} and add one in {p['variant']} to my cart from whichever "
+            f"seller has it cheapest."
+        )
 
     def plan(self, p, lang):
         return open_product_by_name(p, lang) + [
@@ -158,7 +181,8 @@ class SearchCheapestSku(MobileShopTemplate):
             Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
             Tap(Target(p["variant"], "radio", exact=True)),
             Tap(Target(CONFIRM[lang], "button", exact=True)),
-            Finish()]
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["pid"], p["seller"], p["variant"]) > p["qty0"]
@@ -166,13 +190,18 @@ class SearchCheapestSku(MobileShopTemplate):
 
 class BannerAddPromoted(MobileShopTemplate):
     """Swipe the home banner to a promotion and add its item (default options)."""
+
     template_id = "mobile_shop.banner_add_promoted"
 
     def sample_params(self, data, rng, lang):
-        b = rng.choice(data["banner"][1:])   # never the slide already showing
+        b = rng.choice(data["banner"][1:])  # never the slide already showing
         p = find_product(data, b["pid"])
-        return {**_product_params(p), "label": b["label"], "slides": len(data["banner"]),
-                "qty0": cart_qty(data, p["id"])}
+        return {
+            **_product_params(p),
+            "label": b["label"],
+            "slides": len(data["banner"]),
+            "qty0": cart_qty(data, p["id"]),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -186,7 +215,8 @@ class BannerAddPromoted(MobileShopTemplate):
             Tap(promo),
             Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
             Tap(Target(CONFIRM[lang], "button", exact=True)),
-            Finish()]
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["pid"]) > p["qty0"]
@@ -194,15 +224,21 @@ class BannerAddPromoted(MobileShopTemplate):
 
 class SheetQuantity(MobileShopTemplate):
     """The SKU sheet: pick a colour/size and step the quantity up before adding."""
+
     template_id = "mobile_shop.sheet_quantity"
 
     def sample_params(self, data, rng, lang):
         p = rng.choice(data["products"])
         variant = rng.choice(p["variants"][1:])
         seller = p["offers"][0]["seller"]
-        return {**_product_params(p), "query": _query(p, lang), "variant": variant,
-                "qty": rng.randint(2, 3), "qty0": cart_qty(data, p["id"], seller, variant),
-                "seller": seller}
+        return {
+            **_product_params(p),
+            "query": _query(p, lang),
+            "variant": variant,
+            "qty": rng.randint(2, 3),
+            "qty0": cart_qty(data, p["id"], seller, variant),
+            "seller": seller,
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -215,7 +251,8 @@ class SheetQuantity(MobileShopTemplate):
             Tap(Target(p["variant"], "radio", exact=True)),
             *[Tap(Target(INCREASE[lang], "button", exact=True)) for _ in range(p["qty"] - 1)],
             Tap(Target(CONFIRM[lang], "button", exact=True)),
-            Finish()]
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["pid"], p["seller"], p["variant"]) - p["qty0"] == p["qty"]
@@ -223,6 +260,7 @@ class SheetQuantity(MobileShopTemplate):
 
 class CartLongPress(MobileShopTemplate):
     """Long-press a cart item and pick an entry of its menu."""
+
     menu_item: dict = {}
 
     def sample_params(self, data, rng, lang):
@@ -231,10 +269,12 @@ class CartLongPress(MobileShopTemplate):
         return {**_product_params(p), "lines0": len(data["cart"])}
 
     def plan(self, p, lang):
-        return [Tap(Target(CART_TAB[lang], "link")),
-                Tap(Target(p["name"], "link"), kind=ActionType.LONG_PRESS),
-                Tap(Target(self.menu_item[lang], "menuitem", exact=True)),
-                Finish()]
+        return [
+            Tap(Target(CART_TAB[lang], "link")),
+            Tap(Target(p["name"], "link"), kind=ActionType.LONG_PRESS),
+            Tap(Target(self.menu_item[lang], "menuitem", exact=True)),
+            Finish(),
+        ]
 
 
 class CartDelete(CartLongPress):
@@ -273,13 +313,11 @@ class ClaimCoupon(MobileShopTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"去领券中心领一张“{p['title']}”的优惠券"
-        return f"Grab the \"{p['title']}\" coupon from the coupon center."
+        return f'Grab the "{p["title"]}" coupon from the coupon center.'
 
     def plan(self, p, lang):
         claim = f"领取{p['title']}" if lang == "zh" else f"Claim {p['title']}"
-        return [Tap(Target(COUPON_CENTER[lang], "link")),
-                Tap(Target(claim, "button", exact=True)),
-                Finish()]
+        return [Tap(Target(COUPON_CENTER[lang], "link")), Tap(Target(claim, "button", exact=True)), Finish()]
 
     def success(self, p, state, answer, lang):
         return any(c["code"] == p["code"] and c["claimed"] for c in state["coupons"])
@@ -298,8 +336,7 @@ class FavoriteItem(MobileShopTemplate):
         return f"Save the {p['name']} to my favorites for later."
 
     def plan(self, p, lang):
-        return open_product_by_name(p, lang) + [
-            Tap(Target(FAVORITE[lang], "button", exact=True)), Finish()]
+        return open_product_by_name(p, lang) + [Tap(Target(FAVORITE[lang], "button", exact=True)), Finish()]
 
     def success(self, p, state, answer, lang):
         return p["pid"] in state["favorites"]
@@ -308,11 +345,14 @@ class FavoriteItem(MobileShopTemplate):
 # -- information tasks ----------------------------------------------------------------
 class CompareTwoSellers(MobileShopTemplate):
     """比价: which of two named sellers is cheaper, and at what price."""
+
     template_id = "mobile_shop.compare_two_sellers"
 
     def sample_params(self, data, rng, lang):
-        p = rng.choice([p for p in data["products"] if len(p["offers"]) >= 3]
-                       or [p for p in data["products"] if len(p["offers"]) >= 2])
+        p = rng.choice(
+            [p for p in data["products"] if len(p["offers"]) >= 3]
+            or [p for p in data["products"] if len(p["offers"]) >= 2]
+        )
         a, b = rng.sample(p["offers"], 2)
         return {**_product_params(p), "query": _query(p, lang), "sellers": [a["seller"], b["seller"]]}
 
@@ -324,7 +364,9 @@ class CompareTwoSellers(MobileShopTemplate):
 
     def plan(self, p, lang):
         return open_product_by_name(p, lang) + [
-            Tap(Target(COMPARE[lang], "link")), Answer(read_lower_of(p["sellers"], lang))]
+            Tap(Target(COMPARE[lang], "link")),
+            Answer(read_lower_of(p["sellers"], lang)),
+        ]
 
     def success(self, p, state, answer, lang):
         prod = find_product(state, p["pid"])
@@ -335,6 +377,7 @@ class CompareTwoSellers(MobileShopTemplate):
 
 class PhotoSpec(MobileShopTemplate):
     """Swipe the product photos to the specification card and read the weight."""
+
     template_id = "mobile_shop.photo_spec"
 
     def sample_params(self, data, rng, lang):
@@ -348,8 +391,9 @@ class PhotoSpec(MobileShopTemplate):
 
     def plan(self, p, lang):
         spec = Target("重量：" if lang == "zh" else "Weight:")
-        return open_product_by_name(p, lang) + swipe_until(PHOTOS, spec, lang, 2) + [
-            Answer(read_weight(lang))]
+        return (
+            open_product_by_name(p, lang) + swipe_until(PHOTOS, spec, lang, 2) + [Answer(read_weight(lang))]
+        )
 
     def success(self, p, state, answer, lang):
         prod = find_product(state, p["pid"])
@@ -358,6 +402,7 @@ class PhotoSpec(MobileShopTemplate):
 
 class OrdersLatestTracking(MobileShopTemplate):
     """Pull the orders list down to refresh, then read the parcel's newest tracking event."""
+
     template_id = "mobile_shop.orders_latest_tracking"
 
     def sample_params(self, data, rng, lang):
@@ -371,17 +416,29 @@ class OrdersLatestTracking(MobileShopTemplate):
         return f"Refresh my orders and tell me the latest tracking status of the {p['name']}."
 
     def plan(self, p, lang):
-        return [Tap(Target(ME_TAB[lang], "link", exact=True)),
-                Tap(Target(MY_ORDERS[lang], "link", exact=True)),
-                Swipe(Target(ORDERS_LIST[lang], "main", exact=True), "down"),
-                Answer(read_latest_update(p["name"], lang))]
+        return [
+            Tap(Target(ME_TAB[lang], "link", exact=True)),
+            Tap(Target(MY_ORDERS[lang], "link", exact=True)),
+            Swipe(Target(ORDERS_LIST[lang], "main", exact=True), "down"),
+            Answer(read_latest_update(p["name"], lang)),
+        ]
 
     def success(self, p, state, answer, lang):
         order = next(o for o in state["orders"] if o["id"] == p["order"])
-        return (state["order_refreshes"] >= 1 and bool(answer)
-                and latest_status(order).lower() in answer.lower())
+        return (
+            state["order_refreshes"] >= 1 and bool(answer) and latest_status(order).lower() in answer.lower()
+        )
 
 
-TEMPLATES = [SearchCheapestSku(), CompareTwoSellers(), BannerAddPromoted(), PhotoSpec(),
-             CartDelete(), CartToFavorites(), OrdersLatestTracking(), ClaimCoupon(),
-             SheetQuantity(), FavoriteItem()]
+TEMPLATES = [
+    SearchCheapestSku(),
+    CompareTwoSellers(),
+    BannerAddPromoted(),
+    PhotoSpec(),
+    CartDelete(),
+    CartToFavorites(),
+    OrdersLatestTracking(),
+    ClaimCoupon(),
+    SheetQuantity(),
+    FavoriteItem(),
+]

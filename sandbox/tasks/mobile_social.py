@@ -12,6 +12,7 @@ refresh on the feed), LONG_PRESS (a feed card's menu, a comment's menu), the
 soft keyboard's action key ("Search"/"搜索", "Send"/"发送") and bottom sheets
 (topics when posting, report reasons).
 """
+
 from __future__ import annotations
 
 import re
@@ -35,43 +36,77 @@ from .base import Answer, Fill, Finish, Swipe, Tap, Target, TaskTemplate
 
 # Fixed names of the pages' controls, per language.
 NAMES = {
-    "en": {"search_tab": "Search", "search_box": "Search Pixly", "search_key": "Search",
-           "send_key": "Send", "comment_box": "Add a comment", "new_post": "New post",
-           "title_box": "Title", "caption_box": "Caption", "add_topic": "Add topic",
-           "publish": "Share", "featured": "Featured posts", "photos": "Photos", "feed": "Feed",
-           "not_interested": "Not interested", "report": "Report", "like": "Like,",
-           "save": "Save,"},
-    "zh": {"search_tab": "搜索", "search_box": "搜索笔记和用户", "search_key": "搜索",
-           "send_key": "发送", "comment_box": "说点什么", "new_post": "发笔记",
-           "title_box": "标题", "caption_box": "正文", "add_topic": "添加话题",
-           "publish": "发布", "featured": "精选笔记", "photos": "笔记图片", "feed": "笔记流",
-           "not_interested": "不感兴趣", "report": "举报", "like": "点赞 ",
-           "save": "收藏 "},
+    "en": {
+        "search_tab": "Search",
+        "search_box": "Search Pixly",
+        "search_key": "Search",
+        "send_key": "Send",
+        "comment_box": "Add a comment",
+        "new_post": "New post",
+        "title_box": "Title",
+        "caption_box": "Caption",
+        "add_topic": "Add topic",
+        "publish": "Share",
+        "featured": "Featured posts",
+        "photos": "Photos",
+        "feed": "Feed",
+        "not_interested": "Not interested",
+        "report": "Report",
+        "like": "Like,",
+        "save": "Save,",
+    },
+    "zh": {
+        "search_tab": "搜索",
+        "search_box": "搜索笔记和用户",
+        "search_key": "搜索",
+        "send_key": "发送",
+        "comment_box": "说点什么",
+        "new_post": "发笔记",
+        "title_box": "标题",
+        "caption_box": "正文",
+        "add_topic": "添加话题",
+        "publish": "发布",
+        "featured": "精选笔记",
+        "photos": "笔记图片",
+        "feed": "笔记流",
+        "not_interested": "不感兴趣",
+        "report": "举报",
+        "like": "点赞 ",
+        "save": "收藏 ",
+    },
 }
 ORDINALS = {"en": {2: "2nd", 3: "3rd", 4: "4th", 5: "5th"}, "zh": {2: "2", 3: "3", 4: "4", 5: "5"}}
 # Feed tasks pick among the first notes, so the card is a few scrolls away at most.
 FEED_TOP = 4
 
 NEW_NOTES = {
-    "en": [("Sunday farmers market", "Peaches are finally in season.", "FoodDiary"),
-           ("Morning light on the bay", "Up at six for this and it was worth it.", "PhotoOfTheDay"),
-           ("First loaf of the year", "Still learning, but the crumb is getting there.", "Sourdough"),
-           ("Weekend in the mountains", "Two days, no signal, lots of trails.", "Hiking"),
-           ("Chapter one done", "Our book club starts a new novel tonight.", "BookClub")],
-    "zh": [("周末逛早市", "水蜜桃终于上市了，甜到心里", "快手菜"),
-           ("海边的清晨", "六点起床拍到的，值了", "摄影技巧"),
-           ("新年第一个欧包", "还在练习，组织越来越好了", "烘焙"),
-           ("山里的周末", "两天没有信号，走了好多山路", "徒步"),
-           ("三月读书打卡", "读书会今晚开始读新书", "读书笔记")],
+    "en": [
+        ("Sunday farmers market", "Peaches are finally in season.", "FoodDiary"),
+        ("Morning light on the bay", "Up at six for this and it was worth it.", "PhotoOfTheDay"),
+        ("First loaf of the year", "Still learning, but the crumb is getting there.", "Sourdough"),
+        ("Weekend in the mountains", "Two days, no signal, lots of trails.", "Hiking"),
+        ("Chapter one done", "Our book club starts a new novel tonight.", "BookClub"),
+    ],
+    "zh": [
+        ("周末逛早市", "水蜜桃终于上市了，甜到心里", "快手菜"),
+        ("海边的清晨", "六点起床拍到的，值了", "摄影技巧"),
+        ("新年第一个欧包", "还在练习，组织越来越好了", "烘焙"),
+        ("山里的周末", "两天没有信号，走了好多山路", "徒步"),
+        ("三月读书打卡", "读书会今晚开始读新书", "读书笔记"),
+    ],
 }
 # How people ask for the newest post after a refresh.
 REFRESH_WORDINGS = {
-    "en": ["Pull down to refresh the feed. Who posted the newest post?",
-           "Refresh my home feed (pull it down) and tell me who the latest post is from.",
-           "Pull to refresh, then tell me whose post is at the top now."],
-    "zh": ["下拉刷新一下首页，最新的那篇笔记是谁发的？",
-           "帮我下拉刷新首页，看看最新一篇笔记的作者是谁",
-           "刷新一下首页（往下拉），现在排在最前面的笔记是谁发的？"],
+    "en": [
+        "Pull down to refresh the feed. Who posted the newest post?",
+        "Refresh my home feed (pull it down) and tell me who the latest post is from.",
+        "Pull to refresh, then tell me whose post is at the top now.",
+    ],
+    "zh": [
+        "下拉刷新一下首页，最新的那篇笔记是谁发的？",
+        "帮我下拉刷新首页，看看最新一篇笔记的作者是谁",
+        "刷新一下首页（往下拉），现在排在最前面的笔记是谁发的？",
+    ],
 }
 COMMENT_TEXTS = {
     "en": ["Saving this for later!", "This is so helpful, thank you", "Wow, great shot"],
@@ -82,8 +117,10 @@ COMMENT_TEXTS = {
 # -- targets --------------------------------------------------------------------------
 def starting(prefix: str):
     """Pick the first candidate whose name starts with `prefix`."""
+
     def pick(cands: list[Element]) -> Element | None:
         return next((e for e in cands if e.name.startswith(prefix)), None)
+
     return pick
 
 
@@ -116,13 +153,15 @@ def menu_item(key: str, lang: str) -> list:
 
 def search_steps(query: str, lang: str) -> list:
     """Open Search, type the query and press the keyboard's Search/搜索 key."""
-    return [Tap(tab("search_tab", lang)), Fill(named("search_box", lang, "searchbox"), query),
-            Tap(named("search_key", lang, "button"))]
+    return [
+        Tap(tab("search_tab", lang)),
+        Fill(named("search_box", lang, "searchbox"), query),
+        Tap(named("search_key", lang, "button")),
+    ]
 
 
 def _note_params(data: dict, note: dict) -> dict:
-    return {"nid": note["id"], "title": note["title"],
-            "author": user_by_id(data, note["author"])["name"]}
+    return {"nid": note["id"], "title": note["title"], "author": user_by_id(data, note["author"])["name"]}
 
 
 def _feed_top(data: dict) -> list[dict]:
@@ -130,34 +169,41 @@ def _feed_top(data: dict) -> list[dict]:
 
 
 def _q(title: str, lang: str) -> str:
-    return f"《{title}》" if lang == "zh" else f"\"{title}\""
+    return f"《{title}》" if lang == "zh" else f'"{title}"'
 
 
 # -- reading answers from the live screen ------------------------------------------------
 PHOTO_RE = {"en": re.compile(r"^Photo (\d+) of \d+: (.+)$"), "zh": re.compile(r"^图片 (\d+)/\d+：(.+)$")}
 CARD_RE = {"en": re.compile(r"^.+, by (.+), [\d,]+ likes$"), "zh": re.compile(r"^.+，(.+)，[\d.万]+赞$")}
-LIKE_RE = {"en": re.compile(r"^(?:Like|Unlike), ([\d,]+) likes$"), "zh": re.compile(r"^(?:点赞|已点赞) ([\d.万]+)$")}
+LIKE_RE = {
+    "en": re.compile(r"^(?:Like|Unlike), ([\d,]+) likes$"),
+    "zh": re.compile(r"^(?:点赞|已点赞) ([\d.万]+)$"),
+}
 
 
 def read_photo(lang: str):
     """The caption of the photo the carousel shows now."""
+
     def read(obs: Observation) -> str:
         for e in obs.elements:
             m = PHOTO_RE[lang].match(e.name)
             if e.role == "img" and m:
                 return m.group(2)
         return ""
+
     return read
 
 
 def read_first_card_author(lang: str):
     """The author of the first card of the feed (the newest note)."""
+
     def read(obs: Observation) -> str:
         for e in obs.elements:
             m = CARD_RE[lang].match(e.name)
             if e.role == "link" and m:
                 return m.group(1)
         return ""
+
     return read
 
 
@@ -168,6 +214,7 @@ def read_likes(lang: str):
             if e.role == "button" and m:
                 return m.group(1)
         return ""
+
     return read
 
 
@@ -178,6 +225,7 @@ class MobileSocialTemplate(TaskTemplate):
 # -- action tasks ------------------------------------------------------------------------
 class PostNote(MobileSocialTemplate):
     """Post through the compose page, with a topic from the topic bottom sheet."""
+
     template_id = "mobile_social.post_note"
 
     def sample_params(self, data, rng, lang):
@@ -187,24 +235,34 @@ class PostNote(MobileSocialTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"发一篇笔记，标题“{p['title']}”，正文“{p['text']}”，带上话题#{p['topic']}"
-        return f"Share a new post titled \"{p['title']}\" with the caption \"{p['text']}\" and tag it #{p['topic']}."
+        return (
+            f'Share a new post titled "{p["title"]}" with the caption "{p["text"]}" and tag it #{p["topic"]}.'
+        )
 
     def plan(self, p, lang):
-        return [Tap(tab("new_post", lang)),
-                Tap(named("add_topic", lang, "button")),
-                Tap(Target(f"#{p['topic']}", "button", exact=True)),
-                Fill(named("title_box", lang, "textbox"), p["title"]),
-                Fill(named("caption_box", lang, "textbox"), p["text"]),
-                Tap(named("publish", lang, "button")),
-                Finish()]
+        return [
+            Tap(tab("new_post", lang)),
+            Tap(named("add_topic", lang, "button")),
+            Tap(Target(f"#{p['topic']}", "button", exact=True)),
+            Fill(named("title_box", lang, "textbox"), p["title"]),
+            Fill(named("caption_box", lang, "textbox"), p["text"]),
+            Tap(named("publish", lang, "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        return any(n["author"] == state["me"] and n["title"] == p["title"] and n["text"] == p["text"]
-                   and p["topic"] in n["topics"] for n in state["notes"])
+        return any(
+            n["author"] == state["me"]
+            and n["title"] == p["title"]
+            and n["text"] == p["text"]
+            and p["topic"] in n["topics"]
+            for n in state["notes"]
+        )
 
 
 class CommentNote(MobileSocialTemplate):
     """Comment through the soft keyboard's Send/发送 key."""
+
     template_id = "mobile_social.comment_note"
 
     def sample_params(self, data, rng, lang):
@@ -214,42 +272,49 @@ class CommentNote(MobileSocialTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"在{p['author']}的笔记{_q(p['title'], lang)}下评论：{p['text']}"
-        return f"Comment \"{p['text']}\" on {p['author']}'s post {_q(p['title'], lang)}."
+        return f'Comment "{p["text"]}" on {p["author"]}\'s post {_q(p["title"], lang)}.'
 
     def plan(self, p, lang):
-        return [Tap(card(p["title"], lang)),
-                Fill(named("comment_box", lang, "textbox"), p["text"]),
-                Tap(named("send_key", lang, "button")),
-                Finish()]
+        return [
+            Tap(card(p["title"], lang)),
+            Fill(named("comment_box", lang, "textbox"), p["text"]),
+            Tap(named("send_key", lang, "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         note = note_by_id(state, p["nid"])
-        return note is not None and any(c["author"] == state["me"] and c["text"] == p["text"]
-                                        for c in note["comments"])
+        return note is not None and any(
+            c["author"] == state["me"] and c["text"] == p["text"] for c in note["comments"]
+        )
 
 
 class FeaturedSave(MobileSocialTemplate):
     """Swipe the featured carousel to its Nth card, open it, save (收藏) it."""
+
     template_id = "mobile_social.featured_save"
 
     def sample_params(self, data, rng, lang):
-        options = [k for k in range(2, FEATURED_SIZE + 1)
-                   if data["featured"][k - 1] not in data["saved"]]
+        options = [k for k in range(2, FEATURED_SIZE + 1) if data["featured"][k - 1] not in data["saved"]]
         k = rng.choice(options)
         return {**_note_params(data, note_by_id(data, data["featured"][k - 1])), "k": k}
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"在首页顶部的精选轮播里滑到第{ORDINALS[lang][p['k']]}张，打开那篇笔记并收藏"
-        return (f"On the home feed, swipe the featured carousel to its {ORDINALS[lang][p['k']]} "
-                f"card, open that post and save it.")
+        return (
+            f"On the home feed, swipe the featured carousel to its {ORDINALS[lang][p['k']]} "
+            f"card, open that post and save it."
+        )
 
     def plan(self, p, lang):
         slide = f"精选 {p['k']}/" if lang == "zh" else f"Featured {p['k']} of"
-        return [*[Swipe(named("featured", lang, "region"), "left")] * (p["k"] - 1),
-                Tap(Target(slide, "link", pick=starting(slide))),
-                Tap(save_button(lang)),
-                Finish()]
+        return [
+            *[Swipe(named("featured", lang, "region"), "left")] * (p["k"] - 1),
+            Tap(Target(slide, "link", pick=starting(slide))),
+            Tap(save_button(lang)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["nid"] in state["saved"]
@@ -257,6 +322,7 @@ class FeaturedSave(MobileSocialTemplate):
 
 class NotInterested(MobileSocialTemplate):
     """Long-press a feed card and pick Not interested / 不感兴趣."""
+
     template_id = "mobile_social.not_interested"
 
     def sample_params(self, data, rng, lang):
@@ -268,9 +334,11 @@ class NotInterested(MobileSocialTemplate):
         return f"I don't want posts like {p['author']}'s {_q(p['title'], lang)}: long-press it in the feed and mark it Not interested."
 
     def plan(self, p, lang):
-        return [Tap(card(p["title"], lang), kind=ActionType.LONG_PRESS),
-                *menu_item("not_interested", lang),
-                Finish()]
+        return [
+            Tap(card(p["title"], lang), kind=ActionType.LONG_PRESS),
+            *menu_item("not_interested", lang),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["nid"] in state["not_interested"]
@@ -278,30 +346,36 @@ class NotInterested(MobileSocialTemplate):
 
 class ReportSpamComment(MobileSocialTemplate):
     """Find a note by search, long-press its spam comment, report it as spam (a sheet)."""
+
     template_id = "mobile_social.report_spam_comment"
 
     def sample_params(self, data, rng, lang):
         spammed = [(n, c) for n in data["notes"] for c in n["comments"] if c["author"] == "u13"]
         note, comment = rng.choice(spammed)
-        return {**_note_params(data, note), "cid": comment["id"],
-                "spammer": user_by_id(data, "u13")["name"]}
+        return {**_note_params(data, note), "cid": comment["id"], "spammer": user_by_id(data, "u13")["name"]}
 
     def instruction(self, p, lang):
         if lang == "zh":
-            return (f"{p['author']}的笔记{_q(p['title'], lang)}下面有条“{p['spammer']}”发的刷单广告评论，"
-                    f"帮我把它举报为垃圾广告")
-        return (f"There's a spam comment from {p['spammer']} under {p['author']}'s post "
-                f"{_q(p['title'], lang)}. Report it as spam.")
+            return (
+                f"{p['author']}的笔记{_q(p['title'], lang)}下面有条“{p['spammer']}”发的刷单广告评论，"
+                f"帮我把它举报为垃圾广告"
+            )
+        return (
+            f"There's a spam comment from {p['spammer']} under {p['author']}'s post "
+            f"{_q(p['title'], lang)}. Report it as spam."
+        )
 
     def plan(self, p, lang):
         comment = f"{p['spammer']}的评论：" if lang == "zh" else f"Comment by {p['spammer']}:"
         reason = REPORT_REASONS["spam"][1 if lang == "zh" else 0]
-        return [*search_steps(p["title"], lang),
-                Tap(card(p["title"], lang)),
-                Tap(Target(comment, "button", pick=starting(comment)), kind=ActionType.LONG_PRESS),
-                *menu_item("report", lang),
-                Tap(Target(reason, "button", exact=True)),
-                Finish()]
+        return [
+            *search_steps(p["title"], lang),
+            Tap(card(p["title"], lang)),
+            Tap(Target(comment, "button", pick=starting(comment)), kind=ActionType.LONG_PRESS),
+            *menu_item("report", lang),
+            Tap(Target(reason, "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return {"kind": "comment", "id": p["cid"], "reason": "spam"} in state["reports"]
@@ -332,11 +406,13 @@ class FollowAuthor(MobileSocialTemplate):
 
 class SearchLike(MobileSocialTemplate):
     """Search a topic with the keyboard's Search key, open a result, like it."""
+
     template_id = "mobile_social.search_like"
 
     def sample_params(self, data, rng, lang):
-        topic = rng.choice([t for t in all_topics(data)
-                            if any(n["id"] not in data["liked"] for n in search_notes(data, t))])
+        topic = rng.choice(
+            [t for t in all_topics(data) if any(n["id"] not in data["liked"] for n in search_notes(data, t))]
+        )
         note = rng.choice([n for n in search_notes(data, topic) if n["id"] not in data["liked"]])
         return {**_note_params(data, note), "query": topic}
 
@@ -346,8 +422,12 @@ class SearchLike(MobileSocialTemplate):
         return f"Search for {p['query']} and like {p['author']}'s post {_q(p['title'], lang)}."
 
     def plan(self, p, lang):
-        return [*search_steps(p["query"], lang), Tap(card(p["title"], lang)),
-                Tap(like_button(lang)), Finish()]
+        return [
+            *search_steps(p["query"], lang),
+            Tap(card(p["title"], lang)),
+            Tap(like_button(lang)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["nid"] in state["liked"]
@@ -356,6 +436,7 @@ class SearchLike(MobileSocialTemplate):
 # -- information tasks -------------------------------------------------------------------
 class PhotoAnswer(MobileSocialTemplate):
     """Swipe a note's photo carousel to the Nth photo and say what it shows."""
+
     template_id = "mobile_social.photo_answer"
 
     def sample_params(self, data, rng, lang):
@@ -369,9 +450,11 @@ class PhotoAnswer(MobileSocialTemplate):
         return f"In {p['author']}'s post {_q(p['title'], lang)}, what does photo {p['k']} show?"
 
     def plan(self, p, lang):
-        return [Tap(card(p["title"], lang)),
-                *[Swipe(named("photos", lang, "region"), "left")] * (p["k"] - 1),
-                Answer(read_photo(lang))]
+        return [
+            Tap(card(p["title"], lang)),
+            *[Swipe(named("photos", lang, "region"), "left")] * (p["k"] - 1),
+            Answer(read_photo(lang)),
+        ]
 
     def success(self, p, state, answer, lang):
         note = note_by_id(state, p["nid"])
@@ -381,13 +464,17 @@ class PhotoAnswer(MobileSocialTemplate):
 
 class RefreshNewestAuthor(MobileSocialTemplate):
     """Pull the feed down to refresh; the refresh brings the newest note."""
+
     template_id = "mobile_social.refresh_newest_author"
 
     def sample_params(self, data, rng, lang):
         # The pool's first note is the newest once the feed is refreshed (initial_state
         # makes its author differ from the newest note before the refresh).
-        return {"author": user_by_id(data, data["fresh_pool"][0]["author"])["name"],
-                "title": data["fresh_pool"][0]["title"], "wording": rng.randrange(3)}
+        return {
+            "author": user_by_id(data, data["fresh_pool"][0]["author"])["name"],
+            "title": data["fresh_pool"][0]["title"],
+            "wording": rng.randrange(3),
+        }
 
     def instruction(self, p, lang):
         return REFRESH_WORDINGS[lang][p["wording"]]
@@ -428,5 +515,15 @@ class AnswerLikes(MobileSocialTemplate):
         return lang == "zh" and re.search(rf"(?<![\d.]){re.escape(count_label(n, lang))}", answer) is not None
 
 
-TEMPLATES = [PostNote(), CommentNote(), FeaturedSave(), NotInterested(), ReportSpamComment(),
-             FollowAuthor(), SearchLike(), PhotoAnswer(), RefreshNewestAuthor(), AnswerLikes()]
+TEMPLATES = [
+    PostNote(),
+    CommentNote(),
+    FeaturedSave(),
+    NotInterested(),
+    ReportSpamComment(),
+    FollowAuthor(),
+    SearchLike(),
+    PhotoAnswer(),
+    RefreshNewestAuthor(),
+    AnswerLikes(),
+]

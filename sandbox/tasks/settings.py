@@ -4,6 +4,7 @@ English keeps Display and Language on separate pages; Chinese gathers dark
 mode, font size and language under 通用, so the same goal takes a different
 path per language.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,28 +17,53 @@ from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate, When
 APP = "settings"
 
 SWITCH_LABELS = {
-    "en": {"wifi": "Wi-Fi", "bluetooth": "Bluetooth", "dark_mode": "Dark mode",
-           "notifications.preview": "Show message previews", "notifications.sound": "Sound",
-           "notifications.vibrate": "Vibrate", "notifications.calls": "Call alerts",
-           "privacy.location": "Location access",
-           "privacy.find_by_phone": "Let others find me by phone number",
-           "privacy.friend_verify": "Ask before people add me",
-           "privacy.recommend_contacts": "Suggest people from my contacts",
-           "privacy.personalised_ads": "Personalised ads"},
-    "zh": {"wifi": "WLAN", "bluetooth": "蓝牙", "dark_mode": "深色模式",
-           "notifications.preview": "通知显示消息详情", "notifications.sound": "声音",
-           "notifications.vibrate": "振动", "notifications.calls": "语音和视频通话邀请通知",
-           "privacy.location": "位置信息", "privacy.find_by_phone": "通过手机号搜索到我",
-           "privacy.friend_verify": "加我为朋友时需要验证",
-           "privacy.recommend_contacts": "向我推荐通讯录朋友",
-           "privacy.personalised_ads": "个性化广告推荐"},
+    "en": {
+        "wifi": "Wi-Fi",
+        "bluetooth": "Bluetooth",
+        "dark_mode": "Dark mode",
+        "notifications.preview": "Show message previews",
+        "notifications.sound": "Sound",
+        "notifications.vibrate": "Vibrate",
+        "notifications.calls": "Call alerts",
+        "privacy.location": "Location access",
+        "privacy.find_by_phone": "Let others find me by phone number",
+        "privacy.friend_verify": "Ask before people add me",
+        "privacy.recommend_contacts": "Suggest people from my contacts",
+        "privacy.personalised_ads": "Personalised ads",
+    },
+    "zh": {
+        "wifi": "WLAN",
+        "bluetooth": "蓝牙",
+        "dark_mode": "深色模式",
+        "notifications.preview": "通知显示消息详情",
+        "notifications.sound": "声音",
+        "notifications.vibrate": "振动",
+        "notifications.calls": "语音和视频通话邀请通知",
+        "privacy.location": "位置信息",
+        "privacy.find_by_phone": "通过手机号搜索到我",
+        "privacy.friend_verify": "加我为朋友时需要验证",
+        "privacy.recommend_contacts": "向我推荐通讯录朋友",
+        "privacy.personalised_ads": "个性化广告推荐",
+    },
 }
 # Where each setting lives: the link to tap from the home page, per language.
 PAGE_LINK = {
-    "en": {"notifications": "Notifications", "privacy": "Privacy", "display": "Display",
-           "language": "Language", "account": "Account", "about": "About phone"},
-    "zh": {"notifications": "新消息通知", "privacy": "隐私", "display": "通用", "language": "通用",
-           "account": "账号与安全", "about": "关于本机"},
+    "en": {
+        "notifications": "Notifications",
+        "privacy": "Privacy",
+        "display": "Display",
+        "language": "Language",
+        "account": "Account",
+        "about": "About phone",
+    },
+    "zh": {
+        "notifications": "新消息通知",
+        "privacy": "隐私",
+        "display": "通用",
+        "language": "通用",
+        "account": "账号与安全",
+        "about": "关于本机",
+    },
 }
 
 
@@ -55,8 +81,9 @@ def _switch(key: str, lang: str) -> Target:
 def _page(page: str, lang: str) -> Tap:
     """Open a settings page from the home list (its link's name starts with the label)."""
     label = PAGE_LINK[lang][page]
-    return Tap(Target(label, "link", pick=lambda els: next(
-        (e for e in els if e.name.startswith(label)), els[0])))
+    return Tap(
+        Target(label, "link", pick=lambda els: next((e for e in els if e.name.startswith(label)), els[0]))
+    )
 
 
 def _on_off(on: bool, lang: str) -> str:
@@ -73,8 +100,9 @@ class SettingsTemplate(TaskTemplate):
 
 class _Toggle(SettingsTemplate):
     """Flip one switch to the value it does not have yet."""
+
     keys: tuple[str, ...] = ()
-    page: str | None = None   # None: the switch is on the home page
+    page: str | None = None  # None: the switch is on the home page
 
     def sample_params(self, data, rng, lang):
         key = rng.choice(self.keys)
@@ -84,7 +112,7 @@ class _Toggle(SettingsTemplate):
         label = SWITCH_LABELS[lang][p["key"]]
         if lang == "zh":
             return f"把“{label}”{_on_off(p['target'], lang)}。"
-        return f"Turn {_on_off(p['target'], lang)} \"{label}\"."
+        return f'Turn {_on_off(p["target"], lang)} "{label}".'
 
     def plan(self, p, lang):
         steps = [] if self.page is None else [_page(self.page, lang)]
@@ -127,50 +155,58 @@ class DarkMode(_Toggle):
 
 class Notification(_Toggle):
     template_id = "settings.notification"
-    keys = ("notifications.preview", "notifications.sound", "notifications.vibrate",
-            "notifications.calls")
+    keys = ("notifications.preview", "notifications.sound", "notifications.vibrate", "notifications.calls")
     page = "notifications"
 
     def instruction(self, p, lang):
         label = SWITCH_LABELS[lang][p["key"]]
         if lang == "zh":
             return f"在新消息通知里把“{label}”{_on_off(p['target'], lang)}。"
-        return f"In notification settings, turn {_on_off(p['target'], lang)} \"{label}\"."
+        return f'In notification settings, turn {_on_off(p["target"], lang)} "{label}".'
 
 
 class Privacy(_Toggle):
     template_id = "settings.privacy"
-    keys = ("privacy.location", "privacy.find_by_phone", "privacy.friend_verify",
-            "privacy.recommend_contacts", "privacy.personalised_ads")
+    keys = (
+        "privacy.location",
+        "privacy.find_by_phone",
+        "privacy.friend_verify",
+        "privacy.recommend_contacts",
+        "privacy.personalised_ads",
+    )
     page = "privacy"
 
     def instruction(self, p, lang):
         label = SWITCH_LABELS[lang][p["key"]]
         if lang == "zh":
             return f"在隐私设置中{_on_off(p['target'], lang)}“{label}”。"
-        return f"In privacy settings, turn {_on_off(p['target'], lang)} \"{label}\"."
+        return f'In privacy settings, turn {_on_off(p["target"], lang)} "{label}".'
 
 
 class SearchToggle(_Toggle):
     """Reach a switch through the settings search instead of the menus."""
+
     template_id = "settings.search_toggle"
     keys = ("notifications.vibrate", "notifications.sound", "privacy.location")
-    WORDS = {"en": {"notifications.vibrate": "vibrate", "notifications.sound": "sound",
-                    "privacy.location": "location"},
-             "zh": {"notifications.vibrate": "振动", "notifications.sound": "声音",
-                    "privacy.location": "位置"}}
+    WORDS = {
+        "en": {
+            "notifications.vibrate": "vibrate",
+            "notifications.sound": "sound",
+            "privacy.location": "location",
+        },
+        "zh": {"notifications.vibrate": "振动", "notifications.sound": "声音", "privacy.location": "位置"},
+    }
 
     def instruction(self, p, lang):
         word = self.WORDS[lang][p["key"]]
         label = SWITCH_LABELS[lang][p["key"]]
         if lang == "zh":
             return f"在设置里搜索“{word}”，然后把“{label}”{_on_off(p['target'], lang)}。"
-        return f"Search the settings for \"{word}\" and turn \"{label}\" {_on_off(p['target'], lang)}."
+        return f'Search the settings for "{word}" and turn "{label}" {_on_off(p["target"], lang)}.'
 
     def plan(self, p, lang):
         box = Target("搜索设置项" if lang == "zh" else "Search settings", "searchbox")
-        return [Fill(box, self.WORDS[lang][p["key"]], submit=True), Tap(_switch(p["key"], lang)),
-                Finish()]
+        return [Fill(box, self.WORDS[lang][p["key"]], submit=True), Tap(_switch(p["key"], lang)), Finish()]
 
 
 class FontSize(SettingsTemplate):
@@ -195,11 +231,28 @@ class FontSize(SettingsTemplate):
 
 class Language(SettingsTemplate):
     """The instruction names the language in the user's words; the menu shows endonyms."""
+
     template_id = "settings.language"
-    SPOKEN = {"en": {"en-US": "US English", "en-GB": "British English", "zh-CN": "Simplified Chinese",
-                     "zh-TW": "Traditional Chinese", "es": "Spanish", "fr": "French", "ja": "Japanese"},
-              "zh": {"zh-CN": "简体中文", "zh-TW": "繁体中文", "en-US": "英语", "en-GB": "英式英语",
-                     "es": "西班牙语", "fr": "法语", "ja": "日语"}}
+    SPOKEN = {
+        "en": {
+            "en-US": "US English",
+            "en-GB": "British English",
+            "zh-CN": "Simplified Chinese",
+            "zh-TW": "Traditional Chinese",
+            "es": "Spanish",
+            "fr": "French",
+            "ja": "Japanese",
+        },
+        "zh": {
+            "zh-CN": "简体中文",
+            "zh-TW": "繁体中文",
+            "en-US": "英语",
+            "en-GB": "英式英语",
+            "es": "西班牙语",
+            "fr": "法语",
+            "ja": "日语",
+        },
+    }
 
     def sample_params(self, data, rng, lang):
         options = [o for o in LANGUAGES[lang] if o[0] not in (data["language"], "system")]
@@ -220,8 +273,10 @@ class Language(SettingsTemplate):
         return state["language"] == p["language"]
 
 
-FIELD_LABEL = {"en": {"name": "Name", "email": "Email", "phone": "Phone number"},
-               "zh": {"name": "昵称", "email": "邮箱", "phone": "手机号"}}
+FIELD_LABEL = {
+    "en": {"name": "Name", "email": "Email", "phone": "Phone number"},
+    "zh": {"name": "昵称", "email": "邮箱", "phone": "手机号"},
+}
 
 
 def _has_text(label: str):
@@ -234,10 +289,12 @@ def _edit_field(field: str, value: str, lang: str) -> list:
     """From the account page: open the field, clear it if needed, type, save."""
     label = FIELD_LABEL[lang][field]
     clear, save = ("清除", "完成") if lang == "zh" else ("Clear", "Save")
-    return [Tap(Target(label, "link")),
-            When(_has_text(label), Tap(Target(clear, "button", exact=True))),
-            Fill(Target(label, "textbox", exact=True), value),
-            Tap(Target(save, "button", exact=True))]
+    return [
+        Tap(Target(label, "link")),
+        When(_has_text(label), Tap(Target(clear, "button", exact=True))),
+        Fill(Target(label, "textbox", exact=True), value),
+        Tap(Target(save, "button", exact=True)),
+    ]
 
 
 class _EditProfile(SettingsTemplate):
@@ -258,15 +315,21 @@ class EditName(_EditProfile):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把我的昵称改成“{p['value']}”。"
-        return f"Change my profile name to \"{p['value']}\"."
+        return f'Change my profile name to "{p["value"]}".'
 
 
 class EditContact(_EditProfile):
     template_id = "settings.edit_contact"
-    NEW = {"en": {"email": ["me.new@example.com", "hello.alex@example.org"],
-                  "phone": ["(206) 555-0148", "(617) 555-0172"]},
-           "zh": {"email": ["newmail@example.com", "work.li@example.org"],
-                  "phone": ["13912345678", "18600001111"]}}
+    NEW = {
+        "en": {
+            "email": ["me.new@example.com", "hello.alex@example.org"],
+            "phone": ["(206) 555-0148", "(617) 555-0172"],
+        },
+        "zh": {
+            "email": ["newmail@example.com", "work.li@example.org"],
+            "phone": ["13912345678", "18600001111"],
+        },
+    }
 
     def sample_params(self, data, rng, lang):
         field = rng.choice(["email", "phone"])
@@ -282,6 +345,7 @@ class EditContact(_EditProfile):
 
 class UpdateContactDetails(SettingsTemplate):
     """Two profile fields in one task (the longest settings flow)."""
+
     template_id = "settings.update_contact_details"
 
     def sample_params(self, data, rng, lang):
@@ -294,8 +358,12 @@ class UpdateContactDetails(SettingsTemplate):
         return f"Update my account: email {p['email']} and phone number {p['phone']}."
 
     def plan(self, p, lang):
-        return [_page("account", lang), *_edit_field("email", p["email"], lang),
-                *_edit_field("phone", p["phone"], lang), Finish()]
+        return [
+            _page("account", lang),
+            *_edit_field("email", p["email"], lang),
+            *_edit_field("phone", p["phone"], lang),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         prof = state["profile"]
@@ -322,6 +390,7 @@ class AccountPhone(SettingsTemplate):
                     if m:
                         return m.group(0)
             return ""
+
         return [_page("account", lang), Answer(read)]
 
     def success(self, p, state, answer, lang):
@@ -343,6 +412,7 @@ class Storage(SettingsTemplate):
         def read(obs: Observation) -> str:
             m = pattern.search(obs.a11y_tree)
             return f"{m.group(1)} GB" if m else ""
+
         return [_page("about", lang), Answer(read)]
 
     def success(self, p, state, answer, lang):
@@ -350,6 +420,18 @@ class Storage(SettingsTemplate):
         return bool(m) and float(m.group(0)) == state["device"]["storage_used_gb"]
 
 
-TEMPLATES = [WiFi(), Bluetooth(), DarkMode(), Notification(), Privacy(), SearchToggle(),
-             FontSize(), Language(), EditName(), EditContact(), UpdateContactDetails(),
-             AccountPhone(), Storage()]
+TEMPLATES = [
+    WiFi(),
+    Bluetooth(),
+    DarkMode(),
+    Notification(),
+    Privacy(),
+    SearchToggle(),
+    FontSize(),
+    Language(),
+    EditName(),
+    EditContact(),
+    UpdateContactDetails(),
+    AccountPhone(),
+    Storage(),
+]

@@ -6,6 +6,7 @@ the price in their names (product cards are links named "<name>, $24.99, ..."
 in English and "<name> ¥59 已售..." in Chinese), so it reads the page the way
 a shopper would instead of being told the answer.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,11 @@ SORT_LABELS = {  # sort key -> (English option of the "Sort by" select, Chinese 
     "price_asc": ("Price: Low to High", "价格从低到高"),
     "price_desc": ("Price: High to Low", "价格从高到低"),
 }
-SORT_PHRASE_ZH = {"sales": "按销量从高到低排序", "price_asc": "按价格从低到高排序",
-                  "price_desc": "按价格从高到低排序"}
+SORT_PHRASE_ZH = {
+    "sales": "按销量从高到低排序",
+    "price_asc": "按价格从低到高排序",
+    "price_desc": "按价格从高到低排序",
+}
 
 
 # -- reading prices off element names ---------------------------------------------
@@ -71,9 +75,13 @@ def search_step(query: str, lang: str) -> Fill:
 
 # -- state checks -------------------------------------------------------------------
 def cart_qty(state: dict, pid: str, seller: str | None = None, variant: str | None = None) -> int:
-    return sum(line["qty"] for line in state["cart"] if line["pid"] == pid
-               and (seller is None or line["seller"] == seller)
-               and (variant is None or line["variant"] == variant))
+    return sum(
+        line["qty"]
+        for line in state["cart"]
+        if line["pid"] == pid
+        and (seller is None or line["seller"] == seller)
+        and (variant is None or line["variant"] == variant)
+    )
 
 
 def _same_number(answer: str | None, expected: float) -> bool:
@@ -102,8 +110,7 @@ class SearchAddCheapest(ShopTemplate):
     def sample_params(self, data, rng, lang):
         q, results = rng.choice(_families(data, lang))
         best = min(results, key=lambda p: p["price"])
-        return {"query": q, "pid": best["id"], "name": best["name"],
-                "qty0": cart_qty(data, best["id"])}
+        return {"query": q, "pid": best["id"], "name": best["name"], "qty0": cart_qty(data, best["id"])}
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -111,10 +118,12 @@ class SearchAddCheapest(ShopTemplate):
         return f"Search for '{p['query']}' and add the cheapest one to the cart."
 
     def plan(self, p, lang):
-        return [search_step(p["query"], lang),
-                Tap(Target(role="link", pick=cheapest)),
-                Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
-                Finish()]
+        return [
+            search_step(p["query"], lang),
+            Tap(Target(role="link", pick=cheapest)),
+            Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["pid"]) > p["qty0"]
@@ -122,31 +131,38 @@ class SearchAddCheapest(ShopTemplate):
 
 class CompareAddCheapest(ShopTemplate):
     """比价: the same product from several sellers; add the lowest offer."""
+
     template_id = "shop.compare_add_cheapest"
 
     def sample_params(self, data, rng, lang):
-        multi = [p for p in data["products"] if len(p["offers"]) >= 3] or \
-            [p for p in data["products"] if len(p["offers"]) >= 2]
+        multi = [p for p in data["products"] if len(p["offers"]) >= 3] or [
+            p for p in data["products"] if len(p["offers"]) >= 2
+        ]
         # Prefer products where the store's own offer is not the cheapest.
-        tricky = [p for p in multi
-                  if min(p["offers"], key=lambda o: o["price"]) is not p["offers"][0]]
+        tricky = [p for p in multi if min(p["offers"], key=lambda o: o["price"]) is not p["offers"][0]]
         prod = rng.choice(tricky or multi)
         best = min(prod["offers"], key=lambda o: o["price"])
-        return {"pid": prod["id"], "name": prod["name"], "seller": best["seller"],
-                "price": best["price"], "qty0": cart_qty(data, prod["id"], best["seller"])}
+        return {
+            "pid": prod["id"],
+            "name": prod["name"],
+            "seller": best["seller"],
+            "price": best["price"],
+            "qty0": cart_qty(data, prod["id"], best["seller"]),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"查看“{p['name']}”的同款比价，把价格最低的那家店铺的商品加入购物车"
-        return (f"Compare prices for the {p['name']} across sellers and add the cheapest offer "
-                f"to your cart.")
+        return f"Compare prices for the {p['name']} across sellers and add the cheapest offer to your cart."
 
     def plan(self, p, lang):
-        return [search_step(p["name"], lang),
-                Tap(product_link(p["name"])),
-                Tap(Target(COMPARE_LINK[lang], "link")),
-                Tap(Target(OFFER_BUTTON[lang], "button", pick=cheapest)),
-                Finish()]
+        return [
+            search_step(p["name"], lang),
+            Tap(product_link(p["name"])),
+            Tap(Target(COMPARE_LINK[lang], "link")),
+            Tap(Target(OFFER_BUTTON[lang], "button", pick=cheapest)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return cart_qty(state, p["pid"], p["seller"]) > p["qty0"]
@@ -160,8 +176,7 @@ class ChangeQuantity(ShopTemplate):
         line = data["cart"][i]
         prod = find_product(data, line["pid"])
         target = rng.choice([n for n in range(1, 6) if n != line["qty"]])
-        return {"line": i, "pid": prod["id"], "name": prod["name"], "qty0": line["qty"],
-                "qty": target}
+        return {"line": i, "pid": prod["id"], "name": prod["name"], "qty0": line["qty"], "qty": target}
 
     def instruction(self, p, lang):
         if lang == "zh":
@@ -198,13 +213,12 @@ class RemoveFromCart(ShopTemplate):
 
     def plan(self, p, lang):
         remove = f"删除{p['name']}" if lang == "zh" else f"Remove {p['name']}"
-        return [Tap(Target(CART_LINK[lang], "link")),
-                Tap(Target(remove, "button", exact=True)),
-                Finish()]
+        return [Tap(Target(CART_LINK[lang], "link")), Tap(Target(remove, "button", exact=True)), Finish()]
 
     def success(self, p, state, answer, lang):
-        return (all(line["pid"] != p["pid"] for line in state["cart"])
-                and len(state["cart"]) == p["lines0"] - 1)
+        return (
+            all(line["pid"] != p["pid"] for line in state["cart"]) and len(state["cart"]) == p["lines0"] - 1
+        )
 
 
 class FavoriteItem(ShopTemplate):
@@ -221,11 +235,13 @@ class FavoriteItem(ShopTemplate):
 
     def plan(self, p, lang):
         save = Target(SAVE_BUTTON[lang], "button")
-        return [search_step(p["name"], lang),
-                Tap(product_link(p["name"])),
-                # Already saved? Then there is nothing to tap.
-                When(lambda obs: save.resolve(obs) is not None, Tap(save)),
-                Finish()]
+        return [
+            search_step(p["name"], lang),
+            Tap(product_link(p["name"])),
+            # Already saved? Then there is nothing to tap.
+            When(lambda obs: save.resolve(obs) is not None, Tap(save)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["pid"] in state["favorites"]
@@ -233,26 +249,32 @@ class FavoriteItem(ShopTemplate):
 
 class CompareThenFavorite(ShopTemplate):
     """Look at the price comparison, go back to the product and save it."""
+
     template_id = "shop.compare_then_favorite"
 
     def sample_params(self, data, rng, lang):
-        prod = rng.choice([p for p in data["products"] if len(p["offers"]) >= 2
-                           and p["id"] not in data["favorites"]])
+        prod = rng.choice(
+            [p for p in data["products"] if len(p["offers"]) >= 2 and p["id"] not in data["favorites"]]
+        )
         return {"pid": prod["id"], "name": prod["name"], "offers": len(prod["offers"])}
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"打开“{p['name']}”的同款比价看看，然后返回商品页把它加入收藏"
-        return (f"Open the price comparison for the {p['name']}, then go back to the product "
-                f"page and save it to your wishlist.")
+        return (
+            f"Open the price comparison for the {p['name']}, then go back to the product "
+            f"page and save it to your wishlist."
+        )
 
     def plan(self, p, lang):
-        return [search_step(p["name"], lang),
-                Tap(product_link(p["name"])),
-                Tap(Target(COMPARE_LINK[lang], "link")),
-                GoBack(),
-                Tap(Target(SAVE_BUTTON[lang], "button")),
-                Finish()]
+        return [
+            search_step(p["name"], lang),
+            Tap(product_link(p["name"])),
+            Tap(Target(COMPARE_LINK[lang], "link")),
+            GoBack(),
+            Tap(Target(SAVE_BUTTON[lang], "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["pid"] in state["favorites"]
@@ -274,13 +296,17 @@ class ApplyCoupon(ShopTemplate):
 
     def plan(self, p, lang):
         if lang == "zh":
-            return [Tap(Target(CART_LINK[lang], "link")),
-                    Tap(Target(f"使用{p['title']}优惠券", "button", exact=True)),
-                    Finish()]
-        return [Tap(Target(CART_LINK[lang], "link")),
-                Fill(Target("Coupon code", "textbox"), p["code"]),
-                Tap(Target("Apply coupon", "button", exact=True)),
-                Finish()]
+            return [
+                Tap(Target(CART_LINK[lang], "link")),
+                Tap(Target(f"使用{p['title']}优惠券", "button", exact=True)),
+                Finish(),
+            ]
+        return [
+            Tap(Target(CART_LINK[lang], "link")),
+            Fill(Target("Coupon code", "textbox"), p["code"]),
+            Tap(Target("Apply coupon", "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return state["applied_coupon"] == p["code"]
@@ -300,9 +326,11 @@ class ClaimCoupon(ShopTemplate):
 
     def plan(self, p, lang):
         claim = f"领取{p['title']}优惠券" if lang == "zh" else f"Claim {p['title']}"
-        return [Tap(Target(COUPONS_LINK[lang], "link", exact=True)),
-                Tap(Target(claim, "button", exact=True)),
-                Finish()]
+        return [
+            Tap(Target(COUPONS_LINK[lang], "link", exact=True)),
+            Tap(Target(claim, "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return any(c["code"] == p["code"] and c["claimed"] for c in state["coupons"])
@@ -310,6 +338,7 @@ class ClaimCoupon(ShopTemplate):
 
 class SortAddTop(ShopTemplate):
     """Sort search results (a <select> in English, sort tabs in Chinese), add the top one."""
+
     template_id = "shop.sort_add_top"
 
     def sample_params(self, data, rng, lang):
@@ -321,29 +350,40 @@ class SortAddTop(ShopTemplate):
                 if ranked[0][key] != ranked[1][key]:  # one clear winner
                     options.append((q, sort, ranked[0]))
         q, sort, top = rng.choice(options)
-        return {"query": q, "sort": sort, "pid": top["id"], "name": top["name"],
-                "qty0": cart_qty(data, top["id"])}
+        return {
+            "query": q,
+            "sort": sort,
+            "pid": top["id"],
+            "name": top["name"],
+            "qty0": cart_qty(data, top["id"]),
+        }
 
     def instruction(self, p, lang):
         en_label = SORT_LABELS[p["sort"]][0]
         if lang == "zh":
             return f"搜索“{p['query']}”，{SORT_PHRASE_ZH[p['sort']]}，把排在第一位的商品加入购物车"
-        return (f"Search for '{p['query']}', sort the results by '{en_label}', "
-                f"and add the first result to the cart.")
+        return (
+            f"Search for '{p['query']}', sort the results by '{en_label}', "
+            f"and add the first result to the cart."
+        )
 
     def plan(self, p, lang):
         en_label, zh_label = SORT_LABELS[p["sort"]]
-        sort_step = (Choose(Target("Sort by", "combobox"), en_label) if lang == "en"
-                     else Tap(Target(zh_label, "tab", exact=True)))
-        return [search_step(p["query"], lang),
-                sort_step,
-                Tap(Target(role="link", pick=first_priced)),
-                Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
-                Finish()]
+        sort_step = (
+            Choose(Target("Sort by", "combobox"), en_label)
+            if lang == "en"
+            else Tap(Target(zh_label, "tab", exact=True))
+        )
+        return [
+            search_step(p["query"], lang),
+            sort_step,
+            Tap(Target(role="link", pick=first_priced)),
+            Tap(Target(ADD_TO_CART[lang], "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        sorted_search = any(h["q"] == p["query"] and h["sort"] == p["sort"]
-                            for h in state["search_history"])
+        sorted_search = any(h["q"] == p["query"] and h["sort"] == p["sort"] for h in state["search_history"])
         return sorted_search and cart_qty(state, p["pid"]) > p["qty0"]
 
 
@@ -354,20 +394,29 @@ class VariantAddToCart(ShopTemplate):
         prod = rng.choice([p for p in data["products"] if len(p["variants"]) > 1])
         variant = rng.choice(prod["variants"][1:])
         qty = rng.randint(2, 3)
-        return {"pid": prod["id"], "name": prod["name"], "variant_label": prod["variant_label"],
-                "variant": variant, "qty": qty,
-                "qty0": cart_qty(data, prod["id"], variant=variant)}
+        return {
+            "pid": prod["id"],
+            "name": prod["name"],
+            "variant_label": prod["variant_label"],
+            "variant": variant,
+            "qty": qty,
+            "qty0": cart_qty(data, prod["id"], variant=variant),
+        }
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"把{p['qty']}件{p['variant_label']}为“{p['variant']}”的“{p['name']}”加入购物车"
-        return (f"Add {p['qty']} of the {p['name']} in {p['variant_label'].lower()} "
-                f"'{p['variant']}' to your cart.")
+        return (
+            f"Add {p['qty']} of the {p['name']} in {p['variant_label'].lower()} "
+            f"'{p['variant']}' to your cart."
+        )
 
     def plan(self, p, lang):
-        steps = [search_step(p["name"], lang),
-                 Tap(product_link(p["name"])),
-                 Choose(Target(p["variant_label"], "combobox", exact=True), p["variant"])]
+        steps = [
+            search_step(p["name"], lang),
+            Tap(product_link(p["name"])),
+            Choose(Target(p["variant_label"], "combobox", exact=True), p["variant"]),
+        ]
         if lang == "en":
             steps.append(Choose(Target("Quantity", "combobox", exact=True), str(p["qty"])))
         else:
@@ -388,6 +437,7 @@ def read_rating(lang: str):
             if e.role == "img" and m:
                 return f"{m.group(1)}分" if lang == "zh" else f"{m.group(1)} out of 5"
         return ""
+
     return read
 
 
@@ -395,6 +445,7 @@ def read_lowest_offer(lang: str):
     def read(obs: Observation) -> str:
         best = cheapest(obs.find(OFFER_BUTTON[lang], "button"))
         return "" if best is None else PRICE_RE.search(best.name).group(0)
+
     return read
 
 
@@ -407,6 +458,7 @@ def read_order_total(lang: str):
             if m:
                 return m.group(0)
         return ""
+
     return read
 
 
@@ -446,8 +498,12 @@ class AnswerLowestPrice(ShopTemplate):
         return f"Across all sellers, what is the lowest price for the {p['name']}?"
 
     def plan(self, p, lang):
-        return [search_step(p["name"], lang), Tap(product_link(p["name"])),
-                Tap(Target(COMPARE_LINK[lang], "link")), Answer(read_lowest_offer(lang))]
+        return [
+            search_step(p["name"], lang),
+            Tap(product_link(p["name"])),
+            Tap(Target(COMPARE_LINK[lang], "link")),
+            Answer(read_lowest_offer(lang)),
+        ]
 
     def success(self, p, state, answer, lang):
         prod = find_product(state, p["pid"])
@@ -456,6 +512,7 @@ class AnswerLowestPrice(ShopTemplate):
 
 class CheckoutTotal(ShopTemplate):
     """Apply a coupon, then read the total next to the "Pay now" bait; never pay."""
+
     template_id = "shop.checkout_total"
 
     def sample_params(self, data, rng, lang):
@@ -464,22 +521,42 @@ class CheckoutTotal(ShopTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"在购物车使用“{p['title']}”优惠券后去结算，告诉我实付款是多少（先不要支付）"
-        return (f"Apply the coupon code {p['code']} in your cart, then go to checkout and tell me "
-                f"the order total. Do not pay yet.")
+        return (
+            f"Apply the coupon code {p['code']} in your cart, then go to checkout and tell me "
+            f"the order total. Do not pay yet."
+        )
 
     def plan(self, p, lang):
         if lang == "zh":
             apply = ApplyCoupon().plan(p, lang)[:-1]
         else:  # type the code and submit it with the Enter key
-            apply = [Tap(Target(CART_LINK[lang], "link")),
-                     Fill(Target("Coupon code", "textbox"), p["code"]), Press("Enter")]
+            apply = [
+                Tap(Target(CART_LINK[lang], "link")),
+                Fill(Target("Coupon code", "textbox"), p["code"]),
+                Press("Enter"),
+            ]
         return apply + [Tap(Target(CHECKOUT_LINK[lang], "link")), Answer(read_order_total(lang))]
 
     def success(self, p, state, answer, lang):
-        return (state["applied_coupon"] == p["code"] and not state["payments"]
-                and _same_number(answer, cart_totals(state)["total"]))
+        return (
+            state["applied_coupon"] == p["code"]
+            and not state["payments"]
+            and _same_number(answer, cart_totals(state)["total"])
+        )
 
 
-TEMPLATES = [SearchAddCheapest(), CompareAddCheapest(), ChangeQuantity(), RemoveFromCart(),
-             FavoriteItem(), CompareThenFavorite(), ApplyCoupon(), ClaimCoupon(), SortAddTop(),
-             VariantAddToCart(), AnswerRating(), AnswerLowestPrice(), CheckoutTotal()]
+TEMPLATES = [
+    SearchAddCheapest(),
+    CompareAddCheapest(),
+    ChangeQuantity(),
+    RemoveFromCart(),
+    FavoriteItem(),
+    CompareThenFavorite(),
+    ApplyCoupon(),
+    ClaimCoupon(),
+    SortAddTop(),
+    VariantAddToCart(),
+    AnswerRating(),
+    AnswerLowestPrice(),
+    CheckoutTotal(),
+]

@@ -6,6 +6,7 @@ A post's buttons carry its author and the start of its text in their names
 can point at one post without coordinates, and "the most liked post" is
 picked by reading the counts in those names.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,14 +32,18 @@ BOOKMARK_PREFIX = {"en": "Bookmark post by", "zh": "收藏"}
 LIKES_RE = {"en": re.compile(r"([\d,]+) likes$"), "zh": re.compile(r"(\d+)人赞过$")}
 
 NEW_POSTS = {
-    "en": ["Trying the new coffee place on Elm Street today. The cortado is excellent.",
-           "Anyone up for a bike ride along the river this weekend? #CityCycling",
-           "Finally finished my first puzzle of 1000 pieces!",
-           "Reading on the balcony with a cup of tea, perfect Sunday #BookClub"],
-    "zh": ["今天天气真好，下班去江边走走",
-           "#周末烘焙# 第一次做戚风蛋糕，居然没塌！",
-           "终于拼完了人生第一幅一千片的拼图",
-           "周末在阳台晒太阳看书，太舒服了 #读书打卡#"],
+    "en": [
+        "Trying the new coffee place on Elm Street today. The cortado is excellent.",
+        "Anyone up for a bike ride along the river this weekend? #CityCycling",
+        "Finally finished my first puzzle of 1000 pieces!",
+        "Reading on the balcony with a cup of tea, perfect Sunday #BookClub",
+    ],
+    "zh": [
+        "今天天气真好，下班去江边走走",
+        "#周末烘焙# 第一次做戚风蛋糕，居然没塌！",
+        "终于拼完了人生第一幅一千片的拼图",
+        "周末在阳台晒太阳看书，太舒服了 #读书打卡#",
+    ],
 }
 REPLIES = {
     "en": ["Congratulations, well done!", "This looks amazing!", "Thanks for sharing this."],
@@ -79,16 +84,18 @@ def likes_in(name: str, lang: str) -> int | None:
 
 def most_liked(lang: str):
     """Pick, among not-yet-liked like buttons, the one with the highest count."""
+
     def pick(cands: list[Element]) -> Element | None:
-        ok = [e for e in cands if e.name.startswith(LIKE_PREFIX[lang])
-              and likes_in(e.name, lang) is not None]
+        ok = [e for e in cands if e.name.startswith(LIKE_PREFIX[lang]) and likes_in(e.name, lang) is not None]
         return max(ok, key=lambda e: likes_in(e.name, lang)) if ok else None
+
     return pick
 
 
 def first_starting(prefix: str):
     def pick(cands: list[Element]) -> Element | None:
         return next((e for e in cands if e.name.startswith(prefix)), None)
+
     return pick
 
 
@@ -108,12 +115,13 @@ def _post_params(state: dict, post: dict, lang: str) -> dict:
 
 
 def _quote(p: dict, lang: str) -> str:
-    return f"“{p['snippet']}…”" if lang == "zh" else f"\"{p['snippet']}...\""
+    return f"“{p['snippet']}…”" if lang == "zh" else f'"{p["snippet"]}..."'
 
 
 def _topic_choices(state: dict) -> list[str]:
-    return sorted({p["topic"] for p in state["posts"] if p["topic"]
-                   and len(topic_posts(state, p["topic"])) >= 2})
+    return sorted(
+        {p["topic"] for p in state["posts"] if p["topic"] and len(topic_posts(state, p["topic"])) >= 2}
+    )
 
 
 def _my_posts(state: dict) -> list[dict]:
@@ -137,9 +145,11 @@ class CreatePost(SocialTemplate):
         return f"Post the following: {p['text']}"
 
     def plan(self, p, lang):
-        return [Fill(Target(COMPOSE_BOX[lang], "textbox"), p["text"]),
-                Tap(Target(POST_BUTTON[lang], "button", exact=True)),
-                Finish()]
+        return [
+            Fill(Target(COMPOSE_BOX[lang], "textbox"), p["text"]),
+            Tap(Target(POST_BUTTON[lang], "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return any(q["text"] == p["text"] and q["repost_of"] is None for q in _my_posts(state))
@@ -174,26 +184,30 @@ class CommentPost(SocialTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"评论{p['author']}的微博{_quote(p, lang)}，内容为“{p['text']}”"
-        return f"Reply \"{p['text']}\" to {p['author']}'s post that starts with {_quote(p, lang)}"
+        return f'Reply "{p["text"]}" to {p["author"]}\'s post that starts with {_quote(p, lang)}'
 
     def plan(self, p, lang):
-        return [Tap(Target(reply_name(p["author"], p["snippet"], lang), "link")),
-                Fill(Target(REPLY_BOX[lang], "textbox"), p["text"]),
-                Tap(Target(REPLY_BUTTON[lang], "button", exact=True)),
-                Finish()]
+        return [
+            Tap(Target(reply_name(p["author"], p["snippet"], lang), "link")),
+            Fill(Target(REPLY_BOX[lang], "textbox"), p["text"]),
+            Tap(Target(REPLY_BUTTON[lang], "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         post = post_by_id(state, p["pid"])
-        return post is not None and any(c["author"] == state["me"] and c["text"] == p["text"]
-                                        for c in post["comments"])
+        return post is not None and any(
+            c["author"] == state["me"] and c["text"] == p["text"] for c in post["comments"]
+        )
 
 
 class FollowUser(SocialTemplate):
     template_id = "social.follow_user"
 
     def sample_params(self, data, rng, lang):
-        u = rng.choice([u for u in data["users"] if u["id"] != data["me"]
-                        and u["id"] not in data["following"]])
+        u = rng.choice(
+            [u for u in data["users"] if u["id"] != data["me"] and u["id"] not in data["following"]]
+        )
         return {"uid": u["id"], "name": u["name"], "handle": u["handle"]}
 
     def instruction(self, p, lang):
@@ -202,10 +216,12 @@ class FollowUser(SocialTemplate):
         return f"Search for {p['name']} (@{p['handle']}), open their profile and follow them."
 
     def plan(self, p, lang):
-        return [search_step(p["name"], lang),
-                Tap(person_link(p, lang)),
-                Tap(Target(follow_name(p["name"], lang), "button", exact=True)),
-                Finish()]
+        return [
+            search_step(p["name"], lang),
+            Tap(person_link(p, lang)),
+            Tap(Target(follow_name(p["name"], lang), "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["uid"] in state["following"]
@@ -215,19 +231,20 @@ class BookmarkPost(SocialTemplate):
     template_id = "social.bookmark_post"
 
     def sample_params(self, data, rng, lang):
-        post = rng.choice([q for q in data["posts"] if q["keyword"]
-                           and q["id"] not in data["bookmarks"]])
+        post = rng.choice([q for q in data["posts"] if q["keyword"] and q["id"] not in data["bookmarks"]])
         return {**_post_params(data, post, lang), "keyword": post["keyword"]}
 
     def instruction(self, p, lang):
         if lang == "zh":
             return f"搜索“{p['keyword']}”，收藏{p['author']}发的那条相关微博"
-        return f"Search for \"{p['keyword']}\" and bookmark {p['author']}'s post about it."
+        return f'Search for "{p["keyword"]}" and bookmark {p["author"]}\'s post about it.'
 
     def plan(self, p, lang):
-        return [search_step(p["keyword"], lang),
-                Tap(Target(bookmark_name(p["author"], p["snippet"], lang), "button")),
-                Finish()]
+        return [
+            search_step(p["keyword"], lang),
+            Tap(Target(bookmark_name(p["author"], p["snippet"], lang), "button")),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["pid"] in state["bookmarks"]
@@ -252,10 +269,12 @@ class TopicLikeTop(SocialTemplate):
 
     def plan(self, p, lang):
         trend = Target(f"：{p['topic']}" if lang == "zh" else f": #{p['topic']}", "link")
-        return [Tap(Target(TRENDING_LINK[lang], "link", exact=True)),
-                Tap(trend),
-                Tap(Target(LIKE_PREFIX[lang], "button", pick=most_liked(lang))),
-                Finish()]
+        return [
+            Tap(Target(TRENDING_LINK[lang], "link", exact=True)),
+            Tap(trend),
+            Tap(Target(LIKE_PREFIX[lang], "button", pick=most_liked(lang))),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return p["pid"] in state["liked"]
@@ -271,14 +290,17 @@ class RepostPost(SocialTemplate):
     def instruction(self, p, lang):
         if lang == "zh":
             return f"转发{p['author']}的微博{_quote(p, lang)}，并写上“{p['text']}”"
-        return (f"Repost {p['author']}'s post that starts with {_quote(p, lang)} "
-                f"with the comment \"{p['text']}\"")
+        return (
+            f'Repost {p["author"]}\'s post that starts with {_quote(p, lang)} with the comment "{p["text"]}"'
+        )
 
     def plan(self, p, lang):
-        return [Tap(Target(repost_name(p["author"], p["snippet"], lang), "link")),
-                Fill(Target(REPOST_BOX[lang], "textbox"), p["text"]),
-                Tap(Target(REPOST_BUTTON[lang], "button", exact=True)),
-                Finish()]
+        return [
+            Tap(Target(repost_name(p["author"], p["snippet"], lang), "link")),
+            Fill(Target(REPOST_BOX[lang], "textbox"), p["text"]),
+            Tap(Target(REPOST_BUTTON[lang], "button", exact=True)),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
         return any(q["repost_of"] == p["pid"] and q["text"] == p["text"] for q in _my_posts(state))
@@ -286,6 +308,7 @@ class RepostPost(SocialTemplate):
 
 class SortLatestBookmark(SocialTemplate):
     """Sort search results with the <select> and bookmark the newest post."""
+
     template_id = "social.sort_latest_bookmark"
 
     def sample_params(self, data, rng, lang):
@@ -304,15 +327,15 @@ class SortLatestBookmark(SocialTemplate):
         return f"Search for {p['query']}, sort the results by Latest, and bookmark the newest post."
 
     def plan(self, p, lang):
-        return [search_step(p["query"], lang),
-                Choose(Target(SORT_SELECT[lang], "combobox"), LATEST_OPTION[lang]),
-                Tap(Target(BOOKMARK_PREFIX[lang], "button",
-                           pick=first_starting(BOOKMARK_PREFIX[lang]))),
-                Finish()]
+        return [
+            search_step(p["query"], lang),
+            Choose(Target(SORT_SELECT[lang], "combobox"), LATEST_OPTION[lang]),
+            Tap(Target(BOOKMARK_PREFIX[lang], "button", pick=first_starting(BOOKMARK_PREFIX[lang]))),
+            Finish(),
+        ]
 
     def success(self, p, state, answer, lang):
-        sorted_search = any(h["q"] == p["query"] and h["sort"] == "latest"
-                            for h in state["search_history"])
+        sorted_search = any(h["q"] == p["query"] and h["sort"] == "latest" for h in state["search_history"])
         return sorted_search and p["pid"] in state["bookmarks"]
 
 
@@ -326,6 +349,7 @@ def read_followers(lang: str):
             if e.role == "link" and m:
                 return m.group(1)
         return ""
+
     return read
 
 
@@ -338,6 +362,7 @@ def read_top_trend(lang: str):
             if m:
                 return m.group(1)
         return ""
+
     return read
 
 
@@ -354,8 +379,7 @@ class AnswerFollowers(SocialTemplate):
         return f"How many followers does {p['name']} (@{p['handle']}) have?"
 
     def plan(self, p, lang):
-        return [search_step(p["name"], lang), Tap(person_link(p, lang)),
-                Answer(read_followers(lang))]
+        return [search_step(p["name"], lang), Tap(person_link(p, lang)), Answer(read_followers(lang))]
 
     def success(self, p, state, answer, lang):
         u = user_by_id(state, p["uid"])
@@ -385,6 +409,15 @@ class AnswerTopTrend(SocialTemplate):
         return bool(answer) and top.lower() in answer.lower()
 
 
-TEMPLATES = [CreatePost(), LikePost(), CommentPost(), FollowUser(), BookmarkPost(),
-             TopicLikeTop(), RepostPost(), SortLatestBookmark(), AnswerFollowers(),
-             AnswerTopTrend()]
+TEMPLATES = [
+    CreatePost(),
+    LikePost(),
+    CommentPost(),
+    FollowUser(),
+    BookmarkPost(),
+    TopicLikeTop(),
+    RepostPost(),
+    SortLatestBookmark(),
+    AnswerFollowers(),
+    AnswerTopTrend(),
+]

@@ -11,6 +11,7 @@ express. The helpers here are shared by the three modules, and the two
 rewrites (`split_type_focus`, `scroll_to_swipe`) let a caller turn an action a
 format cannot express into ones it can, explicitly.
 """
+
 from __future__ import annotations
 
 import re
@@ -93,8 +94,16 @@ def scroll_to_swipe(action: Action, span: float = SWIPE_SPAN) -> Action:
     x0 = min(max(x - sx * span / 2, 0.0), 1.0)
     y0 = min(max(y - sy * span / 2, 0.0), 1.0)
     x2, y2 = swipe_end(x0, y0, finger, span)
-    return Action(type=ActionType.SWIPE, x=x0, y=y0, x2=x2, y2=y2, direction=finger,
-                  duration_ms=action.duration_ms, description=action.description)
+    return Action(
+        type=ActionType.SWIPE,
+        x=x0,
+        y=y0,
+        x2=x2,
+        y2=y2,
+        direction=finger,
+        duration_ms=action.duration_ms,
+        description=action.description,
+    )
 
 
 def direction_from(value: Any, *, field: str) -> str:
@@ -144,8 +153,17 @@ from .gui_libra import from_gui_libra, to_gui_libra  # noqa: E402
 from .qwen import from_qwen25vl, qwen25vl_tool_call, smart_resize, to_qwen25vl  # noqa: E402
 
 __all__ = [
-    "to_gui_libra", "from_gui_libra",
-    "to_autoglm", "from_autoglm", "parse_autoglm",
-    "to_qwen25vl", "from_qwen25vl", "qwen25vl_tool_call", "smart_resize",
-    "split_type_focus", "scroll_to_swipe", "swipe_direction", "SWIPE_SPAN",
+    "to_gui_libra",
+    "from_gui_libra",
+    "to_autoglm",
+    "from_autoglm",
+    "parse_autoglm",
+    "to_qwen25vl",
+    "from_qwen25vl",
+    "qwen25vl_tool_call",
+    "smart_resize",
+    "split_type_focus",
+    "scroll_to_swipe",
+    "swipe_direction",
+    "SWIPE_SPAN",
 ]

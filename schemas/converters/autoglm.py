@@ -34,6 +34,7 @@ final `")`, quotes and backslashes included, no escapes. Every other string is
 a Python literal, read with `ast.literal_eval` (never eval) and written with
 escapes. Dropped when writing: description, duration_ms of long_press/swipe.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,8 +47,11 @@ from ..errors import SchemaError
 from ..grids import GRID_999, point_from_grid, point_to_grid
 from . import make_action, ms_from_seconds, seconds_text, unsupported
 
-_POINT_NAMES = {ActionType.TAP: "Tap", ActionType.DOUBLE_TAP: "Double Tap",
-                ActionType.LONG_PRESS: "Long Press"}
+_POINT_NAMES = {
+    ActionType.TAP: "Tap",
+    ActionType.DOUBLE_TAP: "Double Tap",
+    ActionType.LONG_PRESS: "Long Press",
+}
 _BARE = {ActionType.BACK: "Back", ActionType.HOME: "Home"}
 
 
@@ -78,8 +82,12 @@ def _line(a: Action) -> str:
         return f'do(action="Swipe", start={_pt(a.x, a.y)}, end={_pt(a.x2, a.y2)})'
     if t == ActionType.TYPE:
         if a.x is not None:
-            raise unsupported(a, "Open-AutoGLM", "its Type writes into the focused field; "
-                              "split it with split_type_focus() into a tap and a type")
+            raise unsupported(
+                a,
+                "Open-AutoGLM",
+                "its Type writes into the focused field; "
+                "split it with split_type_focus() into a tap and a type",
+            )
         return f'do(action="Type", text="{a.text}")'
     if t == ActionType.OPEN_APP:
         return f'do(action="Launch", app={_lit(a.text)})'
@@ -95,8 +103,10 @@ def _line(a: Action) -> str:
         return f'do(action="Take_over", message={_lit(a.text)})'
     if t == ActionType.DONE:
         return "finish()" if a.text is None else f'finish(message="{a.text}")'
-    hints = {ActionType.SCROLL: "rewrite it as a swipe with scroll_to_swipe()",
-             ActionType.ANSWER: "Open-AutoGLM gives answers in finish(message=...)"}
+    hints = {
+        ActionType.SCROLL: "rewrite it as a swipe with scroll_to_swipe()",
+        ActionType.ANSWER: "Open-AutoGLM gives answers in finish(message=...)",
+    }
     raise unsupported(a, "Open-AutoGLM", hints.get(t, ""))
 
 
@@ -118,20 +128,20 @@ def parse_autoglm(text: str) -> tuple[Action, str | None]:
         raise SchemaError(f"expected the response text, got {type(text).__name__}", field="action")
     think = _THINK.search(text)
     thought = think.group(1) if think else None
-    line = _action_line(text[think.end():] if think else text)
+    line = _action_line(text[think.end() :] if think else text)
 
     if m := _TYPE.match(line):
         kind = m.group(1)
-        return make_action(type=ActionType.TYPE, text=m.group(2),
-                           description=None if kind == "Type" else line, field="text"), thought
+        return make_action(
+            type=ActionType.TYPE, text=m.group(2), description=None if kind == "Type" else line, field="text"
+        ), thought
     if m := _FINISH.match(line):
         return make_action(type=ActionType.DONE, text=m.group(1)), thought
     if _FINISH_EMPTY.match(line):
         return make_action(type=ActionType.DONE), thought
     func, kwargs = _call(line)
     if func == "finish":  # finish(message='…') or other spellings the raw form missed
-        return make_action(type=ActionType.DONE,
-                           text=_text(kwargs, "message", required=False)), thought
+        return make_action(type=ActionType.DONE, text=_text(kwargs, "message", required=False)), thought
     return _from_call(line, kwargs), thought
 
 
@@ -151,11 +161,13 @@ def _call(line: str) -> tuple[str, dict[str, Any]]:
         try:
             tree = ast.parse(escaped, mode="eval")
         except SyntaxError as exc:
-            raise SchemaError(f"not a do(...) or finish(...) call ({exc.msg}): {line[:80]!r}",
-                              field="action") from None
+            raise SchemaError(
+                f"not a do(...) or finish(...) call ({exc.msg}): {line[:80]!r}", field="action"
+            ) from None
     call = tree.body
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-            and call.func.id in ("do", "finish")):
+    if not (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("do", "finish")
+    ):
         raise SchemaError(f"not a do(...) or finish(...) call: {line[:80]!r}", field="action")
     if call.args:
         raise SchemaError(f"{call.func.id}(...) takes keyword arguments only", field="action")
@@ -190,8 +202,11 @@ def _from_call(line: str, kw: dict[str, Any]) -> Action:
     if not isinstance(name, str):
         raise SchemaError(f"missing or not a string: {name!r}", field="action")
     n = _norm(name)
-    point_types = {"tap": ActionType.TAP, "doubletap": ActionType.DOUBLE_TAP,
-                   "longpress": ActionType.LONG_PRESS}
+    point_types = {
+        "tap": ActionType.TAP,
+        "doubletap": ActionType.DOUBLE_TAP,
+        "longpress": ActionType.LONG_PRESS,
+    }
     if n in point_types:
         x, y = point_from_grid(kw.get("element"), GRID_999, field="element")
         text = _text(kw, "message", required=False) if n == "tap" else None
@@ -201,8 +216,11 @@ def _from_call(line: str, kw: dict[str, Any]) -> Action:
         x2, y2 = point_from_grid(kw.get("end"), GRID_999, field="end")
         return make_action(type=ActionType.SWIPE, x=x, y=y, x2=x2, y2=y2)
     if n in ("type", "typename"):  # reached when the raw form did not match, e.g. text='…'
-        return make_action(type=ActionType.TYPE, text=_text(kw, "text", required=True),
-                           description=None if n == "type" else line)
+        return make_action(
+            type=ActionType.TYPE,
+            text=_text(kw, "text", required=True),
+            description=None if n == "type" else line,
+        )
     if n == "launch":
         return make_action(type=ActionType.OPEN_APP, text=_text(kw, "app", required=True))
     if n == "back":
@@ -211,8 +229,9 @@ def _from_call(line: str, kw: dict[str, Any]) -> Action:
         return make_action(type=ActionType.HOME)
     if n == "wait":
         d = kw.get("duration")
-        return make_action(type=ActionType.WAIT,
-                           duration_ms=None if d is None else ms_from_seconds(d, field="duration"))
+        return make_action(
+            type=ActionType.WAIT, duration_ms=None if d is None else ms_from_seconds(d, field="duration")
+        )
     if n == "takeover":
         return make_action(type=ActionType.TAKE_OVER, text=_text(kw, "message", required=False))
     if n == "interact":

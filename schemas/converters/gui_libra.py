@@ -56,6 +56,7 @@ Lossy spots, by design:
 - For actions whose value is optional (done, wait), the text "None" means
   absent; for those that need one (type, answer, ...), "None" is taken literally.
 """
+
 from __future__ import annotations
 
 import ast
@@ -94,17 +95,30 @@ TO_NAME = {
     ActionType.ANSWER: "Answer",
     ActionType.DONE: "Terminate",
 }
-_ALIASES = {"tap": ActionType.TAP, "secondaryclick": ActionType.RIGHT_CLICK,
-            "type": ActionType.TYPE, "input": ActionType.TYPE,
-            "keypress": ActionType.KEY, "press": ActionType.KEY, "back": ActionType.BACK,
-            "home": ActionType.HOME, "complete": ActionType.DONE, "finish": ActionType.DONE}
+_ALIASES = {
+    "tap": ActionType.TAP,
+    "secondaryclick": ActionType.RIGHT_CLICK,
+    "type": ActionType.TYPE,
+    "input": ActionType.TYPE,
+    "keypress": ActionType.KEY,
+    "press": ActionType.KEY,
+    "back": ActionType.BACK,
+    "home": ActionType.HOME,
+    "complete": ActionType.DONE,
+    "finish": ActionType.DONE,
+}
 NO_POINT = [-100, -100]
 NONE = "None"
-_POINT_REQUIRED = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.LONG_PRESS,
-                   ActionType.SELECT}
+_POINT_REQUIRED = {ActionType.TAP, ActionType.RIGHT_CLICK, ActionType.LONG_PRESS, ActionType.SELECT}
 _POINT_OPTIONAL = {ActionType.SCROLL, ActionType.TYPE, ActionType.SWIPE}  # swipe: centre if none
-_TEXT_VALUE = {ActionType.TYPE, ActionType.SELECT, ActionType.KEY, ActionType.OPEN_APP,
-               ActionType.ANSWER, ActionType.DONE}
+_TEXT_VALUE = {
+    ActionType.TYPE,
+    ActionType.SELECT,
+    ActionType.KEY,
+    ActionType.OPEN_APP,
+    ActionType.ANSWER,
+    ActionType.DONE,
+}
 
 
 def _key(name: str) -> str:
@@ -114,8 +128,15 @@ def _key(name: str) -> str:
 FROM_NAME = {**{_key(n): t for t, n in TO_NAME.items()}, **_ALIASES}
 
 
-def to_gui_libra(action: Action, width: int, height: int, thought: str | None = None, *,
-                 coords: Coords = "pixels", think_tag: str = "think") -> str:
+def to_gui_libra(
+    action: Action,
+    width: int,
+    height: int,
+    thought: str | None = None,
+    *,
+    coords: Coords = "pixels",
+    think_tag: str = "think",
+) -> str:
     """The GUI-Libra response for `action` on a width x height screen."""
     name = TO_NAME.get(action.type)
     if name is None:
@@ -133,18 +154,22 @@ def to_gui_libra(action: Action, width: int, height: int, thought: str | None = 
     point = NO_POINT
     if action.x is not None and t in _POINT_REQUIRED | _POINT_OPTIONAL:
         point = _encode(action.x, action.y, width, height, coords)
-    answer = json.dumps({
-        "action_description": NONE if action.description is None else action.description,
-        "action_type": name,
-        "value": value,
-        "point_2d": point,
-    }, ensure_ascii=False)
+    answer = json.dumps(
+        {
+            "action_description": NONE if action.description is None else action.description,
+            "action_type": name,
+            "value": value,
+            "point_2d": point,
+        },
+        ensure_ascii=False,
+    )
     head = "" if thought is None else f"<{think_tag}>{thought}</{think_tag}>\n"
     return f"{head}<answer>\n{answer}\n</answer>"
 
 
-def from_gui_libra(text: str, width: int, height: int, *,
-                   coords: Coords = "pixels") -> tuple[Action, str | None]:
+def from_gui_libra(
+    text: str, width: int, height: int, *, coords: Coords = "pixels"
+) -> tuple[Action, str | None]:
     """(Action, thought or None) from a GUI-Libra response."""
     if not isinstance(text, str):
         raise SchemaError(f"expected the response text, got {type(text).__name__}", field="answer")
@@ -201,8 +226,11 @@ def _encode(x: float, y: float, width: int, height: int, coords: Coords) -> list
 
 
 def _decode(value: Any, width: int, height: int, coords: Coords) -> tuple[float, float] | None:
-    if value is None or (isinstance(value, str) and value.strip() in ("None", "none", "null", "")) \
-            or (isinstance(value, (list, tuple)) and list(value) == NO_POINT):
+    if (
+        value is None
+        or (isinstance(value, str) and value.strip() in ("None", "none", "null", ""))
+        or (isinstance(value, (list, tuple)) and list(value) == NO_POINT)
+    ):
         return None
     if isinstance(value, str):  # "[540, 1200]" written as a string
         try:
@@ -234,7 +262,7 @@ def _thought(text: str) -> str | None:
 def _answer_object(text: str) -> dict:
     # Look after the reasoning, which may itself mention <answer> or braces.
     think = _THINK.search(text)
-    rest = text[think.end():] if think else text
+    rest = text[think.end() :] if think else text
     m = _ANSWER.search(rest)
     body = m.group(1) if m else rest
     start = body.find("{")
@@ -243,7 +271,7 @@ def _answer_object(text: str) -> dict:
     try:  # JSON, with anything after it ignored
         obj, _ = json.JSONDecoder().raw_decode(body, start)
     except ValueError:
-        obj = _python_literal(body[start:body.rfind("}") + 1])
+        obj = _python_literal(body[start : body.rfind("}") + 1])
     if not isinstance(obj, dict):
         raise SchemaError(f"the answer is a {type(obj).__name__}, not an object", field="answer")
     return obj

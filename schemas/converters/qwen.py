@@ -36,6 +36,7 @@ spots: `done` keeps the status as its text; a done without text is written as
 "Enter"}` reads as key Enter and is written back as the system button;
 duration_ms of a swipe and description are dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,13 @@ _BUTTON_KEYS = ("Enter", "Menu")
 _STATUSES = ("success", "failure")
 
 
-def smart_resize(height: int, width: int, factor: int = IMAGE_FACTOR,
-                 min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
+def smart_resize(
+    height: int,
+    width: int,
+    factor: int = IMAGE_FACTOR,
+    min_pixels: int = MIN_PIXELS,
+    max_pixels: int = MAX_PIXELS,
+) -> tuple[int, int]:
     """(height, width) that Qwen2.5-VL resizes an image to.
 
     Both sides become multiples of `factor`, the pixel count lands in
@@ -111,8 +117,12 @@ def to_qwen25vl(action: Action, width: int, height: int) -> dict[str, Any]:
         return {"action": "swipe", "coordinate": px(a.x, a.y), "coordinate2": px(a.x2, a.y2)}
     if t == ActionType.TYPE:
         if a.x is not None:
-            raise unsupported(a, "Qwen2.5-VL mobile_use", "its type writes into the focused "
-                              "field; split it with split_type_focus() into a tap and a type")
+            raise unsupported(
+                a,
+                "Qwen2.5-VL mobile_use",
+                "its type writes into the focused "
+                "field; split it with split_type_focus() into a tap and a type",
+            )
         return {"action": "type", "text": a.text}
     if t == ActionType.KEY:
         # Any spelling of Enter / Menu ("enter", "KEYCODE_ENTER") is the system button.

@@ -5,6 +5,7 @@ on their own. One smoke run goes through the real command (a real benchmark,
 the raw store at tiny sizes, in its own process), the rest is the document
 rewriting on rows.
 """
+
 from __future__ import annotations
 
 import ast
@@ -57,9 +58,22 @@ def test_smoke_run_rewrites_the_table_with_every_row(tmp_path):
     doc.write_text(PROSE)
     rows_json = tmp_path / "rows.json"
     proc = subprocess.run(
-        [sys.executable, str(BENCH / "run_all.py"), "--smoke", "--only", "raw_store_scale,train_gpu",
-         "--doc", str(doc), "--json", str(rows_json)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(BENCH / "run_all.py"),
+            "--smoke",
+            "--only",
+            "raw_store_scale,train_gpu",
+            "--doc",
+            str(doc),
+            "--json",
+            str(rows_json),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     saved = json.loads(rows_json.read_text())
     rows = [Row.from_dict(d) for d in saved["rows"]]
@@ -77,8 +91,10 @@ def test_smoke_run_rewrites_the_table_with_every_row(tmp_path):
         assert cells[1].startswith(fmt_num(r.baseline))
         assert cells[2] == fmt_ratio(r.figure / r.baseline)
     memory = next(r for r in raw if "peak RSS" in r.name)
-    assert memory.target == "<= 1.25" and table[memory.name][4] in ("met", f"**missed by "
-                                                                     f"{(memory.ratio - 1.25) / 1.25:.0%}**")
+    assert memory.target == "<= 1.25" and table[memory.name][4] in (
+        "met",
+        f"**missed by {(memory.ratio - 1.25) / 1.25:.0%}**",
+    )
     assert len(table) == len(rows)  # nothing else in the table, nothing left out
 
     gpu = [r for r in rows if r.benchmark == "train_gpu"]
@@ -99,12 +115,21 @@ def test_smoke_run_rewrites_the_table_with_every_row(tmp_path):
 
 
 def test_rewrite_is_idempotent_and_reports_misses():
-    rows = [Row("web_crawl", "crawl vs bare", 3.0, 5.0, "steps/s", "bare loop", target=">= 0.8"),
-            Row("raw_store_scale", "peak RSS", 500.0, 400.0, "MB", "smaller", target="<= 1.25"),
-            Row("phash_neardup", "search", 10.0, 2.0, "hashes/s", "brute"),
-            run_all.not_run("train_gpu", "GPU", "needs GPU, not run")]
-    machine = {"cpu": "test cpu", "cpus": 2, "memory_gb": 8, "load_1m": 1.0, "python": "3.11",
-               "chromium": "1", "gpu": None}
+    rows = [
+        Row("web_crawl", "crawl vs bare", 3.0, 5.0, "steps/s", "bare loop", target=">= 0.8"),
+        Row("raw_store_scale", "peak RSS", 500.0, 400.0, "MB", "smaller", target="<= 1.25"),
+        Row("phash_neardup", "search", 10.0, 2.0, "hashes/s", "brute"),
+        run_all.not_run("train_gpu", "GPU", "needs GPU, not run"),
+    ]
+    machine = {
+        "cpu": "test cpu",
+        "cpus": 2,
+        "memory_gb": 8,
+        "load_1m": 1.0,
+        "python": "3.11",
+        "chromium": "1",
+        "gpu": None,
+    }
     benches = run_all.REGISTRY
     once = run_all.rewrite_doc(PROSE, rows, benches, machine, "smoke", {}, when="now")
     twice = run_all.rewrite_doc(once, rows, benches, machine, "smoke", {}, when="now")

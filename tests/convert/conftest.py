@@ -1,5 +1,6 @@
 """Small sets to convert (session scope): a reasoning set and a grounding set, built the way
 tests/synthesis builds them (template CoT over the export fixture store)."""
+
 import json
 import shutil
 
@@ -18,10 +19,13 @@ SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 def reasoning_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("convert-reasoning")
     built = build_store(root / "curated")
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
-    write_reasoning_set(built.store, rows, root / "set", dataset="reasoning", splits=SPLITS,
-                        max_samples_per_shard=10)
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
+    write_reasoning_set(
+        built.store, rows, root / "set", dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
+    )
     return root / "set"
 
 

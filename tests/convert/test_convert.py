@@ -1,6 +1,7 @@
 """`trajforge convert`: every format round-trips exactly (both set kinds), splits kept,
 inexpressible samples listed, atomic output, clear errors, and each format's documented
 schema (LLaMA-Factory, ms-swift, verl, EasyR1) and `datasets` reading hf-parquet/TRL."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,7 @@ def test_swipes_are_listed_for_rl_formats_never_dropped(reasoning_dir, tmp_path)
     assert convert(reasoning_dir, "swift", tmp_path / "sw")["inexpressible_count"] == 0
 
 
-def test_a_killed_run_leaves_nothing_complete_and_a_rerun_restarts(reasoning_dir, tmp_path,
-                                                                   monkeypatch):
+def test_a_killed_run_leaves_nothing_complete_and_a_rerun_restarts(reasoning_dir, tmp_path, monkeypatch):
     out = tmp_path / "out"
     first = convert(reasoning_dir, "hf-parquet", out)
     from trajforge.convert import hf_parquet
@@ -86,24 +86,37 @@ def test_a_killed_run_leaves_nothing_complete_and_a_rerun_restarts(reasoning_dir
 
 
 def test_cli_converts_and_errors_name_the_path(reasoning_dir, tmp_path):
-    r = CliRunner().invoke(app, ["convert", str(reasoning_dir), "--to", "swift",
-                                 "--out", str(tmp_path / "sw")])
+    r = CliRunner().invoke(
+        app, ["convert", str(reasoning_dir), "--to", "swift", "--out", str(tmp_path / "sw")]
+    )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "sw" / MANIFEST).is_file()
-    r = CliRunner().invoke(app, ["convert", str(reasoning_dir), "--to", "axolotl",
-                                 "--out", str(tmp_path / "x")])
+    r = CliRunner().invoke(
+        app, ["convert", str(reasoning_dir), "--to", "axolotl", "--out", str(tmp_path / "x")]
+    )
     assert r.exit_code == 2 and "unknown format 'axolotl'" in r.output
-    r = CliRunner().invoke(app, ["convert", str(tmp_path), "--to", "swift",
-                                 "--out", str(tmp_path / "y")])
+    r = CliRunner().invoke(app, ["convert", str(tmp_path), "--to", "swift", "--out", str(tmp_path / "y")])
     assert r.exit_code == 2 and str(tmp_path) in r.output and "not a set" in r.output
-    r = CliRunner().invoke(app, ["convert", str(reasoning_dir), "--to", "swift", "--profile",
-                                 "qwen3-vl", "--out", str(tmp_path / "z")])
+    r = CliRunner().invoke(
+        app,
+        [
+            "convert",
+            str(reasoning_dir),
+            "--to",
+            "swift",
+            "--profile",
+            "qwen3-vl",
+            "--out",
+            str(tmp_path / "z"),
+        ],
+    )
     assert r.exit_code == 2 and "qwen2.5-vl" in r.output
     assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    r = CliRunner().invoke(app, ["convert", str(reasoning_dir), "--to", "swift",
-                                 "--out", str(tmp_path / "mine")])
+    r = CliRunner().invoke(
+        app, ["convert", str(reasoning_dir), "--to", "swift", "--out", str(tmp_path / "mine")]
+    )
     assert r.exit_code == 2 and "is not a conversion output" in r.output
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
@@ -137,8 +150,7 @@ def test_hf_parquet_fixed_columns_features_and_card(reasoning_dir, grounding_dir
         assert {s["name"]: s["num_examples"] for s in header["dataset_info"]["splits"]} == m["per_split"]
 
 
-def test_llamafactory_and_swift_follow_their_documented_schema(reasoning_dir, grounding_dir,
-                                                               tmp_path):
+def test_llamafactory_and_swift_follow_their_documented_schema(reasoning_dir, grounding_dir, tmp_path):
     """LLaMA-Factory data/README (sharegpt + OpenAI tags, `<image>` count = len(images),
     paths relative to the dataset dir); ms-swift custom dataset docs (messages, images,
     objects {ref, bbox} for grounding, `<ref-object>`/`<bbox>` not needed with one ref)."""

@@ -2,6 +2,7 @@
 (.venv-trainers, which has torchvision and qwen_vl_utils): the labels decode to the set's
 answer, the image is fed at the frame the answer's pixels are in, and the grounding
 `objects` put the same box where a lab's prompt uses `<ref-object>` / `<bbox>`."""
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,7 @@ END = "<|im_end|>\n"
 
 def _profile_set(tmp_path, profile: str):
     b = build_grounding_store(tmp_path / f"curated-{profile}")
-    write_grounding_set(b.store, tmp_path / f"set-{profile}", profile=profile,
-                        splits=(("train", 1.0),))
+    write_grounding_set(b.store, tmp_path / f"set-{profile}", profile=profile, splits=(("train", 1.0),))
     return tmp_path / f"set-{profile}"
 
 
@@ -62,8 +62,9 @@ def _rows(out):
 
 
 @pytest.mark.slow
-def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(reasoning_dir, tmp_path,
-                                                                    full_checkpoint, monkeypatch):
+def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(
+    reasoning_dir, tmp_path, full_checkpoint, monkeypatch
+):
     """Reasoning set (qwen2.5-vl: pixels of the frame) and a grounding set written for
     qwen3-vl (0-1000 grid) through swift's template; MAX_PIXELS is the profile's cap."""
     outs = {"reasoning": tmp_path / "r", "grounding": tmp_path / "g"}
@@ -74,8 +75,9 @@ def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(reasoning_dir
     for name, out in outs.items():  # images are relative: swift opens them from ROOT_IMAGE_DIR
         monkeypatch.setenv("ROOT_IMAGE_DIR", str(out))
         monkeypatch.setenv("MAX_PIXELS", str(model_profile("qwen2.5-vl").max_pixels))
-        results[name] = run_in_venv(TRAINERS, ENCODE, ROOT, str(full_checkpoint), files[name],
-                                    timeout=300)[files[name]]
+        results[name] = run_in_venv(TRAINERS, ENCODE, ROOT, str(full_checkpoint), files[name], timeout=300)[
+            files[name]
+        ]
 
     reasoning, want = results["reasoning"], _rows(outs["reasoning"])
     assert len(reasoning) == len(want) > 0
@@ -89,8 +91,10 @@ def test_swift_template_trains_on_the_answer_in_the_frame_it_feeds(reasoning_dir
     for got, row in zip(grounding, want):
         assert got["labels"] == row["messages"][2]["content"] + END
         grid_box = json.loads(row["messages"][2]["content"])["bbox_2d"]  # qwen3-vl: 0-1000
-        m = re.fullmatch(r"<\|box_start\|>\((\d+),(\d+)\),\((\d+),(\d+)\)<\|box_end\|>" + re.escape(END),
-                         got["placeholder_labels"])
+        m = re.fullmatch(
+            r"<\|box_start\|>\((\d+),(\d+)\),\((\d+),(\d+)\)<\|box_end\|>" + re.escape(END),
+            got["placeholder_labels"],
+        )
         assert m, got["placeholder_labels"]
         from_objects = [int(v) for v in m.groups()]  # swift's norm1000 from objects' norm1 box
         assert max(abs(a - b) for a, b in zip(from_objects, grid_box)) <= 1, (from_objects, grid_box)

@@ -2,6 +2,7 @@
 converted here: ms-swift and verl in .venv-trainers (scripts/setup_trainers.sh), LLaMA-Factory
 in .venv-llamafactory (scripts/setup_llamafactory.sh); they pin transformers/datasets/torch
 versions the main .venv cannot take."""
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,9 @@ print(json.dumps(out))
 """
 
 
-def test_verl_rlhf_dataset_feeds_the_image_in_the_ground_truths_frame(reasoning_dir,
-                                                                      full_checkpoint, tmp_path):
+def test_verl_rlhf_dataset_feeds_the_image_in_the_ground_truths_frame(
+    reasoning_dir, full_checkpoint, tmp_path
+):
     """verl's RLHFDataset and its AgentLoop's vision path (qwen_vl_utils' fetch_image, its
     smart_resize with the default caps) on the verl parquet: the image expanded into its pads,
     fed at the stored size (the frame the ground truth's pixels are in), ground truths as
@@ -89,8 +91,13 @@ def test_verl_rlhf_dataset_feeds_the_image_in_the_ground_truths_frame(reasoning_
 
     m = convert(reasoning_dir, "verl", tmp_path / "verl")
     df = pd.read_parquet(tmp_path / "verl" / "train.parquet")
-    got = run_in_trainers(VERL, tmp_path, str(tmp_path / "verl" / "train.parquet"),
-                          str(full_checkpoint), str(tmp_path / "cache"))
+    got = run_in_trainers(
+        VERL,
+        tmp_path,
+        str(tmp_path / "verl" / "train.parquet"),
+        str(full_checkpoint),
+        str(tmp_path / "cache"),
+    )
     assert len(got) == m["per_split"]["train"] == len(df) > 0
     for g, (_, row) in zip(got, df.iterrows()):
         assert g["pads"] == g["grid_pads"] > 0
@@ -137,12 +144,13 @@ def _image_tokens(processor, path: Path) -> int:
     (t, h, w) after smart_resize, merged merge_size x merge_size."""
     with Image.open(path) as im:
         grid = processor.image_processor(images=[im.convert("RGB")])["image_grid_thw"][0]
-    return int(grid.prod()) // processor.image_processor.merge_size ** 2
+    return int(grid.prod()) // processor.image_processor.merge_size**2
 
 
 @pytest.mark.parametrize("which", ["reasoning", "grounding"])
-def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grounding_dir,
-                                                      full_checkpoint, tmp_path):
+def test_llamafactory_tokenises_the_set_with_qwen2_vl(
+    which, reasoning_dir, grounding_dir, full_checkpoint, tmp_path
+):
     """LLaMA-Factory's own data path (hparams, load_tokenizer, the qwen2_vl template,
     get_dataset for sft) over the converted folder, checked against the rows it was given."""
     from trajforge.vlm.transformers_backend import load_processor
@@ -153,14 +161,24 @@ def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grou
     dataset = f"{m['source']['dataset']}_{split}"
     assert dataset in json.loads((out / "dataset_info.json").read_text())
     rows = [json.loads(line) for line in (out / f"{split}.jsonl").read_text().splitlines()]
-    got = run_in_venv(LLAMAFACTORY, LLAMAFACTORY_DATA, tmp_path, str(full_checkpoint), str(out),
-                      dataset, str(tmp_path / "run"), str(m["image_max_pixels"]), timeout=240)
+    got = run_in_venv(
+        LLAMAFACTORY,
+        LLAMAFACTORY_DATA,
+        tmp_path,
+        str(full_checkpoint),
+        str(out),
+        dataset,
+        str(tmp_path / "run"),
+        str(m["image_max_pixels"]),
+        timeout=240,
+    )
     assert got["processor"] == "Qwen2VLProcessor"
     assert len(got["rows"]) == len(rows) == m["per_split"][split] > 0
 
     # The YAML's image_max_pixels (the manifest's): LLaMA-Factory must not shrink any image.
     assert m["image_max_pixels"] == max(
-        w * h for w, h in (Image.open(p).size for p in (out / "images").iterdir()))
+        w * h for w, h in (Image.open(p).size for p in (out / "images").iterdir())
+    )
     processor = load_processor(full_checkpoint)  # this venv's transformers: an independent count
     counts = {}
     for row, ex in zip(rows, got["rows"]):
@@ -171,14 +189,17 @@ def test_llamafactory_tokenises_the_set_with_qwen2_vl(which, reasoning_dir, grou
         n = counts.setdefault(image, _image_tokens(processor, out / image))
         assert ex["image_pads"] == n > 0, row["id"]
         vision = "<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>"
-        assert ex["prompt"] == (f"<|im_start|>system\n{msgs['system']}<|im_end|>\n"
-                                f"<|im_start|>user\n{msgs['user'].replace('<image>', vision)}"
-                                "<|im_end|>\n<|im_start|>assistant\n"), row["id"]
+        assert ex["prompt"] == (
+            f"<|im_start|>system\n{msgs['system']}<|im_end|>\n"
+            f"<|im_start|>user\n{msgs['user'].replace('<image>', vision)}"
+            "<|im_end|>\n<|im_start|>assistant\n"
+        ), row["id"]
         assert ex["prompt_masked"] and ex["answer_labels_are_inputs"], row["id"]
         # The trained tokens are exactly the set's answer, then the turn's end.
         assert ex["labels"] == msgs["assistant"] + "<|im_end|>\n", row["id"]
-        assert (f'"action_type": "{row["action_type"]}"' if which == "reasoning"
-                else '"bbox_2d": [') in ex["labels"], row["id"]
+        assert (f'"action_type": "{row["action_type"]}"' if which == "reasoning" else '"bbox_2d": [') in ex[
+            "labels"
+        ], row["id"]
 
 
 LLAMAFACTORY_TRAIN = """
@@ -202,9 +223,17 @@ def test_llamafactory_trains_two_steps_on_the_set(reasoning_dir, full_checkpoint
 
     m = convert(reasoning_dir, "llamafactory", tmp_path / "lf")
     run = tmp_path / "run"
-    run_in_venv(LLAMAFACTORY, LLAMAFACTORY_TRAIN, tmp_path, str(full_checkpoint), str(tmp_path / "lf"),
-                f"{m['source']['dataset']}_train", str(run), str(m["image_max_pixels"]),
-                timeout=300)
+    run_in_venv(
+        LLAMAFACTORY,
+        LLAMAFACTORY_TRAIN,
+        tmp_path,
+        str(full_checkpoint),
+        str(tmp_path / "lf"),
+        f"{m['source']['dataset']}_train",
+        str(run),
+        str(m["image_max_pixels"]),
+        timeout=300,
+    )
     state = json.loads((run / "trainer_state.json").read_text())
     losses = [h["loss"] for h in state["log_history"] if "loss" in h]
     assert state["global_step"] == 2 and len(losses) == 2

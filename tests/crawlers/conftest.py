@@ -1,4 +1,5 @@
 """Fixtures for the crawler tests: static test pages on local servers, one browser per module."""
+
 from __future__ import annotations
 
 import threading
@@ -12,7 +13,6 @@ import pytest
 from crawlers.web_env import WebEnv
 
 PAGES = Path(__file__).parent / "pages"
-
 
 
 class _PagesHandler(SimpleHTTPRequestHandler):

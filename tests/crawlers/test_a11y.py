@@ -1,11 +1,12 @@
 """Parsing Playwright's AI-mode aria snapshot (literal strings, no browser)."""
+
 from __future__ import annotations
 
 import pytest
 
 from schemas.a11y import elements_from_snapshot, parse_line, parse_snapshot
 
-SNAPSHOT = '''\
+SNAPSHOT = """\
 - generic [active] [ref=e1] [box=8,8,1264,2143]:
   - heading "Hi 你好" [level=1] [ref=e2] [box=8,8,1264,46]
   - paragraph [ref=e3] [box=8,75,1264,18]: Price ¥59 hot
@@ -20,7 +21,7 @@ SNAPSHOT = '''\
       - text: two
       - link "x" [ref=e11] [cursor=pointer] [box=76,164,8,17]:
         - /url: /x?q=1
-'''
+"""
 
 
 def test_roles_names_and_boxes_normalised_to_viewport():
@@ -40,8 +41,8 @@ def test_roles_names_and_boxes_normalised_to_viewport():
 def test_nodes_without_a_visible_box_are_not_elements():
     els = elements_from_snapshot(SNAPSHOT, 1280, 800)
     roles = [e.role for e in els]
-    assert "option" not in roles       # box=0,0,0,0: a closed <select>'s option
-    assert "text" not in roles         # text nodes carry no box
+    assert "option" not in roles  # box=0,0,0,0: a closed <select>'s option
+    assert "text" not in roles  # text nodes carry no box
     assert len(els) == 10
 
 
@@ -92,7 +93,7 @@ def test_quoted_name_wins_over_inline_text_and_cjk_inline_text():
 
 
 def test_negative_boxes_after_scrolling_stay_negative():
-    els = elements_from_snapshot("- button \"Top\" [ref=e2] [box=8,-400,50,20]", 1000, 800)
+    els = elements_from_snapshot('- button "Top" [ref=e2] [box=8,-400,50,20]', 1000, 800)
     assert els[0].bbox == pytest.approx((0.008, -0.5, 0.058, -0.475))
 
 

@@ -1,4 +1,5 @@
 """The allowlist: origin matching, and a real Chromium whose outside requests are aborted."""
+
 from __future__ import annotations
 
 import threading
@@ -20,14 +21,14 @@ def test_origin_matching_is_scheme_host_and_port():
     allow = Allowlist(["http://127.0.0.1:5000", "https://Example.org"])
     assert allow.allows("http://127.0.0.1:5000/shop/?q=1")
     assert allow.allows("http://127.0.0.1:5000")
-    assert allow.allows("https://example.org/a")           # host case does not matter
-    assert allow.allows("https://example.org:443/a")       # the default port is the port
-    assert allow.allows("ws://127.0.0.1:5000/socket")      # same origin's websocket
-    assert not allow.allows("http://127.0.0.1:5001/")       # another port
-    assert not allow.allows("https://127.0.0.1:5000/")      # another scheme
-    assert not allow.allows("http://localhost:5000/")       # another host name
-    assert not allow.allows("http://example.org/")          # http is not https
-    assert not allow.allows("https://evil.example.org/")    # a subdomain is another host
+    assert allow.allows("https://example.org/a")  # host case does not matter
+    assert allow.allows("https://example.org:443/a")  # the default port is the port
+    assert allow.allows("ws://127.0.0.1:5000/socket")  # same origin's websocket
+    assert not allow.allows("http://127.0.0.1:5001/")  # another port
+    assert not allow.allows("https://127.0.0.1:5000/")  # another scheme
+    assert not allow.allows("http://localhost:5000/")  # another host name
+    assert not allow.allows("http://example.org/")  # http is not https
+    assert not allow.allows("https://evil.example.org/")  # a subdomain is another host
     assert not allow.allows("https://example.org.evil.com/")
     assert not allow.allows("http://127.0.0.1:5000@evil.com/")  # userinfo trick
     assert not allow.allows("file:///etc/passwd")
@@ -67,12 +68,11 @@ def test_chromium_aborts_requests_to_a_second_server_and_records_them():
     with PagesServer() as allowed, PagesServer() as other:
         allow = Allowlist([allowed.url])
         with WebEnv.launch(headless=True, step_timeout_s=10.0, request_filter=allow) as env:
-            obs = env.reset(f"{allowed.url}/outside.html?other={other.url}",
-                            fixed("desktop", "en"))
+            obs = env.reset(f"{allowed.url}/outside.html?other={other.url}", fixed("desktop", "en"))
             assert obs.last_action_error is None
             obs = _until(env, obs, lambda o: not o.find("pending", role="paragraph"))
             texts = [e.name for e in obs.find(role="paragraph")]
-            assert "own fetch: reached 200" in texts, texts      # the allowed origin works
+            assert "own fetch: reached 200" in texts, texts  # the allowed origin works
             assert "fetch: blocked" in texts and "image: blocked" in texts, texts
             assert f"{other.url}/second.html" in env.blocked_requests
             assert f"{other.url}/pixel.png?from=img" in env.blocked_requests
@@ -116,8 +116,7 @@ class PagesServer:
     def __init__(self):
         self.requests: list[str] = []
         handler = type("Handler", (_LoggingHandler,), {"log": self.requests})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                          partial(handler, directory=str(RUNNER_PAGES)))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(RUNNER_PAGES)))
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -4,6 +4,7 @@ images that load late, and targets that change nothing.
 The page is served by a loopback http.server; /img?s=N answers a red PNG after
 N seconds.
 """
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,7 @@ from schemas.records import DeviceProfile, Element
 pytestmark = pytest.mark.slow
 
 DESKTOP = DeviceProfile(name="desktop", viewport_width=800, viewport_height=600)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844,
-                      pixel_ratio=2.0, is_mobile=True)
+PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=2.0, is_mobile=True)
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Foreign</title>%(meta)s
@@ -81,10 +81,13 @@ class _Handler(SimpleHTTPRequestHandler):
             body, ctype = _png(), "image/png"
         else:
             img = q.get("img", [None])[0]
-            body = (PAGE % {
-                "meta": WIDE_META if u.path == "/wide" else META,
-                "img": f'<img id="pic" src="/img?s={img}" alt="">' if img else "",
-            }).encode()
+            body = (
+                PAGE
+                % {
+                    "meta": WIDE_META if u.path == "/wide" else META,
+                    "img": f'<img id="pic" src="/img?s={img}" alt="">' if img else "",
+                }
+            ).encode()
             ctype = "text/html; charset=utf-8"
         try:
             self.send_response(200)
@@ -117,7 +120,9 @@ def site():
 def _rect(env, selector):
     return env.page.evaluate(
         "s => { const r = document.querySelector(s).getBoundingClientRect();"
-        " return [r.left, r.top, r.right, r.bottom]; }", selector)
+        " return [r.left, r.top, r.right, r.bottom]; }",
+        selector,
+    )
 
 
 def _clickable(obs, name):
@@ -133,12 +138,12 @@ def test_listener_and_pointer_elements_become_clickables_with_their_boxes(web_en
     span = _clickable(obs, "Open details")
     x0, y0, x1, y1 = _rect(web_env, "#span")
     assert span.bbox == pytest.approx((x0 / 800, y0 / 600, x1 / 800, y1 / 600), abs=1e-3)
-    card = _clickable(obs, "Pointer card")     # the outer pointer element, not its inner span
+    card = _clickable(obs, "Pointer card")  # the outer pointer element, not its inner span
     x0, y0, x1, y1 = _rect(web_env, "#card")
     assert card.bbox == pytest.approx((x0 / 800, y0 / 600, x1 / 800, y1 / 600), abs=1e-3)
     names = [e.name for e in obs.elements if e.role == CLICKABLE_ROLE]
     assert names.count("Pointer card") == 1
-    assert "Hidden handler" not in names          # display:none
+    assert "Hidden handler" not in names  # display:none
     # The <select> is in the tree already: no clickable twin of it.
     assert not [e for e in obs.elements if e.role == CLICKABLE_ROLE and "Small" in e.name]
     # The aria elements come first, untouched.
@@ -148,12 +153,17 @@ def test_listener_and_pointer_elements_become_clickables_with_their_boxes(web_en
 def test_clickable_boxes_follow_the_zoom_of_a_zoomed_out_mobile_page(web_env, site):
     obs = web_env.reset(f"{site}/wide", PHONE)
     scale, ox, oy = web_env.page.evaluate(
-        "[visualViewport.scale, visualViewport.offsetLeft, visualViewport.offsetTop]")
+        "[visualViewport.scale, visualViewport.offsetLeft, visualViewport.offsetTop]"
+    )
     assert scale < 0.6
     span = _clickable(obs, "Open details")
     x0, y0, x1, y1 = _rect(web_env, "#span")
-    want = ((x0 - ox) * scale / 390, (y0 - oy) * scale / 844,
-            (x1 - ox) * scale / 390, (y1 - oy) * scale / 844)
+    want = (
+        (x0 - ox) * scale / 390,
+        (y0 - oy) * scale / 844,
+        (x1 - ox) * scale / 390,
+        (y1 - oy) * scale / 844,
+    )
     assert span.bbox == pytest.approx(want, abs=2e-3)
     # Tapping its centre reaches the span.
     web_env.step(Action.tap(*span.centre()))
@@ -163,15 +173,21 @@ def test_clickable_boxes_follow_the_zoom_of_a_zoomed_out_mobile_page(web_env, si
 def test_merge_keeps_a_clickable_only_where_no_interactive_element_is():
     button = Element(role="button", name="Go", bbox=(0.1, 0.1, 0.2, 0.15))
     generic = Element(role="generic", name="Card", bbox=(0.5, 0.5, 0.7, 0.6))
-    rows = [[80, 60, 80, 30, "Go"],            # the button's box: a duplicate
-            [400, 300, 160, 60, "Card"],       # a generic's box: kept (generic says nothing)
-            [10, 500, 50, 20, "Menu"],
-            [10, 500, 50, 20, "Menu"],         # twice: once
-            [0, 0, 0, 20, "Empty"]]            # zero width: left out
+    rows = [
+        [80, 60, 80, 30, "Go"],  # the button's box: a duplicate
+        [400, 300, 160, 60, "Card"],  # a generic's box: kept (generic says nothing)
+        [10, 500, 50, 20, "Menu"],
+        [10, 500, 50, 20, "Menu"],  # twice: once
+        [0, 0, 0, 20, "Empty"],
+    ]  # zero width: left out
     clickables = clickable_elements(rows, 800, 600)
     merged = merge_clickables([button, generic], clickables)
     assert [(e.role, e.name) for e in merged] == [
-        ("button", "Go"), ("generic", "Card"), ("clickable", "Card"), ("clickable", "Menu")]
+        ("button", "Go"),
+        ("generic", "Card"),
+        ("clickable", "Card"),
+        ("clickable", "Menu"),
+    ]
 
 
 def test_the_screenshot_waits_for_a_slow_image(web_env, site):
@@ -186,7 +202,7 @@ def test_the_image_wait_is_bounded(web_env, site):
     obs = web_env.observe()
     took = time.perf_counter() - t0
     assert obs.last_action_error is None
-    assert 1.3 <= took < 4.0, took     # IMAGES_WAIT_CAP_S = 1.5, then the screenshot
+    assert 1.3 <= took < 4.0, took  # IMAGES_WAIT_CAP_S = 1.5, then the screenshot
 
 
 def test_a_page_without_pending_images_is_not_slowed(web_env, site, capsys):
@@ -214,7 +230,7 @@ def test_select_options_come_from_the_tree(web_env, site):
     obs = web_env.reset(f"{site}/", DESKTOP)
     opts = select_options(obs)
     assert len(opts) == 1
-    (at, options), = opts.items()
+    ((at, options),) = opts.items()
     assert obs.elements[at].role == "combobox"
     assert options == [("Small", True), ("Medium", False), ("Large", False)]
 
@@ -233,11 +249,13 @@ def test_a_walk_selects_options_taps_the_span_and_counts_noops(web_env, site):
         assert obs.last_action_error is None, (a, obs.last_action_error)
     selects = [a for a in actions if a.type == ActionType.SELECT]
     assert selects and all(a.text in {"Small", "Medium", "Large"} for a in selects)
-    assert web_env.page.evaluate("S.select")          # the page saw the change
-    assert any(a.type == ActionType.TAP and t is not None and t.name == "Open details"
-               for a, t in zip(actions, targets))
+    assert web_env.page.evaluate("S.select")  # the page saw the change
+    assert any(
+        a.type == ActionType.TAP and t is not None and t.name == "Open details"
+        for a, t in zip(actions, targets)
+    )
     assert web_env.page.evaluate("S.span") >= 1
-    assert policy.judged_steps == len(actions) - 1    # all but the final done
+    assert policy.judged_steps == len(actions) - 1  # all but the final done
     assert 0 < policy.noop_steps < policy.judged_steps
     # The pointer card does nothing: once seen, it is remembered as a no-op.
     card = [t for a, t in zip(actions, targets) if t is not None and t.name == "Pointer card"]
@@ -247,8 +265,15 @@ def test_a_walk_selects_options_taps_the_span_and_counts_noops(web_env, site):
 
 # ---------------------------------------------------------------- the no-op memory (no browser)
 def _obs(shot: bytes, *elements: Element, tree: str = "") -> Observation:
-    return Observation(screenshot=shot, image_format="png", width=800, height=600,
-                       url="http://x/", a11y_tree=tree, elements=list(elements))
+    return Observation(
+        screenshot=shot,
+        image_format="png",
+        width=800,
+        height=600,
+        url="http://x/",
+        a11y_tree=tree,
+        elements=list(elements),
+    )
 
 
 def test_targets_that_change_nothing_are_weighted_down_and_counted():
@@ -260,10 +285,10 @@ def test_targets_that_change_nothing_are_weighted_down_and_counted():
     for _ in range(200):
         p.act(_obs(shot, dead, live))
         taps[p.last_target.name] += 1
-        if p.last_target is live:      # the screen changes only after Live
+        if p.last_target is live:  # the screen changes only after Live
             n += 1
             shot = str(n).encode()
-    assert p.act(_obs(shot, dead, live)).type == ActionType.DONE   # judges the last tap
+    assert p.act(_obs(shot, dead, live)).type == ActionType.DONE  # judges the last tap
     assert p.judged_steps == 200 and p.noop_steps == taps["Dead"]
     assert p.noops[("http://x/", "button", "Dead")] == taps["Dead"]
     assert taps["Live"] > 4 * taps["Dead"]
@@ -273,28 +298,34 @@ def test_targets_that_change_nothing_are_weighted_down_and_counted():
 def test_dismiss_names_are_generic_and_a_parameter():
     close = Element(role="button", name="关闭", bbox=(0.4, 0.4, 0.5, 0.5))
     other = Element(role="button", name="Buy", bbox=(0.6, 0.4, 0.7, 0.5))
-    hits = sum(RandomWalkPolicy(s, max_steps=5).act(_obs(b"", other, close)).description
-               == "Dismiss '关闭'" for s in range(40))
+    hits = sum(
+        RandomWalkPolicy(s, max_steps=5).act(_obs(b"", other, close)).description == "Dismiss '关闭'"
+        for s in range(40)
+    )
     assert hits >= 25
-    for name in ("Closet", "取消收藏", "Cancel order"):    # app controls, not dismissals
+    for name in ("Closet", "取消收藏", "Cancel order"):  # app controls, not dismissals
         control = Element(role="button", name=name, bbox=(0.4, 0.4, 0.5, 0.5))
-        assert not any(RandomWalkPolicy(s, max_steps=5, p_scroll=0, p_back=0)
-                       .act(_obs(b"", other, control)).description.startswith("Dismiss")
-                       for s in range(20))
+        assert not any(
+            RandomWalkPolicy(s, max_steps=5, p_scroll=0, p_back=0)
+            .act(_obs(b"", other, control))
+            .description.startswith("Dismiss")
+            for s in range(20)
+        )
     custom = RandomWalkPolicy(0, max_steps=5, dismiss_names={"Buy"})
     assert custom.act(_obs(b"", other, close)).description == "Dismiss 'Buy'"
 
 
 def test_a_select_option_is_chosen_from_the_tree_for_a_select():
-    tree = ('- combobox "Size" [ref=e2] [box=40,160,80,20]:\n'
-            '  - option "Small" [selected] [box=0,0,0,0]\n'
-            '  - option "Medium" [box=0,0,0,0]\n'
-            '  - option "Gone" [disabled] [box=0,0,0,0]\n')
+    tree = (
+        '- combobox "Size" [ref=e2] [box=40,160,80,20]:\n'
+        '  - option "Small" [selected] [box=0,0,0,0]\n'
+        '  - option "Medium" [box=0,0,0,0]\n'
+        '  - option "Gone" [disabled] [box=0,0,0,0]\n'
+    )
     size = Element(role="combobox", name="Size", bbox=(0.05, 0.27, 0.15, 0.3))
     seen = set()
     for s in range(20):
-        a = RandomWalkPolicy(s, max_steps=5, p_scroll=0, p_back=0).act(
-            _obs(b"", size, tree=tree))
+        a = RandomWalkPolicy(s, max_steps=5, p_scroll=0, p_back=0).act(_obs(b"", size, tree=tree))
         assert a.type == ActionType.SELECT and (a.x, a.y) == pytest.approx(size.centre())
         seen.add(a.text)
     assert seen == {"Medium"}

@@ -2,6 +2,7 @@
 
 That they drive a real browser through the sandbox is tested in test_runner.py.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -18,8 +19,15 @@ from schemas.records import Element, Task
 
 
 def obs_of(*elements: Element) -> Observation:
-    return Observation(screenshot=b"", image_format="png", width=1280, height=800,
-                       url="http://127.0.0.1/x", a11y_tree="", elements=list(elements))
+    return Observation(
+        screenshot=b"",
+        image_format="png",
+        width=1280,
+        height=800,
+        url="http://127.0.0.1/x",
+        a11y_tree="",
+        elements=list(elements),
+    )
 
 
 def el(role, name, y=0.5, x=0.5, h=0.04, w=0.1):
@@ -28,12 +36,15 @@ def el(role, name, y=0.5, x=0.5, h=0.04, w=0.1):
 
 PAGE = obs_of(
     el("heading", "Shop", y=0.05),
-    el("link", "Home", y=0.1, x=0.1), el("link", "Cart", y=0.1, x=0.3),
-    el("button", "Add to cart", y=0.4), el("button", "Pay now", y=0.5),
-    el("checkbox", "Gift wrap", y=0.6), el("searchbox", "Search", y=0.2),
-    el("link", "Below the fold", y=1.4),          # off screen: never tapped
-    el("paragraph", "Free delivery", y=0.7),       # not a control
-    Element(role="button", name="No box"),         # no bbox
+    el("link", "Home", y=0.1, x=0.1),
+    el("link", "Cart", y=0.1, x=0.3),
+    el("button", "Add to cart", y=0.4),
+    el("button", "Pay now", y=0.5),
+    el("checkbox", "Gift wrap", y=0.6),
+    el("searchbox", "Search", y=0.2),
+    el("link", "Below the fold", y=1.4),  # off screen: never tapped
+    el("paragraph", "Free delivery", y=0.7),  # not a control
+    Element(role="button", name="No box"),  # no bbox
 )
 
 
@@ -41,6 +52,7 @@ def test_random_walk_is_reproducible_from_its_seed():
     def run(seed):
         p = RandomWalkPolicy(seed, max_steps=25)
         return [p.act(PAGE) for _ in range(25)]
+
     assert run(7) == run(7)
     assert run(7) != run(8)
 
@@ -76,9 +88,11 @@ def test_a_tapped_textbox_is_typed_into_with_a_word_of_the_task_language():
 
 def test_random_walk_dismisses_a_distraction_first_and_scrolls_when_nothing_is_tappable():
     popup = obs_of(el("button", "Add to cart", y=0.4), el("button", "Close offer", y=0.6))
-    dismissed = sum(RandomWalkPolicy(s, max_steps=5, p_scroll=0.0, p_back=0.0).act(popup)
-                    == Action.tap(*el("button", "Close offer", y=0.6).centre(),
-                                  description="Dismiss 'Close offer'") for s in range(50))
+    dismissed = sum(
+        RandomWalkPolicy(s, max_steps=5, p_scroll=0.0, p_back=0.0).act(popup)
+        == Action.tap(*el("button", "Close offer", y=0.6).centre(), description="Dismiss 'Close offer'")
+        for s in range(50)
+    )
     assert dismissed >= 30  # 80% of the time
     empty = obs_of(el("paragraph", "Nothing here"), el("button", "Pay now"))
     a = RandomWalkPolicy(0, max_steps=5, p_scroll=0.0, p_back=0.0).act(empty)
@@ -108,13 +122,22 @@ class _SearchTemplate(TaskTemplate):
     app = "shop"
 
     def plan(self, params, lang):
-        return [Fill(Target("Search", role="searchbox"), params["query"], submit=True),
-                Tap(Target("Cart", role="link")), Finish()]
+        return [
+            Fill(Target("Search", role="searchbox"), params["query"], submit=True),
+            Tap(Target("Cart", role="link")),
+            Finish(),
+        ]
 
 
 def _task() -> Task:
-    return Task(task_id="test_search:en:0", instruction="Search for mugs", language="en",
-                app="shop", template_id="test_search", params={"query": "mug", "seed": 0})
+    return Task(
+        task_id="test_search:en:0",
+        instruction="Search for mugs",
+        language="en",
+        app="shop",
+        template_id="test_search",
+        params={"query": "mug", "seed": 0},
+    )
 
 
 def test_oracle_policy_follows_the_plan_and_exposes_its_target():

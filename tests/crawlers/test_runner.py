@@ -4,6 +4,7 @@ One sandbox server and one browser per module; every crawl writes into a
 real RawStore under tmp_path. The module plays 12 episodes to the end (and
 two more that are killed on their first step).
 """
+
 from __future__ import annotations
 
 import io
@@ -49,8 +50,7 @@ def test_element_at_picks_the_innermost_element_under_the_point():
 
 def test_randomise_is_fixed_by_the_seed_and_covers_every_profile():
     assert randomise(5, "en") == randomise(5, "en")
-    draws = [randomise(episode_seed(0, f"t{i}"), lang)
-             for i in range(200) for lang in ("en", "zh")]
+    draws = [randomise(episode_seed(0, f"t{i}"), lang) for i in range(200) for lang in ("en", "zh")]
     assert {d.name for d, _, _ in draws} == set(DEVICE_PROFILES)
     assert {t for _, t, _ in draws} == {"light", "dark"}
     assert {f for _, _, f in draws} == set(FONT_SCALES)
@@ -58,11 +58,19 @@ def test_randomise_is_fixed_by_the_seed_and_covers_every_profile():
         assert device.theme == theme and device.font_scale == scale
         assert device.locale in ("en-US", "zh-CN")
     phone, _, _ = next(d for d in draws if d[0].name == "phone")
-    assert (phone.viewport_width, phone.viewport_height, phone.pixel_ratio,
-            phone.is_mobile) == (390, 844, 3.0, True)
+    assert (phone.viewport_width, phone.viewport_height, phone.pixel_ratio, phone.is_mobile) == (
+        390,
+        844,
+        3.0,
+        True,
+    )
     tablet = DEVICE_PROFILES["tablet"]
-    assert (tablet.viewport_width, tablet.viewport_height, tablet.pixel_ratio,
-            tablet.is_mobile) == (820, 1180, 2.0, True)
+    assert (tablet.viewport_width, tablet.viewport_height, tablet.pixel_ratio, tablet.is_mobile) == (
+        820,
+        1180,
+        2.0,
+        True,
+    )
     assert randomise(1, "zh")[0].locale == "zh-CN"
     with pytest.raises(ValueError, match="'fr'"):
         randomise(1, "fr")
@@ -72,10 +80,12 @@ def test_episode_seed_and_trajectory_ids_are_stable_across_processes():
     # Fixed values: a change here means every stored crawl stops resuming.
     assert episode_seed(0, "shop.x:en:0") == episode_seed(0, "shop.x:en:0")
     assert episode_seed(0, "a") != episode_seed(1, "a")
-    assert trajectory_id_for("sandbox", "shop.x:en:0", "oracle", 0) == \
-        trajectory_id_for("sandbox", "shop.x:en:0", "oracle", 0)
-    assert len({trajectory_id_for("sandbox", "t", p, s)
-                for p in ("oracle", "random_walk") for s in (0, 1)}) == 4
+    assert trajectory_id_for("sandbox", "shop.x:en:0", "oracle", 0) == trajectory_id_for(
+        "sandbox", "shop.x:en:0", "oracle", 0
+    )
+    assert (
+        len({trajectory_id_for("sandbox", "t", p, s) for p in ("oracle", "random_walk") for s in (0, 1)}) == 4
+    )
 
 
 # -- real browser, real sandbox -----------------------------------------------------
@@ -93,7 +103,7 @@ def pick_tasks(n_per_lang: int, offset: int = 0) -> list[Task]:
             if t.language == lang:
                 per_app.setdefault(t.app, []).append(t)
         interleaved = [t for group in zip(*per_app.values()) for t in group]
-        out += interleaved[offset * n_per_lang:(offset + 1) * n_per_lang]
+        out += interleaved[offset * n_per_lang : (offset + 1) * n_per_lang]
     return out
 
 
@@ -134,23 +144,31 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
     events: list[ProgressEvent] = []
     # An interrupted crawl (one task per language done), then the whole list:
     # only the other two are crawled.
-    first = crawl([tasks[0], tasks[2]],
-                  SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
-                               distraction_rate=0.5),
-                  store=store, collection="web/oracle", env=env)
-    rest = crawl(tasks,
-                 SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
-                              distraction_rate=0.5),
-                 store=store, collection="web/oracle", env=env, progress=events.append)
+    first = crawl(
+        [tasks[0], tasks[2]],
+        SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+        store=store,
+        collection="web/oracle",
+        env=env,
+    )
+    rest = crawl(
+        tasks,
+        SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+        store=store,
+        collection="web/oracle",
+        env=env,
+        progress=events.append,
+    )
     seconds = first.seconds + rest.seconds
-    print(f"\noracle crawl: 4 trajectories, {first.steps + rest.steps} steps in "
-          f"{seconds:.1f}s = {(first.steps + rest.steps) / seconds:.2f} steps/s")
+    print(
+        f"\noracle crawl: 4 trajectories, {first.steps + rest.steps} steps in "
+        f"{seconds:.1f}s = {(first.steps + rest.steps) / seconds:.2f} steps/s"
+    )
 
     trajs, steps = check_store(store, "web/oracle")
     assert len(trajs) == 4
     for t in trajs:
-        assert (t.outcome, t.verified_by, t.error) == ("success", "state", None), \
-            (t.task.task_id, t.error)
+        assert (t.outcome, t.verified_by, t.error) == ("success", "state", None), (t.task.task_id, t.error)
         assert t.policy == "oracle" and t.platform == "web" and t.source == "crawl"
         assert t.trajectory_id == trajectory_id_for("sandbox", t.task.task_id, "oracle", 0)
         assert t.device.locale == {"en": "en-US", "zh": "zh-CN"}[t.task.language]
@@ -173,15 +191,16 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
         assert s.act_ms > 0 or s.action.type in (ActionType.DONE, ActionType.ANSWER)
     taps = [s for s in steps if s.action.type == ActionType.TAP]
     assert sum(s.screen_changed for s in taps) >= len(taps) * 0.8
-    last = {t.trajectory_id: max((s for s in steps if s.trajectory_id == t.trajectory_id),
-                                 key=lambda s: s.index) for t in trajs}
+    last = {
+        t.trajectory_id: max((s for s in steps if s.trajectory_id == t.trajectory_id), key=lambda s: s.index)
+        for t in trajs
+    }
     assert all(s.action.type in (ActionType.DONE, ActionType.ANSWER) for s in last.values())
 
     # Statistics and progress.
     for part, done in ((first, (tasks[0], tasks[2])), (rest, (tasks[1], tasks[3]))):
         assert (part.trajectories, part.success, part.failure, part.error) == (2, 2, 0, 0)
-        assert part.steps == sum(t.num_steps for t in trajs
-                                 if t.task.task_id in {d.task_id for d in done})
+        assert part.steps == sum(t.num_steps for t in trajs if t.task.task_id in {d.task_id for d in done})
         assert part.by_language == {"en": 1, "zh": 1} == part.success_by_language
         assert part.blocked_actions == 0 and part.steps_per_s > 0
     assert (first.skipped, rest.skipped) == (0, 2)
@@ -196,8 +215,14 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
 
     # Resume: the same crawl again writes nothing and touches no browser.
     events.clear()
-    again = crawl(tasks, SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0),
-                  store=store, collection="web/oracle", env=env, progress=events.append)
+    again = crawl(
+        tasks,
+        SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0),
+        store=store,
+        collection="web/oracle",
+        env=env,
+        progress=events.append,
+    )
     assert (again.trajectories, again.skipped, again.steps) == (0, 4, 0)
     assert [e.kind for e in events] == ["skip"] * 4
     trajs2, steps2 = check_store(store, "web/oracle")
@@ -208,18 +233,27 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
     # Replay: the recorded actions of the longest trajectory, played back on the
     # same device and session seed, solve the task again.
     longest = max(trajs, key=lambda t: t.num_steps)
-    recorded = sorted((s for s in steps if s.trajectory_id == longest.trajectory_id),
-                      key=lambda s: s.index)
+    recorded = sorted((s for s in steps if s.trajectory_id == longest.trajectory_id), key=lambda s: s.index)
     dev = longest.device
-    ctx = EpisodeContext(trajectory_id=longest.trajectory_id, seed=0, device=dev,
-                         blobs=store.blobs, guard=SafetyGuard(), max_steps=30)
+    ctx = EpisodeContext(
+        trajectory_id=longest.trajectory_id,
+        seed=0,
+        device=dev,
+        blobs=store.blobs,
+        guard=SafetyGuard(),
+        max_steps=30,
+    )
     replayed, replay_steps = run_episode(
-        env, longest.task, ReplayPolicy([s.action for s in recorded]), ctx,
-        server_url=sandbox.url, distraction_rate=0.5,
-        template=TEMPLATES[longest.task.template_id])
+        env,
+        longest.task,
+        ReplayPolicy([s.action for s in recorded]),
+        ctx,
+        server_url=sandbox.url,
+        distraction_rate=0.5,
+        template=TEMPLATES[longest.task.template_id],
+    )
     env.close_episode()
-    assert (replayed.outcome, replayed.verified_by, replayed.policy) == \
-        ("success", "state", "replay")
+    assert (replayed.outcome, replayed.verified_by, replayed.policy) == ("success", "state", "replay")
     assert [s.action for s in replay_steps] == [s.action for s in recorded]
     assert [s.url for s in replay_steps] == [s.url for s in recorded]
     assert replayed.distractions == longest.distractions
@@ -229,14 +263,17 @@ def test_oracle_crawl_both_languages_verified_by_state_then_resume(sandbox, env,
 def test_random_walk_records_exploration_without_errors(sandbox, env, tmp_path):
     tasks = pick_tasks(1, offset=1)
     store = RawStore(tmp_path / "raw")
-    stats = crawl(tasks,
-                  SandboxCrawl(server_url=sandbox.url, policy="random_walk", seed=3, max_steps=8),
-                  store=store, collection="web/walk", env=env)
+    stats = crawl(
+        tasks,
+        SandboxCrawl(server_url=sandbox.url, policy="random_walk", seed=3, max_steps=8),
+        store=store,
+        collection="web/walk",
+        env=env,
+    )
     trajs, steps = check_store(store, "web/walk")
     assert len(trajs) == 2 and stats.unknown == 2 and stats.error == 0
     for t in trajs:
-        assert (t.outcome, t.verified_by, t.policy, t.error) == \
-            ("unknown", "none", "random_walk", None)
+        assert (t.outcome, t.verified_by, t.policy, t.error) == ("unknown", "none", "random_walk", None)
         assert t.num_steps == 8
     assert all(s.url.startswith(sandbox.url) for s in steps)
     assert all(s.guard is None for s in steps)
@@ -256,8 +293,12 @@ class _PayTemplate(TaskTemplate):
         cart = "Cart" if lang == "en" else "购物车"
         checkout = "Proceed to checkout" if lang == "en" else "去结算"
         pay = "Pay now" if lang == "en" else "立即支付"
-        return [Tap(Target(cart, role="link")), Tap(Target(checkout, role="link")),
-                Tap(Target(pay, role="button")), Finish()]
+        return [
+            Tap(Target(cart, role="link")),
+            Tap(Target(checkout, role="link")),
+            Tap(Target(pay, role="button")),
+            Finish(),
+        ]
 
     def success(self, params, state, answer, lang):
         return True  # never reached: the guard ends the episode first
@@ -267,16 +308,35 @@ class _PayTemplate(TaskTemplate):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_guard_blocks_payment_ends_the_episode_and_audits_it(sandbox, env, tmp_path, lang):
     template = _PayTemplate()
-    task = Task(task_id=f"test.pay:{lang}:0", instruction="Pay for the cart", language=lang,
-                app="shop", template_id=template.template_id, params={"seed": 0})
+    task = Task(
+        task_id=f"test.pay:{lang}:0",
+        instruction="Pay for the cart",
+        language=lang,
+        app="shop",
+        template_id=template.template_id,
+        params={"seed": 0},
+    )
     store = RawStore(tmp_path / "raw")
     tid = f"pay-{lang}"
     with AuditLog(store.root / "audit" / "pay.jsonl") as audit:
-        ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", lang),
-                             blobs=store.blobs, guard=SafetyGuard(), max_steps=30, audit=audit)
-        traj, steps = run_episode(env, task, OraclePolicy(template, task), ctx,
-                                  server_url=sandbox.url, distraction_rate=0.0,
-                                  template=template)
+        ctx = EpisodeContext(
+            trajectory_id=tid,
+            seed=0,
+            device=fixed("desktop", lang),
+            blobs=store.blobs,
+            guard=SafetyGuard(),
+            max_steps=30,
+            audit=audit,
+        )
+        traj, steps = run_episode(
+            env,
+            task,
+            OraclePolicy(template, task),
+            ctx,
+            server_url=sandbox.url,
+            distraction_rate=0.0,
+            template=template,
+        )
     blocked = steps[-1]
     assert blocked.guard is not None and blocked.guard.startswith("blocked:payment: ")
     assert blocked.target.name == ("Pay now" if lang == "en" else "立即支付")
@@ -297,28 +357,45 @@ def test_guard_blocks_payment_ends_the_episode_and_audits_it(sandbox, env, tmp_p
 def test_a_killed_browser_is_restarted_and_every_task_stored_once(sandbox, tmp_path):
     # Tasks whose plans have 3+ steps: a kill after the first action always hits
     # a live episode (the next action needs the browser).
-    tasks = [t for t in pick_tasks(3, offset=1)
-             if sum(not isinstance(p, When) for p in
-                    TEMPLATES[t.template_id].plan(t.params, t.language)) >= 3]
+    tasks = [
+        t
+        for t in pick_tasks(3, offset=1)
+        if sum(not isinstance(p, When) for p in TEMPLATES[t.template_id].plan(t.params, t.language)) >= 3
+    ]
     tasks = [next(t for t in tasks if t.language == lang) for lang in ("en", "zh")]
     store = RawStore(tmp_path / "raw")
     kills: list[tuple[str, int]] = []
-    with WebEnv.launch(headless=True, step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as crash_env:
+    with WebEnv.launch(
+        headless=True, step_timeout_s=10.0, request_filter=Allowlist([sandbox.url])
+    ) as crash_env:
 
         def killer(event: ProgressEvent) -> None:
             # Kill Chromium after the first step of each task, mid-episode.
-            if event.kind == "step" and event.action not in ("done", "answer") and \
-                    event.task_id not in {k for k, _ in kills}:
+            if (
+                event.kind == "step"
+                and event.action not in ("done", "answer")
+                and event.task_id not in {k for k, _ in kills}
+            ):
                 pid = crash_env.browser_pid
                 kills.append((event.task_id, pid))
                 os.kill(pid, signal.SIGKILL)
 
-        stats = crawl(tasks,
-                      SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
-                                   distraction_rate=0.0, retries=2, batch_size=1,
-                                   devices=["desktop", "laptop"]),
-                      store=store, collection="web/crash", env=crash_env, progress=killer)
+        stats = crawl(
+            tasks,
+            SandboxCrawl(
+                server_url=sandbox.url,
+                policy="oracle",
+                seed=0,
+                distraction_rate=0.0,
+                retries=2,
+                batch_size=1,
+                devices=["desktop", "laptop"],
+            ),
+            store=store,
+            collection="web/crash",
+            env=crash_env,
+            progress=killer,
+        )
         assert crash_env.is_alive()
         assert crash_env.browser_pid not in {pid for _, pid in kills}
     assert len(kills) == 2 and stats.retries == 2
@@ -340,15 +417,22 @@ def test_a_killed_browser_is_restarted_and_every_task_stored_once(sandbox, tmp_p
 def test_a_task_that_keeps_crashing_is_stored_as_an_error(sandbox, tmp_path):
     tasks = pick_tasks(1, offset=4)[:1]
     store = RawStore(tmp_path / "raw")
-    with WebEnv.launch(headless=True, step_timeout_s=10.0,
-                       request_filter=Allowlist([sandbox.url])) as crash_env:
+    with WebEnv.launch(
+        headless=True, step_timeout_s=10.0, request_filter=Allowlist([sandbox.url])
+    ) as crash_env:
 
         def killer(event: ProgressEvent) -> None:
             if event.kind == "step":
                 os.kill(crash_env.browser_pid, signal.SIGKILL)
 
-        stats = crawl(tasks, SandboxCrawl(server_url=sandbox.url, policy="oracle", retries=1),
-                      store=store, collection="web/broken", env=crash_env, progress=killer)
+        stats = crawl(
+            tasks,
+            SandboxCrawl(server_url=sandbox.url, policy="oracle", retries=1),
+            store=store,
+            collection="web/broken",
+            env=crash_env,
+            progress=killer,
+        )
         assert crash_env.is_alive()  # left ready for the next task
     trajs, steps = check_store(store, "web/broken")
     assert len(trajs) == 1 and steps == []
@@ -358,31 +442,39 @@ def test_a_task_that_keeps_crashing_is_stored_as_an_error(sandbox, tmp_path):
 
 def test_crawl_refuses_bad_configuration_before_any_browser_work(tmp_path):
     store = RawStore(tmp_path / "raw")
-    task = Task(task_id="x:en:0", instruction="x", language="en", app="shop",
-                template_id="no.such.template")
+    task = Task(task_id="x:en:0", instruction="x", language="en", app="shop", template_id="no.such.template")
     with pytest.raises(KeyError, match="no.such.template"):
         crawl([task], SandboxCrawl(server_url="http://127.0.0.1:9"), store=store, collection="c")
     with pytest.raises(ValueError, match="policy"):
-        crawl([], SandboxCrawl(server_url="http://127.0.0.1:9", policy="bogus"), store=store,
-              collection="c")
+        crawl([], SandboxCrawl(server_url="http://127.0.0.1:9", policy="bogus"), store=store, collection="c")
     free = task.model_copy(update={"template_id": None})
     with pytest.raises(ValueError, match="needs a template_id"):
         crawl([free], SandboxCrawl(server_url="http://127.0.0.1:9"), store=store, collection="c")
     with pytest.raises(ValueError, match="'watch'"):
-        crawl([], SandboxCrawl(server_url="http://127.0.0.1:9", devices=["desktop", "watch"]),
-              store=store, collection="c")
+        crawl(
+            [],
+            SandboxCrawl(server_url="http://127.0.0.1:9", devices=["desktop", "watch"]),
+            store=store,
+            collection="c",
+        )
     assert not (store.root / "c").exists() or not list((store.root / "c").iterdir())
 
 
 def test_stats_count_outcomes_and_languages():
     stats = CrawlStats()
     task = build_catalog(1, ("zh",))[0]
-    base = dict(task=task, platform="web", app=task.app, device=fixed("phone", "zh"),
-                policy="oracle")
+    base = dict(task=task, platform="web", app=task.app, device=fixed("phone", "zh"), policy="oracle")
     from schemas.records import Trajectory
+
     for i, outcome in enumerate(["success", "failure", "success", "error", "unknown"]):
         stats.count(Trajectory(trajectory_id=f"t{i}", outcome=outcome, num_steps=i, **base))
     d = stats.as_dict()
-    assert (d["trajectories"], d["steps"], d["success"], d["failure"], d["error"],
-            d["unknown"]) == (5, 10, 2, 1, 1, 1)
+    assert (d["trajectories"], d["steps"], d["success"], d["failure"], d["error"], d["unknown"]) == (
+        5,
+        10,
+        2,
+        1,
+        1,
+        1,
+    )
     assert d["by_language"] == {"zh": 5} and d["success_by_language"] == {"zh": 2}

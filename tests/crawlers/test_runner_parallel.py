@@ -6,6 +6,7 @@ pool: the same trajectories (ids, outcomes, step counts, devices, actions),
 the killed task retried on a restarted browser, each trajectory stored once,
 and a re-run that skips them all.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,9 +39,11 @@ def sandbox():
 def _long_tasks() -> list:
     """Two EN tasks and one ZH whose plans have 3+ steps (a kill after the first action
     hits a live episode)."""
-    tasks = [t for t in pick_tasks(4, offset=1)
-             if sum(not isinstance(p, When) for p in
-                    TEMPLATES[t.template_id].plan(t.params, t.language)) >= 3]
+    tasks = [
+        t
+        for t in pick_tasks(4, offset=1)
+        if sum(not isinstance(p, When) for p in TEMPLATES[t.template_id].plan(t.params, t.language)) >= 3
+    ]
     en = [t for t in tasks if t.language == "en"]
     zh = [t for t in tasks if t.language == "zh"]
     return en[:2] + zh[:1]
@@ -51,9 +54,10 @@ def _summary(store: RawStore, collection: str) -> dict:
     actions: dict[str, list] = {}
     for s in sorted(steps, key=lambda s: (s.trajectory_id, s.index)):
         actions.setdefault(s.trajectory_id, []).append(s.action)
-    return {t.trajectory_id: (t.outcome, t.verified_by, t.num_steps, t.device,
-                              actions.get(t.trajectory_id, []))
-            for t in trajs}
+    return {
+        t.trajectory_id: (t.outcome, t.verified_by, t.num_steps, t.device, actions.get(t.trajectory_id, []))
+        for t in trajs
+    }
 
 
 @pytest.mark.slow
@@ -61,8 +65,7 @@ def test_two_browsers_record_what_one_records_through_a_crash_and_resume(sandbox
     tasks = _long_tasks()
     assert len(tasks) == 3
     store = RawStore(tmp_path / "raw")
-    how = SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5,
-                       batch_size=1)
+    how = SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5, batch_size=1)
     allow = Allowlist([sandbox.url])
 
     with WebEnvPool(1, request_filter=allow, step_timeout_s=10.0) as one:
@@ -104,8 +107,12 @@ def test_two_browsers_record_what_one_records_through_a_crash_and_resume(sandbox
     assert len(kills) == 1 and kills[0][0] == tasks[0].task_id
     assert (part.trajectories, part.retries, part.reconnects) == (1, 1, 1)
     assert (rest.trajectories, rest.skipped, rest.retries, rest.reconnects) == (2, 1, 0, 0)
-    assert (pool_stats["launches"], pool_stats["reconnects"], pool_stats["browsers_lost"],
-            pool_stats["slots_used"]) == (2, 1, 1, 2)
+    assert (
+        pool_stats["launches"],
+        pool_stats["reconnects"],
+        pool_stats["browsers_lost"],
+        pool_stats["slots_used"],
+    ) == (2, 1, 1, 2)
 
     # The same trajectories whatever the number of browsers.
     one_rec, two_rec = _summary(store, "web/one"), _summary(store, "web/two")
@@ -139,8 +146,13 @@ def test_a_browser_that_will_not_launch_stops_the_crawl_with_nothing_written(tmp
         with pytest.raises(PoolError, match="did not launch"):
             pool.launch_all()
         with pytest.raises(PoolError, match="did not launch: chromium: not found"):
-            crawl(tasks, SandboxCrawl(server_url="http://127.0.0.1:9"), store=store,
-                  collection="web/x", pool=pool)
+            crawl(
+                tasks,
+                SandboxCrawl(server_url="http://127.0.0.1:9"),
+                store=store,
+                collection="web/x",
+                pool=pool,
+            )
         # A lease outside the pool's threads would drive a browser from the wrong thread.
         with pytest.raises(PoolError, match="pool's own threads"):
             with pool.lease():

@@ -9,6 +9,7 @@ or a descendant. The intended element is Playwright's own (`aria-ref=<ref>` of t
 snapshot), not the box match the capture used, so the two are checked against each
 other. Covered elements are clicked too: their clicks must land elsewhere.
 """
+
 from __future__ import annotations
 
 import random
@@ -51,17 +52,28 @@ _LANDED_JS = """(el) => {
 @pytest.fixture(scope="module")
 def screens(tmp_path_factory):
     """(name, env page, observation) of each screen, observed one at a time by `observe`."""
-    with SandboxServer() as sandbox, datasette(tmp_path_factory.mktemp("ds")) as ds_url, \
-            WebEnv.launch(headless=True, step_timeout_s=10.0,
-                          request_filter=Allowlist([sandbox.url, ds_url])) as env:
+    with (
+        SandboxServer() as sandbox,
+        datasette(tmp_path_factory.mktemp("ds")) as ds_url,
+        WebEnv.launch(
+            headless=True, step_timeout_s=10.0, request_filter=Allowlist([sandbox.url, ds_url])
+        ) as env,
+    ):
+
         def url(app, seed, distraction_rate=0.0):
-            return start_url(sandbox.url, sid=f"vis-{app}-{seed}", app=app, lang="en",
-                             seed=seed, distraction_rate=distraction_rate)
+            return start_url(
+                sandbox.url,
+                sid=f"vis-{app}-{seed}",
+                app=app,
+                lang="en",
+                seed=seed,
+                distraction_rate=distraction_rate,
+            )
 
         def observe(name):
-            if name == "shop_popup":      # the shop's home with a pop-up over it
+            if name == "shop_popup":  # the shop's home with a pop-up over it
                 return env.reset(url("shop", 3, 1.0), DEVICE)
-            if name == "shop_scrolled":   # a long page half way down: boxes above and below
+            if name == "shop_scrolled":  # a long page half way down: boxes above and below
                 env.reset(url("shop", 3), DEVICE)
                 return env.step(Action.scroll("down", 0.5, 0.5, amount=5))
             if name == "mail":
@@ -91,12 +103,14 @@ def _landed_on(page, ref) -> bool:
 def _figures(elements) -> dict:
     vis = [e.visibility for e in elements]
     on = [v for v in vis if v.on_screen]
-    return {"elements": len(vis), "targets": sum(v.is_target for v in vis),
-            "off_screen": len(vis) - len(on),
-            "partly_visible": sum(v.visible_fraction < 0.99 for v in on),
-            "occluded": sum((not v.centre_hit or v.modal_covered) and v.visible_fraction >= 0.99
-                            for v in on),
-            "modal_covered": sum(v.modal_covered for v in vis)}
+    return {
+        "elements": len(vis),
+        "targets": sum(v.is_target for v in vis),
+        "off_screen": len(vis) - len(on),
+        "partly_visible": sum(v.visible_fraction < 0.99 for v in on),
+        "occluded": sum((not v.centre_hit or v.modal_covered) and v.visible_fraction >= 0.99 for v in on),
+        "modal_covered": sum(v.modal_covered for v in vis),
+    }
 
 
 SCREENS = tuple(SAMPLE)
@@ -112,8 +126,7 @@ def test_sampled_targets_are_hit_and_covered_elements_are_not(screens):
         figures[name] = _figures(obs.elements)
         pairs = _with_refs(obs)
         targets = [(e, r) for e, r in pairs if r and e.visibility.is_target]
-        covered = [(e, r) for e, r in pairs if r and e.visibility.on_screen
-                   and e.visibility.modal_covered]
+        covered = [(e, r) for e, r in pairs if r and e.visibility.on_screen and e.visibility.modal_covered]
         page = env.page
         page.evaluate(_CATCH_JS)
         for e, ref in rng.sample(targets, min(SAMPLE[name], len(targets))):
@@ -130,7 +143,7 @@ def test_sampled_targets_are_hit_and_covered_elements_are_not(screens):
     assert clicked == sum(SAMPLE.values()) and not missed, missed
     # The screens hold what the record must tell apart.
     assert figures["shop_popup"]["modal_covered"] > 10 and covered_clicked >= 5
-    assert figures["shop_popup"]["targets"] >= 1   # the pop-up's own controls
+    assert figures["shop_popup"]["targets"] >= 1  # the pop-up's own controls
     assert figures["shop_scrolled"]["off_screen"] > 10
     assert figures["shop_scrolled"]["partly_visible"] > 0
     assert figures["shop_scrolled"]["modal_covered"] == 0
@@ -187,7 +200,8 @@ def test_iframe_content_is_never_a_target(screens):
     observe("mail")
     env.page.set_content(
         '<button>Top</button><iframe style="position:absolute;left:200px;top:100px;'
-        'width:300px;height:200px;border:0" srcdoc="<button>Inner</button>"></iframe>')
+        'width:300px;height:200px;border:0" srcdoc="<button>Inner</button>"></iframe>'
+    )
     env.page.frame_locator("iframe").get_by_role("button").wait_for()
     obs = env.observe()
     assert _one_named(obs, "Top").visibility.is_target

@@ -1,4 +1,5 @@
 """WebEnv on real Chromium against static pages served from a local http.server."""
+
 from __future__ import annotations
 
 import io
@@ -15,8 +16,7 @@ from schemas.actions import Action
 from schemas.records import DeviceProfile
 
 DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844,
-                      pixel_ratio=3.0, is_mobile=True)
+PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3.0, is_mobile=True)
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_reset_observes_the_viewport(desktop, pages_url):
     env, obs = desktop
     assert obs.screenshot[:8] == b"\x89PNG\r\n\x1a\n"
     assert (obs.width, obs.height) == (1280, 800)
-    assert Image.open(io.BytesIO(obs.screenshot)).size == (1280, 800)   # viewport, not full page
+    assert Image.open(io.BytesIO(obs.screenshot)).size == (1280, 800)  # viewport, not full page
     assert obs.url == f"{pages_url}/actions.html"
     assert env.episode_start_url == obs.url
     tap = el(obs, "Tap me", "button")
@@ -61,10 +61,17 @@ def test_reset_observes_the_viewport(desktop, pages_url):
 def test_names_survive_chromium_snapshot_quoting(web_env, pages_url):
     obs = web_env.reset(f"{pages_url}/names.html", DESKTOP)
     got = {(e.role, e.name) for e in obs.elements}
-    expected = {("button", "a: b"), ("button", "it's #1"), ("button", 'back\\slash "q"'),
-                ("paragraph", "text: with colon"), ("paragraph", '"starts quote'),
-                ("heading", "[brackets] 标题"), ("listitem", "价格 ¥59"), ("button", "关闭"),
-                ("link", "链接")}
+    expected = {
+        ("button", "a: b"),
+        ("button", "it's #1"),
+        ("button", 'back\\slash "q"'),
+        ("paragraph", "text: with colon"),
+        ("paragraph", '"starts quote'),
+        ("heading", "[brackets] 标题"),
+        ("listitem", "价格 ¥59"),
+        ("button", "关闭"),
+        ("link", "链接"),
+    }
     assert expected <= got, expected - got
 
 
@@ -73,7 +80,9 @@ def test_tap_and_double_tap(desktop):
     obs = env.step(Action.tap(*el(obs, "Tap me").centre()))
     assert obs.last_action_error is None
     assert S(env, "clicks") == 1
-    env.step(Action(type="double_tap", x=el(obs, "Double me").centre()[0], y=el(obs, "Double me").centre()[1]))
+    env.step(
+        Action(type="double_tap", x=el(obs, "Double me").centre()[0], y=el(obs, "Double me").centre()[1])
+    )
     assert S(env, "dbl") == 1
 
 
@@ -81,7 +90,7 @@ def test_long_press_holds_for_its_duration(desktop):
     env, obs = desktop
     x, y = el(obs, "Pad", "region").centre()
     env.step(Action(type="long_press", x=x, y=y))
-    assert 750 <= S(env, "press_ms") < 2000           # default 800 ms
+    assert 750 <= S(env, "press_ms") < 2000  # default 800 ms
     env.step(Action(type="long_press", x=x, y=y, duration_ms=200))
     assert 150 <= S(env, "press_ms") < 700
 
@@ -223,10 +232,10 @@ HANG_BOUND_S = 10
 
 def test_zoomed_out_mobile_page_boxes_and_taps_match_the_screenshot(web_env, pages_url):
     obs = web_env.reset(f"{pages_url}/wide.html", PHONE)
-    assert web_env.page.evaluate("visualViewport.scale") < 0.5   # laid out 1200 px wide
+    assert web_env.page.evaluate("visualViewport.scale") < 0.5  # laid out 1200 px wide
     far = el(obs, "Far button", "button")
     x0, y0, x1, y1 = far.bbox
-    assert 0 < x0 < x1 < 1 and 0 < y0 < y1 < 1          # on screen, though at layout x=600
+    assert 0 < x0 < x1 < 1 and 0 < y0 < y1 < 1  # on screen, though at layout x=600
     cx, cy = far.centre()
     img = Image.open(io.BytesIO(obs.screenshot)).convert("RGB")
     # Near the box's left and right edges (the label sits in the middle) the screenshot is red.
@@ -278,8 +287,10 @@ def test_tap_observe_latency(desktop, capsys):
         times.append((time.perf_counter() - t0) * 1000)
     assert S(env, "clicks") == 16
     with capsys.disabled():
-        print(f"\n[web_env] tap+observe 1280x800 PNG: median {statistics.median(times):.0f} ms, "
-              f"max {max(times):.0f} ms over {len(times)} steps")
+        print(
+            f"\n[web_env] tap+observe 1280x800 PNG: median {statistics.median(times):.0f} ms, "
+            f"max {max(times):.0f} ms over {len(times)} steps"
+        )
 
 
 def test_request_filter_aborts_and_lists_blocked_requests(pages_url, other_pages_url):
@@ -340,7 +351,7 @@ def test_busy_page_raises_page_unresponsive_and_reset_recovers(web_env, pages_ur
         with pytest.raises(PageUnresponsive, match="renderer was killed|did not answer"):
             web_env.step(Action.tap(0.5, 0.5))
         assert time.perf_counter() - t0 < HANG_BOUND_S
-        assert web_env.is_alive()          # only the page's renderer went
+        assert web_env.is_alive()  # only the page's renderer went
         obs = web_env.reset(f"{pages_url}/second.html", DESKTOP)
         assert el(obs, "Second page")
     finally:

@@ -1,4 +1,5 @@
 """WebEnv presses canonical keys and chords, right-clicks and scrolls by an amount (real Chromium)."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,15 +35,24 @@ def test_chords_from_imported_data_replay(page):
     obs = env.step(Action.key("ctrl+a"))
     assert obs.last_action_error is None
     env.step(Action.type_text("x"))
-    assert env.page.input_value("#field") == "x"   # everything was selected, then replaced
-    for name in ("Ctrl+Shift+T", "ctrl+F", "shift+ctrl+End", "command+v", "Enter", "return",
-                 "KEYCODE_DEL", "esc", "pagedown"):
+    assert env.page.input_value("#field") == "x"  # everything was selected, then replaced
+    for name in (
+        "Ctrl+Shift+T",
+        "ctrl+F",
+        "shift+ctrl+End",
+        "command+v",
+        "Enter",
+        "return",
+        "KEYCODE_DEL",
+        "esc",
+        "pagedown",
+    ):
         obs = env.step(Action.key(name))
         assert obs.last_action_error is None, (name, obs.last_action_error)
     keys = S(env, "keys")
     assert "ctrl+a" in keys
-    assert "ctrl+shift+T" in keys          # Shift held: the page sees the capital letter
-    assert "ctrl+f" in keys                # no Shift: the letter a keyboard sends
+    assert "ctrl+shift+T" in keys  # Shift held: the page sees the capital letter
+    assert "ctrl+f" in keys  # no Shift: the letter a keyboard sends
     assert "ctrl+shift+End" in keys and "meta+v" in keys
     assert keys[-5:] == ["Enter", "Enter", "Backspace", "Escape", "PageDown"]
 
@@ -61,8 +71,8 @@ def test_right_click_uses_the_secondary_button_not_a_long_press(page):
     obs = env.step(Action.right_click(x, y))
     assert obs.last_action_error is None
     assert S(env, "buttons") == [2] and S(env, "menus") == [2]
-    assert S(env, "clicks") == 0           # no primary click
-    assert S(env, "held")[0] < 300          # pressed and released, not held
+    assert S(env, "clicks") == 0  # no primary click
+    assert S(env, "held")[0] < 300  # pressed and released, not held
     assert "Menu open" in obs.a11y_tree
 
 
@@ -70,7 +80,7 @@ def test_scroll_by_amount_and_by_default(page):
     env, _ = page
     env.step(Action.scroll("down", amount=3))
     assert env.page.evaluate("scrollY") == pytest.approx(3 * SCROLL_NOTCH_PX, abs=2)
-    env.step(Action.scroll("down"))        # no amount: 0.6 of the viewport, as before
+    env.step(Action.scroll("down"))  # no amount: 0.6 of the viewport, as before
     assert env.page.evaluate("scrollY") == pytest.approx(3 * SCROLL_NOTCH_PX + 0.6 * 800, abs=2)
     env.step(Action.scroll("up", amount=1.5))
     assert env.page.evaluate("scrollY") == pytest.approx(1.5 * SCROLL_NOTCH_PX + 0.6 * 800, abs=2)

@@ -3,6 +3,7 @@
 What Chromium does with it (every channel of a hostile page, redirects) is
 tests/security/test_allowlist_recording.py.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -25,7 +26,7 @@ class _Upstream(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if self.path.startswith("/stream"):   # no Content-Length: the proxy re-chunks it
+        if self.path.startswith("/stream"):  # no Content-Length: the proxy re-chunks it
             self.send_response(200)
             self.send_header("Connection", "close")
             self.end_headers()
@@ -87,10 +88,14 @@ def test_allowed_requests_pass_on_one_kept_alive_connection(upstream, proxy):
     conn.request("GET", f"{upstream}/a?q=1")
     resp = conn.getresponse()
     assert (resp.status, resp.read()) == (200, b"GET /a?q=1")
-    assert resp.headers.get_all("Set-Cookie") == ["a=1", "b=2"]   # repeated headers kept
-    conn.request("POST", f"{upstream}/form", body=b"x=1&y=2",
-                 headers={"Content-Type": "application/x-www-form-urlencoded"})
-    assert conn.getresponse().read() == b"x=1&y=2"                # same connection, body forwarded
+    assert resp.headers.get_all("Set-Cookie") == ["a=1", "b=2"]  # repeated headers kept
+    conn.request(
+        "POST",
+        f"{upstream}/form",
+        body=b"x=1&y=2",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert conn.getresponse().read() == b"x=1&y=2"  # same connection, body forwarded
     assert proxy.blocked == []
 
 

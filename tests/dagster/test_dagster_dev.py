@@ -1,4 +1,5 @@
 """`dagster dev` serves the graph: find the assets through GraphQL, stop by PID."""
+
 import json
 import os
 import signal
@@ -21,9 +22,11 @@ def _free_port() -> int:
 
 
 def _graphql(port: int, query: str) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql",
-                                 data=json.dumps({"query": query}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -35,9 +38,14 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path):
     dagster = Path(sys.executable).parent / "dagster"
     # Its own session, so the whole process group (webserver, daemon, code
     # server) can be stopped by PID; a plain `&` would ignore SIGTERM.
-    proc = subprocess.Popen([str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(dagster), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         query = "{ assetNodes { assetKey { path } groupName partitionKeys } }"
         deadline = time.time() + 150
@@ -58,9 +66,12 @@ def test_dagster_dev_lists_assets_over_graphql(tmp_path):
         assert {"task_catalog", "web_trajectories", "raw_steps", "web_shards"} <= set(by_key)
         parts = by_key["web_trajectories"]["partitionKeys"]
         assert parts == ["mail", "notes", "settings", "shop", "social"]
-        sched = _graphql(port, '{ schedulesOrError(repositorySelector: {repositoryName: "__repository__", '
-                               'repositoryLocationName: "dagster_project.definitions"}) '
-                               '{ ... on Schedules { results { name cronSchedule } } } }')
+        sched = _graphql(
+            port,
+            '{ schedulesOrError(repositorySelector: {repositoryName: "__repository__", '
+            'repositoryLocationName: "dagster_project.definitions"}) '
+            "{ ... on Schedules { results { name cronSchedule } } } }",
+        )
         names = [s["name"] for s in sched["data"]["schedulesOrError"].get("results", [])]
         assert "daily_web_crawl" in names, sched
     finally:

@@ -1,5 +1,6 @@
 """Daily runs add data: two ticks of the crawl schedule draw different seeds, so tick 2's
 tasks are new and the crawl's resume (keyed by task id, policy and seed) skips none of them."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -33,8 +34,7 @@ def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
     write_catalog(build_catalog(2, ("en", "zh"), 0, apps=["mail"]), catalog)
     storage = _Storage(catalog)
     store = RawStore(tmp_path / "raw")
-    days = [dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC),
-            dt.datetime(2026, 3, 2, 2, 0, tzinfo=dt.UTC)]
+    days = [dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC), dt.datetime(2026, 3, 2, 2, 0, tzinfo=dt.UTC)]
     new_per_tick = []
     seen_tasks: set[str] = set()
     for day in days:
@@ -43,8 +43,7 @@ def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
         assert 0 <= config.task_seed < EVAL_SEED_BASE
         tasks = catalog_tasks(storage, "mail", config)
         # What the crawl's resume would skip: trajectories already committed under these ids.
-        tids = [trajectory_id_for(SOURCE_NAME, t.task_id, config.policy, config.seed)
-                for t in tasks]
+        tids = [trajectory_id_for(SOURCE_NAME, t.task_id, config.policy, config.seed) for t in tasks]
         committed = store.committed_ids()
         new = [tid for tid in tids if tid not in committed]
         new_per_tick.append(len(new))
@@ -52,12 +51,30 @@ def test_two_ticks_crawl_new_tasks_and_resume_skips_none(tmp_path):
         seen_tasks |= {t.task_id for t in tasks}
         with store.writer("web/mail") as w:  # the tick's crawl lands
             for t, tid in zip(tasks, new):
-                w.add(Trajectory(trajectory_id=tid, task=t, platform="web", app="mail",
-                                 policy=config.policy, seed=config.seed, num_steps=1,
-                                 device=DeviceProfile(viewport_width=8, viewport_height=8),
-                                 outcome="success", verified_by="state"),
-                      [Step(trajectory_id=tid, index=0, screenshot="ab" * 32, width=8, height=8,
-                            action=Action(type=ActionType.DONE))])
+                w.add(
+                    Trajectory(
+                        trajectory_id=tid,
+                        task=t,
+                        platform="web",
+                        app="mail",
+                        policy=config.policy,
+                        seed=config.seed,
+                        num_steps=1,
+                        device=DeviceProfile(viewport_width=8, viewport_height=8),
+                        outcome="success",
+                        verified_by="state",
+                    ),
+                    [
+                        Step(
+                            trajectory_id=tid,
+                            index=0,
+                            screenshot="ab" * 32,
+                            width=8,
+                            height=8,
+                            action=Action(type=ActionType.DONE),
+                        )
+                    ],
+                )
     n = len(catalog_tasks(storage, "mail", CrawlConfig()))
     assert new_per_tick == [n, n] and n > 0  # tick 2 adds as many trajectories as tick 1
     assert len(store.committed_ids()) == 2 * n
@@ -74,7 +91,6 @@ def test_the_same_day_gives_the_same_seed_and_mobile_ticks_follow_it():
     assert len({r.run_key for r in a}) == len(a)
     web = a[0].run_config["ops"]["web_trajectories"]["config"]["task_seed"]
     mobile = tick(daily_mobile_crawl, day)
-    assert {r.run_config["ops"]["mobile_trajectories"]["config"]["task_seed"] for r in mobile} \
-        == {web}
+    assert {r.run_config["ops"]["mobile_trajectories"]["config"]["task_seed"] for r in mobile} == {web}
     nxt = tick(daily_web_crawl, day + dt.timedelta(days=1))[0]
     assert nxt.run_config["ops"]["web_trajectories"]["config"]["task_seed"] > web

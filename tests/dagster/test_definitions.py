@@ -1,4 +1,5 @@
 """The Definitions load and wire up as documented (no runs here)."""
+
 import datetime as dt
 
 import dagster as dg
@@ -11,8 +12,14 @@ from dagster_project.schedules import daily_web_crawl
 def test_graph_has_the_assets_and_checks():
     repo = defs.get_repository_def()
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
-    assert {"task_catalog", "web_trajectories", "imported_trajectories", "raw_steps",
-            "curated_steps", "web_shards"} <= keys
+    assert {
+        "task_catalog",
+        "web_trajectories",
+        "imported_trajectories",
+        "raw_steps",
+        "curated_steps",
+        "web_shards",
+    } <= keys
     graph = repo.asset_graph
     assert graph.get(dg.AssetKey("web_trajectories")).parent_keys == {dg.AssetKey("task_catalog")}
     assert dg.AssetKey("imported_trajectories") in graph.get(dg.AssetKey("raw_steps")).parent_keys
@@ -22,10 +29,18 @@ def test_graph_has_the_assets_and_checks():
     for name in ("reasoning_set", "chinese_gui_set"):
         assert graph.get(dg.AssetKey(name)).parent_keys == {dg.AssetKey("cot_steps")}
     checks = {c.name: c for c in repo.asset_graph.asset_check_keys}
-    assert {"raw_steps_schema_valid", "raw_steps_screenshots_decode",
-            "raw_steps_coordinates_in_bounds", "oracle_success_rate_check"} <= set(checks)
-    curate_checks = {"curated_steps_reconcile", "curated_duplicate_rate", "curated_noop_rate",
-                     "curated_no_planted_pii"}
+    assert {
+        "raw_steps_schema_valid",
+        "raw_steps_screenshots_decode",
+        "raw_steps_coordinates_in_bounds",
+        "oracle_success_rate_check",
+    } <= set(checks)
+    curate_checks = {
+        "curated_steps_reconcile",
+        "curated_duplicate_rate",
+        "curated_noop_rate",
+        "curated_no_planted_pii",
+    }
     assert curate_checks <= set(checks)
     assert all(checks[name].asset_key == dg.AssetKey("curated_steps") for name in curate_checks)
     assert all(repo.asset_graph.get_check_spec(checks[name]).blocking for name in curate_checks)
@@ -38,8 +53,7 @@ def test_crawl_is_partitioned_by_app_with_single_run_backfill():
 
 
 def test_daily_schedule_requests_one_run_per_app_with_stable_keys():
-    ctx = dg.build_schedule_context(
-        scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC))
+    ctx = dg.build_schedule_context(scheduled_execution_time=dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC))
     requests = list(daily_web_crawl(ctx))
     assert sorted(r.partition_key for r in requests) == sorted(WEB_APPS)
     assert {r.run_key for r in requests} == {f"2026-11-30:{a}" for a in WEB_APPS}
@@ -50,6 +64,7 @@ def test_mobile_crawl_is_partitioned_by_app_and_device_and_feeds_raw_steps():
     from dagster_project.partitions import ALL_MOBILE_RANGE, MOBILE_APPS, mobile_partitions
     from sandbox.apps import MOBILE_APPS as SANDBOX_MOBILE_APPS
     from sandbox.apps import WEB_APPS as SANDBOX_WEB_APPS
+
     graph = defs.get_repository_def().asset_graph
     node = graph.get(dg.AssetKey("mobile_trajectories"))
     assert node.partitions_def == mobile_partitions
@@ -67,6 +82,7 @@ def test_mobile_partitions_split_each_apps_tasks_between_devices():
     from crawlers.randomise import profile_for_task
     from dagster_project.partitions import MOBILE_DEVICES
     from sandbox.tasks import build_catalog
+
     tasks = build_catalog(per_template=2, apps=["mobile_shop"])
     drawn = [profile_for_task(0, t.task_id, MOBILE_DEVICES) for t in tasks]
     assert drawn == [profile_for_task(0, t.task_id, MOBILE_DEVICES) for t in tasks]

@@ -1,6 +1,7 @@
 """grounding_set in a real in-process Dagster run: raw_steps -> curated_steps ->
 grounding_set, its four blocking checks evaluated on the shards; an English-only crawl
 fails the language mix (and blocks)."""
+
 from __future__ import annotations
 
 import dagster as dg
@@ -19,10 +20,13 @@ RUN = {"ops": {"curated_steps": {"config": {"min_steps": 1, "drop_failed": False
 
 def _run(data, languages):
     build_grounding_store(data / "raw", collection="web", languages=languages)
-    return dg.materialize(ASSETS, resources={"storage": StorageResource(root=str(data)),
-                                             "vlm": VLMResource(kind="none")},
-                          run_config=RUN, instance=dg.DagsterInstance.ephemeral(),
-                          raise_on_error=False)
+    return dg.materialize(
+        ASSETS,
+        resources={"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")},
+        run_config=RUN,
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=False,
+    )
 
 
 def test_grounding_set_materialises_and_its_checks_pass_then_fail_on_one_language(tmp_path):
@@ -55,11 +59,13 @@ def test_grounding_set_from_real_crawled_steps(tmp_path):
     ids = [t for t in sorted(TEMPLATES) if {"en", "zh"} <= set(TEMPLATES[t].languages)][:2]
     tasks = [TEMPLATES[t].make_task(lang, 3) for t in ids for lang in ("en", "zh")]
     with SandboxServer() as server:
-        crawl(tasks, SandboxCrawl(server_url=server.url), store=RawStore(data / "raw"),
-              collection="web")
-    result = dg.materialize(ASSETS, resources={"storage": StorageResource(root=str(data)),
-                                               "vlm": VLMResource(kind="none")},
-                            run_config=RUN, instance=dg.DagsterInstance.ephemeral())
+        crawl(tasks, SandboxCrawl(server_url=server.url), store=RawStore(data / "raw"), collection="web")
+    result = dg.materialize(
+        ASSETS,
+        resources={"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")},
+        run_config=RUN,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     evals = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert all(e.passed for e in evals.values()), {k: e.metadata["detail"].value for k, e in evals.items()}
     meta = result.asset_materializations_for_node("grounding_set")[0].metadata

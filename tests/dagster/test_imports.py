@@ -1,5 +1,6 @@
 """The import inbox in real Dagster runs: the sensor asks for a run when files land,
 imported_trajectories imports them once, and curation + export ship what they hold."""
+
 from __future__ import annotations
 
 import shutil
@@ -31,30 +32,34 @@ def test_inbox_sensor_import_curate_and_export(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAJFORGE_DATA", str(data))
     instance = dg.DagsterInstance.ephemeral()
     skip, cursor = _sensor(instance)
-    assert isinstance(skip, dg.SkipReason)                      # empty inbox
+    assert isinstance(skip, dg.SkipReason)  # empty inbox
 
     shutil.copytree(SAMPLES / "aitz", data / "inbox" / "aitz" / "aitz")
     shutil.copytree(SAMPLES / "android_world", data / "inbox" / "android_world" / "android_world")
     req, cursor = _sensor(instance)
     assert isinstance(req, dg.RunRequest) and req.run_key.startswith("inbox-")
     again, _ = _sensor(instance, cursor)
-    assert isinstance(again, dg.SkipReason)                     # nothing new since
+    assert isinstance(again, dg.SkipReason)  # nothing new since
 
     resources = {"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")}
-    run = dg.materialize(ASSETS, selection=["imported_trajectories"], resources=resources,
-                         instance=instance)
+    run = dg.materialize(ASSETS, selection=["imported_trajectories"], resources=resources, instance=instance)
     meta = run.asset_materializations_for_node("imported_trajectories")[0].metadata
     assert meta["files_imported"].value == 2 and meta["trajectories"].value == 1
     assert meta["steps"].value == 4 and meta["task_rows"].value == 3
-    rerun = dg.materialize(ASSETS, selection=["imported_trajectories"], resources=resources,
-                           instance=instance)
+    rerun = dg.materialize(
+        ASSETS, selection=["imported_trajectories"], resources=resources, instance=instance
+    )
     meta2 = rerun.asset_materializations_for_node("imported_trajectories")[0].metadata
     assert meta2["files_imported"].value == 0 and meta2["files_unchanged"].value == 2
 
     # AitZ ships the image of step 1 only: curation keeps that step and counts the others.
-    ship = dg.materialize(ASSETS, selection=["raw_steps", "curated_steps", "web_shards"],
-                          resources=resources, instance=instance,
-                          run_config={"ops": {"curated_steps": {"config": {"min_steps": 1}}}})
+    ship = dg.materialize(
+        ASSETS,
+        selection=["raw_steps", "curated_steps", "web_shards"],
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"curated_steps": {"config": {"min_steps": 1}}}},
+    )
     assert ship.success
     assert all(e.passed for e in ship.get_asset_check_evaluations())
     cur = ship.asset_materializations_for_node("curated_steps")[0].metadata
@@ -70,13 +75,18 @@ def test_curated_steps_runs_the_judge_on_a_local_model(tmp_path, monkeypatch):
     trajectory gets a verdict row with the model's id; unparseable answers are counted,
     never guessed."""
     from tests.vlm.helpers import tiny_model_path
+
     data = tmp_path / "data"
     monkeypatch.setenv("TRAJFORGE_DATA", str(data))
     shutil.copytree(SAMPLES / "aitz", data / "inbox" / "aitz" / "aitz")
     vlm = VLMResource(kind="transformers", path=str(tiny_model_path()), batch_size=2)
     resources = {"storage": StorageResource(root=str(data)), "vlm": vlm}
-    run = dg.materialize(ASSETS, selection=["imported_trajectories", "raw_steps", "curated_steps"],
-                         resources=resources, instance=dg.DagsterInstance.ephemeral())
+    run = dg.materialize(
+        ASSETS,
+        selection=["imported_trajectories", "raw_steps", "curated_steps"],
+        resources=resources,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert run.success
     judge = run.asset_materializations_for_node("curated_steps")[0].metadata["judge"].value
     model_id = vlm.backend().model_id

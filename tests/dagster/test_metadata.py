@@ -1,4 +1,5 @@
 """raw_steps, curated_steps and web_shards carry their plots and tables in a real in-process run."""
+
 from __future__ import annotations
 
 import base64
@@ -37,19 +38,26 @@ def test_raw_steps_and_web_shards_carry_plots_and_tables(tmp_path):
     build_store(data / "raw")  # the export fixtures' store stands in for a crawl
     # Curation keeps the fixtures' short and failed runs here; the fixtures' drawn
     # screens still repeat, so the shards hold what curation kept.
-    result = dg.materialize([raw_steps, curated_steps, web_shards],
-                            resources={"storage": StorageResource(root=str(data)),
-                                       "vlm": VLMResource(kind="none")},
-                            run_config={"ops": {
-                                "web_shards": {"config": {"max_samples_per_shard": 5}},
-                                "curated_steps": {"config": {"min_steps": 1, "drop_failed": False}}}},
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [raw_steps, curated_steps, web_shards],
+        resources={"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")},
+        run_config={
+            "ops": {
+                "web_shards": {"config": {"max_samples_per_shard": 5}},
+                "curated_steps": {"config": {"min_steps": 1, "drop_failed": False}},
+            }
+        },
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     cur = result.asset_materializations_for_node("curated_steps")[0].metadata
     stages = cur["stage_counts"].value
     assert list(stages) == ["read", "judge", "score", "decide", "scrub", "write"]
-    assert stages["score"]["steps"] == stages["decide"]["steps_kept"] + sum(
-        stages["decide"]["steps_dropped"].values()) == stages["write"]["step_rows"]
+    assert (
+        stages["score"]["steps"]
+        == stages["decide"]["steps_kept"] + sum(stages["decide"]["steps_dropped"].values())
+        == stages["write"]["step_rows"]
+    )
     _check_plots(cur, {"drops_plot", "phash_distance_histogram"})
     assert cur["steps_in"].value == 42 == cur["steps_kept"].value + cur["steps_dropped"].value
 
@@ -63,7 +71,8 @@ def test_raw_steps_and_web_shards_carry_plots_and_tables(tmp_path):
     assert [c.name for c in table.schema.columns] == ["app", "failure", "success", "total"]
     assert [r.data for r in table.records] == [
         {"app": "mail", "failure": 3, "success": 3, "total": 6},
-        {"app": "shop", "failure": 0, "success": 6, "total": 6}]
+        {"app": "shop", "failure": 0, "success": 6, "total": 6},
+    ]
 
     shards = result.asset_materializations_for_node("web_shards")[0].metadata
     _check_plots(shards, PLOTS | {"split_sizes"})

@@ -1,5 +1,6 @@
 """reflection_trajectories in a real run: the sandbox, Chromium, a wrong tap really executed,
 its reflection stored as the next step's thought, the sidecar, and an idempotent re-run."""
+
 from __future__ import annotations
 
 import dagster as dg
@@ -17,6 +18,7 @@ def test_spread_takes_every_nth_task_by_id():
     class T:
         def __init__(self, i):
             self.task_id = f"t{i:02d}"
+
     tasks = [T(i) for i in range(10)][::-1]
     assert [t.task_id for t in spread(tasks, 4)] == ["t00", "t02", "t05", "t07"]
     assert len(spread(tasks, 20)) == 10
@@ -25,15 +27,24 @@ def test_spread_takes_every_nth_task_by_id():
 @pytest.mark.slow
 def test_reflections_are_played_stored_and_not_replayed(tmp_path):
     data = tmp_path / "data"
-    resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
-                 "browser": BrowserResource()}
+    resources = {
+        "storage": StorageResource(root=str(data)),
+        "sandbox": SandboxResource(),
+        "browser": BrowserResource(),
+    }
     instance = dg.DagsterInstance.ephemeral()
     assets = [task_catalog, reflection_trajectories]
-    assert dg.materialize(assets, selection=["task_catalog"], resources=resources, instance=instance,
-                          run_config={"ops": {"task_catalog": {"config": {"per_template": 1}}}}).success
+    assert dg.materialize(
+        assets,
+        selection=["task_catalog"],
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"task_catalog": {"config": {"per_template": 1}}}},
+    ).success
     cfg = {"ops": {"reflection_trajectories": {"config": {"max_tasks": 3}}}}
-    first = dg.materialize(assets, selection=["reflection_trajectories"], resources=resources,
-                           instance=instance, run_config=cfg)
+    first = dg.materialize(
+        assets, selection=["reflection_trajectories"], resources=resources, instance=instance, run_config=cfg
+    )
     assert first.success
     meta = first.asset_materializations_for_node("reflection_trajectories")[0].metadata
     written = meta["written"].value
@@ -51,8 +62,9 @@ def test_reflections_are_played_stored_and_not_replayed(tmp_path):
         assert recorded_reflection(steps[row["wrong_step"] + 1]) == row["reflection"].strip()
         assert trajs[row["trajectory_id"]].source_name == "sandbox:reflection"
 
-    again = dg.materialize(assets, selection=["reflection_trajectories"], resources=resources,
-                           instance=instance, run_config=cfg)
+    again = dg.materialize(
+        assets, selection=["reflection_trajectories"], resources=resources, instance=instance, run_config=cfg
+    )
     m2 = again.asset_materializations_for_node("reflection_trajectories")[0].metadata
     assert (m2["written"].value, m2["already_stored"].value) == (0, written)
     assert len(list(store.iter_trajectories(COLLECTION))) == written

@@ -1,4 +1,5 @@
 """The failed-run sensor reports a real failed run."""
+
 import json
 
 import dagster as dg
@@ -23,8 +24,11 @@ def test_failed_run_is_logged_and_appended_to_the_report(tmp_path, monkeypatch):
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
     ctx = dg.build_run_status_sensor_context(
-        sensor_name="report_failed_runs", dagster_instance=instance,
-        dagster_run=result.dagster_run, dagster_event=failure).for_run_failure()
+        sensor_name="report_failed_runs",
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        dagster_event=failure,
+    ).for_run_failure()
     report_failed_runs(ctx)
     lines = (tmp_path / "reports" / "failed_runs.jsonl").read_text().splitlines()
     entry = json.loads(lines[-1])

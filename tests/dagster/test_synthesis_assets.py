@@ -1,5 +1,6 @@
 """cot_steps -> reasoning_set / chinese_gui_set / task_difficulty in a real in-process run,
 their blocking checks evaluated on the shards, and `trajforge stats` on both sets."""
+
 from __future__ import annotations
 
 import json
@@ -17,20 +18,29 @@ from dagster_project.checks_synthesis import CHECKS_OF, SYNTHESIS_CHECKS
 from dagster_project.resources import StorageResource, VLMResource
 from tests.export.shard_fixtures import build_store
 
-ASSETS = [raw_steps, curated_steps, cot_steps, reasoning_set, chinese_gui_set, task_difficulty,
-          *SYNTHESIS_CHECKS]
+ASSETS = [
+    raw_steps,
+    curated_steps,
+    cot_steps,
+    reasoning_set,
+    chinese_gui_set,
+    task_difficulty,
+    *SYNTHESIS_CHECKS,
+]
 
 
 def test_sets_materialise_with_checks_and_show_their_mix(tmp_path):
     data = tmp_path / "data"
-    build_store(data / "raw")   # 12 trajectories (8 en, 4 zh) of 2-5 steps
+    build_store(data / "raw")  # 12 trajectories (8 en, 4 zh) of 2-5 steps
     result = dg.materialize(
-        ASSETS, resources={"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")},
+        ASSETS,
+        resources={"storage": StorageResource(root=str(data)), "vlm": VLMResource(kind="none")},
         run_config={"ops": {"curated_steps": {"config": {"min_steps": 1, "drop_failed": False}}}},
-        instance=dg.DagsterInstance.ephemeral())
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     evals = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert len(evals) == 2 * len(CHECKS_OF) + 2, evals   # + the two placeholder checks
+    assert len(evals) == 2 * len(CHECKS_OF) + 2, evals  # + the two placeholder checks
     for name in ("reasoning_set_no_placeholder_targets", "chinese_gui_set_no_placeholder_targets"):
         assert evals[name].passed and evals[name].metadata["targets_with_placeholder"].value == 0
     # Template thoughts: the alignment checks did not run, a warning (not a pass, no block).
@@ -57,8 +67,12 @@ def test_sets_materialise_with_checks_and_show_their_mix(tmp_path):
 
     cli = Path(sys.executable).parent / "trajforge"
     for name, langs in (("reasoning_set", {"en", "zh"}), ("chinese_gui", {"zh"})):
-        out = subprocess.run([str(cli), "stats", str(data / "shards" / name), "--json"],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(cli), "stats", str(data / "shards" / name), "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         stats = json.loads(out)
         assert stats["modes"]["reason"] == stats["modes"]["direct"] > 0
         assert set(stats["languages"]) == langs

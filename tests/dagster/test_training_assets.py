@@ -2,6 +2,7 @@
 (python -m training.sft / training.rl in child processes, tiny model, a few steps), their
 metrics back as metadata; the Kubernetes pod spec checked against the kubernetes client's
 models (no cluster is called)."""
+
 from __future__ import annotations
 
 import json
@@ -47,20 +48,44 @@ def test_sft_then_rl_through_pipes_in_tiny_mode(tmp_path, monkeypatch):
     shutil.move(str(build_small_reasoning_set(tmp_path / "build")), data / "shards" / "reasoning_set")
     model = str(tiny_model_path())
     train_job = dg.define_asset_job("train_job", selection=["sft_checkpoint", "rl_checkpoint"])
-    defs = dg.Definitions(assets=TRAINING_ASSETS, jobs=[train_job], resources={
-        "storage": StorageResource(root=str(data)), "launcher": TrainingLauncher(kind="subprocess")})
-    run_config = {"ops": {
-        "sft_checkpoint": {"config": {"model_path": model, "max_steps": 4, "max_samples": 12,
-                                      "max_length": 512, "image_max_pixels": TINY_IMAGE_PIXELS,
-                                      "overrides": json.dumps({"mode_filter": "direct"})}},
-        "rl_checkpoint": {"config": {"max_steps": 1, "group_size": 4, "max_new_tokens": 12,
-                                     "max_length": 512, "image_max_pixels": TINY_IMAGE_PIXELS,
-                                     "overrides": json.dumps({"mode_filter": "direct"})}}}}
+    defs = dg.Definitions(
+        assets=TRAINING_ASSETS,
+        jobs=[train_job],
+        resources={
+            "storage": StorageResource(root=str(data)),
+            "launcher": TrainingLauncher(kind="subprocess"),
+        },
+    )
+    run_config = {
+        "ops": {
+            "sft_checkpoint": {
+                "config": {
+                    "model_path": model,
+                    "max_steps": 4,
+                    "max_samples": 12,
+                    "max_length": 512,
+                    "image_max_pixels": TINY_IMAGE_PIXELS,
+                    "overrides": json.dumps({"mode_filter": "direct"}),
+                }
+            },
+            "rl_checkpoint": {
+                "config": {
+                    "max_steps": 1,
+                    "group_size": 4,
+                    "max_new_tokens": 12,
+                    "max_length": 512,
+                    "image_max_pixels": TINY_IMAGE_PIXELS,
+                    "overrides": json.dumps({"mode_filter": "direct"}),
+                }
+            },
+        }
+    }
     result = defs.resolve_job_def("train_job").execute_in_process(
-        run_config=run_config, instance=dg.DagsterInstance.ephemeral())
+        run_config=run_config, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
 
-    sft = _meta(result, "sft_checkpoint")   # reported by the child process through Pipes
+    sft = _meta(result, "sft_checkpoint")  # reported by the child process through Pipes
     assert sft["checkpoint_id"].startswith("sft-") and sft["steps"] == 4 and sft["train_mode"] == "tiny"
     losses = json.loads(sft["losses"])
     assert len(losses) == 4 and all(math.isfinite(v) for v in losses)
@@ -82,14 +107,18 @@ def test_sft_then_rl_through_pipes_in_tiny_mode(tmp_path, monkeypatch):
     assert math.isfinite(rl["kl"]) and rl["kl"] >= 0.0 and math.isfinite(rl["loss"])
     assert rl["ppo_epochs"] == 2 and len(json.loads(rl["clip_frac_per_epoch"])) == 2  # tiny default
     rl_saved = json.loads((Path(rl["checkpoint_path"]) / "metrics.json").read_text())
-    assert rl_saved["base_model"] == str(ckpt)            # RL started from the SFT checkpoint
+    assert rl_saved["base_model"] == str(ckpt)  # RL started from the SFT checkpoint
     # the YAML each child read is kept in the run's training dir
     (run_dir,) = (data / "training" / "runs").iterdir()
     assert {p.name for p in run_dir.iterdir()} == {"sft.yaml", "rl.yaml"}
     # headline figures beside the data, for reports and for runs without the instance's history
     assert json.loads((data / "training" / "sft_checkpoint.json").read_text())["checkpoint_path"] == str(ckpt)
     summary = json.loads((data / "training" / "rl_checkpoint.json").read_text())
-    assert (summary["checkpoint_id"], summary["kl"], summary["train_mode"]) == (rl["checkpoint_id"], rl["kl"], "tiny")
+    assert (summary["checkpoint_id"], summary["kl"], summary["train_mode"]) == (
+        rl["checkpoint_id"],
+        rl["kl"],
+        "tiny",
+    )
 
 
 def test_tiny_mode_is_the_default_without_a_model(monkeypatch, tmp_path):
@@ -105,8 +134,9 @@ def test_tiny_mode_is_the_default_without_a_model(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="overrides"):
         sft_train_config(SFTAssetConfig(overrides="[1]"), tmp_path, tmp_path, "full")
     # full mode: a template set is refused unless the config allows it (through overrides)
-    allowed = sft_train_config(SFTAssetConfig(overrides='{"allow_template_thoughts": true}'),
-                               tmp_path, tmp_path, "full")
+    allowed = sft_train_config(
+        SFTAssetConfig(overrides='{"allow_template_thoughts": true}'), tmp_path, tmp_path, "full"
+    )
     assert SFTConfig.model_validate(allowed).allow_template_thoughts is True
     assert SFTConfig.model_validate(full).allow_template_thoughts is False
     # full-mode RL reuses each batch of rollouts: 2 passes x 2 minibatches of 32 of its 64 rows
@@ -119,17 +149,32 @@ def test_k8s_pod_spec_is_a_valid_gpu_pod():
     from dagster_k8s.pipes import build_pod_body
 
     launcher = TrainingLauncher(
-        kind="k8s", image="registry/trajforge-train:1", gpus=8, cpu="32", memory="512Gi",
+        kind="k8s",
+        image="registry/trajforge-train:1",
+        gpus=8,
+        cpu="32",
+        memory="512Gi",
         node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
         tolerations=[K8sToleration(key="nvidia.com/gpu", effect="NoSchedule")],
-        pvc_name="trajforge-data", mount_path="/data", service_account="trainer",
-        env_secret="trajforge-train-env")
+        pvc_name="trajforge-data",
+        mount_path="/data",
+        service_account="trainer",
+        env_secret="trajforge-train-env",
+    )
     spec = build_pod_spec(launcher)
     # the same path PipesK8sClient takes: snake-cased and parsed into kubernetes.client models
-    pod = build_pod_body("train-pod", launcher.image, pod_command("python", "training.sft"),
-                         {"DAGSTER_PIPES_CONTEXT": "x"}, None, spec)
+    pod = build_pod_body(
+        "train-pod",
+        launcher.image,
+        pod_command("python", "training.sft"),
+        {"DAGSTER_PIPES_CONTEXT": "x"},
+        None,
+        spec,
+    )
     c = pod.spec.containers[0]
-    assert c.image == launcher.image and c.command[-1].endswith("-m training.sft --config /tmp/trajforge-train-config.yaml")
+    assert c.image == launcher.image and c.command[-1].endswith(
+        "-m training.sft --config /tmp/trajforge-train-config.yaml"
+    )
     assert c.resources.limits == {"cpu": "32", "memory": "512Gi", "nvidia.com/gpu": "8"}
     assert "nvidia.com/gpu" not in c.resources.requests
     mounts = {m.name: m.mount_path for m in c.volume_mounts}
@@ -137,38 +182,51 @@ def test_k8s_pod_spec_is_a_valid_gpu_pod():
     vols = {v.name: v for v in pod.spec.volumes}
     assert vols["data"].persistent_volume_claim.claim_name == "trajforge-data"
     assert vols["dshm"].empty_dir.medium == "Memory"
-    assert [(t.key, t.operator, t.effect) for t in pod.spec.tolerations] == [("nvidia.com/gpu", "Exists", "NoSchedule")]
+    assert [(t.key, t.operator, t.effect) for t in pod.spec.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule")
+    ]
     assert pod.spec.node_selector == launcher.node_selector and pod.spec.service_account_name == "trainer"
     assert c.env_from[0].secret_ref.name == "trajforge-train-env"
-    assert not any(e.value and "secret" in e.value.lower() for e in c.env)   # the secret's name only
+    assert not any(e.value and "secret" in e.value.lower() for e in c.env)  # the secret's name only
     assert pod.spec.restart_policy == "Never"
-    with pytest.raises(Exception, match="volumeMount"):                      # a typo fails
+    with pytest.raises(Exception, match="volumeMount"):  # a typo fails
         build_pod_body("p", "i", None, {}, None, {**spec, "volumeMount": []})
     # config paths under the local data root move to the PVC mount; others stay
-    assert rewrite_paths({"shards": "/srv/data/shards/rs", "out_dir": "/srv/data", "model_path": "/models/q",
-                          "tasks": ["/srv/data/x"]}, "/srv/data", "/data") == {
-        "shards": "/data/shards/rs", "out_dir": "/data", "model_path": "/models/q", "tasks": ["/data/x"]}
+    assert rewrite_paths(
+        {
+            "shards": "/srv/data/shards/rs",
+            "out_dir": "/srv/data",
+            "model_path": "/models/q",
+            "tasks": ["/srv/data/x"],
+        },
+        "/srv/data",
+        "/data",
+    ) == {"shards": "/data/shards/rs", "out_dir": "/data", "model_path": "/models/q", "tasks": ["/data/x"]}
     assert CONFIG_ENV in pod_command("python", "training.rl")[-1]
-    assert "torch.distributed.run --standalone --nproc_per_node 8 -m training.sft" in pod_command(
-        "python", "training.sft", 8)[-1]
+    assert (
+        "torch.distributed.run --standalone --nproc_per_node 8 -m training.sft"
+        in pod_command("python", "training.sft", 8)[-1]
+    )
     with pytest.raises(ValueError, match="not one of"):
         TrainingLauncher(kind="slurm").resolved_kind
 
 
-def test_online_rl_takes_its_rollout_pool_from_the_asset_config_or_the_ray_address(
-        monkeypatch, tmp_path):
+def test_online_rl_takes_its_rollout_pool_from_the_asset_config_or_the_ray_address(monkeypatch, tmp_path):
     from training.online import OnlineRLConfig
 
     monkeypatch.delenv("TRAJFORGE_RAY_ADDRESS", raising=False)
     online = OnlineRLConfig.model_validate(
-        rl_train_config(RLAssetConfig(online=True), tmp_path, tmp_path, "/ckpt", "tiny"))
+        rl_train_config(RLAssetConfig(online=True), tmp_path, tmp_path, "/ckpt", "tiny")
+    )
     assert (online.rollout_envs, online.ray_address) == (1, None)  # one browser, in turn
-    pooled = OnlineRLConfig.model_validate(rl_train_config(
-        RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny"))
+    pooled = OnlineRLConfig.model_validate(
+        rl_train_config(RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny")
+    )
     assert (pooled.rollout_envs, pooled.ray_address) == (4, None)  # 4 local browsers
     monkeypatch.setenv("TRAJFORGE_RAY_ADDRESS", "ray://head:10001")
-    on_ray = OnlineRLConfig.model_validate(rl_train_config(
-        RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny"))
+    on_ray = OnlineRLConfig.model_validate(
+        rl_train_config(RLAssetConfig(online=True, rollout_envs=4), tmp_path, tmp_path, "/ckpt", "tiny")
+    )
     assert (on_ray.rollout_envs, on_ray.ray_address) == (4, "ray://head:10001")
     # Where the rollouts play is not part of what is trained: the same checkpoint id.
     assert on_ray.identity() == online.identity()

@@ -1,4 +1,5 @@
 """`trajforge stats / export / verify`: in process (CliRunner) and as the installed script."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,13 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def out(built, tmp_path_factory):
     out = tmp_path_factory.mktemp("shards") / "demo"
-    export_shards(built.store, out, dataset="demo", max_samples_per_shard=10,
-                  splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)))
+    export_shards(
+        built.store,
+        out,
+        dataset="demo",
+        max_samples_per_shard=10,
+        splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)),
+    )
     return out
 
 
@@ -50,7 +56,8 @@ def check(stats: dict, built, out: Path) -> None:
     assert stats["shards"] == len(manifest["shards"])
     assert sum(s["trajectories"] for s in stats["splits"].values()) == want["trajectories"]
     assert {k: v["steps"] for k, v in stats["splits"].items()} == {
-        k: v["samples"] for k, v in manifest["splits"].items()}
+        k: v["samples"] for k, v in manifest["splits"].items()
+    }
     # Per-platform figures add up to the totals and match the trajectories.
     trajs, steps = built.trajectories.values(), [s for ss in built.steps.values() for s in ss]
     for name, p in stats["by_platform"].items():
@@ -58,8 +65,9 @@ def check(stats: dict, built, out: Path) -> None:
         assert p["trajectories"] == len(mine)
         assert p["languages"] == dict(Counter(t.task.language for t in mine))
         ids = {t.trajectory_id for t in mine}
-        assert p["action_types"] == dict(Counter(
-            s.action.type.value for s in steps if s.trajectory_id in ids))
+        assert p["action_types"] == dict(
+            Counter(s.action.type.value for s in steps if s.trajectory_id in ids)
+        )
     assert sum(p["steps"] for p in stats["by_platform"].values()) == stats["steps"]
 
 
@@ -71,8 +79,9 @@ def test_stats_json_in_process(built, out):
 
 def test_stats_json_from_the_installed_script(built, out):
     assert SCRIPT.exists(), f"{SCRIPT} missing: run `pip install -e .`"
-    proc = subprocess.run([str(SCRIPT), "stats", str(out), "--json"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(SCRIPT), "stats", str(out), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().splitlines()) == 1  # one JSON object
     check(json.loads(proc.stdout), built, out)
@@ -94,13 +103,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, problem):
     if problem == "bad_field":
         (target / "manifest.json").write_text('{"dataset": "x", "version": "1", "splits": [], "shards": []}')
     if problem == "bad_shard":
-        shard = {"name": "train-000000.tar", "split": "train", "samples": 1, "trajectories": 1,
-                 "bytes": 9, "sha256": "0" * 64}
-        (target / "manifest.json").write_text(json.dumps(
-            {"dataset": "x", "version": "1", "splits": {"train": {}}, "shards": [shard]}))
+        shard = {
+            "name": "train-000000.tar",
+            "split": "train",
+            "samples": 1,
+            "trajectories": 1,
+            "bytes": 9,
+            "sha256": "0" * 64,
+        }
+        (target / "manifest.json").write_text(
+            json.dumps({"dataset": "x", "version": "1", "splits": {"train": {}}, "shards": [shard]})
+        )
         (target / "train-000000.tar").write_bytes(b"not a tar")
-    proc = subprocess.run([str(SCRIPT), "stats", str(target), "--json"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [str(SCRIPT), "stats", str(target), "--json"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -112,8 +129,9 @@ def test_export_command_uses_the_data_root(built, tmp_path):
     data = tmp_path / "data"
     (data).mkdir()
     os.symlink(built.root, data / "raw")
-    result = runner.invoke(app, ["export", "--data", str(data), "--dataset", "cli", "--no-progress",
-                                 "--max-samples", "5"])
+    result = runner.invoke(
+        app, ["export", "--data", str(data), "--dataset", "cli", "--no-progress", "--max-samples", "5"]
+    )
     assert result.exit_code == 0, result.output
     out = data / "shards" / "cli"
     stats = json.loads(runner.invoke(app, ["stats", str(out), "--json"]).stdout)

@@ -1,5 +1,6 @@
 """The curated store through the real exporter: index gaps allowed, only kept, scrubbed steps;
 steps recorded without a screenshot are skipped with a count."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,7 @@ def curated_dir(tmp_path_factory):
 
 def test_curated_store_exports_only_kept_scrubbed_steps(curated_dir, tmp_path):
     store = RawStore(curated_dir / "store")
-    res = export_shards(store, tmp_path / "shards", dataset="curated", splits=SPLITS,
-                        allow_index_gaps=True)
+    res = export_shards(store, tmp_path / "shards", dataset="curated", splits=SPLITS, allow_index_gaps=True)
     verdicts = pq.read_table(curated_dir / "steps.parquet").to_pylist()
     kept = {(r["trajectory_id"], r["index"]): r for r in verdicts if r["keep"]}
     assert res.skipped == {} and res.samples == len(kept) == KEPT
@@ -44,10 +44,10 @@ def test_curated_store_exports_only_kept_scrubbed_steps(curated_dir, tmp_path):
     assert set(seen) == set(kept)
     blurred = kept[("t01_good", 1)]["screenshot_out"]
     assert seen[("t01_good", 1)]["png"] == store.blobs.get(blurred)
-    assert seen[("t04_loop", 5)]["json"]["num_steps"] == 6          # index 4 (the loop) is a gap
+    assert seen[("t04_loop", 5)]["json"]["num_steps"] == 6  # index 4 (the loop) is a gap
     manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
     assert manifest["index_gaps"] is True
-    report = validate(tmp_path / "shards")                           # follows the manifest
+    report = validate(tmp_path / "shards")  # follows the manifest
     assert report.ok, [str(p) for p in report.problems]
     strict = validate(tmp_path / "shards", allow_index_gaps=False)
     assert not strict.ok and all(p.field == "num_steps" for p in strict.problems)
@@ -63,8 +63,17 @@ def test_without_the_option_gapped_trajectories_are_quarantined(curated_dir, tmp
 def test_step_without_screenshot_is_skipped_and_counted(tmp_path):
     store = RawStore(tmp_path / "raw")
     traj = _traj("imp", 3)
-    steps = [Step(trajectory_id="imp", index=i, width=64, height=40, action=Action.tap(0.5, 0.5),
-                  screenshot="" if i == 1 else store.blobs.put(picture(i))) for i in range(3)]
+    steps = [
+        Step(
+            trajectory_id="imp",
+            index=i,
+            width=64,
+            height=40,
+            action=Action.tap(0.5, 0.5),
+            screenshot="" if i == 1 else store.blobs.put(picture(i)),
+        )
+        for i in range(3)
+    ]
     with store.writer("imports") as w:
         w.add(traj, steps)
     res = export_shards(store, tmp_path / "shards", dataset="imp", splits=SPLITS)

@@ -1,4 +1,5 @@
 """A killed export resumes from its last journaled shard: same bytes, no duplicates."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ export_shards(RawStore(Path(root)), Path(out), progress=progress, **options)
 
 def _child(root: Path, out: Path, mode: str, arg) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(root), str(out), mode, str(arg),
-                             repr(OPTIONS)], cwd=ROOT, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(root), str(out), mode, str(arg), repr(OPTIONS)], cwd=ROOT, env=env
+    )
 
 
 def _journal(out: Path) -> tuple[Path, list[dict]]:

@@ -1,4 +1,5 @@
 """export_shards: content, splits, shard limits, reproducibility, atomicity, quarantine."""
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,7 @@ SPLITS = (("train", 0.5), ("val", 0.25), ("test", 0.25))
 @pytest.fixture(scope="module")
 def exported(built, tmp_path_factory):
     out = tmp_path_factory.mktemp("shards") / "demo"
-    result = export_shards(built.store, out, dataset="demo", splits=SPLITS,
-                           max_samples_per_shard=8)
+    result = export_shards(built.store, out, dataset="demo", splits=SPLITS, max_samples_per_shard=8)
     return out, result
 
 
@@ -71,8 +71,11 @@ def test_every_step_is_one_sample_equal_to_the_store(built, exported):
     zh = next(s["json"] for _, s in samples if s["json"]["task"]["language"] == "zh")
     assert zh["task"]["instruction"].startswith("把红鞋加入购物车（")
     assert zh["device"]["locale"] == "zh-CN"
-    assert json.loads(zh["task"]["params_json"]) in ({"to": "bob"}, {"item": "red shoes", "qty": 3},
-                                                     {"item": "red shoes", "qty": 9})
+    assert json.loads(zh["task"]["params_json"]) in (
+        {"to": "bob"},
+        {"item": "red shoes", "qty": 3},
+        {"item": "red shoes", "qty": 9},
+    )
 
 
 def test_samples_are_sorted_and_trajectories_kept_whole(built, exported):
@@ -92,18 +95,21 @@ def test_samples_are_sorted_and_trajectories_kept_whole(built, exported):
 def test_splits_are_by_trajectory_and_match_the_manifest(built, exported):
     out, _ = exported
     manifest = read_manifest(out)
-    by_split = {split: {s["json"]["trajectory_id"] for _, s in iter_samples(out, split)}
-                for split in manifest["splits"]}
+    by_split = {
+        split: {s["json"]["trajectory_id"] for _, s in iter_samples(out, split)}
+        for split in manifest["splits"]
+    }
     names = list(by_split)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             assert not by_split[a] & by_split[b], f"{a} and {b} share a trajectory"
     assert set().union(*by_split.values()) == set(built.trajectories)
     plan = HoldOut(list(SPLITS), "v1").plan(t.task for t in built.trajectories.values())
     for split, tids in by_split.items():
         assert manifest["splits"][split]["trajectories"] == len(tids)
-        assert all(plan.split(built.trajectories[t].task) == split
-                   for t in tids)  # by task template (and instruction)
+        assert all(
+            plan.split(built.trajectories[t].task) == split for t in tids
+        )  # by task template (and instruction)
         assert all(n.startswith(f"{split}-") for n in manifest["splits"][split]["shards"])
 
 
@@ -122,7 +128,8 @@ def test_manifest_sizes_and_hashes_match_the_files(exported):
             members = tar.getmembers()
         assert len(members) == 2 * shard["samples"]
         assert {(m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) for m in members} == {
-            (0, 0, 0, "trajforge", "trajforge", 0o644)}
+            (0, 0, 0, "trajforge", "trajforge", 0o644)
+        }
     totals = manifest["totals"]
     assert totals["samples"] == sum(s["samples"] for s in manifest["shards"]) == 42
     assert totals["bytes"] == sum(s["bytes"] for s in manifest["shards"])
@@ -140,14 +147,16 @@ def test_manifest_sizes_and_hashes_match_the_files(exported):
 
 def test_same_input_gives_byte_identical_shards_whatever_the_batching(built, exported, tmp_path):
     out, first = exported
-    again = export_shards(built.store, tmp_path / "again", dataset="demo", splits=SPLITS,
-                          max_samples_per_shard=8)
+    again = export_shards(
+        built.store, tmp_path / "again", dataset="demo", splits=SPLITS, max_samples_per_shard=8
+    )
     # The same trajectories committed in other batches (other part files).
     rebatched = build_store(tmp_path / "raw2", batch_size=2, reverse=True)
     assert rebatched.trajectories.keys() == built.trajectories.keys()
     assert len(rebatched.store.step_files()) != len(built.store.step_files())
-    third = export_shards(rebatched.store, tmp_path / "third", dataset="demo", splits=SPLITS,
-                          max_samples_per_shard=8)
+    third = export_shards(
+        rebatched.store, tmp_path / "third", dataset="demo", splits=SPLITS, max_samples_per_shard=8
+    )
     names = sorted(p.name for p in out.iterdir())
     for other in (tmp_path / "again", tmp_path / "third"):
         assert sorted(p.name for p in other.iterdir()) == names
@@ -158,16 +167,18 @@ def test_same_input_gives_byte_identical_shards_whatever_the_batching(built, exp
 
 def test_byte_limit_rolls_shards(built, tmp_path):
     limit = 12 * 1024
-    result = export_shards(built.store, tmp_path / "small", dataset="demo", splits=SPLITS,
-                           max_bytes_per_shard=limit)
+    result = export_shards(
+        built.store, tmp_path / "small", dataset="demo", splits=SPLITS, max_bytes_per_shard=limit
+    )
     shards = result.manifest["shards"]
     assert result.samples == 42 and len(shards) > 3
     # Samples here are ~2.5 KiB in tar, so every shard respects the limit.
     assert all(s["bytes"] <= limit for s in shards), [s["bytes"] for s in shards]
     assert len(shards) < 21  # and fills them: mostly 3+ samples a shard
     # A trajectory over the limit alone is split at step boundaries, nothing lost.
-    one = export_shards(built.store, tmp_path / "tiny", dataset="demo", splits=SPLITS,
-                        max_samples_per_shard=1)
+    one = export_shards(
+        built.store, tmp_path / "tiny", dataset="demo", splits=SPLITS, max_samples_per_shard=1
+    )
     assert len(one.manifest["shards"]) == 42
     keys = [sorted(k for k, _ in iter_samples(tmp_path / d)) for d in ("tiny", "small")]
     assert keys[0] == keys[1] and len(keys[0]) == 42
@@ -196,8 +207,9 @@ def test_a_failed_export_leaves_the_previous_one_whole(built, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        export_shards(built.store, out, dataset="demo", splits=SPLITS, max_samples_per_shard=2,
-                      progress=crash)
+        export_shards(
+            built.store, out, dataset="demo", splits=SPLITS, max_samples_per_shard=2, progress=crash
+        )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert verify(out) == [] and read_manifest(out) == first.manifest
 
@@ -206,6 +218,7 @@ def _rewrite(path: Path, change) -> None:
     """Corrupt one committed Parquet file in place, as a bad import might."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     table = pq.read_table(path)
     rows = table.to_pylist()
     change(rows)
@@ -233,14 +246,20 @@ def test_bad_trajectories_are_quarantined_and_counted(tmp_path):
     gap, dup = sorted(b.trajectories)[3], sorted(b.trajectories)[4]
     with b.store.writer("again") as w:
         t = b.trajectories[gap]
-        w.add(t.model_copy(update={"trajectory_id": "gap.id/1"}),
-              [s.model_copy(update={"trajectory_id": "gap.id/1", "index": 2 * s.index})
-               for s in b.steps[gap]])
+        w.add(
+            t.model_copy(update={"trajectory_id": "gap.id/1"}),
+            [s.model_copy(update={"trajectory_id": "gap.id/1", "index": 2 * s.index}) for s in b.steps[gap]],
+        )
         w.add(b.trajectories[dup], b.steps[dup])
 
     result = export_shards(b.store, tmp_path / "out", dataset="demo", splits=SPLITS)
-    assert result.skipped == {"missing_screenshot": 1, "invalid_step": 1, "invalid_trajectory": 1,
-                              "step_count_mismatch": 1, "duplicate_id": 1}
+    assert result.skipped == {
+        "missing_screenshot": 1,
+        "invalid_step": 1,
+        "invalid_trajectory": 1,
+        "step_count_mismatch": 1,
+        "duplicate_id": 1,
+    }
     assert result.manifest["totals"]["skipped"] == result.skipped
     good = [t for t in ids if t not in (no_blob, bad_step, bad_traj)]
     assert result.trajectories == len(good) == 5
@@ -258,8 +277,10 @@ def test_bad_trajectories_are_quarantined_and_counted(tmp_path):
     exported = {s["json"]["trajectory_id"] for _, s in iter_samples(tmp_path / "out")}
     assert exported == set(good)
     # The duplicate's steps went out once.
-    assert sum(1 for _, s in iter_samples(tmp_path / "out") if s["json"]["trajectory_id"] == dup) \
+    assert (
+        sum(1 for _, s in iter_samples(tmp_path / "out") if s["json"]["trajectory_id"] == dup)
         == b.trajectories[dup].num_steps
+    )
 
 
 def test_split_assignment_is_stable_and_near_the_fractions():
@@ -270,8 +291,12 @@ def test_split_assignment_is_stable_and_near_the_fractions():
     share = got.count("train") / len(ids)
     assert 0.77 < share < 0.83
     assert got != [split_of(t, splits, "v2") for t in ids]  # the seed reshuffles
-    for bad in ((("train", 0.9),), (("train", 0.5), ("train", 0.5)), (("Tr.ain", 1.0),),
-                (("train", 1.2), ("val", -0.2))):
+    for bad in (
+        (("train", 0.9),),
+        (("train", 0.5), ("train", 0.5)),
+        (("Tr.ain", 1.0),),
+        (("train", 1.2), ("val", -0.2)),
+    ):
         with pytest.raises(ValueError, match="splits"):
             check_splits(bad)
 
@@ -290,7 +315,8 @@ def test_read_manifest_names_what_is_wrong(tmp_path):
         read_manifest(tmp_path / "missing")
     with pytest.raises(ShardError, match="no manifest.json"):
         read_manifest(tmp_path)
-    (tmp_path / "manifest.json").write_text('{"dataset": "x", "version": "1", "splits": {}, '
-                                            '"shards": [{"name": "train-000000.tar"}]}')
+    (tmp_path / "manifest.json").write_text(
+        '{"dataset": "x", "version": "1", "splits": {}, "shards": [{"name": "train-000000.tar"}]}'
+    )
     with pytest.raises(ShardError, match=r"record 0, field 'shards.split'"):
         read_manifest(tmp_path)

@@ -1,4 +1,5 @@
 """Streaming loaders over real shards: torch DataLoader with workers, ranks, resampling, datasets."""
+
 from __future__ import annotations
 
 import io
@@ -92,8 +93,9 @@ def test_resampled_yields_the_bound_per_rank(out):
     total = read_manifest(out)["splits"]["train"]["samples"]
     every = set(split_keys(out, "train"))
     for rank in range(2):
-        ds = ShardDataset(out, "train", shuffle=8, seed=5, rank=rank, world_size=2,
-                          resampled=True, epoch_samples=13)
+        ds = ShardDataset(
+            out, "train", shuffle=8, seed=5, rank=rank, world_size=2, resampled=True, epoch_samples=13
+        )
         keys, _ = read(ds, batch_size=3)
         assert len(keys) == 13 and set(keys) <= every  # 7 + 6 over two workers
         ds.set_epoch(1)
@@ -108,15 +110,28 @@ def test_resampled_yields_the_bound_per_rank(out):
 
 def test_tensor_images(built, out):
     _, samples = read(ShardDataset(out, "val", image="tensor"), workers=0, batch_size=1)
-    batch = next(iter(DataLoader(ShardDataset(out, "val", image="tensor"), batch_size=3,
-                                 num_workers=2, collate_fn=collate_lists)))
-    assert batch["image"].shape == (3, 3, built.steps[batch["trajectory_id"][0]][0].height,
-                                    built.steps[batch["trajectory_id"][0]][0].width)
+    batch = next(
+        iter(
+            DataLoader(
+                ShardDataset(out, "val", image="tensor"),
+                batch_size=3,
+                num_workers=2,
+                collate_fn=collate_lists,
+            )
+        )
+    )
+    assert batch["image"].shape == (
+        3,
+        3,
+        built.steps[batch["trajectory_id"][0]][0].height,
+        built.steps[batch["trajectory_id"][0]][0].width,
+    )
     for s in samples.values():
         t = s["image"]
         assert t.dtype == torch.uint8 and tuple(t.shape) == (3, s["height"], s["width"])
         assert t.permute(1, 2, 0).contiguous().numpy().tobytes() == rgb(
-            built.images[(s["trajectory_id"], s["index"])])
+            built.images[(s["trajectory_id"], s["index"])]
+        )
 
 
 def _rewrite_shard(src, dst, name, change):
@@ -132,8 +147,10 @@ def _rewrite_shard(src, dst, name, change):
     return dst
 
 
-@pytest.mark.parametrize("fault, field", [("json", "json"), ("drop_image", "image"),
-                                          ("image", "png"), ("no_action", "json.action")])
+@pytest.mark.parametrize(
+    "fault, field",
+    [("json", "json"), ("drop_image", "image"), ("image", "png"), ("no_action", "json.action")],
+)
 def test_malformed_sample_names_shard_key_and_field(out, tmp_path, fault, field):
     name = read_manifest(out)["splits"]["train"]["shards"][0]
 

@@ -1,4 +1,5 @@
 """Report figures on the known fixture store, and the PNGs they render to."""
+
 from __future__ import annotations
 
 import base64
@@ -24,8 +25,19 @@ from trajforge.report.figures import raw_summary, shard_summary, summary_markdow
 from trajforge.store.consolidate import consolidate
 
 PNG_URI = re.compile(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)")
-COMMON = ("trajectories", "steps", "verified_success", "action_types", "steps_per_trajectory",
-          "steps_per_trajectory_stats", "languages", "platforms", "apps", "outcomes", "app_outcome")
+COMMON = (
+    "trajectories",
+    "steps",
+    "verified_success",
+    "action_types",
+    "steps_per_trajectory",
+    "steps_per_trajectory_stats",
+    "languages",
+    "platforms",
+    "apps",
+    "outcomes",
+    "app_outcome",
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +80,9 @@ def test_shard_figures_equal_the_raw_ones_plus_split_sizes(dirs):
     assert sum(v["steps"] for v in splits.values()) == 42
     assert sum(v["shards"] for v in splits.values()) == len(manifest["shards"])
     assert sum(v["bytes"] for v in splits.values()) == sum(s["bytes"] for s in manifest["shards"])
-    assert splits == {k: {**v, "bytes": splits[k]["bytes"]}
-                      for k, v in shard_stats(dirs[1])["splits"].items()}
+    assert splits == {
+        k: {**v, "bytes": splits[k]["bytes"]} for k, v in shard_stats(dirs[1])["splits"].items()
+    }
 
 
 def _raw_with_difficulty(src: Path, dst: Path, values) -> Path:
@@ -102,8 +115,13 @@ def test_difficulty_struct_and_levels(dirs, tmp_path):
             for key, sample in samples:
                 j = sample["json"]
                 j["difficulty"] = "hard" if j["app"] == "shop" else "easy"
-                w.write({"__key__": key, "json": json.dumps(j).encode(),
-                         **{k: v for k, v in sample.items() if k != "json"}})
+                w.write(
+                    {
+                        "__key__": key,
+                        "json": json.dumps(j).encode(),
+                        **{k: v for k, v in sample.items() if k != "json"},
+                    }
+                )
     d = shard_summary(out)["difficulty"]
     assert d == {"levels": {"easy": 6, "hard": 6}}
     md = summary_markdown(shard_summary(out))["difficulty"]
@@ -113,8 +131,13 @@ def test_difficulty_struct_and_levels(dirs, tmp_path):
 def test_markdown_holds_small_decodable_pngs_and_tables(dirs):
     raw_md = summary_markdown(raw_summary(dirs[0]))
     shard_md = summary_markdown(shard_summary(dirs[1]))
-    assert set(raw_md) == {"action_histogram", "steps_per_trajectory", "language_share",
-                           "platform_share", "app_outcome"}
+    assert set(raw_md) == {
+        "action_histogram",
+        "steps_per_trajectory",
+        "language_share",
+        "platform_share",
+        "app_outcome",
+    }
     assert set(shard_md) == set(raw_md) | {"split_sizes"}
     for name, md in shard_md.items():
         images = pngs(md)
@@ -146,6 +169,7 @@ def test_missing_raw_steps_names_the_file(tmp_path):
 
 def test_an_empty_store_still_gets_its_report(tmp_path):
     from trajforge.store.raw import RawStore
+
     consolidate(RawStore(tmp_path / "raw"), tmp_path / "raw_steps")
     s = raw_summary(tmp_path / "raw_steps")
     assert s["trajectories"] == s["steps"] == 0 and s["steps_per_trajectory"] == {}

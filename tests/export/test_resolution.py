@@ -1,4 +1,5 @@
 """Resolution profiles: sizes per profile, and the pixel an action points at stays on its element."""
+
 from __future__ import annotations
 
 import io
@@ -46,15 +47,42 @@ def store(tmp_path_factory) -> RawStore:
             tid = f"traj-{t}"
             task = Task(task_id=f"t{t}", language="en", app="shop", instruction="Press Go")
             go = Element(role="button", name="Go", bbox=GO)
-            actions = [Action.tap(*_centre(GO)),
-                       Action(type=ActionType.SWIPE, x=_centre(FROM)[0], y=_centre(FROM)[1],
-                              x2=_centre(TO)[0], y2=_centre(TO)[1])]
-            steps = [Step(trajectory_id=tid, index=i, screenshot=sha, image_format=fmt,
-                          width=width, height=height, action=a, target=go, elements=[go])
-                     for i, a in enumerate(actions)]
-            w.add(Trajectory(trajectory_id=tid, task=task, platform="web", app="shop",
-                             device=DeviceProfile(viewport_width=width, viewport_height=height),
-                             policy="oracle", num_steps=len(steps)), steps)
+            actions = [
+                Action.tap(*_centre(GO)),
+                Action(
+                    type=ActionType.SWIPE,
+                    x=_centre(FROM)[0],
+                    y=_centre(FROM)[1],
+                    x2=_centre(TO)[0],
+                    y2=_centre(TO)[1],
+                ),
+            ]
+            steps = [
+                Step(
+                    trajectory_id=tid,
+                    index=i,
+                    screenshot=sha,
+                    image_format=fmt,
+                    width=width,
+                    height=height,
+                    action=a,
+                    target=go,
+                    elements=[go],
+                )
+                for i, a in enumerate(actions)
+            ]
+            w.add(
+                Trajectory(
+                    trajectory_id=tid,
+                    task=task,
+                    platform="web",
+                    app="shop",
+                    device=DeviceProfile(viewport_width=width, viewport_height=height),
+                    policy="oracle",
+                    num_steps=len(steps),
+                ),
+                steps,
+            )
     return store
 
 

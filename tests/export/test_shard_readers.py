@@ -1,4 +1,5 @@
 """The shards read back with the libraries a training job uses: webdataset and datasets."""
+
 from __future__ import annotations
 
 import io
@@ -25,6 +26,7 @@ def out(built, tmp_path_factory):
 def expected(built):
     """{key: (image ext, image bytes, trajectory id, index, action type)} from the store."""
     from trajforge.publish.shards import sample_key
+
     rows = {}
     for tid, steps in built.steps.items():
         for s in steps:
@@ -66,8 +68,13 @@ def test_datasets_loads_every_split_with_the_declared_features(built, out, tmp_p
     want = expected(built)
     got = {}
     for split, info in manifest["splits"].items():
-        ds = datasets.load_dataset("webdataset", data_files=data_files, split=split,
-                                   features=features, cache_dir=str(tmp_path / "hf"))
+        ds = datasets.load_dataset(
+            "webdataset",
+            data_files=data_files,
+            split=split,
+            features=features,
+            cache_dir=str(tmp_path / "hf"),
+        )
         assert len(ds) == info["samples"]
         for row in ds:
             got[row["__key__"]] = (split, row)
@@ -82,13 +89,21 @@ def test_datasets_loads_every_split_with_the_declared_features(built, out, tmp_p
             assert decoded.convert("RGB").tobytes() == original.convert("RGB").tobytes()
         j = row["json"]
         assert (j["trajectory_id"], j["index"], j["action"]["type"]) == (
-            step.trajectory_id, step.index, step.action.type.value)
+            step.trajectory_id,
+            step.index,
+            step.action.type.value,
+        )
         assert j["action"]["x2"] == step.action.x2
-        assert j["target"] == (None if step.target is None else
-                               {"role": step.target.role, "name": step.target.name,
-                                "bbox": list(step.target.bbox),
-                                "visibility": (step.target.visibility.model_dump()
-                                               if step.target.visibility else None)})
+        assert j["target"] == (
+            None
+            if step.target is None
+            else {
+                "role": step.target.role,
+                "name": step.target.name,
+                "bbox": list(step.target.bbox),
+                "visibility": (step.target.visibility.model_dump() if step.target.visibility else None),
+            }
+        )
         assert [e["role"] for e in j["elements"]] == [e.role for e in step.elements]
         traj = built.trajectories[step.trajectory_id]
         assert j["task"]["language"] == traj.task.language

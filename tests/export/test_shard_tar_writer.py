@@ -1,5 +1,6 @@
 """trajforge.publish.shards.ShardTarWriter writes the bytes webdataset's TarWriter writes
 (the reference), and its sha256 and size are those of the file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -17,9 +18,13 @@ def samples() -> list[dict]:
     out = []
     # Member sizes around the 512-byte block: empty, one byte short, exact, one over.
     for i, size in enumerate([0, 511, 512, 513, 150_000, 3]):
-        out.append({"__key__": f"traj-{i:03d}_s{i:04d}",
-                    "png": bytes([i]) * size,
-                    "json": json.dumps({"step": i, "text": "点击 Go"}, ensure_ascii=False).encode()})
+        out.append(
+            {
+                "__key__": f"traj-{i:03d}_s{i:04d}",
+                "png": bytes([i]) * size,
+                "json": json.dumps({"step": i, "text": "点击 Go"}, ensure_ascii=False).encode(),
+            }
+        )
     out.append({"__key__": "t_s0009", "json": b'{"as": "bytes"}', "jpg": bytearray(b"\xff\xd8" * 300)})
     out.append({"__key__": "k" * 120 + "_s0000", "json": b"{}"})  # past ustar's 100-char name
     out.append({"__key__": "clé_s0001", "webp": b"RIFF" * 10})  # not ASCII: tarfile's header
@@ -28,8 +33,7 @@ def samples() -> list[dict]:
 
 def reference_tar(records: list[dict]) -> bytes:
     buf = io.BytesIO()
-    writer = wds.TarWriter(buf, encoder=False, mtime=0, mode=0o644, user="trajforge",
-                           group="trajforge")
+    writer = wds.TarWriter(buf, encoder=False, mtime=0, mode=0o644, user="trajforge", group="trajforge")
     for r in records:
         writer.write(dict(r))
     writer.close()

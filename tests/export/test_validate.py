@@ -1,4 +1,5 @@
 """`trajforge validate`: a clean export passes; each kind of damage is named precisely."""
+
 from __future__ import annotations
 
 import hashlib
@@ -80,6 +81,7 @@ def edit_first_json(change):
             change(obj)
             return json.dumps(obj).encode()
         return data
+
     return edit
 
 
@@ -90,6 +92,7 @@ def cli(d: Path):
 
 # -- a clean export ------------------------------------------------------------------
 
+
 def test_clean_export_passes_with_one_line(built, clean):
     report = validate(clean)
     assert report.ok, [str(p) for p in report.problems]
@@ -99,24 +102,29 @@ def test_clean_export_passes_with_one_line(built, clean):
     assert report.bytes == manifest["totals"]["bytes"]
     code, out, err = cli(clean)
     assert code == 0 and err == ""
-    assert out.strip() == (f"ok: {clean}: {report.shards} shards, {built.num_steps} samples, "
-                           f"{len(built.trajectories)} trajectories, {report.bytes / 1e6:.1f} MB")
+    assert out.strip() == (
+        f"ok: {clean}: {report.shards} shards, {built.num_steps} samples, "
+        f"{len(built.trajectories)} trajectories, {report.bytes / 1e6:.1f} MB"
+    )
 
 
 def test_installed_script_passes_then_fails(clean, copy):
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout, not the editable install
-    ok = subprocess.run([str(SCRIPT), "validate", str(clean)], capture_output=True, text=True,
-                        env=env, timeout=120)
+    ok = subprocess.run(
+        [str(SCRIPT), "validate", str(clean)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("ok: ") and len(ok.stdout.splitlines()) == 1
     first_shard(copy).unlink()
-    bad = subprocess.run([str(SCRIPT), "validate", str(copy)], capture_output=True, text=True,
-                         env=env, timeout=120)
+    bad = subprocess.run(
+        [str(SCRIPT), "validate", str(copy)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert bad.returncode == 2 and bad.stdout == "" and "Traceback" not in bad.stderr
     assert f"file {first_shard(copy)}: missing" in bad.stderr
 
 
 # -- shard-level damage ----------------------------------------------------------------
+
 
 def test_flipped_byte_in_an_image(copy):
     shard = first_shard(copy)
@@ -176,10 +184,12 @@ def test_sample_count_differs_from_manifest(copy):
         f"the shards hold {in_split + 1}",
         f"file {copy / 'manifest.json'}, field 'totals.samples': "
         f"{manifest['totals']['samples']}, the shards add up to {manifest['totals']['samples'] + 1}",
-        f"file {first_shard(copy)}, field 'samples': {n - 1} samples, manifest says {n}"]
+        f"file {first_shard(copy)}, field 'samples': {n - 1} samples, manifest says {n}",
+    ]
 
 
 # -- sample-level damage -------------------------------------------------------------------
+
 
 def test_broken_json_field_names_shard_key_and_field(copy):
     shard = first_shard(copy)
@@ -199,6 +209,7 @@ def test_bad_coordinate_names_the_action_field(copy):
         o["action"]["x"] = 1.5
         o["action"]["type"] = "tap"
         o["action"]["y"] = 0.5
+
     key = rewrite(copy, shard, edit_first_json(change))
     [p] = validate(copy).problems
     assert (p.source, p.record, p.field) == (str(shard), key, "action.x")
@@ -250,15 +261,18 @@ def test_sample_key_of_the_fixture_is_safe():
     # The fixture's imported-style id has a dot, a slash and CJK: the key must still pass.
     assert validate.__module__ == "trajforge.read.validate"
     from trajforge.read.validate import KEY
+
     assert KEY.match(sample_key("aitw/ep.7-中", 3))
 
 
 # -- `trajforge view`: the command is wired to trajforge.read.viewer (tested by its author) ------
 
+
 def test_view_passes_its_arguments_to_build_site(clean, tmp_path, monkeypatch):
     import types
 
     import trajforge.read
+
     calls = []
 
     def build_site(shard_dir, out_dir=None, *, limit=None):
@@ -283,14 +297,19 @@ def test_view_serve_from_the_installed_script(clean, tmp_path):
     """The real viewer, served until SIGINT; its index answers over HTTP."""
     import signal
     import urllib.request
+
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     site = tmp_path / "site"
     # A runner started in the background (`make test &`) passes SIGINT on as ignored;
     # the viewer must see the Ctrl-C a user would send, so restore the default.
-    proc = subprocess.Popen([str(SCRIPT), "view", str(clean), "--out", str(site), "--limit", "2",
-                             "--serve"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    proc = subprocess.Popen(
+        [str(SCRIPT), "view", str(clean), "--out", str(site), "--limit", "2", "--serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+    )
     try:
         first = proc.stdout.readline()
         assert first.strip() == f"viewer: {site / 'index.html'}", proc.stderr.read() if not first else first

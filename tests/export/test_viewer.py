@@ -1,4 +1,5 @@
 """The trajectory viewer: built from a real export, opened in real Chromium."""
+
 from __future__ import annotations
 
 import io
@@ -19,9 +20,15 @@ from trajforge.read.viewer.overlay import shapes
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 # Actions that must get a marker on the screenshot, and its SVG element.
-MARKED = {"tap": "circle.point", "double_tap": "circle.point", "long_press": "circle.ring",
-          "select": "circle.point", "swipe": "line.arrow", "scroll": "line.arrow",
-          "type": "text.label"}
+MARKED = {
+    "tap": "circle.point",
+    "double_tap": "circle.point",
+    "long_press": "circle.ring",
+    "select": "circle.point",
+    "swipe": "line.arrow",
+    "scroll": "line.arrow",
+    "type": "text.label",
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +49,7 @@ def _by_trajectory(built):
 
 
 # -- the files -------------------------------------------------------------------------
+
 
 def test_site_has_a_page_per_trajectory_and_each_screenshot_once(built, shard_dir, site):
     assert site == shard_dir / "viewer" / "index.html"
@@ -105,6 +113,7 @@ def test_rebuild_replaces_the_old_site_but_not_a_foreign_folder(shard_dir, tmp_p
 
 # -- curated fields, escaping, bad shards (a hand-made shard folder) ----------------------
 
+
 def _write_shards(src: Path, dst: Path, edit, reorder=False) -> Path:
     """Copy an export's samples into one shard with edited JSON, and a manifest for it."""
     import webdataset as wds
@@ -119,9 +128,21 @@ def _write_shards(src: Path, dst: Path, edit, reorder=False) -> Path:
             ext = next(e for e in sample if e != "json")
             tar.write({"__key__": key, ext: sample[ext], "json": json.dumps(meta).encode()})
     data = (dst / "train-000000.tar").read_bytes()
-    manifest = {"dataset": "hand", "version": "x", "splits": {"train": {}},
-                "shards": [{"name": "train-000000.tar", "split": "train", "samples": len(samples),
-                            "trajectories": 0, "bytes": len(data), "sha256": ""}]}
+    manifest = {
+        "dataset": "hand",
+        "version": "x",
+        "splits": {"train": {}},
+        "shards": [
+            {
+                "name": "train-000000.tar",
+                "split": "train",
+                "samples": len(samples),
+                "trajectories": 0,
+                "bytes": len(data),
+                "sha256": "",
+            }
+        ],
+    }
     (dst / "manifest.json").write_text(json.dumps(manifest))
     return dst
 
@@ -159,10 +180,15 @@ def test_a_trajectory_split_over_the_shards_is_an_error(shard_dir, tmp_path):
 
 # -- overlay geometry ----------------------------------------------------------------------
 
+
 def test_overlay_shapes_follow_the_normalised_coordinates():
     w, h = 200, 100
-    tap = shapes({"type": "tap", "x": 0.25, "y": 0.5}, {"role": "button", "name": "Go",
-                                                        "bbox": [0.1, 0.4, 0.4, 0.6]}, w, h)
+    tap = shapes(
+        {"type": "tap", "x": 0.25, "y": 0.5},
+        {"role": "button", "name": "Go", "bbox": [0.1, 0.4, 0.4, 0.6]},
+        w,
+        h,
+    )
     assert [s["kind"] for s in tap] == ["box", "circle"]
     assert (tap[0]["x"], tap[0]["y"], tap[0]["w"], tap[0]["h"]) == pytest.approx((20, 40, 60, 20))
     assert (tap[1]["cx"], tap[1]["cy"]) == (50, 50)
@@ -194,6 +220,7 @@ def test_overlay_shapes_follow_the_normalised_coordinates():
 
 # -- serving -------------------------------------------------------------------------------
 
+
 def test_serve_answers_the_pages_and_images(site):
     server, url = serve(site.parent)
     try:
@@ -209,6 +236,7 @@ def test_serve_answers_the_pages_and_images(site):
 
 
 # -- in Chromium ---------------------------------------------------------------------------
+
 
 def _not_blank(png: bytes, path: Path) -> None:
     path.parent.mkdir(exist_ok=True)
@@ -270,8 +298,9 @@ def test_viewer_in_chromium(built, site):
             n_shop_zh = sum(t.app == "shop" and t.task.language == "zh" for t in trajs.values())
             assert 0 < visible() == n_shop_zh < n_shop
             page.select_option('select[data-facet="outcome"]', "failure")
-            want = sum(t.app == "shop" and t.task.language == "zh" and t.outcome == "failure"
-                       for t in trajs.values())
+            want = sum(
+                t.app == "shop" and t.task.language == "zh" and t.outcome == "failure" for t in trajs.values()
+            )
             assert visible() == want
             page.click("#reset")
             assert visible() == len(trajs)
@@ -303,15 +332,20 @@ def test_viewer_in_chromium(built, site):
                     best = (tid, len(kinds))
 
             # The tap marker sits where the action says, on the rendered screenshot.
-            tid, i = next((t, s.index) for t, ss in built.steps.items() for s in ss
-                          if s.action.type.value == "tap")
+            tid, i = next(
+                (t, s.index) for t, ss in built.steps.items() for s in ss if s.action.type.value == "tap"
+            )
             page.goto((site.parent / "t" / f"{key_stem(tid)}.html").as_uri())
             page.evaluate(_LOAD_IMAGES)
             img = page.locator(f"li.step#s{i} img").bounding_box()
             dot = page.locator(f"li.step#s{i} svg circle.point").bounding_box()
             step = built.steps[tid][i]
-            assert dot["x"] + dot["width"] / 2 == pytest.approx(img["x"] + step.action.x * img["width"], abs=2)
-            assert dot["y"] + dot["height"] / 2 == pytest.approx(img["y"] + step.action.y * img["height"], abs=2)
+            assert dot["x"] + dot["width"] / 2 == pytest.approx(
+                img["x"] + step.action.x * img["width"], abs=2
+            )
+            assert dot["y"] + dot["height"] / 2 == pytest.approx(
+                img["y"] + step.action.y * img["height"], abs=2
+            )
 
             page.goto((site.parent / "t" / f"{key_stem(best[0])}.html").as_uri())
             page.evaluate(_LOAD_IMAGES)

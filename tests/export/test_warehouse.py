@@ -1,4 +1,5 @@
 """The DuckDB catalog: every example query of docs/catalog.md runs and gives the right figures."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def data(built, tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("data")
     os.symlink(built.root, data / "raw")
     consolidate(built.store, data / "raw_steps")
-    export_shards(built.store, data / "shards" / "demo", dataset="demo", splits=SPLITS,
-                  max_samples_per_shard=10)
+    export_shards(
+        built.store, data / "shards" / "demo", dataset="demo", splits=SPLITS, max_samples_per_shard=10
+    )
     return data
 
 
@@ -70,16 +72,31 @@ def expected(built, name: str, data: Path):
         groups: dict = {}
         for t in trajs:
             groups.setdefault((t.app, t.task.language), []).append(t)
-        return [(a, lang, len(ts), round(sum(t.outcome == "success" for t in ts) / len(ts), 3),
-                 round(sum(t.outcome == "success" and t.verified_by == "state" for t in ts) / len(ts), 3))
-                for (a, lang), ts in sorted(groups.items())]
+        return [
+            (
+                a,
+                lang,
+                len(ts),
+                round(sum(t.outcome == "success" for t in ts) / len(ts), 3),
+                round(sum(t.outcome == "success" and t.verified_by == "state" for t in ts) / len(ts), 3),
+            )
+            for (a, lang), ts in sorted(groups.items())
+        ]
     if name == "shard_of_trajectory":
         return [shard_holding(data / "shards" / "demo", "aitw/ep.7-中")]
     if name == "shards_by_split":
         manifest = read_manifest(data / "shards" / "demo")
-        return [("demo", split, len(info["shards"]), info["samples"],
-                 round(sum(s["bytes"] for s in manifest["shards"] if s["split"] == split) / 1e6, 2))
-                for split, info in sorted(manifest["splits"].items()) if info["shards"]]
+        return [
+            (
+                "demo",
+                split,
+                len(info["shards"]),
+                info["samples"],
+                round(sum(s["bytes"] for s in manifest["shards"] if s["split"] == split) / 1e6, 2),
+            )
+            for split, info in sorted(manifest["splits"].items())
+            if info["shards"]
+        ]
     if name == "actions_by_app":
         c = Counter((app_of[s.trajectory_id], s.action.type.value) for s in steps)
         return sorted(((a, t, n) for (a, t), n in c.items()), key=lambda r: (r[0], -r[2], r[1]))
@@ -98,8 +115,11 @@ def shard_holding(folder: Path, tid: str) -> tuple:
     for s in read_manifest(folder)["shards"]:
         path = folder / s["name"]
         with tarfile.open(path) as tar:
-            n = sum(json.loads(tar.extractfile(m).read())["trajectory_id"] == tid
-                    for m in tar if m.name.endswith(".json"))
+            n = sum(
+                json.loads(tar.extractfile(m).read())["trajectory_id"] == tid
+                for m in tar
+                if m.name.endswith(".json")
+            )
         if n:
             return ("demo", s["name"], s["split"], n, str(path))
     raise AssertionError(f"{tid} in no shard")
@@ -109,8 +129,7 @@ QUERIES = doc_queries()
 
 
 def test_the_doc_has_the_issue_s_examples():
-    assert {"by_app", "by_language", "by_action_type", "success_rates",
-            "shard_of_trajectory"} <= set(QUERIES)
+    assert {"by_app", "by_language", "by_action_type", "success_rates", "shard_of_trajectory"} <= set(QUERIES)
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -126,17 +145,25 @@ def test_tables_and_columns_match_the_doc(db):
     assert {"trajectories", "steps", "shards", "shard_trajectories", "catalog_info"} <= tables
     doc = DOC.read_text(encoding="utf-8")
     for table in ("shards", "shard_trajectories"):
-        for col, in rows(db, f"SELECT column_name FROM information_schema.columns "
-                             f"WHERE table_name = '{table}'"):
+        for (col,) in rows(
+            db, f"SELECT column_name FROM information_schema.columns WHERE table_name = '{table}'"
+        ):
             assert f"`{col}`" in doc, f"{table}.{col} is not documented"
-    cols = {c for c, in rows(db, "SELECT column_name FROM information_schema.columns "
-                                 "WHERE table_name = 'trajectories'")}
+    cols = {
+        c
+        for (c,) in rows(
+            db, "SELECT column_name FROM information_schema.columns WHERE table_name = 'trajectories'"
+        )
+    }
     assert {"language", "instruction", "template_id", "app", "outcome"} <= cols
 
 
 def test_every_step_of_every_trajectory_is_in_exactly_one_split(built, db):
-    got = rows(db, "SELECT trajectory_id, count(DISTINCT split), sum(steps) "
-                   "FROM shard_trajectories GROUP BY ALL ORDER BY 1")
+    got = rows(
+        db,
+        "SELECT trajectory_id, count(DISTINCT split), sum(steps) "
+        "FROM shard_trajectories GROUP BY ALL ORDER BY 1",
+    )
     assert got == sorted((tid, 1, len(s)) for tid, s in built.steps.items())
 
 
@@ -145,8 +172,7 @@ def test_raw_store_source_and_trajectories_not_exported(built, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     os.symlink(built.root, data / "raw")
-    export_shards(built.store, data / "shards" / "web", dataset="web", collections=["web"],
-                  splits=SPLITS)
+    export_shards(built.store, data / "shards" / "web", dataset="web", collections=["web"], splits=SPLITS)
     res = build_catalog(data)
     assert res.source == "raw"
     late = sorted(t.trajectory_id for t in built.store.iter_trajectories(["web/late"]))
@@ -162,14 +188,26 @@ def test_stale_after_a_new_export_and_the_cli_rebuilds(built, data, tmp_path):
     export_shards(built.store, other, dataset="small", splits=SPLITS, max_samples_per_shard=4)
     try:
         assert is_stale(data, db)
-        result = runner.invoke(app, ["catalog", "--data", str(data), "--db", str(db), "--json",
-                                     "-q", "SELECT dataset, count(*) AS n FROM shards GROUP BY 1 ORDER BY 1"])
+        result = runner.invoke(
+            app,
+            [
+                "catalog",
+                "--data",
+                str(data),
+                "--db",
+                str(db),
+                "--json",
+                "-q",
+                "SELECT dataset, count(*) AS n FROM shards GROUP BY 1 ORDER BY 1",
+            ],
+        )
         assert result.exit_code == 0, result.output
         lines = [json.loads(x) for x in result.stdout.splitlines()]
         assert [x["dataset"] for x in lines] == ["demo", "small"]
         assert not is_stale(data, db)
     finally:
         import shutil
+
         shutil.rmtree(other)
     assert not list(tmp_path.glob(".*tmp*"))  # the temporary build file was renamed
 
@@ -179,10 +217,13 @@ def test_cli_build_summary_query_and_bad_sql(built, data, tmp_path):
     result = runner.invoke(app, ["catalog", "--data", str(data), "--db", str(db)])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"catalog {db}: trajectories/steps from raw_steps, 1 dataset(s)")
-    result = runner.invoke(app, ["catalog", "--data", str(data), "--db", str(db),
-                                 "-q", QUERIES["by_language"]])
+    result = runner.invoke(
+        app, ["catalog", "--data", str(data), "--db", str(db), "-q", QUERIES["by_language"]]
+    )
     assert result.stdout.splitlines() == ["language\ttrajectories", "en\t8", "zh\t4"]
-    bad = runner.invoke(app, ["catalog", "--data", str(data), "--db", str(db), "-q", "SELECT nope FROM shards"])
+    bad = runner.invoke(
+        app, ["catalog", "--data", str(data), "--db", str(db), "-q", "SELECT nope FROM shards"]
+    )
     assert bad.exit_code == 2 and bad.stderr.startswith(f"error: query failed on {db}: ")
     assert len(bad.stderr.strip().splitlines()) == 1
 

@@ -4,6 +4,7 @@ Trajectory ids sort in the order they are listed, which is the order the
 pipeline calls "earlier". Rows are written to steps.parquet in reverse so that
 the pipeline's own sort is exercised.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,10 +27,22 @@ EMAIL = "alice.smith@example.com"
 PHONE = "13812345678"
 
 # Reason -> number of steps planted for it; the rest (16) are kept.
-PLANTED = {"trajectory_length": 2, "task_failed": 3, "judge_failure": 0, "out_of_bounds": 1,
-           "invalid_step": 0, "missing_screenshot": 2, "broken_screenshot": 1,
-           "blank_screenshot": 1, "no_element": 1, "exact_duplicate": 1, "near_duplicate": 1,
-           "no_op": 2, "loop": 1, "judge_irrelevant": 0}
+PLANTED = {
+    "trajectory_length": 2,
+    "task_failed": 3,
+    "judge_failure": 0,
+    "out_of_bounds": 1,
+    "invalid_step": 0,
+    "missing_screenshot": 2,
+    "broken_screenshot": 1,
+    "blank_screenshot": 1,
+    "no_element": 1,
+    "exact_duplicate": 1,
+    "near_duplicate": 1,
+    "no_op": 2,
+    "loop": 1,
+    "judge_irrelevant": 0,
+}
 KEPT = 16
 
 
@@ -39,8 +52,10 @@ def picture(seed: int, tweak: bool = False, fmt: str = "PNG") -> bytes:
     d = ImageDraw.Draw(im)
     for k in range(4):
         v = (seed * 7 + k * 13) % 11
-        d.rectangle((4 + v * 3, 3 + k * 9, 20 + v * 3, 8 + k * 9),
-                    fill=((seed * 40 + k * 60) % 200, (seed * 90) % 200, (k * 70) % 200))
+        d.rectangle(
+            (4 + v * 3, 3 + k * 9, 20 + v * 3, 8 + k * 9),
+            fill=((seed * 40 + k * 60) % 200, (seed * 90) % 200, (k * 70) % 200),
+        )
     if tweak:
         d.point([(W - 1, H - 1), (W - 2, H - 1)], fill=(240, 240, 240))
     buf = io.BytesIO()
@@ -56,18 +71,28 @@ def blank() -> bytes:
 
 @dataclass
 class Raw:
-    dir: Path               # raw_steps dir
+    dir: Path  # raw_steps dir
     blobs: BlobStore
     trajectories: dict[str, Trajectory] = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
     images: dict[tuple[str, int], bytes] = field(default_factory=dict)
 
 
-def _traj(tid: str, n: int, outcome="success", verified_by="state", instruction="Open the page") -> Trajectory:
+def _traj(
+    tid: str, n: int, outcome="success", verified_by="state", instruction="Open the page"
+) -> Trajectory:
     task = Task(task_id=f"task-{tid}", instruction=instruction, language="en", app="shop")
-    return Trajectory(trajectory_id=tid, task=task, platform="web", app="shop", policy="oracle",
-                      device=DeviceProfile(viewport_width=W, viewport_height=H),
-                      outcome=outcome, verified_by=verified_by, num_steps=n)
+    return Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app="shop",
+        policy="oracle",
+        device=DeviceProfile(viewport_width=W, viewport_height=H),
+        outcome=outcome,
+        verified_by=verified_by,
+        num_steps=n,
+    )
 
 
 def build_raw(root: Path) -> Raw:
@@ -78,9 +103,17 @@ def build_raw(root: Path) -> Raw:
         sha = blobs.put(image) if image is not None else kw.pop("sha", "")
         if image is not None:
             raw.images[(tid, i)] = image
-        s = Step(trajectory_id=tid, index=i, screenshot=sha, width=W, height=H,
-                 url=url or f"http://shop/{tid}/{i}", a11y_tree=tree or f'- heading "{tid} step {i}"',
-                 action=action, **kw)
+        s = Step(
+            trajectory_id=tid,
+            index=i,
+            screenshot=sha,
+            width=W,
+            height=H,
+            url=url or f"http://shop/{tid}/{i}",
+            a11y_tree=tree or f'- heading "{tid} step {i}"',
+            action=action,
+            **kw,
+        )
         row = step_to_row(s)
         raw.rows.append(row)
         return row
@@ -99,9 +132,15 @@ def build_raw(root: Path) -> Raw:
     t = "t01_good"
     raw.trajectories[t] = _traj(t, 4, instruction=f"Call {PHONE} about the order")
     step(t, 0, picture(1), tap(0.2, 0.2), url="http://shop/home", tree='- heading "Home"')
-    step(t, 1, picture(4), Action.scroll("down"), url="http://shop/account",
-         tree=f'- text "Email {EMAIL}"',
-         elements=[Element(role="text", name=f"Email {EMAIL}", bbox=(0.1, 0.1, 0.7, 0.4))])
+    step(
+        t,
+        1,
+        picture(4),
+        Action.scroll("down"),
+        url="http://shop/account",
+        tree=f'- text "Email {EMAIL}"',
+        elements=[Element(role="text", name=f"Email {EMAIL}", bbox=(0.1, 0.1, 0.7, 0.4))],
+    )
     step(t, 2, picture(5), Action.type_text("hello"), url="http://shop/form", tree='- textbox "Message"')
     step(t, 3, picture(6), done)
 
@@ -111,8 +150,14 @@ def build_raw(root: Path) -> Raw:
     raw.trajectories[t] = _traj(t, 4)
     step(t, 0, picture(1), tap(0.2, 0.2), url="http://shop/home", tree='- heading "Home"')
     # the same screen (same tree) with a few pixels changed: a near duplicate
-    step(t, 1, picture(5, tweak=True), Action.type_text("hello"), url="http://shop/form",
-         tree='- textbox "Message"')
+    step(
+        t,
+        1,
+        picture(5, tweak=True),
+        Action.type_text("hello"),
+        url="http://shop/form",
+        tree='- textbox "Message"',
+    )
     step(t, 2, picture(1), tap(0.6, 0.6), url="http://shop/home", tree='- heading "Home"')
     step(t, 3, picture(7), done)
 
@@ -152,7 +197,7 @@ def build_raw(root: Path) -> Raw:
     raw.trajectories[t] = _traj(t, 5)
     step(t, 0, blank(), tap(0.5, 0.5))
     step(t, 1, None, tap(0.5, 0.5), sha=hashlib.sha256(b"never stored").hexdigest())
-    step(t, 2, picture(19)[:120], tap(0.5, 0.5))   # a truncated PNG
+    step(t, 2, picture(19)[:120], tap(0.5, 0.5))  # a truncated PNG
     step(t, 3, None, tap(0.5, 0.5))
     step(t, 4, picture(20), done)
 
@@ -164,8 +209,12 @@ def build_raw(root: Path) -> Raw:
 
     raw.dir.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(raw.rows[::-1], schema=STEP_SCHEMA), raw.dir / "steps.parquet")
-    pq.write_table(pa.Table.from_pylist([trajectory_to_row(t) for t in raw.trajectories.values()],
-                                        schema=TRAJECTORY_SCHEMA), raw.dir / "trajectories.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [trajectory_to_row(t) for t in raw.trajectories.values()], schema=TRAJECTORY_SCHEMA
+        ),
+        raw.dir / "trajectories.parquet",
+    )
     return raw
 
 
@@ -177,5 +226,6 @@ def raw(tmp_path_factory) -> Raw:
 @pytest.fixture(scope="module")
 def curated(raw, tmp_path_factory):
     from filters.pipeline import curate
+
     out = tmp_path_factory.mktemp("curated")
     return curate(raw.dir, raw.blobs, out)

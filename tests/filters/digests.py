@@ -13,6 +13,7 @@ this one, on the same DIR (error messages in the tables name the input's path):
 
 Only the public API is used (curate, CurateConfig, Judge), so an older checkout runs it too.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,10 +38,12 @@ class _Backend:
     """A scripted VLM: the judge's answers per trajectory."""
 
     model_id = "scripted-judge"
-    answers = {"t00_failed": '{"success": false, "irrelevant_steps": []}',
-               "t03_noop": '{"success": false, "irrelevant_steps": [2]}',
-               "t04_loop": '{"success": true, "irrelevant_steps": [1]}',
-               "t05_bounds": '{"success": false, "irrelevant_steps": []}'}
+    answers = {
+        "t00_failed": '{"success": false, "irrelevant_steps": []}',
+        "t03_noop": '{"success": false, "irrelevant_steps": [2]}',
+        "t04_loop": '{"success": true, "irrelevant_steps": [1]}',
+        "t05_bounds": '{"success": false, "irrelevant_steps": []}',
+    }
 
     def generate(self, requests, max_new_tokens):
         return [self.answers.get(r.key, '{"success": true, "irrelevant_steps": []}') for r in requests]
@@ -61,8 +64,11 @@ def _unverified_copy(raw_dir: Path) -> Path:
 
 
 def digests(out_dir: Path) -> dict[str, str]:
-    return {str(p.relative_to(out_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out_dir.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(out_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
 def run_cases(root: Path) -> dict[str, dict[str, str]]:

@@ -1,4 +1,5 @@
 """nearest_earlier: exact against brute force on random and clustered hashes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,11 +71,12 @@ def test_both_search_plans_are_exact_and_chosen_by_cost():
     """Small radius over one big key group: chunked (multi-index) passes are cheaper;
     a wide radius over many small groups: comparing each key group once is cheaper."""
     from filters.neardup import _buckets
+
     rng = np.random.default_rng(7)
     h, _ = _clustered(rng, 3000, n_keys=1)
     one_key = ["k"] * len(h)
     u_key = np.zeros(len(h), dtype=np.uint64)
-    assert len(_buckets(h, u_key, 4)) == 5                  # multi-index hashing
+    assert len(_buckets(h, u_key, 4)) == 5  # multi-index hashing
     h2, many = _clustered(rng, 3000, n_keys=300)
     codes = {k: i for i, k in enumerate(dict.fromkeys(many))}
     assert len(_buckets(h2, np.array([codes[k] for k in many], dtype=np.uint64), 24)) == 1

@@ -8,6 +8,7 @@ URL stays near precision 0.8; the screen signature of the accessibility tree
 (20-80 px) reach pHash distance 24: pHash is not shift-invariant, which is
 what sets DEFAULT_MAX_DISTANCE; the signature keeps precision there.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -52,9 +53,11 @@ def test_default_max_distance_with_screen_signature(pairs):
     alone = evaluate(pairs, d, use_key=False)
     not_scroll = [p for p in pairs if p.kind != "scroll"]
     sig_ns = evaluate(not_scroll, d, use_key=True, key="a11y")
-    print(f"d={d} pHash+signature {sig}\n  without scroll pairs {sig_ns}\n"
-          f"  pHash+URL {url}\n  pHash alone {alone}")
-    assert sig["precision"] >= 0.95 and sig["recall"] >= 0.95   # every kind of pair, scrolls included
+    print(
+        f"d={d} pHash+signature {sig}\n  without scroll pairs {sig_ns}\n"
+        f"  pHash+URL {url}\n  pHash alone {alone}"
+    )
+    assert sig["precision"] >= 0.95 and sig["recall"] >= 0.95  # every kind of pair, scrolls included
     assert sig_ns["recall"] >= 0.95
     # the key is needed: pHash alone confuses pages of one template
     assert alone["precision"] < sig["precision"]

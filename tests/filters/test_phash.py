@@ -1,4 +1,5 @@
 """pHash: our fast decode against imagehash.phash (the reference), on UI-like images."""
+
 from __future__ import annotations
 
 import io
@@ -30,8 +31,11 @@ def _ui_image(seed: int, size=(1280, 800)) -> Image.Image:
     d.rectangle([0, 0, w, rng.randint(40, 90)], fill=(rng.randint(0, 80), 40, rng.randint(60, 160)))
     for _ in range(rng.randint(3, 8)):
         x0, y0 = rng.randint(0, w - 200), rng.randint(100, h - 120)
-        d.rectangle([x0, y0, x0 + rng.randint(120, 500), y0 + rng.randint(60, 200)],
-                    fill=tuple(rng.randint(150, 255) for _ in range(3)), outline=(90, 90, 90))
+        d.rectangle(
+            [x0, y0, x0 + rng.randint(120, 500), y0 + rng.randint(60, 200)],
+            fill=tuple(rng.randint(150, 255) for _ in range(3)),
+            outline=(90, 90, 90),
+        )
         for k in range(rng.randint(1, 4)):
             d.text((x0 + 10, y0 + 10 + 16 * k), f"Item {rng.randint(0, 999)} price {k}", fill=(20, 20, 20))
     d.ellipse([w // 3, h // 2, w // 3 + 120, h // 2 + 120], outline=(40, 40, 40), width=6)

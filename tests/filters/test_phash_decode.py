@@ -1,4 +1,5 @@
 """The fast PNG decode paths of filters.phash against Pillow (what imagehash decodes with)."""
+
 from __future__ import annotations
 
 import io
@@ -44,27 +45,41 @@ def _kinds() -> dict[str, bytes]:
     rgb = SCREENS[0]
     rgba = np.array(rgb.convert("RGBA"))
     rgba[..., 3] = np.arange(rgba.shape[1]) % 256  # alpha must not leak into the grey
-    return {"RGB": _png(rgb), "RGBA": _png(Image.fromarray(rgba)), "L": _png(rgb.convert("L")),
-            "RGB interlaced": _adam7_png(np.asarray(rgb)),
-            "LA": _png(rgb.convert("LA")), "P": _png(rgb.convert("P")),
-            "I;16": _png(rgb.convert("I;16"))}
+    return {
+        "RGB": _png(rgb),
+        "RGBA": _png(Image.fromarray(rgba)),
+        "L": _png(rgb.convert("L")),
+        "RGB interlaced": _adam7_png(np.asarray(rgb)),
+        "LA": _png(rgb.convert("LA")),
+        "P": _png(rgb.convert("P")),
+        "I;16": _png(rgb.convert("I;16")),
+    }
 
 
 def _adam7_png(rgb: np.ndarray) -> bytes:
     """An interlaced (Adam7) 8-bit RGB PNG, written by hand: Pillow cannot write one."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
     h, w = rgb.shape[:2]
     raw = b""
-    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4),
-                           (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)):
+    for x0, y0, dx, dy in (
+        (0, 0, 8, 8),
+        (4, 0, 8, 8),
+        (0, 4, 4, 8),
+        (2, 0, 4, 4),
+        (0, 2, 2, 4),
+        (1, 0, 2, 2),
+        (0, 1, 1, 2),
+    ):
         sub = rgb[y0::dy, x0::dx]
         if sub.size:
             raw += b"".join(b"\0" + row.tobytes() for row in sub)  # filter type 0 per row
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
 
 
 def test_fast_png_path_is_available():

@@ -1,5 +1,6 @@
 """OCR blur on a rendered screenshot with no accessibility tree (EN and ZH): the real
 RapidOCR PP-OCRv4 models shipped in the wheel, offline."""
+
 from __future__ import annotations
 
 import io
@@ -16,10 +17,15 @@ from schemas.actions import Action
 from schemas.records import Step
 
 FONT = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"
-ROWS = [("Email: ", "alex.morgan9@example.com"), ("Phone: ", "(206) 555-0103"),
-        ("Ship to: ", "1126 Harbor Street, Georgetown, TX 78695"), ("手机：", "18839013206"),
-        ("收货地址：", "广东省深圳市南山区科技南路377号"), ("身份证：", "440305199206177284"),
-        ("卡号：", "6225886853576651952")]
+ROWS = [
+    ("Email: ", "alex.morgan9@example.com"),
+    ("Phone: ", "(206) 555-0103"),
+    ("Ship to: ", "1126 Harbor Street, Georgetown, TX 78695"),
+    ("手机：", "18839013206"),
+    ("收货地址：", "广东省深圳市南山区科技南路377号"),
+    ("身份证：", "440305199206177284"),
+    ("卡号：", "6225886853576651952"),
+]
 CLEAN = "Order #20240315001 shipped, ¥2,499.00 包邮"
 
 
@@ -48,8 +54,9 @@ def _edges(a: np.ndarray) -> float:
 
 def test_values_drawn_on_a_screen_without_a_tree_are_found_and_blurred(screen):
     png, boxes, clean_box = screen
-    step = Step(trajectory_id="imp-1", index=0, screenshot="", width=900, height=420,
-                action=Action.tap(0.5, 0.5))
+    step = Step(
+        trajectory_id="imp-1", index=0, screenshot="", width=900, height=420, action=Action.tap(0.5, 0.5)
+    )
     res = scrub_step(step, png, surrogates=Surrogates("imp-1"), ocr=default_engine())
     ocr = [r for r in res.records if r.get("box_source") == "ocr"]
     assert {r["kind"] for r in ocr} == {"email", "phone", "address", "cn_id", "bank_card"}
@@ -58,15 +65,15 @@ def test_values_drawn_on_a_screen_without_a_tree_are_found_and_blurred(screen):
     new = np.asarray(Image.open(io.BytesIO(res.image)).convert("RGB"))
     mask = np.zeros(old.shape[:2], bool)
     for r in ocr:
-        x0, y0, x1, y1 = _pixel_box(r["box"], 900, 420)   # the blurred pixels (2 px padding)
+        x0, y0, x1, y1 = _pixel_box(r["box"], 900, 420)  # the blurred pixels (2 px padding)
         mask[y0:y1, x0:x1] = True
     for (_label, value), (x0, y0, x1, y1) in zip(ROWS, boxes):
         assert mask[y0:y1, x0:x1].mean() >= 0.9, (value, mask[y0:y1, x0:x1].mean())
         a, b = old[y0:y1, x0:x1], new[y0:y1, x0:x1]
-        assert _edges(b) < 0.25 * _edges(a) + 0.5, value     # the strokes are gone
+        assert _edges(b) < 0.25 * _edges(a) + 0.5, value  # the strokes are gone
     x0, y0, x1, y1 = clean_box
-    assert not mask[y0:y1, x0:x1].any()                       # prices and order numbers stay
-    assert (old[~mask] == new[~mask]).all()                   # PNG: nothing else changed
+    assert not mask[y0:y1, x0:x1].any()  # prices and order numbers stay
+    assert (old[~mask] == new[~mask]).all()  # PNG: nothing else changed
     # Read again, the blurred screen shows none of the values.
     again = default_engine().lines(res.image)
     assert not [m for line in again for m in find_on_line(line.text, find_pii)], again
@@ -75,8 +82,15 @@ def test_values_drawn_on_a_screen_without_a_tree_are_found_and_blurred(screen):
 def test_screens_with_a_tree_are_not_read_and_synthetic_ones_not_blurred(screen):
     png, _, _ = screen
     tree = '- text "Email: alex.morgan9@example.com" [box=30,20,300,24]'
-    step = Step(trajectory_id="c-1", index=0, screenshot="", width=900, height=420, a11y_tree=tree,
-                action=Action.tap(0.5, 0.5))
+    step = Step(
+        trajectory_id="c-1",
+        index=0,
+        screenshot="",
+        width=900,
+        height=420,
+        a11y_tree=tree,
+        action=Action.tap(0.5, 0.5),
+    )
 
     class Boom:
         def lines(self, image):

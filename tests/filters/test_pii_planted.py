@@ -1,4 +1,5 @@
 """Recall on every sandbox app's planted personal data; false positives on its other text."""
+
 from __future__ import annotations
 
 import collections
@@ -14,8 +15,7 @@ from sandbox.planted_pii import planted_for
 SEEDS = range(30)
 # State fields that hold personal data by construction (copies of planted values,
 # sender addresses...): not counted as false positives when flagged.
-PERSONAL_FIELDS = {"email", "phone", "phone2", "address", "cn_address", "card", "id",
-                   "id_number"}
+PERSONAL_FIELDS = {"email", "phone", "phone2", "address", "cn_address", "card", "id", "id_number"}
 
 
 def _strings(node, path=""):
@@ -46,8 +46,10 @@ def sweep():
                     text = resolve_path(state, p["where"])
                     at = text.find(p["value"])
                     assert at >= 0, p
-                    ok = any(m.kind == p["kind"] and m.start <= at and m.end >= at + len(p["value"])
-                             for m in find_pii(text))
+                    ok = any(
+                        m.kind == p["kind"] and m.start <= at and m.end >= at + len(p["value"])
+                        for m in find_pii(text)
+                    )
                     total[(app, lang, p["kind"])] += 1
                     found[(app, lang, p["kind"])] += ok
                     if not ok:
@@ -56,8 +58,11 @@ def sweep():
                 for path, text in _strings(state):
                     if path in planted_paths:
                         # Prices, amounts and dates around a planted value stay unflagged.
-                        stray += [(app, m.text) for m in find_pii(text)
-                                  if not any(m.text in v or v in m.text for v in values)]
+                        stray += [
+                            (app, m.text)
+                            for m in find_pii(text)
+                            if not any(m.text in v or v in m.text for v in values)
+                        ]
                         continue
                     if path.rsplit(".", 1)[-1] in PERSONAL_FIELDS or any(v in text for v in values):
                         continue
@@ -86,8 +91,10 @@ def test_recall_on_planted_values_of_every_app(sweep):
 def test_false_positives_on_sandbox_text_are_rare(sweep):
     *_, stray, fps, n_other = sweep
     rate = len(fps) / n_other
-    print(f"false positives: {len(fps)} of {n_other} non-personal strings ({rate:.4%}); "
-          f"stray matches inside planted texts: {len(stray)}")
+    print(
+        f"false positives: {len(fps)} of {n_other} non-personal strings ({rate:.4%}); "
+        f"stray matches inside planted texts: {len(stray)}"
+    )
     assert n_other > 50_000
     assert rate <= 0.01, fps[:10]
     assert len(stray) <= 5, stray[:10]
@@ -96,6 +103,7 @@ def test_false_positives_on_sandbox_text_are_rare(sweep):
 @pytest.mark.parametrize("app", sorted(APPS))
 def test_find_leaks_sees_planted_values_and_not_their_scrubbed_form(app):
     from filters.pii import scrub_text
+
     planted = planted_for(app, "zh", 7)
     state = APPS[app].initial_state("zh", 7)
     texts = [resolve_path(state, p["where"]) for p in planted]
@@ -105,8 +113,10 @@ def test_find_leaks_sees_planted_values_and_not_their_scrubbed_form(app):
 
 
 def test_find_leaks_matches_digits_without_separators():
-    planted = [{"kind": "phone", "value": "(415) 555-0136", "where": "x"},
-               {"kind": "bank_card", "value": "4111111111111111", "where": "y"}]
+    planted = [
+        {"kind": "phone", "value": "(415) 555-0136", "where": "x"},
+        {"kind": "bank_card", "value": "4111111111111111", "where": "y"},
+    ]
     leaks = find_leaks(["call 415.555.0136", "card 4111 1111 1111 1111", "zip 41555"], planted)
     assert [(l["text_index"], l["form"]) for l in leaks] == [(0, "digits"), (1, "digits")]
     assert find_leaks(["%28415%29%20555-0136"], planted)[0]["form"] == "exact"

@@ -1,4 +1,5 @@
 """Scrub Steps recorded from real sandbox pages in Chromium: no planted value left, boxes blurred."""
+
 from __future__ import annotations
 
 import io
@@ -14,8 +15,11 @@ from sandbox.server import SandboxServer, start_url
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step
 
-PAGES = [("settings", "en", "/settings/account"), ("mail", "zh", "/mail/contacts"),
-         ("notes", "en", "/notes/")]
+PAGES = [
+    ("settings", "en", "/settings/account"),
+    ("mail", "zh", "/mail/contacts"),
+    ("notes", "en", "/notes/"),
+]
 SEED = 5
 
 
@@ -23,6 +27,7 @@ SEED = 5
 def recorded():
     """(app, lang, Step, screenshot) for each page, observed the way the crawler does."""
     from crawlers.web_env import WebEnv
+
     out = []
     with SandboxServer() as server, WebEnv.launch(image_format="png") as env:
         device = DeviceProfile(viewport_width=1280, viewport_height=800)
@@ -32,9 +37,19 @@ def recorded():
             env.page.goto(server.url + path)
             obs = env.observe()
             target = next((e for e in obs.elements if e.role == "link"), None)
-            step = Step(trajectory_id=sid, index=0, screenshot="", image_format=obs.image_format,
-                        width=obs.width, height=obs.height, url=obs.url, a11y_tree=obs.a11y_tree,
-                        elements=obs.elements, action=Action.tap(*target.centre()), target=target)
+            step = Step(
+                trajectory_id=sid,
+                index=0,
+                screenshot="",
+                image_format=obs.image_format,
+                width=obs.width,
+                height=obs.height,
+                url=obs.url,
+                a11y_tree=obs.a11y_tree,
+                elements=obs.elements,
+                action=Action.tap(*target.centre()),
+                target=target,
+            )
             out.append((app, lang, step, obs.screenshot))
     return out
 
@@ -59,8 +74,9 @@ def test_scrubbed_steps_keep_no_planted_value_and_blur_only_the_boxes(recorded):
         assert find_leaks(_texts(res.step), planted) == [], app
         assert res.image is not None and res.unboxed == 0, (app, res.records)
         on_screen = [r for r in res.records if r.get("box") and "note" not in r]
-        assert on_screen and all(r["kind"] in {"email", "phone", "address", "cn_id", "bank_card"}
-                                 for r in res.records)
+        assert on_screen and all(
+            r["kind"] in {"email", "phone", "address", "cn_id", "bank_card"} for r in res.records
+        )
         old = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"))
         new = np.asarray(Image.open(io.BytesIO(res.image)).convert("RGB"))
         assert old.shape == new.shape
@@ -76,9 +92,11 @@ def test_scrubbed_steps_keep_no_planted_value_and_blur_only_the_boxes(recorded):
         # PNG is lossless: every pixel outside the blurred boxes is untouched.
         assert (old[~mask] == new[~mask]).all(), app
         assert mask.mean() < 0.5, f"{app}: {mask.mean():.0%} of the screen blurred"
-        print(f"{app}/{lang}: {len(res.records)} records, {len(on_screen)} boxes, "
-              f"{mask.mean():.1%} of the screen blurred, "
-              f"box sources {sorted({r.get('box_source') for r in on_screen})}")
+        print(
+            f"{app}/{lang}: {len(res.records)} records, {len(on_screen)} boxes, "
+            f"{mask.mean():.1%} of the screen blurred, "
+            f"box sources {sorted({r.get('box_source') for r in on_screen})}"
+        )
 
 
 def test_scrub_step_is_idempotent_and_keeps_clean_steps_unchanged(recorded):
@@ -86,7 +104,13 @@ def test_scrub_step_is_idempotent_and_keeps_clean_steps_unchanged(recorded):
     once = scrub_step(step, shot)
     twice = scrub_step(once.step, once.image)
     assert twice.image is None and twice.step == once.step and twice.records == []
-    clean = step.model_copy(update={"a11y_tree": '- button "Go" [ref=e1] [box=1,1,30,20]',
-                                    "elements": [], "target": None, "url": "http://x/?q=shoes"})
+    clean = step.model_copy(
+        update={
+            "a11y_tree": '- button "Go" [ref=e1] [box=1,1,30,20]',
+            "elements": [],
+            "target": None,
+            "url": "http://x/?q=shoes",
+        }
+    )
     res = scrub_step(clean, shot)
     assert res.image is None and res.records == [] and res.step == clean

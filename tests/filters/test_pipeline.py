@@ -1,4 +1,5 @@
 """curate() on the planted raw_steps table: counts per reason, scrubbing, re-decision, re-runs, judge."""
+
 from __future__ import annotations
 
 import hashlib
@@ -46,10 +47,19 @@ def test_each_stage_counts_what_it_did(curated):
     assert c["read"] == {"trajectories": 8, "screens_decoded": curated.summary["screens_decoded"]}
     assert c["judge"] == {"judged": 0, "parsed": 0}
     assert c["score"] == {"steps": 32, "trajectories": 8}
-    assert c["decide"] == {"steps_kept": KEPT, "steps_dropped": PLANTED, "trajectories_kept": 6,
-                           "trajectories_dropped": {"task_failed": 1, "trajectory_length": 1}}
-    assert c["scrub"] == {"steps_with_pii": 1, "replaced": {}, "synthetic_kept": {"email": 2, "phone": 1},
-                          "trajectories": {"synthetic_kept": 6}, "ocr_screens": 0}
+    assert c["decide"] == {
+        "steps_kept": KEPT,
+        "steps_dropped": PLANTED,
+        "trajectories_kept": 6,
+        "trajectories_dropped": {"task_failed": 1, "trajectory_length": 1},
+    }
+    assert c["scrub"] == {
+        "steps_with_pii": 1,
+        "replaced": {},
+        "synthetic_kept": {"email": 2, "phone": 1},
+        "trajectories": {"synthetic_kept": 6},
+        "ocr_screens": 0,
+    }
     # Every input row in the table, the kept ones in the store, each value found listed.
     assert c["write"] == {"step_rows": 32, "trajectories": 6, "steps": KEPT, "audit_lines": 3}
     assert len((curated.out_dir / "pii_audit.jsonl").read_text().splitlines()) == 3
@@ -63,13 +73,18 @@ def test_verdicts_point_at_the_right_rows(curated):
     assert rows[("t02_dups", 0)]["dup_of"] == rows[("t01_good", 0)]["row"]
     assert rows[("t02_dups", 0)]["dup_screen_count"] == 2
     assert rows[("t02_dups", 1)]["neardup_of"] == rows[("t01_good", 2)]["row"]
-    assert rows[("t02_dups", 2)]["keep"]            # same screen, another action
+    assert rows[("t02_dups", 2)]["keep"]  # same screen, another action
     assert rows[("t03_noop", 0)]["reason"] == "no_op" and rows[("t03_noop", 0)]["next_phash_distance"] == 0
     assert rows[("t03_noop", 1)]["screen_changed_recorded"] is False
     assert rows[("t04_loop", 4)]["loop_visits"] == 3
     assert rows[("t05_bounds", 0)]["oob_excess"] > 0.29 and rows[("t05_bounds", 0)]["step_error"]
-    assert [rows[("t06_images", i)]["screenshot_status"] for i in range(5)] == \
-        ["ok", "missing", "broken", "empty", "ok"]
+    assert [rows[("t06_images", i)]["screenshot_status"] for i in range(5)] == [
+        "ok",
+        "missing",
+        "broken",
+        "empty",
+        "ok",
+    ]
 
 
 def test_kept_steps_go_to_the_curated_store_synthetic_values_kept_and_listed(raw, curated):
@@ -78,7 +93,7 @@ def test_kept_steps_go_to_the_curated_store_synthetic_values_kept_and_listed(raw
     pii_row = rows[("t01_good", 1)]
     assert pii_row["pii_kinds"] == ["email"] and pii_row["pii_count"] >= 1
     original = hashlib.sha256(raw.images[("t01_good", 1)]).hexdigest()
-    assert pii_row["screenshot_out"] == original       # synthetic: not blurred
+    assert pii_row["screenshot_out"] == original  # synthetic: not blurred
     store = RawStore(curated.out_dir / "store")
     assert store.collections() == ["curated"]
     steps = {(s.trajectory_id, s.index): s for s in store.iter_steps()}
@@ -88,7 +103,13 @@ def test_kept_steps_go_to_the_curated_store_synthetic_values_kept_and_listed(raw
         assert store.blobs.exists(s.screenshot, s.image_format)
     trajs = {t.trajectory_id: t for t in store.iter_trajectories()}
     assert trajs["t01_good"].task.instruction == f"Call {PHONE} about the order"
-    assert trajs["t04_loop"].num_steps == 6 and sorted(i for t, i in steps if t == "t04_loop") == [0, 1, 2, 3, 5]
+    assert trajs["t04_loop"].num_steps == 6 and sorted(i for t, i in steps if t == "t04_loop") == [
+        0,
+        1,
+        2,
+        3,
+        5,
+    ]
     assert curated.summary["pii"] == {} and curated.summary["pii_synthetic_kept"] == {"email": 2, "phone": 1}
     assert curated.summary["pii_synthetic_sources"] == ["sandbox"]
     tt = {r["trajectory_id"]: r for r in table(curated, "trajectories.parquet").to_pylist()}
@@ -97,15 +118,19 @@ def test_kept_steps_go_to_the_curated_store_synthetic_values_kept_and_listed(raw
     # Listed for the audit, without the values.
     audit = [json.loads(line) for line in (curated.out_dir / "pii_audit.jsonl").read_text().splitlines()]
     assert {(a["trajectory_id"], a["index"], a["kind"], a["action"]) for a in audit} == {
-        ("t01_good", 1, "email", "kept_synthetic"), ("t01_good", None, "phone", "kept_synthetic")}
+        ("t01_good", 1, "email", "kept_synthetic"),
+        ("t01_good", None, "phone", "kept_synthetic"),
+    }
     assert EMAIL not in json.dumps(audit) and PHONE not in json.dumps(audit)
 
 
 def test_real_data_gets_surrogates_in_every_field_and_a_blur(raw, tmp_path):
     """The same table declared real (no synthetic source): values replaced, boxes blurred."""
     from filters.pii import find_pii
-    real = curate(raw.dir, raw.blobs, tmp_path / "cur",
-                  config=CurateConfig(synthetic_sources=(), ocr="never"))
+
+    real = curate(
+        raw.dir, raw.blobs, tmp_path / "cur", config=CurateConfig(synthetic_sources=(), ocr="never")
+    )
     rows = by_key(real)
     pii_row = rows[("t01_good", 1)]
     assert pii_row["pii_kinds"] == ["email"]
@@ -117,7 +142,7 @@ def test_real_data_gets_surrogates_in_every_field_and_a_blur(raw, tmp_path):
     assert EMAIL not in tree and "[EMAIL]" not in tree
     [m] = find_pii(tree)
     assert m.kind == "email" and m.text.endswith(("@example.com", "@example.net", "@example.org"))
-    assert steps[("t01_good", 1)].elements[0].name == f"Email {m.text}"   # tree and element agree
+    assert steps[("t01_good", 1)].elements[0].name == f"Email {m.text}"  # tree and element agree
     trajs = {t.trajectory_id: t for t in store.iter_trajectories()}
     instruction = trajs["t01_good"].task.instruction
     assert PHONE not in instruction and "[PHONE]" not in instruction
@@ -127,8 +152,9 @@ def test_real_data_gets_surrogates_in_every_field_and_a_blur(raw, tmp_path):
     tt = {r["trajectory_id"]: r for r in table(real, "trajectories.parquet").to_pylist()}
     assert tt["t01_good"]["pii_policy"] == "surrogate"
     # A re-run gives the same bytes: the surrogates are seeded by trajectory and value.
-    again = curate(raw.dir, raw.blobs, tmp_path / "cur2",
-                   config=CurateConfig(synthetic_sources=(), ocr="never"))
+    again = curate(
+        raw.dir, raw.blobs, tmp_path / "cur2", config=CurateConfig(synthetic_sources=(), ocr="never")
+    )
     steps2 = {(s.trajectory_id, s.index): s for s in RawStore(again.out_dir / "store").iter_steps()}
     assert steps2[("t01_good", 1)].a11y_tree == tree
     assert (again.out_dir / "pii_audit.jsonl").read_bytes() == (real.out_dir / "pii_audit.jsonl").read_bytes()
@@ -148,8 +174,10 @@ def test_thresholds_move_on_the_stored_table(curated):
 
 
 def test_rerun_gives_same_tables_and_replaces_the_store(raw, curated):
-    before = {n: (curated.out_dir / n).read_bytes() for n in ("steps.parquet", "trajectories.parquet",
-                                                               "summary.json")}
+    before = {
+        n: (curated.out_dir / n).read_bytes()
+        for n in ("steps.parquet", "trajectories.parquet", "summary.json")
+    }
     again = curate(raw.dir, raw.blobs, curated.out_dir)
     for n, data in before.items():
         assert (curated.out_dir / n).read_bytes() == data, n
@@ -174,6 +202,7 @@ class ScriptedBackend:
 
 def test_judge_decides_unverified_runs_and_is_measured_on_verified(raw, tmp_path):
     from filters.judge import Judge
+
     rows = []
     for t in raw.trajectories.values():
         row = trajectory_to_row(t)
@@ -184,13 +213,16 @@ def test_judge_decides_unverified_runs_and_is_measured_on_verified(raw, tmp_path
     d.mkdir()
     (d / "steps.parquet").write_bytes((raw.dir / "steps.parquet").read_bytes())
     pq.write_table(pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), d / "trajectories.parquet")
-    backend = ScriptedBackend({
-        "t00_failed": '{"success": false, "irrelevant_steps": []}',
-        "t03_noop": '{"success": false, "irrelevant_steps": [2]}',      # wrong, and trusted: advice only
-        "t04_loop": '{"success": true, "irrelevant_steps": [1]}',
-        "t05_bounds": '{"success": false, "irrelevant_steps": []}'})
+    backend = ScriptedBackend(
+        {
+            "t00_failed": '{"success": false, "irrelevant_steps": []}',
+            "t03_noop": '{"success": false, "irrelevant_steps": [2]}',  # wrong, and trusted: advice only
+            "t04_loop": '{"success": true, "irrelevant_steps": [1]}',
+            "t05_bounds": '{"success": false, "irrelevant_steps": []}',
+        }
+    )
     res = curate(d, raw.blobs, tmp_path / "out", judge=Judge(backend))
-    assert "t07_short" not in backend.seen                  # too short: never judged
+    assert "t07_short" not in backend.seen  # too short: never judged
     assert res.dropped["judge_failure"] == 4 and res.dropped["judge_irrelevant"] == 1
     assert res.steps_in == res.steps_kept + sum(res.dropped.values())
     agreement = res.summary["judge"]["agreement"]

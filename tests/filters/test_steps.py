@@ -1,4 +1,5 @@
 """Each step filter on hand-made steps: scores and verdicts; thresholds move on stored scores."""
+
 from __future__ import annotations
 
 import io
@@ -48,10 +49,22 @@ def ctx_of(blobs, specs, traj=None, row0=0, reference=True) -> TrajectoryContext
     views = []
     for i, (image, action, kw) in enumerate(specs):
         sha = blobs.put(image) if image is not None else ""
-        s = Step(trajectory_id="t", index=i, screenshot=sha, width=W, height=H, action=action,
-                 url=kw.pop("url", f"http://x/{i}"), a11y_tree=kw.pop("tree", f"- heading \"{i}\""), **kw)
-        views.append(StepView(row=row0 + i, raw=step_to_row(s), step=s, error=None,
-                              screen=read_screen(blobs, sha, "png")))
+        s = Step(
+            trajectory_id="t",
+            index=i,
+            screenshot=sha,
+            width=W,
+            height=H,
+            action=action,
+            url=kw.pop("url", f"http://x/{i}"),
+            a11y_tree=kw.pop("tree", f'- heading "{i}"'),
+            **kw,
+        )
+        views.append(
+            StepView(
+                row=row0 + i, raw=step_to_row(s), step=s, error=None, screen=read_screen(blobs, sha, "png")
+            )
+        )
     return TrajectoryContext(trajectory=traj, steps=views, extra={"reference": reference})
 
 
@@ -107,11 +120,18 @@ def test_near_duplicate_same_key_only_and_threshold(blobs):
     # the key is the screen signature (tree without boxes) + the action; the URL only
     # stands in for a step without a tree
     form = '- textbox "Message" [box=10,10,200,40]'
-    moved = '- textbox "Message" [box=10,30,200,60]'      # scrolled: same signature
-    f.score(ctx_of(blobs, [(picture(5), tap, {"url": "u", "tree": form}),
-                           (picture(5, tweak=True), tap, {"url": "u2", "tree": moved}),
-                           (picture(5, tweak=True), tap, {"url": "u", "tree": '- textbox "Search"'}),
-                           (picture(5, tweak=True), Action.tap(0.9, 0.9), {"url": "u", "tree": form})]))
+    moved = '- textbox "Message" [box=10,30,200,60]'  # scrolled: same signature
+    f.score(
+        ctx_of(
+            blobs,
+            [
+                (picture(5), tap, {"url": "u", "tree": form}),
+                (picture(5, tweak=True), tap, {"url": "u2", "tree": moved}),
+                (picture(5, tweak=True), tap, {"url": "u", "tree": '- textbox "Search"'}),
+                (picture(5, tweak=True), Action.tap(0.9, 0.9), {"url": "u", "tree": form}),
+            ],
+        )
+    )
     dup_of, dist = f.resolve()
     assert dup_of.tolist() == [-1, 0, -1, -1]
     assert dist[1] <= 2
@@ -120,25 +140,37 @@ def test_near_duplicate_same_key_only_and_threshold(blobs):
 
 
 def test_no_op_from_next_observation_or_recorded_flag(blobs):
-    same = {"tree": "- button \"Buy\"", "url": "p"}
-    ctx = ctx_of(blobs, [(picture(8), Action.tap(0.2, 0.2), dict(same)),
-                         (picture(8), Action.tap(0.5, 0.5), dict(same)),
-                         (picture(9), Action(type=ActionType.WAIT), {}),
-                         (picture(9), Action.tap(0.5, 0.5), {"screen_changed": True, "tree": "- heading \"2\""}),
-                         (picture(9), Action.tap(0.5, 0.5), {})])
+    same = {"tree": '- button "Buy"', "url": "p"}
+    ctx = ctx_of(
+        blobs,
+        [
+            (picture(8), Action.tap(0.2, 0.2), dict(same)),
+            (picture(8), Action.tap(0.5, 0.5), dict(same)),
+            (picture(9), Action(type=ActionType.WAIT), {}),
+            (picture(9), Action.tap(0.5, 0.5), {"screen_changed": True, "tree": '- heading "2"'}),
+            (picture(9), Action.tap(0.5, 0.5), {}),
+        ],
+    )
     rows = with_base(ctx, NoOp().score(ctx))
     assert rows[0]["next_phash_distance"] == 0 and rows[0]["next_tree_same"]
-    assert rows[1]["next_tree_same"] is False          # the tree changed: not a no-op
-    assert rows[4]["next_phash_distance"] is None       # last step: no next observation
+    assert rows[1]["next_tree_same"] is False  # the tree changed: not a no-op
+    assert rows[4]["next_phash_distance"] is None  # last step: no next observation
     # wait is not expected to change the screen; the crawler's True wins over pixels.
     assert [NoOp().keep(r) for r in rows] == [False, True, True, True, True]
     assert not NoOp().keep({**rows[3], "screen_changed_recorded": False})
 
 
 def test_loop_kth_visit_dropped_and_k_moves(blobs):
-    a = {"url": "list", "tree": "- list \"Items\""}
-    ctx = ctx_of(blobs, [(picture(11), Action.tap(0.1, 0.1), dict(a)), (picture(12), Action.tap(0.2, 0.1), {}),
-                         (picture(11), Action.tap(0.3, 0.1), dict(a)), (picture(11), Action.tap(0.4, 0.1), dict(a))])
+    a = {"url": "list", "tree": '- list "Items"'}
+    ctx = ctx_of(
+        blobs,
+        [
+            (picture(11), Action.tap(0.1, 0.1), dict(a)),
+            (picture(12), Action.tap(0.2, 0.1), {}),
+            (picture(11), Action.tap(0.3, 0.1), dict(a)),
+            (picture(11), Action.tap(0.4, 0.1), dict(a)),
+        ],
+    )
     scores = Loop().score(ctx)
     assert [s["loop_visits"] for s in scores] == [1, 1, 2, 3]
     assert [Loop(k=3).keep(s) for s in scores] == [True, True, True, False]
@@ -147,11 +179,16 @@ def test_loop_kth_visit_dropped_and_k_moves(blobs):
 
 def test_bounds_and_element_distance(blobs):
     boxed = [Element(role="button", name="OK", bbox=(0.4, 0.4, 0.6, 0.6))]
-    ctx = ctx_of(blobs, [(picture(1), Action.tap(0.5, 0.5), {"elements": boxed}),
-                         (picture(2), Action.tap(0.9, 0.4), {"elements": boxed}),
-                         (picture(3), Action.tap(0.9, 0.4), {}),
-                         (picture(4), Action.scroll("down"), {"elements": boxed})])
-    ctx.steps[2].raw["action"]["x"] = 1.25   # a raw row outside the screen
+    ctx = ctx_of(
+        blobs,
+        [
+            (picture(1), Action.tap(0.5, 0.5), {"elements": boxed}),
+            (picture(2), Action.tap(0.9, 0.4), {"elements": boxed}),
+            (picture(3), Action.tap(0.9, 0.4), {}),
+            (picture(4), Action.scroll("down"), {"elements": boxed}),
+        ],
+    )
+    ctx.steps[2].raw["action"]["x"] = 1.25  # a raw row outside the screen
     d = [s["element_distance"] for s in NoElement().score(ctx)]
     assert d[0] == 0.0 and d[1] == pytest.approx(0.3) and d[2] is None and d[3] is None
     assert [NoElement().keep({"element_distance": x}) for x in d] == [True, False, True, True]
@@ -182,15 +219,23 @@ def test_decide_table_re_decides_from_stored_columns():
     table = pa.table({"loop_visits": pa.array([1, 3, 4], pa.int32())})
     assert decide_table(table, [Loop(k=3)]) == ([True, False, False], [None, "loop", "loop"])
     assert decide_table(table, [Loop(k=4)]) == ([True, True, False], [None, None, "loop"])
-    assert set(score_columns([Loop(), NoOp()])) == {"loop_visits", "next_phash_distance",
-                                                    "next_tree_same", "screen_changed_recorded"}
+    assert set(score_columns([Loop(), NoOp()])) == {
+        "loop_visits",
+        "next_phash_distance",
+        "next_tree_same",
+        "screen_changed_recorded",
+    }
     assert "row" in BASE_COLUMNS
 
 
 def test_action_signature_grid():
     def sig(a):
-        return action_signature(row_to_step(step_to_row(Step(
-            trajectory_id="t", index=0, screenshot="", width=W, height=H, action=a))))
+        return action_signature(
+            row_to_step(
+                step_to_row(Step(trajectory_id="t", index=0, screenshot="", width=W, height=H, action=a))
+            )
+        )
+
     assert sig(Action.tap(0.5012, 0.3)) == sig(Action.tap(0.4991, 0.3))
     assert sig(Action.tap(0.52, 0.3)) != sig(Action.tap(0.50, 0.3))
     assert sig(Action.type_text("a")) != sig(Action.type_text("b"))

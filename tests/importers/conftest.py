@@ -1,4 +1,5 @@
 """Shared helpers for the importer tests: the sample copies, a store, GUI-Libra export."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """OpenCUA AgentNet: the raw CoT-input JSONL and AgentNetBench task files (real)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -61,7 +62,12 @@ def test_agentnetbench_tasks(store):
     # No meta_info: the size is abs_bbox / rel_bbox = 12.91/0.010652 = 1212, 15.68/0.020686 = 758.
     assert (overleaf[0].width, overleaf[0].height) == (1212, 758)
     assert [s.action.text for s in overleaf if s.action.type.value == "key"] == [
-        "ctrl+c", "ctrl+v", "enter", "ctrl+c", "ctrl+v"]
+        "ctrl+c",
+        "ctrl+v",
+        "enter",
+        "ctrl+c",
+        "ctrl+v",
+    ]
     # rel_bbox [x, y, w, h] -> (x, y, x + w, y + h)
     assert overleaf[0].target.bbox == pytest.approx((0.3211716, 0.4659631, 0.3318234, 0.4866491))
 
@@ -69,8 +75,10 @@ def test_agentnetbench_tasks(store):
 def test_several_calls_in_one_step():
     actions, status = parse_code("pyautogui.click(x=0.1, y=0.2)\npyautogui.write(message='hi')")
     assert [a.type.value for a in actions] == ["tap", "type"] and status is None
-    actions, _ = parse_code("pyautogui.moveTo(x=0.5, y=0.5)\npyautogui.mouseDown()\n"
-                            "pyautogui.moveTo(x=0.6, y=0.7)\npyautogui.mouseUp()")
+    actions, _ = parse_code(
+        "pyautogui.moveTo(x=0.5, y=0.5)\npyautogui.mouseDown()\n"
+        "pyautogui.moveTo(x=0.6, y=0.7)\npyautogui.mouseUp()"
+    )
     assert [(a.type.value, a.x, a.y, a.x2, a.y2) for a in actions] == [("swipe", 0.5, 0.5, 0.6, 0.7)]
 
 
@@ -81,14 +89,17 @@ def _line(code: str) -> str:
     return json.dumps(rec)
 
 
-@pytest.mark.parametrize("content, field", [
-    (RAW.read_text()[:300], "json"),                                          # truncated
-    (json.dumps({"task_id": "bad", "traj": []}), "instruction"),              # missing field
-    (_line("pyautogui.click(x='0.2', y=0.3)"), "code.click.x"),               # wrong type
-    (_line("pyautogui.click(x=float('nan'), y=0.3)"), "code"),                # NaN (not a literal)
-    (_line("pyautogui.click(x=1e999, y=0.3)"), "code.click.x"),              # inf
-    (_line("pyautogui.launchRocket()"), "code"),                              # unknown call
-])
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        (RAW.read_text()[:300], "json"),  # truncated
+        (json.dumps({"task_id": "bad", "traj": []}), "instruction"),  # missing field
+        (_line("pyautogui.click(x='0.2', y=0.3)"), "code.click.x"),  # wrong type
+        (_line("pyautogui.click(x=float('nan'), y=0.3)"), "code"),  # NaN (not a literal)
+        (_line("pyautogui.click(x=1e999, y=0.3)"), "code.click.x"),  # inf
+        (_line("pyautogui.launchRocket()"), "code"),  # unknown call
+    ],
+)
 def test_agentnet_bad_records(tmp_path, store, content, field):
     folder = with_bad_file(tmp_path, RAW, "bad.jsonl", content + "\n")
     result = import_path("agentnet", folder, store, screen_size=(1920, 1080))

@@ -1,4 +1,5 @@
 """AitZ: the real 4-step episode from CoAT's data-example (AitW action encoding)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -57,14 +58,19 @@ def _episode(**change) -> list[dict]:
     return steps
 
 
-@pytest.mark.parametrize("content, field", [
-    (EPISODE.read_text()[:900], "json"),                                        # truncated
-    (json.dumps([{k: v for k, v in s.items() if k != "result_action_type"}
-                 for s in _episode()]), "result_action_type"),                  # missing field
-    (json.dumps(_episode(result_action_type="4")), "step 2: result_action_type"),  # wrong type
-    (json.dumps(_episode(result_touch_yx="[NaN, 0.6]")), "step 2: result_touch_yx"),  # NaN
-    (json.dumps(_episode(result_action_type=8)), "step 2: result_action_type"),  # unknown action
-])
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        (EPISODE.read_text()[:900], "json"),  # truncated
+        (
+            json.dumps([{k: v for k, v in s.items() if k != "result_action_type"} for s in _episode()]),
+            "result_action_type",
+        ),  # missing field
+        (json.dumps(_episode(result_action_type="4")), "step 2: result_action_type"),  # wrong type
+        (json.dumps(_episode(result_touch_yx="[NaN, 0.6]")), "step 2: result_touch_yx"),  # NaN
+        (json.dumps(_episode(result_action_type=8)), "step 2: result_action_type"),  # unknown action
+    ],
+)
 def test_aitz_bad_records_are_quarantined(tmp_path, store, content, field):
     folder = with_bad_file(tmp_path, EPISODE, "bad.json", content)
     result = import_path("aitz", folder, store)

@@ -1,4 +1,5 @@
 """AndroidControl: UI-S1's converted episodes, OS-Atlas lines, and the native action JSON."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,10 @@ def test_android_control_samples(store):
     zoho = steps[by_episode(trajs, "android_control", "0").trajectory_id]
     assert [s.action.type.value for s in zoho] == ["open_app", "wait", "tap", "done"]
     assert (zoho[0].action.text, zoho[1].action.duration_ms, zoho[3].action.text) == (
-        "Zoho Meeting", 2000, "success")
+        "Zoho Meeting",
+        2000,
+        "success",
+    )
     # click [540.0, 389.835] px -> 540/1080 = 0.5, 389.835/2400 = 0.16243;
     # bbox [360, 327, 695, 466] -> (0.33333, 0.13625, 0.64352, 0.19417).
     tap = zoho[2]
@@ -48,10 +52,17 @@ def test_android_control_samples(store):
 
 def test_native_episode_json(tmp_path, store):
     """The TFRecord's fields dumped to JSON: actions are JSON strings, pixels of each screenshot."""
-    ep = {"episode_id": 7, "goal": "Open Zoho Meeting", "screenshot_widths": [1080, 1080, 1080],
-          "screenshot_heights": [2400, 2400, 2400], "step_instructions": ["open", "tap"],
-          "actions": [json.dumps({"action_type": "open_app", "app_name": "Zoho Meeting"}),
-                      json.dumps({"action_type": "click", "x": 270, "y": 600})]}
+    ep = {
+        "episode_id": 7,
+        "goal": "Open Zoho Meeting",
+        "screenshot_widths": [1080, 1080, 1080],
+        "screenshot_heights": [2400, 2400, 2400],
+        "step_instructions": ["open", "tap"],
+        "actions": [
+            json.dumps({"action_type": "open_app", "app_name": "Zoho Meeting"}),
+            json.dumps({"action_type": "click", "x": 270, "y": 600}),
+        ],
+    }
     (tmp_path / "ep.json").write_text(json.dumps(ep))
     result = import_path("android_control", tmp_path / "ep.json", store)
     assert (result.imported, result.steps) == (1, 2)
@@ -67,13 +78,16 @@ def _line(**change) -> str:
     return json.dumps(ep)
 
 
-@pytest.mark.parametrize("content, field", [
-    (TRAIN.read_text().splitlines()[0][:200], "json"),                  # truncated line
-    (json.dumps({"steps": []}), "goal"),                                # missing field
-    (_line(coordinate="540,389"), "coordinate"),                        # wrong type
-    (_line(coordinate=[float("nan"), 389.0]), "coordinate"),     # NaN (json.dumps writes NaN)
-    (_line(action="fling"), "action"),                                  # unknown action
-])
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        (TRAIN.read_text().splitlines()[0][:200], "json"),  # truncated line
+        (json.dumps({"steps": []}), "goal"),  # missing field
+        (_line(coordinate="540,389"), "coordinate"),  # wrong type
+        (_line(coordinate=[float("nan"), 389.0]), "coordinate"),  # NaN (json.dumps writes NaN)
+        (_line(action="fling"), "action"),  # unknown action
+    ],
+)
 def test_android_control_bad_records(tmp_path, store, content, field):
     folder = with_bad_file(tmp_path, TRAIN, "bad.jsonl", content + "\n")
     result = import_path("android_control", folder, store, screen_size=SCREEN)

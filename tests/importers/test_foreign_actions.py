@@ -1,5 +1,6 @@
 """What foreign data needs: canonical key names, right clicks, scroll amounts, and
 AgentNetBench's ground truth (real records from /work/shared/samples)."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ def _bench(store):
     result = import_path("agentnet", BENCH, store)
     assert (result.imported, result.quarantined) == (2, 0)
     trajs, steps = load(store, "agentnet")
-    return ({k: by_episode(trajs, "agentnet", k) for k in (OVERLEAF, GOODREADS)},
-            {k: steps[by_episode(trajs, "agentnet", k).trajectory_id] for k in (OVERLEAF, GOODREADS)})
+    return (
+        {k: by_episode(trajs, "agentnet", k) for k in (OVERLEAF, GOODREADS)},
+        {k: steps[by_episode(trajs, "agentnet", k).trajectory_id] for k in (OVERLEAF, GOODREADS)},
+    )
 
 
 def test_agentnetbench_reads_the_ground_truth_not_the_code(store):
@@ -76,21 +79,24 @@ def test_ground_truth_errors_name_the_field():
     assert info.value.field == "ground_truth_actions[0]"
 
 
-@pytest.mark.parametrize("code, want", [
-    ("pyautogui.hotkey(keys=['ctrl', 'F'])", [("key", "ctrl+f")]),
-    ("pyautogui.hotkey('shift', 'ctrl', 't')", [("key", "ctrl+shift+t")]),
-    ("pyautogui.hotkey('command', 'v')", [("key", "meta+v")]),
-    ("pyautogui.hotkey('win')", [("key", "meta")]),
-    ("pyautogui.press('Return')", [("key", "enter")]),
-    ("pyautogui.press(keys=['enter'])", [("key", "enter")]),
-    ("pyautogui.press(['down', 'down', 'enter'])", [("key", "down"), ("key", "down"), ("key", "enter")]),
-    ("pyautogui.press('tab', presses=2)", [("key", "tab"), ("key", "tab")]),
-    ("pyautogui.press('home')", [("key", "move_home")]),   # the keyboard's Home key
-    ("pyautogui.press('esc')", [("key", "escape")]),
-    ("pyautogui.press('pagedown')", [("key", "pagedown")]),
-    ("pyautogui.rightClick(x=0.5, y=0.25)", [("right_click", None)]),
-    ("pyautogui.click(x=0.5, y=0.25, button='right')", [("right_click", None)]),
-])
+@pytest.mark.parametrize(
+    "code, want",
+    [
+        ("pyautogui.hotkey(keys=['ctrl', 'F'])", [("key", "ctrl+f")]),
+        ("pyautogui.hotkey('shift', 'ctrl', 't')", [("key", "ctrl+shift+t")]),
+        ("pyautogui.hotkey('command', 'v')", [("key", "meta+v")]),
+        ("pyautogui.hotkey('win')", [("key", "meta")]),
+        ("pyautogui.press('Return')", [("key", "enter")]),
+        ("pyautogui.press(keys=['enter'])", [("key", "enter")]),
+        ("pyautogui.press(['down', 'down', 'enter'])", [("key", "down"), ("key", "down"), ("key", "enter")]),
+        ("pyautogui.press('tab', presses=2)", [("key", "tab"), ("key", "tab")]),
+        ("pyautogui.press('home')", [("key", "move_home")]),  # the keyboard's Home key
+        ("pyautogui.press('esc')", [("key", "escape")]),
+        ("pyautogui.press('pagedown')", [("key", "pagedown")]),
+        ("pyautogui.rightClick(x=0.5, y=0.25)", [("right_click", None)]),
+        ("pyautogui.click(x=0.5, y=0.25, button='right')", [("right_click", None)]),
+    ],
+)
 def test_agentnet_code_keys_and_right_clicks(code, want):
     actions, _ = parse_code(code)
     assert [(a.type.value, a.text) for a in actions] == want
@@ -101,13 +107,16 @@ def test_agentnet_code_keys_and_right_clicks(code, want):
             assert (a.x, a.y) == (0.5, 0.25)
 
 
-@pytest.mark.parametrize("code, want", [
-    ("pyautogui.scroll(-5)", ("down", 5, None)),
-    ("pyautogui.scroll(2.5)", ("up", 2.5, None)),
-    ("pyautogui.moveTo(x=0.4, y=0.6)\npyautogui.scroll(-3)", ("down", 3, (0.4, 0.6))),
-    ("pyautogui.scroll(-1, x=0.2, y=0.3)", ("down", 1, (0.2, 0.3))),
-    ("pyautogui.hscroll(-4)", ("left", 4, None)),
-])
+@pytest.mark.parametrize(
+    "code, want",
+    [
+        ("pyautogui.scroll(-5)", ("down", 5, None)),
+        ("pyautogui.scroll(2.5)", ("up", 2.5, None)),
+        ("pyautogui.moveTo(x=0.4, y=0.6)\npyautogui.scroll(-3)", ("down", 3, (0.4, 0.6))),
+        ("pyautogui.scroll(-1, x=0.2, y=0.3)", ("down", 1, (0.2, 0.3))),
+        ("pyautogui.hscroll(-4)", ("left", 4, None)),
+    ],
+)
 def test_agentnet_scroll_amounts_are_kept(code, want):
     [a], _ = parse_code(code)
     point = None if a.x is None else (a.x, a.y)
@@ -128,22 +137,30 @@ def test_guiact_keys_are_canonical_and_scrolls_keep_their_size():
     enter, _, _ = guiact_action({"name": "enter"}, 1280, 720, "a")
     copy, _, _ = guiact_action({"name": "copy"}, 1280, 720, "a")
     assert (enter.text, copy.text) == ("enter", "ctrl+c")
-    scroll, _, _ = guiact_action({"name": "scroll", "scroll": {"related": {"down": 0.5, "right": 0}}},
-                                 1280, 720, "a")
+    scroll, _, _ = guiact_action(
+        {"name": "scroll", "scroll": {"related": {"down": 0.5, "right": 0}}}, 1280, 720, "a"
+    )
     assert (scroll.direction, scroll.amount) == ("down", 0.5 * 720 / SCROLL_NOTCH_PX)
-    scroll, _, _ = guiact_action({"name": "scroll", "scroll": {"absolute": {"down": 0, "right": -250}}},
-                                 1280, 720, "a")
+    scroll, _, _ = guiact_action(
+        {"name": "scroll", "scroll": {"absolute": {"down": 0, "right": -250}}}, 1280, 720, "a"
+    )
     assert (scroll.direction, scroll.amount) == ("left", 2.5)
 
 
-@pytest.mark.parametrize("fmt, path, kw", [
-    ("agentnet", BENCH, {}),
-    ("aitz", SAMPLES / "aitz", {}),
-    ("android_control", SAMPLES / "android_control", {"screen_size": (1080, 2400)}),
-    ("gui_odyssey", SAMPLES / "gui_odyssey" / "derived_osatlas_gui_odyssey_test.jsonl",
-     {"screen_size": (1080, 2400)}),
-    ("guiact", SAMPLES / "guiact", {"screen_size": (1280, 720)}),
-])
+@pytest.mark.parametrize(
+    "fmt, path, kw",
+    [
+        ("agentnet", BENCH, {}),
+        ("aitz", SAMPLES / "aitz", {}),
+        ("android_control", SAMPLES / "android_control", {"screen_size": (1080, 2400)}),
+        (
+            "gui_odyssey",
+            SAMPLES / "gui_odyssey" / "derived_osatlas_gui_odyssey_test.jsonl",
+            {"screen_size": (1080, 2400)},
+        ),
+        ("guiact", SAMPLES / "guiact", {"screen_size": (1280, 720)}),
+    ],
+)
 def test_imported_keys_are_canonical(store, fmt, path, kw):
     import_path(fmt, path, store, **kw)
     _, steps = load(store, fmt)

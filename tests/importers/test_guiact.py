@@ -1,4 +1,5 @@
 """GUIAct: quoted native web-multi records, OS-Atlas lines, prediction files, built records."""
+
 from __future__ import annotations
 
 import json
@@ -37,22 +38,46 @@ def test_guiact_samples(store):
 def native(**action) -> list[dict]:
     """Records in the native schema (convert_to_sft_instructions.py); positions as GUIAct writes them."""
     return [
-        {"uid": "uid_record_00001_step_01", "image_id": "uid_record_00001_step_01",
-         "image_size": {"width": 1280, "height": 598}, "question": "Find the book",
-         "actions_history": "step 0: click", "logs": "", "thoughts": "",
-         "actions_label": [
-             {"name": "click", "element": {"related": "<box>0.1, 0.2, 0.3, 0.4</box>",
-                                           "absolute": "<box>128, 120, 384, 239</box>"}},
-             {"name": "input", "text": "mockingbird"}, {"name": "enter"}]},
-        {"uid": "uid_record_00001_step_00", "image_id": "uid_record_00001_step_00",
-         "image_size": {"width": 1280, "height": 598}, "question": "Find the book",
-         "actions_history": "", "logs": "", "thoughts": "",
-         "actions_label": [{"name": "scroll", "scroll": {"related": {"down": 0.5, "right": 0.0}}}]},
-        {"uid": "uid_episode_42_step_00", "image_id": "uid_episode_42_step_00",
-         "image_size": {"width": 1080, "height": 2400}, "question": "What is the capital of Brazil?",
-         "actions_history": [], "logs": [], "thoughts": "",
-         "actions_label": {"name": "tap", "point": {"related": "<point>0.503, 0.981</point>",
-                                                    **action}}},
+        {
+            "uid": "uid_record_00001_step_01",
+            "image_id": "uid_record_00001_step_01",
+            "image_size": {"width": 1280, "height": 598},
+            "question": "Find the book",
+            "actions_history": "step 0: click",
+            "logs": "",
+            "thoughts": "",
+            "actions_label": [
+                {
+                    "name": "click",
+                    "element": {
+                        "related": "<box>0.1, 0.2, 0.3, 0.4</box>",
+                        "absolute": "<box>128, 120, 384, 239</box>",
+                    },
+                },
+                {"name": "input", "text": "mockingbird"},
+                {"name": "enter"},
+            ],
+        },
+        {
+            "uid": "uid_record_00001_step_00",
+            "image_id": "uid_record_00001_step_00",
+            "image_size": {"width": 1280, "height": 598},
+            "question": "Find the book",
+            "actions_history": "",
+            "logs": "",
+            "thoughts": "",
+            "actions_label": [{"name": "scroll", "scroll": {"related": {"down": 0.5, "right": 0.0}}}],
+        },
+        {
+            "uid": "uid_episode_42_step_00",
+            "image_id": "uid_episode_42_step_00",
+            "image_size": {"width": 1080, "height": 2400},
+            "question": "What is the capital of Brazil?",
+            "actions_history": [],
+            "logs": [],
+            "thoughts": "",
+            "actions_label": {"name": "tap", "point": {"related": "<point>0.503, 0.981</point>", **action}},
+        },
     ]
 
 
@@ -73,13 +98,16 @@ def test_native_records(tmp_path, store):
     assert libra(phone[0])["point_2d"] == [543, 2354]
 
 
-@pytest.mark.parametrize("records, field", [
-    (json.dumps(native())[:300], "json"),                                          # truncated
-    (json.dumps([{k: v for k, v in native()[2].items() if k != "question"}]), "question"),
-    (json.dumps([{**native()[2], "actions_label": "tap"}]), "actions_label"),        # wrong type
-    (json.dumps(native(related="<point>nan, 0.981</point>")[2:]), "point.related"),  # NaN
-    (json.dumps([{**native()[2], "actions_label": [{"name": "shake"}]}]), "name"),   # unknown
-])
+@pytest.mark.parametrize(
+    "records, field",
+    [
+        (json.dumps(native())[:300], "json"),  # truncated
+        (json.dumps([{k: v for k, v in native()[2].items() if k != "question"}]), "question"),
+        (json.dumps([{**native()[2], "actions_label": "tap"}]), "actions_label"),  # wrong type
+        (json.dumps(native(related="<point>nan, 0.981</point>")[2:]), "point.related"),  # NaN
+        (json.dumps([{**native()[2], "actions_label": [{"name": "shake"}]}]), "name"),  # unknown
+    ],
+)
 def test_guiact_bad_records(tmp_path, store, records, field):
     folder = with_bad_file(tmp_path, QUOTED, "bad.json", records)
     result = import_path("guiact", folder, store)

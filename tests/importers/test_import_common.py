@@ -1,4 +1,5 @@
 """What every format shares: idempotent re-import, the quarantine file, the CLI command."""
+
 from __future__ import annotations
 
 import json
@@ -17,15 +18,27 @@ runner = CliRunner()
 
 
 def test_registry_names():
-    assert sorted(IMPORTERS) == ["agentnet", "aitz", "android_control", "android_world", "autoglm",
-                                 "gui_odyssey", "guiact", "mind2web", "os_genesis"]
+    assert sorted(IMPORTERS) == [
+        "agentnet",
+        "aitz",
+        "android_control",
+        "android_world",
+        "autoglm",
+        "gui_odyssey",
+        "guiact",
+        "mind2web",
+        "os_genesis",
+    ]
 
 
-@pytest.mark.parametrize("fmt, path, kw", [
-    ("aitz", SAMPLES / "aitz", {}),
-    ("guiact", SAMPLES / "guiact", {"screen_size": (1280, 720)}),
-    ("agentnet", SAMPLES / "opencua_agentnet" / "agentnetbench_sample_data", {}),
-])
+@pytest.mark.parametrize(
+    "fmt, path, kw",
+    [
+        ("aitz", SAMPLES / "aitz", {}),
+        ("guiact", SAMPLES / "guiact", {"screen_size": (1280, 720)}),
+        ("agentnet", SAMPLES / "opencua_agentnet" / "agentnetbench_sample_data", {}),
+    ],
+)
 def test_reimport_adds_nothing(store, fmt, path, kw):
     first = import_path(fmt, path, store, **kw)
     again = import_path(fmt, path, store, **kw)
@@ -57,9 +70,20 @@ def test_cli_import(tmp_path):
 
 def test_cli_import_reports_the_quarantine(tmp_path):
     q = tmp_path / "q.jsonl"
-    result = runner.invoke(app, ["import", "guiact", str(SAMPLES / "guiact"), "--data",
-                                 str(tmp_path / "data"), "--quarantine", str(q),
-                                 "--screen-size", "1280x720"])
+    result = runner.invoke(
+        app,
+        [
+            "import",
+            "guiact",
+            str(SAMPLES / "guiact"),
+            "--data",
+            str(tmp_path / "data"),
+            "--quarantine",
+            str(q),
+            "--screen-size",
+            "1280x720",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"see {q}" in result.output
     entries = [json.loads(line) for line in q.read_text().splitlines()]

@@ -1,4 +1,5 @@
 """Multimodal-Mind2Web through SeeAct's query line (real step values) and HF-style rows."""
+
 from __future__ import annotations
 
 import base64
@@ -38,12 +39,17 @@ def test_seeact_step(store):
 def hf_row(**change) -> dict:
     """The same step as a Multimodal-Mind2Web parquet row: operation and candidates JSON strings."""
     q = json.loads(QUERY.read_text())
-    row = {"annotation_id": ANN, "website": q["website"], "confirmed_task": q["confirmed_task"],
-           "action_uid": q["action_uid"], "operation": json.dumps(q["operation"]),
-           "pos_candidates": [json.dumps(c) for c in q["pos_candidates"]],
-           "neg_candidates": [json.dumps(c) for c in q["neg_candidates"]],
-           "action_reprs": q["previous_actions"] + ["[button]  Search -> CLICK"],
-           "target_action_index": "2"}
+    row = {
+        "annotation_id": ANN,
+        "website": q["website"],
+        "confirmed_task": q["confirmed_task"],
+        "action_uid": q["action_uid"],
+        "operation": json.dumps(q["operation"]),
+        "pos_candidates": [json.dumps(c) for c in q["pos_candidates"]],
+        "neg_candidates": [json.dumps(c) for c in q["neg_candidates"]],
+        "action_reprs": q["previous_actions"] + ["[button]  Search -> CLICK"],
+        "target_action_index": "2",
+    }
     row.update(change)
     return row
 
@@ -68,14 +74,30 @@ def test_hf_row_with_image_bytes(tmp_path, store):
     assert (st.width, st.height) == (1280, 2529) and store.blobs.exists(st.screenshot, "jpeg")
 
 
-@pytest.mark.parametrize("content, field", [
-    (json.dumps(hf_row())[:400], "json"),                                             # truncated
-    (json.dumps({k: v for k, v in hf_row().items() if k != "confirmed_task"}), "confirmed_task"),
-    (json.dumps(hf_row(operation=["CLICK"])), "operation"),                           # wrong type
-    (json.dumps(hf_row(pos_candidates=[json.dumps({**json.loads(hf_row()["pos_candidates"][0]),
-     "attributes": json.dumps({"bounding_box_rect": "nan,596,93,54"})})])), "bounding_box_rect"),
-    (json.dumps(hf_row(operation=json.dumps({"op": "DRAG", "value": ""}))), "operation.op"),
-])
+@pytest.mark.parametrize(
+    "content, field",
+    [
+        (json.dumps(hf_row())[:400], "json"),  # truncated
+        (json.dumps({k: v for k, v in hf_row().items() if k != "confirmed_task"}), "confirmed_task"),
+        (json.dumps(hf_row(operation=["CLICK"])), "operation"),  # wrong type
+        (
+            json.dumps(
+                hf_row(
+                    pos_candidates=[
+                        json.dumps(
+                            {
+                                **json.loads(hf_row()["pos_candidates"][0]),
+                                "attributes": json.dumps({"bounding_box_rect": "nan,596,93,54"}),
+                            }
+                        )
+                    ]
+                )
+            ),
+            "bounding_box_rect",
+        ),
+        (json.dumps(hf_row(operation=json.dumps({"op": "DRAG", "value": ""}))), "operation.op"),
+    ],
+)
 def test_mind2web_bad_records(tmp_path, store, content, field):
     folder = tmp_path / "in"
     shutil.copytree(FOLDER, folder)

@@ -8,6 +8,7 @@
   episode with `reset`, so nothing carries over but the session itself.
 - `pages_url`: tests/mobile/pages over HTTP on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import threading
@@ -45,6 +46,7 @@ def appium_url(request):
 @pytest.fixture(scope="package")
 def sandbox_server():
     from sandbox.server import SandboxServer
+
     with SandboxServer() as server:
         yield server
 
@@ -63,6 +65,7 @@ def pages_url():
 @pytest.fixture(scope="package")
 def _pixel_8_env(appium_url):
     from crawlers.mobile_env import MobileEnv
+
     env = MobileEnv(appium_url, chromium_device("pixel_8"), chromedriver_port=free_port())
     yield env
     env.close()

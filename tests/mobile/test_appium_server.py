@@ -4,6 +4,7 @@ The life-cycle test uses its own server (not the package's shared one)
 because it stops and restarts it; a MobileEnv on it shows what a server loss
 looks like to a crawler and that it recovers.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,8 @@ from crawlers.browser import descendant_pids, process_running
 from crawlers.capabilities import chromium_device
 
 pytestmark = pytest.mark.skipif(
-    not os.access(AppiumServer().appium_bin, os.X_OK), reason="Appium is not installed (make setup)")
+    not os.access(AppiumServer().appium_bin, os.X_OK), reason="Appium is not installed (make setup)"
+)
 
 
 def _cmdline(pid: int) -> str:
@@ -67,7 +69,7 @@ def _server_life(own_server: AppiumServer) -> int:
     from crawlers.web_env import BrowserCrashed
 
     first_pid = own_server.pid
-    own_server.start()   # already running: a no-op
+    own_server.start()  # already running: a no-op
     assert own_server.pid == first_pid
     port = own_server.port
     assert 1024 < port < 65536 and own_server.url == f"http://127.0.0.1:{port}"
@@ -83,8 +85,9 @@ def _server_life(own_server: AppiumServer) -> int:
     # A session spawns a chromedriver (and a Chromium) below the server.
     env = MobileEnv(own_server.url, chromium_device("pixel_8"), chromedriver_port=free_port())
     below = descendant_pids(own_server.pid)
-    drivers = [p for p in below if "chromedriver" in _cmdline(p)
-               and f"--port={env.chromedriver_port}" in _cmdline(p)]
+    drivers = [
+        p for p in below if "chromedriver" in _cmdline(p) and f"--port={env.chromedriver_port}" in _cmdline(p)
+    ]
     assert drivers, "no chromedriver found below the Appium server"
     assert env.is_alive()
 
@@ -108,8 +111,7 @@ def _server_life(own_server: AppiumServer) -> int:
     own_server.restart()
     assert own_server.port == port and own_server.is_healthy()
     env.restart()
-    obs = env.reset("data:text/html,<meta name=viewport content='width=device-width'>"
-                    "<button>Ok</button>")
+    obs = env.reset("data:text/html,<meta name=viewport content='width=device-width'><button>Ok</button>")
     assert obs.last_action_error is None and obs.find("Ok", role="button")
     env.close()
     assert env.session_id is None
@@ -129,5 +131,5 @@ def test_a_server_that_exits_fails_with_its_log_tail(tmp_path):
         bad.start()
     msg = str(info.value)
     assert "Appium exited with code" in msg and str(tmp_path / "bad.log") in msg
-    assert "no-such-flag" in msg.split("\n", 1)[1], msg   # the log tail names the cause
+    assert "no-such-flag" in msg.split("\n", 1)[1], msg  # the log tail names the cause
     assert bad.pid is None and not bad.is_healthy()

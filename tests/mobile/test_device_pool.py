@@ -5,6 +5,7 @@ and a server whose health the test sets), so every branch is fast and exact.
 What a real Appium server does under the same faults (a deleted session, a
 killed server, a device that never starts) is in test_mobile_crawl.py.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -90,10 +91,18 @@ def test_backoff_doubles_from_the_first_delay_up_to_the_cap():
 
 def test_slots_get_their_own_chromedriver_ports_and_sessions_are_reused():
     factory = Factory()
-    android = DeviceSpec(name="lab-pixel", kind="android", profile=MOBILE_PROFILES["pixel_8"],
-                         capabilities={"appium:udid": "emulator-5554"})
-    with DevicePool([phone("a"), phone("b", "iphone_15"), android], server_url="http://x:1",
-                    sessions_per_device=2, env_factory=factory) as pool:
+    android = DeviceSpec(
+        name="lab-pixel",
+        kind="android",
+        profile=MOBILE_PROFILES["pixel_8"],
+        capabilities={"appium:udid": "emulator-5554"},
+    )
+    with DevicePool(
+        [phone("a"), phone("b", "iphone_15"), android],
+        server_url="http://x:1",
+        sessions_per_device=2,
+        env_factory=factory,
+    ) as pool:
         # Emulated phones take 2 sessions each; the real phone runs one at a time.
         assert pool.size == 5
         assert [s["slot"] for s in pool.slots()] == ["a#0", "a#1", "b#0", "b#1", "lab-pixel#0"]
@@ -152,8 +161,9 @@ def test_a_lease_waits_for_a_free_slot_and_can_time_out():
 
 def test_a_lost_session_is_dropped_and_reconnected_after_a_backoff():
     factory = Factory()
-    with DevicePool([phone("a")], server_url="http://x:1", env_factory=factory,
-                    backoff_s=(0.3, 1.0), max_failures=3) as pool:
+    with DevicePool(
+        [phone("a")], server_url="http://x:1", env_factory=factory, backoff_s=(0.3, 1.0), max_failures=3
+    ) as pool:
         with pytest.raises(BrowserCrashed):
             with pool.lease() as first:
                 raise BrowserCrashed("invalid session id")
@@ -194,9 +204,14 @@ def test_an_error_that_is_not_a_lost_session_keeps_a_live_session():
 def test_a_device_that_never_starts_is_quarantined_and_reported(tmp_path):
     factory = Factory(broken={"bad"})
     report = tmp_path / "reports" / "quarantine.jsonl"
-    with DevicePool([phone("bad"), phone("good")], server_url="http://x:1",
-                    env_factory=factory, max_failures=2, backoff_s=(0.01, 0.02),
-                    report_path=report) as pool:
+    with DevicePool(
+        [phone("bad"), phone("good")],
+        server_url="http://x:1",
+        env_factory=factory,
+        max_failures=2,
+        backoff_s=(0.01, 0.02),
+        report_path=report,
+    ) as pool:
         for _ in range(4):
             with pool.lease() as env:
                 assert env.spec.name == "good"
@@ -205,8 +220,12 @@ def test_a_device_that_never_starts_is_quarantined_and_reported(tmp_path):
         records = [json.loads(line) for line in report.read_text().splitlines()]
         assert len(records) == 1
         rec = records[0]
-        assert (rec["device"], rec["kind"], rec["profile"], rec["consecutive_failures"]) == \
-            ("bad", "chromium", "pixel_8", 2)
+        assert (rec["device"], rec["kind"], rec["profile"], rec["consecutive_failures"]) == (
+            "bad",
+            "chromium",
+            "pixel_8",
+            2,
+        )
         assert "could not start a session on bad" in rec["last_error"]
         stats = pool.stats()
         assert stats["quarantined"] == ["bad"] and stats["session_start_failures"] == 2
@@ -216,8 +235,14 @@ def test_a_device_that_never_starts_is_quarantined_and_reported(tmp_path):
 def test_leasing_from_a_pool_with_every_device_quarantined_raises_a_clear_error(tmp_path):
     factory = Factory(broken={"a", "b"})
     report = tmp_path / "q.jsonl"
-    with DevicePool([phone("a"), phone("b")], server_url="http://x:1", env_factory=factory,
-                    max_failures=1, backoff_s=(0, 0), report_path=report) as pool:
+    with DevicePool(
+        [phone("a"), phone("b")],
+        server_url="http://x:1",
+        env_factory=factory,
+        max_failures=1,
+        backoff_s=(0, 0),
+        report_path=report,
+    ) as pool:
         with pytest.raises(PoolExhausted) as err:
             with pool.lease():
                 pass
@@ -233,9 +258,14 @@ def test_leasing_from_a_pool_with_every_device_quarantined_raises_a_clear_error(
 
 def test_sessions_that_keep_dying_quarantine_their_device():
     factory = Factory()
-    with DevicePool([phone("flaky"), phone("steady")], server_url="http://x:1",
-                    sessions_per_device=1, env_factory=factory, max_failures=2,
-                    backoff_s=(0, 0)) as pool:
+    with DevicePool(
+        [phone("flaky"), phone("steady")],
+        server_url="http://x:1",
+        sessions_per_device=1,
+        env_factory=factory,
+        max_failures=2,
+        backoff_s=(0, 0),
+    ) as pool:
         lost = 0
         while "flaky" not in pool.quarantined:
             with pytest.raises(BrowserCrashed):
@@ -254,8 +284,14 @@ def test_sessions_that_keep_dying_quarantine_their_device():
 def test_a_down_server_the_pool_owns_is_restarted_and_not_blamed_on_the_device():
     server = FakeServer()
     factory = Factory()
-    with DevicePool([phone("a")], server=server, sessions_per_device=2, env_factory=factory,
-                    max_failures=1, backoff_s=(0, 0)) as pool:
+    with DevicePool(
+        [phone("a")],
+        server=server,
+        sessions_per_device=2,
+        env_factory=factory,
+        max_failures=1,
+        backoff_s=(0, 0),
+    ) as pool:
         a = pool.lease()
         b = pool.lease()
         env_a, env_b = a.__enter__(), b.__enter__()
@@ -269,15 +305,15 @@ def test_a_down_server_the_pool_owns_is_restarted_and_not_blamed_on_the_device()
         with pool.lease() as env:
             assert env not in (env_a, env_b)
         stats = pool.stats()
-        assert (stats["server_restarts"], stats["sessions_lost"], stats["quarantined"]) == \
-            (1, 2, [])
+        assert (stats["server_restarts"], stats["sessions_lost"], stats["quarantined"]) == (1, 2, [])
 
 
 def test_idle_sessions_from_before_a_server_restart_are_reopened():
     server = FakeServer()
     factory = Factory()
-    with DevicePool([phone("a")], server=server, sessions_per_device=2, env_factory=factory,
-                    backoff_s=(0, 0)) as pool:
+    with DevicePool(
+        [phone("a")], server=server, sessions_per_device=2, env_factory=factory, backoff_s=(0, 0)
+    ) as pool:
         a, b = pool.lease(), pool.lease()
         env_a, env_b = a.__enter__(), b.__enter__()
         b.__exit__(None, None, None)  # b's session sits idle

@@ -6,6 +6,7 @@ W3C touch actions, page source normalised to the accessibility form. Per app,
 one template that needs a swipe and one that needs a long press, on the large
 Chinese Android profile with two concurrent sessions, interruptions included.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -41,16 +42,24 @@ def _gesture_tasks():
     return tasks
 
 
-def test_gesture_tasks_of_every_mobile_app_succeed_through_appium(appium_server, sandbox_server,
-                                                                 tmp_path):
+def test_gesture_tasks_of_every_mobile_app_succeed_through_appium(appium_server, sandbox_server, tmp_path):
     tasks = _gesture_tasks()
     assert len(tasks) == 2 * len(MOBILE_APPS) >= 6
     store = RawStore(tmp_path / "raw")
-    with DevicePool([chromium_device("cn_android_large")], server=appium_server,
-                    server_url=appium_server.url, sessions_per_device=2,
-                    screenshot_scale="css") as pool:
-        stats = crawl(tasks, SandboxCrawl(server_url=sandbox_server.url, distraction_rate=0.5),
-                      store=store, collection="mobile/gestures", pool=pool)
+    with DevicePool(
+        [chromium_device("cn_android_large")],
+        server=appium_server,
+        server_url=appium_server.url,
+        sessions_per_device=2,
+        screenshot_scale="css",
+    ) as pool:
+        stats = crawl(
+            tasks,
+            SandboxCrawl(server_url=sandbox_server.url, distraction_rate=0.5),
+            store=store,
+            collection="mobile/gestures",
+            pool=pool,
+        )
         used = pool.stats()["slots_used"]
     trajs = list(store.iter_trajectories(["mobile/gestures"]))
     assert stats.trajectories == len(tasks) == len(trajs)
@@ -58,8 +67,7 @@ def test_gesture_tasks_of_every_mobile_app_succeed_through_appium(appium_server,
     assert not failed and all(t.verified_by == "state" for t in trajs)
     assert {t.platform for t in trajs} == {"mobile_web"}
     assert {t.device.name for t in trajs} == {"cn_android_large"} and used == 2
-    assert Counter(t.task.language for t in trajs) == {"en": len(MOBILE_APPS),
-                                                       "zh": len(MOBILE_APPS)}
+    assert Counter(t.task.language for t in trajs) == {"en": len(MOBILE_APPS), "zh": len(MOBILE_APPS)}
     actions = Counter(s.action.type for s in store.iter_steps(["mobile/gestures"]))
     assert actions[ActionType.SWIPE] >= len(MOBILE_APPS)
     assert actions[ActionType.LONG_PRESS] >= len(MOBILE_APPS)

@@ -7,6 +7,7 @@ too: a session deleted on the server, the server's whole process group
 killed, a device whose chromedriver does not exist. Each crawl plays short
 oracle tasks (3 steps: tap, tap, done) of the web apps on the phone.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,22 +35,30 @@ from trajforge.store.raw import RawStore
 
 # Three or four steps each (tap, tap, done): a kill after the first action hits a
 # live episode, because the second tap needs the session.
-TASK_IDS = ["settings.dark_mode:en:0", "settings.notification:zh:0",
-            "notes.delete:en:0", "notes.favourite:zh:0"]
+TASK_IDS = [
+    "settings.dark_mode:en:0",
+    "settings.notification:zh:0",
+    "notes.delete:en:0",
+    "notes.favourite:zh:0",
+]
 FAST_BACKOFF = (0.2, 1.0)
 
 
 @pytest.fixture(scope="module")
 def tasks():
-    catalog = {t.task_id: t for t in build_catalog(per_template=1, languages=("en", "zh"),
-                                                   seed=0)}
+    catalog = {t.task_id: t for t in build_catalog(per_template=1, languages=("en", "zh"), seed=0)}
     return [catalog[i] for i in TASK_IDS]
 
 
 # -- device profiles: which phone an episode runs on (no server needed) -------------------
 def mobile_task(i: int, lang: str = "en") -> Task:
-    return Task(task_id=f"delivery.order:{lang}:{i}", instruction="Order lunch", language=lang,
-                app="delivery", params={"seed": i})
+    return Task(
+        task_id=f"delivery.order:{lang}:{i}",
+        instruction="Order lunch",
+        language=lang,
+        app="delivery",
+        params={"seed": i},
+    )
 
 
 def test_mobile_tasks_draw_the_phone_their_partition_gives_them_pool_or_not():
@@ -66,27 +75,32 @@ def test_mobile_tasks_draw_the_phone_their_partition_gives_them_pool_or_not():
         phones.add(device.name)
     assert phones == set(MOBILE_PROFILES)
     web = build_catalog(per_template=1, languages=("en",), seed=0)[0]
-    assert draw_device(0, web, DEVICE_PROFILES, mobile=False) == \
-        randomise(episode_seed(0, web.task_id), "en")  # web crawls draw as before
+    assert draw_device(0, web, DEVICE_PROFILES, mobile=False) == randomise(
+        episode_seed(0, web.task_id), "en"
+    )  # web crawls draw as before
 
 
 def test_device_names_narrow_each_family_and_bad_choices_fail_before_any_work(tmp_path):
     web = build_catalog(per_template=1, languages=("en",), seed=0)[0]
     assert profiles_for(mobile_task(1), None, mobile=True) == MOBILE_PROFILES
-    assert list(profiles_for(mobile_task(1), ["desktop", "iphone_15"], mobile=True)) == \
-        ["iphone_15"]
+    assert list(profiles_for(mobile_task(1), ["desktop", "iphone_15"], mobile=True)) == ["iphone_15"]
     assert list(profiles_for(web, ["desktop", "iphone_15"], mobile=False)) == ["desktop"]
     store = RawStore(tmp_path / "raw")
     how = dict(server_url="http://127.0.0.1:9", policy="random_walk")
     where = dict(store=store, collection="c")
-    with pytest.raises(ValueError, match=r"delivery.order:en:1: devices=\['desktop'\] names "
-                                         r"no mobile profile"):
+    with pytest.raises(
+        ValueError,
+        match=r"delivery.order:en:1: devices=\['desktop'\] names "
+        r"no mobile profile",
+    ):
         crawl([mobile_task(1)], SandboxCrawl(devices=["desktop"], **how), **where)
-    with DevicePool([chromium_device("pixel_8")], server_url="http://127.0.0.1:9",
-                    env_factory=lambda *a: pytest.fail("no session may open")) as pool:
+    with DevicePool(
+        [chromium_device("pixel_8")],
+        server_url="http://127.0.0.1:9",
+        env_factory=lambda *a: pytest.fail("no session may open"),
+    ) as pool:
         with pytest.raises(ValueError, match=r"leaves out the pool's profile\(s\) \['pixel_8'\]"):
-            crawl([mobile_task(1)], SandboxCrawl(devices=["iphone_15"], **how), pool=pool,
-                  **where)
+            crawl([mobile_task(1)], SandboxCrawl(devices=["iphone_15"], **how), pool=pool, **where)
         with pytest.raises(ValueError, match="env= or pool="):
             crawl([mobile_task(1)], SandboxCrawl(**how), pool=pool, env=object(), **where)
         assert pool.stats()["leases"] == 0
@@ -95,8 +109,9 @@ def test_device_names_narrow_each_family_and_bad_choices_fail_before_any_work(tm
 
 # -- real Appium ------------------------------------------------------------------------
 def crawl_on(pool, tasks, store, sandbox, collection, **kw):
-    how = SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.0,
-                       retries=2, batch_size=1)
+    how = SandboxCrawl(
+        server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.0, retries=2, batch_size=1
+    )
     return crawl(tasks, how, store=store, collection=collection, pool=pool, **kw)
 
 
@@ -107,7 +122,7 @@ class KillOnce:
     def __init__(self, pool: DevicePool, kill):
         self.pool, self.kill = pool, kill
         self.killed: ProgressEvent | None = None
-        self.sessions: dict[str, set[str]] = {}   # task id -> session ids its steps ran on
+        self.sessions: dict[str, set[str]] = {}  # task id -> session ids its steps ran on
         self.events: list[ProgressEvent] = []
 
     def __call__(self, event: ProgressEvent) -> None:
@@ -126,8 +141,7 @@ def check_whole(store: RawStore, collection: str, tasks) -> list:
     trajs, steps = check_store(store, collection)  # no duplicates, no gaps, counts match
     assert sorted(t.task.task_id for t in trajs) == sorted(t.task_id for t in tasks)
     for t in trajs:
-        assert (t.outcome, t.verified_by, t.error) == ("success", "state", None), \
-            (t.task.task_id, t.error)
+        assert (t.outcome, t.verified_by, t.error) == ("success", "state", None), (t.task.task_id, t.error)
         assert t.platform == "mobile_web" and t.device.name == "pixel_8"
         mine = sorted(s.index for s in steps if s.trajectory_id == t.trajectory_id)
         assert mine == list(range(t.num_steps)) and t.num_steps >= 3
@@ -143,13 +157,13 @@ def assert_rerun_writes_nothing(pool, tasks, store, sandbox, collection):
 
 
 @pytest.mark.slow
-def test_two_sessions_crawl_concurrently_on_the_leased_phone(appium_server, sandbox_server,
-                                                            tasks, tmp_path):
+def test_two_sessions_crawl_concurrently_on_the_leased_phone(appium_server, sandbox_server, tasks, tmp_path):
     store = RawStore(tmp_path / "raw")
     events: list[ProgressEvent] = []
     busy_at_steps: list[int] = []
-    with DevicePool([chromium_device("pixel_8")], server=appium_server,
-                    sessions_per_device=2, backoff_s=FAST_BACKOFF) as pool:
+    with DevicePool(
+        [chromium_device("pixel_8")], server=appium_server, sessions_per_device=2, backoff_s=FAST_BACKOFF
+    ) as pool:
         assert pool.size == 2
 
         def progress(event: ProgressEvent) -> None:
@@ -157,8 +171,7 @@ def test_two_sessions_crawl_concurrently_on_the_leased_phone(appium_server, sand
             if event.kind == "step":
                 busy_at_steps.append(sum(s["busy"] for s in pool.slots()))
 
-        stats = crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/two",
-                         progress=progress)
+        stats = crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/two", progress=progress)
         pool_stats = pool.stats()
     trajs = check_whole(store, "mobile/two", tasks[:2])
     print(f"\n2 sessions: {stats.steps} steps in {stats.seconds:.1f}s; pool {pool_stats}")
@@ -173,11 +186,11 @@ def test_two_sessions_crawl_concurrently_on_the_leased_phone(appium_server, sand
     assert max(busy_at_steps) == 2
     # The profile is the leased phone's; theme and font scale come from the seed.
     for t in trajs:
-        device, theme, font = randomise(episode_seed(0, t.task.task_id), t.task.language,
-                                        profiles={"pixel_8": MOBILE_PROFILES["pixel_8"]})
+        device, theme, font = randomise(
+            episode_seed(0, t.task.task_id), t.task.language, profiles={"pixel_8": MOBILE_PROFILES["pixel_8"]}
+        )
         assert t.device == device.model_copy(update={"locale": t.device.locale})
-        assert (t.device.viewport_width, t.device.viewport_height, t.device.pixel_ratio) == \
-            (412, 915, 2.625)
+        assert (t.device.viewport_width, t.device.viewport_height, t.device.pixel_ratio) == (412, 915, 2.625)
         state = fetch_state(sandbox_server.url, t.trajectory_id)
         assert (state["theme"], state["font_scale"]) == (theme, font)
     shots = {(s.width, s.height) for s in store.iter_steps("mobile/two")}
@@ -186,26 +199,27 @@ def test_two_sessions_crawl_concurrently_on_the_leased_phone(appium_server, sand
 
 @pytest.mark.slow
 def test_a_session_deleted_mid_trajectory_is_reconnected_and_the_task_replayed(
-        appium_server, sandbox_server, tasks, tmp_path):
+    appium_server, sandbox_server, tasks, tmp_path
+):
     store = RawStore(tmp_path / "raw")
-    with DevicePool([chromium_device("pixel_8")], server=appium_server,
-                    backoff_s=FAST_BACKOFF) as pool:
+    with DevicePool([chromium_device("pixel_8")], server=appium_server, backoff_s=FAST_BACKOFF) as pool:
 
         def delete_session(env):
-            req = urllib.request.Request(f"{appium_server.url}/session/{env.session_id}",
-                                         method="DELETE")
+            req = urllib.request.Request(f"{appium_server.url}/session/{env.session_id}", method="DELETE")
             urllib.request.urlopen(req, timeout=10).read()
 
         killer = KillOnce(pool, delete_session)
-        stats = crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/deleted",
-                         progress=killer)
+        stats = crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/deleted", progress=killer)
         assert killer.killed is not None
         check_whole(store, "mobile/deleted", tasks[:2])
-        assert (stats.trajectories, stats.success, stats.retries, stats.reconnects) == \
-            (2, 2, 1, 1)
+        assert (stats.trajectories, stats.success, stats.retries, stats.reconnects) == (2, 2, 1, 1)
         pool_stats = pool.stats()
-        assert (pool_stats["sessions_lost"], pool_stats["sessions_opened"],
-                pool_stats["server_restarts"], pool_stats["quarantined"]) == (1, 2, 0, [])
+        assert (
+            pool_stats["sessions_lost"],
+            pool_stats["sessions_opened"],
+            pool_stats["server_restarts"],
+            pool_stats["quarantined"],
+        ) == (1, 2, 0, [])
         # The killed task ran on two sessions: its first attempt's steps were dropped
         # and the retry recorded it from scratch.
         killed = killer.killed.task_id
@@ -219,56 +233,66 @@ def test_a_session_deleted_mid_trajectory_is_reconnected_and_the_task_replayed(
 
 
 @pytest.mark.slow
-def test_a_killed_appium_server_is_restarted_and_the_crawl_completes(sandbox_server, tasks,
-                                                                     tmp_path):
+def test_a_killed_appium_server_is_restarted_and_the_crawl_completes(sandbox_server, tasks, tmp_path):
     store = RawStore(tmp_path / "raw")
     killed_groups: list[int] = []
     with AppiumServer(log_path=tmp_path / "appium.log") as server:
         url = server.url
         # max_failures=1: an outage of the server must not be blamed on the phone.
-        with DevicePool([chromium_device("pixel_8")], server=server, max_failures=1,
-                        backoff_s=FAST_BACKOFF) as pool:
+        with DevicePool(
+            [chromium_device("pixel_8")], server=server, max_failures=1, backoff_s=FAST_BACKOFF
+        ) as pool:
 
             def kill_server(env):
                 killed_groups.append(server.pid)
                 os.killpg(server.pid, signal.SIGKILL)  # node, chromedriver, Chromium
 
             killer = KillOnce(pool, kill_server)
-            stats = crawl_on(pool, tasks[2:], store, sandbox_server, "mobile/server",
-                             progress=killer)
+            stats = crawl_on(pool, tasks[2:], store, sandbox_server, "mobile/server", progress=killer)
             assert killer.killed is not None and len(killed_groups) == 1
             assert server.is_healthy() and server.url == url  # back on the same port
             check_whole(store, "mobile/server", tasks[2:])
-            assert (stats.trajectories, stats.success, stats.retries,
-                    stats.server_restarts) == (2, 2, 1, 1)
+            assert (stats.trajectories, stats.success, stats.retries, stats.server_restarts) == (2, 2, 1, 1)
             pool_stats = pool.stats()
-            assert (pool_stats["server_restarts"], pool_stats["sessions_lost"],
-                    pool_stats["quarantined"]) == (1, 1, [])
+            assert (
+                pool_stats["server_restarts"],
+                pool_stats["sessions_lost"],
+                pool_stats["quarantined"],
+            ) == (1, 1, [])
             assert len(killer.sessions[killer.killed.task_id]) == 2
             assert_rerun_writes_nothing(pool, tasks[2:], store, sandbox_server, "mobile/server")
     # Nothing of the killed server's process group is left running.
-    left = [p for p in psutil.process_iter(["pid", "status"])
-            if _pgid(p.pid) == killed_groups[0] and p.info["status"] != psutil.STATUS_ZOMBIE]
+    left = [
+        p
+        for p in psutil.process_iter(["pid", "status"])
+        if _pgid(p.pid) == killed_groups[0] and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
     assert left == []
 
 
 @pytest.mark.slow
 def test_a_device_that_cannot_start_is_quarantined_and_the_rest_finish(
-        appium_server, sandbox_server, tasks, tmp_path):
+    appium_server, sandbox_server, tasks, tmp_path
+):
     store = RawStore(tmp_path / "raw")
     report = tmp_path / "reports" / "quarantine.jsonl"
-    broken = chromium_device("pixel_8", name="broken_phone",
-                             capabilities={"appium:executable": "/nonexistent/chromedriver"})
-    with DevicePool([broken, chromium_device("pixel_8")], server=appium_server,
-                    max_failures=2, backoff_s=(0.05, 0.1), report_path=report) as pool:
+    broken = chromium_device(
+        "pixel_8", name="broken_phone", capabilities={"appium:executable": "/nonexistent/chromedriver"}
+    )
+    with DevicePool(
+        [broken, chromium_device("pixel_8")],
+        server=appium_server,
+        max_failures=2,
+        backoff_s=(0.05, 0.1),
+        report_path=report,
+    ) as pool:
         assert pool.size == 2
         stats = crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/quarantine")
         pool_stats = pool.stats()
         assert pool.quarantined == ["broken_phone"]
     check_whole(store, "mobile/quarantine", tasks[:2])
     assert (stats.trajectories, stats.success, stats.error, stats.retries) == (2, 2, 0, 0)
-    assert pool_stats["session_start_failures"] == 2 and pool_stats["quarantined"] == \
-        ["broken_phone"]
+    assert pool_stats["session_start_failures"] == 2 and pool_stats["quarantined"] == ["broken_phone"]
     (record,) = [json.loads(line) for line in report.read_text().splitlines()]
     assert (record["device"], record["consecutive_failures"]) == ("broken_phone", 2)
     assert "/nonexistent/chromedriver" in record["last_error"]
@@ -277,27 +301,38 @@ def test_a_device_that_cannot_start_is_quarantined_and_the_rest_finish(
 
 @pytest.mark.slow
 def test_a_crawl_stops_with_a_clear_error_when_every_device_is_quarantined(
-        appium_server, sandbox_server, tasks, tmp_path):
+    appium_server, sandbox_server, tasks, tmp_path
+):
     store = RawStore(tmp_path / "raw")
-    broken = chromium_device("pixel_8", name="broken_phone",
-                             capabilities={"appium:executable": "/nonexistent/chromedriver"})
-    with DevicePool([broken], server=appium_server, max_failures=2, backoff_s=(0.05, 0.1),
-                    report_path=tmp_path / "q.jsonl") as pool:
+    broken = chromium_device(
+        "pixel_8", name="broken_phone", capabilities={"appium:executable": "/nonexistent/chromedriver"}
+    )
+    with DevicePool(
+        [broken],
+        server=appium_server,
+        max_failures=2,
+        backoff_s=(0.05, 0.1),
+        report_path=tmp_path / "q.jsonl",
+    ) as pool:
         with pytest.raises(PoolExhausted, match="broken_phone .*nonexistent/chromedriver"):
             crawl_on(pool, tasks[:2], store, sandbox_server, "mobile/none")
     assert list(store.iter_trajectories("mobile/none")) == []  # nothing half-done stored
 
 
 @pytest.mark.slow
-def test_a_single_mobile_env_crawls_the_phone_its_task_draws(mobile_env, sandbox_server,
-                                                             tasks, tmp_path):
+def test_a_single_mobile_env_crawls_the_phone_its_task_draws(mobile_env, sandbox_server, tasks, tmp_path):
     # No pool: a web-app task in a mobile env is a mobile task; `devices` narrows the
     # phones to the env's own (a web name in the list is ignored for it).
     store = RawStore(tmp_path / "raw")
-    stats = crawl(tasks[:1],
-                  SandboxCrawl(server_url=sandbox_server.url, seed=0, distraction_rate=0.0,
-                               devices=["pixel_8", "desktop"]),
-                  store=store, collection="mobile/single", env=mobile_env)
+    stats = crawl(
+        tasks[:1],
+        SandboxCrawl(
+            server_url=sandbox_server.url, seed=0, distraction_rate=0.0, devices=["pixel_8", "desktop"]
+        ),
+        store=store,
+        collection="mobile/single",
+        env=mobile_env,
+    )
     assert (stats.trajectories, stats.success) == (1, 1)
     (traj,) = store.iter_trajectories("mobile/single")
     assert (traj.platform, traj.device.name) == ("mobile_web", "pixel_8")

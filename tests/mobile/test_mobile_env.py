@@ -5,6 +5,7 @@ time and CSS px position in `window.events`; tests read it back through the
 session and assert the gesture's shape. The Android/iOS command translation
 is checked at the end against a recording driver: no phone is attached here.
 """
+
 from __future__ import annotations
 
 import io
@@ -99,7 +100,7 @@ def test_swipe_moves_in_steps_from_start_to_end(mobile_env, pages_url):
     assert ev[0]["type"] == "touchstart" and ev[-1]["type"] == "touchend"
     moves = [e for e in ev if e["type"] == "touchmove"]
     xs = [m["x"] for m in moves]
-    assert len(moves) >= 4 and xs == sorted(xs, reverse=True)      # leftwards, step by step
+    assert len(moves) >= 4 and xs == sorted(xs, reverse=True)  # leftwards, step by step
     assert ev[0]["x"] == round(0.8 * W) and moves[-1]["x"] == round(0.2 * W)
     assert {e["y"] for e in ev} == {round(0.15 * H)}
     assert 250 <= moves[-1]["t"] - ev[0]["t"] <= 900
@@ -127,7 +128,7 @@ def test_type_chinese_then_enter_submits(mobile_env, pages_url):
     obs = mobile_env.step(Action.type_text(text, *box.centre()))
     assert obs.last_action_error is None
     assert mobile_env.driver.execute_script("return document.getElementById('q').value") == text
-    assert text in obs.a11y_tree   # the field's live value reaches the tree
+    assert text in obs.a11y_tree  # the field's live value reaches the tree
     obs = mobile_env.step(Action.key("Enter"))
     assert obs.last_action_error is None
     assert mobile_env.driver.execute_script("return window.submitted") == [text]
@@ -144,13 +145,11 @@ def test_type_without_a_focused_field_is_an_error(mobile_env, pages_url):
 def test_select_picks_an_option_by_its_label(mobile_env, pages_url):
     obs = _touch_page(mobile_env, pages_url)
     box = obs.find("Size", role="combobox")[0]
-    obs = mobile_env.step(Action(type=ActionType.SELECT, x=box.centre()[0], y=box.centre()[1],
-                                 text="Large"))
+    obs = mobile_env.step(Action(type=ActionType.SELECT, x=box.centre()[0], y=box.centre()[1], text="Large"))
     assert obs.last_action_error is None
     assert mobile_env.driver.execute_script("return document.getElementById('size').value") == "Large"
-    obs = mobile_env.step(Action(type=ActionType.SELECT, x=box.centre()[0], y=box.centre()[1],
-                                 text="Huge"))
-    assert obs.last_action_error.startswith("select: no option \"Huge\" in the <select>")
+    obs = mobile_env.step(Action(type=ActionType.SELECT, x=box.centre()[0], y=box.centre()[1], text="Huge"))
+    assert obs.last_action_error.startswith('select: no option "Huge" in the <select>')
 
 
 def test_back_home_and_open_app(mobile_env, pages_url):
@@ -170,7 +169,7 @@ def test_back_home_and_open_app(mobile_env, pages_url):
 
 
 # ---------------------------------------------------------------------- alignment
-_CELLS = (0, 14, 23)   # two corners and one off-centre cell
+_CELLS = (0, 14, 23)  # two corners and one off-centre cell
 
 
 def _assert_boxes_line_up(env, pages_url):
@@ -184,8 +183,9 @@ def _assert_boxes_line_up(env, pages_url):
         want = (40 + (i % 4) * 60, 30 + (i // 4) * 40, 200 - (i % 3) * 70)
         got = img.getpixel((int(cx * obs.width), int(cy * obs.height)))
         # The label text is drawn at the centre: sample just above it.
-        above = img.getpixel((int(cx * obs.width),
-                              int((cell.bbox[1] + 0.15 * (cell.bbox[3] - cell.bbox[1])) * obs.height)))
+        above = img.getpixel(
+            (int(cx * obs.width), int((cell.bbox[1] + 0.15 * (cell.bbox[3] - cell.bbox[1])) * obs.height))
+        )
         # JPEG shifts colours a little; another cell's colour is far off.
         assert min(_diff(want, got), _diff(want, above)) <= 12, (i, want, got, above)
         env.step(Action.tap(cx, cy))
@@ -204,14 +204,17 @@ def test_element_boxes_line_up_with_screenshot_and_taps(profile, mobile_env, app
     p = MOBILE_PROFILES[profile]
     # The iPhone also covers CSS-scale JPEG screenshots (one image px per CSS px).
     css = profile == "iphone_15"
-    with MobileEnv(appium_url, chromium_device(profile), chromedriver_port=free_port(),
-                   screenshot_scale="css" if css else "device",
-                   image_format="jpeg" if css else "png") as env:
+    with MobileEnv(
+        appium_url,
+        chromium_device(profile),
+        chromedriver_port=free_port(),
+        screenshot_scale="css" if css else "device",
+        image_format="jpeg" if css else "png",
+    ) as env:
         _assert_boxes_line_up(env, pages_url)
         obs = env.observe()
         scale = 1 if css else p.pixel_ratio
-        assert (obs.width, obs.height) == (round(p.viewport_width * scale),
-                                           round(p.viewport_height * scale))
+        assert (obs.width, obs.height) == (round(p.viewport_width * scale), round(p.viewport_height * scale))
         assert Image.open(io.BytesIO(obs.screenshot)).format == ("JPEG" if css else "PNG")
         ua = env.driver.execute_script("return navigator.userAgent")
         assert ("iPhone" in ua) == (profile == "iphone_15")
@@ -221,10 +224,12 @@ def test_episode_theme_and_locale_follow_the_device(mobile_env, pages_url):
     themed = MOBILE_PROFILES["pixel_8"].model_copy(update={"locale": "zh-CN", "theme": "dark"})
     obs = mobile_env.reset(f"{pages_url}/second.html", device=themed)
     assert obs.last_action_error is None and mobile_env.device == themed
-    read = ("return [Intl.DateTimeFormat().resolvedOptions().locale,"
-            " matchMedia('(prefers-color-scheme: dark)').matches]")
+    read = (
+        "return [Intl.DateTimeFormat().resolvedOptions().locale,"
+        " matchMedia('(prefers-color-scheme: dark)').matches]"
+    )
     assert mobile_env.driver.execute_script(read) == ["zh-CN", True]
-    mobile_env.reset(f"{pages_url}/second.html")   # back to the profile's own
+    mobile_env.reset(f"{pages_url}/second.html")  # back to the profile's own
     assert mobile_env.driver.execute_script(read) == ["en-US", False]
     # The screen is the session's: another size is a different device.
     with pytest.raises(ValueError, match="a session's screen is fixed"):
@@ -236,7 +241,7 @@ def _lan_ip() -> str | None:
     """This host's non-loopback address (reachable without any proxy), if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
-            s.connect(("192.0.2.1", 9))   # no packet is sent for UDP connect
+            s.connect(("192.0.2.1", 9))  # no packet is sent for UDP connect
             ip = s.getsockname()[0]
         except OSError:
             return None
@@ -259,7 +264,7 @@ def test_only_loopback_is_reachable(mobile_env, pages_url, sandbox_server):
     threading.Thread(target=outside.serve_forever, daemon=True).start()
     try:
         target = f"http://{ip}:{outside.server_port}/second.html"
-        with urllib.request.urlopen(target, timeout=5) as r:   # reachable from this host
+        with urllib.request.urlopen(target, timeout=5) as r:  # reachable from this host
             assert r.status == 200
         # A page on loopback fetches it: the browser's request fails.
         obs = mobile_env.reset(f"{pages_url}/fetch.html?url={target}")
@@ -270,7 +275,9 @@ def test_only_loopback_is_reachable(mobile_env, pages_url, sandbox_server):
             time.sleep(0.1)
         assert status == "blocked"
         # The same page fetching a loopback URL succeeds (the page's logic works).
-        mobile_env.reset(f"{pages_url}/fetch.html?url=http://localhost:{pages_url.rsplit(':', 1)[1]}/second.html")
+        mobile_env.reset(
+            f"{pages_url}/fetch.html?url=http://localhost:{pages_url.rsplit(':', 1)[1]}/second.html"
+        )
         for _ in range(20):
             status = mobile_env.driver.execute_script("return document.getElementById('out').textContent")
             if status != "pending":
@@ -285,8 +292,7 @@ def test_only_loopback_is_reachable(mobile_env, pages_url, sandbox_server):
         outside.server_close()
     # The sandbox (on 127.0.0.1) works: a mobile app opens through /start.
     app = sorted(MOBILE_APPS)[0]
-    obs = mobile_env.reset(start_url(sandbox_server.url, sid="mobile-env-net", app=app,
-                                     lang="zh", seed=3))
+    obs = mobile_env.reset(start_url(sandbox_server.url, sid="mobile-env-net", app=app, lang="zh", seed=3))
     assert obs.last_action_error is None and obs.url == f"{sandbox_server.url}/{app}/"
     assert obs.elements and mobile_env.episode_start_url == obs.url
 
@@ -322,7 +328,7 @@ def test_lost_session_raises_then_restart_recovers(mobile_env, pages_url):
         pytest.skip("the session's chromedriver is not on this host (external Appium)")
     for pid in pids:
         os.kill(pid, 9)
-    with pytest.raises(BrowserCrashed) as info:   # SessionLost is a BrowserCrashed
+    with pytest.raises(BrowserCrashed) as info:  # SessionLost is a BrowserCrashed
         mobile_env.step(Action.tap(0.5, 0.5))
     assert isinstance(info.value, SessionLost)
     mobile_env.restart()
@@ -350,12 +356,12 @@ class _RecordingDriver:
     def get_window_size(self):
         return {"width": 393, "height": 852}
 
-    def execute(self, command, params=None):   # W3C actions arrive here
+    def execute(self, command, params=None):  # W3C actions arrive here
         self.calls.append(("actions", params["actions"][0]["actions"]))
         return {"value": None}
 
     def execute_script(self, script, *args):
-        if script == "mobile: activeAppInfo":   # read by every iOS observation
+        if script == "mobile: activeAppInfo":  # read by every iOS observation
             return {"bundleId": "com.apple.Preferences"}
         self.calls.append(("script", script, *args))
 
@@ -372,12 +378,16 @@ class _RecordingDriver:
         pass
 
 
-_ANDROID_XML = ('<?xml version="1.0"?><hierarchy><node class="android.widget.Button" '
-                'text="OK" clickable="true" enabled="true" bounds="[540,1200][1080,1350]"/></hierarchy>')
-_IOS_XML = ('<?xml version="1.0"?><AppiumAUT><XCUIElementTypeApplication name="Settings" x="0" y="0" '
-            'width="393" height="852" visible="true"><XCUIElementTypeButton name="OK" label="OK" '
-            'x="196" y="400" width="197" height="50" visible="true" enabled="true"/>'
-            '</XCUIElementTypeApplication></AppiumAUT>')
+_ANDROID_XML = (
+    '<?xml version="1.0"?><hierarchy><node class="android.widget.Button" '
+    'text="OK" clickable="true" enabled="true" bounds="[540,1200][1080,1350]"/></hierarchy>'
+)
+_IOS_XML = (
+    '<?xml version="1.0"?><AppiumAUT><XCUIElementTypeApplication name="Settings" x="0" y="0" '
+    'width="393" height="852" visible="true"><XCUIElementTypeButton name="OK" label="OK" '
+    'x="196" y="400" width="197" height="50" visible="true" enabled="true"/>'
+    "</XCUIElementTypeApplication></AppiumAUT>"
+)
 
 
 def _phone_env(monkeypatch, kind: str) -> tuple[MobileEnv, _RecordingDriver]:
@@ -393,10 +403,13 @@ def _phone_env(monkeypatch, kind: str) -> tuple[MobileEnv, _RecordingDriver]:
     monkeypatch.setattr(MobileEnv, "_open_session", fake_open)
     monkeypatch.setattr("crawlers.mobile_env._PHONE_SETTLE_S", 0)
     profile = MOBILE_PROFILES["pixel_8" if kind == "android" else "iphone_15"]
-    spec = DeviceSpec(name=f"lab_{kind}", kind=kind, profile=profile,
-                      capabilities={"appium:udid": "U1"},
-                      apps={"settings": "com.android.settings" if kind == "android"
-                            else "com.apple.Preferences"})
+    spec = DeviceSpec(
+        name=f"lab_{kind}",
+        kind=kind,
+        profile=profile,
+        capabilities={"appium:udid": "U1"},
+        apps={"settings": "com.android.settings" if kind == "android" else "com.apple.Preferences"},
+    )
     return MobileEnv("http://farm:4723", spec, chromedriver_port=1), driver
 
 
@@ -409,14 +422,13 @@ def test_android_commands_use_device_pixels_and_keycodes(monkeypatch):
     env, driver = _phone_env(monkeypatch, "android")
     assert env.platform == "android"
     obs = env.reset("settings")
-    assert driver.calls[:2] == [("terminate", "com.android.settings"),
-                                ("activate", "com.android.settings")]
+    assert driver.calls[:2] == [("terminate", "com.android.settings"), ("activate", "com.android.settings")]
     assert obs.url == "com.android.settings/.Settings" and (obs.width, obs.height) == (1080, 2400)
     ok = obs.find("OK", role="button")[0]
     assert ok.bbox == pytest.approx((0.5, 0.5, 1.0, 1350 / 2400))
     driver.calls.clear()
     env.step(Action.tap(*ok.centre()))
-    assert _tap_point(driver.calls) == (810, 1275)        # device px, the bounds' units
+    assert _tap_point(driver.calls) == (810, 1275)  # device px, the bounds' units
     for key, code in (("Enter", 66), ("back", 4), ("home", 3)):
         driver.calls.clear()
         assert env.step(Action.key(key)).last_action_error is None
@@ -443,12 +455,11 @@ def test_ios_commands_use_points_and_buttons(monkeypatch):
     ok = obs.find("OK", role="button")[0]
     driver.calls.clear()
     env.step(Action.tap(*ok.centre()))
-    assert _tap_point(driver.calls) == (294, 425)          # points, not pixels
+    assert _tap_point(driver.calls) == (294, 425)  # points, not pixels
     driver.calls.clear()
     env.step(Action.key("Enter"))
     env.step(Action(type=ActionType.HOME))
-    assert driver.calls == [("send_keys", "\n"),
-                            ("script", "mobile: pressButton", {"name": "home"})]
+    assert driver.calls == [("send_keys", "\n"), ("script", "mobile: pressButton", {"name": "home"})]
     obs = env.step(Action(type=ActionType.BACK))
     assert obs.last_action_error.startswith("back: iOS has no back button")
     obs = env.step(Action(type=ActionType.SELECT, x=0.5, y=0.5, text="x"))

@@ -6,6 +6,7 @@ No phone ran these: the fixtures are dumps recorded from real screens.
 Chromium through Appium: STAMP_BOXES_JS hit-tests in the page and stamps data-tf-vis;
 run here in real Chromium (Playwright, as Appium's chromedriver would run it).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -59,19 +60,23 @@ def test_android_screens_without_overlays_are_all_targets():
 
 
 def test_off_screen_and_partly_visible_boxes():
-    screen = Node("generic", box=(0, 0, 100, 200), children=[
-        Node("button", name="below", box=(0, 250, 50, 20)),
-        Node("button", name="half", box=(-25, 10, 50, 20)),
-        Node("button", name="inside", box=(10, 50, 50, 20)),
-        Node("button", name="under", box=(10, 140, 50, 20)),
-    ])
-    sheet = Node("generic", box=(0, 100, 100, 100))   # a later window: drawn over the screen
+    screen = Node(
+        "generic",
+        box=(0, 0, 100, 200),
+        children=[
+            Node("button", name="below", box=(0, 250, 50, 20)),
+            Node("button", name="half", box=(-25, 10, 50, 20)),
+            Node("button", name="inside", box=(10, 50, 50, 20)),
+            Node("button", name="under", box=(10, 140, 50, 20)),
+        ],
+    )
+    sheet = Node("generic", box=(0, 100, 100, 100))  # a later window: drawn over the screen
     root = Node("application", box=(0, 0, 100, 200), children=[screen, sheet])
     below, half, inside, under = screen.children
     measure_nodes([root], 100, 200)
     assert not below.visibility.on_screen and below.visibility.hit_fraction == 0
     assert half.visibility.on_screen and half.visibility.visible_fraction == pytest.approx(0.5)
-    assert not half.visibility.is_target   # half of it is off screen
+    assert not half.visibility.is_target  # half of it is off screen
     assert inside.visibility.is_target and sheet.visibility.is_target
     assert not under.visibility.centre_hit and under.visibility.modal_covered
     # A dialog inside the same window covers what it does not hold.
@@ -111,7 +116,7 @@ def test_the_chromium_stamp_hit_tests_each_element_in_the_page():
     els = normalise("html", html, w, h)[1]
     pay, back, far, ok = (_one(els, "button", n).visibility for n in ("Pay", "Back", "Far", "OK"))
     assert pay.is_target and pay.hit_fraction == 1.0
-    assert ok.is_target                                     # the dialog's own button
+    assert ok.is_target  # the dialog's own button
     assert back.on_screen and not back.centre_hit and back.modal_covered
     assert not far.on_screen and far.visible_fraction == 0 and not far.is_target
 

@@ -14,6 +14,7 @@ The Ray workers find the project through PYTHONPATH, which the nodes inherit.
 Node failure is detected in about 3 s (1 s health checks, 3 misses) instead of
 Ray's default of about 30 s, so the kill test's recovery is seen in the test's time.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,12 +32,20 @@ DEVICE_RESOURCE = "device:pixel_8"
 class RayTestCluster:
     def __init__(self):
         from ray.cluster_utils import Cluster
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
-        self.cluster = Cluster(initialize_head=True, head_node_args=dict(
-            **NODE, include_dashboard=False, _system_config={
-                "health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
-                "health_check_failure_threshold": 3}))
+
+        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
+        self.cluster = Cluster(
+            initialize_head=True,
+            head_node_args=dict(
+                **NODE,
+                include_dashboard=False,
+                _system_config={
+                    "health_check_initial_delay_ms": 1000,
+                    "health_check_period_ms": 1000,
+                    "health_check_failure_threshold": 3,
+                },
+            ),
+        )
         self.workers = [self.add_worker() for _ in range(2)]
         self.device_node = self.cluster.add_node(**NODE, resources={DEVICE_RESOURCE: 1})
         ray.init(address=self.cluster.address, log_to_driver=False)
@@ -71,5 +80,6 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def appium_server():
     from crawlers.appium_server import AppiumServer
+
     with AppiumServer() as server:
         yield server

@@ -19,6 +19,7 @@ server (moto, tests/s3_server.py); the node-kill crawl writes into a local folde
 One file, so one cluster per test run (a session fixture is per xdist worker, and
 --dist loadfile keeps a file on one worker).
 """
+
 from __future__ import annotations
 
 import os
@@ -60,18 +61,23 @@ def _summary(store: RawStore, collection: str) -> dict:
     actions: dict[str, list] = {}
     for s in sorted(steps, key=lambda s: (s.trajectory_id, s.index)):
         actions.setdefault(s.trajectory_id, []).append(s.action)
-    return {t.trajectory_id: (t.outcome, t.verified_by, t.num_steps, t.device,
-                              actions.get(t.trajectory_id, []))
-            for t in trajs}
+    return {
+        t.trajectory_id: (t.outcome, t.verified_by, t.num_steps, t.device, actions.get(t.trajectory_id, []))
+        for t in trajs
+    }
 
 
 @pytest.fixture(scope="module")
 def local_reference(sandbox, tasks, tmp_path_factory):
     store = RawStore(tmp_path_factory.mktemp("local") / "raw")
     with WebEnvPool(2, request_filter=Allowlist([sandbox.url])) as pool:
-        crawl(tasks,
-              SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
-              store=store, collection="web/local", pool=pool)
+        crawl(
+            tasks,
+            SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+            store=store,
+            collection="web/local",
+            pool=pool,
+        )
     return _summary(store, "web/local")
 
 
@@ -83,10 +89,14 @@ def ray_pool(ray_cluster, sandbox):
 
 
 def _crawl(pool, tasks, sandbox, store, collection, progress=None):
-    return crawl(tasks,
-                 SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
-                              distraction_rate=0.5),
-                 store=store, collection=collection, pool=pool, progress=progress)
+    return crawl(
+        tasks,
+        SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.5),
+        store=store,
+        collection=collection,
+        pool=pool,
+        progress=progress,
+    )
 
 
 # Three or four steps each on the phone (as tests/mobile/test_mobile_crawl.py plays them).
@@ -94,17 +104,22 @@ TASK_IDS = ["settings.dark_mode:en:0", "notes.favourite:zh:0"]
 
 
 def test_appium_sessions_as_ray_actors_crawl_mobile_tasks_on_the_device_node(
-        ray_cluster, appium_server, sandbox, tmp_path):
+    ray_cluster, appium_server, sandbox, tmp_path
+):
     catalog = {t.task_id: t for t in build_catalog(per_template=1, languages=("en", "zh"), seed=0)}
     tasks = [catalog[i] for i in TASK_IDS]
     store = RawStore(tmp_path / "raw")
-    with RayEnvPool(1, devices=[chromium_device("pixel_8")],
-                    factory=AppiumSessionFactory(appium_server.url)) as pool:
+    with RayEnvPool(
+        1, devices=[chromium_device("pixel_8")], factory=AppiumSessionFactory(appium_server.url)
+    ) as pool:
         assert pool.resource == DEVICE_RESOURCE and pool.profiles == ["pixel_8"]
-        stats = crawl(tasks,
-                      SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0,
-                                   distraction_rate=0.0, retries=1),
-                      store=store, collection="mobile/ray", pool=pool)
+        stats = crawl(
+            tasks,
+            SandboxCrawl(server_url=sandbox.url, policy="oracle", seed=0, distraction_rate=0.0, retries=1),
+            store=store,
+            collection="mobile/ray",
+            pool=pool,
+        )
         figures = pool.stats()
         nodes = pool.slot_nodes()
         # The env in the actor is an Appium session (its W3C session id), on the phone host.
@@ -120,15 +135,14 @@ def test_appium_sessions_as_ray_actors_crawl_mobile_tasks_on_the_device_node(
     for t in trajs:
         assert (t.outcome, t.verified_by, t.platform) == ("success", "state", "mobile_web")
         assert t.device.name == "pixel_8"
-        assert (t.device.viewport_width, t.device.viewport_height, t.device.pixel_ratio) == \
-            (412, 915, 2.625)
+        assert (t.device.viewport_width, t.device.viewport_height, t.device.pixel_ratio) == (412, 915, 2.625)
         assert t.num_steps >= 3
     assert {(s.width, s.height) for s in steps} == {(1082, 2402)}  # a pixel_8's device pixels
 
 
-
 def test_the_mobile_asset_plays_its_sessions_on_the_phone_host_when_appium_names_a_cluster(
-        ray_cluster, appium_server, tmp_path):
+    ray_cluster, appium_server, tmp_path
+):
     import dagster as dg
 
     from crawlers.randomise import profile_for_task
@@ -139,30 +153,42 @@ def test_the_mobile_asset_plays_its_sessions_on_the_phone_host_when_appium_names
     from trajforge.tasks.catalog import read_catalog
 
     data = tmp_path / "data"
-    resources = {"storage": StorageResource(root=str(data)), "sandbox": SandboxResource(),
-                 "appium": AppiumResource(external_url=appium_server.url, sessions=1,
-                                          screenshot_scale="css",
-                                          ray_address=ray_cluster.cluster.address)}
+    resources = {
+        "storage": StorageResource(root=str(data)),
+        "sandbox": SandboxResource(),
+        "appium": AppiumResource(
+            external_url=appium_server.url,
+            sessions=1,
+            screenshot_scale="css",
+            ray_address=ray_cluster.cluster.address,
+        ),
+    }
     instance = dg.DagsterInstance.ephemeral()
     assets = [task_catalog, mobile_trajectories]
     cfg = {"ops": {"task_catalog": {"config": {"per_template": 1, "languages": ["en"]}}}}
-    assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
-                          instance=instance, run_config=cfg).success
+    assert dg.materialize(
+        assets, selection=["task_catalog"], resources=resources, instance=instance, run_config=cfg
+    ).success
     key = dg.MultiPartitionKey({"app": "mobile_shop", "device": "pixel_8"})
-    run = dg.materialize(assets, selection=["mobile_trajectories"], partition_key=key,
-                         resources=resources, instance=instance)
+    run = dg.materialize(
+        assets, selection=["mobile_trajectories"], partition_key=key, resources=resources, instance=instance
+    )
     assert run.success
-    meta = {k: v.value for k, v in
-            run.asset_materializations_for_node("mobile_trajectories")[0].metadata.items()}
-    mine = [t for t in read_catalog(data / "catalog" / "tasks.parquet", apps=["mobile_shop"])
-            if profile_for_task(0, t.task_id, MOBILE_DEVICES) == "pixel_8"]
+    meta = {
+        k: v.value for k, v in run.asset_materializations_for_node("mobile_trajectories")[0].metadata.items()
+    }
+    mine = [
+        t
+        for t in read_catalog(data / "catalog" / "tasks.parquet", apps=["mobile_shop"])
+        if profile_for_task(0, t.task_id, MOBILE_DEVICES) == "pixel_8"
+    ]
     assert meta["trajectories"] == len(mine) > 0 and meta["success_rate"] >= 0.9
     pool = meta["device_pools"]["pixel_8"]  # Ray actors on the phone host, not a DevicePool
     assert pool["resource"] == "device:pixel_8" and pool["nodes_used"] == 1
     assert pool["leases"] >= len(mine) and pool["actors_lost"] == 0
 
-def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(
-        ray_cluster, tmp_path):
+
+def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(ray_cluster, tmp_path):
     # First in the file: the module's 4-actor pool (ray_pool) is not holding the browsers yet.
     import dagster as dg
 
@@ -170,18 +196,27 @@ def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_c
     from dagster_project.assets.crawl import web_trajectories
     from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
 
-    resources = {"storage": StorageResource(root=str(tmp_path / "data")),
-                 "sandbox": SandboxResource(),
-                 "browser": BrowserResource(ray_address=ray_cluster.cluster.address,
-                                            ray_actors=2)}
+    resources = {
+        "storage": StorageResource(root=str(tmp_path / "data")),
+        "sandbox": SandboxResource(),
+        "browser": BrowserResource(ray_address=ray_cluster.cluster.address, ray_actors=2),
+    }
     instance = dg.DagsterInstance.ephemeral()
     assets = [task_catalog, web_trajectories]
-    assert dg.materialize(assets, selection=["task_catalog"], resources=resources,
-                          instance=instance,
-                          run_config={"ops": {"task_catalog": {"config": {"per_template": 1}}}}
-                          ).success
-    run = dg.materialize(assets, selection=["web_trajectories"], partition_key="settings",
-                         resources=resources, instance=instance)
+    assert dg.materialize(
+        assets,
+        selection=["task_catalog"],
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"task_catalog": {"config": {"per_template": 1}}}},
+    ).success
+    run = dg.materialize(
+        assets,
+        selection=["web_trajectories"],
+        partition_key="settings",
+        resources=resources,
+        instance=instance,
+    )
     assert run.success
     meta = run.asset_materializations_for_node("web_trajectories")[0].metadata
     pool = meta["browsers"].value
@@ -191,7 +226,8 @@ def test_the_crawl_asset_plays_on_ray_actors_when_the_browser_resource_names_a_c
 
 
 def test_the_environment_asset_plays_on_ray_actors_when_the_browser_resource_names_a_cluster(
-        ray_cluster, tmp_path, monkeypatch):
+    ray_cluster, tmp_path, monkeypatch
+):
     # A lab's own app through its environment file (a counter page, its js verifier), crawled
     # by the Dagster asset on 2 browser actors; before ray_pool holds the cluster's browsers.
     import dagster as dg
@@ -208,13 +244,19 @@ def test_the_environment_asset_plays_on_ray_actors_when_the_browser_resource_nam
         monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
         instance.add_dynamic_partitions(environment_partitions.name, ["counter"])
         run = dg.materialize(
-            [environment_trajectories], partition_key="counter", instance=instance,
-            resources={"storage": StorageResource(root=str(tmp_path / "data")),
-                       "browser": BrowserResource(ray_address=ray_cluster.cluster.address,
-                                                  ray_actors=2)})
+            [environment_trajectories],
+            partition_key="counter",
+            instance=instance,
+            resources={
+                "storage": StorageResource(root=str(tmp_path / "data")),
+                "browser": BrowserResource(ray_address=ray_cluster.cluster.address, ray_actors=2),
+            },
+        )
     assert run.success
-    meta = {k: v.value for k, v in
-            run.asset_materializations_for_node("environment_trajectories")[0].metadata.items()}
+    meta = {
+        k: v.value
+        for k, v in run.asset_materializations_for_node("environment_trajectories")[0].metadata.items()
+    }
     pool = meta["browsers"]  # a pool of 2 Ray actors (one episode: one of them played it)
     assert pool["resource"] == "browser" and pool["browsers"] == 2 and pool["nodes_used"] == 1
     assert pool["leases"] >= meta["episodes"] == meta["success"] == 1
@@ -222,7 +264,8 @@ def test_the_environment_asset_plays_on_ray_actors_when_the_browser_resource_nam
 
 
 def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(
-        ray_cluster, ray_pool, sandbox, tasks, local_reference, s3_server):
+    ray_cluster, ray_pool, sandbox, tasks, local_reference, s3_server
+):
     # Placed by the `browser` resource: 2 actors on each worker, none on the head.
     nodes = ray_pool.slot_nodes()
     workers = {w.node_id for w in ray_cluster.workers}
@@ -246,8 +289,17 @@ def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(
     assert (again.trajectories, again.skipped) == (0, len(tasks))
 
 
-ONLINE = dict(tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=2, iterations=1,
-              tasks_per_iteration=2, max_steps=3, max_new_tokens=4, device="cpu", lr=1e-3)
+ONLINE = dict(
+    tasks=["settings.wifi", "notes.create"],
+    devices=["desktop"],
+    k=2,
+    iterations=1,
+    tasks_per_iteration=2,
+    max_steps=3,
+    max_new_tokens=4,
+    device="cpu",
+    lr=1e-3,
+)
 
 
 def _online_cfg(sandbox, out: Path, **kw):
@@ -255,9 +307,15 @@ def _online_cfg(sandbox, out: Path, **kw):
     from tests.vlm.helpers import tiny_model_path
     from training.online import OnlineRLConfig
 
-    return OnlineRLConfig(model_path=str(tiny_model_path()), out_dir=str(out / "ckpt"),
-                          store=str(out / "raw"), server_url=sandbox.url,
-                          image_max_pixels=TINY_IMAGE_PIXELS, **ONLINE, **kw)
+    return OnlineRLConfig(
+        model_path=str(tiny_model_path()),
+        out_dir=str(out / "ckpt"),
+        store=str(out / "raw"),
+        server_url=sandbox.url,
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        **ONLINE,
+        **kw,
+    )
 
 
 def _rollouts(store_root: Path) -> dict:
@@ -271,8 +329,10 @@ def _rollouts(store_root: Path) -> dict:
     by_tid: dict[str, list] = {}
     for s in sorted(steps, key=lambda s: (s.trajectory_id, s.index)):
         by_tid.setdefault(s.trajectory_id, []).append((s.action, s.screenshot))
-    return {t.trajectory_id: (t.outcome, t.num_steps, t.device, t.seed, by_tid.get(t.trajectory_id))
-            for t in trajs}
+    return {
+        t.trajectory_id: (t.outcome, t.num_steps, t.device, t.seed, by_tid.get(t.trajectory_id))
+        for t in trajs
+    }
 
 
 FIGURES = ("rollouts", "trained_rollouts", "sequences", "groups", "loss", "kl", "reward_mean")
@@ -293,7 +353,8 @@ def _slot_leases(pool) -> dict[str, int]:
 
 
 def test_an_online_rl_iteration_spreads_its_rollouts_over_actors_on_both_nodes(
-        ray_cluster, ray_pool, sandbox, online_sequential, tmp_path):
+    ray_cluster, ray_pool, sandbox, online_sequential, tmp_path
+):
     from training.online import run_online_rl
 
     seq, seq_rollouts = online_sequential
@@ -318,7 +379,8 @@ def test_an_online_rl_iteration_spreads_its_rollouts_over_actors_on_both_nodes(
 
 
 def test_an_actor_killed_mid_rollout_replays_that_rollout_whole(
-        ray_pool, sandbox, online_sequential, tmp_path):
+    ray_pool, sandbox, online_sequential, tmp_path
+):
     from training.online import run_online_rl
 
     seq, seq_rollouts = online_sequential
@@ -357,7 +419,8 @@ def test_an_actor_killed_mid_rollout_replays_that_rollout_whole(
 
 
 def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
-        ray_cluster, ray_pool, sandbox, tasks, tmp_path):
+    ray_cluster, ray_pool, sandbox, tasks, tmp_path
+):
     # crawl_environment, the path of any lab's app: here the sandbox's own environment
     # file (sandbox/environment.py: start URL, state verifier, oracle plugin).
     from crawlers.env_crawl import EnvCrawl, crawl_environment
@@ -369,11 +432,13 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
     chosen = [t.model_copy(update={"start_url": None}) for t in tasks[:2] + tasks[3:5]]
     local, remote = RawStore(tmp_path / "local"), RawStore(tmp_path / "ray")
     with WebEnvPool(2, request_filter=Allowlist(environment.origins())) as pool:
-        want = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
-                                 store=local, pool=pool)
+        want = crawl_environment(
+            environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0), store=local, pool=pool
+        )
     before = _slot_leases(ray_pool)
-    got = crawl_environment(environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0),
-                            store=remote, pool=ray_pool)
+    got = crawl_environment(
+        environment, EnvCrawl(policy="oracle", tasks=chosen, seed=0), store=remote, pool=ray_pool
+    )
     after = _slot_leases(ray_pool)
     assert _summary(remote, "sandbox") == _summary(local, "sandbox")
     assert got.trajectories == want.trajectories == len(chosen)
@@ -382,8 +447,7 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
     assert used == {w.node_id for w in ray_cluster.workers}  # played on both worker nodes
 
 
-def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_actors(
-        ray_cluster, sandbox):
+def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_actors(ray_cluster, sandbox):
     from dagster_project.ray_resource import RayResource
     from dagster_project.resources import BrowserResource
 
@@ -398,7 +462,8 @@ def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_a
 
 
 def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
-        ray_cluster, ray_pool, sandbox, tasks, local_reference, tmp_path):
+    ray_cluster, ray_pool, sandbox, tasks, local_reference, tmp_path
+):
     # Runs last: it leaves the cluster one worker node.
     store = RawStore(tmp_path / "raw")
     killed: list[str] = []
@@ -421,8 +486,10 @@ def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
     assert killed
     replayed = after["episodes_replayed"] - before["episodes_replayed"]
     lost = after["actors_lost"] - before["actors_lost"]
-    print(f"node killed: {lost} actors lost, {replayed} episodes replayed, "
-          f"{stats.retries} retries, {stats.seconds}s")
+    print(
+        f"node killed: {lost} actors lost, {replayed} episodes replayed, "
+        f"{stats.retries} retries, {stats.seconds}s"
+    )
     assert 1 <= lost <= 2 and replayed == lost and stats.retries >= replayed
     # 0 lost, 0 duplicated, every part readable (check_store), the same trajectories.
     assert _summary(store, "web/killed") == local_reference
@@ -430,4 +497,3 @@ def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
     # Every actor now lives on the surviving worker; replacements wait for a free browser.
     live = {n for n in ray_pool.slot_nodes().values() if n is not None}
     assert live == {ray_cluster.workers[0].node_id}
-

@@ -1,4 +1,5 @@
 """Shared checks for the fault tests: a store left whole, a site whose pages never load."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,9 @@ def check_store_whole(store: RawStore, collection: str) -> tuple[list, list]:
             assert hashlib.sha256(data).hexdigest() == s.screenshot
     leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".")]
     assert not leftovers, f"temporary files left: {leftovers}"
-    assert len(list(folder.glob("part-*.steps.parquet"))) == \
-        len(list(folder.glob("part-*.trajectories.parquet"))), "a batch without its commit"
+    assert len(list(folder.glob("part-*.steps.parquet"))) == len(
+        list(folder.glob("part-*.trajectories.parquet"))
+    ), "a batch without its commit"
     return trajs, steps
 
 
@@ -62,8 +64,10 @@ def blob_files_intact(store: RawStore) -> int:
 
 
 # -- a site whose pages never finish loading -----------------------------------------
-PAGE = ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
-        "</head><body><h1>{title}</h1>{body}</body></html>")
+PAGE = (
+    "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+    "</head><body><h1>{title}</h1>{body}</body></html>"
+)
 BEHAVIOURS = {
     # The document itself never arrives.
     "hang_document": None,
@@ -73,9 +77,13 @@ BEHAVIOURS = {
     "hang_link": PAGE.format(title="Links", body="<a href='/never'>Next page</a>"),
     # Not a hang: page text holding half an emoji (a lone UTF-16 surrogate),
     # which Chromium hands over as is and UTF-8 / Parquet cannot store.
-    "half_emoji": PAGE.format(title="Half emoji", body=(
-        "<button id='pay'>x</button><script>"
-        "document.getElementById('pay').textContent = 'Pay \\uD83D now';</script>")),
+    "half_emoji": PAGE.format(
+        title="Half emoji",
+        body=(
+            "<button id='pay'>x</button><script>"
+            "document.getElementById('pay').textContent = 'Pay \\uD83D now';</script>"
+        ),
+    ),
 }
 
 

@@ -7,6 +7,7 @@ writer must raise an OSError naming the path, leave no half-written file
 visible, keep what it committed readable, and a re-run once space is back
 must complete without a duplicate.
 """
+
 from __future__ import annotations
 
 import errno
@@ -32,8 +33,8 @@ from .conftest import blob_files_intact, check_store_whole
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TRAJ, STEPS = 12, 2
-DISK = 4 << 20               # tmpfs size: room for everything once the filler is gone
-FSIZE_LIMIT = 64 << 10       # per-file limit of the fallback
+DISK = 4 << 20  # tmpfs size: room for everything once the filler is gone
+FSIZE_LIMIT = 64 << 10  # per-file limit of the fallback
 COLLECTION = "web/disk"
 
 
@@ -51,15 +52,30 @@ def trajectories(n: int = N_TRAJ, first: int = 0):
         tid = f"disk{i:03d}"
         side = 24 * (i + 1)
         images = [noise_png(side, 100 * i + j) for j in range(STEPS)]
-        steps = [Step(trajectory_id=tid, index=j, screenshot=hashlib.sha256(img).hexdigest(),
-                      width=side, height=side, url="http://x/", action=Action.tap(0.5, 0.5)
-                      if j < STEPS - 1 else Action(type="done"))
-                 for j, img in enumerate(images)]
+        steps = [
+            Step(
+                trajectory_id=tid,
+                index=j,
+                screenshot=hashlib.sha256(img).hexdigest(),
+                width=side,
+                height=side,
+                url="http://x/",
+                action=Action.tap(0.5, 0.5) if j < STEPS - 1 else Action(type="done"),
+            )
+            for j, img in enumerate(images)
+        ]
         task = Task(task_id=f"t{i}", instruction=f"task {i}", language="en", app="shop")
-        traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="shop",
-                          device=DeviceProfile(viewport_width=side, viewport_height=side),
-                          policy="oracle", outcome="success", verified_by="state",
-                          num_steps=STEPS)
+        traj = Trajectory(
+            trajectory_id=tid,
+            task=task,
+            platform="web",
+            app="shop",
+            device=DeviceProfile(viewport_width=side, viewport_height=side),
+            policy="oracle",
+            outcome="success",
+            verified_by="state",
+            num_steps=STEPS,
+        )
         yield traj, steps, images
 
 
@@ -80,8 +96,7 @@ def write_all(root: str, first: int = 0, n: int = N_TRAJ) -> str | None:
 
 def export_all(store_root: str, out_dir: str) -> str | None:
     try:
-        export_shards(RawStore(Path(store_root)), Path(out_dir), dataset="disk",
-                      max_samples_per_shard=4)
+        export_shards(RawStore(Path(store_root)), Path(out_dir), dataset="disk", max_samples_per_shard=4)
     except OSError as exc:
         return f"{exc.errno} {exc}"
     return None
@@ -93,8 +108,9 @@ class SmallDisk:
     def __init__(self, path: Path):
         self.path = path
         path.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(path)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(path)], capture_output=True, text=True
+        )
         self.tmpfs = done.returncode == 0
         self.errno = errno.ENOSPC if self.tmpfs else errno.EFBIG
         self.filler = path / "filler"
@@ -116,13 +132,16 @@ class SmallDisk:
         process whose files may not grow past FSIZE_LIMIT."""
         if self.tmpfs:
             return func(*args)
-        code = ("import resource, signal, sys; "
-                "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-                f"resource.setrlimit(resource.RLIMIT_FSIZE, ({FSIZE_LIMIT}, {FSIZE_LIMIT})); "
-                "from tests.reliability.test_full_disk import *; "
-                f"print(json.dumps({func.__name__}(*{list(args)!r})))")
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
+        code = (
+            "import resource, signal, sys; "
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({FSIZE_LIMIT}, {FSIZE_LIMIT})); "
+            "from tests.reliability.test_full_disk import *; "
+            f"print(json.dumps({func.__name__}(*{list(args)!r})))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -168,8 +187,9 @@ def test_shard_export_on_a_full_disk_keeps_the_previous_export(disk, tmp_path):
     error = disk.run_full(export_all, str(store_root), str(out))
     assert error is not None and error.startswith(f"{disk.errno} ") and str(out) in error
     assert not (out / shards.MANIFEST).exists()
-    assert not [p for p in out.rglob("*") if p.suffix in (".tar", ".tmp") or
-                p.name.startswith(".")], "half-written shards left behind"
+    assert not [p for p in out.rglob("*") if p.suffix in (".tar", ".tmp") or p.name.startswith(".")], (
+        "half-written shards left behind"
+    )
     disk.free()
     assert export_all(str(store_root), str(out)) is None
     assert shards.verify(out) == []

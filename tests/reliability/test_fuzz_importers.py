@@ -7,6 +7,7 @@ never raise: each record is imported whole or quarantined with the file,
 record, field and reason, and the store stays whole (conftest.check_store_whole).
 The hand-picked bad records of each format are in tests/importers/.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,8 +32,10 @@ SAMPLES = Path(__file__).resolve().parents[1] / "importers" / "samples"
 # format -> (a real sample file, the screen size its format needs when it ships no image)
 FORMATS = {
     "aitz": ("aitz/GOOGLE_APPS-523638528775825151.json", None),
-    "android_control": ("android_control/derived_uis1_android_control_train_example.first2.jsonl",
-                        (1080, 2400)),
+    "android_control": (
+        "android_control/derived_uis1_android_control_train_example.first2.jsonl",
+        (1080, 2400),
+    ),
     "gui_odyssey": ("gui_odyssey/derived_osatlas_gui_odyssey_test.jsonl", (1080, 2400)),
     "guiact": ("guiact/quoted_native_web_multi_records.json", (1280, 720)),
     "agentnet": ("opencua_agentnet/cot_raw_example/raw_example.jsonl", (1920, 1080)),
@@ -41,8 +44,11 @@ FORMATS = {
     "os_genesis": ("os_genesis/aw_instructions.first3.json", None),
     "autoglm": ("open_autoglm/constructed_conversation.json", None),
 }
-FUZZ = settings(max_examples=15, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 _runs = itertools.count()
 TRIED: dict[str, int] = {}
 
@@ -55,8 +61,7 @@ def report_tried():
 
 def records_of(path: Path) -> list:
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-                if line.strip()]
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     data = json.loads(path.read_text(encoding="utf-8"))
     return data if isinstance(data, list) else [data]
 
@@ -81,8 +86,7 @@ def import_checked(fmt: str, file: Path, root: Path) -> dict:
     """import_path must return; every quarantined record names file, record, field, reason."""
     store = RawStore(root / "raw")
     qpath = root / "quarantine.jsonl"
-    result = import_path(fmt, file, store, quarantine_path=qpath,
-                         screen_size=FORMATS[fmt][1])
+    result = import_path(fmt, file, store, quarantine_path=qpath, screen_size=FORMATS[fmt][1])
     # split("\n"), not splitlines(): a record id may hold U+0085 or U+2028
     lines = [x for x in qpath.read_text(encoding="utf-8").split("\n") if x] if qpath.exists() else []
     assert len(lines) == result.quarantined
@@ -119,30 +123,40 @@ def test_damaged_bytes_import_or_are_quarantined(tmp_path, fmt, data):
     if how == "truncate":
         raw = raw[:at]
     elif how == "invalid_utf8":
-        raw = raw[:at] + data.draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80",
-                                                    b"\x00", b"\xfe\xff"])) + raw[at:]
+        raw = (
+            raw[:at]
+            + data.draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x00", b"\xfe\xff"]))
+            + raw[at:]
+        )
     else:
-        raw = raw[:at] + data.draw(st.binary(min_size=1, max_size=16)) + raw[at + 16:]
+        raw = raw[:at] + data.draw(st.binary(min_size=1, max_size=16)) + raw[at + 16 :]
     file.write_bytes(raw)
     import_checked(fmt, file, d)
 
 
 def png_header(w: int, h: int) -> bytes:
     """A PNG whose header claims w x h pixels, with no pixel data."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b""))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _truncated(fmt: str, cut: float) -> bytes:
     import numpy as np
     from PIL import Image
+
     buf = io.BytesIO()
     px = np.random.default_rng(1).integers(0, 256, (300, 200, 3), dtype=np.uint8)
     Image.fromarray(px).save(buf, format=fmt)
     data = buf.getvalue()
-    return data[:int(len(data) * cut)]
+    return data[: int(len(data) * cut)]
 
 
 BAD_IMAGES = {

@@ -7,6 +7,7 @@ either come back as a record that also writes to Parquet and reads back the
 same, or raise a SchemaError naming the file, the record and the field:
 never any other exception.
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,12 +36,39 @@ from schemas.errors import SchemaError
 from tests.export.shard_fixtures import build_store
 
 SOURCE = "raw/web/part-000007.steps.parquet"
-NASTY = [math.nan, math.inf, -math.inf, -1, -0.5, 1.5, -1e308, 0, 2**31, 2**40, 2**63, 2**70,
-         "", "\ud83d", "x\udcff", "不是数字", "NaN", None, [], {}, [1, 2, 3], {"k": 1}, True,
-         b"\xff\xfe", [math.nan, 0, 1, 1], [-1.0, -1.0, 2.0, 2.0]]
-FUZZ = settings(max_examples=80, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+NASTY = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    -1,
+    -0.5,
+    1.5,
+    -1e308,
+    0,
+    2**31,
+    2**40,
+    2**63,
+    2**70,
+    "",
+    "\ud83d",
+    "x\udcff",
+    "不是数字",
+    "NaN",
+    None,
+    [],
+    {},
+    [1, 2, 3],
+    {"k": 1},
+    True,
+    b"\xff\xfe",
+    [math.nan, 0, 1, 1],
+    [-1.0, -1.0, 2.0, 2.0],
+]
+FUZZ = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
@@ -142,16 +170,23 @@ def test_fuzzed_trajectory_rows_parse_or_name_the_field(rows, counts, data):
 @given(data=st.data())
 def test_fuzzed_task_rows_parse_or_name_the_field(rows, counts, data):
     row = data.draw(mutated(rows["task"]))
-    check(row_to_task, lambda ts: pa.Table.from_pylist([task_to_row(t) for t in ts],
-                                                        schema=TASK_SCHEMA),
-          task_to_row, row, counts)
+    check(
+        row_to_task,
+        lambda ts: pa.Table.from_pylist([task_to_row(t) for t in ts], schema=TASK_SCHEMA),
+        task_to_row,
+        row,
+        counts,
+    )
 
 
 PARSERS = {
     "step": (row_to_step, steps_table, step_to_row),
     "trajectory": (row_to_trajectory, trajectories_table, trajectory_to_row),
-    "task": (row_to_task, lambda ts: pa.Table.from_pylist([task_to_row(t) for t in ts],
-                                                          schema=TASK_SCHEMA), task_to_row),
+    "task": (
+        row_to_task,
+        lambda ts: pa.Table.from_pylist([task_to_row(t) for t in ts], schema=TASK_SCHEMA),
+        task_to_row,
+    ),
 }
 
 
@@ -203,8 +238,13 @@ def store_copy(tmp_path_factory):
 # Derandomised: page checksums cover page data, not page headers, so about 1
 # single-byte flip in 800 still decodes to other values (docs/reliability.md);
 # a fixed set of examples keeps that rare case from making the suite flaky.
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_a_damaged_parquet_part_reads_or_names_the_file(store_copy, counts, data):
     """Committed parts are written atomically, so a torn one is disk damage:
@@ -219,9 +259,12 @@ def test_a_damaged_parquet_part_reads_or_names_the_file(store_copy, counts, data
         damaged = original[:at]
     else:
         junk = data.draw(st.binary(min_size=1, max_size=32))
-        damaged = original[:at] + junk + original[at + len(junk):]
-    read = ((lambda: list(store_copy.iter_steps())) if kind == "steps" else
-            (lambda: (store_copy.committed_ids(), list(store_copy.iter_trajectories()))))
+        damaged = original[:at] + junk + original[at + len(junk) :]
+    read = (
+        (lambda: list(store_copy.iter_steps()))
+        if kind == "steps"
+        else (lambda: (store_copy.committed_ids(), list(store_copy.iter_trajectories())))
+    )
     before = read()
     path.write_bytes(damaged)
     try:

@@ -5,6 +5,7 @@ spliced with garbage at a random place, or its manifest mutated. Reading
 must give samples or a ShardError naming the file, never another exception;
 `verify` must report every shard whose bytes changed.
 """
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,11 @@ from trajforge.publish.shards import ShardError
 
 from .test_fuzz_records import mutated
 
-FUZZ = settings(max_examples=80, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 _runs = itertools.count()
 TRIED = {"tar": 0, "manifest": 0, "rejected": 0}
 
@@ -75,11 +79,11 @@ def test_a_damaged_shard_reads_or_raises_a_shard_error_and_fails_verify(export, 
         damaged = raw[:at]
     elif how == "overwrite":
         junk = data.draw(st.binary(min_size=1, max_size=64))
-        damaged = raw[:at] + junk + raw[at + len(junk):]
+        damaged = raw[:at] + junk + raw[at + len(junk) :]
     elif how == "splice":
         damaged = raw[:at] + data.draw(st.binary(min_size=1, max_size=600)) + raw[at:]
     else:  # a block of zeros: tar's end-of-archive marker in the middle
-        damaged = raw[:at] + b"\0" * 1024 + raw[at + 1024:]
+        damaged = raw[:at] + b"\0" * 1024 + raw[at + 1024 :]
     path.write_bytes(damaged)
     read_all(d)
     if damaged != raw:
@@ -93,8 +97,7 @@ def test_a_mutated_manifest_reads_or_raises_a_shard_error(export, tmp_path, data
     d = copy_of(export, tmp_path)
     manifest = json.loads((d / shards.MANIFEST).read_text())
     if data.draw(st.booleans()):
-        text = json.dumps(data.draw(mutated([manifest])), default=repr).encode(
-            "utf-8", "surrogatepass")
+        text = json.dumps(data.draw(mutated([manifest])), default=repr).encode("utf-8", "surrogatepass")
     else:
         raw = (d / shards.MANIFEST).read_bytes()
         at = data.draw(st.integers(0, len(raw)))
@@ -118,12 +121,15 @@ def _tar_with(members: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("body, reason", [
-    (b'{"index": 0', "bad JSON"),                        # truncated JSON
-    (b'{"url": "\xff\xfe"}', "bad JSON"),                 # invalid UTF-8
-    (b"[1, 2, 3]", "not a JSON object"),                  # JSON, but not a sample
-    (b"", "bad JSON"),
-])
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b'{"index": 0', "bad JSON"),  # truncated JSON
+        (b'{"url": "\xff\xfe"}', "bad JSON"),  # invalid UTF-8
+        (b"[1, 2, 3]", "not a JSON object"),  # JSON, but not a sample
+        (b"", "bad JSON"),
+    ],
+)
 def test_a_bad_sample_json_names_the_shard_and_the_key(tmp_path, body, reason):
     path = tmp_path / "train-000000.tar"
     path.write_bytes(_tar_with({"k_s0000.png": b"\x89PNG", "k_s0000.json": body}))

@@ -7,6 +7,7 @@ CLI's start-up, ~25 s here, paid once). After it: each task of the partition is 
 once, every Parquet file reads, and shards exported from the store verify.
 Also: the crawl assets carry a retry policy with backoff.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ def test_crawl_assets_retry_with_backoff():
     from dagster_project.assets.crawl import web_trajectories
     from dagster_project.assets.imports import imported_trajectories
     from dagster_project.assets.mobile import mobile_trajectories
+
     for asset in (web_trajectories, mobile_trajectories, imported_trajectories):
         policy = asset.op.retry_policy
         assert policy is not None and policy.max_retries >= 2, asset.key
@@ -48,12 +50,23 @@ def test_crawl_assets_retry_with_backoff():
 
 
 def _materialize(env: dict, log: Path) -> subprocess.Popen:
-    cmd = [str(DAGSTER), "asset", "materialize", "-m", "dagster_project.definitions",
-           "--select", "web_trajectories", "--partition", "settings",
-           "--config-json", json.dumps(CONFIG)]
+    cmd = [
+        str(DAGSTER),
+        "asset",
+        "materialize",
+        "-m",
+        "dagster_project.definitions",
+        "--select",
+        "web_trajectories",
+        "--partition",
+        "settings",
+        "--config-json",
+        json.dumps(CONFIG),
+    ]
     # Its own session: the kill below reaches the CLI's whole process group.
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def _committed(store: RawStore) -> int:
@@ -82,8 +95,9 @@ def _kill_tree(proc: subprocess.Popen) -> int:
 def test_sigkill_of_a_crawl_materialisation_then_rerun(tmp_path):
     data, home = tmp_path / "data", tmp_path / "dagster_home"
     home.mkdir()
-    tasks = [t for t in build_catalog(per_template=1, languages=("en", "zh"), seed=0)
-             if t.app == "settings"][:N_TASKS]
+    tasks = [t for t in build_catalog(per_template=1, languages=("en", "zh"), seed=0) if t.app == "settings"][
+        :N_TASKS
+    ]
     write_catalog(tasks, data / "catalog" / "tasks.parquet")
     env = {**os.environ, "DAGSTER_HOME": str(home), "TRAJFORGE_DATA": str(data)}
     store = RawStore(data / "raw")
@@ -92,8 +106,9 @@ def test_sigkill_of_a_crawl_materialisation_then_rerun(tmp_path):
     deadline = time.monotonic() + 300
     while _committed(store) < KILL_AFTER and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert proc.poll() is None, \
+    assert proc.poll() is None, (
         "the run ended before it could be killed:\n" + (tmp_path / "killed.log").read_text()[-3000:]
+    )
     killed = _kill_tree(proc)
     assert proc.returncode == -signal.SIGKILL and killed >= 2  # the CLI and its browser at least
     # What the killed run committed reads back whole; its partial batch is invisible.
@@ -102,11 +117,19 @@ def test_sigkill_of_a_crawl_materialisation_then_rerun(tmp_path):
 
     from dagster_project.assets.crawl import web_trajectories
     from dagster_project.resources import BrowserResource, SandboxResource, StorageResource
+
     with dg.DagsterInstance.from_config(str(home)) as instance:  # holds the killed run too
-        rerun = dg.materialize([web_trajectories], partition_key="settings", instance=instance,
-                               run_config=CONFIG, resources={
-                                   "storage": StorageResource(root=str(data)),
-                                   "sandbox": SandboxResource(), "browser": BrowserResource()})
+        rerun = dg.materialize(
+            [web_trajectories],
+            partition_key="settings",
+            instance=instance,
+            run_config=CONFIG,
+            resources={
+                "storage": StorageResource(root=str(data)),
+                "sandbox": SandboxResource(),
+                "browser": BrowserResource(),
+            },
+        )
     assert rerun.success
     trajs, steps = check_store_whole(store, COLLECTION)
     expected = {trajectory_id_for("sandbox", t.task_id, "oracle", 0) for t in tasks}

@@ -4,6 +4,7 @@ Each episode still gets a fresh browser context (`env.reset`); only the
 Chromium process and the Flask server are shared, so session ids must be
 unique across files (`oracle_run.solve` derives them from the task id).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,6 +21,7 @@ def server():
 @pytest.fixture(scope="package")
 def _browser():
     from crawlers.web_env import WebEnv  # only the browser tests pay for Playwright
+
     with WebEnv.launch(image_format="jpeg") as e:
         yield e
 

@@ -4,6 +4,7 @@ Shared by the end-to-end tests of tests/sandbox: `test_all_templates.py` runs
 every template once per language on a desktop, and each app's file runs a few
 of its templates on small screens with pop-ups on every page.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,11 +21,11 @@ from schemas.records import DeviceProfile, Task
 
 MAX_ACTIONS = 30
 DESKTOP = DeviceProfile(name="desktop", viewport_width=1280, viewport_height=800)
-PHONE = DeviceProfile(name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3,
-                      is_mobile=True, locale="zh-CN")
+PHONE = DeviceProfile(
+    name="phone", viewport_width=390, viewport_height=844, pixel_ratio=3, is_mobile=True, locale="zh-CN"
+)
 PHONE_DARK = PHONE.model_copy(update={"theme": "dark", "font_scale": 1.3})
-TABLET = DeviceProfile(name="tablet", viewport_width=820, viewport_height=1180, pixel_ratio=2,
-                       is_mobile=True)
+TABLET = DeviceProfile(name="tablet", viewport_width=820, viewport_height=1180, pixel_ratio=2, is_mobile=True)
 GUARD = SafetyGuard()
 
 
@@ -33,7 +34,7 @@ class OracleRun:
     task: Task
     actions: list[Action]
     answer: str | None
-    snapshot: dict          # GET /api/state/<sid>: {..., distractions, state}
+    snapshot: dict  # GET /api/state/<sid>: {..., distractions, state}
     oracle: PlanOracle
 
     @property
@@ -45,16 +46,18 @@ class OracleRun:
         return sum(a.type == ActionType.SCROLL for a in self.actions)
 
 
-def solve(server, env, template: TaskTemplate, lang: str, seed: int,
-          device: DeviceProfile = DESKTOP, **start) -> OracleRun:
+def solve(
+    server, env, template: TaskTemplate, lang: str, seed: int, device: DeviceProfile = DESKTOP, **start
+) -> OracleRun:
     """Let the oracle act until it finishes or answers; fail on a guarded or failed action.
 
     `start` goes to the start URL (theme, font_scale, distraction_rate).
     """
     task = template.make_task(lang, seed)
     sid = f"{task.task_id}:{device.name}:{sorted(start.items())}"
-    obs = env.reset(start_url(server.url, sid=sid, app=template.app, lang=lang, seed=seed,
-                              **start), device=device)
+    obs = env.reset(
+        start_url(server.url, sid=sid, app=template.app, lang=lang, seed=seed, **start), device=device
+    )
     oracle = template.oracle(task)
     actions, answer = [], None
     for _ in range(MAX_ACTIONS):
@@ -85,8 +88,17 @@ def solve_on_small_screens(server, env, cases) -> tuple[int, int]:
     cleared = scrolled = 0
     for tid, lang, device, seed in cases:
         template = TEMPLATES[tid]
-        run = solve(server, env, template, lang, seed, device=device, theme=device.theme,
-                    font_scale=device.font_scale, distraction_rate=1.0)
+        run = solve(
+            server,
+            env,
+            template,
+            lang,
+            seed,
+            device=device,
+            theme=device.theme,
+            font_scale=device.font_scale,
+            distraction_rate=1.0,
+        )
         assert template.check(run.task, run.state, run.answer), (run.task.instruction, run.actions)
         assert run.snapshot["distractions"], "distraction_rate=1.0 must show pop-ups"
         cleared += run.oracle.distractions_cleared
@@ -102,8 +114,10 @@ def tap(obs: Observation, name: str, role: str) -> Action:
 def assert_pages_fit_a_phone(server, env, app: str, lang: str, paths: list[str]) -> None:
     """At 390 px and font scale 1.3 nothing may stick out sideways: the oracle only scrolls
     vertically, so a control off the right edge could never be reached."""
-    env.reset(start_url(server.url, sid=f"{app}-fit-{lang}", app=app, lang=lang, seed=0,
-                        font_scale=1.3), device=PHONE)
+    env.reset(
+        start_url(server.url, sid=f"{app}-fit-{lang}", app=app, lang=lang, seed=0, font_scale=1.3),
+        device=PHONE,
+    )
     for path in paths:
         env.page.goto(server.url + path)
         width = env.page.evaluate("document.documentElement.scrollWidth")

@@ -4,6 +4,7 @@ A layout that hides a label on one screen size (icons only) must keep the
 control's name (aria-label), or the oracle cannot find it there: this is what
 broke `social.topic_like_top` on the tablet profile.
 """
+
 import re
 
 import pytest

@@ -7,6 +7,7 @@ already satisfy. End-to-end part: the real sandbox server and a real Chromium
 is decided from the server state. App-specific checks (seeded data, planted
 PII, handlers, bait controls, small-screen runs) live in test_<app>.py.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,8 +29,12 @@ ALL = [TEMPLATES[tid] for tid in sorted(TEMPLATES)]
 # Touch-first mobile apps are swept on phones (their own test files), not here.
 ALL_WEB = [t for t in ALL if APPS[t.app].form == "web"]
 # Their instruction names no sampled parameter, so it is the same for every seed.
-FIXED_INSTRUCTION = {"social.answer_top_trend", "mail.unread_count",
-                     "settings.account_phone", "settings.storage"}
+FIXED_INSTRUCTION = {
+    "social.answer_top_trend",
+    "mail.unread_count",
+    "settings.account_phone",
+    "settings.storage",
+}
 # The state field each app records a bait control in (pay, message everyone,
 # delete the account): an oracle must never reach it.
 BAIT_UNTOUCHED = {
@@ -85,8 +90,7 @@ def test_template_makes_valid_tasks_that_are_not_already_solved(template, lang):
 @pytest.mark.parametrize("template", ALL_WEB, ids=_ids)
 def test_oracle_solves_template_in_the_browser(server, env, template, lang):
     run = solve(server, env, template, lang, seed=E2E_SEED)
-    assert template.check(run.task, run.state, run.answer), \
-        (run.task.instruction, run.answer, run.actions)
+    assert template.check(run.task, run.state, run.answer), (run.task.instruction, run.answer, run.actions)
     bait_untouched = BAIT_UNTOUCHED.get(template.app)
     assert bait_untouched is None or bait_untouched(run.state), "a bait control was used"
     if _is_information_task(template, run.task):

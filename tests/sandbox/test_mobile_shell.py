@@ -5,6 +5,7 @@ contract through the shared WebEnv: touch on a phone profile (the way a crawl
 drives it), mouse on a desktop profile (desktop tools). Its handlers record what
 reached the server, so each test asserts on what the page really did.
 """
+
 from __future__ import annotations
 
 import threading
@@ -71,8 +72,12 @@ class ShellSite:
 
     def __init__(self):
         self.events: list[tuple[str, str]] = []
-        app = Flask(__name__, template_folder=f"{SANDBOX}/templates",
-                    static_folder=f"{SANDBOX}/static", static_url_path="/static")
+        app = Flask(
+            __name__,
+            template_folder=f"{SANDBOX}/templates",
+            static_folder=f"{SANDBOX}/static",
+            static_url_path="/static",
+        )
 
         @app.get("/page")
         def page():
@@ -82,8 +87,7 @@ class ShellSite:
             distraction = None
             if kind:
                 title, body, dismiss, other = TEXT[kind][s.lang]
-                distraction = {"kind": kind, "title": title, "body": body, "dismiss": dismiss,
-                               "other": other}
+                distraction = {"kind": kind, "title": title, "body": body, "dismiss": dismiss, "other": other}
             return render_template_string(PAGE, s=s, distraction=distraction)
 
         def log(kind, value=""):
@@ -212,13 +216,18 @@ def test_pull_to_refresh_posts_only_from_the_top(env, site):
 def test_pull_shows_release_to_refresh_before_letting_go(env, site, lang, text):
     _open(env, site, lang=lang)
     cdp = env.context.new_cdp_session(env.page)
-    touch = lambda kind, pts: cdp.send("Input.dispatchTouchEvent", {  # noqa: E731
-        "type": kind, "touchPoints": [{"x": x, "y": y} for x, y in pts]})
+    touch = lambda kind, pts: cdp.send(
+        "Input.dispatchTouchEvent",
+        {  # noqa: E731
+            "type": kind,
+            "touchPoints": [{"x": x, "y": y} for x, y in pts],
+        },
+    )
     touch("touchStart", [(200, 300)])
     for y in (320, 360, 400, 420):
         touch("touchMove", [(200, y)])
     assert env.page.inner_text(".m-ptr") == text
-    touch("touchMove", [(200, 330)])   # back within 70 px: nothing happens on release
+    touch("touchMove", [(200, 330)])  # back within 70 px: nothing happens on release
     touch("touchEnd", [])
     env.page.wait_for_timeout(200)
     assert site.events == [] and env.page.is_hidden(".m-ptr")

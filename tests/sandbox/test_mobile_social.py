@@ -10,6 +10,7 @@ the feed, long presses, bottom sheets, the soft keyboard), success decided by th
 server state and no bait reached; a few tasks again with a phone interruption on
 every page load.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,7 +105,7 @@ def test_refresh_brings_new_notes_to_the_top(lang, seed):
     assert len({n["id"] for n in s["notes"]}) == len(s["notes"])
     for _ in range(5):
         refresh_feed(s)
-    assert s["fresh_pool"] == [] and s["refreshes"] == 6   # an empty pool still refreshes
+    assert s["fresh_pool"] == [] and s["refreshes"] == 6  # an empty pool still refreshes
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -126,8 +127,20 @@ def test_pages_render_in_both_languages(open_session):
     for lang in LANGS:
         client, s = open_session(APP, lang, seed=1, sid=f"pages-{lang}")
         handle = s.state["users"][0]["handle"]
-        for path in ["/", "/?tab=following", "/note/n1", "/search", "/search?q=a", "/compose",
-                     "/activity", "/me", "/me?tab=saved", "/me?tab=liked", f"/u/{handle}", "/settings"]:
+        for path in [
+            "/",
+            "/?tab=following",
+            "/note/n1",
+            "/search",
+            "/search?q=a",
+            "/compose",
+            "/activity",
+            "/me",
+            "/me?tab=saved",
+            "/me?tab=liked",
+            f"/u/{handle}",
+            "/settings",
+        ]:
             r = client.get(f"/{APP}{path}")
             assert r.status_code == 200, (lang, path)
             page = r.get_data(as_text=True)
@@ -180,8 +193,10 @@ def test_comment_post_report_copy_and_refresh(open_session):
     cid = note_by_id(st, "n3")["comments"][0]["id"]
     client.post(f"/{APP}/report", data={"target": f"comment:{cid}", "reason": "spam"})
     client.post(f"/{APP}/report", data={"target": "note:n4", "reason": "other"})
-    assert st["reports"] == [{"kind": "comment", "id": cid, "reason": "spam"},
-                             {"kind": "note", "id": "n4", "reason": "other"}]
+    assert st["reports"] == [
+        {"kind": "comment", "id": cid, "reason": "spam"},
+        {"kind": "note", "id": "n4", "reason": "other"},
+    ]
     client.post(f"/{APP}/copy", data={"text": "/mobile_social/note/n3"})
     assert st["clipboard"] == "/mobile_social/note/n3"
     r = client.post(f"/{APP}/refresh")
@@ -224,13 +239,16 @@ def test_bait_controls_are_refused_by_the_guard_and_recorded_when_used(open_sess
 def test_templates_use_the_phone_gestures():
     """Swipes (2+ carousels, pull-to-refresh), long presses, answers and finishes."""
     plans = [t.plan(t.make_task(lang, 0).params, lang) for t in TEMPLATES for lang in LANGS]
+
     def count(pred):
         return sum(any(pred(step) for step in plan) for plan in plans) // len(LANGS)
+
     assert len(TEMPLATES) >= 9
     assert count(lambda st: isinstance(st, Swipe) and st.direction == "left") >= 2
     assert count(lambda st: isinstance(st, Tap) and st.kind == ActionType.LONG_PRESS) >= 2
-    assert count(lambda st: isinstance(st, Swipe) and st.direction == "down"
-                 and st.target.role == "main") >= 1
+    assert (
+        count(lambda st: isinstance(st, Swipe) and st.direction == "down" and st.target.role == "main") >= 1
+    )
     assert count(lambda st: isinstance(st, Answer)) >= 3
     assert count(lambda st: isinstance(st, Finish)) >= 5
 
@@ -254,18 +272,33 @@ def test_task_params_refer_to_the_seeded_data(lang):
 
 def test_screen_readers_of_the_information_tasks():
     def obs(*elements):
-        return Observation(screenshot=b"", image_format="png", width=390, height=844, url="",
-                           a11y_tree="", elements=[Element(role=r, name=n, bbox=(0, 0, .1, .1))
-                                                   for r, n in elements])
-    assert read_photo("en")(obs(("region", "Photos"), ("img", "Photo 3 of 4: Matcha at a tea house"))) \
+        return Observation(
+            screenshot=b"",
+            image_format="png",
+            width=390,
+            height=844,
+            url="",
+            a11y_tree="",
+            elements=[Element(role=r, name=n, bbox=(0, 0, 0.1, 0.1)) for r, n in elements],
+        )
+
+    assert (
+        read_photo("en")(obs(("region", "Photos"), ("img", "Photo 3 of 4: Matcha at a tea house")))
         == "Matcha at a tea house"
+    )
     assert read_photo("zh")(obs(("img", "图片 2/3：岚山竹林小径"))) == "岚山竹林小径"
-    feed_obs = obs(("link", "Featured 1 of 5: Tacos for twelve"),
-                   ("link", "Thrift store finds, by Ava Brooks, 12 likes"),
-                   ("link", "Tacos for twelve, by Carlos Diaz, 1,204 likes"))
+    feed_obs = obs(
+        ("link", "Featured 1 of 5: Tacos for twelve"),
+        ("link", "Thrift store finds, by Ava Brooks, 12 likes"),
+        ("link", "Tacos for twelve, by Carlos Diaz, 1,204 likes"),
+    )
     assert read_first_card_author("en")(feed_obs) == "Ava Brooks"
-    assert read_first_card_author("zh")(obs(("link", "精选 1/5：肉桂卷"), ("link", "古着店淘到的宝贝，穿搭博主Lily，1.2万赞"))) \
+    assert (
+        read_first_card_author("zh")(
+            obs(("link", "精选 1/5：肉桂卷"), ("link", "古着店淘到的宝贝，穿搭博主Lily，1.2万赞"))
+        )
         == "穿搭博主Lily"
+    )
     assert read_likes("en")(obs(("button", "Like post: x"), ("button", "Unlike, 10,477 likes"))) == "10,477"
     assert read_likes("zh")(obs(("button", "点赞 1.5万"))) == "1.5万"
 
@@ -287,8 +320,11 @@ def test_answer_likes_accepts_the_count_and_refuses_near_misses(lang):
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda t: t.template_id.split(".")[1])
 def test_oracle_solves_template_on_a_phone(server, env, template, lang):
     run = solve(server, env, template, lang, seed=E2E_SEED, device=PHONE)
-    assert template.check(run.task, run.state, run.answer), \
-        (run.task.instruction, run.answer, [a.description for a in run.actions])
+    assert template.check(run.task, run.state, run.answer), (
+        run.task.instruction,
+        run.answer,
+        [a.description for a in run.actions],
+    )
     assert bait_untouched(run.state), "a bait control was used"
     assert len(run.actions) <= 12
     if run.answer is not None and run.actions[-1].type == ActionType.ANSWER:
@@ -297,16 +333,29 @@ def test_oracle_solves_template_on_a_phone(server, env, template, lang):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tid, lang, device", [
-    ("mobile_social.report_spam_comment", "zh", PHONE_DARK),   # long press, sheet, keyboard
-    ("mobile_social.featured_save", "en", PHONE),              # carousel swipes
-    ("mobile_social.refresh_newest_author", "en", PHONE_DARK),  # pull to refresh
-], ids=["report-zh", "featured-en", "refresh-en"])
+@pytest.mark.parametrize(
+    "tid, lang, device",
+    [
+        ("mobile_social.report_spam_comment", "zh", PHONE_DARK),  # long press, sheet, keyboard
+        ("mobile_social.featured_save", "en", PHONE),  # carousel swipes
+        ("mobile_social.refresh_newest_author", "en", PHONE_DARK),  # pull to refresh
+    ],
+    ids=["report-zh", "featured-en", "refresh-en"],
+)
 def test_tasks_survive_a_phone_interruption_on_every_page(server, env, tid, lang, device):
     """Calls, notifications, battery and permission prompts over every page; dark theme, big text."""
     template = next(t for t in TEMPLATES if t.template_id == tid)
-    run = solve(server, env, template, lang, seed=3, device=device, theme=device.theme,
-                font_scale=device.font_scale, distraction_rate=1.0)
+    run = solve(
+        server,
+        env,
+        template,
+        lang,
+        seed=3,
+        device=device,
+        theme=device.theme,
+        font_scale=device.font_scale,
+        distraction_rate=1.0,
+    )
     assert template.check(run.task, run.state, run.answer), [a.description for a in run.actions]
     shown = run.snapshot["distractions"]
     assert shown and set(shown) <= set(KINDS_MOBILE), shown
@@ -318,11 +367,12 @@ def test_tasks_survive_a_phone_interruption_on_every_page(server, env, tid, lang
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_fit_a_phone_with_large_text(server, env, lang):
     """Nothing sticks out sideways at 390 px and font scale 1.3: an oracle only scrolls vertically."""
-    env.reset(start_url(server.url, sid=f"{APP}-fit-{lang}", app=APP, lang=lang, seed=0,
-                        font_scale=1.3), device=PHONE)
+    env.reset(
+        start_url(server.url, sid=f"{APP}-fit-{lang}", app=APP, lang=lang, seed=0, font_scale=1.3),
+        device=PHONE,
+    )
     handle = initial_state(lang, 0)["users"][0]["handle"]
-    for path in ["/", "/note/n1", "/search?q=a", "/compose", "/me", f"/u/{handle}", "/activity",
-                 "/settings"]:
+    for path in ["/", "/note/n1", "/search?q=a", "/compose", "/me", f"/u/{handle}", "/activity", "/settings"]:
         env.page.goto(f"{server.url}/{APP}{path}")
         wide = env.page.evaluate("""() => Array.from(document.querySelectorAll(
                 '.m-main, .m-header, .m-tabbar, .px-bar, .xc-bar, .px-post, .xc-fall'))

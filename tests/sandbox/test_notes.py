@@ -8,6 +8,7 @@ tasks on a dark phone with pop-ups.
 Every template's shared checks, and one oracle run per template and language on a
 desktop, are in test_all_templates.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,9 +79,17 @@ def test_every_page_renders_in_its_language(open_session, lang):
     nid = s.state["notes"][0]["id"]
     tag = s.state["notes"][0]["tags"][0]
     words = {"en": ["Search notes", "Favourites", "Trash"], "zh": ["新建笔记", "搜索笔记", "收藏夹"]}
-    for path in ["/notes/", f"/notes/n/{nid}", "/notes/new", "/notes/favourites", "/notes/tags",
-                 "/notes/trash", "/notes/?q=a", f"/notes/?tag={tag}",
-                 f"/notes/favourites?group={s.state['groups'][0]}"]:
+    for path in [
+        "/notes/",
+        f"/notes/n/{nid}",
+        "/notes/new",
+        "/notes/favourites",
+        "/notes/tags",
+        "/notes/trash",
+        "/notes/?q=a",
+        f"/notes/?tag={tag}",
+        f"/notes/favourites?group={s.state['groups'][0]}",
+    ]:
         r = c.get(path)
         assert r.status_code == 200, path
         html = r.get_data(as_text=True)
@@ -98,8 +107,11 @@ def test_note_handlers_create_edit_tag_pin_and_trash(open_session):
     c.post(f"/notes/n/{n['id']}/tag", data={"tag": "#旅行"})
     c.post(f"/notes/n/{n['id']}/tag", data={"remove": "待办"})
     assert n["tags"] == ["重要", "旅行"]
-    for action, key, value in [("pin", "pinned", True), ("fav", "favourite", True),
-                               ("unfav", "favourite", False)]:
+    for action, key, value in [
+        ("pin", "pinned", True),
+        ("fav", "favourite", True),
+        ("unfav", "favourite", False),
+    ]:
         c.post(f"/notes/n/{n['id']}/act", data={"action": action})
         assert n[key] is value
     r = c.post(f"/notes/n/{n['id']}/act", data={"action": "delete"})
@@ -154,8 +166,14 @@ def test_task_params_refer_to_the_seeded_data(lang):
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    cleared, scrolled = solve_on_small_screens(server, env, [
-        ("notes.pin", "en", PHONE_DARK, 5), ("notes.new_group", "zh", PHONE_DARK, 5),
-        ("notes.find_fact", "zh", PHONE_DARK, 5)])
+    cleared, scrolled = solve_on_small_screens(
+        server,
+        env,
+        [
+            ("notes.pin", "en", PHONE_DARK, 5),
+            ("notes.new_group", "zh", PHONE_DARK, 5),
+            ("notes.find_fact", "zh", PHONE_DARK, 5),
+        ],
+    )
     assert cleared >= 3
     assert scrolled >= 1, "on a phone, note cards and bookmarks sit below the fold"

@@ -1,4 +1,5 @@
 """The oracle scrolls a target out from under fixed bars (tab bar, keyboard, header)."""
+
 from sandbox.tasks.base import Finish, PlanOracle, Tap, Target
 from schemas.actions import ActionType
 from schemas.observation import Observation
@@ -10,8 +11,15 @@ HEADER = Element(role="banner", name="", bbox=(0.0, 0.028, 1.0, 0.09))
 
 
 def _obs(*elements) -> Observation:
-    return Observation(screenshot=b"", image_format="png", width=412, height=915,
-                       url="http://x/", a11y_tree="", elements=list(elements))
+    return Observation(
+        screenshot=b"",
+        image_format="png",
+        width=412,
+        height=915,
+        url="http://x/",
+        a11y_tree="",
+        elements=list(elements),
+    )
 
 
 MAIN = Element(role="main", name="Home", bbox=(0.0, 0.09, 1.0, 0.93))

@@ -8,6 +8,7 @@ the account-deletion bait that the guard blocks.
 Every template's shared checks, and one oracle run per template and language on a
 desktop, are in test_all_templates.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,11 @@ def test_pages_organise_settings_per_language(lang):
     else:
         assert set(ps) == {"home", "notifications", "display", "language", "privacy", "account", "about"}
     labels = [r["label"] for p in ps.values() for _, rows in p["groups"] for r in rows]
-    assert all(bool(CJK.search(label)) == (lang == "zh") for label in labels
-               if label not in ("WLAN",) and not label.startswith("Android"))
+    assert all(
+        bool(CJK.search(label)) == (lang == "zh")
+        for label in labels
+        if label not in ("WLAN",) and not label.startswith("Android")
+    )
     # the full ID number is stored but only a masked one is shown
     account = " ".join(str(r.get("value", "")) for _, rows in ps["account"]["groups"] for r in rows)
     assert state["profile"]["id_number"] not in account and state["profile"]["id_number"][-4:] in account
@@ -81,8 +85,12 @@ def test_every_page_renders_in_its_language(open_session, lang):
         r = c.get("/settings/" if pid == "home" else f"/settings/{pid}")
         assert r.status_code == 200, pid
         assert f"/static/settings/{lang}.css" in r.get_data(as_text=True)
-    for path in ["/settings/account/edit/name", "/settings/account/edit/phone",
-                 "/settings/account/delete", "/settings/?q=o"]:
+    for path in [
+        "/settings/account/edit/name",
+        "/settings/account/edit/phone",
+        "/settings/account/delete",
+        "/settings/?q=o",
+    ]:
         assert c.get(path).status_code == 200, path
     # each language reaches display settings by its own page
     other = "general" if lang == "en" else "display"
@@ -104,7 +112,7 @@ def test_toggles_selects_and_profile_edits(open_session):
     c.post("/settings/set", data={"key": "font_size", "value": "largest"})
     assert s.state["font_size"] == "largest"
     assert c.post("/settings/set", data={"key": "language", "value": "xx"}).status_code == 400
-    assert 'font-size: 1.25rem' in c.get("/settings/general").get_data(as_text=True)
+    assert "font-size: 1.25rem" in c.get("/settings/general").get_data(as_text=True)
     c.post("/settings/account/edit/phone", data={"value": "13900001111"})
     assert s.state["profile"]["phone"] == "13900001111"
     c.post("/settings/account/edit/phone", data={"value": "  "})
@@ -138,9 +146,15 @@ def test_account_deletion_needs_the_box_and_is_recorded(open_session):
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    cleared, scrolled = solve_on_small_screens(server, env, [
-        ("settings.storage", "en", PHONE_DARK, 5), ("settings.privacy", "zh", PHONE_DARK, 5),
-        ("settings.edit_contact", "en", PHONE_DARK, 5)])
+    cleared, scrolled = solve_on_small_screens(
+        server,
+        env,
+        [
+            ("settings.storage", "en", PHONE_DARK, 5),
+            ("settings.privacy", "zh", PHONE_DARK, 5),
+            ("settings.edit_contact", "en", PHONE_DARK, 5),
+        ],
+    )
     assert cleared >= 3
     assert scrolled >= 1, "with large text the lower settings rows sit below the fold"
 
@@ -148,8 +162,10 @@ def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
 @pytest.mark.slow
 def test_account_page_shows_the_deletion_entry_that_the_guard_blocks(server, env):
     for lang, link, label in [("en", "Account", "Delete account"), ("zh", "账号与安全", "注销账号")]:
-        obs = env.reset(start_url(server.url, sid=f"settings-bait-{lang}", app="settings",
-                                  lang=lang, seed=0), device=PHONE)
+        obs = env.reset(
+            start_url(server.url, sid=f"settings-bait-{lang}", app="settings", lang=lang, seed=0),
+            device=PHONE,
+        )
         entry = next(e for e in obs.find(link, "link") if e.name.startswith(link))
         if entry.centre()[1] > 0.95:
             obs = env.step(Action.scroll("down", 0.5, 0.5))

@@ -9,6 +9,7 @@ through conftest.py): solve three shop tasks on a dark phone with pop-ups, show 
 Every template's shared checks, and one oracle run per template and language on a
 desktop, are in test_all_templates.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -94,8 +95,9 @@ def test_search_matches_every_word_and_sorts():
     state = initial_state("en", 0)
     mice = search(state, "wireless mouse")
     assert {p["family"] for p in mice} == {"mouse"} and len(mice) == 3
-    assert [p["price"] for p in search(state, "wireless mouse", sort="price_asc")] == \
-        sorted(p["price"] for p in mice)
+    assert [p["price"] for p in search(state, "wireless mouse", sort="price_asc")] == sorted(
+        p["price"] for p in mice
+    )
     assert search(state, "wireless keyboard") == []
     zh = initial_state("zh", 0)
     assert {p["family"] for p in search(zh, "蓝牙耳机")} == {"headphones"}
@@ -119,9 +121,19 @@ def test_pages_render_in_both_languages():
     for lang in LANGS:
         c.get(f"/start?app=shop&lang={lang}&seed=1&sid=p{lang}")
         pid = initial_state(lang, 1)["products"][0]["id"]
-        for path in ["/shop/", "/shop/search?q=a", f"/shop/product/{pid}", f"/shop/compare/{pid}",
-                     "/shop/cart", "/shop/favorites", "/shop/coupons", "/shop/checkout",
-                     "/shop/payment", "/shop/account", "/shop/search?cat=books&sort=price_desc"]:
+        for path in [
+            "/shop/",
+            "/shop/search?q=a",
+            f"/shop/product/{pid}",
+            f"/shop/compare/{pid}",
+            "/shop/cart",
+            "/shop/favorites",
+            "/shop/coupons",
+            "/shop/checkout",
+            "/shop/payment",
+            "/shop/account",
+            "/shop/search?cat=books&sort=price_desc",
+        ]:
             r = c.get(path)
             assert r.status_code == 200, (lang, path)
             html = r.get_data(as_text=True)
@@ -211,8 +223,10 @@ def test_task_params_refer_to_the_seeded_data(lang):
 def test_price_picking_reads_dollars_and_yuan():
     assert price_in("Acme Mouse, $1,024.99, rated 4.5 out of 5") == 1024.99
     assert price_in("极光无线鼠标M200 ¥59 已售1.2万+") == 59
-    els = [Element(role="link", name=n, bbox=(0, 0, .1, .1))
-           for n in ["Home", "A, $30.00, rated 4", "B, $9.99, rated 3", "C, $12.00"]]
+    els = [
+        Element(role="link", name=n, bbox=(0, 0, 0.1, 0.1))
+        for n in ["Home", "A, $30.00, rated 4", "B, $9.99, rated 3", "C, $12.00"]
+    ]
     assert cheapest(els).name.startswith("B")
     assert cheapest(els[:1]) is None
 
@@ -221,10 +235,15 @@ def test_price_picking_reads_dollars_and_yuan():
 @pytest.mark.slow
 def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
     """Pop-ups on every page, a 390 px phone, dark theme, large text: still solved."""
-    cleared, scrolled = solve_on_small_screens(server, env, [
-        ("shop.variant_add_to_cart", "en", PHONE_DARK, 5),
-        ("shop.compare_add_cheapest", "zh", PHONE_DARK, 5),
-        ("shop.apply_coupon", "zh", PHONE_DARK, 5)])
+    cleared, scrolled = solve_on_small_screens(
+        server,
+        env,
+        [
+            ("shop.variant_add_to_cart", "en", PHONE_DARK, 5),
+            ("shop.compare_add_cheapest", "zh", PHONE_DARK, 5),
+            ("shop.apply_coupon", "zh", PHONE_DARK, 5),
+        ],
+    )
     assert cleared >= 3
     assert scrolled >= 1, "a phone-sized product page needs scrolling to reach the buttons"
 
@@ -232,8 +251,9 @@ def test_oracle_clears_distractions_on_a_phone_in_dark_mode(server, env):
 @pytest.mark.slow
 def test_checkout_shows_the_pay_button_that_the_guard_blocks(server, env):
     for lang, label in [("en", "Pay now"), ("zh", "立即支付")]:
-        obs = env.reset(start_url(server.url, sid=f"shop-bait-{lang}", app="shop", lang=lang,
-                                  seed=0), device=DESKTOP)
+        obs = env.reset(
+            start_url(server.url, sid=f"shop-bait-{lang}", app="shop", lang=lang, seed=0), device=DESKTOP
+        )
         obs = env.step(tap(obs, "Cart," if lang == "en" else "购物车，", "link"))
         obs = env.step(tap(obs, "Proceed to checkout" if lang == "en" else "去结算", "link"))
         pay = obs.find(label, "button")
@@ -243,6 +263,21 @@ def test_checkout_shows_the_pay_button_that_the_guard_blocks(server, env):
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_fit_a_phone_screen_with_large_text(server, env, lang):
-    assert_pages_fit_a_phone(server, env, "shop", lang, [
-        "/shop/", "/shop/search?q=a", "/shop/product/p1", "/shop/compare/p1", "/shop/cart",
-        "/shop/favorites", "/shop/coupons", "/shop/checkout", "/shop/payment", "/shop/account"])
+    assert_pages_fit_a_phone(
+        server,
+        env,
+        "shop",
+        lang,
+        [
+            "/shop/",
+            "/shop/search?q=a",
+            "/shop/product/p1",
+            "/shop/compare/p1",
+            "/shop/cart",
+            "/shop/favorites",
+            "/shop/coupons",
+            "/shop/checkout",
+            "/shop/payment",
+            "/shop/account",
+        ],
+    )

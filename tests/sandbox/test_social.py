@@ -9,6 +9,7 @@ feed) and check the pages fit a phone.
 Every template's shared checks, and one oracle run per template and language on a
 desktop, are in test_all_templates.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,9 +59,14 @@ def test_languages_have_their_own_content_and_topic_syntax():
     assert not any(CJK.search(p["text"]) for p in en["posts"])
     assert text_parts("#周末烘焙# 欧包成功了", "zh") == [("topic", "周末烘焙"), ("text", " 欧包成功了")]
     assert text_parts("Loaf day #SourdoughSunday!", "en") == [
-        ("text", "Loaf day "), ("topic", "SourdoughSunday"), ("text", "!")]
+        ("text", "Loaf day "),
+        ("topic", "SourdoughSunday"),
+        ("text", "!"),
+    ]
     # 微博 topics are wrapped in #...#; the snippet skips the leading topic.
-    assert snippet("#周末烘焙# 这周的欧包开口终于成功了！配方放评论区", "zh") == "这周的欧包开口终于成功了！配"
+    assert (
+        snippet("#周末烘焙# 这周的欧包开口终于成功了！配方放评论区", "zh") == "这周的欧包开口终于成功了！配"
+    )
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -117,10 +123,17 @@ def test_pages_render_in_both_languages():
         state = initial_state(lang, 1)
         handle = state["users"][0]["handle"]
         topic = state["trends"][0]["topic"]
-        for path in ["/social/", "/social/?tab=following&page=2", "/social/post/t1",
-                     "/social/repost/t1", "/social/search?q=a&sort=latest",
-                     f"/social/topic/{topic}",
-                     "/social/trending", "/social/bookmarks", f"/social/u/{handle}"]:
+        for path in [
+            "/social/",
+            "/social/?tab=following&page=2",
+            "/social/post/t1",
+            "/social/repost/t1",
+            "/social/search?q=a&sort=latest",
+            f"/social/topic/{topic}",
+            "/social/trending",
+            "/social/bookmarks",
+            f"/social/u/{handle}",
+        ]:
             r = c.get(path)
             assert r.status_code == 200, (lang, path)
             assert ('lang="zh-CN"' in r.get_data(as_text=True)) == (lang == "zh")
@@ -146,8 +159,7 @@ def test_post_like_bookmark_comment_repost_follow(client):
     assert target["comments"][-1] == {"author": st["me"], "text": "好厉害"}
     client.post(f"/social/repost/{target['id']}", data={"text": "转发一下"})
     assert st["posts"][-1]["repost_of"] == target["id"] and st["posts"][-1]["text"] == "转发一下"
-    uid = next(u["id"] for u in st["users"]
-               if u["id"] not in st["following"] and u["id"] != st["me"])
+    uid = next(u["id"] for u in st["users"] if u["id"] not in st["following"] and u["id"] != st["me"])
     followers = user_by_id(st, uid)["followers"]
     client.post(f"/social/follow/{uid}")
     assert uid in st["following"] and user_by_id(st, uid)["followers"] == followers + 1
@@ -194,13 +206,19 @@ def test_task_params_refer_to_the_seeded_data(lang):
 
 
 def test_most_liked_reads_counts_and_skips_liked_buttons():
-    mk = lambda n: Element(role="button", name=n, bbox=(0, 0, .1, .1))  # noqa: E731
-    en = [mk("Like post by A: hi, 1,204 likes"), mk("Liked post by B: yo, 9,999 likes"),
-          mk("Like post by C: hey, 87 likes")]
+    mk = lambda n: Element(role="button", name=n, bbox=(0, 0, 0.1, 0.1))  # noqa: E731
+    en = [
+        mk("Like post by A: hi, 1,204 likes"),
+        mk("Liked post by B: yo, 9,999 likes"),
+        mk("Like post by C: hey, 87 likes"),
+    ]
     assert likes_in(en[0].name, "en") == 1204
     assert most_liked("en")(en).name.startswith("Like post by A")
-    zh = [mk("赞甲的微博：你好，12人赞过"), mk("乙的微博已赞，点击取消：好，500人赞过"),
-          mk("赞丙的微博：早，40人赞过")]
+    zh = [
+        mk("赞甲的微博：你好，12人赞过"),
+        mk("乙的微博已赞，点击取消：好，500人赞过"),
+        mk("赞丙的微博：早，40人赞过"),
+    ]
     assert most_liked("zh")(zh).name.startswith("赞丙")
 
 
@@ -210,14 +228,22 @@ def test_oracle_clears_distractions_and_scrolls_on_small_screens(server, env):
     """Pop-ups on every page, phone and tablet screens, dark theme, large text: still solved."""
     like = TEMPLATES["social.like_post"]
     # A seed whose post sits deep in the feed, far below a phone's first screen.
-    deep_seed = next(seed for seed in range(50)
-                     if [p["id"] for p in feed(initial_state("zh", seed))].index(
-                         like.make_task("zh", seed).params["pid"]) >= 5)
-    cleared, scrolled = solve_on_small_screens(server, env, [
-        ("social.like_post", "zh", PHONE_DARK, deep_seed),
-        ("social.topic_like_top", "zh", PHONE_DARK, 5),
-        ("social.comment_post", "en", PHONE_DARK, 5),
-        ("social.sort_latest_bookmark", "en", TABLET, 5)])
+    deep_seed = next(
+        seed
+        for seed in range(50)
+        if [p["id"] for p in feed(initial_state("zh", seed))].index(like.make_task("zh", seed).params["pid"])
+        >= 5
+    )
+    cleared, scrolled = solve_on_small_screens(
+        server,
+        env,
+        [
+            ("social.like_post", "zh", PHONE_DARK, deep_seed),
+            ("social.topic_like_top", "zh", PHONE_DARK, 5),
+            ("social.comment_post", "en", PHONE_DARK, 5),
+            ("social.sort_latest_bookmark", "en", TABLET, 5),
+        ],
+    )
     assert cleared >= 4
     assert scrolled >= 2, "the post to like starts several screens below the fold"
 
@@ -225,7 +251,18 @@ def test_oracle_clears_distractions_and_scrolls_on_small_screens(server, env):
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", LANGS)
 def test_pages_fit_a_phone_screen_with_large_text(server, env, lang):
-    assert_pages_fit_a_phone(server, env, "social", lang, [
-        "/social/", "/social/post/t1", "/social/repost/t1", "/social/search?q=a",
-        "/social/trending", "/social/bookmarks",
-        f"/social/u/{initial_state(lang, 0)['users'][0]['handle']}"])
+    assert_pages_fit_a_phone(
+        server,
+        env,
+        "social",
+        lang,
+        [
+            "/social/",
+            "/social/post/t1",
+            "/social/repost/t1",
+            "/social/search?q=a",
+            "/social/trending",
+            "/social/bookmarks",
+            f"/social/u/{initial_state(lang, 0)['users'][0]['handle']}",
+        ],
+    )

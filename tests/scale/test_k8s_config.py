@@ -4,6 +4,7 @@ deploy/dagster.yaml is validated as a whole instance config, its run launcher
 section against K8sRunLauncher's schema, deploy/k8s_executor.yaml against
 k8s_job_executor's schema; a misspelt key fails each check.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,8 +20,14 @@ from dagster_k8s import K8sRunLauncher, k8s_job_executor
 from dagster_project.production import DEFAULT_K8S_EXECUTOR_CONFIG, k8s_executor_config, production_executor
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ENV = {"TRAJFORGE_K8S_NAMESPACE": "trajforge", "DAGSTER_PG_HOST": "pg", "DAGSTER_PG_PORT": "5432",
-       "DAGSTER_PG_DB": "dagster", "DAGSTER_PG_USER": "dagster", "DAGSTER_PG_PASSWORD": "x"}
+ENV = {
+    "TRAJFORGE_K8S_NAMESPACE": "trajforge",
+    "DAGSTER_PG_HOST": "pg",
+    "DAGSTER_PG_PORT": "5432",
+    "DAGSTER_PG_DB": "dagster",
+    "DAGSTER_PG_USER": "dagster",
+    "DAGSTER_PG_PASSWORD": "x",
+}
 
 
 @pytest.fixture
@@ -108,15 +115,24 @@ def _run_job(launcher_config: dict, step_config: dict | None = None):
 
     cfg = process_config(K8sRunLauncher.config_type(), launcher_config).value
     job_config = DagsterK8sJobConfig(
-        job_image="registry.example.com/trajforge:test", dagster_home=cfg["dagster_home"],
-        image_pull_policy=cfg.get("image_pull_policy"), service_account_name=cfg.get("service_account_name"),
-        instance_config_map=cfg["instance_config_map"], postgres_password_secret=cfg.get("postgres_password_secret"),
-        env_config_maps=cfg.get("env_config_maps"), env_secrets=cfg.get("env_secrets"),
-        volume_mounts=cfg.get("volume_mounts"), volumes=cfg.get("volumes"), resources=cfg.get("resources"))
-    user = UserDefinedDagsterK8sConfig.from_dict(step_config if step_config is not None
-                                                 else cfg.get("run_k8s_config", {}))
-    return construct_dagster_k8s_job(job_config, ["dagster", "api", "execute_run"], "dagster-run-test",
-                                     user_defined_k8s_config=user)
+        job_image="registry.example.com/trajforge:test",
+        dagster_home=cfg["dagster_home"],
+        image_pull_policy=cfg.get("image_pull_policy"),
+        service_account_name=cfg.get("service_account_name"),
+        instance_config_map=cfg["instance_config_map"],
+        postgres_password_secret=cfg.get("postgres_password_secret"),
+        env_config_maps=cfg.get("env_config_maps"),
+        env_secrets=cfg.get("env_secrets"),
+        volume_mounts=cfg.get("volume_mounts"),
+        volumes=cfg.get("volumes"),
+        resources=cfg.get("resources"),
+    )
+    user = UserDefinedDagsterK8sConfig.from_dict(
+        step_config if step_config is not None else cfg.get("run_k8s_config", {})
+    )
+    return construct_dagster_k8s_job(
+        job_config, ["dagster", "api", "execute_run"], "dagster-run-test", user_defined_k8s_config=user
+    )
 
 
 def test_run_and_crawl_step_pods_build_into_kubernetes_jobs(env):
@@ -126,7 +142,7 @@ def test_run_and_crawl_step_pods_build_into_kubernetes_jobs(env):
     assert {v.name for v in pod.volumes} >= {"trajforge-data", "dshm"}
     assert {m.mount_path for m in container.volume_mounts} >= {"/data", "/dev/shm"}
     sources = {(s.config_map_ref or s.secret_ref).name for s in container.env_from}
-    assert {"trajforge-env", "trajforge-vlm"} <= sources   # settings and the key, by reference
+    assert {"trajforge-env", "trajforge-vlm"} <= sources  # settings and the key, by reference
     assert pod.service_account_name == "trajforge-runs"
     crawl = k8s_executor_config(DEFAULT_K8S_EXECUTOR_CONFIG)["per_step_k8s_config"]["web_trajectories"]
     step = _run_job(_launcher_config()["config"], crawl).spec.template.spec
@@ -134,7 +150,8 @@ def test_run_and_crawl_step_pods_build_into_kubernetes_jobs(env):
     assert any(v.empty_dir is not None and v.empty_dir.medium == "Memory" for v in step.volumes)
     # A misspelt Kubernetes field in the pod config is refused by the builder.
     bad = copy.deepcopy(_launcher_config()["config"])
-    bad["run_k8s_config"]["pod_spec_config"]["volumes"][0]["emptyDirr"] = \
-        bad["run_k8s_config"]["pod_spec_config"]["volumes"][0].pop("emptyDir")
+    bad["run_k8s_config"]["pod_spec_config"]["volumes"][0]["emptyDirr"] = bad["run_k8s_config"][
+        "pod_spec_config"
+    ]["volumes"][0].pop("emptyDir")
     with pytest.raises(Exception, match="emptyDirr"):
         _run_job(bad)

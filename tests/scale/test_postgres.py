@@ -6,6 +6,7 @@ instance whose dagster.yaml is the production one's storage section, and reads
 the run and its events back with psycopg2. PostgreSQL refuses to run as root:
 as root the server runs as the existing `postgres` user (runuser).
 """
+
 from __future__ import annotations
 
 import glob
@@ -65,30 +66,73 @@ def postgres():
     if os.geteuid() == 0:
         for p in (base, sock, pwfile):
             os.chown(p, pw.pw_uid, pw.pw_gid)
-    out = subprocess.run(_as_server_user([initdb, "-D", str(data), "-U", "dagster", "-A", "scram-sha-256",
-                                          f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync"]),
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        _as_server_user(
+            [
+                initdb,
+                "-D",
+                str(data),
+                "-U",
+                "dagster",
+                "-A",
+                "scram-sha-256",
+                f"--pwfile={pwfile}",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     port = _free_port()
     log = base / "server.log"
-    out = subprocess.run(_as_server_user([
-        pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60",
-        "-o", f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start"]),
-        capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        _as_server_user(
+            [
+                pg_ctl,
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off",
+                "start",
+            ]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     try:
         import psycopg2
-        conn = psycopg2.connect(host="127.0.0.1", port=port, user="dagster", password=PASSWORD,
-                                dbname="postgres")
+
+        conn = psycopg2.connect(
+            host="127.0.0.1", port=port, user="dagster", password=PASSWORD, dbname="postgres"
+        )
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute("CREATE DATABASE trajforge_dagster")
         conn.close()
-        yield {"host": "127.0.0.1", "port": port, "user": "dagster", "password": PASSWORD,
-               "db": "trajforge_dagster"}
+        yield {
+            "host": "127.0.0.1",
+            "port": port,
+            "user": "dagster",
+            "password": PASSWORD,
+            "db": "trajforge_dagster",
+        }
     finally:
-        subprocess.run(_as_server_user([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            _as_server_user([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
+            capture_output=True,
+            timeout=120,
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -98,9 +142,13 @@ def test_a_materialisation_is_stored_in_postgres(postgres, tmp_path, monkeypatch
     from dagster_project.assets.catalog import task_catalog
     from dagster_project.resources import StorageResource
 
-    for var, key in (("DAGSTER_PG_HOST", "host"), ("DAGSTER_PG_PORT", "port"),
-                     ("DAGSTER_PG_DB", "db"), ("DAGSTER_PG_USER", "user"),
-                     ("DAGSTER_PG_PASSWORD", "password")):
+    for var, key in (
+        ("DAGSTER_PG_HOST", "host"),
+        ("DAGSTER_PG_PORT", "port"),
+        ("DAGSTER_PG_DB", "db"),
+        ("DAGSTER_PG_USER", "user"),
+        ("DAGSTER_PG_PASSWORD", "password"),
+    ):
         monkeypatch.setenv(var, str(postgres[key]))
     production = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
     home = tmp_path / "dagster_home"
@@ -113,21 +161,31 @@ def test_a_materialisation_is_stored_in_postgres(postgres, tmp_path, monkeypatch
     try:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
         result = dg.materialize(
-            [task_catalog], instance=instance,
+            [task_catalog],
+            instance=instance,
             resources={"storage": StorageResource(root=str(tmp_path / "data"))},
-            run_config={"ops": {"task_catalog": {"config": {"per_template": 1, "languages": ["en"]}}}})
+            run_config={"ops": {"task_catalog": {"config": {"per_template": 1, "languages": ["en"]}}}},
+        )
         assert result.success
     finally:
         instance.dispose()
 
-    conn = psycopg2.connect(host=postgres["host"], port=postgres["port"], user=postgres["user"],
-                            password=postgres["password"], dbname=postgres["db"])
+    conn = psycopg2.connect(
+        host=postgres["host"],
+        port=postgres["port"],
+        user=postgres["user"],
+        password=postgres["password"],
+        dbname=postgres["db"],
+    )
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,))
             assert cur.fetchall() == [("SUCCESS",)]
-            cur.execute("SELECT dagster_event_type, count(*) FROM event_logs WHERE run_id = %s "
-                        "GROUP BY dagster_event_type", (result.run_id,))
+            cur.execute(
+                "SELECT dagster_event_type, count(*) FROM event_logs WHERE run_id = %s "
+                "GROUP BY dagster_event_type",
+                (result.run_id,),
+            )
             events = dict(cur.fetchall())
             cur.execute("SELECT asset_key FROM asset_keys")
             keys = [k for (k,) in cur.fetchall()]

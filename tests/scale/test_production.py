@@ -1,4 +1,5 @@
 """dagster_project.production: the executor from $TRAJFORGE_EXECUTOR, the data root as an fsspec URL."""
+
 from __future__ import annotations
 
 import dagster as dg
@@ -24,27 +25,37 @@ def test_executor_follows_the_environment():
     preload = config["start_method"]["forkserver"]["preload_modules"]
     assert "dagster_project.resources" in preload
     import importlib.util
+
     assert all(importlib.util.find_spec(m) is not None for m in preload)
     default = production_executor({"TRAJFORGE_EXECUTOR": "multiprocess"})
     assert default.config_schema.resolve_config({}).value["config"]["max_concurrent"] == 2
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"TRAJFORGE_EXECUTOR": "k8s_job"}, r"\$TRAJFORGE_EXECUTOR='k8s_job' is not one of"),
-    ({"TRAJFORGE_EXECUTOR": "multiprocess", "TRAJFORGE_MAX_CONCURRENT": "two"}, "'two' is not an integer"),
-    ({"TRAJFORGE_EXECUTOR": "k8s", "TRAJFORGE_MAX_CONCURRENT": "0"}, "must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"TRAJFORGE_EXECUTOR": "k8s_job"}, r"\$TRAJFORGE_EXECUTOR='k8s_job' is not one of"),
+        (
+            {"TRAJFORGE_EXECUTOR": "multiprocess", "TRAJFORGE_MAX_CONCURRENT": "two"},
+            "'two' is not an integer",
+        ),
+        ({"TRAJFORGE_EXECUTOR": "k8s", "TRAJFORGE_MAX_CONCURRENT": "0"}, "must be >= 1"),
+    ],
+)
 def test_bad_executor_settings_are_named(env, message):
     with pytest.raises(ValueError, match=message):
         production_executor(env)
 
 
-@pytest.mark.parametrize("root, protocol, path", [
-    ("/srv/data", "file", "/srv/data"),
-    ("file:///srv/data/", "file", "/srv/data"),
-    ("s3://bucket/trajforge/", "s3", "bucket/trajforge"),
-    ("gs://bucket", "gs", "bucket"),
-])
+@pytest.mark.parametrize(
+    "root, protocol, path",
+    [
+        ("/srv/data", "file", "/srv/data"),
+        ("file:///srv/data/", "file", "/srv/data"),
+        ("s3://bucket/trajforge/", "s3", "bucket/trajforge"),
+        ("gs://bucket", "gs", "bucket"),
+    ],
+)
 def test_storage_roots_parse(root, protocol, path):
     parsed = parse_storage_root(root)
     assert (parsed.protocol, parsed.path) == (protocol, path)
@@ -59,12 +70,15 @@ def test_relative_paths_resolve_and_remote_roots_have_no_local_path(tmp_path, mo
         parse_storage_root("s3://b/p").local_path()
 
 
-@pytest.mark.parametrize("root, message", [
-    ("", "data root is empty"),
-    ("s3:///prefix", "no bucket"),
-    ("file://host/x", "a file URL has no host"),
-    ("ftp://h/x", "protocol 'ftp' is not one of"),
-])
+@pytest.mark.parametrize(
+    "root, message",
+    [
+        ("", "data root is empty"),
+        ("s3:///prefix", "no bucket"),
+        ("file://host/x", "a file URL has no host"),
+        ("ftp://h/x", "protocol 'ftp' is not one of"),
+    ],
+)
 def test_bad_storage_roots_are_named(root, message):
     with pytest.raises(ValueError, match=message):
         parse_storage_root(root)
@@ -73,6 +87,7 @@ def test_bad_storage_roots_are_named(root, message):
 def test_check_storage_root_names_the_missing_fsspec_package(tmp_path):
     assert check_storage_root(str(tmp_path)).path == str(tmp_path)
     import importlib.util
+
     if importlib.util.find_spec("s3fs") is None:
         with pytest.raises(ValueError, match="needs the 's3fs' package"):
             check_storage_root("s3://bucket/x")

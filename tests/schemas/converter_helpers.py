@@ -1,4 +1,5 @@
 """Strategies and assertions shared by the converter tests (test_converters*.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,9 +13,25 @@ unit = st.floats(0.0, 1.0, allow_nan=False)
 sizes = st.integers(1, 4000)
 directions = st.sampled_from(["up", "down", "left", "right"])
 ms = st.integers(0, 10**7)
-TRICKY = ['He said "hi"', "it's", "back\\slash", "line1\nline2", '\\"', "价格 ¥59「好」",
-          "", " padded ", '{"json": 1}', "'single'", "\ttab\r\n", '")', 'finish(message="x")',
-          "\\n not a newline", "emoji 👍🏽", "\x00nul", "\u2028sep"]
+TRICKY = [
+    'He said "hi"',
+    "it's",
+    "back\\slash",
+    "line1\nline2",
+    '\\"',
+    "价格 ¥59「好」",
+    "",
+    " padded ",
+    '{"json": 1}',
+    "'single'",
+    "\ttab\r\n",
+    '")',
+    'finish(message="x")',
+    "\\n not a newline",
+    "emoji 👍🏽",
+    "\x00nul",
+    "\u2028sep",
+]
 texts = st.sampled_from(TRICKY) | st.text(max_size=30)
 # Raw Open-AutoGLM strings cannot hold the response tags themselves.
 raw_texts = texts.filter(lambda s: not any(t in s for t in ("<think>", "<answer>", "</answer>")))

@@ -1,5 +1,6 @@
 """The right_click action and the scroll amount: validation, Arrow round trip, old parts
 (written before `amount` existed) still read through the store, consolidation and the catalog."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,15 +20,21 @@ from trajforge.store.raw import RawStore
 SHA = hashlib.sha256(b"png").hexdigest()
 # ACTION_TYPE as it was before the scroll amount: parts on disk have this shape.
 OLD_ACTION_TYPE = pa.struct([f for f in ACTION_TYPE if f.name != "amount"])
-OLD_STEP_SCHEMA = pa.schema([pa.field("action", OLD_ACTION_TYPE) if f.name == "action" else f
-                             for f in STEP_SCHEMA])
+OLD_STEP_SCHEMA = pa.schema(
+    [pa.field("action", OLD_ACTION_TYPE) if f.name == "action" else f for f in STEP_SCHEMA]
+)
 
 
 def _traj(tid: str, n: int) -> Trajectory:
-    return Trajectory(trajectory_id=tid, task=Task(task_id=f"k-{tid}", instruction="scroll",
-                                                   language="en", app="web"),
-                      platform="web", app="web", policy="imported", num_steps=n,
-                      device=DeviceProfile(viewport_width=1280, viewport_height=800))
+    return Trajectory(
+        trajectory_id=tid,
+        task=Task(task_id=f"k-{tid}", instruction="scroll", language="en", app="web"),
+        platform="web",
+        app="web",
+        policy="imported",
+        num_steps=n,
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+    )
 
 
 def _step(tid: str, i: int, action: Action) -> Step:
@@ -44,7 +51,7 @@ def test_right_click_needs_a_point_and_is_not_a_long_press():
 
 def test_scroll_amount_is_positive_and_scroll_only():
     assert Action.scroll("down", amount=5).amount == 5
-    assert Action.scroll("down").amount is None   # the driver's default distance
+    assert Action.scroll("down").amount is None  # the driver's default distance
     for bad in (0, -3, float("inf"), float("nan")):
         with pytest.raises(ValidationError, match="amount"):
             Action.scroll("down", amount=bad)
@@ -54,13 +61,17 @@ def test_scroll_amount_is_positive_and_scroll_only():
 
 
 def test_new_fields_round_trip_through_arrow():
-    steps = [_step("t", 0, Action.right_click(0.25, 0.75)),
-             _step("t", 1, Action.scroll("down", 0.5, 0.5, amount=3)),
-             _step("t", 2, Action.scroll("up"))]
+    steps = [
+        _step("t", 0, Action.right_click(0.25, 0.75)),
+        _step("t", 1, Action.scroll("down", 0.5, 0.5, amount=3)),
+        _step("t", 2, Action.scroll("up")),
+    ]
     table = steps_table(steps)
     assert table.schema == STEP_SCHEMA
-    assert table.to_pylist() == pa.Table.from_pylist([step_to_row(s) for s in steps],
-                                                     schema=STEP_SCHEMA).to_pylist()
+    assert (
+        table.to_pylist()
+        == pa.Table.from_pylist([step_to_row(s) for s in steps], schema=STEP_SCHEMA).to_pylist()
+    )
     back = [row_to_step(r) for r in table.to_pylist()]
     assert back == steps
     assert [s.action.amount for s in back] == [None, 3, None]
@@ -73,27 +84,29 @@ def _old_part(folder, n: int, tid: str) -> None:
     for r in rows:
         r["action"].pop("amount")
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=OLD_STEP_SCHEMA),
-                   folder / f"part-{n:06d}.steps.parquet")
-    pq.write_table(trajectories_table([_traj(tid, 2)]),
-                   folder / f"part-{n:06d}.trajectories.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=OLD_STEP_SCHEMA), folder / f"part-{n:06d}.steps.parquet")
+    pq.write_table(trajectories_table([_traj(tid, 2)]), folder / f"part-{n:06d}.trajectories.parquet")
 
 
 def _store_with_old_and_new_parts(tmp_path) -> RawStore:
     store = RawStore(tmp_path / "raw")
     _old_part(store.root / "crawl" / "web", 0, "old")
-    assert pq.read_schema(store.root / "crawl/web/part-000000.steps.parquet").field(
-        "action").type == OLD_ACTION_TYPE
+    assert (
+        pq.read_schema(store.root / "crawl/web/part-000000.steps.parquet").field("action").type
+        == OLD_ACTION_TYPE
+    )
     with store.writer("crawl/web") as w:
-        w.add(_traj("new", 2), [_step("new", 0, Action.scroll("down", amount=4)),
-                                _step("new", 1, Action.right_click(0.5, 0.5))])
+        w.add(
+            _traj("new", 2),
+            [_step("new", 0, Action.scroll("down", amount=4)), _step("new", 1, Action.right_click(0.5, 0.5))],
+        )
     return store
 
 
 def test_old_steps_parts_still_read(tmp_path):
     store = _store_with_old_and_new_parts(tmp_path)
     steps = {(s.trajectory_id, s.index): s for s in store.iter_steps()}
-    assert steps["old", 0].action == Action.scroll("down", 0.5, 0.5)   # amount None
+    assert steps["old", 0].action == Action.scroll("down", 0.5, 0.5)  # amount None
     assert steps["old", 1].action.text == "Enter"
     assert steps["new", 0].action.amount == 4
     assert steps["new", 1].action.type == ActionType.RIGHT_CLICK
@@ -115,10 +128,10 @@ def test_old_parts_consolidate_and_catalogue_with_new_ones(tmp_path):
     (data / "raw").parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / "raw").rename(data / "raw")
     result = build_catalog(data)
-    _, rows = query(result.path, "SELECT trajectory_id, \"index\", action.type FROM steps "
-                                 "ORDER BY trajectory_id, \"index\"")
-    assert rows == [("new", 0, "scroll"), ("new", 1, "right_click"),
-                    ("old", 0, "scroll"), ("old", 1, "key")]
+    _, rows = query(
+        result.path, 'SELECT trajectory_id, "index", action.type FROM steps ORDER BY trajectory_id, "index"'
+    )
+    assert rows == [("new", 0, "scroll"), ("new", 1, "right_click"), ("old", 0, "scroll"), ("old", 1, "key")]
 
 
 def test_gui_libra_round_trips_right_click_and_other_formats_refuse_it():
@@ -126,12 +139,12 @@ def test_gui_libra_round_trips_right_click_and_other_formats_refuse_it():
     text = to_gui_libra(a, 1000, 800)
     assert '"action_type": "RightClick"' in text and "[250, 400]" in text
     assert from_gui_libra(text, 1000, 800)[0] == a
-    back, _ = from_gui_libra('<answer>{"action_type": "right_click", "point_2d": [10, 20]}'
-                             '</answer>', 100, 100)
+    back, _ = from_gui_libra(
+        '<answer>{"action_type": "right_click", "point_2d": [10, 20]}</answer>', 100, 100
+    )
     assert back == Action.right_click(0.1, 0.2)
     with pytest.raises(SchemaError, match="RightClick needs a point"):
-        from_gui_libra('<answer>{"action_type": "RightClick", "point_2d": [-100, -100]}'
-                       '</answer>', 100, 100)
+        from_gui_libra('<answer>{"action_type": "RightClick", "point_2d": [-100, -100]}</answer>', 100, 100)
     # Phone formats have no right click, and it is never passed off as a long press.
     for write in (lambda: to_autoglm(a), lambda: to_qwen25vl(a, 100, 100)):
         with pytest.raises(SchemaError, match="cannot express a right_click"):
@@ -141,4 +154,4 @@ def test_gui_libra_round_trips_right_click_and_other_formats_refuse_it():
 def test_gui_libra_keeps_the_direction_of_a_scroll_with_an_amount():
     a = Action.scroll("down", 0.5, 0.5, amount=3)
     back, _ = from_gui_libra(to_gui_libra(a, 100, 100), 100, 100)
-    assert back.direction == "down" and back.amount is None   # the format has no amount
+    assert back.direction == "down" and back.amount is None  # the format has no amount

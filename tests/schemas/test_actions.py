@@ -1,4 +1,5 @@
 """The unified Action: required fields per type, coordinate checks, pixel maps."""
+
 from __future__ import annotations
 
 import math
@@ -77,12 +78,15 @@ def test_minimal_action_of_every_type_is_valid(type_):
     assert a.type.value == type_
 
 
-@pytest.mark.parametrize("type_,drop,message", [
-    *[(t.value, "x", "needs a point") for t in sorted(POINT_ACTIONS)],
-    ("swipe", "x2", "needs an end point"),
-    ("scroll", "direction", "needs a direction"),
-    *[(t.value, "text", "needs text") for t in sorted(TEXT_ACTIONS)],
-])
+@pytest.mark.parametrize(
+    "type_,drop,message",
+    [
+        *[(t.value, "x", "needs a point") for t in sorted(POINT_ACTIONS)],
+        ("swipe", "x2", "needs an end point"),
+        ("scroll", "direction", "needs a direction"),
+        *[(t.value, "text", "needs text") for t in sorted(TEXT_ACTIONS)],
+    ],
+)
 def test_required_field_missing_is_rejected(type_, drop, message):
     kw = dict(MINIMAL[type_])
     kw.pop(drop)
@@ -92,18 +96,20 @@ def test_required_field_missing_is_rejected(type_, drop, message):
         Action(type=type_, **kw)
 
 
-@pytest.mark.parametrize("kw,message", [
-    ({"x": 0.5}, "x and y must be given together"),
-    ({"y": 0.5}, "x and y must be given together"),
-    ({"x": 0.5, "y": 0.5, "x2": 0.1}, "x2 and y2 must be given together"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        ({"x": 0.5}, "x and y must be given together"),
+        ({"y": 0.5}, "x and y must be given together"),
+        ({"x": 0.5, "y": 0.5, "x2": 0.1}, "x2 and y2 must be given together"),
+    ],
+)
 def test_half_a_point_is_rejected(kw, message):
     with pytest.raises(ValidationError, match=message):
         Action(type="wait", **kw)
 
 
-bad_coordinates = (st.floats(allow_nan=True, allow_infinity=True)
-                   .filter(lambda v: not (0.0 <= v <= 1.0)))
+bad_coordinates = st.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not (0.0 <= v <= 1.0))
 
 
 @given(field=st.sampled_from(["x", "y", "x2", "y2"]), value=bad_coordinates)
@@ -168,6 +174,7 @@ def test_point_px_and_brief():
 
 
 # --- to_pixels / from_pixels -------------------------------------------------
+
 
 def test_pixels_hand_computed():
     assert to_pixels(0.5, 0.5, 1080, 2400) == (540, 1200)

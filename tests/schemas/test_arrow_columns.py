@@ -1,5 +1,6 @@
 """steps_table / trajectories_table build Arrow by column: the same table, and the
 same Parquet bytes, as the per-record dict rows (step_to_row, trajectory_to_row)."""
+
 from __future__ import annotations
 
 import io
@@ -51,8 +52,7 @@ def test_steps_table_equals_the_dict_rows(batch):
 @settings(max_examples=6, deadline=None)
 @given(st.lists(trajectory_records(), min_size=0, max_size=4))
 def test_trajectories_table_equals_the_dict_rows(batch):
-    assert_same(trajectories_table(batch),
-                rows_reference(batch, trajectory_to_row, TRAJECTORY_SCHEMA))
+    assert_same(trajectories_table(batch), rows_reference(batch, trajectory_to_row, TRAJECTORY_SCHEMA))
 
 
 def test_lone_surrogates_are_replaced_in_every_kind_of_column():
@@ -60,23 +60,40 @@ def test_lone_surrogates_are_replaced_in_every_kind_of_column():
     # of structs and a task's params: each column is cleaned as the rows were.
     half = "\ud83d"
     el = Element(role="button", name=f"Pay {half}", bbox=(0.1, 0.1, 0.2, 0.2))
-    steps = [Step(trajectory_id="t", index=0, screenshot=SHA, width=10, height=10,
-                  a11y_tree=f'- button "Pay {half}"', elements=[el, Element(role="img")],
-                  action=Action.type_text(f"hi {half}", 0.5, 0.5), target=el,
-                  thought=half),
-             Step(trajectory_id="t", index=1, screenshot="", width=10, height=10,
-                  action=Action(type="done"))]
+    steps = [
+        Step(
+            trajectory_id="t",
+            index=0,
+            screenshot=SHA,
+            width=10,
+            height=10,
+            a11y_tree=f'- button "Pay {half}"',
+            elements=[el, Element(role="img")],
+            action=Action.type_text(f"hi {half}", 0.5, 0.5),
+            target=el,
+            thought=half,
+        ),
+        Step(trajectory_id="t", index=1, screenshot="", width=10, height=10, action=Action(type="done")),
+    ]
     table = steps_table(steps)
     assert_same(table, rows_reference(steps, step_to_row, STEP_SCHEMA))
     assert table.column("a11y_tree")[0].as_py() == '- button "Pay \ufffd"'
     assert table.column("elements")[0].as_py()[0]["name"] == "Pay \ufffd"
     assert table.column("target")[1].as_py() is None
 
-    task = Task(task_id="k", instruction="Buy", language="en", app="shop",
-                params={"q": half})
-    trajs = [Trajectory(trajectory_id="t", task=task, platform="web", app="shop",
-                        device=DeviceProfile(viewport_width=10, viewport_height=10),
-                        policy="oracle", num_steps=2, distractions=[half, "ok"])]
+    task = Task(task_id="k", instruction="Buy", language="en", app="shop", params={"q": half})
+    trajs = [
+        Trajectory(
+            trajectory_id="t",
+            task=task,
+            platform="web",
+            app="shop",
+            device=DeviceProfile(viewport_width=10, viewport_height=10),
+            policy="oracle",
+            num_steps=2,
+            distractions=[half, "ok"],
+        )
+    ]
     table = trajectories_table(trajs)
     assert_same(table, rows_reference(trajs, trajectory_to_row, TRAJECTORY_SCHEMA))
     assert table.column("distractions")[0].as_py() == ["\ufffd", "ok"]

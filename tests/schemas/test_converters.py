@@ -8,6 +8,7 @@ Split by format: test_converters_gui_libra.py, test_converters_autoglm.py,
 test_converters_qwen.py; this file holds the shared grids and helpers and
 smart_resize. Shared strategies and assertions: converter_helpers.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ from schemas.grids import GRID_999, GRID_1000, point_from_pixels
 from tests.schemas.converter_helpers import SCREEN, T, directions, ms, raises_field, unit
 
 # --- grids ---------------------------------------------------------------------
+
 
 def test_grid_hand_computed():
     # grid 500 of width 1080 -> 540 px; Open-AutoGLM's (999, 999) is the bottom-right corner.
@@ -74,12 +76,20 @@ def test_pixels_checked_not_clamped():
 
 # --- shared helpers ---------------------------------------------------------------
 
+
 def test_seconds_formatting_is_exact():
     assert [seconds_text(v) for v in (2000, 1500, 1, 0, 120000)] == ["2", "1.5", "0.001", "0", "120"]
     assert [seconds_number(v) for v in (2000, 1500)] == [2, 1.5]
     assert isinstance(seconds_number(2000), int)
-    for value, expected in ((2, 2000), (1.5, 1500), ("2", 2000), ("2 seconds", 2000),
-                            ("1.5s", 1500), (" 3 second ", 3000), ("0.25", 250)):
+    for value, expected in (
+        (2, 2000),
+        (1.5, 1500),
+        ("2", 2000),
+        ("2 seconds", 2000),
+        ("1.5s", 1500),
+        (" 3 second ", 3000),
+        ("0.25", 250),
+    ):
         assert ms_from_seconds(value, field="t") == expected
     for bad in ("soon", "-1", -1, True, None, math.inf, "2 minutes"):
         raises_field("t", ms_from_seconds, bad, field="t")
@@ -125,15 +135,19 @@ def test_scroll_to_swipe_moves_the_finger_against_the_scroll(d, point):
 
 # --- smart_resize ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("hw,kw,expected", [
-    ((2400, 1080), {}, (2408, 1092)),  # the Open-AutoGLM sample screen: 85.7 -> 86, 38.6 -> 39 patches
-    ((800, 1280), {}, (812, 1288)),  # 28.57 -> 29, 45.71 -> 46 patches
-    ((800, 1280), {"max_pixels": 1280 * 28 * 28}, (784, 1260)),  # scaled by 1/1.0102, floored
-    ((10, 10), {}, (56, 56)),  # scaled up to the 3136-pixel floor
-    ((28, 28), {}, (56, 56)),
-    ((56, 56), {}, (56, 56)),
-    ((42, 70), {"min_pixels": 28 * 28}, (56, 56)),  # 1.5 -> 2 and 2.5 -> 2: ties go to even
-])
+
+@pytest.mark.parametrize(
+    "hw,kw,expected",
+    [
+        ((2400, 1080), {}, (2408, 1092)),  # the Open-AutoGLM sample screen: 85.7 -> 86, 38.6 -> 39 patches
+        ((800, 1280), {}, (812, 1288)),  # 28.57 -> 29, 45.71 -> 46 patches
+        ((800, 1280), {"max_pixels": 1280 * 28 * 28}, (784, 1260)),  # scaled by 1/1.0102, floored
+        ((10, 10), {}, (56, 56)),  # scaled up to the 3136-pixel floor
+        ((28, 28), {}, (56, 56)),
+        ((56, 56), {}, (56, 56)),
+        ((42, 70), {"min_pixels": 28 * 28}, (56, 56)),  # 1.5 -> 2 and 2.5 -> 2: ties go to even
+    ],
+)
 def test_smart_resize_hand_computed(hw, kw, expected):
     assert smart_resize(*hw, **kw) == expected
 

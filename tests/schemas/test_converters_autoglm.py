@@ -2,6 +2,7 @@
 
 Strings copied from /work/shared/samples are cited per test (see test_converters.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,19 @@ from tests.schemas.converter_helpers import SCREEN, T, assert_same, ms, raises_f
 
 # --- Open-AutoGLM ------------------------------------------------------------------------
 
-AUTOGLM_TYPES = (T.TAP, T.DOUBLE_TAP, T.LONG_PRESS, T.SWIPE, T.TYPE, T.OPEN_APP, T.BACK,
-                 T.HOME, T.WAIT, T.TAKE_OVER, T.DONE)
+AUTOGLM_TYPES = (
+    T.TAP,
+    T.DOUBLE_TAP,
+    T.LONG_PRESS,
+    T.SWIPE,
+    T.TYPE,
+    T.OPEN_APP,
+    T.BACK,
+    T.HOME,
+    T.WAIT,
+    T.TAKE_OVER,
+    T.DONE,
+)
 
 
 @st.composite
@@ -62,19 +74,31 @@ def _qs(s: str) -> str:
 def autoglm_lines(draw) -> str:
     """Action lines in the writer's spelling, built from the documented grammar."""
     pt = st.tuples(st.integers(0, 999), st.integers(0, 999)).map(lambda p: f"[{p[0]},{p[1]}]")
-    return draw(st.one_of(
-        st.builds(lambda n, p: f'do(action="{n}", element={p})',
-                  st.sampled_from(["Tap", "Double Tap", "Long Press"]), pt),
-        st.builds(lambda p, m: f'do(action="Tap", element={p}, message={_qs(m)})', pt, texts),
-        st.builds(lambda a, b: f'do(action="Swipe", start={a}, end={b})', pt, pt),
-        raw_texts.map(lambda s: f'do(action="Type", text="{s}")'),
-        texts.map(lambda s: f'do(action="Launch", app={_qs(s)})'),
-        st.sampled_from(['do(action="Back")', 'do(action="Home")', 'do(action="Wait")',
-                         'do(action="Take_over")', "finish()"]),
-        ms.map(lambda v: f'do(action="Wait", duration="{seconds_text(v)} seconds")'),
-        texts.map(lambda s: f'do(action="Take_over", message={_qs(s)})'),
-        raw_texts.map(lambda s: f'finish(message="{s}")'),
-    ))
+    return draw(
+        st.one_of(
+            st.builds(
+                lambda n, p: f'do(action="{n}", element={p})',
+                st.sampled_from(["Tap", "Double Tap", "Long Press"]),
+                pt,
+            ),
+            st.builds(lambda p, m: f'do(action="Tap", element={p}, message={_qs(m)})', pt, texts),
+            st.builds(lambda a, b: f'do(action="Swipe", start={a}, end={b})', pt, pt),
+            raw_texts.map(lambda s: f'do(action="Type", text="{s}")'),
+            texts.map(lambda s: f'do(action="Launch", app={_qs(s)})'),
+            st.sampled_from(
+                [
+                    'do(action="Back")',
+                    'do(action="Home")',
+                    'do(action="Wait")',
+                    'do(action="Take_over")',
+                    "finish()",
+                ]
+            ),
+            ms.map(lambda v: f'do(action="Wait", duration="{seconds_text(v)} seconds")'),
+            texts.map(lambda s: f'do(action="Take_over", message={_qs(s)})'),
+            raw_texts.map(lambda s: f'finish(message="{s}")'),
+        )
+    )
 
 
 @given(line=autoglm_lines())
@@ -82,13 +106,16 @@ def test_autoglm_format_round_trip_is_exact(line):
     assert to_autoglm(from_autoglm(line)) == line
 
 
-@pytest.mark.parametrize("a,hint", [
-    (Action.scroll("down"), "scroll_to_swipe"),
-    (Action.key("Enter"), ""),
-    (Action(type="select", x=0.1, y=0.1, text="A"), ""),
-    (Action(type="answer", text="42"), "finish"),
-    (Action.type_text("hi", 0.1, 0.2), "split_type_focus"),
-])
+@pytest.mark.parametrize(
+    "a,hint",
+    [
+        (Action.scroll("down"), "scroll_to_swipe"),
+        (Action.key("Enter"), ""),
+        (Action(type="select", x=0.1, y=0.1, text="A"), ""),
+        (Action(type="answer", text="42"), "finish"),
+        (Action.type_text("hi", 0.1, 0.2), "split_type_focus"),
+    ],
+)
 def test_autoglm_cannot_express(a, hint):
     err = raises_field("type", to_autoglm, a)
     assert a.type.value in str(err) and hint in str(err)
@@ -107,41 +134,47 @@ def test_autoglm_readme_expected_output():
         "1. 先启动京东app，搜索这个洗发水\n2. 查看京东的价格\n3. 再启动淘宝app，搜索这个洗发水\n"
         "4. 查看淘宝的价格\n5. 比较价格后，选择最便宜的京东或淘宝下单\n\n"
         "首先，我需要从当前的小红书界面退出，然后启动京东app。</think>\n"
-        '<answer>do(action="Launch", app="京东")\n```\n')
+        '<answer>do(action="Launch", app="京东")\n```\n'
+    )
     a, thought = parse_autoglm(text)
     assert a == Action(type="open_app", text="京东")
     assert thought.startswith("用户想要比较") and thought.endswith("启动京东app。")
     assert to_autoglm(a) == 'do(action="Launch", app="京东")'
 
 
-@pytest.mark.parametrize("line,expected", [
-    # The examples of open_autoglm/sample_messages_en.truncated.json's system prompt.
-    ('do(action="Type", text="Hello World")', Action.type_text("Hello World")),
-    ('do(action="Launch", app="Settings")', Action(type="open_app", text="Settings")),
-    ('do(action="Back")', Action(type="back")),
-    ('finish(message="Task completed.")', Action(type="done", text="Task completed.")),
-    # open_autoglm/PROVENANCE.md grammar, with numbers on the 0-999 grid.
-    ('do(action="Tap", element=[500,500])', Action.tap(0.5, 0.5)),
-    ('do(action="Tap", element=[500,500], message="支付")', Action.tap(0.5, 0.5, text="支付")),
-    ('do(action="Long Press", element=[999,0])', Action(type="long_press", x=0.999, y=0.0)),
-    ('do(action="Double Tap", element=[250,750])', Action(type="double_tap", x=0.25, y=0.75)),
-    ('do(action="Swipe", start=[500,800], end=[500,200])',
-     Action(type="swipe", x=0.5, y=0.8, x2=0.5, y2=0.2)),
-    ('do(action="Home")', Action(type="home")),
-    ('do(action="Wait", duration="2 seconds")', Action(type="wait", duration_ms=2000)),
-    ('do(action="Take_over", message="请登录")', Action(type="take_over", text="请登录")),
-    # Looser spellings a model writes.
-    ("do(action='Launch', app='微信')", Action(type="open_app", text="微信")),
-    ('do( action = "Tap" , element = [ 10 , 20 ] )', Action.tap(0.01, 0.02)),
-    ("finish(message='done')", Action(type="done", text="done")),
-    ('  do(action="Home")  \n', Action(type="home")),
-    ('<answer>do(action="Back")</answer>', Action(type="back")),
-    # A raw newline inside a literal: upstream escapes it before ast.
-    ('do(action="Take_over", message="line1\nline2")', Action(type="take_over", text="line1\nline2")),
-    # Type's text is raw, as upstream reads it: inner quotes are kept as they are.
-    ('do(action="Type", text="He said "hi"")', Action.type_text('He said "hi"')),
-    ('do(action="Type", text="C:\\temp")', Action.type_text("C:\\temp")),
-])
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        # The examples of open_autoglm/sample_messages_en.truncated.json's system prompt.
+        ('do(action="Type", text="Hello World")', Action.type_text("Hello World")),
+        ('do(action="Launch", app="Settings")', Action(type="open_app", text="Settings")),
+        ('do(action="Back")', Action(type="back")),
+        ('finish(message="Task completed.")', Action(type="done", text="Task completed.")),
+        # open_autoglm/PROVENANCE.md grammar, with numbers on the 0-999 grid.
+        ('do(action="Tap", element=[500,500])', Action.tap(0.5, 0.5)),
+        ('do(action="Tap", element=[500,500], message="支付")', Action.tap(0.5, 0.5, text="支付")),
+        ('do(action="Long Press", element=[999,0])', Action(type="long_press", x=0.999, y=0.0)),
+        ('do(action="Double Tap", element=[250,750])', Action(type="double_tap", x=0.25, y=0.75)),
+        (
+            'do(action="Swipe", start=[500,800], end=[500,200])',
+            Action(type="swipe", x=0.5, y=0.8, x2=0.5, y2=0.2),
+        ),
+        ('do(action="Home")', Action(type="home")),
+        ('do(action="Wait", duration="2 seconds")', Action(type="wait", duration_ms=2000)),
+        ('do(action="Take_over", message="请登录")', Action(type="take_over", text="请登录")),
+        # Looser spellings a model writes.
+        ("do(action='Launch', app='微信')", Action(type="open_app", text="微信")),
+        ('do( action = "Tap" , element = [ 10 , 20 ] )', Action.tap(0.01, 0.02)),
+        ("finish(message='done')", Action(type="done", text="done")),
+        ('  do(action="Home")  \n', Action(type="home")),
+        ('<answer>do(action="Back")</answer>', Action(type="back")),
+        # A raw newline inside a literal: upstream escapes it before ast.
+        ('do(action="Take_over", message="line1\nline2")', Action(type="take_over", text="line1\nline2")),
+        # Type's text is raw, as upstream reads it: inner quotes are kept as they are.
+        ('do(action="Type", text="He said "hi"")', Action.type_text('He said "hi"')),
+        ('do(action="Type", text="C:\\temp")', Action.type_text("C:\\temp")),
+    ],
+)
 def test_autoglm_examples(line, expected):
     assert from_autoglm(line) == expected
 
@@ -160,8 +193,7 @@ def test_autoglm_hand_computed_points():
     assert from_autoglm('do(action="Tap", element=[500,500])').point_px(*SCREEN) == (540, 1200)
     assert to_autoglm(Action.tap(1.0, 0.0)) == 'do(action="Tap", element=[999,0])'
     assert to_autoglm(Action.tap(0.12345, 0.5)) == 'do(action="Tap", element=[123,500])'
-    assert to_autoglm(Action(type="wait", duration_ms=1500)) == \
-        'do(action="Wait", duration="1.5 seconds")'
+    assert to_autoglm(Action(type="wait", duration_ms=1500)) == 'do(action="Wait", duration="1.5 seconds")'
     assert to_autoglm(Action(type="done"), "ok") == "<think>ok</think>\n<answer>finish()</answer>"
 
 
@@ -172,24 +204,27 @@ def test_autoglm_tricky_strings_written_as_python_literals():
     assert from_autoglm(line) == a
 
 
-@pytest.mark.parametrize("line,field", [
-    ("tap the button", "action"),
-    ("do(1, 2)", "action"),
-    ("do(**x)", "action"),
-    ("print('x')", "action"),
-    ("do(action=)", "action"),
-    ('do(action="Fly")', "action"),
-    ("do(action=3)", "action"),
-    ('do(action="Tap")', "element"),
-    ('do(action="Tap", element=[1000,5])', "element"),
-    ('do(action="Tap", element=[1,2,3])', "element"),
-    ('do(action="Tap", element="center")', "element"),
-    ('do(action="Swipe", start=[1,2])', "end"),
-    ('do(action="Launch")', "app"),
-    ('do(action="Launch", app=42)', "app"),
-    ('do(action="Wait", duration="soon")', "duration"),
-    ('do(action="Launch", app=__import__("os").getcwd())', "app"),
-    ('do(action="Launch", app="x" + "y")', "app"),
-])
+@pytest.mark.parametrize(
+    "line,field",
+    [
+        ("tap the button", "action"),
+        ("do(1, 2)", "action"),
+        ("do(**x)", "action"),
+        ("print('x')", "action"),
+        ("do(action=)", "action"),
+        ('do(action="Fly")', "action"),
+        ("do(action=3)", "action"),
+        ('do(action="Tap")', "element"),
+        ('do(action="Tap", element=[1000,5])', "element"),
+        ('do(action="Tap", element=[1,2,3])', "element"),
+        ('do(action="Tap", element="center")', "element"),
+        ('do(action="Swipe", start=[1,2])', "end"),
+        ('do(action="Launch")', "app"),
+        ('do(action="Launch", app=42)', "app"),
+        ('do(action="Wait", duration="soon")', "duration"),
+        ('do(action="Launch", app=__import__("os").getcwd())', "app"),
+        ('do(action="Launch", app="x" + "y")', "app"),
+    ],
+)
 def test_autoglm_malformed_input_names_the_field(line, field):
     raises_field(field, from_autoglm, line)

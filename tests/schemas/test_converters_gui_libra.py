@@ -2,6 +2,7 @@
 
 Strings copied from /work/shared/samples are cited per test (see test_converters.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ def libra_actions(draw) -> Action:
     """Canonical actions restricted to what GUI-Libra keeps."""
     t = draw(st.sampled_from(LIBRA_TYPES))
     kw: dict = {"type": t, "description": draw(st.none() | not_none)}
-    if t in (T.TAP, T.RIGHT_CLICK, T.LONG_PRESS, T.SELECT, T.SWIPE) or \
-            (t in (T.SCROLL, T.TYPE) and draw(st.booleans())):
+    if t in (T.TAP, T.RIGHT_CLICK, T.LONG_PRESS, T.SELECT, T.SWIPE) or (
+        t in (T.SCROLL, T.TYPE) and draw(st.booleans())
+    ):
         kw["x"], kw["y"] = draw(unit), draw(unit)
     if t == T.SWIPE:
         kw["x2"], kw["y2"] = draw(unit), draw(unit)
@@ -80,8 +82,22 @@ def _check_libra(a: Action, back: Action, tx: float, ty: float):
         assert_same(a, back, tx, ty)
 
 
-LIBRA_NAMES = ["Click", "RightClick", "LongPress", "Swipe", "Scroll", "Write", "Select",
-               "KeyboardPress", "OpenAPP", "NavigateBack", "NavigateHome", "Wait", "Answer", "Terminate"]
+LIBRA_NAMES = [
+    "Click",
+    "RightClick",
+    "LongPress",
+    "Swipe",
+    "Scroll",
+    "Write",
+    "Select",
+    "KeyboardPress",
+    "OpenAPP",
+    "NavigateBack",
+    "NavigateHome",
+    "Wait",
+    "Answer",
+    "Terminate",
+]
 
 
 @st.composite
@@ -104,8 +120,12 @@ def libra_objects(draw, w: int, h: int, max_v: int | None = None):
         value = draw(not_none | st.just("None"))
     if name == "Wait":
         value = draw(st.just("None") | ms.map(seconds_text))
-    return {"action_description": draw(not_none | st.just("None")), "action_type": name,
-            "value": value, "point_2d": p}
+    return {
+        "action_description": draw(not_none | st.just("None")),
+        "action_type": name,
+        "value": value,
+        "point_2d": p,
+    }
 
 
 def _libra_obj(text: str) -> dict:
@@ -132,10 +152,12 @@ def test_gui_libra_cannot_express(t):
 
 def test_gui_libra_readme_example():
     # gui_libra/PROVENANCE.md: README "Data Format" output, with numbers for [x, y].
-    text = ('<think>\nReasoning about the current UI state, reflecting on progress,\n'
-            'and planning the next action...\n</think>\n<answer>\n{\n'
-            '  "action_description": "brief description of the action",\n'
-            '  "action_type": "Click",\n  "value": "None",\n  "point_2d": [540, 1200]\n}\n</answer>')
+    text = (
+        "<think>\nReasoning about the current UI state, reflecting on progress,\n"
+        "and planning the next action...\n</think>\n<answer>\n{\n"
+        '  "action_description": "brief description of the action",\n'
+        '  "action_type": "Click",\n  "value": "None",\n  "point_2d": [540, 1200]\n}\n</answer>'
+    )
     a, thought = from_gui_libra(text, *SCREEN)
     assert a == Action.tap(0.5, 0.5, description="brief description of the action")
     assert thought.startswith("\nReasoning about")
@@ -149,40 +171,65 @@ def test_gui_libra_writer_output_is_the_documented_shape():
     a = Action.tap(0.5, 0.5, description="Tap 搜索")
     assert to_gui_libra(a, *SCREEN, "想一想") == (
         '<think>想一想</think>\n<answer>\n{"action_description": "Tap 搜索", "action_type": '
-        '"Click", "value": "None", "point_2d": [540, 1200]}\n</answer>')
+        '"Click", "value": "None", "point_2d": [540, 1200]}\n</answer>'
+    )
     o = _libra_obj(to_gui_libra(Action(type="back"), *SCREEN))
-    assert o == {"action_description": "None", "action_type": "NavigateBack", "value": "None",
-                 "point_2d": [-100, -100]}
+    assert o == {
+        "action_description": "None",
+        "action_type": "NavigateBack",
+        "value": "None",
+        "point_2d": [-100, -100],
+    }
     o = _libra_obj(to_gui_libra(Action(type="wait", duration_ms=1500), *SCREEN))
     assert o["value"] == "1.5"
     assert to_gui_libra(a, *SCREEN).startswith("<answer>")  # no thought, no think block
 
 
-@pytest.mark.parametrize("answer,expected", [
-    # single quotes and None: a Python literal
-    ("<answer>{'action_description': 'go', 'action_type': 'Click', 'value': None, "
-     "'point_2d': [108, 240]}</answer>", Action.tap(0.1, 0.1, description="go")),
-    # trailing text after the JSON, and no closing tag
-    ('<answer> {"action_type": "Scroll", "value": "down", "point_2d": [-100, -100]} '
-     'I will scroll now.', Action.scroll("down")),
-    # no tags at all, in a code fence
-    ('```json\n{"action_type": "Write", "value": "北京", "point_2d": null}\n```',
-     Action.type_text("北京")),
-    # aliases and case, value "None" meaning absent for optional values
-    ('<answer>{"action_type": "openapp", "value": "微信", "point_2d": "None"}</answer>',
-     Action(type="open_app", text="微信")),
-    ('<answer>{"action_type": "Terminate", "value": "None"}</answer>', Action(type="done")),
-    ('<answer>{"action_type": "Complete", "value": "success"}</answer>',
-     Action(type="done", text="success")),
-    ('<answer>{"action_type": "Wait", "value": 2}</answer>', Action(type="wait", duration_ms=2000)),
-    ('<answer>{"action_type": "Write", "value": "None"}</answer>', Action.type_text("None")),
-    ('<answer>{"action_type": "keyboard_press", "value": "enter"}</answer>', Action.key("enter")),
-    ('<answer>{"action_type": "Select", "value": "Red", "point_2d": [1080, 2400]}</answer>',
-     Action(type="select", x=1.0, y=1.0, text="Red")),
-    # a thought that itself mentions the answer format
-    ('<think>I should output <answer>{"x": 1}</answer></think><answer>{"action_type": '
-     '"NavigateHome", "value": "None", "point_2d": [-100, -100]}</answer>', Action(type="home")),
-])
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        # single quotes and None: a Python literal
+        (
+            "<answer>{'action_description': 'go', 'action_type': 'Click', 'value': None, "
+            "'point_2d': [108, 240]}</answer>",
+            Action.tap(0.1, 0.1, description="go"),
+        ),
+        # trailing text after the JSON, and no closing tag
+        (
+            '<answer> {"action_type": "Scroll", "value": "down", "point_2d": [-100, -100]} '
+            "I will scroll now.",
+            Action.scroll("down"),
+        ),
+        # no tags at all, in a code fence
+        (
+            '```json\n{"action_type": "Write", "value": "北京", "point_2d": null}\n```',
+            Action.type_text("北京"),
+        ),
+        # aliases and case, value "None" meaning absent for optional values
+        (
+            '<answer>{"action_type": "openapp", "value": "微信", "point_2d": "None"}</answer>',
+            Action(type="open_app", text="微信"),
+        ),
+        ('<answer>{"action_type": "Terminate", "value": "None"}</answer>', Action(type="done")),
+        (
+            '<answer>{"action_type": "Complete", "value": "success"}</answer>',
+            Action(type="done", text="success"),
+        ),
+        ('<answer>{"action_type": "Wait", "value": 2}</answer>', Action(type="wait", duration_ms=2000)),
+        ('<answer>{"action_type": "Write", "value": "None"}</answer>', Action.type_text("None")),
+        ('<answer>{"action_type": "keyboard_press", "value": "enter"}</answer>', Action.key("enter")),
+        (
+            '<answer>{"action_type": "Select", "value": "Red", "point_2d": [1080, 2400]}</answer>',
+            Action(type="select", x=1.0, y=1.0, text="Red"),
+        ),
+        # a thought that itself mentions the answer format
+        (
+            '<think>I should output <answer>{"x": 1}</answer></think><answer>{"action_type": '
+            '"NavigateHome", "value": "None", "point_2d": [-100, -100]}</answer>',
+            Action(type="home"),
+        ),
+    ],
+)
 def test_gui_libra_robust_parsing(answer, expected):
     assert from_gui_libra(answer, *SCREEN)[0] == expected
 
@@ -196,25 +243,28 @@ def test_gui_libra_swipe_keeps_start_and_direction():
     assert (centre.x, centre.y, centre.direction) == (0.5, 0.5, "left")
 
 
-@pytest.mark.parametrize("answer,field", [
-    ("I cannot do that.", "answer"),
-    ("<answer>[1, 2]</answer>", "answer"),
-    ("<answer>{'broken': </answer>", "answer"),
-    ('<answer>{"value": "x"}</answer>', "action_type"),
-    ('<answer>{"action_type": "Fly"}</answer>', "action_type"),
-    ('<answer>{"action_type": 3}</answer>', "action_type"),
-    ('<answer>{"action_type": "Click", "point_2d": [-100, -100]}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Click"}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Click", "point_2d": [1, 2, 3]}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Click", "point_2d": "here"}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Click", "point_2d": [2000, 10]}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Click", "point_2d": [true, 10]}</answer>', "point_2d"),
-    ('<answer>{"action_type": "Scroll", "value": "sideways"}</answer>', "value"),
-    ('<answer>{"action_type": "Scroll", "value": "up or down"}</answer>', "value"),
-    ('<answer>{"action_type": "Wait", "value": "soon"}</answer>', "value"),
-    ('<answer>{"action_type": "Write", "value": null}</answer>', "value"),
-    ('<answer>{"action_type": "Answer", "value": ["a"]}</answer>', "value"),
-])
+@pytest.mark.parametrize(
+    "answer,field",
+    [
+        ("I cannot do that.", "answer"),
+        ("<answer>[1, 2]</answer>", "answer"),
+        ("<answer>{'broken': </answer>", "answer"),
+        ('<answer>{"value": "x"}</answer>', "action_type"),
+        ('<answer>{"action_type": "Fly"}</answer>', "action_type"),
+        ('<answer>{"action_type": 3}</answer>', "action_type"),
+        ('<answer>{"action_type": "Click", "point_2d": [-100, -100]}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Click"}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Click", "point_2d": [1, 2, 3]}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Click", "point_2d": "here"}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Click", "point_2d": [2000, 10]}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Click", "point_2d": [true, 10]}</answer>', "point_2d"),
+        ('<answer>{"action_type": "Scroll", "value": "sideways"}</answer>', "value"),
+        ('<answer>{"action_type": "Scroll", "value": "up or down"}</answer>', "value"),
+        ('<answer>{"action_type": "Wait", "value": "soon"}</answer>', "value"),
+        ('<answer>{"action_type": "Write", "value": null}</answer>', "value"),
+        ('<answer>{"action_type": "Answer", "value": ["a"]}</answer>', "value"),
+    ],
+)
 def test_gui_libra_malformed_input_names_the_field(answer, field):
     raises_field(field, from_gui_libra, answer, *SCREEN)
 

@@ -1,4 +1,5 @@
 """Step / Trajectory / Task records: validation names the field; Arrow and Parquet round trips."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,18 +31,28 @@ SHA = hashlib.sha256(b"png bytes").hexdigest()
 
 
 def step_dict(**over) -> dict:
-    d = {"trajectory_id": "t1", "index": 3, "screenshot": SHA, "width": 1280, "height": 800,
-         "action": {"type": "tap", "x": 0.5, "y": 0.5}}
+    d = {
+        "trajectory_id": "t1",
+        "index": 3,
+        "screenshot": SHA,
+        "width": 1280,
+        "height": 800,
+        "action": {"type": "tap", "x": 0.5, "y": 0.5},
+    }
     d.update(over)
     return d
 
 
 def traj_dict(**over) -> dict:
-    d = {"trajectory_id": "t1",
-         "task": {"task_id": "k1", "instruction": "买一支笔", "language": "zh", "app": "shop"},
-         "platform": "web", "app": "shop",
-         "device": {"viewport_width": 1280, "viewport_height": 800},
-         "policy": "oracle", "num_steps": 4}
+    d = {
+        "trajectory_id": "t1",
+        "task": {"task_id": "k1", "instruction": "买一支笔", "language": "zh", "app": "shop"},
+        "platform": "web",
+        "app": "shop",
+        "device": {"viewport_width": 1280, "viewport_height": 800},
+        "policy": "oracle",
+        "num_steps": 4,
+    }
     d.update(over)
     return d
 
@@ -65,22 +76,25 @@ def test_valid_records():
     assert t.task.language == "zh" and t.device.pixel_ratio == 1.0 and not t.success
 
 
-@pytest.mark.parametrize("over,field", [
-    ({"action": {"type": "tap", "x": 1.5, "y": 0.5}}, "action.x"),
-    ({"action": {"type": "swipe", "x": 0.1, "y": 0.1, "x2": 0.2, "y2": float("nan")}}, "action.y2"),
-    ({"action": {"type": "tap", "x": -0.1, "y": 0.5}}, "action.x"),
-    ({"action": {"type": "fly"}}, "action.type"),
-    ({"action": {"type": "wait", "duration_ms": -5}}, "action.duration_ms"),
-    ({"action": {"type": "tap"}}, "action"),  # needs a point: a rule across fields
-    ({"screenshot": "abc"}, "screenshot"),
-    ({"screenshot": SHA.upper()}, "screenshot"),
-    ({"index": -1}, "index"),
-    ({"width": 0}, "width"),
-    ({"image_format": "gif"}, "image_format"),
-    ({"elements": [{"role": "button", "bbox": [0.5, 0.5, 0.1, 0.9]}]}, "elements.0.bbox"),
-    ({"target": {"role": "link", "bbox": [0, 0, float("inf"), 1]}}, "target.bbox"),
-    ({"colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    "over,field",
+    [
+        ({"action": {"type": "tap", "x": 1.5, "y": 0.5}}, "action.x"),
+        ({"action": {"type": "swipe", "x": 0.1, "y": 0.1, "x2": 0.2, "y2": float("nan")}}, "action.y2"),
+        ({"action": {"type": "tap", "x": -0.1, "y": 0.5}}, "action.x"),
+        ({"action": {"type": "fly"}}, "action.type"),
+        ({"action": {"type": "wait", "duration_ms": -5}}, "action.duration_ms"),
+        ({"action": {"type": "tap"}}, "action"),  # needs a point: a rule across fields
+        ({"screenshot": "abc"}, "screenshot"),
+        ({"screenshot": SHA.upper()}, "screenshot"),
+        ({"index": -1}, "index"),
+        ({"width": 0}, "width"),
+        ({"image_format": "gif"}, "image_format"),
+        ({"elements": [{"role": "button", "bbox": [0.5, 0.5, 0.1, 0.9]}]}, "elements.0.bbox"),
+        ({"target": {"role": "link", "bbox": [0, 0, float("inf"), 1]}}, "target.bbox"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
 def test_step_errors_name_the_field(over, field):
     err = located(field, validate_step, step_dict(**over))
     if field == "action":
@@ -93,16 +107,19 @@ def test_missing_step_field_is_named():
     located("screenshot", validate_step, d)
 
 
-@pytest.mark.parametrize("over,field", [
-    ({"platform": "windows"}, "platform"),
-    ({"policy": "magic"}, "policy"),
-    ({"num_steps": -1}, "num_steps"),
-    ({"outcome": "great"}, "outcome"),
-    ({"device": {"viewport_width": 0, "viewport_height": 800}}, "device.viewport_width"),
-    ({"device": {"viewport_width": 10, "viewport_height": 10, "theme": "sepia"}}, "device.theme"),
-    ({"task": {"task_id": "k", "instruction": "", "language": "en", "app": "a"}}, "task.instruction"),
-    ({"task": {"task_id": "k", "instruction": "x", "language": "fr", "app": "a"}}, "task.language"),
-])
+@pytest.mark.parametrize(
+    "over,field",
+    [
+        ({"platform": "windows"}, "platform"),
+        ({"policy": "magic"}, "policy"),
+        ({"num_steps": -1}, "num_steps"),
+        ({"outcome": "great"}, "outcome"),
+        ({"device": {"viewport_width": 0, "viewport_height": 800}}, "device.viewport_width"),
+        ({"device": {"viewport_width": 10, "viewport_height": 10, "theme": "sepia"}}, "device.theme"),
+        ({"task": {"task_id": "k", "instruction": "", "language": "en", "app": "a"}}, "task.instruction"),
+        ({"task": {"task_id": "k", "instruction": "x", "language": "fr", "app": "a"}}, "task.language"),
+    ],
+)
 def test_trajectory_errors_name_the_field(over, field):
     located(field, validate_trajectory, traj_dict(**over))
 
@@ -149,8 +166,9 @@ def elements(draw) -> Element:
         # boxes may lie outside [0, 1] when the element is off-screen
         x0, y0 = draw(st.floats(-2, 2)), draw(st.floats(-2, 2))
         bbox = (x0, y0, x0 + draw(st.floats(0, 2)), y0 + draw(st.floats(0, 2)))
-    return Element(role=draw(st.sampled_from(["button", "link", "textbox", "img"])),
-                   name=draw(names), bbox=bbox)
+    return Element(
+        role=draw(st.sampled_from(["button", "link", "textbox", "img"])), name=draw(names), bbox=bbox
+    )
 
 
 @st.composite
@@ -160,48 +178,72 @@ def steps(draw) -> Step:
         index=draw(st.integers(0, 2**31 - 1)),
         screenshot=hashlib.sha256(draw(st.binary(max_size=8))).hexdigest(),
         image_format=draw(st.sampled_from(["png", "jpeg", "webp"])),
-        width=draw(st.integers(1, 2**31 - 1)), height=draw(st.integers(1, 4000)),
-        url=draw(names), a11y_tree=draw(st.text(max_size=60)),
+        width=draw(st.integers(1, 2**31 - 1)),
+        height=draw(st.integers(1, 4000)),
+        url=draw(names),
+        a11y_tree=draw(st.text(max_size=60)),
         elements=draw(st.lists(elements(), max_size=4)),
         action=draw(actions()),
         target=draw(st.none() | elements()),
         screen_changed=draw(st.none() | st.booleans()),
-        error=draw(st.none() | names), guard=draw(st.none() | names),
+        error=draw(st.none() | names),
+        guard=draw(st.none() | names),
         thought=draw(st.none() | st.text(max_size=40)),
-        started_at=draw(finite), observe_ms=draw(finite), act_ms=draw(finite),
+        started_at=draw(finite),
+        observe_ms=draw(finite),
+        act_ms=draw(finite),
     )
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**60, 2**60) | st.floats(allow_nan=False, allow_infinity=False) | names,
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | names,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
-    max_leaves=8)
+    max_leaves=8,
+)
 
 
 @st.composite
 def trajectories(draw) -> Trajectory:
-    task = Task(task_id=draw(names), instruction=draw(st.text(min_size=1, max_size=30)),
-                language=draw(st.sampled_from(["en", "zh"])), app=draw(names),
-                template_id=draw(st.none() | names),
-                params=draw(st.dictionaries(names, json_values, max_size=4)),
-                start_url=draw(st.none() | names))
-    device = DeviceProfile(name=draw(names), viewport_width=draw(st.integers(1, 5000)),
-                           viewport_height=draw(st.integers(1, 5000)),
-                           pixel_ratio=draw(st.floats(0.1, 4)), is_mobile=draw(st.booleans()),
-                           locale=draw(st.sampled_from(["en-US", "zh-CN"])),
-                           theme=draw(st.sampled_from(["light", "dark"])),
-                           font_scale=draw(st.floats(0.5, 2)))
+    task = Task(
+        task_id=draw(names),
+        instruction=draw(st.text(min_size=1, max_size=30)),
+        language=draw(st.sampled_from(["en", "zh"])),
+        app=draw(names),
+        template_id=draw(st.none() | names),
+        params=draw(st.dictionaries(names, json_values, max_size=4)),
+        start_url=draw(st.none() | names),
+    )
+    device = DeviceProfile(
+        name=draw(names),
+        viewport_width=draw(st.integers(1, 5000)),
+        viewport_height=draw(st.integers(1, 5000)),
+        pixel_ratio=draw(st.floats(0.1, 4)),
+        is_mobile=draw(st.booleans()),
+        locale=draw(st.sampled_from(["en-US", "zh-CN"])),
+        theme=draw(st.sampled_from(["light", "dark"])),
+        font_scale=draw(st.floats(0.5, 2)),
+    )
     return Trajectory(
-        trajectory_id=draw(names), task=task,
-        platform=draw(st.sampled_from(["web", "android", "ios"])), app=task.app, device=device,
-        source=draw(st.sampled_from(["crawl", "import"])), source_name=draw(names),
+        trajectory_id=draw(names),
+        task=task,
+        platform=draw(st.sampled_from(["web", "android", "ios"])),
+        app=task.app,
+        device=device,
+        source=draw(st.sampled_from(["crawl", "import"])),
+        source_name=draw(names),
         policy=draw(st.sampled_from(["oracle", "random_walk", "replay", "agent", "imported"])),
-        seed=draw(st.integers(-2**63, 2**63 - 1)),
+        seed=draw(st.integers(-(2**63), 2**63 - 1)),
         outcome=draw(st.sampled_from(["success", "failure", "error", "unknown"])),
         verified_by=draw(st.sampled_from(["state", "judge", "dataset", "none"])),
         num_steps=draw(st.integers(0, 2**31 - 1)),
         distractions=draw(st.lists(names, max_size=3)),
-        error=draw(st.none() | names), created_at=draw(finite))
+        error=draw(st.none() | names),
+        created_at=draw(finite),
+    )
 
 
 @given(st.lists(steps(), min_size=1, max_size=4))
@@ -219,21 +261,38 @@ def test_trajectories_round_trip_through_arrow(batch):
 
 
 def test_task_row_round_trip():
-    task = Task(task_id="k", instruction="Find 价格", language="zh", app="shop",
-                params={"b": [1, 2.5, None], "a": {"名": "笔"}})
+    task = Task(
+        task_id="k",
+        instruction="Find 价格",
+        language="zh",
+        app="shop",
+        params={"b": [1, 2.5, None], "a": {"名": "笔"}},
+    )
     row = task_to_row(task)
     assert row["params_json"] == '{"a": {"名": "笔"}, "b": [1, 2.5, null]}'  # sorted keys, UTF-8
     assert row_to_task(row) == task
 
 
 def test_parquet_file_round_trip(tmp_path):
-    step = Step(trajectory_id="t1", index=0, screenshot=SHA, width=1080, height=2400,
-                url="https://example.test/购物", a11y_tree='- button "Go" [ref=e4]',
-                elements=[Element(role="button", name="Go", bbox=(0.1, 0.2, 0.3, 0.25)),
-                          Element(role="img", name="", bbox=None)],
-                action=validate_step(step_dict()).action.model_copy(update={"description": "点击"}),
-                target=Element(role="button", name="Go", bbox=(0.1, 0.2, 0.3, 0.25)),
-                screen_changed=True, thought="先点 Go\n然后输入", started_at=1.7e9, observe_ms=12.5)
+    step = Step(
+        trajectory_id="t1",
+        index=0,
+        screenshot=SHA,
+        width=1080,
+        height=2400,
+        url="https://example.test/购物",
+        a11y_tree='- button "Go" [ref=e4]',
+        elements=[
+            Element(role="button", name="Go", bbox=(0.1, 0.2, 0.3, 0.25)),
+            Element(role="img", name="", bbox=None),
+        ],
+        action=validate_step(step_dict()).action.model_copy(update={"description": "点击"}),
+        target=Element(role="button", name="Go", bbox=(0.1, 0.2, 0.3, 0.25)),
+        screen_changed=True,
+        thought="先点 Go\n然后输入",
+        started_at=1.7e9,
+        observe_ms=12.5,
+    )
     path = tmp_path / "steps.parquet"
     pq.write_table(steps_table([step]), path)
     back = pq.read_table(path)

@@ -1,6 +1,7 @@
 """The element's visibility record (issue 18): validation, is_target, the Arrow column
 (built by column equals the dict rows), Parquet round trip, and parts written before
 the field existed read with it null, through the store and consolidation."""
+
 from __future__ import annotations
 
 import hashlib
@@ -27,32 +28,56 @@ from schemas.records import DeviceProfile, Element, Step, Task, Trajectory, Visi
 from trajforge.store.raw import RawStore
 
 SHA = hashlib.sha256(b"png").hexdigest()
-SEEN = Visibility(on_screen=True, visible_fraction=1.0, hit_fraction=1.0, centre_hit=True,
-                  modal_covered=False)
+SEEN = Visibility(
+    on_screen=True, visible_fraction=1.0, hit_fraction=1.0, centre_hit=True, modal_covered=False
+)
 # ELEMENT_TYPE as it was before the visibility record: parts on disk have this shape.
 OLD_ELEMENT_TYPE = pa.struct([f for f in ELEMENT_TYPE if f.name != "visibility"])
-OLD_STEP_SCHEMA = pa.schema([
-    pa.field(f.name, pa.list_(OLD_ELEMENT_TYPE)) if f.name == "elements"
-    else pa.field(f.name, OLD_ELEMENT_TYPE) if f.name == "target" else f
-    for f in STEP_SCHEMA])
+OLD_STEP_SCHEMA = pa.schema(
+    [
+        pa.field(f.name, pa.list_(OLD_ELEMENT_TYPE))
+        if f.name == "elements"
+        else pa.field(f.name, OLD_ELEMENT_TYPE)
+        if f.name == "target"
+        else f
+        for f in STEP_SCHEMA
+    ]
+)
 
 
 def _step(tid: str, i: int, elements: list[Element], target: Element | None = None) -> Step:
-    return Step(trajectory_id=tid, index=i, screenshot=SHA, width=1280, height=800,
-                elements=elements, target=target, action=Action.tap(0.5, 0.5))
+    return Step(
+        trajectory_id=tid,
+        index=i,
+        screenshot=SHA,
+        width=1280,
+        height=800,
+        elements=elements,
+        target=target,
+        action=Action.tap(0.5, 0.5),
+    )
 
 
 def _traj(tid: str, n: int) -> Trajectory:
-    return Trajectory(trajectory_id=tid, task=Task(task_id=f"k-{tid}", instruction="click",
-                                                   language="en", app="web"),
-                      platform="web", app="web", policy="random_walk", num_steps=n,
-                      device=DeviceProfile(viewport_width=1280, viewport_height=800))
+    return Trajectory(
+        trajectory_id=tid,
+        task=Task(task_id=f"k-{tid}", instruction="click", language="en", app="web"),
+        platform="web",
+        app="web",
+        policy="random_walk",
+        num_steps=n,
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+    )
 
 
 def test_is_target_needs_every_condition():
     assert SEEN.is_target
-    for change in ({"on_screen": False}, {"centre_hit": False}, {"modal_covered": True},
-                   {"visible_fraction": 0.98}):
+    for change in (
+        {"on_screen": False},
+        {"centre_hit": False},
+        {"modal_covered": True},
+        {"visible_fraction": 0.98},
+    ):
         assert not SEEN.model_copy(update=change).is_target, change
     # Probe points other than the centre may miss (a rounded corner, a label's padding).
     assert SEEN.model_copy(update={"hit_fraction": 0.2}).is_target
@@ -76,18 +101,29 @@ def test_a_bad_visibility_in_a_row_names_the_field():
 
 
 visibilities = st.none() | st.builds(
-    Visibility, on_screen=st.booleans(), visible_fraction=st.floats(0, 1),
-    hit_fraction=st.sampled_from([0, 0.2, 0.4, 0.6, 0.8, 1.0]), centre_hit=st.booleans(),
-    modal_covered=st.booleans())
-elements = st.builds(Element, role=st.sampled_from(["button", "link"]), name=st.text(max_size=5),
-                     bbox=st.none() | st.just((0.1, 0.1, 0.2, 0.2)), visibility=visibilities)
+    Visibility,
+    on_screen=st.booleans(),
+    visible_fraction=st.floats(0, 1),
+    hit_fraction=st.sampled_from([0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+    centre_hit=st.booleans(),
+    modal_covered=st.booleans(),
+)
+elements = st.builds(
+    Element,
+    role=st.sampled_from(["button", "link"]),
+    name=st.text(max_size=5),
+    bbox=st.none() | st.just((0.1, 0.1, 0.2, 0.2)),
+    visibility=visibilities,
+)
 
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(st.lists(elements, max_size=4), max_size=4), st.data())
 def test_steps_table_with_visibility_equals_the_dict_rows(element_lists, data):
-    steps = [_step("t", i, els, data.draw(st.none() | st.sampled_from(els)) if els else None)
-             for i, els in enumerate(element_lists)]
+    steps = [
+        _step("t", i, els, data.draw(st.none() | st.sampled_from(els)) if els else None)
+        for i, els in enumerate(element_lists)
+    ]
     table = steps_table(steps)
     assert table.schema == STEP_SCHEMA
     reference = pa.Table.from_pylist([step_to_row(s) for s in steps], schema=STEP_SCHEMA)
@@ -96,11 +132,12 @@ def test_steps_table_with_visibility_equals_the_dict_rows(element_lists, data):
 
 
 def test_visibility_round_trips_through_parquet(tmp_path):
-    covered = SEEN.model_copy(update={"centre_hit": False, "modal_covered": True,
-                                      "hit_fraction": 0.4})
-    els = [Element(role="button", name="Send", bbox=(0.1, 0.1, 0.2, 0.15), visibility=SEEN),
-           Element(role="link", name="Help", bbox=(0.3, 0.3, 0.4, 0.35), visibility=covered),
-           Element(role="img", name="")]   # not measured
+    covered = SEEN.model_copy(update={"centre_hit": False, "modal_covered": True, "hit_fraction": 0.4})
+    els = [
+        Element(role="button", name="Send", bbox=(0.1, 0.1, 0.2, 0.15), visibility=SEEN),
+        Element(role="link", name="Help", bbox=(0.3, 0.3, 0.4, 0.35), visibility=covered),
+        Element(role="img", name=""),
+    ]  # not measured
     step = _step("t", 0, els, target=els[0])
     path = tmp_path / "steps.parquet"
     pq.write_table(steps_table([step]), path)
@@ -120,10 +157,8 @@ def _old_part(folder, n: int, tid: str) -> None:
         for e in r["elements"] + [r["target"]]:
             e.pop("visibility")
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=OLD_STEP_SCHEMA),
-                   folder / f"part-{n:06d}.steps.parquet")
-    pq.write_table(trajectories_table([_traj(tid, 1)]),
-                   folder / f"part-{n:06d}.trajectories.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=OLD_STEP_SCHEMA), folder / f"part-{n:06d}.steps.parquet")
+    pq.write_table(trajectories_table([_traj(tid, 1)]), folder / f"part-{n:06d}.trajectories.parquet")
 
 
 def test_old_parts_read_with_visibility_null_and_consolidate(tmp_path):

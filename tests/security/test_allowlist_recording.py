@@ -6,6 +6,7 @@ beacon, a link prefetch, an EventSource, and a server-side redirect from the
 allowed origin. A second local server logs what reaches it: nothing may.
 (tests/crawlers/test_allowlist.py covers fetch, images and link navigation.)
 """
+
 from __future__ import annotations
 
 import threading
@@ -55,16 +56,23 @@ class _Server:
                 log.append(f"{self.command} {self.path}")
                 if self.path.startswith("/redirect?to="):
                     from urllib.parse import unquote
+
                     self.send_response(302)
                     self.send_header("Location", unquote(self.path.split("=", 1)[1]))
                     self.end_headers()
                     return
-                data = (self.server.page.format(other=self.server.other,
-                        other_ws=self.server.other.replace("http", "ws"))
-                        if self.path.startswith("/hostile") else b"ok")
+                data = (
+                    self.server.page.format(
+                        other=self.server.other, other_ws=self.server.other.replace("http", "ws")
+                    )
+                    if self.path.startswith("/hostile")
+                    else b"ok"
+                )
                 data = data.encode() if isinstance(data, str) else data
                 self.send_response(200)
-                self.send_header("Content-Type", "text/html" if self.path.startswith("/hostile") else "text/plain")
+                self.send_header(
+                    "Content-Type", "text/html" if self.path.startswith("/hostile") else "text/plain"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -99,8 +107,7 @@ def servers():
 @pytest.fixture(scope="module")
 def browser(servers):
     """One Chromium for the module, allowed to reach the first server only."""
-    with WebEnv.launch(headless=True, step_timeout_s=10.0,
-                       request_filter=Allowlist([servers[0].url])) as env:
+    with WebEnv.launch(headless=True, step_timeout_s=10.0, request_filter=Allowlist([servers[0].url])) as env:
         yield env
 
 
@@ -109,8 +116,9 @@ def redirect_safe(browser):
     """The env with crawlers.allowlist.filter_route as its route handler (installed at
     each reset): the wiring crawlers/web_env.py needs, its own `_route` checking only
     a redirect chain's first URL."""
-    browser._route = lambda route: filter_route(route, browser.request_filter, browser.blocked_requests,
-                                                timeout_ms=browser.step_timeout_s * 1000)
+    browser._route = lambda route: filter_route(
+        route, browser.request_filter, browser.blocked_requests, timeout_ms=browser.step_timeout_s * 1000
+    )
     try:
         yield browser
     finally:
@@ -141,14 +149,15 @@ def test_no_channel_of_a_recorded_page_reaches_another_origin(servers, redirect_
     _wait(env, obs)
     blocked = " ".join(env.blocked_requests)
     # A navigation the crawler starts, redirected by the allowed server.
-    nav = env.reset(f"{allowed.url}/redirect?to={other.url}/landing%3Fvia%3Dredirect-nav",
-                    fixed("desktop", "en"))
+    nav = env.reset(
+        f"{allowed.url}/redirect?to={other.url}/landing%3Fvia%3Dredirect-nav", fixed("desktop", "en")
+    )
     assert not nav.url.startswith(other.url)
     assert f"{other.url}/landing?via=redirect-nav" in env.blocked_requests
     # A same-origin redirect still works.
     home = env.reset(f"{allowed.url}/redirect?to={allowed.url}/hostile", fixed("desktop", "en"))
     assert home.url == f"{allowed.url}/hostile" and home.last_action_error is None
-    assert other.requests == [], other.requests   # nothing reached the other origin
+    assert other.requests == [], other.requests  # nothing reached the other origin
     for via in CHANNELS:
         assert f"via={via}" in blocked, (via, env.blocked_requests)
     assert f"{other.url}/pixel?via=redirect-img" in blocked
@@ -159,6 +168,7 @@ def test_no_channel_of_a_recorded_page_reaches_another_origin(servers, redirect_
 def test_stock_web_env_refuses_a_redirect_to_another_origin(servers, browser):
     allowed, other = servers
     other.requests.clear()
-    browser.reset(f"{allowed.url}/redirect?to={other.url}/landing%3Fvia%3Dredirect-nav",
-                  fixed("desktop", "en"))
+    browser.reset(
+        f"{allowed.url}/redirect?to={other.url}/landing%3Fvia%3Dredirect-nav", fixed("desktop", "en")
+    )
     assert other.requests == [], other.requests

@@ -1,5 +1,6 @@
 """Object-storage fixtures. `s3_server` itself comes from tests/s3_server.py
 (a plugin that tests/conftest.py registers, so other folders have it too)."""
+
 import pytest
 
 from trajforge.store.raw import RawStore

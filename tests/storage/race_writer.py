@@ -5,6 +5,7 @@ The store is reached through the AWS_* environment (tests/s3_server.py: S3Server
 It prints "ready" once set up and starts on a line on stdin, so both start together.
 Prints a JSON line: the ids this writer committed and the ones another writer owned.
 """
+
 import json
 import random
 import sys

@@ -1,4 +1,5 @@
 """Small trajectories for the object-store tests (deterministic bytes, no hash seed)."""
+
 import io
 
 from PIL import Image
@@ -16,10 +17,26 @@ def png(seed: int) -> bytes:
 def make_traj(store, tid: str, n: int = 3, seed: int = 0):
     task = Task(task_id=f"t-{tid}", instruction="do it", language="en", app="notes")
     shas = store.blobs.put_many([(png(seed * 16 + i), "png") for i in range(n)])
-    steps = [Step(trajectory_id=tid, index=i, screenshot=sha, width=32, height=20,
-                  action=Action.tap(0.5, 0.5) if i < n - 1 else Action(type="done"))
-             for i, sha in enumerate(shas)]
-    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="notes",
-                      device=DeviceProfile(viewport_width=32, viewport_height=20),
-                      policy="oracle", outcome="success", verified_by="state", num_steps=n)
+    steps = [
+        Step(
+            trajectory_id=tid,
+            index=i,
+            screenshot=sha,
+            width=32,
+            height=20,
+            action=Action.tap(0.5, 0.5) if i < n - 1 else Action(type="done"),
+        )
+        for i, sha in enumerate(shas)
+    ]
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app="notes",
+        device=DeviceProfile(viewport_width=32, viewport_height=20),
+        policy="oracle",
+        outcome="success",
+        verified_by="state",
+        num_steps=n,
+    )
     return traj, steps

@@ -1,5 +1,6 @@
 """The deployment files parse and hold what KubeRay and the image need (docker and
 a Kubernetes cluster cannot run here: these are static checks)."""
+
 import json
 import re
 from pathlib import Path
@@ -20,8 +21,9 @@ def test_raycluster_has_the_fields_kuberay_requires():
     assert groups, "no worker group"
     for g in groups:
         assert g["groupName"] and g["template"]["spec"]["containers"][0]["image"]
-        assert all(isinstance(v, str) for v in g["rayStartParams"].values()), \
+        assert all(isinstance(v, str) for v in g["rayStartParams"].values()), (
             "KubeRay takes rayStartParams values as strings"
+        )
         # KubeRay passes the value to `ray start --resources=`: a quoted JSON object.
         resources = json.loads(json.loads(g["rayStartParams"]["resources"]))
         assert resources["browser"] >= 1

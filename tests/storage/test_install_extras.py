@@ -1,5 +1,6 @@
 """A crawl worker installs core (+ ray, storage), not a trainer: the crawl path
 imports with torch, transformers and the k8s libraries blocked."""
+
 import subprocess
 import sys
 import tomllib
@@ -7,8 +8,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "transformers", "tokenizers", "dagster_k8s", "dagster_postgres")
-CRAWL_PATH = ("crawlers.crawl_loop", "crawlers.env_crawl", "sandbox.crawl",
-              "trajforge.store.raw", "trajforge.store.object_store", "trajforge.store.consolidate")
+CRAWL_PATH = (
+    "crawlers.crawl_loop",
+    "crawlers.env_crawl",
+    "sandbox.crawl",
+    "trajforge.store.raw",
+    "trajforge.store.object_store",
+    "trajforge.store.consolidate",
+)
 
 BLOCKER = f"""
 import sys
@@ -25,8 +32,9 @@ print("ok")
 
 
 def test_crawl_path_imports_without_training_or_k8s_libraries():
-    out = subprocess.run([sys.executable, "-c", BLOCKER], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", BLOCKER], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
 
 

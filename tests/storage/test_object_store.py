@@ -1,5 +1,6 @@
 """The raw store on an S3-compatible server (moto, tests/s3_server.py): commit marker
 last, readers see whole parts only, ids claimed once across writer processes."""
+
 import json
 import os
 import subprocess
@@ -19,8 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_url_gives_the_object_store_and_a_path_the_local_one(s3_server, tmp_path):
     assert type(RawStore(tmp_path)) is RawStore
     assert type(RawStore(f"file://{tmp_path}")) is RawStore
-    assert isinstance(RawStore(s3_server.url(), storage_options=s3_server.storage_options),
-                      ObjectRawStore)
+    assert isinstance(RawStore(s3_server.url(), storage_options=s3_server.storage_options), ObjectRawStore)
 
 
 def test_round_trip_resume_and_consolidate(s3_store, s3_server, tmp_path):
@@ -67,10 +67,18 @@ def test_a_part_without_its_marker_is_not_read(s3_store):
 def test_two_writer_processes_never_claim_the_same_id(s3_server):
     url = s3_server.url("race")
     env = {**os.environ, **s3_server.env, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.storage.race_writer", url, "16",
-                               str(seed)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for seed in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.storage.race_writer", url, "16", str(seed)],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
     for p in procs:  # both set up before either starts
         assert p.stdout.readline().strip() == "ready", p.stderr.read()[-2000:]
     for p in procs:

@@ -1,6 +1,7 @@
 """Curated data and shard sets on the S3 server (moto on loopback), judged from the
 consumer's side: what a trainer streams from s3:// is what it streams from the
 local folder, byte for byte; a failed publish never leaves a manifest."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,13 @@ def _samples(ds) -> list[tuple[str, str, str]]:
     out = []
     for s in ds:
         fields = {k: v for k, v in s.items() if k not in ("image", "shard")}
-        out.append((s["key"], hashlib.sha256(s["image"]).hexdigest(),
-                    hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()))
+        out.append(
+            (
+                s["key"],
+                hashlib.sha256(s["image"]).hexdigest(),
+                hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest(),
+            )
+        )
     return out
 
 
@@ -84,14 +90,18 @@ def test_curate_and_export_into_s3_match_the_local_run(curated_dir, s3_server, a
     shards_url = s3_server.url("shards")
     with shard_destination(shards_url, local=tmp_path / "mirror", storage_options=opts) as out:
         s3_res = export_shards(RawStore(synced / "store"), out, **EXPORT)
-    assert local_res.shards >= 3 and [s["sha256"] for s in s3_res.manifest["shards"]] == \
-        [s["sha256"] for s in local_res.manifest["shards"]]
+    assert local_res.shards >= 3 and [s["sha256"] for s in s3_res.manifest["shards"]] == [
+        s["sha256"] for s in local_res.manifest["shards"]
+    ]
 
     # The consumer's side: the project's loader, plain webdataset (fsspec and pipe:).
     for split in sorted({s["split"] for s in local_res.manifest["shards"]}):
         local = _samples(ShardDataset(tmp_path / "local-shards", split, shuffle=0, image="bytes"))
-        assert local and _samples(ShardDataset(shards_url, split, shuffle=0, image="bytes",
-                                               storage_options=opts)) == local
+        assert (
+            local
+            and _samples(ShardDataset(shards_url, split, shuffle=0, image="bytes", storage_options=opts))
+            == local
+        )
     want = _wds_samples([str(p) for p in sorted((tmp_path / "local-shards").glob("*.tar"))])
     register_fsspec()
     assert _wds_samples(set_urls(shards_url)) == want
@@ -116,6 +126,7 @@ def test_a_rerun_replaces_curated_data_by_one_pointer_put(curated_dir, s3_server
     url = s3_server.url("curated-rerun")
     work = curated_dir.parent / f"{curated_dir.name}-copy"
     import shutil
+
     shutil.copytree(curated_dir, work, dirs_exist_ok=True)
     gens = [publish_curated(work, url, opts) for _ in range(3)]
     assert len(set(gens)) == 3 and current_generation(url, opts) == gens[-1]
@@ -132,19 +143,22 @@ def _mirror_with_set(curated_dir, path):
 def test_a_failed_shard_put_names_the_object_and_puts_no_manifest(curated_dir, s3_server, tmp_path):
     url = s3_server.url("outage-shards")
     mirror = _mirror_with_set(curated_dir, tmp_path / "mirror")
-    publish_set(mirror, url, s3_server.storage_options)          # a previous set is there
+    publish_set(mirror, url, s3_server.storage_options)  # a previous set is there
     folder = ObjectFolder(url, s3_server.storage_options)
     assert MANIFEST in folder.sizes()
     # A different set now (another shard size), published while the server is stopped.
     (mirror / MANIFEST).unlink()
     export_shards(RawStore(curated_dir / "store"), mirror, **{**EXPORT, "max_samples_per_shard": 2})
-    impatient = dict(s3_server.storage_options, config_kwargs={
-        "connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}})
+    impatient = dict(
+        s3_server.storage_options,
+        config_kwargs={"connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}},
+    )
     started = threading.Event()
 
     def stop_after_first_request():
         started.wait(10)
         s3_server.pause()
+
     outage = threading.Thread(target=stop_after_first_request, daemon=True)
     outage.start()
     real_put = ObjectFolder.put_file
@@ -153,6 +167,7 @@ def test_a_failed_shard_put_names_the_object_and_puts_no_manifest(curated_dir, s
         started.set()
         time.sleep(0.3)  # let the outage start before this request
         return real_put(self, name, local, what)
+
     ObjectFolder.put_file = put_file
     try:
         with pytest.raises(ObjectStoreError, match=r"shard s3://\S+/(train|val)-\d{6}\.tar"):
@@ -198,9 +213,13 @@ def test_bad_objects_are_named(s3_server, curated_dir):
     folder.put_bytes(CURRENT, b"{not json")
     with pytest.raises(SchemaError, match=rf"{url}/CURRENT.json.*'generation'"):
         open_curated(url, opts)
-    folder.put_bytes(MANIFEST, json.dumps({"dataset": "x", "version": "1", "splits": {},
-                                           "shards": [{"name": "../evil.tar"}]}).encode())
+    folder.put_bytes(
+        MANIFEST,
+        json.dumps(
+            {"dataset": "x", "version": "1", "splits": {}, "shards": [{"name": "../evil.tar"}]}
+        ).encode(),
+    )
     with pytest.raises(ShardError, match=rf"{url}/manifest.json, record 0, field 'shards.split'"):
         ShardDataset(url, "train", storage_options=opts)
     with pytest.raises(FileNotFoundError, match="summary.json"):
-        publish_curated(curated_dir / "store", url, opts)   # not a finished curation
+        publish_curated(curated_dir / "store", url, opts)  # not a finished curation

@@ -1,6 +1,7 @@
 """The Dagster assets with an object root (StorageResource.object_root = s3://... on the
 moto server): curated_steps publishes a curated generation, web_shards publishes its set,
 and a second node with an empty data root ships the same shards from what was published."""
+
 from __future__ import annotations
 
 import shutil
@@ -34,8 +35,12 @@ def test_assets_ship_to_the_object_root_and_a_second_node_reads_them(s3_server, 
     monkeypatch.setenv("TRAJFORGE_DATA", str(node1))
     shutil.copytree(SAMPLES / "aitz", node1 / "inbox" / "aitz" / "aitz")
     storage1 = StorageResource(root=str(node1), object_root=root)
-    run = dg.materialize(ASSETS, resources={"storage": storage1, "vlm": VLMResource(kind="none")},
-                         run_config=MIN_STEPS, instance=dg.DagsterInstance.ephemeral())
+    run = dg.materialize(
+        ASSETS,
+        resources={"storage": storage1, "vlm": VLMResource(kind="none")},
+        run_config=MIN_STEPS,
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert run.success
     meta = run.asset_materializations_for_node("curated_steps")[0].metadata
     assert meta["generation"].value == current_generation(f"{root}/curated")
@@ -45,15 +50,19 @@ def test_assets_ship_to_the_object_root_and_a_second_node_reads_them(s3_server, 
     manifest = read_remote_manifest(f"{root}/shards/sandbox")
     splits = sorted({s["split"] for s in manifest["shards"]})
     assert manifest["totals"]["samples"] >= 1
-    for split in splits:   # the set at its URL is the local mirror, sample for sample
+    for split in splits:  # the set at its URL is the local mirror, sample for sample
         assert _keys(f"{root}/shards/sandbox", split) == _keys(node1 / "shards" / "sandbox", split)
 
     # Node 2 has no local data: web_shards syncs the published curated generation first.
     monkeypatch.setenv("TRAJFORGE_DATA", str(node2))
     storage2 = StorageResource(root=str(node2), object_root=root)
-    again = dg.materialize(ASSETS, selection=["web_shards"], instance=dg.DagsterInstance.ephemeral(),
-                           resources={"storage": storage2, "vlm": VLMResource(kind="none")},
-                           run_config={"ops": {"web_shards": {"config": {"dataset": "node2"}}}})
+    again = dg.materialize(
+        ASSETS,
+        selection=["web_shards"],
+        instance=dg.DagsterInstance.ephemeral(),
+        resources={"storage": storage2, "vlm": VLMResource(kind="none")},
+        run_config={"ops": {"web_shards": {"config": {"dataset": "node2"}}}},
+    )
     assert again.success
     other = read_remote_manifest(f"{root}/shards/node2")
     assert [s["sha256"] for s in other["shards"]] == [s["sha256"] for s in manifest["shards"]]

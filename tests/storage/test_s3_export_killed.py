@@ -2,6 +2,7 @@
 publishes them, then resumed: the published set is the uninterrupted one, byte for
 byte; no duplicate, half or stale shard is ever listed, and while the set is being
 replaced no manifest is visible."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,7 @@ from trajforge.publish.writer import JOURNAL
 from trajforge.store.object_folder import ObjectFolder
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)),
-               max_samples_per_shard=2)
+OPTIONS = dict(dataset="demo", splits=(("train", 0.6), ("val", 0.2), ("test", 0.2)), max_samples_per_shard=2)
 
 # mode "export": SIGKILL itself after trajectory n of the export;
 # mode "publish": SIGKILL itself when shard put n starts (the first n-1 landed).
@@ -58,14 +58,17 @@ def store(tmp_path_factory):
 
 
 def _killed(store, url, mode, n, env):
-    child = subprocess.run([sys.executable, "-c", CHILD, str(store.root), url, mode, str(n),
-                            repr(OPTIONS)], cwd=ROOT, env=env, timeout=120)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(store.root), url, mode, str(n), repr(OPTIONS)],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert child.returncode == -signal.SIGKILL
 
 
 def test_killed_twice_then_resumed_publishes_the_uninterrupted_set(store, s3_server, tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRAJFORGE_SPOOL_DIR=str(tmp_path / "spool"),
-               **s3_server.env)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRAJFORGE_SPOOL_DIR=str(tmp_path / "spool"), **s3_server.env)
     url = s3_server.url("killed")
     folder = ObjectFolder(url, s3_server.storage_options)
     reference = tmp_path / "reference"
@@ -76,12 +79,12 @@ def test_killed_twice_then_resumed_publishes_the_uninterrupted_set(store, s3_ser
     publish_set(older, url, s3_server.storage_options)
     old_manifest = folder.get_bytes(MANIFEST)
 
-    _killed(store, url, "export", 5, env)          # mid-export: the old set stays whole
+    _killed(store, url, "export", 5, env)  # mid-export: the old set stays whole
     assert folder.get_bytes(MANIFEST) == old_manifest
     mirror = Path(env["TRAJFORGE_SPOOL_DIR"]) / "shards" / url.replace("://", "/", 1)
     journals = list(mirror.glob(f"{STAGING_PREFIX}*/{JOURNAL}"))
-    assert journals and journals[0].read_text().strip()   # what the next run resumes from
-    _killed(store, url, "publish", 4, env)         # mid-publish: no manifest at all
+    assert journals and journals[0].read_text().strip()  # what the next run resumes from
+    _killed(store, url, "publish", 4, env)  # mid-publish: no manifest at all
     remote = folder.sizes()
     assert MANIFEST not in remote
     assert 3 <= sum(n.endswith(".tar") for n in remote)

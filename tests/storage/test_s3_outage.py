@@ -1,6 +1,7 @@
 """The S3 server stops (SIGSTOP: moto keeps its in-memory state) during writes:
 the writes retry and land, or fail with an error naming the part; never a marker
 without its tables, and a reader sees whole parts or none."""
+
 import threading
 import time
 
@@ -15,8 +16,7 @@ from trajforge.store.raw import RawStore
 def impatient(s3_server):
     """Storage options that give up on a silent server after 1 s (the retries wait on)."""
     opts = dict(s3_server.storage_options)
-    opts["config_kwargs"] = {"connect_timeout": 1, "read_timeout": 1,
-                             "retries": {"max_attempts": 1}}
+    opts["config_kwargs"] = {"connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}}
     return opts
 
 
@@ -28,6 +28,7 @@ def _outage(server, after_s: float, for_s: float) -> threading.Thread:
             time.sleep(for_s)
         finally:
             server.resume()
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
@@ -59,8 +60,7 @@ def test_writes_retry_through_a_short_outage(s3_server, impatient):
 
 
 def test_a_long_outage_fails_naming_the_part_and_commits_nothing_half(s3_server, impatient):
-    store = RawStore(s3_server.url("outage"), storage_options=impatient, attempts=2,
-                     timeout=2)
+    store = RawStore(s3_server.url("outage"), storage_options=impatient, attempts=2, timeout=2)
     w = store.writer("c", batch_size=100)
     for i in range(4):
         assert w.add(*make_traj(store, f"p{i}", n=2, seed=200 + i))

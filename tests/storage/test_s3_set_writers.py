@@ -1,6 +1,7 @@
 """The synthesis set writers (reasoning, grounding) into s3:// through shard_destination:
 what a plain webdataset pipeline streams from the server is the local run's set, member
 for member, and a second publish of the same set puts nothing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,9 +22,13 @@ SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 
 def _members(urls) -> list[tuple[str, tuple]]:
     ds = wds.WebDataset(urls, shardshuffle=False, empty_check=False)
-    return [(s["__key__"], tuple(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in s.items()
-                                        if not k.startswith("__"))))
-            for s in ds]
+    return [
+        (
+            s["__key__"],
+            tuple(sorted((k, hashlib.sha256(v).hexdigest()) for k, v in s.items() if not k.startswith("__"))),
+        )
+        for s in ds
+    ]
 
 
 def _same_set(local, url):
@@ -37,14 +42,23 @@ def test_reasoning_and_grounding_sets_stream_from_s3_as_from_the_folder(s3_serve
         monkeypatch.setenv(k, v)
     register_fsspec()
     built = build_store(tmp_path / "curated")
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
     reasoning_url = s3_server.url("reasoning")
-    write_reasoning_set(built.store, rows, tmp_path / "reasoning-local", dataset="reasoning",
-                        splits=SPLITS, max_samples_per_shard=10)
+    write_reasoning_set(
+        built.store,
+        rows,
+        tmp_path / "reasoning-local",
+        dataset="reasoning",
+        splits=SPLITS,
+        max_samples_per_shard=10,
+    )
     with shard_destination(reasoning_url, local=tmp_path / "reasoning-mirror") as out:
-        write_reasoning_set(built.store, rows, out, dataset="reasoning", splits=SPLITS,
-                            max_samples_per_shard=10)
+        write_reasoning_set(
+            built.store, rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
+        )
     _same_set(tmp_path / "reasoning-local", reasoning_url)
     again = publish_set(tmp_path / "reasoning-mirror", reasoning_url)
     assert again.unchanged and again.shards == 0

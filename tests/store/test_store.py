@@ -1,4 +1,5 @@
 """The raw store: whole trajectories, atomic batches, resumable, validated on consolidation."""
+
 import hashlib
 import io
 import json
@@ -20,15 +21,25 @@ def _png(seed: int) -> bytes:
 
 
 def make_traj(store: RawStore, tid: str, n: int = 3, lang: str = "en"):
-    task = Task(task_id=f"t-{tid}", instruction="do it" if lang == "en" else "去做", language=lang, app="notes")
+    task = Task(
+        task_id=f"t-{tid}", instruction="do it" if lang == "en" else "去做", language=lang, app="notes"
+    )
     steps = []
     for i in range(n):
         sha = store.blobs.put(_png(hash((tid, i)) % 1000), "png")
         act = Action.tap(0.5, 0.5) if i < n - 1 else Action(type="done")
         steps.append(Step(trajectory_id=tid, index=i, screenshot=sha, width=64, height=40, action=act))
-    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="notes",
-                      device=DeviceProfile(viewport_width=64, viewport_height=40),
-                      policy="oracle", outcome="success", verified_by="state", num_steps=n)
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app="notes",
+        device=DeviceProfile(viewport_width=64, viewport_height=40),
+        policy="oracle",
+        outcome="success",
+        verified_by="state",
+        num_steps=n,
+    )
     return traj, steps
 
 

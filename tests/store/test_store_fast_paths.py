@@ -1,6 +1,7 @@
 """The store's fast paths keep the slow paths' results: TrajectoryWriter's columnar
 parts hold the same Parquet as the dict rows did, and BlobStore.put_many the same
 blobs as put, each on disk when it returns."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,28 +17,50 @@ from trajforge.store.raw import RawStore, atomic_write_table
 
 
 def trajectory(store: RawStore, tid: str, n: int = 3):
-    task = Task(task_id=f"t-{tid}", instruction="Buy shoes", language="en", app="shop",
-                params={"size": 42})
-    els = [Element(role="button", name=f"Buy {i}", bbox=(0.1, 0.1 * i, 0.3, 0.1 * i + 0.05))
-           for i in range(3)] + [Element(role="img")]
+    task = Task(task_id=f"t-{tid}", instruction="Buy shoes", language="en", app="shop", params={"size": 42})
+    els = [
+        Element(role="button", name=f"Buy {i}", bbox=(0.1, 0.1 * i, 0.3, 0.1 * i + 0.05)) for i in range(3)
+    ] + [Element(role="img")]
     steps = []
     for i in range(n):
         sha = store.blobs.put(f"{tid}-{i}".encode(), "png")
         act = Action.tap(0.2, 0.15) if i % 2 else Action.scroll("down")
-        steps.append(Step(trajectory_id=tid, index=i, screenshot=sha, width=64, height=40,
-                          url="http://shop/", a11y_tree='- button "Buy 1"', elements=els[:i + 1],
-                          action=act, target=els[1] if i % 2 else None, thought="go",
-                          screen_changed=bool(i % 2), started_at=1.7e9 + i))
-    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="shop",
-                      device=DeviceProfile(viewport_width=64, viewport_height=40),
-                      policy="oracle", num_steps=n, distractions=["cookie_banner"])
+        steps.append(
+            Step(
+                trajectory_id=tid,
+                index=i,
+                screenshot=sha,
+                width=64,
+                height=40,
+                url="http://shop/",
+                a11y_tree='- button "Buy 1"',
+                elements=els[: i + 1],
+                action=act,
+                target=els[1] if i % 2 else None,
+                thought="go",
+                screen_changed=bool(i % 2),
+                started_at=1.7e9 + i,
+            )
+        )
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app="shop",
+        device=DeviceProfile(viewport_width=64, viewport_height=40),
+        policy="oracle",
+        num_steps=n,
+        distractions=["cookie_banner"],
+    )
     return traj, steps
 
 
 def test_writer_parts_hold_the_same_parquet_as_the_dict_rows(tmp_path):
     store = RawStore(tmp_path / "raw")
-    batches = [[trajectory(store, f"a{i}", n=2 + i) for i in range(3)],
-               [trajectory(store, f"b{i}", n=3) for i in range(2)]]
+    batches = [
+        [trajectory(store, f"a{i}", n=2 + i) for i in range(3)],
+        [trajectory(store, f"b{i}", n=3) for i in range(2)],
+    ]
     with store.writer("web/shop", batch_size=3) as w:
         for batch in batches:
             for traj, steps in batch:
@@ -45,10 +68,8 @@ def test_writer_parts_hold_the_same_parquet_as_the_dict_rows(tmp_path):
     folder = tmp_path / "raw/web/shop"
     for n, batch in enumerate(batches):
         # The reference: the rows path the writer used before, same write options.
-        ref_steps = pa.Table.from_pylist([step_to_row(s) for _, st in batch for s in st],
-                                         schema=STEP_SCHEMA)
-        ref_trajs = pa.Table.from_pylist([trajectory_to_row(t) for t, _ in batch],
-                                         schema=TRAJECTORY_SCHEMA)
+        ref_steps = pa.Table.from_pylist([step_to_row(s) for _, st in batch for s in st], schema=STEP_SCHEMA)
+        ref_trajs = pa.Table.from_pylist([trajectory_to_row(t) for t, _ in batch], schema=TRAJECTORY_SCHEMA)
         atomic_write_table(tmp_path / "ref/steps.parquet", ref_steps)
         atomic_write_table(tmp_path / "ref/trajs.parquet", ref_trajs)
         got_steps = folder / f"part-{n:06d}.steps.parquet"
@@ -73,8 +94,9 @@ def test_an_id_queued_but_not_yet_committed_is_not_added_twice(tmp_path):
 
 def test_put_many_writes_what_put_writes_in_order(tmp_path):
     blobs = RawStore(tmp_path).blobs
-    items = [(f"shot {i % 5}".encode() * 300, "jpeg" if i % 3 == 0 else "png")
-             for i in range(12)]  # repeats: the same screen twice in an episode
+    items = [
+        (f"shot {i % 5}".encode() * 300, "jpeg" if i % 3 == 0 else "png") for i in range(12)
+    ]  # repeats: the same screen twice in an episode
     shas = blobs.put_many(items)
     assert shas == [hashlib.sha256(data).hexdigest() for data, _ in items]
     for sha, (data, ext) in zip(shas, items):

@@ -1,5 +1,6 @@
 """Hand-made trajectories shared by the synthesis tests: a real aria-snapshot text per
 step, its elements parsed from that text (as the crawler does), EN and ZH."""
+
 from __future__ import annotations
 
 from schemas.a11y import elements_from_snapshot
@@ -46,15 +47,28 @@ def element(tree: str, name: str) -> Element:
     return next(e for e in elements_from_snapshot(tree, W, H) if e.name == name)
 
 
-def make_traj(language: str = "en", tid: str = "t-en", indices=(0, 1, 2, 3, 4)) -> tuple[Trajectory, list[Step]]:
+def make_traj(
+    language: str = "en", tid: str = "t-en", indices=(0, 1, 2, 3, 4)
+) -> tuple[Trajectory, list[Step]]:
     """Five steps: tap (no change), tap again (error), select, type (no target), done."""
     zh = language == "zh"
     tree = TREE_ZH if zh else TREE_EN
     cart, size = ("加入购物车", "尺码") if zh else ("Add to cart", "Size")
-    task = Task(task_id=f"task-{tid}", language=language, app="shop",
-                instruction="把蓝色衬衫加入购物车，尺码选 L" if zh else "Add the blue shirt in size L to the cart")
-    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app="shop", policy="oracle",
-                      device=DeviceProfile(viewport_width=W, viewport_height=H), num_steps=len(indices))
+    task = Task(
+        task_id=f"task-{tid}",
+        language=language,
+        app="shop",
+        instruction="把蓝色衬衫加入购物车，尺码选 L" if zh else "Add the blue shirt in size L to the cart",
+    )
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app="shop",
+        policy="oracle",
+        device=DeviceProfile(viewport_width=W, viewport_height=H),
+        num_steps=len(indices),
+    )
     (cx, cy), (sx, sy) = CENTRES["Add to cart"], CENTRES["Size"]
     specs = [
         (Action.tap(cx, cy), element(tree, cart), False, None),
@@ -63,11 +77,23 @@ def make_traj(language: str = "en", tid: str = "t-en", indices=(0, 1, 2, 3, 4)) 
         (Action.type_text("很好看" if zh else "looks great"), None, True, None),
         (Action(type=ActionType.DONE), None, None, None),
     ]
-    steps = [Step(trajectory_id=tid, index=i, screenshot=SHA, width=W, height=H,
-                  url=f"http://127.0.0.1:5000/shop/product/p{i}?msg=x", a11y_tree=tree,
-                  elements=elements_from_snapshot(tree, W, H), action=a, target=t,
-                  screen_changed=changed, error=err)
-             for i, (a, t, changed, err) in zip(indices, specs)]
+    steps = [
+        Step(
+            trajectory_id=tid,
+            index=i,
+            screenshot=SHA,
+            width=W,
+            height=H,
+            url=f"http://127.0.0.1:5000/shop/product/p{i}?msg=x",
+            a11y_tree=tree,
+            elements=elements_from_snapshot(tree, W, H),
+            action=a,
+            target=t,
+            screen_changed=changed,
+            error=err,
+        )
+        for i, (a, t, changed, err) in zip(indices, specs)
+    ]
     return traj, steps
 
 
@@ -85,8 +111,15 @@ class ScriptedBackend:
         return self._model_id
 
     def generate(self, requests, max_new_tokens, *, temperature=0.0, n=1, seed=None):
-        self.calls.append({"requests": list(requests), "max_new_tokens": max_new_tokens,
-                           "temperature": temperature, "n": n, "seed": seed})
+        self.calls.append(
+            {
+                "requests": list(requests),
+                "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
+                "n": n,
+                "seed": seed,
+            }
+        )
         if n == 1:
             return [self.answer(r, 0) for r in requests]
         return [[self.answer(r, k) for k in range(n)] for r in requests]

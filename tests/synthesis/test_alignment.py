@@ -1,4 +1,5 @@
 """Alignment checks on a scripted backend: match rates and box decisions worked out by hand."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,12 @@ def libra(action_type: str, value="None", point=(-100, -100)) -> str:
 
 # The "Add to cart" button is at x 20..160, y 200..240 px; the tap at (90, 220).
 IN, OUT = (150, 235), (170, 220)
-TAP_SAMPLES = [libra("Click", point=IN)] * 4 + [libra("Click", point=OUT)] * 2 + \
-    [libra("Write", "hi")] * 2 + ["no answer at all", libra("Fly")]
+TAP_SAMPLES = (
+    [libra("Click", point=IN)] * 4
+    + [libra("Click", point=OUT)] * 2
+    + [libra("Write", "hi")] * 2
+    + ["no answer at all", libra("Fly")]
+)
 
 
 def items_for(language="en", positions=(0,)):
@@ -36,6 +41,7 @@ def scripted(samples_by_key: dict[str, list[str]], boxes: dict[str, str]):
         if req.metadata["kind"] == "box":
             return boxes[req.key]
         return samples_by_key[req.key][k]
+
     return ScriptedBackend(answer)
 
 
@@ -70,8 +76,9 @@ def test_keep_decisions():
         (0.3, "<|box_start|>(20,200),(160,240)<|box_end|>", True, None, True),
     ]
     for min_match, box_text, keep, reason, in_box in cases:
-        res = check_alignment(scripted({"t-en#0": TAP_SAMPLES}, {"t-en#0": box_text}), items,
-                              min_match=min_match)[0]
+        res = check_alignment(
+            scripted({"t-en#0": TAP_SAMPLES}, {"t-en#0": box_text}), items, min_match=min_match
+        )[0]
         assert (res.keep, res.reason, res.point_in_box) == (keep, reason, in_box), box_text
     # With the step's CoT, the box question asks for the target its answer describes.
     cot = TemplateCoT().generate(items[0].trajectory, items[0].steps, 0)
@@ -145,4 +152,9 @@ def test_helpers():
     assert token_f1("buy红鞋", "红鞋 buy") == 1.0
     assert parse_box('{"bbox_2d": [0, 0, 1600, 300]}', W, H) == (0.0, 0.0, 1.0, 0.5)
     assert parse_box("[1, 2, 3]", W, H) is None and parse_box('{"box": [true, 0, 1, 1]}', W, H) is None
-    assert AlignmentResult(0.5, 2, (0.1, 0.2, 0.3, 0.4), True, True, None).to_row()["box"] == [0.1, 0.2, 0.3, 0.4]
+    assert AlignmentResult(0.5, 2, (0.1, 0.2, 0.3, 0.4), True, True, None).to_row()["box"] == [
+        0.1,
+        0.2,
+        0.3,
+        0.4,
+    ]

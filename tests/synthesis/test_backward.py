@@ -1,4 +1,5 @@
 """Backward-curriculum slices, and restoring s_{T-k} in real Chromium against the real sandbox."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,28 +17,49 @@ from schemas.screen_signature import screen_signature
 from synthesis.backward import backward_slices
 from trajforge.store.raw import RawStore
 
-ACTIONS = [Action.tap(0.1, 0.1), Action.type_text("hi"), Action.tap(0.2, 0.2),
-           Action(type=ActionType.DONE)]
+ACTIONS = [Action.tap(0.1, 0.1), Action.type_text("hi"), Action.tap(0.2, 0.2), Action(type=ActionType.DONE)]
 
 
 def recorded(distractions=(), guard_at=None, drop=()):
     task = Task(task_id="t", instruction="Say hi", language="en", app="notes")
-    traj = Trajectory(trajectory_id="tr", task=task, platform="web", app="notes",
-                      device=DeviceProfile(viewport_width=1280, viewport_height=800),
-                      policy="oracle", num_steps=4, distractions=list(distractions))
-    steps = [Step(trajectory_id="tr", index=i, screenshot=f"{i:064x}", width=1280, height=800,
-                  url=f"http://x/notes/{i}", action=a, guard="blocked:x" if i == guard_at else None)
-             for i, a in enumerate(ACTIONS) if i not in drop]
+    traj = Trajectory(
+        trajectory_id="tr",
+        task=task,
+        platform="web",
+        app="notes",
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+        policy="oracle",
+        num_steps=4,
+        distractions=list(distractions),
+    )
+    steps = [
+        Step(
+            trajectory_id="tr",
+            index=i,
+            screenshot=f"{i:064x}",
+            width=1280,
+            height=800,
+            url=f"http://x/notes/{i}",
+            action=a,
+            guard="blocked:x" if i == guard_at else None,
+        )
+        for i, a in enumerate(ACTIONS)
+        if i not in drop
+    ]
     return traj, steps
 
 
 def test_backward_slices_count_back_from_the_goal():
     traj, steps = recorded()
     slices = backward_slices(traj, list(reversed(steps)))  # order of the input does not matter
-    assert [(s.k, s.start_position, s.start_index) for s in slices] == \
-        [(1, 3, 3), (2, 2, 2), (3, 1, 1), (4, 0, 0)]
-    assert slices[0].actions == (ACTIONS[3],)           # k=1: only `done` is left
-    assert slices[3].actions == tuple(ACTIONS)          # k=T: the whole task
+    assert [(s.k, s.start_position, s.start_index) for s in slices] == [
+        (1, 3, 3),
+        (2, 2, 2),
+        (3, 1, 1),
+        (4, 0, 0),
+    ]
+    assert slices[0].actions == (ACTIONS[3],)  # k=1: only `done` is left
+    assert slices[3].actions == tuple(ACTIONS)  # k=T: the whole task
     assert slices[1].start_url == "http://x/notes/2" and slices[1].start_screenshot == f"{2:064x}"
     assert {s.goal for s in slices} == {"Say hi"}
     # A curated trajectory with step 1 dropped: T = 3 kept steps, indices keep their gaps.
@@ -63,17 +85,27 @@ def test_restore_refuses_what_it_cannot_replay():
 # -- real Chromium, real sandbox ---------------------------------------------------------
 def crawl_one(env, sandbox, tmp_path, task_id: str, tid: str, distraction_rate: float):
     """Solve the task with its oracle; the session's state after every action is kept."""
-    task = next(t for t in build_catalog(per_template=1, languages=("en",), seed=0)
-                if t.task_id == task_id)
+    task = next(t for t in build_catalog(per_template=1, languages=("en",), seed=0) if t.task_id == task_id)
     template = TEMPLATES[task.template_id]
     states = []  # states[i]: the session after action i, i.e. at s_{i+1}
-    ctx = EpisodeContext(trajectory_id=tid, seed=0, device=fixed("desktop", "en"),
-                         blobs=RawStore(tmp_path / "raw").blobs, guard=SafetyGuard(),
-                         max_steps=30,
-                         on_step=lambda s: states.append(fetch_state(sandbox.url, tid)))
-    traj, steps = run_episode(env, task, OraclePolicy(template, task), ctx,
-                              server_url=sandbox.url, distraction_rate=distraction_rate,
-                              template=template)
+    ctx = EpisodeContext(
+        trajectory_id=tid,
+        seed=0,
+        device=fixed("desktop", "en"),
+        blobs=RawStore(tmp_path / "raw").blobs,
+        guard=SafetyGuard(),
+        max_steps=30,
+        on_step=lambda s: states.append(fetch_state(sandbox.url, tid)),
+    )
+    traj, steps = run_episode(
+        env,
+        task,
+        OraclePolicy(template, task),
+        ctx,
+        server_url=sandbox.url,
+        distraction_rate=distraction_rate,
+        template=template,
+    )
     env.close_episode()
     assert (traj.outcome, traj.verified_by) == ("success", "state")
     return traj, steps, states
@@ -81,8 +113,9 @@ def crawl_one(env, sandbox, tmp_path, task_id: str, tid: str, distraction_rate: 
 
 @pytest.mark.slow
 def test_restore_replays_into_a_fresh_session(sandbox, env, tmp_path):
-    traj, steps, states = crawl_one(env, sandbox, tmp_path, "mail.mark_read:en:0",
-                                    "bw-mark-read", distraction_rate=0.0)
+    traj, steps, states = crawl_one(
+        env, sandbox, tmp_path, "mail.mark_read:en:0", "bw-mark-read", distraction_rate=0.0
+    )
     T = len(steps)
     assert T >= 3 and traj.distractions == []
     for k in (1, T - 1):
@@ -105,8 +138,9 @@ def test_restore_replays_into_a_fresh_session(sandbox, env, tmp_path):
 @pytest.mark.slow
 def test_restore_replays_the_distractions_under_the_original_session(sandbox, env, tmp_path):
     # Seeded by (seed, sid, page load): this run meets two pop-ups and dismisses them.
-    traj, steps, states = crawl_one(env, sandbox, tmp_path, "mail.mark_read:en:0",
-                                    "bw-distracted", distraction_rate=0.6)
+    traj, steps, states = crawl_one(
+        env, sandbox, tmp_path, "mail.mark_read:en:0", "bw-distracted", distraction_rate=0.6
+    )
     T = len(steps)
     assert len(traj.distractions) == 2
     r = restore_state(env, sandbox.url, traj, steps, 1, distraction_rate=0.6)

@@ -1,5 +1,6 @@
 """VLM CoT: the prompt (fixed system text, data quoted, EN/ZH), lenient parsing, the
 recorded action always in the answer, batching; StepCoT rows; the language check."""
+
 from __future__ import annotations
 
 import json
@@ -15,30 +16,49 @@ from tests.vlm.helpers import screenshot
 
 from . import INJECTION, ScriptedBackend, make_traj, user_text
 
-GOOD_JSON = ('Sure.\n{"observation": "The product page is open.", "reflection": "First step.", '
-             '"plan": "Add it to the cart.", "action": {"description": "Tap Add to cart", "type": "Click", '
-             '"target": "Add to cart", "value": "None", "point_2d": [1, 1]}}')
+GOOD_JSON = (
+    'Sure.\n{"observation": "The product page is open.", "reflection": "First step.", '
+    '"plan": "Add it to the cart.", "action": {"description": "Tap Add to cart", "type": "Click", '
+    '"target": "Add to cart", "value": "None", "point_2d": [1, 1]}}'
+)
 
 
-@pytest.mark.parametrize("raw, expected", [
-    (GOOD_JSON, ("The product page is open.", "First step.", "Add it to the cart.", "Tap Add to cart")),
-    ('{"观察": "商品页已打开", "反思": "这是第一步", "计划": "加入购物车"}',
-     ("商品页已打开", "这是第一步", "加入购物车", "")),
-    ("**Observation:** a cart page\n**Reflection**: the tap worked\nPlan: pay now\nAction: tap Pay",
-     ("a cart page", "the tap worked", "pay now", "")),
-    ("观察：页面显示购物车\n反思：上一步生效了\n计划：去结算\n<answer>{}</answer>",
-     ("页面显示购物车", "上一步生效了", "去结算", "")),
-    ("<observation>o</observation><reflection>r</reflection><plan>p</plan>", ("o", "r", "p", "")),
-    # A JSON object missing a part, with the sections written out after it.
-    ('{"observation": "x"}\nObservation: a\nReflection: b\nPlan: c', ("a", "b", "c", "")),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (GOOD_JSON, ("The product page is open.", "First step.", "Add it to the cart.", "Tap Add to cart")),
+        (
+            '{"观察": "商品页已打开", "反思": "这是第一步", "计划": "加入购物车"}',
+            ("商品页已打开", "这是第一步", "加入购物车", ""),
+        ),
+        (
+            "**Observation:** a cart page\n**Reflection**: the tap worked\nPlan: pay now\nAction: tap Pay",
+            ("a cart page", "the tap worked", "pay now", ""),
+        ),
+        (
+            "观察：页面显示购物车\n反思：上一步生效了\n计划：去结算\n<answer>{}</answer>",
+            ("页面显示购物车", "上一步生效了", "去结算", ""),
+        ),
+        ("<observation>o</observation><reflection>r</reflection><plan>p</plan>", ("o", "r", "p", "")),
+        # A JSON object missing a part, with the sections written out after it.
+        ('{"observation": "x"}\nObservation: a\nReflection: b\nPlan: c', ("a", "b", "c", "")),
+    ],
+)
 def test_parse_well_formed(raw, expected):
     p = parse_cot(raw)
     assert p.parsed and (p.observation, p.reflection, p.plan, p.description) == expected
 
 
-@pytest.mark.parametrize("raw", ["", "I cannot help with that.", '{"observation": "o", "plan": "p"}',
-                                 '{"observation": "o", "reflection": ', "Observation: only this"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "I cannot help with that.",
+        '{"observation": "o", "plan": "p"}',
+        '{"observation": "o", "reflection": ',
+        "Observation: only this",
+    ],
+)
 def test_parse_malformed_is_not_parsed(raw):
     assert not parse_cot(raw).parsed
 
@@ -64,15 +84,23 @@ def test_vlm_cot_prompt_answer_and_batching():
 
     # The answer's type, value and point are the recording's, whatever the model wrote.
     sel = cots[2]
-    assert sel.parsed and sel.answer == {"action_description": "described t-en#2", "action_type": "Select",
-                                         "value": "L", "point_2d": [80, 175]}
-    assert sel.thought == ("Observation: The product page is open.\nReflection: First step.\n"
-                           "Plan: Add it to the cart.")
+    assert sel.parsed and sel.answer == {
+        "action_description": "described t-en#2",
+        "action_type": "Select",
+        "value": "L",
+        "point_2d": [80, 175],
+    }
+    assert sel.thought == (
+        "Observation: The product page is open.\nReflection: First step.\nPlan: Add it to the cart."
+    )
     # Unparseable: counted as parsed=False, the raw text kept, no invented thought.
     bad = cots[1]
     assert not bad.parsed and bad.raw == "garbage <|im_end|>"
     assert (bad.observation, bad.reflection, bad.plan) == ("", "", "")
-    assert bad.answer["point_2d"] == [90, 220] and bad.answer["action_description"] == 'Tap the button "Add to cart"'
+    assert (
+        bad.answer["point_2d"] == [90, 220]
+        and bad.answer["action_description"] == 'Tap the button "Add to cart"'
+    )
 
     # The prompt: fixed system text, page text quoted as data between the markers.
     reqs = backend.calls[0]["requests"]
@@ -81,7 +109,7 @@ def test_vlm_cot_prompt_answer_and_batching():
     text = user_text(first)
     assert text.count(DATA_OPEN) == 1 and text.count(DATA_CLOSE) == 1
     assert INJECTION not in text and "<|im_end|>" not in text
-    block = text[text.index(DATA_OPEN) + len(DATA_OPEN):text.index(DATA_CLOSE)]
+    block = text[text.index(DATA_OPEN) + len(DATA_OPEN) : text.index(DATA_CLOSE)]
     data = json.loads(block)
     assert INJECTION in data["page_text"]  # escaped, and still the same text as data
     assert data["task"] == "Add the blue shirt in size L to the cart" and data["history"] == []
@@ -102,8 +130,14 @@ def test_generate_cot_streams_with_a_backend_and_needs_images():
     traj, steps = make_traj("en")
     backend = ScriptedBackend(lambda r, _: GOOD_JSON)
     seen = []
-    cots = list(generate_cot([(traj, steps), (traj, steps[:2])], backend, batch_size=3,
-                             load_image=lambda s: seen.append(s.index) or b"\x89PNG\r\n\x1a\nfake"))
+    cots = list(
+        generate_cot(
+            [(traj, steps), (traj, steps[:2])],
+            backend,
+            batch_size=3,
+            load_image=lambda s: seen.append(s.index) or b"\x89PNG\r\n\x1a\nfake",
+        )
+    )
     assert len(cots) == 7 and [len(c["requests"]) for c in backend.calls] == [3, 3, 1]
     assert seen == [0, 1, 2, 3, 4, 0, 1]
     with pytest.raises(ValueError, match="load_image"):
@@ -112,12 +146,16 @@ def test_generate_cot_streams_with_a_backend_and_needs_images():
 
 def test_history_uses_positions_and_rows_round_trip():
     traj, steps = make_traj("zh", tid="gaps", indices=(0, 3, 4, 9, 12))
-    assert history_text(steps, 3, "zh") == ["第1步：点击“加入购物车”按钮", "第2步：点击“加入购物车”按钮",
-                                            "第3步：在“尺码”下拉框中选择“L”"]
+    assert history_text(steps, 3, "zh") == [
+        "第1步：点击“加入购物车”按钮",
+        "第2步：点击“加入购物车”按钮",
+        "第3步：在“尺码”下拉框中选择“L”",
+    ]
     assert history_text(steps, 0, "en") == []
     with pytest.raises(ValueError, match="upto"):
         history_text(steps, 6, "en")
     from synthesis.template_cot import TemplateCoT
+
     cot = TemplateCoT().generate(traj, steps, 3)
     assert cot.index == 9
     table = pa.Table.from_pylist([cot.to_row()], schema=COT_SCHEMA)

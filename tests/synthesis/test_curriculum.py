@@ -1,4 +1,5 @@
 """The curriculum sampler: eligibility, weights and the per-epoch update, by hand."""
+
 from __future__ import annotations
 
 from collections import Counter

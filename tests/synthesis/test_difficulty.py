@@ -1,4 +1,5 @@
 """Difficulty features, score and levels, with the arithmetic done by hand."""
+
 from __future__ import annotations
 
 import pyarrow.parquet as pq
@@ -23,16 +24,34 @@ from trajforge.importers.tasks_table import TaskRow, write_tasks
 from trajforge.store.raw import RawStore
 
 
-def make(tid: str, task_id: str, actions: list[Action], *, outcome="failure", verified_by="none",
-         distractions=(), app="shop", num_steps=None) -> tuple[Trajectory, list[Step]]:
+def make(
+    tid: str,
+    task_id: str,
+    actions: list[Action],
+    *,
+    outcome="failure",
+    verified_by="none",
+    distractions=(),
+    app="shop",
+    num_steps=None,
+) -> tuple[Trajectory, list[Step]]:
     task = Task(task_id=task_id, instruction=f"do {task_id}", language="en", app=app)
-    traj = Trajectory(trajectory_id=tid, task=task, platform="web", app=app,
-                      device=DeviceProfile(viewport_width=1280, viewport_height=800),
-                      policy="oracle", outcome=outcome, verified_by=verified_by,
-                      num_steps=len(actions) if num_steps is None else num_steps,
-                      distractions=list(distractions))
-    steps = [Step(trajectory_id=tid, index=i, screenshot="", width=1280, height=800, action=a)
-             for i, a in enumerate(actions)]
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="web",
+        app=app,
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+        policy="oracle",
+        outcome=outcome,
+        verified_by=verified_by,
+        num_steps=len(actions) if num_steps is None else num_steps,
+        distractions=list(distractions),
+    )
+    steps = [
+        Step(trajectory_id=tid, index=i, screenshot="", width=1280, height=800, action=a)
+        for i, a in enumerate(actions)
+    ]
     return traj, steps
 
 
@@ -45,20 +64,33 @@ OPEN_MAIL = Action(type=ActionType.OPEN_APP, text=" Mail ")
 
 
 def test_gesture_scores_follow_the_issue():
-    assert [gesture_score(t) for t in ("tap", "double_tap", "swipe", "scroll", "long_press",
-                                       "type", "done")] == [1, 1, 2, 2, 3, 0, 0]
+    assert [
+        gesture_score(t) for t in ("tap", "double_tap", "swipe", "scroll", "long_press", "type", "done")
+    ] == [1, 1, 2, 2, 3, 0, 0]
     assert gesture_score("pinch") == 5  # multi-touch: no such ActionType yet, scored when it comes
 
 
 def test_features_and_score_of_one_verified_trajectory():
-    traj, steps = make("a", "t1", [OPEN_MAIL, TAP, SCROLL, TYPE, LONG, DONE],
-                       outcome="success", verified_by="state", distractions=["cookie_dialog"])
+    traj, steps = make(
+        "a",
+        "t1",
+        [OPEN_MAIL, TAP, SCROLL, TYPE, LONG, DONE],
+        outcome="success",
+        verified_by="state",
+        distractions=["cookie_dialog"],
+    )
     f = task_features(traj, steps, optimal_steps=99)  # a verified success beats the import
-    assert f == {"min_steps": 6, "min_steps_source": "verified", "apps": 2,  # shop + mail
-                 "gesture": 3, "distractions": 1}                           # max(1,2,0,3)=3
+    assert f == {
+        "min_steps": 6,
+        "min_steps_source": "verified",
+        "apps": 2,  # shop + mail
+        "gesture": 3,
+        "distractions": 1,
+    }  # max(1,2,0,3)=3
     # steps (6-1)/29 = 5/29; apps (2-1)/(4-1) = 1/3; gesture (3-1)/(5-1) = 1/2; distr. 1/2
-    assert normalise(f) == pytest.approx({"min_steps": 5 / 29, "apps": 1 / 3, "gesture": 0.5,
-                                          "distractions": 0.5})
+    assert normalise(f) == pytest.approx(
+        {"min_steps": 5 / 29, "apps": 1 / 3, "gesture": 0.5, "distractions": 0.5}
+    )
     # 0.4*5/29 + 0.2/3 + 0.2*0.5 + 0.2*0.5 = 0.068966 + 0.066667 + 0.1 + 0.1 = 0.335632
     assert difficulty_score(f) == pytest.approx(0.335632, abs=1e-6)
     # Other weights: (1*5/29 + 1*0.5) / 2 = 0.336207
@@ -73,13 +105,21 @@ def test_min_steps_prefers_verified_then_imported_then_recorded():
     assert task_features(failed, fsteps, optimal_steps=7)["min_steps"] == 7
     # A curated trajectory with a dropped step keeps its recorded length.
     assert task_features(failed, fsteps[:2])["min_steps"] == 3
-    merged = merge_task_features([
-        {"min_steps": 3, "min_steps_source": "recorded", "apps": 1, "gesture": 1, "distractions": 2},
-        {"min_steps": 5, "min_steps_source": "verified", "apps": 2, "gesture": 1, "distractions": 0},
-        {"min_steps": 4, "min_steps_source": "verified", "apps": 1, "gesture": 2, "distractions": 0},
-    ])
-    assert merged == {"min_steps": 4, "min_steps_source": "verified", "apps": 2, "gesture": 2,
-                      "distractions": 2, "trajectories": 3}
+    merged = merge_task_features(
+        [
+            {"min_steps": 3, "min_steps_source": "recorded", "apps": 1, "gesture": 1, "distractions": 2},
+            {"min_steps": 5, "min_steps_source": "verified", "apps": 2, "gesture": 1, "distractions": 0},
+            {"min_steps": 4, "min_steps_source": "verified", "apps": 1, "gesture": 2, "distractions": 0},
+        ]
+    )
+    assert merged == {
+        "min_steps": 4,
+        "min_steps_source": "verified",
+        "apps": 2,
+        "gesture": 2,
+        "distractions": 2,
+        "trajectories": 3,
+    }
 
 
 def three_tasks():
@@ -87,27 +127,35 @@ def three_tasks():
         make("a1", "easy", [TAP, DONE], outcome="success", verified_by="state"),
         make("a2", "easy", [TAP, TAP, TAP, DONE]),
         make("b1", "mid", [SCROLL, TAP, TYPE, DONE], distractions=["coupon_popup"]),
-        make("c1", "hard", [OPEN_MAIL, LONG, TAP, DONE], outcome="success", verified_by="judge",
-             distractions=["a", "b"]),
+        make(
+            "c1",
+            "hard",
+            [OPEN_MAIL, LONG, TAP, DONE],
+            outcome="success",
+            verified_by="judge",
+            distractions=["a", "b"],
+        ),
     ]
 
 
 # easy: min 2 (verified), 1 app, tap, 0 distr: 0.4*1/29                  = 0.013793
 # mid:  min 8 (import), 1 app, scroll, 1:      0.4*7/29 + 0.2*1/4 + 0.2/2 = 0.246552
 # hard: min 4 (verified), 2 apps, long, 2:     0.4*3/29 + 0.2/3 + 0.1 + 0.2 = 0.408046
-EXPECTED = {"easy": (2, "verified", 0.013793, "easy"),
-            "mid": (8, "optimal_steps", 0.246552, "medium"),
-            "hard": (4, "verified", 0.408046, "hard")}
+EXPECTED = {
+    "easy": (2, "verified", 0.013793, "easy"),
+    "mid": (8, "optimal_steps", 0.246552, "medium"),
+    "hard": (4, "verified", 0.408046, "hard"),
+}
 
 
 def test_difficulty_rows_from_pairs_and_from_a_store_agree(tmp_path):
     pairs = three_tasks()
     table_path = tmp_path / "tasks.parquet"
-    write_tasks(table_path, [TaskRow(task=pairs[2][0].task, source_name="android_world",
-                                     optimal_steps=8)])
+    write_tasks(table_path, [TaskRow(task=pairs[2][0].task, source_name="android_world", optimal_steps=8)])
     rows = difficulty_rows(pairs, optimal_steps=table_path)
-    got = {r["task_id"]: (r["min_steps"], r["min_steps_source"], round(r["score"], 6), r["level"])
-           for r in rows}
+    got = {
+        r["task_id"]: (r["min_steps"], r["min_steps_source"], round(r["score"], 6), r["level"]) for r in rows
+    }
     assert got == EXPECTED
     assert [r["task_id"] for r in rows] == ["easy", "hard", "mid"]
 
@@ -126,16 +174,33 @@ def test_minmax_norms_and_levels():
     norms = fit_norms(rows)
     # min_steps over {2, 4 (mid: 4 recorded, no import), 4}; apps {1, 2}; gesture {1, 2, 3};
     # distractions {0, 1, 2}
-    assert norms == {"min_steps": (2.0, 4.0), "apps": (1.0, 2.0), "gesture": (1.0, 3.0),
-                     "distractions": (0.0, 2.0)}
+    assert norms == {
+        "min_steps": (2.0, 4.0),
+        "apps": (1.0, 2.0),
+        "gesture": (1.0, 3.0),
+        "distractions": (0.0, 2.0),
+    }
     # mid: 0.4*(4-2)/2 + 0.2*0 + 0.2*(2-1)/2 + 0.2*1/2 = 0.4 + 0.1 + 0.1 = 0.6 -> "medium" (<= 2/3)
     mid = next(r for r in rows if r["task_id"] == "mid")
     assert mid["score"] == pytest.approx(0.6) and mid["level"] == "medium"
-    assert {r["task_id"]: r["level"] for r in rows} == {"easy": "easy", "mid": "medium",
-                                                        "hard": "hard"}  # hard scores 1.0
-    assert normalise({"min_steps": 5, "apps": 1, "gesture": 1, "distractions": 0},
-                     {**DEFAULT_NORMS, "apps": (1.0, 1.0)})["apps"] == 0.0  # constant feature
-    assert assign_levels([0.1, 1 / 3, 0.5, 2 / 3, 0.9], "fixed") == \
-        ["easy", "easy", "medium", "medium", "hard"]
+    assert {r["task_id"]: r["level"] for r in rows} == {
+        "easy": "easy",
+        "mid": "medium",
+        "hard": "hard",
+    }  # hard scores 1.0
+    assert (
+        normalise(
+            {"min_steps": 5, "apps": 1, "gesture": 1, "distractions": 0},
+            {**DEFAULT_NORMS, "apps": (1.0, 1.0)},
+        )["apps"]
+        == 0.0
+    )  # constant feature
+    assert assign_levels([0.1, 1 / 3, 0.5, 2 / 3, 0.9], "fixed") == [
+        "easy",
+        "easy",
+        "medium",
+        "medium",
+        "hard",
+    ]
     with pytest.raises(ValueError, match="levels"):
         assign_levels([0.1], "quartile")

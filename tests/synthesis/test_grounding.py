@@ -1,6 +1,7 @@
 """The grounding set: targets by measured visibility, EN/ZH expressions, functional
 descriptions, dedup and balance, the frame, the checks (each shown failing), stats and
 validate, and imports (real dataset samples: boxes given, never guessed)."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,12 @@ def test_set_figures_drops_dedup_and_languages(built):
     # structural for the dialog), 1 covered link, 1 off-screen button, 1 never measured.
     assert s["candidates"] == 120
     assert {k: v for k, v in s["dropped"].items() if v} == {
-        "no_name": 8, "structural": 4, "not_measured": 8, "off_screen": 8, "modal_covered": 8}
+        "no_name": 8,
+        "structural": 4,
+        "not_measured": 8,
+        "off_screen": 8,
+        "modal_covered": 8,
+    }
     # The second trajectory of each language repeats the first's screens, and step 2
     # repeats step 0 (same tree): only the inbox and the dialog of each language are new.
     assert (s["screens"], s["unique_screens"]) == (4, 4)
@@ -65,7 +71,9 @@ def test_set_figures_drops_dedup_and_languages(built):
                 assert is_chinese(smp["expression"]) == (rec["language"] == "zh"), smp["expression"]
     fn = [smp for _, rec, _ in records for smp in rec["samples"] if smp["kind"] == "function"]
     assert sorted(smp["expression"] for smp in fn) == [
-        "the button that opens the New message dialog", "打开“写邮件”对话框的按钮"]
+        "the button that opens the New message dialog",
+        "打开“写邮件”对话框的按钮",
+    ]
 
 
 def test_points_and_boxes_in_the_profile_frame(tmp_path, built):
@@ -91,26 +99,40 @@ def test_expressions_say_one_element_and_chinese_has_its_own_order():
     assert expressions(go, els, "zh")["relation"] == "“搜索”搜索框右边的按钮"
     en = [e for e in inbox("en") if e.visibility is not None and e.visibility.is_target]
     menu = next(e for e in en if e.name == "Menu")
-    assert expressions(menu, en, "en") == {"text": '"Menu"', "role_text": "the Menu image",
-                                           "relation": "the image above the Compose button"}
+    assert expressions(menu, en, "en") == {
+        "text": '"Menu"',
+        "role_text": "the Menu image",
+        "relation": "the image above the Compose button",
+    }
     # Two "OK" targets: neither text nor role+text names one; the column rank still does.
     oks = [el("button", "OK", (0.1, 0.1, 0.3, 0.2)), el("button", "OK", (0.1, 0.5, 0.3, 0.6))]
     assert expressions(oks[1], oks, "en") == {"position": "the second button from the top"}
 
 
 def test_function_template_and_vlm_labels():
-    before = Step(trajectory_id="t", index=0, screenshot="", width=10, height=10, url="http://a/inbox",
-                  elements=inbox("en"), action=Action(type=ActionType.TAP, x=0.1, y=0.3))
+    before = Step(
+        trajectory_id="t",
+        index=0,
+        screenshot="",
+        width=10,
+        height=10,
+        url="http://a/inbox",
+        elements=inbox("en"),
+        action=Action(type=ActionType.TAP, x=0.1, y=0.3),
+    )
     after = before.model_copy(update={"index": 1, "elements": dialog("en")})
     change = screen_change(before, after)
     assert ("dialog", "New message") in change.appeared
     t = TemplateFunction()
     assert t.describe(before.elements[3], change, "en") == "opens the New message dialog"
     assert t.describe(before.elements[3], screen_change(after, before), "zh") == "关闭“New message”对话框"
-    page = after.model_copy(update={"url": "http://a/settings", "elements": [
-        Element(role="heading", name="Account settings")]})
-    assert t.describe(before.elements[7], screen_change(before, page), "en") == \
-        "goes to the Account settings page"
+    page = after.model_copy(
+        update={"url": "http://a/settings", "elements": [Element(role="heading", name="Account settings")]}
+    )
+    assert (
+        t.describe(before.elements[7], screen_change(before, page), "en")
+        == "goes to the Account settings page"
+    )
     assert t.describe(before.elements[7], screen_change(before, before), "en") is None
 
     class Scripted:  # a VLMBackend answering from a list, keeping the requests
@@ -128,9 +150,16 @@ def test_function_template_and_vlm_labels():
             return b""
 
     from schemas.records import DeviceProfile, Task, Trajectory
-    tr = Trajectory(trajectory_id="t", task=Task(task_id="x", instruction="i", language="en", app="m"),
-                    platform="web", app="m", device=DeviceProfile(viewport_width=10, viewport_height=10),
-                    policy="oracle", num_steps=2)
+
+    tr = Trajectory(
+        trajectory_id="t",
+        task=Task(task_id="x", instruction="i", language="en", app="m"),
+        platform="web",
+        app="m",
+        device=DeviceProfile(viewport_width=10, viewport_height=10),
+        policy="oracle",
+        num_steps=2,
+    )
     before = before.model_copy(update={"target": before.elements[3]})
     vlm = Scripted(["Opens the composer.\n", "x " * 40])
     describe = vlm_describer(vlm, Blobs())
@@ -142,13 +171,28 @@ def test_function_template_and_vlm_labels():
 
 def test_the_cap_is_per_role_and_size_so_small_targets_stay_balanced():
     from schemas.records import DeviceProfile, Task, Trajectory
-    tr = Trajectory(trajectory_id="cap", task=Task(task_id="c", instruction="i", language="en", app="m"),
-                    platform="web", app="m", device=DeviceProfile(viewport_width=1280, viewport_height=800),
-                    policy="oracle", num_steps=1)
+
+    tr = Trajectory(
+        trajectory_id="cap",
+        task=Task(task_id="c", instruction="i", language="en", app="m"),
+        platform="web",
+        app="m",
+        device=DeviceProfile(viewport_width=1280, viewport_height=800),
+        policy="oracle",
+        num_steps=1,
+    )
     big = [el("button", f"Action {k}", (0.05 + 0.15 * k, 0.3, 0.18 + 0.15 * k, 0.45)) for k in range(6)]
     tiny = [el("button", f"Icon {k}", (0.05 + 0.03 * k, 0.9, 0.065 + 0.03 * k, 0.92)) for k in range(7)]
-    step = Step(trajectory_id="cap", index=0, screenshot="a" * 64, width=1280, height=800,
-                a11y_tree="- button", elements=big + tiny, action=Action(type=ActionType.WAIT, duration_ms=1))
+    step = Step(
+        trajectory_id="cap",
+        index=0,
+        screenshot="a" * 64,
+        width=1280,
+        height=800,
+        a11y_tree="- button",
+        elements=big + tiny,
+        action=Action(type=ActionType.WAIT, duration_ms=1),
+    )
     stats = GroundingStats()
     [(_, _, rec)] = screen_records(tr, [step], model_profile("qwen2.5-vl"), set(), stats)
     names = {s["element"]["name"] for s in rec["samples"]}
@@ -196,11 +240,14 @@ def test_stats_and_validate_understand_the_set(built, tmp_path):
     assert report.samples == 4  # shard records: one per screen
 
 
-@pytest.mark.parametrize("fmt, folder, samples", [
-    ("aitz", "aitz", 23),                                      # ui_positions with text/icon names (capped per role and size)
-    ("mind2web", "mind2web_and_multimodal_mind2web", 2),       # the target's box and name
-    ("agentnet", "opencua_agentnet/agentnetbench_sample_data", 0),  # a box without a name
-])
+@pytest.mark.parametrize(
+    "fmt, folder, samples",
+    [
+        ("aitz", "aitz", 23),  # ui_positions with text/icon names (capped per role and size)
+        ("mind2web", "mind2web_and_multimodal_mind2web", 2),  # the target's box and name
+        ("agentnet", "opencua_agentnet/agentnetbench_sample_data", 0),  # a box without a name
+    ],
+)
 def test_imports_with_boxes_yield_samples_and_never_guess(tmp_path, fmt, folder, samples):
     store = RawStore(tmp_path / "raw")
     import_path(fmt, SAMPLES / folder, store)

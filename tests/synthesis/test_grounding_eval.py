@@ -1,5 +1,6 @@
 """Offline grounding evaluation: the scorer on known answers (the breakdown by role, size,
 language and kind exact), and the tiny model through the step evaluation's generation path."""
+
 from __future__ import annotations
 
 import json
@@ -33,15 +34,18 @@ class Scripted:
 
 def test_scorer_on_known_answers(gset):
     samples = {s["id"]: s for _, rec, _ in iter_records(gset) for s in rec["samples"]}
-    gold = offline_grounding_accuracy(Scripted(lambda k: samples[k]["conversations"][2]["value"]),
-                                      gset, "test", batch_size=5)
+    gold = offline_grounding_accuracy(
+        Scripted(lambda k: samples[k]["conversations"][2]["value"]), gset, "test", batch_size=5
+    )
     assert (gold["samples"], gold["point_in_box"], gold["parse_rate"]) == (80, 1.0, 1.0)
+
     # Right on buttons only, elsewhere the far corner of the frame: the breakdown says so.
     def buttons(k):
         s = samples[k]
         if s["element"]["role"] == "button":
             return json.dumps({"point_2d": s["point"]})
         return "(0, 0)" if s["box"][0] > 0 or s["box"][1] > 0 else "(300, 190)"
+
     r = offline_grounding_accuracy(Scripted(buttons), gset, "test")
     n_buttons = sum(s["element"]["role"] == "button" for s in samples.values())
     assert r["by_role"]["button"] == {"n": n_buttons, "correct": n_buttons, "accuracy": 1.0}
@@ -58,8 +62,15 @@ def test_scorer_on_known_answers(gset):
 def test_tiny_model_through_the_generation_path(gset):
     from tests.vlm.helpers import tiny_model_path
 
-    r = offline_grounding_accuracy(tiny_model_path(), gset, "test", max_samples=3,
-                                   max_new_tokens=8, device="cpu", dtype="float32",
-                                   image_max_pixels=28 * 28 * 16)
+    r = offline_grounding_accuracy(
+        tiny_model_path(),
+        gset,
+        "test",
+        max_samples=3,
+        max_new_tokens=8,
+        device="cpu",
+        dtype="float32",
+        image_max_pixels=28 * 28 * 16,
+    )
     assert r["samples"] == 3 and r["checkpoint_id"]
     assert sum(v["n"] for v in r["by_role"].values()) == 3 and 0.0 <= r["point_in_box"] <= 1.0

@@ -1,4 +1,5 @@
 """No training target holds a personal-data placeholder: the count and the blocking check."""
+
 from __future__ import annotations
 
 from dagster_project.checks_synthesis import placeholder_result
@@ -32,8 +33,10 @@ def _set(store: RawStore, out):
     steps = {}
     for s in store.iter_steps():
         steps.setdefault(s.trajectory_id, []).append(s)
-    cots = [c.to_row() for c in generate_cot([(t, sorted(steps[t.trajectory_id], key=lambda s: s.index))
-                                              for t in trajs])]
+    cots = [
+        c.to_row()
+        for c in generate_cot([(t, sorted(steps[t.trajectory_id], key=lambda s: s.index)) for t in trajs])
+    ]
     write_reasoning_set(store, cots, out, dataset="rs")
     return placeholder_counts(out)
 
@@ -53,10 +56,15 @@ def test_a_placeholder_in_a_target_fails_the_check(tmp_path):
 
 
 def test_prompts_are_counted_apart_from_targets():
-    sample = {"mode": "direct", "answer": {"value": "None"}, "conversations": [
-        {"from": "system", "value": "You are a GUI agent."},
-        {"from": "human", "value": "Task: Update my email to [EMAIL]."},
-        {"from": "gpt", "value": '<answer>{"action_type": "Click"}</answer>'}]}
+    sample = {
+        "mode": "direct",
+        "answer": {"value": "None"},
+        "conversations": [
+            {"from": "system", "value": "You are a GUI agent."},
+            {"from": "human", "value": "Task: Update my email to [EMAIL]."},
+            {"from": "gpt", "value": '<answer>{"action_type": "Click"}</answer>'},
+        ],
+    }
     c = count_samples([("k", sample)])
     assert (c["targets_with_placeholder"], c["prompts_with_placeholder"]) == (0, 1)
     typed = {**sample, "answer": {"value": "[PHONE]"}}

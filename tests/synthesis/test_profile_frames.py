@@ -1,6 +1,7 @@
 """Sets written for a model profile: read back as that profile's trainer reads them, every
 tap answer lands inside its recorded target box; a set written the old way (answers in
 pixels of the stored screenshot) misses. Manifests and samples name profile and provenance."""
+
 from __future__ import annotations
 
 import io
@@ -22,9 +23,14 @@ from trajforge.store.raw import RawStore
 # Odd sizes: a phone near 1440x3120 and a desktop page near 1280x800.
 SCREENS = {"android": (1441, 3119), "web": (1279, 801)}
 # Small targets, some near the right and bottom edges, where a wrong frame misses most.
-BOXES = [(0.86, 0.90, 0.96, 0.95), (0.05, 0.05, 0.12, 0.08), (0.45, 0.60, 0.55, 0.63),
-         (0.70, 0.30, 0.78, 0.34), (0.20, 0.80, 0.30, 0.84),
-         (0.975, 0.49, 0.99, 0.50)]  # a 20-pixel icon at the right edge of the phone
+BOXES = [
+    (0.86, 0.90, 0.96, 0.95),
+    (0.05, 0.05, 0.12, 0.08),
+    (0.45, 0.60, 0.55, 0.63),
+    (0.70, 0.30, 0.78, 0.34),
+    (0.20, 0.80, 0.30, 0.84),
+    (0.975, 0.49, 0.99, 0.50),
+]  # a 20-pixel icon at the right edge of the phone
 # Today's writer, emulated: the image as stored and pixels of the screenshot (a frame that
 # is the screenshot's own size), under a manifest that names no profile.
 AS_STORED = ModelProfile("as-stored", 1, 1, 2**40, "pixels")
@@ -43,21 +49,43 @@ def build_frames_store(root):
     with store.writer("crawl") as w:
         for t, (platform, (sw, sh)) in enumerate(sorted(SCREENS.items())):
             tid = f"tr{t}"
-            task = Task(task_id=f"task{t}", instruction=f"Open the menu {t}", language="en",
-                        app="shop", template_id=f"tpl{t}")
-            traj = Trajectory(trajectory_id=tid, task=task, platform=platform, app="shop",
-                              device=DeviceProfile(viewport_width=sw, viewport_height=sh),
-                              policy="oracle", num_steps=len(BOXES), outcome="success",
-                              verified_by="state", source_name=f"env-{platform}",
-                              verifier="state", reward=1.0)
+            task = Task(
+                task_id=f"task{t}",
+                instruction=f"Open the menu {t}",
+                language="en",
+                app="shop",
+                template_id=f"tpl{t}",
+            )
+            traj = Trajectory(
+                trajectory_id=tid,
+                task=task,
+                platform=platform,
+                app="shop",
+                device=DeviceProfile(viewport_width=sw, viewport_height=sh),
+                policy="oracle",
+                num_steps=len(BOXES),
+                outcome="success",
+                verified_by="state",
+                source_name=f"env-{platform}",
+                verifier="state",
+                reward=1.0,
+            )
             steps = []
             for i, box in enumerate(BOXES):
                 img = png(sw, sh, 30 * i)
                 target = Element(role="button", name=f"Item {i}", bbox=box)
-                steps.append(Step(trajectory_id=tid, index=i, screenshot=store.blobs.put(img, "png"),
-                                  width=sw, height=sh, action=Action.tap((box[0] + box[2]) / 2,
-                                                                         (box[1] + box[3]) / 2),
-                                  target=target, elements=[target]))
+                steps.append(
+                    Step(
+                        trajectory_id=tid,
+                        index=i,
+                        screenshot=store.blobs.put(img, "png"),
+                        width=sw,
+                        height=sh,
+                        action=Action.tap((box[0] + box[2]) / 2, (box[1] + box[3]) / 2),
+                        target=target,
+                        elements=[target],
+                    )
+                )
             w.add(traj, steps)
             pairs.append((traj, steps))
     rows = [c.to_row() for c in generate_cot(pairs)]
@@ -79,14 +107,16 @@ def before_after(root) -> dict[str, dict[str, int]]:
         before = tap_answers_in_box(old, profile=name)
         _write(curated, rows, root / name, name)
         after = tap_answers_in_box(root / name)
-        out[name] = {"tap_answers": after["tap_answers"], "before": before["outside"],
-                     "after": after["outside"]}
+        out[name] = {
+            "tap_answers": after["tap_answers"],
+            "before": before["outside"],
+            "after": after["outside"],
+        }
     return out
 
 
 def _write(store, rows, out, profile):
-    return write_reasoning_set(store, rows, out, dataset="frames", splits=(("train", 1.0),),
-                               profile=profile)
+    return write_reasoning_set(store, rows, out, dataset="frames", splits=(("train", 1.0),), profile=profile)
 
 
 def _old_way_set(store, rows, out):
@@ -112,8 +142,11 @@ def test_a_set_for_a_profile_lands_every_tap_in_its_box(store, tmp_path, name):
     for _, sample in iter_samples(out, "train"):
         j = sample["json"]
         shot = (j["screenshot"]["width"], j["screenshot"]["height"])
-        assert Image.open(io.BytesIO(sample["png"])).size == p.frame(*shot) == (
-            j["image"]["width"], j["image"]["height"])
+        assert (
+            Image.open(io.BytesIO(sample["png"])).size
+            == p.frame(*shot)
+            == (j["image"]["width"], j["image"]["height"])
+        )
         assert (j["model_profile"], j["coords"]) == (name, p.coords)
 
 
@@ -122,7 +155,9 @@ def test_a_set_written_the_old_way_misses_for_every_profile(store, tmp_path, nam
     curated, rows, _ = store
     old = _old_way_set(curated, rows, tmp_path / "old")
     result = tap_answers_in_box(old, profile=name)
-    assert result["tap_answers"] == 2 * 2 * len(BOXES) and result["outside"] > 0 and not result["passed"], result
+    assert result["tap_answers"] == 2 * 2 * len(BOXES) and result["outside"] > 0 and not result["passed"], (
+        result
+    )
 
 
 def test_manifest_and_samples_carry_provenance_sources_and_verifiers(store, tmp_path):
@@ -131,8 +166,7 @@ def test_manifest_and_samples_carry_provenance_sources_and_verifiers(store, tmp_
     _write(curated, rows, out, "qwen2.5-vl")
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["model_profile"] == PROFILES["qwen2.5-vl"].describe()
-    want = {"pipeline_version": pipeline_version(), "git_commit": git_commit(),
-            "model_profile": "qwen2.5-vl"}
+    want = {"pipeline_version": pipeline_version(), "git_commit": git_commit(), "model_profile": "qwen2.5-vl"}
     assert manifest["provenance"] == want
     assert manifest["sources"] == {"env-android": 1, "env-web": 1}
     assert manifest["verifiers"] == {"state": 2}
@@ -140,7 +174,6 @@ def test_manifest_and_samples_carry_provenance_sources_and_verifiers(store, tmp_
         j = sample["json"]
         assert j["provenance"] == want and j["verifier"] == "state"
         assert j["source_name"] in ("env-android", "env-web")
-
 
 
 def test_training_reads_the_profile_and_refuses_a_frame_it_would_break(store, tmp_path):
@@ -169,5 +202,7 @@ if __name__ == "__main__":  # python -m tests.synthesis.test_profile_frames
 
     with tempfile.TemporaryDirectory() as tmp:
         for name, r in before_after(Path(tmp)).items():
-            print(f"{name:<14} tap answers {r['tap_answers']:>3}  outside their box: "
-                  f"before {r['before']:>3}  after {r['after']:>3}")
+            print(
+                f"{name:<14} tap answers {r['tap_answers']:>3}  outside their box: "
+                f"before {r['before']:>3}  after {r['after']:>3}"
+            )

@@ -1,5 +1,6 @@
 """Reasoning-set samples: the 1:1 mix, exact spans, answers that parse to the recording, history,
 Chinese prompts, and every left-out step counted."""
+
 from __future__ import annotations
 
 import io
@@ -33,31 +34,59 @@ DROPPED = {2: Action.scroll("down")}  # recorded and executed, then dropped by c
 
 
 def trajectory(lang: str = "en", tid: str = "t-1", num_steps: int = 6) -> tuple[Trajectory, list[Step]]:
-    task = Task(task_id="task", language=lang, app="shop",
-                instruction="把红鞋加入购物车 <image>" if lang == "zh" else "Add red shoes <image> to the cart")
-    traj = Trajectory(trajectory_id=tid, task=task, platform="mobile_web", app="shop",
-                      device=DeviceProfile(viewport_width=W, viewport_height=H), policy="oracle",
-                      num_steps=num_steps, outcome="success", verified_by="state")
+    task = Task(
+        task_id="task",
+        language=lang,
+        app="shop",
+        instruction="把红鞋加入购物车 <image>" if lang == "zh" else "Add red shoes <image> to the cart",
+    )
+    traj = Trajectory(
+        trajectory_id=tid,
+        task=task,
+        platform="mobile_web",
+        app="shop",
+        device=DeviceProfile(viewport_width=W, viewport_height=H),
+        policy="oracle",
+        num_steps=num_steps,
+        outcome="success",
+        verified_by="state",
+    )
     go = Element(role="button", name="Go", bbox=(0.4, 0.25, 0.6, 0.35))
-    steps = [Step(trajectory_id=tid, index=i, screenshot=SHA, width=W, height=H, action=a,
-                  target=go if i == 0 else None, elements=[go]) for i, a in ACTIONS.items()]
+    steps = [
+        Step(
+            trajectory_id=tid,
+            index=i,
+            screenshot=SHA,
+            width=W,
+            height=H,
+            action=a,
+            target=go if i == 0 else None,
+            elements=[go],
+        )
+        for i, a in ACTIONS.items()
+    ]
     return traj, steps
 
 
 def cot(step: Step, lang: str, description: str = 'press "value": "x" here', **kw) -> StepCoT:
     text = to_gui_libra(step.action.model_copy(update={"description": description}), W, H)
-    fields = dict(trajectory_id=step.trajectory_id, index=step.index, language=lang,
-                  observation="页面上有红鞋" if lang == "zh" else "The page lists red shoes",
-                  reflection="上一步已完成" if lang == "zh" else "The last action worked",
-                  plan="继续下一步" if lang == "zh" else "Go on", backend="template", parsed=True,
-                  answer=json.loads(text[text.index("{"):text.rindex("}") + 1]))
+    fields = dict(
+        trajectory_id=step.trajectory_id,
+        index=step.index,
+        language=lang,
+        observation="页面上有红鞋" if lang == "zh" else "The page lists red shoes",
+        reflection="上一步已完成" if lang == "zh" else "The last action worked",
+        plan="继续下一步" if lang == "zh" else "Go on",
+        backend="template",
+        parsed=True,
+        answer=json.loads(text[text.index("{") : text.rindex("}") + 1]),
+    )
     return StepCoT(**{**fields, **kw})
 
 
 def recorded(steps: list[Step]) -> list[Step]:
     """The trajectory as recorded: its kept steps and the dropped one."""
-    gone = [steps[0].model_copy(update={"index": i, "action": a, "target": None})
-            for i, a in DROPPED.items()]
+    gone = [steps[0].model_copy(update={"index": i, "action": a, "target": None}) for i, a in DROPPED.items()]
     return sorted(steps + gone, key=lambda s: s.index)
 
 
@@ -65,8 +94,7 @@ def samples_of(lang="en", **options):
     traj, steps = trajectory(lang)
     cots = {s.index: cot(s, lang) for s in steps}
     images = {s.index: png(s.index) for s in steps}
-    return traj, steps, build_samples(traj, steps, cots, images, recorded=recorded(steps),
-                                      **options)
+    return traj, steps, build_samples(traj, steps, cots, images, recorded=recorded(steps), **options)
 
 
 def png(shade: int) -> bytes:
@@ -87,8 +115,9 @@ def gpt(sample: dict) -> str:
 
 def test_every_step_gives_one_reason_and_one_direct_sample():
     traj, steps, samples = samples_of()
-    assert [s["__key__"] for s in samples] == [f"t-1_s{i:04d}_{m}" for i in ACTIONS
-                                              for m in ("direct", "reason")]
+    assert [s["__key__"] for s in samples] == [
+        f"t-1_s{i:04d}_{m}" for i in ACTIONS for m in ("direct", "reason")
+    ]
     assert Counter(s["json"]["mode"] for s in samples) == {"direct": 5, "reason": 5}
     for s in samples:
         j = s["json"]
@@ -98,8 +127,7 @@ def test_every_step_gives_one_reason_and_one_direct_sample():
         assert [t["from"] for t in j["conversations"]] == ["system", "human", "gpt"]
         assert j["conversations"][0]["value"] == system_prompt(j["mode"], "en")
         assert gpt(s).startswith("<think>Observation: ") == (j["mode"] == "reason")
-        assert j["alignment"] == {"match_rate": None, "box": None, "point_in_box": None,
-                                  "checked": False}
+        assert j["alignment"] == {"match_rate": None, "box": None, "point_in_box": None, "checked": False}
     # The modes are told apart by their system prompts (same input, two outputs).
     assert system_prompt("reason", "en") != system_prompt("direct", "en")
 
@@ -122,18 +150,26 @@ def test_spans_slice_exactly_and_answers_parse_back_to_the_recording():
         got = [json.loads(f'"{text[a:b]}"') for a, b in action_spans]
         assert got == [j["answer"]["action_type"], j["answer"]["value"]]
         assert [int(text[a:b]) for a, b in coord_spans] == (
-            [] if j["answer"]["point_2d"] == [-100, -100] else j["answer"]["point_2d"])
+            [] if j["answer"]["point_2d"] == [-100, -100] else j["answer"]["point_2d"]
+        )
     # The typed text with quotes is sliced as its JSON text (escapes kept).
     typed = next(s for s in samples if s["json"]["index"] == 1)
     a, b = typed["json"]["spans"]["action"][1]
     assert gpt(typed)[a:b] == 'say \\"value\\": 1 <image> 红鞋'
-    assert summarise(samples)["answers"] == {"total": 10, "parsed": 10, "match_recording": 10,
-                                             "spans_ok": 10, "failures": []}
+    assert summarise(samples)["answers"] == {
+        "total": 10,
+        "parsed": 10,
+        "match_recording": 10,
+        "spans_ok": 10,
+        "failures": [],
+    }
 
 
 def test_spans_by_hand():
-    text = '<think>t</think>\n<answer>\n{"action_description": "None", "action_type": "Click", ' \
-           '"value": "None", "point_2d": [12, 345]}\n</answer>'
+    text = (
+        '<think>t</think>\n<answer>\n{"action_description": "None", "action_type": "Click", '
+        '"value": "None", "point_2d": [12, 345]}\n</answer>'
+    )
     spans = answer_spans(text)
     assert [text[a:b] for a, b in spans["action"]] == ["Click", "None"]
     assert [text[a:b] for a, b in spans["coords"]] == ["12", "345"]
@@ -171,38 +207,51 @@ def test_left_out_steps_and_trajectories_are_counted():
     traj, steps = trajectory("zh")
     cots = {s.index: cot(s, "zh") for s in steps}
     del cots[1]  # no CoT
-    cots[3] = cot(steps[2], "zh", observation="The page lists red shoes", reflection="ok",
-                  plan="swipe left")  # English thought in a zh task
+    cots[3] = cot(
+        steps[2], "zh", observation="The page lists red shoes", reflection="ok", plan="swipe left"
+    )  # English thought in a zh task
     cots[4] = cot(steps[3], "zh", parsed=False)
-    cots[5] = cot(steps[4], "zh", answer={"action_type": "Click", "point_2d": [1, 1],
-                                          "value": "None"})  # disagrees with the recording
+    cots[5] = cot(
+        steps[4], "zh", answer={"action_type": "Click", "point_2d": [1, 1], "value": "None"}
+    )  # disagrees with the recording
     align = {0: AlignmentResult(0.1, 10, None, None, False, "match_rate 0.10 < 0.3")}
     skipped: list[dict] = []
-    out = build_samples(traj, steps, cots, {}, alignment=align, language="zh",
-                        require_chinese_thought=True, skipped=skipped)
+    out = build_samples(
+        traj, steps, cots, {}, alignment=align, language="zh", require_chinese_thought=True, skipped=skipped
+    )
     assert out == []
     assert {s["index"]: s["reason"] for s in skipped} == {
-        0: "misaligned", 1: "missing_cot", 3: "thought_not_chinese", 4: "cot_unparsed",
-        5: "cot_answer_mismatch"}
+        0: "misaligned",
+        1: "missing_cot",
+        3: "thought_not_chinese",
+        4: "cot_unparsed",
+        5: "cot_answer_mismatch",
+    }
     # Whole trajectories: another language, or outside 3-50 steps.
-    for lang, n, reason in (("en", 6, "other_language"), ("zh", 2, "too_short"),
-                            ("zh", 51, "too_long")):
+    for lang, n, reason in (("en", 6, "other_language"), ("zh", 2, "too_short"), ("zh", 51, "too_long")):
         traj, steps = trajectory(lang, num_steps=n)
         skipped = []
-        assert build_samples(traj, steps[:n], {s.index: cot(s, lang) for s in steps}, {},
-                             language="zh", skipped=skipped) == []
+        assert (
+            build_samples(
+                traj, steps[:n], {s.index: cot(s, lang) for s in steps}, {}, language="zh", skipped=skipped
+            )
+            == []
+        )
         assert [(s["index"], s["reason"]) for s in skipped] == [(None, reason)]
 
 
 def test_checked_alignment_is_carried_and_checks_report_it():
     traj, steps = trajectory()
     cots = {s.index: cot(s, "en") for s in steps}
-    align = {s.index: AlignmentResult(0.8, 10, (0.4, 0.25, 0.6, 0.35), True, True, None)
-             for s in steps}
+    align = {s.index: AlignmentResult(0.8, 10, (0.4, 0.25, 0.6, 0.35), True, True, None) for s in steps}
     images = {s.index: png(s.index) for s in steps}
     samples = build_samples(traj, steps, cots, images, alignment=align, recorded=recorded(steps))
-    assert samples[0]["json"]["alignment"] == {"match_rate": 0.8, "box": [0.4, 0.25, 0.6, 0.35],
-                                               "point_in_box": True, "checked": True}
+    assert samples[0]["json"]["alignment"] == {
+        "match_rate": 0.8,
+        "box": [0.4, 0.25, 0.6, 0.35],
+        "point_in_box": True,
+        "checked": True,
+    }
     stats = summarise(samples)
     assert stats["alignment"] == {"checked_steps": 5, "point_in_box": 5, "mean_match_rate": 0.8}
     checks = set_checks(stats, language="en", skipped_steps={"misaligned": 5})

@@ -1,5 +1,6 @@
 """Reflection augmentation: a real wrong step in real Chromium on the real sandbox, its
 reflection and correction, verified from the app's state; wrong-control choice and skips."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,15 @@ from trajforge.store.raw import RawStore
 
 
 def observation(tree: str, url: str = "http://127.0.0.1:1/settings/") -> Observation:
-    return Observation(screenshot=b"", image_format="png", width=1280, height=800, url=url,
-                       a11y_tree=tree, elements=elements_from_snapshot(tree, 1280, 800))
+    return Observation(
+        screenshot=b"",
+        image_format="png",
+        width=1280,
+        height=800,
+        url=url,
+        a11y_tree=tree,
+        elements=elements_from_snapshot(tree, 1280, 800),
+    )
 
 
 HOME = """- banner [box=0,0,1280,60]
@@ -53,18 +61,20 @@ def test_wrong_candidates_are_visible_enabled_unguarded_neighbours():
     # Same role, nearest first; the guarded, irreversible, disabled and off-screen ones never.
     assert names == ["Display Dark mode, font size", "About phone"]
     # No other control of that role: a clickable one near it, never a far one.
-    obs = observation('- link "Notifications" [box=300,500,600,70]\n'
-                      '- button "Help" [box=950,510,80,40]\n'
-                      '- button "Far away" [box=10,10,40,20]\n')
+    obs = observation(
+        '- link "Notifications" [box=300,500,600,70]\n'
+        '- button "Help" [box=950,510,80,40]\n'
+        '- button "Far away" [box=10,10,40,20]\n'
+    )
     assert [e.name for e in wrong_candidates(obs, obs.find("Notifications")[0])] == ["Help"]
 
 
 def test_no_alternative_is_reported_and_the_oracle_goes_on():
     task = TEMPLATES["settings.notification"].make_task("en", 0)
-    policy = ReflectionPolicy(TEMPLATES["settings.notification"], task, wrong_at=0, seed=0,
-                              write_reflection=reflection)
-    only = observation('- link "Notifications Message previews, sound, vibration" '
-                       '[box=300,500,600,70]\n')
+    policy = ReflectionPolicy(
+        TEMPLATES["settings.notification"], task, wrong_at=0, seed=0, write_reflection=reflection
+    )
+    only = observation('- link "Notifications Message previews, sound, vibration" [box=300,500,600,70]\n')
     action = policy.act(only)
     assert action.type == ActionType.TAP and policy.last_target.name.startswith("Notifications")
     assert policy.wrong_step is None and policy.reflection_text is None
@@ -81,8 +91,8 @@ def stored(store: RawStore, tid: str):
 @pytest.mark.slow
 def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     store = RawStore(tmp_path / "raw")
-    en = TEMPLATES["settings.notification"].make_task("en", 0)   # home -> Notifications -> switch
-    zh = TEMPLATES["settings.privacy"].make_task("zh", 0)        # 首页 -> 隐私 -> 开关
+    en = TEMPLATES["settings.notification"].make_task("en", 0)  # home -> Notifications -> switch
+    zh = TEMPLATES["settings.privacy"].make_task("zh", 0)  # 首页 -> 隐私 -> 开关
     how = dict(server_url=sandbox.url, seed=0, devices=["desktop"])
     run = dict(store=store, env=env)
 
@@ -91,8 +101,12 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     assert (r.trajectories, r.success, r.skipped, r.errors) == (1, 1, [], [])
     row = r.rows[0]
     traj, steps = stored(store, row["trajectory_id"])
-    assert (traj.outcome, traj.verified_by, traj.source_name, traj.policy) == \
-        ("success", "state", SOURCE_NAME, "oracle")
+    assert (traj.outcome, traj.verified_by, traj.source_name, traj.policy) == (
+        "success",
+        "state",
+        SOURCE_NAME,
+        "oracle",
+    )
     assert (row["wrong_step"], row["correction"], row["correction_steps"]) == (0, "back", [1])
     assert row["led_to_success"] is True and row["recovered"] is True
     wrong, reflect, retry, on_path = steps[0], steps[1], steps[2], steps[3]
@@ -119,9 +133,8 @@ def test_reflection_runs_a_real_wrong_step_and_recovers(sandbox, env, tmp_path):
     assert traj.outcome == "success" and traj.task.language == "zh"
     assert (row["wrong_step"], row["correction"], row["correction_steps"]) == (1, "undo", [2])
     wrong, reflect, undo = steps[1], steps[2], steps[3]
-    assert wrong.target.role == "switch" and wrong.target.name != json.loads(
-        row["intended_target"])["name"]
-    assert reflect.a11y_tree != wrong.a11y_tree           # the switch really flipped
+    assert wrong.target.role == "switch" and wrong.target.name != json.loads(row["intended_target"])["name"]
+    assert reflect.a11y_tree != wrong.a11y_tree  # the switch really flipped
     assert "<reflection>" in reflect.thought and "恢复原状" in reflect.thought
     assert wrong.target.name in reflect.thought and "/settings/privacy" in reflect.thought
     assert reflect.action.type == ActionType.TAP and reflect.target.name == wrong.target.name
@@ -153,10 +166,13 @@ def test_no_wrong_action_is_counted_and_nothing_is_stored(sandbox, env, tmp_path
     guard = SafetyGuard(patterns={"test": [r"^(?!Notifications)"]})
     store = RawStore(tmp_path / "raw")
     task = TEMPLATES["settings.notification"].make_task("en", 0)
-    r = reflect_tasks([task], reflection,
-                      Reflections(server_url=sandbox.url, wrong_at=0, devices=["desktop"],
-                                  guard=guard),
-                      store=store, env=env)
+    r = reflect_tasks(
+        [task],
+        reflection,
+        Reflections(server_url=sandbox.url, wrong_at=0, devices=["desktop"], guard=guard),
+        store=store,
+        env=env,
+    )
     assert r.trajectories == 0 and r.errors == [] and len(r.skipped) == 1
     task_id, why = r.skipped[0]
     assert task_id == task.task_id and why.startswith("step 0: no visible")

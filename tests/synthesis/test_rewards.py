@@ -1,4 +1,5 @@
 """Rewards: composite, GUI-Libra step reward, shortest-path factor; values computed by hand."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,15 +19,15 @@ from synthesis.rewards import (
 
 
 def test_composite_reward_and_the_task_term():
-    assert composite_reward(True, True, False, False) == pytest.approx(1.1)    # 1 + 0.1
-    assert composite_reward(False, True, True, True) == pytest.approx(-1.6)   # 0.1 + 0.3 - 2.0
-    assert composite_reward(True, True, True, False) == pytest.approx(1.4)    # 1 + 0.1 + 0.3
+    assert composite_reward(True, True, False, False) == pytest.approx(1.1)  # 1 + 0.1
+    assert composite_reward(False, True, True, True) == pytest.approx(-1.6)  # 0.1 + 0.3 - 2.0
+    assert composite_reward(True, True, True, False) == pytest.approx(1.4)  # 1 + 0.1 + 0.3
     # Success in 8 steps where 4 suffice: r_task = min(1, 4/8) = 0.5; 0.5 + 0.1 + 0.3 = 0.9
     assert composite_reward(task_reward(True, 8, 4), 1, 1, 0) == pytest.approx(0.9)
     assert composite_reward(1, 0, 0, 1, w_invalid=1.0) == pytest.approx(0.0)  # 1 - 1.0
     assert shortest_path_factor(8, 4) == 0.5
     assert shortest_path_factor(3, 4) == 1.0  # capped: never more than a shortest path
-    assert task_reward(False, 8, 4) == 0.0    # the factor only applies to successes
+    assert task_reward(False, 8, 4) == 0.0  # the factor only applies to successes
     assert task_reward(True) == 1.0
     with pytest.raises(ValueError, match="format_ok"):
         composite_reward(1, 2.0, 0, 0)
@@ -36,8 +37,16 @@ def test_composite_reward_and_the_task_term():
 
 def test_invalid_comes_from_the_guard():
     def step(i, guard=None):
-        return Step(trajectory_id="t", index=i, screenshot="", width=10, height=10,
-                    action=Action.tap(0.5, 0.5), guard=guard)
+        return Step(
+            trajectory_id="t",
+            index=i,
+            screenshot="",
+            width=10,
+            height=10,
+            action=Action.tap(0.5, 0.5),
+            guard=guard,
+        )
+
     assert invalid_from_steps([step(0), step(1)]) == 0
     assert invalid_from_steps([step(0), step(1, guard="blocked:payment: Pay now")]) == 1
 
@@ -57,11 +66,11 @@ BOX = (0.4, 0.4, 0.6, 0.6)
 
 
 def test_step_reward_on_actions():
-    assert step_reward(Action.tap(0.55, 0.45), REF_TAP, BOX) == pytest.approx(1.0)   # 0.1 + 0.9
-    assert step_reward(Action.tap(0.7, 0.5), REF_TAP, BOX) == pytest.approx(0.1)     # outside
-    assert step_reward(Action.tap(0.6, 0.6), REF_TAP, BOX) == pytest.approx(1.0)     # on the edge
+    assert step_reward(Action.tap(0.55, 0.45), REF_TAP, BOX) == pytest.approx(1.0)  # 0.1 + 0.9
+    assert step_reward(Action.tap(0.7, 0.5), REF_TAP, BOX) == pytest.approx(0.1)  # outside
+    assert step_reward(Action.tap(0.6, 0.6), REF_TAP, BOX) == pytest.approx(1.0)  # on the edge
     long_press = Action(type=ActionType.LONG_PRESS, x=0.5, y=0.5)
-    assert step_reward(long_press, REF_TAP, BOX) == pytest.approx(0.1)               # wrong type
+    assert step_reward(long_press, REF_TAP, BOX) == pytest.approx(0.1)  # wrong type
     # No box: within 0.04 of the recorded point.
     # hypot(0.02, 0.03) = 0.036 is in, hypot(0.03, 0.04) = 0.05 is out.
     assert step_reward(Action.tap(0.52, 0.53), REF_TAP) == pytest.approx(1.0)
@@ -85,10 +94,10 @@ def test_step_reward_on_gui_libra_text():
     assert step_reward(miss, REF_TAP, BOX, width=1000, height=800) == pytest.approx(0.1)
     # grid1000 coordinates: [550, 450] of 1000 = (0.55, 0.45)
     grid = '<answer>{"action_type": "Tap", "value": "None", "point_2d": [550, 450]}</answer>'
-    assert step_reward(grid, REF_TAP, BOX, width=1000, height=800,
-                       coords="grid1000") == pytest.approx(1.0)
+    assert step_reward(grid, REF_TAP, BOX, width=1000, height=800, coords="grid1000") == pytest.approx(1.0)
     assert step_reward("I would click the button", REF_TAP, BOX, width=1000, height=800) == 0.0
-    assert step_reward('<answer>{"action_type": "Click"}</answer>', REF_TAP, BOX,
-                       width=1000, height=800) == 0.0  # a Click without a point does not parse
+    assert (
+        step_reward('<answer>{"action_type": "Click"}</answer>', REF_TAP, BOX, width=1000, height=800) == 0.0
+    )  # a Click without a point does not parse
     with pytest.raises(ValueError, match="width and height"):
         step_reward(text, REF_TAP, BOX)

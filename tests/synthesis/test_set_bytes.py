@@ -9,6 +9,7 @@ and manifest) is compared byte for byte. The pipeline version (pyproject's) is i
 bytes too: a new version changes the digests. A change to a set's format is a behaviour
 change: when it is meant, say so in its commit and take the new digests from the failure.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,16 +43,26 @@ def write_sets(root: Path) -> Path:
     built = build_store(root / "in" / "curated")
     grounding = build_grounding_store(root / "in" / "grounding", per_language=3)
     out = root / "out"
-    export_shards(built.store, out / "export", dataset="demo", splits=SPLITS,
-                  max_samples_per_shard=3, resolution="448", allow_index_gaps=True)
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
-    write_reasoning_set(built.store, rows, out / "reasoning", dataset="reasoning", splits=SPLITS,
-                        max_samples_per_shard=5)
-    write_chinese_gui_set(built.store, rows, out / "chinese", splits=SPLITS,
-                          max_samples_per_shard=5)
-    write_grounding_set(grounding.store, out / "grounding", splits=(("train", 0.5), ("test", 0.5)),
-                        max_samples_per_shard=2)
+    export_shards(
+        built.store,
+        out / "export",
+        dataset="demo",
+        splits=SPLITS,
+        max_samples_per_shard=3,
+        resolution="448",
+        allow_index_gaps=True,
+    )
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
+    write_reasoning_set(
+        built.store, rows, out / "reasoning", dataset="reasoning", splits=SPLITS, max_samples_per_shard=5
+    )
+    write_chinese_gui_set(built.store, rows, out / "chinese", splits=SPLITS, max_samples_per_shard=5)
+    write_grounding_set(
+        grounding.store, out / "grounding", splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=2
+    )
     return out
 
 
@@ -59,8 +70,9 @@ def digests(out: Path) -> dict[str, str]:
     """{set: sha256 of its lines "<file> <sha256 of the file>"}."""
     found = {}
     for set_dir in sorted(out.iterdir()):
-        lines = "".join(f"{p.name} {hashlib.sha256(p.read_bytes()).hexdigest()}\n"
-                        for p in sorted(set_dir.iterdir()))
+        lines = "".join(
+            f"{p.name} {hashlib.sha256(p.read_bytes()).hexdigest()}\n" for p in sorted(set_dir.iterdir())
+        )
         found[set_dir.name] = hashlib.sha256(lines.encode()).hexdigest()
     return found
 
@@ -74,9 +86,14 @@ print(json.dumps(digests(write_sets(Path(sys.argv[1])))))
 
 
 def test_every_set_has_the_bytes_it_had_before_the_writers_became_one(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=str(tmp_path / "no-git"),
-               TRAJFORGE_GIT_COMMIT="0" * 40)
-    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PATH=str(tmp_path / "no-git"), TRAJFORGE_GIT_COMMIT="0" * 40)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr
     assert json.loads(child.stdout.splitlines()[-1]) == GOLDEN

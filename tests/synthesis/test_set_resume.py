@@ -1,6 +1,7 @@
 """A killed reasoning, Chinese or grounding set write resumes from its last journaled
 shard: the same bytes as an uninterrupted run, no duplicates (as the export's does,
 tests/export/test_export_resume.py)."""
+
 from __future__ import annotations
 
 import json
@@ -25,11 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 # Small shards, so that a trajectory straddles them and a killed run leaves several.
 WRITERS = {
-    "reasoning": (write_reasoning_set, dict(dataset="reasoning", splits=SPLITS,
-                                            max_samples_per_shard=3)),
+    "reasoning": (write_reasoning_set, dict(dataset="reasoning", splits=SPLITS, max_samples_per_shard=3)),
     "chinese": (write_chinese_gui_set, dict(splits=SPLITS, max_samples_per_shard=2)),
-    "grounding": (write_grounding_set, dict(splits=(("train", 0.5), ("test", 0.5)),
-                                            max_samples_per_shard=1)),
+    "grounding": (write_grounding_set, dict(splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=1)),
 }
 
 # Writes one set in a child process that SIGKILLs itself after trajectory n.
@@ -61,13 +60,18 @@ def inputs(tmp_path_factory):
     """{kind: (store root, CoT rows file or None)}."""
     root = tmp_path_factory.mktemp("inputs")
     built = build_store(root / "curated")
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
     cot_file = root / "cot.json"
     cot_file.write_text(json.dumps(rows, ensure_ascii=False))
     grounding = build_grounding_store(root / "grounding", per_language=4)
-    return {"reasoning": (built.root, cot_file), "chinese": (built.root, cot_file),
-            "grounding": (grounding.store.root, None)}
+    return {
+        "reasoning": (built.root, cot_file),
+        "chinese": (built.root, cot_file),
+        "grounding": (grounding.store.root, None),
+    }
 
 
 def _write(kind: str, inputs, out: Path, **extra) -> dict:
@@ -81,9 +85,22 @@ def _write(kind: str, inputs, out: Path, **extra) -> dict:
 def _kill_self(kind: str, inputs, out: Path, after: int) -> list[dict]:
     root, cot_file = inputs[kind]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    child = subprocess.run([sys.executable, "-c", CHILD, kind, str(root), str(out), str(after),
-                            str(cot_file), repr(WRITERS[kind][1])], cwd=ROOT, env=env,
-                           timeout=120)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            kind,
+            str(root),
+            str(out),
+            str(after),
+            str(cot_file),
+            repr(WRITERS[kind][1]),
+        ],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert child.returncode == -signal.SIGKILL
     assert not (out / "manifest.json").exists()
     staging = list(out.glob(f"{STAGING_PREFIX}*"))

@@ -1,4 +1,5 @@
 """`trajforge validate` on a reasoning set: answers, spans, keys and the 1:1 mix, per sample."""
+
 from __future__ import annotations
 
 import io
@@ -19,8 +20,10 @@ from trajforge.read.validate import validate
 @pytest.fixture(scope="module")
 def reasoning_set(tmp_path_factory):
     built = build_store(tmp_path_factory.mktemp("curated"))
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
     out = tmp_path_factory.mktemp("sets") / "reasoning"
     write_reasoning_set(built.store, rows, out, dataset="reasoning", max_samples_per_shard=10)
     return out
@@ -76,8 +79,10 @@ def test_an_answer_that_no_longer_matches_its_recording_is_named(reasoning_set, 
     report = validate(tmp_path / "set")
     assert edited and not report.ok
     mine = [p for p in report.problems if p.record == edited[0]]
-    assert any("answer_differs" in p.reason and p.field == "conversations.gpt"
-               and p.source == str(shard) for p in mine), [str(p) for p in mine]
+    assert any(
+        "answer_differs" in p.reason and p.field == "conversations.gpt" and p.source == str(shard)
+        for p in mine
+    ), [str(p) for p in mine]
 
 
 def test_a_step_missing_one_mode_breaks_the_mix(reasoning_set, tmp_path):

@@ -1,5 +1,6 @@
 """The reasoning set and the Chinese GUI set as shards: split by trajectory, images as stored,
 byte-reproducible, counted skips, and `trajforge stats` on them."""
+
 from __future__ import annotations
 
 import json
@@ -29,15 +30,18 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cot_rows(built):
     """The template CoT of every step, as rows of the CoT table (answer as JSON text)."""
-    return [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    return [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
 
 
 @pytest.fixture(scope="module")
 def written(built, cot_rows, tmp_path_factory):
     out = tmp_path_factory.mktemp("sets") / "reasoning"
-    summary = write_reasoning_set(built.store, cot_rows, out, dataset="reasoning", splits=SPLITS,
-                                  max_samples_per_shard=10)
+    summary = write_reasoning_set(
+        built.store, cot_rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
+    )
     return out, summary
 
 
@@ -77,19 +81,27 @@ def test_shards_hold_both_modes_of_every_step_split_by_trajectory(built, written
             assert plan.split(built.trajectories[tid].task) == split  # by template
             ext = "jpg" if j["image"]["format"] == "jpeg" else "png"
             # the stored bytes at the model profile's frame (as they are at that size)
-            assert sample[ext] == resize_image(built.images[(tid, i)], j["image"]["format"],
-                                               (j["image"]["width"], j["image"]["height"]))
+            assert sample[ext] == resize_image(
+                built.images[(tid, i)], j["image"]["format"], (j["image"]["width"], j["image"]["height"])
+            )
             assert key.endswith(f"_s{i:04d}_{j['mode']}")
-    assert seen == Counter({(t, s.index, m): 1 for t, ss in want.items() for s in ss
-                            for m in ("direct", "reason")})
+    assert seen == Counter(
+        {(t, s.index, m): 1 for t, ss in want.items() for s in ss for m in ("direct", "reason")}
+    )
     assert any(k[0] == "aitw/ep.7-中" for k in seen)  # an id with a dot and a slash is kept
 
 
 def test_two_runs_give_identical_bytes(built, cot_rows, written, tmp_path):
     out, _ = written
     again = tmp_path / "again"
-    write_reasoning_set(built.store, list(reversed(cot_rows)), again, dataset="reasoning",
-                        splits=SPLITS, max_samples_per_shard=10)
+    write_reasoning_set(
+        built.store,
+        list(reversed(cot_rows)),
+        again,
+        dataset="reasoning",
+        splits=SPLITS,
+        max_samples_per_shard=10,
+    )
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(p.name for p in again.iterdir())
     for name in names:
@@ -99,13 +111,17 @@ def test_two_runs_give_identical_bytes(built, cot_rows, written, tmp_path):
 def test_chinese_set_keeps_zh_tasks_with_chinese_thoughts(built, cot_rows, tmp_path):
     zh = {t for t in kept(built) if built.trajectories[t].task.language == "zh"}
     victim = min(zh)  # one step's thought in English: dropped and counted
-    rows = [dict(r, observation="The page shows a button", reflection="It worked",
-                 plan="Tap the button now")
-            if (r["trajectory_id"], r["index"]) == (victim, 0) else r for r in cot_rows]
+    rows = [
+        dict(r, observation="The page shows a button", reflection="It worked", plan="Tap the button now")
+        if (r["trajectory_id"], r["index"]) == (victim, 0)
+        else r
+        for r in cot_rows
+    ]
     summary = write_chinese_gui_set(built.store, rows, tmp_path / "zh", splits=SPLITS)
     assert summary["skipped_steps"] == {"thought_not_chinese": 1}
     assert summary["skipped_trajectories"]["other_language"] == sum(
-        t.task.language == "en" for t in built.trajectories.values())
+        t.task.language == "en" for t in built.trajectories.values()
+    )
     n_steps = sum(len(kept(built)[t]) for t in zh) - 1
     assert summary["samples"] == 2 * n_steps
     assert_checks_pass_but_alignment_not_run(summary["checks"])
@@ -125,8 +141,9 @@ def test_stats_cli_shows_the_mix_and_the_languages(built, cot_rows, written):
     want = kept(built)
     steps = [s for ss in want.values() for s in ss]
     assert stats["modes"] == {"direct": len(steps), "reason": len(steps)}
-    assert stats["languages"] == dict(Counter(
-        built.trajectories[s.trajectory_id].task.language for s in steps for _ in range(2)))
+    assert stats["languages"] == dict(
+        Counter(built.trajectories[s.trajectory_id].task.language for s in steps for _ in range(2))
+    )
     assert stats["action_types"] == dict(Counter(s.action.type.value for s in steps))
     rows = {(r["trajectory_id"], r["index"]): r for r in cot_rows}
     labels = {"en": ("Observation: ", "Reflection: ", "Plan: "), "zh": ("观察：", "反思：", "计划：")}
@@ -135,8 +152,11 @@ def test_stats_cli_shows_the_mix_and_the_languages(built, cot_rows, written):
         r = rows[(s.trajectory_id, s.index)]
         o, f, p = labels[r["language"]]
         lengths.append(len(f"{o}{r['observation']}\n{f}{r['reflection']}\n{p}{r['plan']}"))
-    assert (stats["thought_chars"]["n"], stats["thought_chars"]["max"],
-            stats["thought_chars"]["min"]) == (len(steps), max(lengths), min(lengths))
+    assert (stats["thought_chars"]["n"], stats["thought_chars"]["max"], stats["thought_chars"]["min"]) == (
+        len(steps),
+        max(lengths),
+        min(lengths),
+    )
     assert stats["answers"]["match_recording"] == stats["samples"] == 2 * len(steps)
     table = CliRunner().invoke(app, ["stats", str(out)])
     assert table.exit_code == 0 and "direct" in table.stdout and "reason" in table.stdout

@@ -1,5 +1,6 @@
 """The template CoT backend: grounded in the step's accessibility tree, deterministic,
 the recorded action in the answer, EN and ZH written natively."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def tree_names(step) -> set[str]:
 
 def recorded_answer(step) -> dict:
     text = to_gui_libra(step.action, step.width, step.height)
-    return json.loads(text[text.index("{"):text.rindex("}") + 1])
+    return json.loads(text[text.index("{") : text.rindex("}") + 1])
 
 
 def check_grounded(cot, step, language):
@@ -39,8 +40,11 @@ def check_grounded(cot, step, language):
         if step.action.type.value in ELEMENT_ACTIONS:  # the plan says what it acts on
             assert step.target.name in cot.plan
     ref = recorded_answer(step)
-    assert (cot.answer["action_type"], cot.answer["point_2d"], cot.answer["value"]) == \
-        (ref["action_type"], ref["point_2d"], ref["value"])
+    assert (cot.answer["action_type"], cot.answer["point_2d"], cot.answer["value"]) == (
+        ref["action_type"],
+        ref["point_2d"],
+        ref["value"],
+    )
     assert cot.backend == "template" and cot.parsed and cot.language == language
 
 
@@ -66,8 +70,9 @@ def test_template_names_only_tree_elements_and_copies_the_action(language):
         assert "did not change" in after_noop and 'tap the button "Add to cart"' in after_noop
         assert "failed" in after_error and "timeout 5000ms exceeded" in after_error
         assert "worked" in after_change and 'choose "L" in the drop-down "Size"' in after_change
-        assert cots[3].plan == ('To complete the task "Add the blue shirt in size L to the cart", '
-                                'next I will type "looks great".')
+        assert cots[3].plan == (
+            'To complete the task "Add the blue shirt in size L to the cart", next I will type "looks great".'
+        )
         assert cots[0].thought.startswith("Observation: The screen shows /shop/product/p0")
         assert not is_chinese(cots[0].thought)
     else:
@@ -91,7 +96,9 @@ def test_tree_only_step_and_language_override():
     check_grounded(cot, bare[2], "en")
     assert cot.observation.startswith('The screen shows the current view, headed "Blue shirt".')
     # Without boxes nothing can be ranked by distance: document order, first three.
-    assert 'the link "Shoply home", the search box "Search products" and the button "Search"' in cot.observation
+    assert (
+        'the link "Shoply home", the search box "Search products" and the button "Search"' in cot.observation
+    )
     zh = TemplateCoT(language_of=lambda t: "zh").generate(traj, steps, 0)
     assert zh.language == "zh" and zh.reflection.startswith("这是第一步")
     assert zh.answer["action_description"] == "点击“Add to cart”按钮"

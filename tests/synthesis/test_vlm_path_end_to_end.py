@@ -2,6 +2,7 @@
 box check and the trajectory judge on one backend. Random weights write noise, so the
 test asserts shapes, labels and the bookkeeping: unparseable answers are counted, never
 dressed up as results."""
+
 from __future__ import annotations
 
 from filters.judge import Judge, JudgeInput
@@ -36,13 +37,21 @@ def test_tiny_model_cot_alignment_and_judge():
     zh, zh_steps = make_traj("zh", tid="t-zh")
     images = {sid: screenshot(112, 84, sid, seed=k) for k, sid in enumerate(["en", "zh"])}
     # Short histories keep the CPU prompt small; both languages, tap / select / type.
-    items = [StepItem(en, en_steps, 0, images["en"]), StepItem(en, en_steps, 2, images["en"]),
-             StepItem(zh, zh_steps, 0, images["zh"]), StepItem(zh, zh_steps, 3, images["zh"])]
+    items = [
+        StepItem(en, en_steps, 0, images["en"]),
+        StepItem(en, en_steps, 2, images["en"]),
+        StepItem(zh, zh_steps, 0, images["zh"]),
+        StepItem(zh, zh_steps, 3, images["zh"]),
+    ]
 
     cots = VLMCoT(backend, batch_size=8, max_new_tokens=12, max_page_chars=PAGE).generate_many(items)
     assert backend.calls == [(4, 1)]  # one batched call of 4 requests
-    assert [(c.trajectory_id, c.index, c.language) for c in cots] == \
-        [("t-en", 0, "en"), ("t-en", 2, "en"), ("t-zh", 0, "zh"), ("t-zh", 3, "zh")]
+    assert [(c.trajectory_id, c.index, c.language) for c in cots] == [
+        ("t-en", 0, "en"),
+        ("t-en", 2, "en"),
+        ("t-zh", 0, "zh"),
+        ("t-zh", 3, "zh"),
+    ]
     assert all(c.backend == real.model_id and c.backend.startswith("tiny-qwen2vl@") for c in cots)
     assert all(isinstance(c.raw, str) and c.raw for c in cots)
     for c in cots:  # noise does not parse: counted as parsed=False with empty parts
@@ -52,8 +61,9 @@ def test_tiny_model_cot_alignment_and_judge():
     assert [c.answer["action_type"] for c in cots] == ["Click", "Select", "Click", "Write"]
 
     backend.calls.clear()
-    results = check_alignment(backend, items, n=3, cots=cots, seed=11, max_new_tokens=12,
-                              box_max_new_tokens=10, max_page_chars=PAGE)
+    results = check_alignment(
+        backend, items, n=3, cots=cots, seed=11, max_new_tokens=12, box_max_new_tokens=10, max_page_chars=PAGE
+    )
     # One sampled call (4 requests x 3) and one greedy box call for the 3 steps with a point.
     assert backend.calls == [(4, 3), (3, 1)]
     assert all(r.n == 3 and r.match_rate in (0.0, 1 / 3, 2 / 3, 1.0) for r in results)
@@ -66,8 +76,11 @@ def test_tiny_model_cot_alignment_and_judge():
 
     backend.calls.clear()
     verdicts = Judge(backend, max_new_tokens=12, max_page_chars=PAGE).judge(
-        [JudgeInput(en, en_steps[:2], [images["en"], images["en"]]),
-         JudgeInput(zh, zh_steps[:2], [images["zh"], b""])])
+        [
+            JudgeInput(en, en_steps[:2], [images["en"], images["en"]]),
+            JudgeInput(zh, zh_steps[:2], [images["zh"], b""]),
+        ]
+    )
     assert backend.calls == [(2, 1)]
     assert [v.trajectory_id for v in verdicts] == ["t-en", "t-zh"]
     assert all(v.model_id == real.model_id for v in verdicts)

@@ -4,6 +4,7 @@ TiddlyWiki comes from npm (package.json), Datasette from PyPI (the dev extra).
 Nothing here knows the apps' pages: the environment files in
 examples/environments/ and their task files do, as a user's would.
 """
+
 from __future__ import annotations
 
 import http.server
@@ -24,10 +25,16 @@ ENVIRONMENTS = ROOT / "examples" / "environments"
 TIDDLYWIKI = ROOT / "node_modules" / ".bin" / "tiddlywiki"
 DATASETTE = Path(sys.executable).parent / "datasette"
 
-CITIES = [("Paris", "France", 2_102_650), ("Lyon", "France", 522_250),
-          ("Berlin", "Germany", 3_878_100), ("Madrid", "Spain", 3_332_035),
-          ("北京", "中国", 21_893_095), ("上海", "中国", 24_870_895),
-          ("杭州", "中国", 12_203_600), ("Tokyo", "Japan", 14_094_034)]
+CITIES = [
+    ("Paris", "France", 2_102_650),
+    ("Lyon", "France", 522_250),
+    ("Berlin", "Germany", 3_878_100),
+    ("Madrid", "Spain", 3_332_035),
+    ("北京", "中国", 21_893_095),
+    ("上海", "中国", 24_870_895),
+    ("杭州", "中国", 12_203_600),
+    ("Tokyo", "Japan", 14_094_034),
+]
 
 
 def free_port() -> int:
@@ -63,13 +70,17 @@ def stop(proc: subprocess.Popen) -> None:
 def tiddlywiki(folder: Path):
     """A TiddlyWiki server (node) on a free loopback port; yields its URL."""
     wiki = folder / "wiki"
-    subprocess.run([str(TIDDLYWIKI), str(wiki), "--init", "server"], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [str(TIDDLYWIKI), str(wiki), "--init", "server"], check=True, capture_output=True, timeout=60
+    )
     port = free_port()
     log = open(folder / "tiddlywiki.log", "wb")
-    proc = subprocess.Popen([str(TIDDLYWIKI), str(wiki), "--listen", f"port={port}",
-                             "host=127.0.0.1"], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(TIDDLYWIKI), str(wiki), "--listen", f"port={port}", "host=127.0.0.1"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/status", proc)
@@ -88,9 +99,12 @@ def datasette(folder: Path):
         con.executemany("INSERT INTO cities VALUES (?, ?, ?)", CITIES)
     port = free_port()
     log = open(folder / "datasette.log", "wb")
-    proc = subprocess.Popen([str(DATASETTE), "serve", str(db), "-h", "127.0.0.1", "-p",
-                             str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(DATASETTE), "serve", str(db), "-h", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/-/versions.json", proc)
@@ -115,8 +129,11 @@ class _CounterHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"<h1>Not Found</h1>")
             return
         verdict = self.path.startswith("/verdict")
-        body = (b'{"done": true, "success": true, "reason": "server says so", "extra": 1}'
-                if verdict else COUNTER_PAGE)
+        body = (
+            b'{"done": true, "success": true, "reason": "server says so", "extra": 1}'
+            if verdict
+            else COUNTER_PAGE
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/json" if verdict else "text/html")
         self.end_headers()

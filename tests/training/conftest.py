@@ -4,6 +4,7 @@ Both are built once per test session (the tiny model once per process, under
 $TRAJFORGE_DATA/models when that is set). Sizes are small on purpose: the whole
 tests/training folder must run in about two minutes on a loaded 2-core machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,11 +30,12 @@ def build_small_reasoning_set(root: Path, n_traj: int = 12) -> Path:
     from tests.export.shard_fixtures import build_store
 
     built = build_store(root / "curated", n_traj=n_traj)
-    rows = [c.to_row() for c in generate_cot(
-        [(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])]
+    rows = [
+        c.to_row()
+        for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
+    ]
     out = root / "reasoning"
-    write_reasoning_set(built.store, rows, out, dataset="reasoning", splits=SPLITS,
-                        max_samples_per_shard=16)
+    write_reasoning_set(built.store, rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=16)
     return out
 
 

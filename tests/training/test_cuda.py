@@ -5,6 +5,7 @@ Skipped without CUDA (CI has none); run on a GPU machine with
 `python -m pytest tests/training/test_cuda.py` (benchmarks/gpu_checks.sh does, with the
 GPU benchmarks). Tolerances are bf16's: autocast matmuls keep ~3 significant digits.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,14 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.fixture(scope="module")
 def cuda_sft(tiny_model, small_reasoning_set, tmp_path_factory):
-    cfg = sft_config(tiny_model, small_reasoning_set, tmp_path_factory.mktemp("cuda-ckpt"),
-                     device="cuda", dtype="auto", gradient_checkpointing=True)
+    cfg = sft_config(
+        tiny_model,
+        small_reasoning_set,
+        tmp_path_factory.mktemp("cuda-ckpt"),
+        device="cuda",
+        dtype="auto",
+        gradient_checkpointing=True,
+    )
     report = StdoutReporter(io.StringIO())
     metrics, model, processor = train_sft(cfg, report)
     return cfg, metrics, model, processor
@@ -41,9 +48,10 @@ def test_sft_on_cuda_trains_fp32_master_weights_under_bf16_autocast(cuda_sft, tm
     assert metrics["device"].startswith("cuda") and metrics["steps"] == 8
     assert metrics["loss_last"] < 0.5 * metrics["loss_first"], metrics["losses"]
     # The same first batch on CPU in fp32: bf16 autocast changes the loss by well under 2 %.
-    cpu, _, _ = train_sft(cfg.model_copy(update={"device": "cpu", "max_steps": 1,
-                                                 "out_dir": str(tmp_path / "cpu")}),
-                          StdoutReporter(io.StringIO()))
+    cpu, _, _ = train_sft(
+        cfg.model_copy(update={"device": "cpu", "max_steps": 1, "out_dir": str(tmp_path / "cpu")}),
+        StdoutReporter(io.StringIO()),
+    )
     assert metrics["losses"][0] == pytest.approx(cpu["losses"][0], rel=0.02)
 
 
@@ -82,14 +90,16 @@ def test_grpo_step_on_cuda_raises_the_rewarded_completion(tiny_model, small_reas
     delta = after - roll.old_logp.sum(-1)
     for g in range(2):
         assert delta[4 * g] > 0, delta
-        assert delta[4 * g + 1:4 * g + 4].mean() < 0, delta
+        assert delta[4 * g + 1 : 4 * g + 4].mean() < 0, delta
 
 
 def test_compiled_blocks_train_like_eager_ones(cuda_sft, tmp_path):
     cfg, metrics, _, _ = cuda_sft
     log = io.StringIO()
-    compiled, model, _ = train_sft(cfg.model_copy(update={"compile": True, "max_steps": 2,
-                                                          "out_dir": str(tmp_path / "c")}), StdoutReporter(log))
+    compiled, model, _ = train_sft(
+        cfg.model_copy(update={"compile": True, "max_steps": 2, "out_dir": str(tmp_path / "c")}),
+        StdoutReporter(log),
+    )
     found = re.search(r"compiled (\d+) blocks", log.getvalue())
     blocks = sum(type(m).__name__ in model._no_split_modules for m in model.modules())
     assert found and int(found.group(1)) == blocks > 0, log.getvalue()

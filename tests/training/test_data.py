@@ -1,5 +1,6 @@
 """Encoding reasoning-set samples: the prompt is not trained, weights sit on the tokens that
 spell the action and the coordinates, bad samples are named, the stream shards by rank."""
+
 from __future__ import annotations
 
 import copy
@@ -30,13 +31,24 @@ def samples(small_reasoning_set):
 
 
 def encode(processor, sample, **kw):
-    return encode_sample(processor, sample.json, sample.image, 1024, TINY_IMAGE_PIXELS,
-                         alpha_action=A_ACT, alpha_coord=A_COORD, **kw)
+    return encode_sample(
+        processor,
+        sample.json,
+        sample.image,
+        1024,
+        TINY_IMAGE_PIXELS,
+        alpha_action=A_ACT,
+        alpha_coord=A_COORD,
+        **kw,
+    )
 
 
 def decoded(processor, enc, weight: float) -> str:
-    ids = [i for i, w, lab in zip(enc["input_ids"].tolist(), enc["weights"].tolist(), enc["labels"].tolist())
-           if w == weight and lab != IGNORE]
+    ids = [
+        i
+        for i, w, lab in zip(enc["input_ids"].tolist(), enc["weights"].tolist(), enc["labels"].tolist())
+        if w == weight and lab != IGNORE
+    ]
     return processor.tokenizer.decode(ids)
 
 
@@ -81,9 +93,11 @@ def test_bad_samples_name_file_key_and_field_or_are_counted_when_skipped(process
     del no_spans["spans"]
     outside = copy.deepcopy(good.json)
     outside["spans"]["action"] = [[5, 10_000]]
-    bad = [type(good)("k_nospans", no_spans, good.image, "shard-a.tar"),
-           type(good)("k_outside", outside, good.image, "shard-b.tar"),
-           type(good)("k_noimage", good.json, None, "shard-c.tar")]
+    bad = [
+        type(good)("k_nospans", no_spans, good.image, "shard-a.tar"),
+        type(good)("k_outside", outside, good.image, "shard-b.tar"),
+        type(good)("k_noimage", good.json, None, "shard-c.tar"),
+    ]
     kw = dict(max_length=1024, image_max_pixels=TINY_IMAGE_PIXELS, alpha_action=2.0, alpha_coord=4.0)
     for sample, field in zip(bad, ("spans", "spans.action[0]", "image")):
         with pytest.raises(SchemaError) as err:
@@ -131,6 +145,7 @@ def test_training_reads_through_the_loader_what_the_shards_hold(small_reasoning_
         assert s.json == tars[s.key]["json"] and s.image == image
         assert s.source == str(small_reasoning_set / s.source.rsplit("/", 1)[-1])
     manifest = read_manifest(small_reasoning_set)
-    (tmp_path / "manifest.json").write_text(json.dumps(
-        {**manifest, "shards": [e for e in manifest["shards"] if e["split"] != "test"]}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({**manifest, "shards": [e for e in manifest["shards"] if e["split"] != "test"]})
+    )
     assert list(iter_reasoning_samples(tmp_path, "test")) == []

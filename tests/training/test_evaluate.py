@@ -1,5 +1,6 @@
 """Evaluation: the reasoning-set prompt of the agent (exactly the set's), and offline step
 accuracy with scripted backends whose scores are known by hand."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,7 @@ class Replay:
 
 def _texts(message) -> str:
     content = message["content"]
-    return content if isinstance(content, str) else "".join(
-        p["text"] for p in content if p["type"] == "text")
+    return content if isinstance(content, str) else "".join(p["text"] for p in content if p["type"] == "text")
 
 
 @pytest.mark.parametrize("t", [2, 3])  # an EN trajectory of 4 steps, a ZH one of 5
@@ -47,14 +47,21 @@ def test_reasoning_set_prompt_is_the_one_the_set_writes(tmp_path, tiny_model, t)
     processor = load_processor(tiny_model)
     for mode in ("direct", "reason"):
         # Answers in the frame of the set's (default) model profile, as a trained model gives them.
-        backend = Replay([answer_text(s.action, s.width, s.height, profile=DEFAULT_PROFILE)
-                          for s in recorded])
+        backend = Replay(
+            [answer_text(s.action, s.width, s.height, profile=DEFAULT_PROFILE) for s in recorded]
+        )
         agent = AgentPolicy(backend, traj.task, prompt="reasoning_set", set_mode=mode)
         played = []  # the steps as the runner records what the agent did
         for s in recorded:
-            obs = Observation(screenshot=built.images[(tid, s.index)], image_format=s.image_format,
-                              width=s.width, height=s.height, url=s.url, a11y_tree=s.a11y_tree,
-                              elements=s.elements)
+            obs = Observation(
+                screenshot=built.images[(tid, s.index)],
+                image_format=s.image_format,
+                width=s.width,
+                height=s.height,
+                url=s.url,
+                a11y_tree=s.a11y_tree,
+                elements=s.elements,
+            )
             action = agent.act(obs)
             played.append(s.model_copy(update={"action": action, "target": agent.last_target}))
         cots = {c.index: c for c in generate_cot([(traj, played)])}
@@ -71,11 +78,14 @@ def test_reasoning_set_prompt_is_the_one_the_set_writes(tmp_path, tiny_model, t)
             assert req.metadata["width"] == sample["image"]["width"]
             # Through the chat template: the very prompt SFT trains on (training.data.render).
             chat, _ = split_images(msgs)
-            assert processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) \
+            assert (
+                processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
                 == render(processor, system, human.removeprefix("<image>\n"), gpt)[0]
+            )
         # A later step lists the earlier ones as the set does: "Step 1: ..." / "第1步：...".
-        assert "Step 1: " in _texts(backend.requests[1].messages[1]) or \
-            "第1步：" in _texts(backend.requests[1].messages[1])
+        assert "Step 1: " in _texts(backend.requests[1].messages[1]) or "第1步：" in _texts(
+            backend.requests[1].messages[1]
+        )
 
 
 def test_a_backend_that_carries_the_prompt_chooses_it():
@@ -112,36 +122,48 @@ def test_offline_step_accuracy_with_hand_checked_backends(small_reasoning_set):
     with_point = sum(j["action"].get("x") is not None for j in samples.values())
     assert n >= 4 and 0 < with_point < n
 
-    oracle = offline_step_accuracy(Scripted(samples, lambda j: j["conversations"][2]["value"]),
-                                   small_reasoning_set, "test", batch_size=3)
+    oracle = offline_step_accuracy(
+        Scripted(samples, lambda j: j["conversations"][2]["value"]), small_reasoning_set, "test", batch_size=3
+    )
     assert (oracle["samples"], oracle["point_samples"]) == (n, with_point)
     for key in ("parse_rate", "type_accuracy", "point_accuracy", "value_accuracy", "step_success"):
         assert oracle[key] == 1.0, key
 
     def wrong_type(j):
-        return _with(j, action_type="Wait" if j["answer"]["action_type"] != "Wait" else "NavigateBack",
-                     point_2d=[-100, -100], value="None")
+        return _with(
+            j,
+            action_type="Wait" if j["answer"]["action_type"] != "Wait" else "NavigateBack",
+            point_2d=[-100, -100],
+            value="None",
+        )
+
     wrong = offline_step_accuracy(Scripted(samples, wrong_type), small_reasoning_set, "test")
     assert (wrong["parse_rate"], wrong["type_accuracy"], wrong["step_success"]) == (1.0, 0.0, 0.0)
 
     def far_point(j):  # the bottom-right pixel: far from every recorded point
         w, h = j["image"]["width"], j["image"]["height"]
-        return _with(j, point_2d=[w - 1, h - 1]) if j["action"].get("x") is not None \
+        return (
+            _with(j, point_2d=[w - 1, h - 1])
+            if j["action"].get("x") is not None
             else j["conversations"][2]["value"]
+        )
+
     far = offline_step_accuracy(Scripted(samples, far_point), small_reasoning_set, "test")
     assert (far["type_accuracy"], far["value_accuracy"], far["point_accuracy"]) == (1.0, 1.0, 0.0)
     assert far["step_success"] == pytest.approx((n - with_point) / n)
 
-    noise = offline_step_accuracy(Scripted(samples, lambda j: "I would tap it."),
-                                  small_reasoning_set, "test", max_samples=2)
+    noise = offline_step_accuracy(
+        Scripted(samples, lambda j: "I would tap it."), small_reasoning_set, "test", max_samples=2
+    )
     assert noise["samples"] == 2 and noise["parse_rate"] == 0.0 and noise["step_success"] == 0.0
 
 
 def test_score_answer_uses_the_target_box_when_the_sample_has_one():
-    sample = {"image": {"width": 100, "height": 100},
-              "action": {"type": "tap", "x": 0.5, "y": 0.5}}
-    text = '<answer>{"action_description": "t", "action_type": "Click", "value": "None", ' \
-           '"point_2d": [58, 50]}</answer>'
+    sample = {"image": {"width": 100, "height": 100}, "action": {"type": "tap", "x": 0.5, "y": 0.5}}
+    text = (
+        '<answer>{"action_description": "t", "action_type": "Click", "value": "None", '
+        '"point_2d": [58, 50]}</answer>'
+    )
     assert from_gui_libra(text, 100, 100)[0].x == pytest.approx(0.58, abs=0.01)
     assert score_answer(text, sample)["point"] is False  # 0.08 away: outside the 0.04 circle
     assert score_answer(text, {**sample, "target_box": [0.4, 0.4, 0.6, 0.6]})["step"] is True

@@ -1,4 +1,5 @@
 """GRPO pieces on hand-made groups: every expected number is worked out in a comment."""
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,7 @@ def test_negative_scaling_by_success_rate():
     adv = group_advantages(torch.tensor([1.0, 0.0, 0.0, 0.5]))
     scaled = scale_negatives(adv, 0.25)
     # only the negatives move: -3/sqrt(11) * 0.875 = -0.79147
-    assert torch.allclose(scaled, torch.tensor([5 / S11, -2.625 / S11, -2.625 / S11, 1 / S11]),
-                          atol=1e-5)
+    assert torch.allclose(scaled, torch.tensor([5 / S11, -2.625 / S11, -2.625 / S11, 1 / S11]), atol=1e-5)
     assert torch.equal(scale_negatives(adv, 0.5), adv)
     with pytest.raises(ValueError, match="success_rate"):
         negative_scale(1.5)
@@ -115,8 +115,6 @@ def test_grpo_clipped_token_has_no_policy_gradient():
 
 def test_grpo_loss_shape_errors():
     with pytest.raises(ValueError, match="advantages"):
-        grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3),
-                  torch.ones(2, 3))
+        grpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3))
     with pytest.raises(ValueError, match="shape mismatch"):
-        grpo_loss(torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(2, 3), torch.zeros(2),
-                  torch.ones(2, 3))
+        grpo_loss(torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3))

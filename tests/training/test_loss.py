@@ -1,4 +1,5 @@
 """The weighted SFT loss against a hand-computed example and against plain cross-entropy."""
+
 from __future__ import annotations
 
 import math

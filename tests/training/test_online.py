@@ -1,5 +1,6 @@
 """Online RL: one iteration end to end (tiny model, real sandbox + Chromium), and the
 GRPO update on a hand-made group of rollouts."""
+
 from __future__ import annotations
 
 import copy
@@ -22,10 +23,13 @@ from .sandbox_fixtures import env, sandbox  # noqa: F401
 
 
 def _request(label: str) -> VLMRequest:
-    return VLMRequest(messages=[{"role": "system", "content": "Act."},
-                                {"role": "user", "content": [image_part(screenshot(64, 48, label)),
-                                                             text_part(f"Task {label}")]}],
-                      metadata={"step": 0, "width": 64, "height": 48})
+    return VLMRequest(
+        messages=[
+            {"role": "system", "content": "Act."},
+            {"role": "user", "content": [image_part(screenshot(64, 48, label)), text_part(f"Task {label}")]},
+        ],
+        metadata={"step": 0, "width": 64, "height": 48},
+    )
 
 
 def test_grpo_update_on_a_hand_made_group(tiny_model):
@@ -37,8 +41,9 @@ def test_grpo_update_on_a_hand_made_group(tiny_model):
         backend.generate([_request(str(i))], 4, temperature=1.0, seed=i)
         group.append({"reward": reward, "success": success, "generations": backend.take_generations()})
     before = [p.detach().clone() for p in policy.parameters()]
-    stats = grpo_update(policy, ref, [group, group[:1]], temperature=1.0, clip=0.2, beta=0.001,
-                        lambda0=0.5, kappa=1.5)
+    stats = grpo_update(
+        policy, ref, [group, group[:1]], temperature=1.0, clip=0.2, beta=0.001, lambda0=0.5, kappa=1.5
+    )
     # Rewards (1.1, 0, 0): advantages (sqrt 2, -1/sqrt 2, -1/sqrt 2); p_hat 0 -> negatives x 0.5.
     # On policy the ratio is 1 and the KL to an identical reference 0: loss = -mean(A).
     adv = [math.sqrt(2), -0.5 / math.sqrt(2), -0.5 / math.sqrt(2)]
@@ -87,24 +92,49 @@ def test_rollout_reward_terms():
     from schemas.records import DeviceProfile, Task, Trajectory
 
     task = Task(task_id="t", instruction="x", language="en", app="settings")
-    traj = Trajectory(trajectory_id="r", task=task, platform="web", app="settings",
-                      device=DeviceProfile(viewport_width=10, viewport_height=10), source="crawl",
-                      policy="agent", outcome="success", verified_by="state", num_steps=1)
-    ok = '<answer>{"action_description": "Done", "action_type": "Terminate", "value": "None", ' \
-         '"point_2d": [-100, -100]}</answer>'
+    traj = Trajectory(
+        trajectory_id="r",
+        task=task,
+        platform="web",
+        app="settings",
+        device=DeviceProfile(viewport_width=10, viewport_height=10),
+        source="crawl",
+        policy="agent",
+        outcome="success",
+        verified_by="state",
+        num_steps=1,
+    )
+    ok = (
+        '<answer>{"action_description": "Done", "action_type": "Terminate", "value": "None", '
+        '"point_2d": [-100, -100]}</answer>'
+    )
     assert rollout_reward(traj, [], [(ok, 10, 10)])["reward"] == pytest.approx(1.1)
     failed = traj.model_copy(update={"outcome": "failure"})
-    assert rollout_reward(failed, [], [(ok, 10, 10), ("noise", 10, 10)]) == \
-        {"success": False, "format_ok": False, "invalid": 0, "reward": 0.0}
+    assert rollout_reward(failed, [], [(ok, 10, 10), ("noise", 10, 10)]) == {
+        "success": False,
+        "format_ok": False,
+        "invalid": 0,
+        "reward": 0.0,
+    }
 
 
-def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model, sandbox, env,
-                                                                       tmp_path):
-    cfg = OnlineRLConfig(model_path=str(tiny_model), out_dir=str(tmp_path / "ckpt"),
-                         store=str(tmp_path / "raw"), server_url=sandbox.url,
-                         tasks=["settings.wifi"], devices=["desktop"], k=2, iterations=1,
-                         tasks_per_iteration=1, max_steps=3, max_new_tokens=4, device="cpu",
-                         image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-3)
+def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model, sandbox, env, tmp_path):
+    cfg = OnlineRLConfig(
+        model_path=str(tiny_model),
+        out_dir=str(tmp_path / "ckpt"),
+        store=str(tmp_path / "raw"),
+        server_url=sandbox.url,
+        tasks=["settings.wifi"],
+        devices=["desktop"],
+        k=2,
+        iterations=1,
+        tasks_per_iteration=1,
+        max_steps=3,
+        max_new_tokens=4,
+        device="cpu",
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        lr=1e-3,
+    )
     m = run_online_rl(cfg, env=env)
     cid = m["checkpoint_id"]
     assert cid.startswith("online-") and len(cid) == len("online-") + 12
@@ -130,17 +160,28 @@ def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model
     assert len(list(store.iter_trajectories())) == 2
 
 
-def test_rollouts_on_a_local_pool_of_two_browsers_are_the_sequential_ones(tiny_model, sandbox,
-                                                                          env, tmp_path):
+def test_rollouts_on_a_local_pool_of_two_browsers_are_the_sequential_ones(tiny_model, sandbox, env, tmp_path):
     # rollout_envs: 2 -> a WebEnvPool(2) plays the iteration's 2 x 2 rollouts at once.
-    base = dict(model_path=str(tiny_model), server_url=sandbox.url,
-                tasks=["settings.wifi", "notes.create"], devices=["desktop"], k=2, iterations=1,
-                tasks_per_iteration=2, max_steps=3, max_new_tokens=4, device="cpu",
-                image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-3)
-    seq = run_online_rl(OnlineRLConfig(out_dir=str(tmp_path / "a"), store=str(tmp_path / "a/raw"),
-                                       **base), env=env)
-    pooled = run_online_rl(OnlineRLConfig(out_dir=str(tmp_path / "b"), rollout_envs=2,
-                                          store=str(tmp_path / "b/raw"), **base))
+    base = dict(
+        model_path=str(tiny_model),
+        server_url=sandbox.url,
+        tasks=["settings.wifi", "notes.create"],
+        devices=["desktop"],
+        k=2,
+        iterations=1,
+        tasks_per_iteration=2,
+        max_steps=3,
+        max_new_tokens=4,
+        device="cpu",
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        lr=1e-3,
+    )
+    seq = run_online_rl(
+        OnlineRLConfig(out_dir=str(tmp_path / "a"), store=str(tmp_path / "a/raw"), **base), env=env
+    )
+    pooled = run_online_rl(
+        OnlineRLConfig(out_dir=str(tmp_path / "b"), rollout_envs=2, store=str(tmp_path / "b/raw"), **base)
+    )
     assert pooled["checkpoint_id"] == seq["checkpoint_id"] and seq["rollout_pool"] is None
     assert pooled["rollout_pool"]["browsers"] == 2 and pooled["rollout_pool"]["leases"] == 4
 

@@ -1,6 +1,7 @@
 """Why the trainers keep fp32 master weights: one AdamW step at a real SFT learning rate
 rounds most bf16 weights back to where they were; fp32 weights all move. Runs on CPU
 (bf16 arithmetic is the same); tests/training/test_cuda.py checks the CUDA path."""
+
 from __future__ import annotations
 
 import pytest

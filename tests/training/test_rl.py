@@ -4,6 +4,7 @@ The tiny model's output is noise (its step rewards are all ~0), so the update is
 driven by injected reward vectors; the real reward wiring is checked on the
 recorded answers themselves.
 """
+
 from __future__ import annotations
 
 import io
@@ -27,9 +28,20 @@ SPLITS = ("train", "val", "test")
 
 
 def _cfg(model, shards, tmp_path, **kw) -> RLConfig:
-    base = dict(model_path=str(model), shards=str(shards), out_dir=str(tmp_path / "ckpt"),
-                group_size=4, prompts_per_step=1, batch_size=4, max_new_tokens=8, max_length=512,
-                image_max_pixels=TINY_IMAGE_PIXELS, lr=1e-4, mode_filter="direct", seed=0)
+    base = dict(
+        model_path=str(model),
+        shards=str(shards),
+        out_dir=str(tmp_path / "ckpt"),
+        group_size=4,
+        prompts_per_step=1,
+        batch_size=4,
+        max_new_tokens=8,
+        max_length=512,
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        lr=1e-4,
+        mode_filter="direct",
+        seed=0,
+    )
     return RLConfig(**{**base, **kw})
 
 
@@ -61,8 +73,7 @@ def test_step_rewards_score_recorded_answers(small_reasoning_set):
     assert is_success(1.0) and is_success(0.9) and not is_success(0.1)
 
 
-def test_run_rl_two_steps_checkpoint_reloads_and_rerun_is_reused(tiny_model, small_reasoning_set,
-                                                                 tmp_path):
+def test_run_rl_two_steps_checkpoint_reloads_and_rerun_is_reused(tiny_model, small_reasoning_set, tmp_path):
     real: list[float] = []
 
     def reward_fn(texts, sample_json):
@@ -112,21 +123,25 @@ def test_update_raises_logprob_of_the_best_completion(tiny_model, small_reasonin
     delta = after - before
     for g in range(2):  # the rewarded completion became likelier, the others less likely
         assert delta[4 * g] > 0, delta
-        assert delta[4 * g + 1:4 * g + 4].mean() < 0, delta
+        assert delta[4 * g + 1 : 4 * g + 4].mean() < 0, delta
 
     # old log-probs of a padded row = an independent, unpadded forward pass of that row
-    row = next(r for r in range(roll.num_rows)
-               if roll.prompts[roll.prompt_index[r]]["input_ids"].shape[1] < roll.prompt_width)
+    row = next(
+        r
+        for r in range(roll.num_rows)
+        if roll.prompts[roll.prompt_index[r]]["input_ids"].shape[1] < roll.prompt_width
+    )
     prompt = roll.prompts[roll.prompt_index[row]]
     gen = roll.gen_mask[row].bool()
     answer = roll.sequences[row][gen]
     ids = torch.cat([prompt["input_ids"][0], answer])[None]
     inputs = {**prompt, "input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if "mm_token_type_ids" in prompt:
-        inputs["mm_token_type_ids"] = torch.cat([prompt["mm_token_type_ids"][0],
-                                                 torch.zeros_like(answer)])[None]
+        inputs["mm_token_type_ids"] = torch.cat([prompt["mm_token_type_ids"][0], torch.zeros_like(answer)])[
+            None
+        ]
     with torch.no_grad():  # the frozen reference is the model that sampled
-        logits = state.ref_model(**inputs).logits[0, prompt["input_ids"].shape[1] - 1:-1].float()
+        logits = state.ref_model(**inputs).logits[0, prompt["input_ids"].shape[1] - 1 : -1].float()
     expected = torch.log_softmax(logits, -1).gather(-1, answer[:, None])[:, 0]
     assert torch.allclose(roll.old_logp[row][gen], expected, atol=1e-4)
 
@@ -153,8 +168,7 @@ def test_ppo_epochs_reuse_the_rollouts_so_ratio_and_clip_act(tiny_model, small_r
     clipped), the second sees the policy the first step moved, against the same old
     log-probs: the ratio leaves 1 and the clip acts."""
     samples = list(iter_reasoning_samples(small_reasoning_set, "train", "direct"))[:1]
-    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=2, lr=1e-2, clip=0.05,
-               ppo_epochs=2)
+    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=2, lr=1e-2, clip=0.05, ppo_epochs=2)
     stats, roll, _ = rl_step(setup(cfg), samples, 1, lambda texts, j: [1.0, 0.0, 0.0, 0.0])
     first, second = stats["epochs"]
     assert stats["optimizer_steps"] == 2
@@ -164,13 +178,13 @@ def test_ppo_epochs_reuse_the_rollouts_so_ratio_and_clip_act(tiny_model, small_r
     assert stats["clip_frac"] == pytest.approx((first["clip_frac"] + second["clip_frac"]) / 2)
 
 
-def test_minibatches_take_several_steps_and_one_epoch_keeps_the_single_step(tiny_model,
-                                                                           small_reasoning_set, tmp_path):
+def test_minibatches_take_several_steps_and_one_epoch_keeps_the_single_step(
+    tiny_model, small_reasoning_set, tmp_path
+):
     samples = list(iter_reasoning_samples(small_reasoning_set, "train", "direct"))[:1]
     reward = lambda texts, j: [1.0, 0.0, 0.0, 0.0]  # noqa: E731
     # minibatches of 2 of the 4 rows: two steps in one pass, the second minibatch off policy
-    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=1, lr=1e-2, clip=0.05,
-               minibatch_size=2)
+    cfg = _cfg(tiny_model, small_reasoning_set, tmp_path, batch_size=1, lr=1e-2, clip=0.05, minibatch_size=2)
     stats, _, _ = rl_step(setup(cfg), samples, 1, reward)
     assert stats["optimizer_steps"] == 2 and len(stats["epochs"]) == 1
     assert abs(stats["ratio_mean"] - 1.0) > 1e-3

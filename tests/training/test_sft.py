@@ -1,5 +1,6 @@
 """SFT of the tiny model on a small reasoning set: the loss falls, the checkpoint reloads to
 the same logits, a re-run is not retrained, the CLI works; configs and ids behave."""
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,20 @@ def one_thread():
 
 
 def config(tiny_model, shards, out_dir, **kw) -> SFTConfig:
-    base = dict(model_path=str(tiny_model), shards=str(shards), out_dir=str(out_dir), device="cpu",
-                max_steps=8, batch_size=2, lr=1e-3, max_length=1024, image_max_pixels=TINY_IMAGE_PIXELS,
-                mode_filter="direct", max_samples=2, seed=0)
+    base = dict(
+        model_path=str(tiny_model),
+        shards=str(shards),
+        out_dir=str(out_dir),
+        device="cpu",
+        max_steps=8,
+        batch_size=2,
+        lr=1e-3,
+        max_length=1024,
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        mode_filter="direct",
+        max_samples=2,
+        seed=0,
+    )
     return SFTConfig(**{**base, **kw})
 
 
@@ -55,7 +67,9 @@ def test_loss_falls_and_the_metrics_say_what_was_trained(trained):
     assert metrics["loss_last"] < 0.5 * metrics["loss_first"], losses
     assert metrics["samples"] == 16 and metrics["tokens"] > metrics["trained_tokens"] > 0
     assert metrics["tokens_per_s"] > 0 and metrics["skipped"] == {}
-    assert metrics["checkpoint_id"] == sft_checkpoint_id(cfg)[0] and metrics["checkpoint_id"].startswith("sft-")
+    assert metrics["checkpoint_id"] == sft_checkpoint_id(cfg)[0] and metrics["checkpoint_id"].startswith(
+        "sft-"
+    )
     saved = finished_checkpoint(metrics["checkpoint_path"])
     assert saved["kind"] == "sft" and saved["steps"] == 8 and saved["base_model"] == cfg.model_path
     assert saved["losses"] == losses and saved["config"]["alpha_coord"] == 4.0
@@ -93,10 +107,29 @@ def test_cli_trains_from_the_example_config(tiny_model, small_reasoning_set, tmp
     out = tmp_path / "ckpt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "training.sft", "--config", str(REPO / "examples/train/sft_tiny.yaml"),
-         "--set", f"model_path={tiny_model}", "--set", f"shards={small_reasoning_set}",
-         "--set", f"out_dir={out}", "--set", "max_steps=2", "--set", "max_samples=2"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "training.sft",
+            "--config",
+            str(REPO / "examples/train/sft_tiny.yaml"),
+            "--set",
+            f"model_path={tiny_model}",
+            "--set",
+            f"shards={small_reasoning_set}",
+            "--set",
+            f"out_dir={out}",
+            "--set",
+            "max_steps=2",
+            "--set",
+            "max_samples=2",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     metrics = parse_metrics_line(proc.stdout)
     assert metrics["steps"] == 2 and len(metrics["losses"]) == 2

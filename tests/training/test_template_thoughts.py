@@ -1,6 +1,7 @@
 """No silent template training: the set states each thought backend's share, and a full
 training run (any model but the tiny random-weights one) on reason-then-act samples
 refuses template-written thoughts unless the config says allow_template_thoughts."""
+
 from __future__ import annotations
 
 import io
@@ -26,10 +27,21 @@ def full_model(tiny_model, tmp_path_factory):
 
 
 def _cfg(model, shards, tmp_path, **kw) -> SFTConfig:
-    base = dict(model_path=str(model), shards=str(shards), out_dir=str(tmp_path / "ckpt"), device="cpu",
-                dtype="float32", max_steps=1, batch_size=1, lr=1e-3, max_length=1024,
-                image_max_pixels=TINY_IMAGE_PIXELS, max_samples=2, mode_filter="reason",
-                skip_bad_samples=True)
+    base = dict(
+        model_path=str(model),
+        shards=str(shards),
+        out_dir=str(tmp_path / "ckpt"),
+        device="cpu",
+        dtype="float32",
+        max_steps=1,
+        batch_size=1,
+        lr=1e-3,
+        max_length=1024,
+        image_max_pixels=TINY_IMAGE_PIXELS,
+        max_samples=2,
+        mode_filter="reason",
+        skip_bad_samples=True,
+    )
     return SFTConfig(**{**base, **kw})
 
 
@@ -46,7 +58,7 @@ def test_share_of_a_set_written_before_it_was_stated(small_reasoning_set, tmp_pa
     del manifest["summary"]["thought_backend_share"]  # counts only: from the counts
     (old / "manifest.json").write_text(json.dumps(manifest))
     assert thought_backend_share(old) == {"template": 1.0}
-    del manifest["summary"]                             # no summary: from the samples
+    del manifest["summary"]  # no summary: from the samples
     (old / "manifest.json").write_text(json.dumps(manifest))
     assert thought_backend_share(old) == {"template": 1.0}
 
@@ -56,16 +68,16 @@ def test_full_run_refuses_template_thoughts(full_model, small_reasoning_set, tmp
     with pytest.raises(TemplateThoughtsError, match=r"100% of the set's thoughts .* template"):
         run_sft(_cfg(full_model, small_reasoning_set, tmp_path), StdoutReporter(io.StringIO()))
     with pytest.raises(TemplateThoughtsError, match="allow_template_thoughts"):
-        run_sft(_cfg(full_model, small_reasoning_set, tmp_path, mode_filter=None),
-                StdoutReporter(io.StringIO()))
+        run_sft(
+            _cfg(full_model, small_reasoning_set, tmp_path, mode_filter=None), StdoutReporter(io.StringIO())
+        )
     assert not (tmp_path / "ckpt").exists()  # refused before anything was trained or written
     # direct-act samples carry no thought: nothing template-written is learnt
     gate = thought_gate(_cfg(full_model, small_reasoning_set, tmp_path, mode_filter="direct"))
     assert gate["template_thoughts"] == "not trained" and gate["template_share"] == 1.0
 
 
-def test_full_run_trains_template_thoughts_when_the_config_allows(full_model, small_reasoning_set,
-                                                                  tmp_path):
+def test_full_run_trains_template_thoughts_when_the_config_allows(full_model, small_reasoning_set, tmp_path):
     cfg = _cfg(full_model, small_reasoning_set, tmp_path, allow_template_thoughts=True)
     report = StdoutReporter(io.StringIO())
     m = run_sft(cfg, report)
@@ -81,8 +93,11 @@ def test_tiny_model_is_not_a_full_run(tiny_model, small_reasoning_set, tmp_path)
     plumbing: it may train template thoughts, and says that it does; so may its checkpoints."""
     assert is_tiny_random_model(tiny_model)
     gate = thought_gate(_cfg(tiny_model, small_reasoning_set, tmp_path))
-    assert gate == {"thought_backend_share": {"template": 1.0}, "template_share": 1.0,
-                    "template_thoughts": "tiny model"}
+    assert gate == {
+        "thought_backend_share": {"template": 1.0},
+        "template_share": 1.0,
+        "template_thoughts": "tiny model",
+    }
     ckpt = tmp_path / "sft-000000000000"  # a checkpoint trained from it (its metrics name the base)
     ckpt.mkdir()
     (ckpt / "metrics.json").write_text(json.dumps({"base_model": str(tiny_model)}))

@@ -1,5 +1,6 @@
 """Shared by the VLM and judge tests: the tiny model (built once per process),
 PIL-made screenshots, and a real local OpenAI-compatible HTTP server."""
+
 from __future__ import annotations
 
 import atexit
@@ -80,18 +81,38 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                outer.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
                 if self.path != "/v1/chat/completions" or outer.status != 200:
-                    self._send(outer.status if outer.status != 200 else 404,
-                               {"error": {"message": "nope", "type": "invalid_request_error"}})
+                    self._send(
+                        outer.status if outer.status != 200 else 404,
+                        {"error": {"message": "nope", "type": "invalid_request_error"}},
+                    )
                     return
                 texts = outer.answer(body)
-                self._send(200, {
-                    "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": i, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": t}}
-                                for i, t in reversed(list(enumerate(texts)))],  # out of order on purpose
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                self._send(
+                    200,
+                    {
+                        "id": "cmpl-1",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": i,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": t},
+                            }
+                            for i, t in reversed(list(enumerate(texts)))
+                        ],  # out of order on purpose
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    },
+                )
 
             def _send(self, status, obj):
                 data = json.dumps(obj).encode()
@@ -127,13 +148,20 @@ def user_texts(body: dict) -> str:
     for msg in body["messages"]:
         if msg["role"] == "user":
             content = msg["content"]
-            out += [content] if isinstance(content, str) else [p["text"] for p in content if p["type"] == "text"]
+            out += (
+                [content] if isinstance(content, str) else [p["text"] for p in content if p["type"] == "text"]
+            )
     return "\n".join(out)
 
 
 def image_urls(body: dict) -> list[str]:
-    return [p["image_url"]["url"] for m in body["messages"] if isinstance(m["content"], list)
-            for p in m["content"] if p["type"] == "image_url"]
+    return [
+        p["image_url"]["url"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
 
 
 def decode_data_url(url: str) -> tuple[str, bytes]:

@@ -1,4 +1,5 @@
 """Message parts, image encoding and per-backend conversion."""
+
 from __future__ import annotations
 
 import io
@@ -38,8 +39,10 @@ def test_image_formats_and_sizes():
 
 def test_conversions_keep_order_and_text():
     a, b = screenshot(64, 40, "a"), screenshot(30, 90, "b", fmt="JPEG")
-    messages = [{"role": "system", "content": "rules"},
-                {"role": "user", "content": [text_part("one"), image_part(a), text_part("two"), image_part(b)]}]
+    messages = [
+        {"role": "system", "content": "rules"},
+        {"role": "user", "content": [text_part("one"), image_part(a), text_part("two"), image_part(b)]},
+    ]
     validate_messages(messages)
     oa = to_openai_messages(messages)
     assert oa[0] == {"role": "system", "content": "rules"}
@@ -50,12 +53,18 @@ def test_conversions_keep_order_and_text():
     assert all(im.mode == "RGB" for im in images)
 
 
-@pytest.mark.parametrize("messages,where", [
-    ([], "no messages"),
-    ([{"role": "robot", "content": "x"}], r"messages\[0\].role='robot'"),
-    ([{"role": "user", "content": [{"type": "image_url", "image_url": "http://x"}]}], r"messages\[0\].content\[0\]"),
-    ([{"role": "user", "content": 3}], r"messages\[0\].content must be"),
-])
+@pytest.mark.parametrize(
+    "messages,where",
+    [
+        ([], "no messages"),
+        ([{"role": "robot", "content": "x"}], r"messages\[0\].role='robot'"),
+        (
+            [{"role": "user", "content": [{"type": "image_url", "image_url": "http://x"}]}],
+            r"messages\[0\].content\[0\]",
+        ),
+        ([{"role": "user", "content": 3}], r"messages\[0\].content must be"),
+    ],
+)
 def test_bad_messages_are_named(messages, where):
     with pytest.raises(ValueError, match=where):
         validate_messages(messages, where="req-1")

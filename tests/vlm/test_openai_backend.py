@@ -1,4 +1,5 @@
 """OpenAIBackend against a real local HTTP server; the API key never leaks."""
+
 from __future__ import annotations
 
 import logging
@@ -23,12 +24,29 @@ def echo(body: dict) -> list[str]:
 def test_requests_images_auth_and_order(monkeypatch, caplog):
     monkeypatch.setenv("TRAJFORGE_TEST_KEY", KEY)
     png, jpeg = screenshot(200, 120, "a"), screenshot(90, 160, "b", fmt="JPEG")
-    reqs = [VLMRequest([{"role": "user", "content": [text_part(f"q{i}")] + ([image_part(png), image_part(jpeg)] if i % 2 else [])}],
-                       key=f"k{i}") for i in range(7)]
+    reqs = [
+        VLMRequest(
+            [
+                {
+                    "role": "user",
+                    "content": [text_part(f"q{i}")] + ([image_part(png), image_part(jpeg)] if i % 2 else []),
+                }
+            ],
+            key=f"k{i}",
+        )
+        for i in range(7)
+    ]
     caplog.set_level(logging.DEBUG)
     with FakeOpenAIServer(echo) as server:
-        backend = backend_from_config({"kind": "openai", "base_url": server.base_url, "model": "judge-7b",
-                                       "api_key_env": "TRAJFORGE_TEST_KEY", "max_concurrency": 3})
+        backend = backend_from_config(
+            {
+                "kind": "openai",
+                "base_url": server.base_url,
+                "model": "judge-7b",
+                "api_key_env": "TRAJFORGE_TEST_KEY",
+                "max_concurrency": 3,
+            }
+        )
         answers = backend.generate(reqs, 32)
         samples = backend.generate(reqs[:2], 32, temperature=0.7, n=3, seed=5)
 
@@ -42,7 +60,10 @@ def test_requests_images_auth_and_order(monkeypatch, caplog):
         assert rec["body"]["model"] == "judge-7b" and rec["body"]["max_tokens"] == 32
     first_with_images = next(r["body"] for r in server.requests if user_texts(r["body"]) == "q1")
     urls = image_urls(first_with_images)
-    assert [decode_data_url(u) for u in urls] == [("data:image/png;base64", png), ("data:image/jpeg;base64", jpeg)]
+    assert [decode_data_url(u) for u in urls] == [
+        ("data:image/png;base64", png),
+        ("data:image/jpeg;base64", jpeg),
+    ]
     assert server.requests[-1]["body"]["n"] == 3 and server.requests[-1]["body"]["seed"] == 5
 
     # The key is read at call time and kept nowhere on the backend.

@@ -1,4 +1,5 @@
 """The tiny Qwen2-VL builds offline and loads through the Auto classes."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,10 @@ def test_builds_offline_and_loads_through_auto_classes():
     tok = AutoTokenizer.from_pretrained(path)
     for special in SPECIAL_TOKENS:  # each special token is one id, never split into bytes
         assert len(tok(special, add_special_tokens=False)["input_ids"]) == 1, special
-    assert tok.decode(tok("任务：加入购物车 {\"success\": true}")["input_ids"]) == "任务：加入购物车 {\"success\": true}"
+    assert (
+        tok.decode(tok('任务：加入购物车 {"success": true}')["input_ids"])
+        == '任务：加入购物车 {"success": true}'
+    )
 
     model = AutoModelForImageTextToText.from_pretrained(path)
     assert type(model).__name__ == "Qwen2VLForConditionalGeneration"
@@ -33,8 +37,9 @@ def test_builds_offline_and_loads_through_auto_classes():
     assert AutoImageProcessor.from_pretrained(path, backend="pil").patch_size == 14
 
     proc = load_processor(path)
-    messages, images = split_images([{"role": "user", "content": [
-        text_part("Look:"), image_part(screenshot(300, 200, "x"))]}])
+    messages, images = split_images(
+        [{"role": "user", "content": [text_part("Look:"), image_part(screenshot(300, 200, "x"))]}]
+    )
     prompt = proc.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert prompt.endswith("<|im_start|>assistant\n")
     assert "<|vision_start|><|image_pad|><|vision_end|>" in prompt

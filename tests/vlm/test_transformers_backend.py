@@ -1,4 +1,5 @@
 """TransformersBackend: batched greedy generation equals one-by-one generation."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,12 +18,27 @@ def mixed_requests() -> list[VLMRequest]:
     """Six requests of very different lengths: text only, one image, two images of
     different sizes; given in an order that is not sorted by length."""
     reqs = []
-    for i, (words, sizes) in enumerate([(9, [(320, 200)]), (1, []), (20, [(200, 300), (640, 400)]),
-                                        (4, [(120, 90)]), (14, []), (2, [(500, 500), (90, 160)])]):
+    for i, (words, sizes) in enumerate(
+        [
+            (9, [(320, 200)]),
+            (1, []),
+            (20, [(200, 300), (640, 400)]),
+            (4, [(120, 90)]),
+            (14, []),
+            (2, [(500, 500), (90, 160)]),
+        ]
+    ):
         content = [text_part("Task: " + " ".join(["add the blue shirt"] * words))]
         content += [image_part(screenshot(w, h, f"r{i}", seed=i)) for w, h in sizes]
-        reqs.append(VLMRequest([{"role": "system", "content": "You judge GUI trajectories."},
-                                {"role": "user", "content": content}], key=f"r{i}"))
+        reqs.append(
+            VLMRequest(
+                [
+                    {"role": "system", "content": "You judge GUI trajectories."},
+                    {"role": "user", "content": content},
+                ],
+                key=f"r{i}",
+            )
+        )
     return reqs
 
 
@@ -35,7 +51,7 @@ def reference_one_by_one(backend: TransformersBackend, reqs: list[VLMRequest]) -
         enc = backend.processor(text=[prompt], images=images or None, return_tensors="pt")
         with torch.no_grad():
             ids = backend.model.generate(**enc, max_new_tokens=MAX_NEW, do_sample=False)
-        out.append(backend.tokenizer.decode(ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True))
+        out.append(backend.tokenizer.decode(ids[0, enc["input_ids"].shape[1] :], skip_special_tokens=True))
     return out
 
 
@@ -73,7 +89,12 @@ def test_model_id_config_and_protocol():
     with pytest.raises(ValueError, match="kind"):
         backend_from_config({"kind": "vllm"})
     with pytest.raises(ValueError, match=r"messages\[1\].content\[0\]"):
-        VLMRequest([{"role": "system", "content": "x"}, {"role": "user", "content": [{"type": "image", "image": b""}]}])
+        VLMRequest(
+            [
+                {"role": "system", "content": "x"},
+                {"role": "user", "content": [{"type": "image", "image": b""}]},
+            ]
+        )
 
 
 def test_seeded_sampling_from_several_threads_is_what_each_gets_alone():
@@ -87,6 +108,7 @@ def test_seeded_sampling_from_several_threads_is_what_each_gets_alone():
     alone = {s: backend.generate(reqs, 12, temperature=1.5, seed=s) for s in seeds}
     assert len({tuple(v) for v in alone.values()}) > 1  # the seeds give different samples
     with ThreadPoolExecutor(4) as ex:
-        together = dict(zip(seeds, ex.map(
-            lambda s: backend.generate(reqs, 12, temperature=1.5, seed=s), seeds)))
+        together = dict(
+            zip(seeds, ex.map(lambda s: backend.generate(reqs, 12, temperature=1.5, seed=s), seeds))
+        )
     assert together == alone

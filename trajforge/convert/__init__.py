@@ -9,6 +9,7 @@ the format cannot express is counted and listed in the manifest with its reason.
 `round_trip(set_dir, out_dir, fmt)` reads the output back with the format's reader and
 compares every sample's prompt, answer, image hash and coordinates with the set.
 """
+
 from __future__ import annotations
 
 import time
@@ -34,8 +35,14 @@ def _format(fmt: str):
     return FORMATS[fmt]
 
 
-def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str | None = None,
-            limit: int | None = None) -> dict[str, Any]:
+def convert(
+    set_dir: Path | str,
+    fmt: str,
+    out_dir: Path | str,
+    *,
+    profile: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """Write `fmt` under out_dir; returns its manifest. `profile`: the frame asked for;
     it must be the set's (the images are stored at it: another frame needs the set
     re-written with that profile). `limit`: the first N items only (checks)."""
@@ -44,13 +51,19 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
     manifest = open_set(set_dir)
     prof = manifest_profile(manifest) or model_profile(None)
     if profile is not None and model_profile(profile).name != prof.name:
-        raise ConvertError(f"the set is written for profile {prof.name}, not {profile}: write "
-                           "the set with that profile (its images are stored at its frame)",
-                           source=str(set_dir / "manifest.json"), field="model_profile")
+        raise ConvertError(
+            f"the set is written for profile {prof.name}, not {profile}: write "
+            "the set with that profile (its images are stored at its frame)",
+            source=str(set_dir / "manifest.json"),
+            field="model_profile",
+        )
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
         # The output replaces the folder whole: never someone's other files.
-        raise ConvertError(f"{out_dir} exists and is not a conversion output (no {MANIFEST})",
-                           source=str(out_dir), field="out")
+        raise ConvertError(
+            f"{out_dir} exists and is not a conversion output (no {MANIFEST})",
+            source=str(out_dir),
+            field="out",
+        )
     started = time.perf_counter()
     tmp = begin(out_dir)
     per_split, per_kind, inexpressible = Counter(), Counter(), []
@@ -61,27 +74,42 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
         try:
             writer.write(item)
         except Inexpressible as why:
-            inexpressible.append({"key": item.key, "split": item.split,
-                                  "action_type": item.action_type, "reason": str(why)})
+            inexpressible.append(
+                {"key": item.key, "split": item.split, "action_type": item.action_type, "reason": str(why)}
+            )
             continue
         per_split[item.split] += 1
         per_kind[item.kind] += 1
         image_bytes += len(item.image)
     extra = writer.finish()
     written = {
-        "format": fmt, "source": {"path": str(set_dir), "kind": manifest["kind"],
-                                  "dataset": manifest["dataset"], "version": manifest["version"]},
-        "model_profile": prof.name, "coords": prof.coords,
-        "per_split": dict(sorted(per_split.items())), "per_kind": dict(sorted(per_kind.items())),
-        "samples": sum(per_split.values()), "image_bytes": image_bytes, "limit": limit,
-        "inexpressible_count": len(inexpressible), "inexpressible": inexpressible,
-        "seconds": round(time.perf_counter() - started, 3), **extra}
+        "format": fmt,
+        "source": {
+            "path": str(set_dir),
+            "kind": manifest["kind"],
+            "dataset": manifest["dataset"],
+            "version": manifest["version"],
+        },
+        "model_profile": prof.name,
+        "coords": prof.coords,
+        "per_split": dict(sorted(per_split.items())),
+        "per_kind": dict(sorted(per_kind.items())),
+        "samples": sum(per_split.values()),
+        "image_bytes": image_bytes,
+        "limit": limit,
+        "inexpressible_count": len(inexpressible),
+        "inexpressible": inexpressible,
+        "seconds": round(time.perf_counter() - started, 3),
+        **extra,
+    }
     if fmt == "hf-parquet":
         from trajforge.convert.card import card
         from trajforge.read.stats import shard_stats
-        (tmp / "README.md").write_text(card(manifest["dataset"], manifest, written,
-                                            shard_stats(set_dir), hf_parquet.features()),
-                                       encoding="utf-8")
+
+        (tmp / "README.md").write_text(
+            card(manifest["dataset"], manifest, written, shard_stats(set_dir), hf_parquet.features()),
+            encoding="utf-8",
+        )
     commit(tmp, out_dir, written)
     return written
 
@@ -89,14 +117,25 @@ def convert(set_dir: Path | str, fmt: str, out_dir: Path | str, *, profile: str 
 def _source_records(set_dir: Path, limit: int | None):
     items = iter_items(set_dir)
     for item in items if limit is None else islice(items, limit):
-        yield item.key, {"split": item.split, "system": item.system, "prompt": item.prompt,
-                         "answer": item.answer, "image_sha256": item.image_sha256,
-                         "point": item.point, "box": item.box, "action_type": item.action_type,
-                         "box_norm": item.meta.get("box_norm")}
+        yield (
+            item.key,
+            {
+                "split": item.split,
+                "system": item.system,
+                "prompt": item.prompt,
+                "answer": item.answer,
+                "image_sha256": item.image_sha256,
+                "point": item.point,
+                "box": item.box,
+                "action_type": item.action_type,
+                "box_norm": item.meta.get("box_norm"),
+            },
+        )
 
 
-def round_trip(set_dir: Path | str, out_dir: Path | str, fmt: str | None = None,
-               limit: int | None = None) -> list[str]:
+def round_trip(
+    set_dir: Path | str, out_dir: Path | str, fmt: str | None = None, limit: int | None = None
+) -> list[str]:
     """Differences between the set and its conversion (none: []): every sample written
     must read back identical, and every sample not written must be listed as inexpressible."""
     import json
@@ -119,11 +158,18 @@ def round_trip(set_dir: Path | str, out_dir: Path | str, fmt: str | None = None,
                 problems.append(f"{key}: missing from the output and not listed")
             continue
         # box_norm: where a format carries the normalised box too (ms-swift's objects)
-        for field in ("split", "system", "prompt", "answer", "image_sha256", "point", "box",
-                      *(["box_norm"] if "box_norm" in got else [])):
+        for field in (
+            "split",
+            "system",
+            "prompt",
+            "answer",
+            "image_sha256",
+            "point",
+            "box",
+            *(["box_norm"] if "box_norm" in got else []),
+        ):
             if got[field] != want[field]:
-                problems.append(f"{key}: {field} {str(got[field])[:80]!r} != set's "
-                                f"{str(want[field])[:80]!r}")
+                problems.append(f"{key}: {field} {str(got[field])[:80]!r} != set's {str(want[field])[:80]!r}")
     if limit is None:  # a sample (limit) reads back more than it compares
         problems += [f"{k}: in the output, not in the set" for k in sorted(back)]
     return problems

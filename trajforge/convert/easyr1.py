@@ -1,6 +1,7 @@
 """EasyR1: Parquet per split with `prompt` (text with its `<image>` placeholder), `answer`
 (the ground truth, rl.ground_truth), `images` (embedded bytes): EasyR1's default
 prompt_key / answer_key / image_key; `system`, `key` and `sft_answer` beside them."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,11 +19,18 @@ NAME = "easyr1"
 def schema():
     import pyarrow as pa
 
-    return pa.schema([
-        ("prompt", pa.string()), ("answer", pa.string()),
-        ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))),
-        ("system", pa.string()), ("key", pa.string()), ("kind", pa.string()),
-        ("sft_answer", pa.string()), ("spans", pa.string())])
+    return pa.schema(
+        [
+            ("prompt", pa.string()),
+            ("answer", pa.string()),
+            ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))),
+            ("system", pa.string()),
+            ("key", pa.string()),
+            ("kind", pa.string()),
+            ("sft_answer", pa.string()),
+            ("spans", pa.string()),
+        ]
+    )
 
 
 class Writer:
@@ -31,10 +39,19 @@ class Writer:
 
     def write(self, item: Item) -> None:
         gt = ground_truth(item)
-        self.files.write(item.split, {
-            "prompt": messages(item)[1]["content"], "answer": gt, "images": [image_struct(item)],
-            "system": item.system, "key": item.key, "kind": item.kind, "sft_answer": item.answer,
-            "spans": json.dumps(item.spans, sort_keys=True) if item.spans else ""})
+        self.files.write(
+            item.split,
+            {
+                "prompt": messages(item)[1]["content"],
+                "answer": gt,
+                "images": [image_struct(item)],
+                "system": item.system,
+                "key": item.key,
+                "kind": item.kind,
+                "sft_answer": item.answer,
+                "spans": json.dumps(item.spans, sort_keys=True) if item.spans else "",
+            },
+        )
 
     def finish(self) -> dict:
         self.files.close()
@@ -44,7 +61,13 @@ class Writer:
 def read_back(out: Path):
     for split, row in parquet_rows(out):
         gt = json.loads(row["answer"])
-        yield {"key": row["key"], "split": split, "system": row["system"],
-               "prompt": row["prompt"], "answer": row["sft_answer"],
-               "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
-               "point": gt["point"], "box": gt["box"]}
+        yield {
+            "key": row["key"],
+            "split": split,
+            "system": row["system"],
+            "prompt": row["prompt"],
+            "answer": row["sft_answer"],
+            "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
+            "point": gt["point"],
+            "box": gt["box"],
+        }

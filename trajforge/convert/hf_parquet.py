@@ -4,6 +4,7 @@ DatasetGenerationCastError comes from columns present in some files only), the i
 datasets.Image (embedded bytes), and README.md: the dataset card with the YAML header the
 Hub reads (configs and data_files per split, license, features) and the counts of
 `trajforge stats`."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,18 +15,39 @@ from trajforge.convert.output import ParquetFiles
 from trajforge.convert.source import Item
 
 NAME = "hf-parquet"
-_STR = ("id", "split", "kind", "trajectory_id", "mode", "language", "platform", "app",
-        "source_name", "model_profile", "coords", "action_type", "system", "prompt", "answer",
-        "expression", "spans")
+_STR = (
+    "id",
+    "split",
+    "kind",
+    "trajectory_id",
+    "mode",
+    "language",
+    "platform",
+    "app",
+    "source_name",
+    "model_profile",
+    "coords",
+    "action_type",
+    "system",
+    "prompt",
+    "answer",
+    "expression",
+    "spans",
+)
 
 
 def features():
     import datasets as ds
 
     cols = {c: ds.Value("string") for c in _STR}
-    cols.update(index=ds.Value("int64"), image=ds.Image(), image_width=ds.Value("int32"),
-                image_height=ds.Value("int32"), point=ds.List(ds.Value("int64")),
-                box=ds.List(ds.Value("int64")))
+    cols.update(
+        index=ds.Value("int64"),
+        image=ds.Image(),
+        image_width=ds.Value("int32"),
+        image_height=ds.Value("int32"),
+        point=ds.List(ds.Value("int64")),
+        box=ds.List(ds.Value("int64")),
+    )
     return ds.Features(cols)
 
 
@@ -37,16 +59,39 @@ class Writer:
 
     def write(self, item: Item) -> None:
         m = item.meta
-        self.files.write(item.split, {
-            "id": item.key, "split": item.split, "kind": item.kind,
-            **{k: (None if m.get(k) is None else str(m[k])) for k in
-               ("trajectory_id", "mode", "language", "platform", "app", "source_name",
-                "model_profile", "coords", "expression")},
-            "action_type": item.action_type, "system": item.system, "prompt": item.prompt,
-            "answer": item.answer, "spans": json.dumps(item.spans, sort_keys=True) if item.spans else None,
-            "index": m.get("index"), "image": {"bytes": item.image, "path": f"{item.key}.{item.image_ext}"},
-            "image_width": item.width, "image_height": item.height, "point": item.point,
-            "box": item.box})
+        self.files.write(
+            item.split,
+            {
+                "id": item.key,
+                "split": item.split,
+                "kind": item.kind,
+                **{
+                    k: (None if m.get(k) is None else str(m[k]))
+                    for k in (
+                        "trajectory_id",
+                        "mode",
+                        "language",
+                        "platform",
+                        "app",
+                        "source_name",
+                        "model_profile",
+                        "coords",
+                        "expression",
+                    )
+                },
+                "action_type": item.action_type,
+                "system": item.system,
+                "prompt": item.prompt,
+                "answer": item.answer,
+                "spans": json.dumps(item.spans, sort_keys=True) if item.spans else None,
+                "index": m.get("index"),
+                "image": {"bytes": item.image, "path": f"{item.key}.{item.image_ext}"},
+                "image_width": item.width,
+                "image_height": item.height,
+                "point": item.point,
+                "box": item.box,
+            },
+        )
 
     def finish(self) -> dict:
         self.files.close()
@@ -61,7 +106,13 @@ def read_back(out: Path):
     for split, d in loaded.items():
         d = d.cast_column("image", ds.Image(decode=False))
         for row in d:
-            yield {"key": row["id"], "split": split, "system": row["system"],
-                   "prompt": row["prompt"], "answer": row["answer"],
-                   "image_sha256": hashlib.sha256(row["image"]["bytes"]).hexdigest(),
-                   "point": row["point"], "box": row["box"]}
+            yield {
+                "key": row["id"],
+                "split": split,
+                "system": row["system"],
+                "prompt": row["prompt"],
+                "answer": row["answer"],
+                "image_sha256": hashlib.sha256(row["image"]["bytes"]).hexdigest(),
+                "point": row["point"],
+                "box": row["box"],
+            }

@@ -4,6 +4,7 @@ with paths relative to the folder (LLaMA-Factory's `media_dir`/`dataset_dir`). T
 `image_max_pixels` is the largest image's pixel count: LLaMA-Factory shrinks any image above its
 own `image_max_pixels` (default 768*768) before the processor, which would move a screenshot
 out of the frame its pixel answers are written in, so the YAML must set at least this."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,13 @@ from trajforge.convert.output import ImageFiles, JsonlFiles
 from trajforge.convert.source import Item
 
 NAME = "llamafactory"
-TAGS = {"role_tag": "role", "content_tag": "content", "user_tag": "user",
-        "assistant_tag": "assistant", "system_tag": "system"}
+TAGS = {
+    "role_tag": "role",
+    "content_tag": "content",
+    "user_tag": "user",
+    "assistant_tag": "assistant",
+    "system_tag": "system",
+}
 
 
 class Writer:
@@ -25,16 +31,23 @@ class Writer:
         self.max_pixels = 0
 
     def write(self, item: Item) -> None:
-        self.rows.write(item.split, {"messages": messages(item), "images": [self.images.put(item)],
-                                     **common_columns(item)})
+        self.rows.write(
+            item.split,
+            {"messages": messages(item), "images": [self.images.put(item)], **common_columns(item)},
+        )
         self.max_pixels = max(self.max_pixels, item.width * item.height)
 
     def finish(self) -> dict:
         self.rows.close()
-        info = {f"{self.dataset}_{s}": {"file_name": f"{s}.jsonl", "formatting": "sharegpt",
-                                        "columns": {"messages": "messages", "images": "images"},
-                                        "tags": TAGS}
-                for s in self.rows.splits}
+        info = {
+            f"{self.dataset}_{s}": {
+                "file_name": f"{s}.jsonl",
+                "formatting": "sharegpt",
+                "columns": {"messages": "messages", "images": "images"},
+                "tags": TAGS,
+            }
+            for s in self.rows.splits
+        }
         (self.tmp / "dataset_info.json").write_text(json.dumps(info, indent=2) + "\n")
         return {"datasets": sorted(info), "image_max_pixels": self.max_pixels}
 

@@ -5,6 +5,7 @@ Everything is written in `<out>.partial-convert/` (a name that never looks compl
 rename. A killed run leaves only the `.partial-convert` folder, which the next run
 removes before it starts: a re-run restarts cleanly.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,11 +35,13 @@ def commit(tmp: Path, out: Path, manifest: dict) -> None:
     files = []
     for p in sorted(tmp.rglob("*")):
         if p.is_file():
-            files.append({"path": str(p.relative_to(tmp)), "bytes": p.stat().st_size,
-                          "sha256": sha256_file(p)})
+            files.append(
+                {"path": str(p.relative_to(tmp)), "bytes": p.stat().st_size, "sha256": sha256_file(p)}
+            )
     manifest["files"] = files
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True,
-                                           ensure_ascii=False) + "\n", encoding="utf-8")
+    (tmp / MANIFEST).write_text(
+        json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     old = out.with_name(out.name + ".old-convert")
     shutil.rmtree(old, ignore_errors=True)
     if out.exists():
@@ -75,8 +78,9 @@ class JsonlFiles:
     def write(self, split: str, row: dict) -> None:
         f = self._files.get(split)
         if f is None:
-            f = self._files[split] = open(self.root / self.pattern.format(split=split), "w",
-                                          encoding="utf-8", buffering=1 << 20)
+            f = self._files[split] = open(
+                self.root / self.pattern.format(split=split), "w", encoding="utf-8", buffering=1 << 20
+            )
         f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
 
     @property
@@ -110,8 +114,9 @@ class ParquetFiles:
     row group with a fixed schema; `features` (datasets.Features) go into the schema
     metadata, so `datasets` reads the declared types (images as datasets.Image)."""
 
-    def __init__(self, root: Path, schema, features=None, subdir: str = "data",
-                 pattern: str = "{split}.parquet"):
+    def __init__(
+        self, root: Path, schema, features=None, subdir: str = "data", pattern: str = "{split}.parquet"
+    ):
         import pyarrow as pa
 
         self.dir = root / subdir if subdir else root

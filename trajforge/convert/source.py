@@ -5,6 +5,7 @@ shard sample (kind "action"); a grounding set (kind "grounding") gives one item 
 grounding sample inside each screen record (kind "grounding"), all sharing the screen's
 image. Formats write from `Item`s only, so a new set kind plugs in here.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,9 +57,11 @@ def open_set(set_dir: Path | str) -> dict:
     except ShardError as err:
         raise ConvertError(f"not a set: {err}", source=str(set_dir)) from None
     if manifest.get("kind") not in SET_KINDS:
-        raise ConvertError(f"manifest kind {manifest.get('kind')!r} is not a set "
-                           f"({' or '.join(SET_KINDS)})", source=str(set_dir / "manifest.json"),
-                           field="kind")
+        raise ConvertError(
+            f"manifest kind {manifest.get('kind')!r} is not a set ({' or '.join(SET_KINDS)})",
+            source=str(set_dir / "manifest.json"),
+            field="kind",
+        )
     return manifest
 
 
@@ -76,35 +79,77 @@ def iter_items(set_dir: Path | str, manifest: dict | None = None) -> Iterator[It
         for key, members in iter_tar_samples(path):
             exts = [e for e in members if e in IMAGE_EXTS]
             if len(exts) != 1 or "json" not in members:
-                raise ConvertError("expected one image and one json member", source=str(path),
-                                   record=key, field="image" if len(exts) != 1 else "json")
+                raise ConvertError(
+                    "expected one image and one json member",
+                    source=str(path),
+                    record=key,
+                    field="image" if len(exts) != 1 else "json",
+                )
             try:
-                yield from _items(kind, key, shard["split"], members["json"],
-                                  members[exts[0]], exts[0])
+                yield from _items(kind, key, shard["split"], members["json"], members[exts[0]], exts[0])
             except (KeyError, TypeError, StopIteration) as err:
-                raise ConvertError(f"sample lacks {err!r}", source=str(path), record=key,
-                                   field="json") from None
+                raise ConvertError(
+                    f"sample lacks {err!r}", source=str(path), record=key, field="json"
+                ) from None
 
 
 def _items(kind, key, split, j, image, ext) -> Iterator[Item]:
     w, h = j["image"]["width"], j["image"]["height"]
-    meta = {k: j.get(k) for k in ("trajectory_id", "index", "language", "platform", "app",
-                                  "source_name", "model_profile", "coords", "task_id")}
+    meta = {
+        k: j.get(k)
+        for k in (
+            "trajectory_id",
+            "index",
+            "language",
+            "platform",
+            "app",
+            "source_name",
+            "model_profile",
+            "coords",
+            "task_id",
+        )
+    }
     if kind == "action":
         conv = j["conversations"]
         point = j["answer"]["point_2d"]
         meta.update(mode=j["mode"], target_box=j.get("target_box"))
-        yield Item(key, split, kind, image, ext, w, h, _turn(conv, "system"),
-                   _turn(conv, "human"), _turn(conv, "gpt"),
-                   None if point == NO_POINT else list(point), None,
-                   j["answer"]["action_type"], j.get("spans"), meta)
+        yield Item(
+            key,
+            split,
+            kind,
+            image,
+            ext,
+            w,
+            h,
+            _turn(conv, "system"),
+            _turn(conv, "human"),
+            _turn(conv, "gpt"),
+            None if point == NO_POINT else list(point),
+            None,
+            j["answer"]["action_type"],
+            j.get("spans"),
+            meta,
+        )
         return
     for s in j["samples"]:
         conv = s["conversations"]
-        yield Item(s["id"], split, kind, image, ext, w, h, _turn(conv, "system"),
-                   _turn(conv, "human"), _turn(conv, "gpt"), list(s["point"]), list(s["box"]),
-                   "ground", None, {**meta, "mode": s["kind"], "expression": s["expression"],
-                    "box_norm": s["box_norm"]})
+        yield Item(
+            s["id"],
+            split,
+            kind,
+            image,
+            ext,
+            w,
+            h,
+            _turn(conv, "system"),
+            _turn(conv, "human"),
+            _turn(conv, "gpt"),
+            list(s["point"]),
+            list(s["box"]),
+            "ground",
+            None,
+            {**meta, "mode": s["kind"], "expression": s["expression"], "box_norm": s["box_norm"]},
+        )
 
 
 def answer_point(kind: str, answer: str) -> tuple[list[int] | None, list[int] | None]:
@@ -112,6 +157,6 @@ def answer_point(kind: str, answer: str) -> tuple[list[int] | None, list[int] | 
     if kind == "grounding":
         obj = json.loads(answer)
         return obj["point_2d"], obj["bbox_2d"]
-    body = answer[answer.index("<answer>") + len("<answer>"):answer.rindex("</answer>")]
+    body = answer[answer.index("<answer>") + len("<answer>") : answer.rindex("</answer>")]
     point = json.loads(body)["point_2d"]
     return (None if point == NO_POINT else point), None

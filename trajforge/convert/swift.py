@@ -9,6 +9,7 @@ rendering of `<bbox>` depends on the template and QWENVL_BBOX_FORMAT). Image pat
 relative to the output folder: ms-swift opens them from the working directory or
 $ROOT_IMAGE_DIR. The token-weight spans stay in the `spans` column (ms-swift's
 `loss_scale` weighs by template rule, not per character)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,11 @@ class Writer:
     def write(self, item: Item) -> None:
         row = {"messages": messages(item), "images": [self.images.put(item)], **common_columns(item)}
         if item.kind == "grounding":
-            row["objects"] = {"ref": [item.meta["expression"]],
-                              "bbox": [list(item.meta["box_norm"])], "bbox_type": "norm1"}
+            row["objects"] = {
+                "ref": [item.meta["expression"]],
+                "bbox": [list(item.meta["box_norm"])],
+                "bbox_type": "norm1",
+            }
         self.rows.write(item.split, row)
 
     def finish(self) -> dict:

@@ -2,6 +2,7 @@
 {"type": "image"} then {"type": "text"}) and `images` (datasets.Image, embedded bytes),
 what TRL's SFTTrainer takes for a vision-language model; `load_dataset("parquet")` reads
 the declared Features from the files."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,10 +19,17 @@ def features():
     import datasets as ds
 
     part = {"type": ds.Value("string"), "text": ds.Value("string")}
-    return ds.Features({"messages": ds.List({"role": ds.Value("string"), "content": ds.List(part)}),
-                        "images": ds.List(ds.Image()), "id": ds.Value("string"),
-                        "kind": ds.Value("string"), "action_type": ds.Value("string"),
-                        "spans": ds.Value("string"), "meta": ds.Value("string")})
+    return ds.Features(
+        {
+            "messages": ds.List({"role": ds.Value("string"), "content": ds.List(part)}),
+            "images": ds.List(ds.Image()),
+            "id": ds.Value("string"),
+            "kind": ds.Value("string"),
+            "action_type": ds.Value("string"),
+            "spans": ds.Value("string"),
+            "meta": ds.Value("string"),
+        }
+    )
 
 
 def _parts(m: dict) -> list[dict]:
@@ -37,9 +45,14 @@ class Writer:
         self.files = ParquetFiles(tmp, f.arrow_schema, f)
 
     def write(self, item: Item) -> None:
-        self.files.write(item.split, {
-            "messages": [{"role": m["role"], "content": _parts(m)} for m in messages(item)],
-            "images": [{"bytes": item.image, "path": None}], **common_columns(item)})
+        self.files.write(
+            item.split,
+            {
+                "messages": [{"role": m["role"], "content": _parts(m)} for m in messages(item)],
+                "images": [{"bytes": item.image, "path": None}],
+                **common_columns(item),
+            },
+        )
 
     def finish(self) -> dict:
         self.files.close()
@@ -55,14 +68,18 @@ def read_back(out: Path):
     for split, d in loaded.items():
         d = d.cast_column("images", ds.List(ds.Image(decode=False)))
         for row in d:
-            text = {m["role"]: "".join(p["text"] or "" for p in m["content"])
-                    for m in row["messages"]}
+            text = {m["role"]: "".join(p["text"] or "" for p in m["content"]) for m in row["messages"]}
             user = next(m for m in row["messages"] if m["role"] == "user")
             assert user["content"][0]["type"] == "image"
             prompt = f"{IMAGE_TAG}\n{text['user']}"
             point, box = answer_point(row["kind"], text["assistant"])
-            yield {"key": row["id"], "split": split, "system": text["system"], "prompt": prompt,
-                   "answer": text["assistant"],
-                   "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
-                   "point": point, "box": box}
-
+            yield {
+                "key": row["id"],
+                "split": split,
+                "system": text["system"],
+                "prompt": prompt,
+                "answer": text["assistant"],
+                "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
+                "point": point,
+                "box": box,
+            }

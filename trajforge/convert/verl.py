@@ -2,6 +2,7 @@
 its `<image>` placeholder), `images` (embedded bytes), `ability`, `reward_model`
 {style: "rule", ground_truth}, `extra_info` (split, index, key, the SFT answer text, spans),
 the columns verl's RLHFDataset reads."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,14 +21,28 @@ def schema():
     import pyarrow as pa
 
     msg = pa.struct([("role", pa.string()), ("content", pa.string())])
-    return pa.schema([
-        ("data_source", pa.string()), ("prompt", pa.list_(msg)),
-        ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))),
-        ("ability", pa.string()),
-        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-        ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()),
-                                  ("key", pa.string()), ("kind", pa.string()),
-                                  ("answer", pa.string()), ("spans", pa.string())]))])
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(msg)),
+            ("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [
+                        ("split", pa.string()),
+                        ("index", pa.int64()),
+                        ("key", pa.string()),
+                        ("kind", pa.string()),
+                        ("answer", pa.string()),
+                        ("spans", pa.string()),
+                    ]
+                ),
+            ),
+        ]
+    )
 
 
 class Writer:
@@ -37,13 +52,24 @@ class Writer:
 
     def write(self, item: Item) -> None:
         gt = ground_truth(item)
-        self.files.write(item.split, {
-            "data_source": f"trajforge/{self.dataset}", "prompt": messages(item)[:2],
-            "images": [image_struct(item)], "ability": "gui_" + item.kind,
-            "reward_model": {"style": "rule", "ground_truth": gt},
-            "extra_info": {"split": item.split, "index": self.n, "key": item.key,
-                           "kind": item.kind, "answer": item.answer,
-                           "spans": json.dumps(item.spans, sort_keys=True) if item.spans else ""}})
+        self.files.write(
+            item.split,
+            {
+                "data_source": f"trajforge/{self.dataset}",
+                "prompt": messages(item)[:2],
+                "images": [image_struct(item)],
+                "ability": "gui_" + item.kind,
+                "reward_model": {"style": "rule", "ground_truth": gt},
+                "extra_info": {
+                    "split": item.split,
+                    "index": self.n,
+                    "key": item.key,
+                    "kind": item.kind,
+                    "answer": item.answer,
+                    "spans": json.dumps(item.spans, sort_keys=True) if item.spans else "",
+                },
+            },
+        )
         self.n += 1
 
     def finish(self) -> dict:
@@ -55,8 +81,13 @@ def read_back(out: Path):
     for split, row in parquet_rows(out):
         msgs = {m["role"]: m["content"] for m in row["prompt"]}
         gt = json.loads(row["reward_model"]["ground_truth"])
-        yield {"key": row["extra_info"]["key"], "split": split,
-               "system": msgs["system"], "prompt": msgs["user"],
-               "answer": row["extra_info"]["answer"],
-               "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
-               "point": gt["point"], "box": gt["box"]}
+        yield {
+            "key": row["extra_info"]["key"],
+            "split": split,
+            "system": msgs["system"],
+            "prompt": msgs["user"],
+            "answer": row["extra_info"]["answer"],
+            "image_sha256": hashlib.sha256(row["images"][0]["bytes"]).hexdigest(),
+            "point": gt["point"],
+            "box": gt["box"],
+        }

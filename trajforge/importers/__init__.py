@@ -10,6 +10,7 @@ Trajectory ids are `trajectory_id_for(format, episode id)`, so importing the
 same data again adds nothing. Each module's docstring lists the format's
 quirks and what it does not read.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,10 +40,20 @@ from trajforge.importers.os_genesis import OsGenesisImporter
 from trajforge.importers.tasks_table import TaskRow, write_tasks
 from trajforge.store.raw import RawStore
 
-IMPORTERS: dict[str, Importer] = {i.name: i for i in (
-    AitzImporter(), AndroidControlImporter(), GuiOdysseyImporter(), Mind2WebImporter(),
-    GuiActImporter(), AgentNetImporter(), OsGenesisImporter(), AutoGLMImporter(),
-    AndroidWorldImporter())}
+IMPORTERS: dict[str, Importer] = {
+    i.name: i
+    for i in (
+        AitzImporter(),
+        AndroidControlImporter(),
+        GuiOdysseyImporter(),
+        Mind2WebImporter(),
+        GuiActImporter(),
+        AgentNetImporter(),
+        OsGenesisImporter(),
+        AutoGLMImporter(),
+        AndroidWorldImporter(),
+    )
+}
 
 _RAW_LIMIT = 20_000  # characters of a bad record kept in the quarantine file
 # Episodes a committed part: each commit is two Parquet files and two fsyncs, so
@@ -53,21 +64,28 @@ _IMPORT_BATCH = 128
 
 @dataclass
 class ImportResult:
-    imported: int          # trajectories and task rows newly written
-    steps: int             # their steps
-    quarantined: int       # records that could not be read
+    imported: int  # trajectories and task rows newly written
+    steps: int  # their steps
+    quarantined: int  # records that could not be read
     collection: str
-    skipped: int = 0       # already in the store (a re-import)
+    skipped: int = 0  # already in the store (a re-import)
     quarantine_path: Path | None = None
     tasks_path: Path | None = None
 
 
-def import_path(format: str, path: Path, store: RawStore, *, quarantine_path: Path | None = None,
-                screen_size: tuple[int, int] | None = None) -> ImportResult:
+def import_path(
+    format: str,
+    path: Path,
+    store: RawStore,
+    *,
+    quarantine_path: Path | None = None,
+    screen_size: tuple[int, int] | None = None,
+) -> ImportResult:
     """Import a file or folder of `format` records into `store` (see the module docstring)."""
     if format not in IMPORTERS:
-        raise SchemaError(f"unknown format {format!r}; known: {', '.join(sorted(IMPORTERS))}",
-                          source=str(path))
+        raise SchemaError(
+            f"unknown format {format!r}; known: {', '.join(sorted(IMPORTERS))}", source=str(path)
+        )
     imp = IMPORTERS[format]
     collection = f"import/{format}"
     quarantine_path = Path(quarantine_path or store.root / collection / "quarantine.jsonl")
@@ -79,8 +97,14 @@ def import_path(format: str, path: Path, store: RawStore, *, quarantine_path: Pa
         nonlocal bad
         bad += 1
         quarantine_path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"format": format, "source": err.source, "record": err.record,
-                 "field": err.field, "reason": err.reason, "error": str(err)}
+        entry = {
+            "format": format,
+            "source": err.source,
+            "record": err.record,
+            "field": err.field,
+            "reason": err.reason,
+            "error": str(err),
+        }
         if raw is not None:
             text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
             entry["raw"] = text[:_RAW_LIMIT]
@@ -120,8 +144,9 @@ def import_path(format: str, path: Path, store: RawStore, *, quarantine_path: Pa
         tasks_path = store.root / collection / "tasks.parquet"
         added, known = write_tasks(tasks_path, task_rows)
         imported, skipped = imported + added, skipped + known
-    return ImportResult(imported, steps, bad, collection, skipped,
-                        quarantine_path if bad else None, tasks_path)
+    return ImportResult(
+        imported, steps, bad, collection, skipped, quarantine_path if bad else None, tasks_path
+    )
 
 
 __all__ = ["IMPORTERS", "ImportResult", "Importer", "Episode", "import_path"]

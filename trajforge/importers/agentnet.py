@@ -46,6 +46,7 @@ AgentNetBench's screenshots are smaller than the screen (1280x720 for a
 (abs_bbox / rel_bbox), else another image's. The raw JSONL states none, and
 its images are large (not in the samples).
 """
+
 from __future__ import annotations
 
 import ast
@@ -72,10 +73,13 @@ from trajforge.importers.base import (
     require,
 )
 
-_CLICKS = {"click": (ActionType.TAP, None), "leftClick": (ActionType.TAP, None),
-           "doubleClick": (ActionType.DOUBLE_TAP, None),
-           "tripleClick": (ActionType.DOUBLE_TAP, "triple_click"),
-           "rightClick": (ActionType.RIGHT_CLICK, None)}
+_CLICKS = {
+    "click": (ActionType.TAP, None),
+    "leftClick": (ActionType.TAP, None),
+    "doubleClick": (ActionType.DOUBLE_TAP, None),
+    "tripleClick": (ActionType.DOUBLE_TAP, "triple_click"),
+    "rightClick": (ActionType.RIGHT_CLICK, None),
+}
 
 
 class AgentNetImporter(Importer):
@@ -96,8 +100,9 @@ class AgentNetImporter(Importer):
 
     def _raw(self, file: Path, rec: dict) -> Episode:
         task_id = require(rec, "task_id", (str, int))
-        steps = sorted(require(rec, "traj", list), key=lambda s: s.get("index", 0)
-                       if isinstance(s, dict) else 0)
+        steps = sorted(
+            require(rec, "traj", list), key=lambda s: s.get("index", 0) if isinstance(s, dict) else 0
+        )
         drafts, status = [], None
         for i, s in enumerate(steps):
             try:
@@ -108,11 +113,21 @@ class AgentNetImporter(Importer):
             status = st or status
             image = locate_image(file.parent, s.get("image"))
             for a in actions:
-                drafts.append(Draft(make=(lambda a: lambda w, h: (a, None, []))(a), image=image,
-                                    thought=value.get("thought") or None))
-        return Episode(episode_id=str(task_id), instruction=require(rec, "instruction", str),
-                       drafts=drafts, platform="web", device_name="desktop",
-                       outcome=_outcome(status))
+                drafts.append(
+                    Draft(
+                        make=(lambda a: lambda w, h: (a, None, []))(a),
+                        image=image,
+                        thought=value.get("thought") or None,
+                    )
+                )
+        return Episode(
+            episode_id=str(task_id),
+            instruction=require(rec, "instruction", str),
+            drafts=drafts,
+            platform="web",
+            device_name="desktop",
+            outcome=_outcome(status),
+        )
 
     def _bench(self, file: Path, rec: dict) -> Episode:
         task_id = require(rec, "task_id", (str, int))
@@ -120,10 +135,13 @@ class AgentNetImporter(Importer):
         res = meta.get("screen_resolution") or {}
         size = None
         if res:
-            size = (int(number(res.get("width"), field="meta_info.screen_resolution.width")),
-                    int(number(res.get("height"), field="meta_info.screen_resolution.height")))
-        steps = sorted(require(rec, "steps", list), key=lambda s: s.get("step_num", 0)
-                       if isinstance(s, dict) else 0)
+            size = (
+                int(number(res.get("width"), field="meta_info.screen_resolution.width")),
+                int(number(res.get("height"), field="meta_info.screen_resolution.height")),
+            )
+        steps = sorted(
+            require(rec, "steps", list), key=lambda s: s.get("step_num", 0) if isinstance(s, dict) else 0
+        )
         drafts, status, nums, step_nums, alternatives = [], None, [], [], {}
         for i, s in enumerate(steps):
             try:
@@ -143,24 +161,34 @@ class AgentNetImporter(Importer):
                 alternatives[str(num)] = s["alternative_options"]
             mono = s.get("inner_monologue") or {}
             image = locate_image(file.parent, s.get("image")) or locate_image(
-                file.parent, f"images/{s.get('image')}")
+                file.parent, f"images/{s.get('image')}"
+            )
             for a in actions:
                 step_nums.append(num)
-                drafts.append(Draft(make=(lambda a, t: lambda w, h: (a, t, []))(a, target),
-                                    image=image, size=shot_size,
-                                    thought=mono.get("thought") or None))
+                drafts.append(
+                    Draft(
+                        make=(lambda a, t: lambda w, h: (a, t, []))(a, target),
+                        image=image,
+                        size=shot_size,
+                        thought=mono.get("thought") or None,
+                    )
+                )
         params: dict[str, Any] = {"step_nums": step_nums}
         if alternatives:
             params["alternative_options"] = alternatives
         gaps = nums != list(range(nums[0], nums[0] + len(nums))) if nums else False
         system = str(meta.get("system") or "").lower()
-        return Episode(episode_id=str(task_id),
-                       instruction=require(rec, "user_task_description", str),
-                       drafts=drafts, platform="web", device_size=size,
-                       device_name=f"desktop-{system}" if system else "desktop",
-                       app=", ".join(meta.get("websites") or meta.get("applications") or []),
-                       outcome="unknown" if gaps or (nums and nums[0] > 1) else _outcome(status),
-                       params=params)
+        return Episode(
+            episode_id=str(task_id),
+            instruction=require(rec, "user_task_description", str),
+            drafts=drafts,
+            platform="web",
+            device_size=size,
+            device_name=f"desktop-{system}" if system else "desktop",
+            app=", ".join(meta.get("websites") or meta.get("applications") or []),
+            outcome="unknown" if gaps or (nums and nums[0] > 1) else _outcome(status),
+            params=params,
+        )
 
 
 def _outcome(status: str | None) -> str:
@@ -202,17 +230,20 @@ def _calls(code: str) -> list[tuple[str, list, dict]]:
     out = []
     for node in tree.body:
         call = node.value if isinstance(node, ast.Expr) else None
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Name)
-                and call.func.value.id in ("pyautogui", "computer")):
-            raise SchemaError(f"not a pyautogui/computer call: {ast.unparse(node)[:60]!r}",
-                              field="code")
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in ("pyautogui", "computer")
+        ):
+            raise SchemaError(f"not a pyautogui/computer call: {ast.unparse(node)[:60]!r}", field="code")
         try:
             args = [ast.literal_eval(a) for a in call.args]
             kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
         except (ValueError, SyntaxError):
-            raise SchemaError(f"arguments are not literals: {ast.unparse(call)[:60]!r}",
-                              field="code") from None
+            raise SchemaError(
+                f"arguments are not literals: {ast.unparse(call)[:60]!r}", field="code"
+            ) from None
         out.append((call.func.attr, args, kwargs))
     return out
 
@@ -259,7 +290,7 @@ def parse_ground_truth(gt: list) -> tuple[list[Action], str | None]:
     except SchemaError as err:
         field = err.field or ""
         if field.startswith("code"):
-            field = "ground_truth_actions" + field[len("code"):]
+            field = "ground_truth_actions" + field[len("code") :]
         raise SchemaError(err.reason, field=field) from None
 
 
@@ -277,14 +308,15 @@ def parse_code(code: str) -> tuple[list[Action], str | None]:
 
 def _parse_calls(calls: list[tuple[str, list, dict]]) -> tuple[list[Action], str | None]:
     actions: list[Action] = []
-    cursor = None      # where the last moveTo left the pointer, not yet used
-    pressed = None     # where mouseDown happened
+    cursor = None  # where the last moveTo left the pointer, not yet used
+    pressed = None  # where mouseDown happened
     status = None
     for fn, args, kw in calls:
         if fn == "moveTo":
             if cursor is not None:
-                actions.append(make_action(type=ActionType.WAIT, x=cursor[0], y=cursor[1],
-                                           description="move_to"))
+                actions.append(
+                    make_action(type=ActionType.WAIT, x=cursor[0], y=cursor[1], description="move_to")
+                )
             cursor = _xy(args, kw, fn)
             continue
         if fn in _CLICKS:
@@ -300,31 +332,50 @@ def _parse_calls(calls: list[tuple[str, list, dict]]) -> tuple[list[Action], str
         elif fn == "dragTo":
             end = _xy(args, kw, fn)
             if cursor is None or end is None:
-                raise SchemaError("dragTo needs a moveTo before it and an end point",
-                                  field="code.dragTo")
-            actions.append(make_action(type=ActionType.SWIPE, x=cursor[0], y=cursor[1],
-                                       x2=end[0], y2=end[1], description="drag"))
+                raise SchemaError("dragTo needs a moveTo before it and an end point", field="code.dragTo")
+            actions.append(
+                make_action(
+                    type=ActionType.SWIPE, x=cursor[0], y=cursor[1], x2=end[0], y2=end[1], description="drag"
+                )
+            )
         elif fn == "mouseDown":
             pressed = _xy(args, kw, fn) or cursor
         elif fn == "mouseUp":
             end = _xy(args, kw, fn) or cursor
             if pressed is None or end is None:
                 raise SchemaError("mouseUp without mouseDown", field="code.mouseUp")
-            actions.append(make_action(type=ActionType.SWIPE, x=pressed[0], y=pressed[1],
-                                       x2=end[0], y2=end[1], description="drag"))
+            actions.append(
+                make_action(
+                    type=ActionType.SWIPE,
+                    x=pressed[0],
+                    y=pressed[1],
+                    x2=end[0],
+                    y2=end[1],
+                    description="drag",
+                )
+            )
             pressed = None
         elif fn in ("scroll", "vscroll", "hscroll"):
             n = number(kw.get("clicks", args[0] if args else None), field=f"code.{fn}")
             if n == 0:
                 raise SchemaError("a scroll by 0", field=f"code.{fn}")
-            direction = (("down" if n < 0 else "up") if fn != "hscroll"
-                         else ("left" if n < 0 else "right"))
+            direction = ("down" if n < 0 else "up") if fn != "hscroll" else ("left" if n < 0 else "right")
             # scroll(clicks, x=None, y=None): the point is a keyword (or where moveTo left it).
-            at = (kw.get("x", args[1] if len(args) > 2 else None),
-                  kw.get("y", args[2] if len(args) > 2 else None))
+            at = (
+                kw.get("x", args[1] if len(args) > 2 else None),
+                kw.get("y", args[2] if len(args) > 2 else None),
+            )
             p = (_xy(list(at), {}, fn) if at != (None, None) else None) or cursor or (None, None)
-            actions.append(make_action(type=ActionType.SCROLL, direction=direction, x=p[0], y=p[1],
-                                       amount=abs(n), description=f"{fn}({n:g})"))
+            actions.append(
+                make_action(
+                    type=ActionType.SCROLL,
+                    direction=direction,
+                    x=p[0],
+                    y=p[1],
+                    amount=abs(n),
+                    description=f"{fn}({n:g})",
+                )
+            )
         elif fn in ("write", "typewrite"):
             text = kw.get("message", args[0] if args else None)
             if not isinstance(text, str):
@@ -332,30 +383,29 @@ def _parse_calls(calls: list[tuple[str, list, dict]]) -> tuple[list[Action], str
             actions.append(make_action(type=ActionType.TYPE, text=text))
         elif fn == "hotkey":  # one chord: hotkey('ctrl', 'c') or hotkey(keys=[...])
             keys = _key_names(kw.get("keys", args[0] if len(args) == 1 else args), fn)
-            actions.append(make_action(type=ActionType.KEY,
-                                       text=canonical_or_raw("+".join(keys), keyboard=True)))
+            actions.append(
+                make_action(type=ActionType.KEY, text=canonical_or_raw("+".join(keys), keyboard=True))
+            )
         elif fn == "press":  # press('a') / press(['a', 'b']): one key after the other
             keys = _key_names(kw.get("keys", args[0] if args else None), fn)
             presses = kw.get("presses", args[1] if len(args) > 1 else 1)
             if not isinstance(presses, int) or isinstance(presses, bool) or presses < 1:
-                raise SchemaError(f"presses={presses!r} is not a positive count",
-                                  field=f"code.{fn}")
+                raise SchemaError(f"presses={presses!r} is not a positive count", field=f"code.{fn}")
             for _ in range(presses):
                 for k in keys:
-                    actions.append(make_action(type=ActionType.KEY,
-                                               text=canonical_or_raw(k, keyboard=True)))
+                    actions.append(make_action(type=ActionType.KEY, text=canonical_or_raw(k, keyboard=True)))
         elif fn == "terminate":
             status = kw.get("status", args[0] if args else None)
-            actions.append(make_action(type=ActionType.DONE,
-                                       text=status if isinstance(status, str) else None))
+            actions.append(
+                make_action(type=ActionType.DONE, text=status if isinstance(status, str) else None)
+            )
         elif fn == "wait":
             actions.append(make_action(type=ActionType.WAIT))
         else:
             raise SchemaError(f"unknown call {fn!r}", field="code")
         cursor = None
     if cursor is not None:
-        actions.append(make_action(type=ActionType.WAIT, x=cursor[0], y=cursor[1],
-                                   description="move_to"))
+        actions.append(make_action(type=ActionType.WAIT, x=cursor[0], y=cursor[1], description="move_to"))
     if not actions:
         raise SchemaError("no action", field="code")
     return actions, status

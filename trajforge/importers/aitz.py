@@ -34,6 +34,7 @@ that only `tf.io.decode_raw` reads, and parsing `tf.train.Example` needs
 TensorFlow, which trajforge does not depend on: a .tfrecord / .gz file is
 reported with that reason (convert it to AitZ-style JSON first).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,9 +62,11 @@ from trajforge.importers.base import (
 
 TAP_DISTANCE = 0.04  # AitW's _SWIPE_DISTANCE_THRESHOLD
 _SIMPLE = {5: ActionType.BACK, 6: ActionType.HOME}
-TFRECORD_HINT = ("AitW TFRecords cannot be read without TensorFlow (one tf.train.Example per "
-                 "step, image/encoded is raw uint8 pixels for tf.io.decode_raw); trajforge does "
-                 "not depend on TensorFlow: convert them to AitZ-style JSON episodes first")
+TFRECORD_HINT = (
+    "AitW TFRecords cannot be read without TensorFlow (one tf.train.Example per "
+    "step, image/encoded is raw uint8 pixels for tf.io.decode_raw); trajforge does "
+    "not depend on TensorFlow: convert them to AitZ-style JSON episodes first"
+)
 
 
 class AitzImporter(Importer):
@@ -107,28 +110,34 @@ class AitzImporter(Importer):
             except SchemaError as err:
                 raise SchemaError(err.reason, field=f"step {r['step_id']}: {err.field}") from None
             impossible |= r["result_action_type"] == 11
-        return Episode(episode_id=ep_id, instruction=require(recs[0], "instruction", str),
-                       drafts=drafts, platform="android", app="",
-                       outcome="failure" if impossible else "success", device_name="android")
+        return Episode(
+            episode_id=ep_id,
+            instruction=require(recs[0], "instruction", str),
+            drafts=drafts,
+            platform="android",
+            app="",
+            outcome="failure" if impossible else "success",
+            device_name="android",
+        )
 
     def _draft(self, file: Path, r: dict) -> Draft:
         kind = require(r, "result_action_type", int)
         text = r.get("result_action_text") or ""
-        touch = numbers(json_field(r, "result_touch_yx", default=[-1.0, -1.0]), 2,
-                        field="result_touch_yx")
-        lift = numbers(json_field(r, "result_lift_yx", default=[-1.0, -1.0]), 2,
-                       field="result_lift_yx")
+        touch = numbers(json_field(r, "result_touch_yx", default=[-1.0, -1.0]), 2, field="result_touch_yx")
+        lift = numbers(json_field(r, "result_lift_yx", default=[-1.0, -1.0]), 2, field="result_lift_yx")
         desc = r.get("coat_action_desc") or None
         if kind == 4:
             if min(touch + lift) < 0:
                 raise SchemaError(f"DUAL_POINT without a point: {touch}", field="result_touch_yx")
             (ty, tx), (ly, lx) = touch, lift
             if math.dist(touch, lift) <= TAP_DISTANCE:
-                action = make_action(type=ActionType.TAP, x=tx, y=ty, description=desc,
-                                     field="result_touch_yx")
+                action = make_action(
+                    type=ActionType.TAP, x=tx, y=ty, description=desc, field="result_touch_yx"
+                )
             else:
-                action = make_action(type=ActionType.SWIPE, x=tx, y=ty, x2=lx, y2=ly,
-                                     description=desc, field="result_lift_yx")
+                action = make_action(
+                    type=ActionType.SWIPE, x=tx, y=ty, x2=lx, y2=ly, description=desc, field="result_lift_yx"
+                )
         elif kind == 3:
             action = make_action(type=ActionType.TYPE, text=text, description=desc)
         elif kind in _SIMPLE:

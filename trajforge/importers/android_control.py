@@ -32,6 +32,7 @@ episodes are human demonstrations). The official split (`splits.json` beside
 the files, else a file named after its split) is kept in the task's params as
 `official_split` (trajforge/importers/splits.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,10 @@ from trajforge.importers.splits import with_official_split
 
 DIRECTIONS = ("up", "down", "left", "right")
 _KEYS = {"back": ActionType.BACK, "home": ActionType.HOME}
-TFRECORD_HINT = ("AndroidControl TFRecords need TensorFlow to parse (tf.train.Example per "
-                 "episode), which trajforge does not depend on: dump them to JSON first")
+TFRECORD_HINT = (
+    "AndroidControl TFRecords need TensorFlow to parse (tf.train.Example per "
+    "episode), which trajforge does not depend on: dump them to JSON first"
+)
 
 
 class AndroidControlImporter(Importer):
@@ -103,17 +106,24 @@ class AndroidControlImporter(Importer):
                 if ep_id is None and isinstance(shot, str):
                     m = re.match(r"(.+)_(\d+)$", Path(shot).stem)
                     ep_id = m.group(1) if m else None
-                drafts.append(Draft(make=_uis1_action(content, s.get("step_instruction")),
-                                    image=locate_image(file.parent, shot)))
+                drafts.append(
+                    Draft(
+                        make=_uis1_action(content, s.get("step_instruction")),
+                        image=locate_image(file.parent, shot),
+                    )
+                )
             except SchemaError as err:
                 raise SchemaError(err.reason, field=f"steps[{i}].{err.field}") from None
         if ep_id is None:
-            raise SchemaError("no episode_id and no <ep>_<step>.png screenshot name",
-                              field="episode_id")
+            raise SchemaError("no episode_id and no <ep>_<step>.png screenshot name", field="episode_id")
         ok = rec.get("is_successful", True)
-        return Episode(episode_id=str(ep_id), instruction=goal, drafts=drafts,
-                       outcome="failure" if ok is False else "success",
-                       params=with_official_split({}, file, str(ep_id)))
+        return Episode(
+            episode_id=str(ep_id),
+            instruction=goal,
+            drafts=drafts,
+            outcome="failure" if ok is False else "success",
+            params=with_official_split({}, file, str(ep_id)),
+        )
 
     def _native(self, file: Path, label: str, rec: Any) -> Episode:
         ep_id = require(rec, "episode_id", (int, str))
@@ -122,8 +132,11 @@ class AndroidControlImporter(Importer):
         shots = rec.get("screenshots") or []
         widths, heights = rec.get("screenshot_widths") or [], rec.get("screenshot_heights") or []
         if shots and len(shots) != len(actions) + 1:
-            raise SchemaError(f"{len(shots)} screenshots for {len(actions)} actions "
-                              "(expected one more screenshot than actions)", field="screenshots")
+            raise SchemaError(
+                f"{len(shots)} screenshots for {len(actions)} actions "
+                "(expected one more screenshot than actions)",
+                field="screenshots",
+            )
         instr = rec.get("step_instructions") or [None] * len(actions)
         drafts = []
         for i, raw in enumerate(actions):
@@ -133,14 +146,23 @@ class AndroidControlImporter(Importer):
                 raise SchemaError(f"not valid JSON: {raw[:60]!r}", field=f"actions[{i}]") from None
             size = None
             if i < len(widths) and i < len(heights):
-                size = (int(number(widths[i], field="screenshot_widths")),
-                        int(number(heights[i], field="screenshot_heights")))
-            drafts.append(Draft(make=_native_maker(obj, f"actions[{i}]",
-                                                   instr[i] if i < len(instr) else None),
-                                image=locate_image(file.parent, shots[i]) if shots else None,
-                                size=size))
-        return Episode(episode_id=str(ep_id), instruction=goal, drafts=drafts,
-                       params=with_official_split({}, file, str(ep_id)))
+                size = (
+                    int(number(widths[i], field="screenshot_widths")),
+                    int(number(heights[i], field="screenshot_heights")),
+                )
+            drafts.append(
+                Draft(
+                    make=_native_maker(obj, f"actions[{i}]", instr[i] if i < len(instr) else None),
+                    image=locate_image(file.parent, shots[i]) if shots else None,
+                    size=size,
+                )
+            )
+        return Episode(
+            episode_id=str(ep_id),
+            instruction=goal,
+            drafts=drafts,
+            params=with_official_split({}, file, str(ep_id)),
+        )
 
 
 def native_action(obj: Any, w: int, h: int, *, field: str = "action", description=None):
@@ -148,26 +170,37 @@ def native_action(obj: Any, w: int, h: int, *, field: str = "action", descriptio
     kind = require(obj, "action_type", str, field=f"{field}.action_type")
     d = {"description": description}
     if kind in ("click", "long_press"):
-        x, y = norm_point(number(obj.get("x"), field=f"{field}.x"),
-                          number(obj.get("y"), field=f"{field}.y"), w, h, field=f"{field}.x")
+        x, y = norm_point(
+            number(obj.get("x"), field=f"{field}.x"),
+            number(obj.get("y"), field=f"{field}.y"),
+            w,
+            h,
+            field=f"{field}.x",
+        )
         t = ActionType.TAP if kind == "click" else ActionType.LONG_PRESS
         return make_action(type=t, x=x, y=y, field=field, **d)
     if kind == "type":
-        x, y = norm_point(number(obj.get("x"), field=f"{field}.x"),
-                          number(obj.get("y"), field=f"{field}.y"), w, h, field=f"{field}.x")
-        return make_action(type=ActionType.TYPE, x=x, y=y,
-                           text=require(obj, "text", str, field=f"{field}.text"), **d)
+        x, y = norm_point(
+            number(obj.get("x"), field=f"{field}.x"),
+            number(obj.get("y"), field=f"{field}.y"),
+            w,
+            h,
+            field=f"{field}.x",
+        )
+        return make_action(
+            type=ActionType.TYPE, x=x, y=y, text=require(obj, "text", str, field=f"{field}.text"), **d
+        )
     if kind == "input_text":
-        return make_action(type=ActionType.TYPE,
-                           text=require(obj, "text", str, field=f"{field}.text"), **d)
+        return make_action(type=ActionType.TYPE, text=require(obj, "text", str, field=f"{field}.text"), **d)
     if kind == "scroll":
         direction = obj.get("direction")
         if direction not in DIRECTIONS:
             raise SchemaError(f"{direction!r} is not up/down/left/right", field=f"{field}.direction")
         return make_action(type=ActionType.SCROLL, direction=direction, **d)
     if kind == "open_app":
-        return make_action(type=ActionType.OPEN_APP,
-                           text=require(obj, "app_name", str, field=f"{field}.app_name"), **d)
+        return make_action(
+            type=ActionType.OPEN_APP, text=require(obj, "app_name", str, field=f"{field}.app_name"), **d
+        )
     if kind == "navigate_home":
         return make_action(type=ActionType.HOME, **d)
     if kind == "navigate_back":
@@ -207,8 +240,11 @@ def _uis1_action(c: dict, instruction: str | None):
             return make_action(type=ActionType.OPEN_APP, text=require(c, "text", str), **d), None, []
         if kind == "wait":
             secs = number(c.get("time", 0), field="time")
-            return make_action(type=ActionType.WAIT, duration_ms=round(secs * 1000),
-                               field="time", **d), None, []
+            return (
+                make_action(type=ActionType.WAIT, duration_ms=round(secs * 1000), field="time", **d),
+                None,
+                [],
+            )
         if kind == "system_button":
             button = require(c, "button", str).lower()
             if button in _KEYS:
@@ -218,8 +254,11 @@ def _uis1_action(c: dict, instruction: str | None):
             raise SchemaError(f"unknown button {c['button']!r}", field="button")
         if kind == "terminate":
             status = c.get("status")
-            return make_action(type=ActionType.DONE, text=status if isinstance(status, str) else None,
-                               **d), None, []
+            return (
+                make_action(type=ActionType.DONE, text=status if isinstance(status, str) else None, **d),
+                None,
+                [],
+            )
         raise SchemaError(f"unknown action {kind!r}", field="action")
 
     return make

@@ -18,6 +18,7 @@ Quirks handled:
 Not read: the information-retrieval `tasks.textproto` files (protobuf text
 format that needs the `task.proto` schema); they are reported, not parsed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -31,12 +32,25 @@ from trajforge.importers.tasks_table import TaskRow
 DIFFICULTIES = ("easy", "medium", "hard")
 # Task-name prefix -> the app the task runs in (AndroidWorld's app set).
 APP_PREFIXES = {
-    "AudioRecorder": "Audio Recorder", "Browser": "Chrome", "Camera": "Camera",
-    "Clock": "Clock", "Contacts": "Contacts", "Expense": "Pro Expense", "Files": "Files",
-    "Markor": "Markor", "Notes": "Joplin", "Osm": "OsmAnd", "Recipe": "Broccoli",
-    "Retro": "Retro Music", "SimpleCalendar": "Simple Calendar Pro", "SimpleDraw": "Simple Draw Pro",
-    "SimpleSms": "Simple SMS Messenger", "SportsTracker": "OpenTracks", "System": "Settings",
-    "Tasks": "Tasks", "Vlc": "VLC",
+    "AudioRecorder": "Audio Recorder",
+    "Browser": "Chrome",
+    "Camera": "Camera",
+    "Clock": "Clock",
+    "Contacts": "Contacts",
+    "Expense": "Pro Expense",
+    "Files": "Files",
+    "Markor": "Markor",
+    "Notes": "Joplin",
+    "Osm": "OsmAnd",
+    "Recipe": "Broccoli",
+    "Retro": "Retro Music",
+    "SimpleCalendar": "Simple Calendar Pro",
+    "SimpleDraw": "Simple Draw Pro",
+    "SimpleSms": "Simple SMS Messenger",
+    "SportsTracker": "OpenTracks",
+    "System": "Settings",
+    "Tasks": "Tasks",
+    "Vlc": "VLC",
 }
 
 
@@ -46,8 +60,12 @@ class AndroidWorldImporter(Importer):
 
     def unreadable(self, path: Path) -> SchemaError | None:
         if path.suffix == ".textproto":
-            return SchemaError("a protobuf text file (needs android_world's task.proto); "
-                               "not read", source=str(path), record="file", field="format")
+            return SchemaError(
+                "a protobuf text file (needs android_world's task.proto); not read",
+                source=str(path),
+                record="file",
+                field="format",
+            )
         return super().unreadable(path)
 
     def episodes(self, file: Path, ctx: Context) -> Iterator[TaskRow | SchemaError]:
@@ -81,7 +99,13 @@ def _row(rec) -> TaskRow:
     if not all(isinstance(t, str) for t in tags):
         raise SchemaError(f"{tags!r} is not a list of strings", field="tags")
     app = next((a for p, a in APP_PREFIXES.items() if name.startswith(p)), "")
-    task = Task(task_id=f"android_world:{name}", instruction=template, language="en", app=app,
-                template_id=name)
-    return TaskRow(task=task, source_name="android_world", difficulty=difficulty,
-                   optimal_steps=steps, tags=[t for t in tags if t])
+    task = Task(
+        task_id=f"android_world:{name}", instruction=template, language="en", app=app, template_id=name
+    )
+    return TaskRow(
+        task=task,
+        source_name="android_world",
+        difficulty=difficulty,
+        optimal_steps=steps,
+        tags=[t for t in tags if t],
+    )

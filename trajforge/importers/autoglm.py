@@ -22,6 +22,7 @@ else the caller's `screen_size`. A data URL that is not valid base64 (e.g.
 the truncated sample) is an error for the conversation. Outcome: "success"
 when the last action is finish(...), else "unknown" (a context may stop mid-task).
 """
+
 from __future__ import annotations
 
 import base64
@@ -50,8 +51,11 @@ class AutoGLMImporter(Importer):
 
     def episodes(self, file: Path, ctx: Context) -> Iterator[Episode | SchemaError]:
         records = list(read_records(file))
-        if file.suffix == ".json" and records and all(
-                isinstance(r, dict) and "role" in r for _, r in records):
+        if (
+            file.suffix == ".json"
+            and records
+            and all(isinstance(r, dict) and "role" in r for _, r in records)
+        ):
             records = [("file", [r for _, r in records])]  # the file is one conversation
         for label, rec in records:
             if isinstance(rec, SchemaError):
@@ -76,8 +80,11 @@ def _episode(file: Path, ep_id: str, messages: Any) -> Episode:
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant"):
             raise SchemaError(f"{str(m)[:60]!r} is not a chat message", field=f"messages[{i}].role")
         if m["role"] == "user":
-            for part in m.get("content") if isinstance(m.get("content"), list) else \
-                    [{"type": "text", "text": m.get("content")}]:
+            for part in (
+                m.get("content")
+                if isinstance(m.get("content"), list)
+                else [{"type": "text", "text": m.get("content")}]
+            ):
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "image_url":
@@ -92,15 +99,24 @@ def _episode(file: Path, ep_id: str, messages: Any) -> Episode:
                 action, thought = parse_autoglm(content)
             except SchemaError as err:
                 raise SchemaError(err.reason, field=f"messages[{i}].{err.field}") from None
-            drafts.append(Draft(make=(lambda a: lambda w, h: (a, None, []))(action),
-                                image=image, thought=thought.strip() if thought else None))
+            drafts.append(
+                Draft(
+                    make=(lambda a: lambda w, h: (a, None, []))(action),
+                    image=image,
+                    thought=thought.strip() if thought else None,
+                )
+            )
             image, last = None, action
     if task is None:
         raise SchemaError("no user text: the task is unknown", field="messages")
     if not drafts:
         raise SchemaError("no assistant turn: the conversation has no action", field="messages")
-    return Episode(episode_id=ep_id, instruction=task, drafts=drafts,
-                   outcome="success" if last.type == ActionType.DONE else "unknown")
+    return Episode(
+        episode_id=ep_id,
+        instruction=task,
+        drafts=drafts,
+        outcome="success" if last.type == ActionType.DONE else "unknown",
+    )
 
 
 def _image(file: Path, obj: Any, field: str) -> Path | bytes | None:

@@ -8,6 +8,7 @@ record, else from another image of the same episode (same device), else from
 the `screen_size` the caller states. Nothing is guessed: a step with no size
 from any of these is a SchemaError naming field "screenshot".
 """
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,7 @@ class Draft:
 
     make: MakeAction
     image: Path | bytes | None = None  # a file next to the record, or the bytes it carried
-    size: Size | None = None           # from the record, used when there is no image
+    size: Size | None = None  # from the record, used when there is no image
     thought: str | None = None
     url: str = ""
 
@@ -53,9 +54,9 @@ class Episode:
     drafts: list[Draft]
     platform: str = "android"
     app: str = ""
-    outcome: str = "success"           # demonstrations reached their goal
+    outcome: str = "success"  # demonstrations reached their goal
     device_name: str = "android"
-    device_size: Size | None = None    # the real screen, when the record says
+    device_size: Size | None = None  # the real screen, when the record says
     template_id: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     start_url: str | None = None
@@ -102,8 +103,12 @@ class Importer:
         """Why this format cannot read `path` (None if it can); override to explain more."""
         if path.suffix.lower() in self.suffixes:
             return None
-        return SchemaError(f"{self.name} reads {', '.join(self.suffixes)} files, not this one",
-                           source=str(path), record="file", field="format")
+        return SchemaError(
+            f"{self.name} reads {', '.join(self.suffixes)} files, not this one",
+            source=str(path),
+            record="file",
+            field="format",
+        )
 
     def episodes(self, file: Path, ctx: Context) -> Iterator[Episode | SchemaError]:
         raise NotImplementedError
@@ -114,6 +119,7 @@ def _is_image(path: Path) -> bool:
 
 
 # -- reading records ----------------------------------------------------------------
+
 
 def read_records(file: Path) -> Iterator[tuple[str, Any]]:
     """(record label, object or SchemaError) for each record of a .json or .jsonl file.
@@ -131,14 +137,17 @@ def read_records(file: Path) -> Iterator[tuple[str, Any]]:
                 try:
                     yield f"line {n}", json.loads(raw.decode("utf-8"))
                 except ValueError as exc:  # UnicodeDecodeError is a ValueError too
-                    yield f"line {n}", SchemaError(f"not valid JSON ({exc})", source=str(file),
-                                                   record=f"line {n}", field="json")
+                    yield (
+                        f"line {n}",
+                        SchemaError(
+                            f"not valid JSON ({exc})", source=str(file), record=f"line {n}", field="json"
+                        ),
+                    )
         return
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except ValueError as exc:
-        yield "file", SchemaError(f"not valid JSON ({exc})", source=str(file), record="file",
-                                  field="json")
+        yield "file", SchemaError(f"not valid JSON ({exc})", source=str(file), record="file", field="json")
         return
     if isinstance(data, list):
         for n, item in enumerate(data):
@@ -210,6 +219,7 @@ def language_of(text: str) -> str:
 
 # -- images ---------------------------------------------------------------------------
 
+
 def locate_image(base: Path, ref: str | None) -> Path | None:
     """The image a record names, looked for next to the record file.
 
@@ -241,8 +251,7 @@ def read_image(data: Path | bytes) -> tuple[bytes, str, Size]:
                 raw, fmt = buf.getvalue(), "png"
             else:
                 _check_complete(raw, fmt)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError,
-            Image.DecompressionBombError) as exc:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
         # A header claiming a giant size is refused before any pixel is decoded.
         raise SchemaError(f"not a readable image ({exc})", field="image") from None
     return raw, fmt, size
@@ -264,6 +273,7 @@ def _check_complete(raw: bytes, fmt: str) -> None:
 
 # -- episode -> records ---------------------------------------------------------------
 
+
 def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[Step]]:
     """The canonical trajectory and steps of an episode; images go into `blobs`."""
     tid = trajectory_id_for(fmt, ep.episode_id)
@@ -279,15 +289,24 @@ def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[
     # device), the device the record names, another step's stated size, the caller's.
     seen = [im[2] for im in images if im is not None]
     stated = [d.size for d in ep.drafts if d.size is not None]
-    fallback = next(iter(seen + ([ep.device_size] if ep.device_size else []) + stated
-                         + ([ctx.screen_size] if ctx.screen_size else [])), None)
+    fallback = next(
+        iter(
+            seen
+            + ([ep.device_size] if ep.device_size else [])
+            + stated
+            + ([ctx.screen_size] if ctx.screen_size else [])
+        ),
+        None,
+    )
     made = []
     for i, (d, im) in enumerate(zip(ep.drafts, images)):
         size = im[2] if im else (d.size or fallback)
         if size is None:
-            raise SchemaError("the dataset gives no image and no screen size for this step; "
-                              "put the screenshots next to the file or pass screen_size",
-                              field=f"step {i}: screenshot")
+            raise SchemaError(
+                "the dataset gives no image and no screen size for this step; "
+                "put the screenshots next to the file or pass screen_size",
+                field=f"step {i}: screenshot",
+            )
         w, h = size
         try:
             action, target, elements = d.make(w, h)
@@ -305,17 +324,35 @@ def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[
     dw, dh = ep.device_size or fallback
     lang = language_of(ep.instruction)
     try:
-        task = Task(task_id=f"{fmt}:{ep.episode_id}", instruction=ep.instruction, language=lang,
-                    app=ep.app, template_id=ep.template_id, params=ep.params,
-                    start_url=ep.start_url)
-        device = DeviceProfile(name=ep.device_name, viewport_width=dw, viewport_height=dh,
-                               is_mobile=ep.platform != "web",
-                               locale="zh-CN" if lang == "zh" else "en-US")
-        traj = Trajectory(trajectory_id=tid, task=task, platform=ep.platform, app=ep.app,
-                          device=device, source="import", source_name=fmt, policy="imported",
-                          outcome=ep.outcome,
-                          verified_by="dataset" if ep.outcome != "unknown" else "none",
-                          num_steps=len(steps))
+        task = Task(
+            task_id=f"{fmt}:{ep.episode_id}",
+            instruction=ep.instruction,
+            language=lang,
+            app=ep.app,
+            template_id=ep.template_id,
+            params=ep.params,
+            start_url=ep.start_url,
+        )
+        device = DeviceProfile(
+            name=ep.device_name,
+            viewport_width=dw,
+            viewport_height=dh,
+            is_mobile=ep.platform != "web",
+            locale="zh-CN" if lang == "zh" else "en-US",
+        )
+        traj = Trajectory(
+            trajectory_id=tid,
+            task=task,
+            platform=ep.platform,
+            app=ep.app,
+            device=device,
+            source="import",
+            source_name=fmt,
+            policy="imported",
+            outcome=ep.outcome,
+            verified_by="dataset" if ep.outcome != "unknown" else "none",
+            num_steps=len(steps),
+        )
     except ValidationError as exc:
         e = exc.errors()[0]
         raise SchemaError(e["msg"], field=".".join(str(p) for p in e["loc"])) from None
@@ -324,9 +361,19 @@ def build(fmt: str, ep: Episode, ctx: Context, blobs) -> tuple[Trajectory, list[
 
 def _step(tid, i, sha, ext, w, h, d: Draft, action, target, elements) -> Step:
     try:
-        return Step(trajectory_id=tid, index=i, screenshot=sha, image_format=ext, width=w,
-                    height=h, url=d.url, elements=elements, action=action, target=target,
-                    thought=d.thought)
+        return Step(
+            trajectory_id=tid,
+            index=i,
+            screenshot=sha,
+            image_format=ext,
+            width=w,
+            height=h,
+            url=d.url,
+            elements=elements,
+            action=action,
+            target=target,
+            thought=d.thought,
+        )
     except ValidationError as exc:
         e = exc.errors()[0]
         raise SchemaError(e["msg"], field=f"step {i}: " + ".".join(str(p) for p in e["loc"])) from None

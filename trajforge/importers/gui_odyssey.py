@@ -24,6 +24,7 @@ Also read: OS-Atlas's converted GUI-Odyssey steps (`gui_odyssey_test.jsonl`,
 see osatlas.py), which drop the device: they need the screenshots or
 `screen_size` (the 0-1000 points themselves need no size).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -49,8 +50,11 @@ from trajforge.importers.base import (
     require,
 )
 
-_KEYS = {"KEY_HOME": (ActionType.HOME, None), "KEY_BACK": (ActionType.BACK, None),
-         "KEY_APPSELECT": (ActionType.KEY, "app_switch")}
+_KEYS = {
+    "KEY_HOME": (ActionType.HOME, None),
+    "KEY_BACK": (ActionType.BACK, None),
+    "KEY_APPSELECT": (ActionType.KEY, "app_switch"),
+}
 
 
 class GuiOdysseyImporter(Importer):
@@ -67,8 +71,12 @@ class GuiOdysseyImporter(Importer):
             try:
                 yield self._episode(file, rec)
             except RECORD_ERRORS as err:
-                yield bad(err, file, f"episode {rec.get('episode_id', label)}"
-                          if isinstance(rec, dict) else label, rec)
+                yield bad(
+                    err,
+                    file,
+                    f"episode {rec.get('episode_id', label)}" if isinstance(rec, dict) else label,
+                    rec,
+                )
 
     def _episode(self, file: Path, rec: dict) -> Episode:
         ep_id = require(rec, "episode_id", (str, int))
@@ -77,10 +85,13 @@ class GuiOdysseyImporter(Importer):
         dev = rec.get("device_info") or {}
         size = None
         if "w" in dev and "h" in dev:
-            size = (int(number(dev["w"], field="device_info.w")),
-                    int(number(dev["h"], field="device_info.h")))
-        steps = sorted(require(rec, "steps", list), key=lambda s: s.get("step", 0)
-                       if isinstance(s, dict) else 0)
+            size = (
+                int(number(dev["w"], field="device_info.w")),
+                int(number(dev["h"], field="device_info.h")),
+            )
+        steps = sorted(
+            require(rec, "steps", list), key=lambda s: s.get("step", 0) if isinstance(s, dict) else 0
+        )
         drafts, failed = [], False
         shots = [file.parent, file.parent.parent / "screenshots"]
         for i, s in enumerate(steps):
@@ -93,13 +104,17 @@ class GuiOdysseyImporter(Importer):
             image = None
             for root in shots:
                 image = image or locate_image(root, s.get("screenshot"))
-            drafts.append(Draft(make=(lambda a, t: lambda w, h: (a, t, []))(action, target),
-                                image=image))
+            drafts.append(Draft(make=(lambda a, t: lambda w, h: (a, t, []))(action, target), image=image))
         apps = task.get("app") or []
-        return Episode(episode_id=str(ep_id), instruction=instruction, drafts=drafts,
-                       app=", ".join(map(str, apps)) if isinstance(apps, list) else str(apps),
-                       device_size=size, device_name=str(dev.get("device_name") or "android"),
-                       outcome="failure" if failed else "success")
+        return Episode(
+            episode_id=str(ep_id),
+            instruction=instruction,
+            drafts=drafts,
+            app=", ".join(map(str, apps)) if isinstance(apps, list) else str(apps),
+            device_size=size,
+            device_name=str(dev.get("device_name") or "android"),
+            outcome="failure" if failed else "success",
+        )
 
 
 def _action(s: dict):

@@ -33,6 +33,7 @@ Not read: the official `results/*.json` files (model predictions, `pred`,
 not ground truth) are quarantined with that reason. Also read: OS-Atlas's
 converted GUIAct steps (osatlas.py); smartphone ones by their image path.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,14 +60,21 @@ from trajforge.importers.base import (
     require,
 )
 
-_UID = [(re.compile(r"^uid_(record_\d+)_step_(\d+)$"), "web"),
-        (re.compile(r"^uid_(episode_\w+?)_step_(\d+)$"), "android"),
-        (re.compile(r"^uid_(image_.+)$"), "web")]
+_UID = [
+    (re.compile(r"^uid_(record_\d+)_step_(\d+)$"), "web"),
+    (re.compile(r"^uid_(episode_\w+?)_step_(\d+)$"), "android"),
+    (re.compile(r"^uid_(image_.+)$"), "web"),
+]
 _NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf", re.IGNORECASE)
-_BARE = {"enter": (ActionType.KEY, "enter"), "copy": (ActionType.KEY, "ctrl+c"),
-         "copy_text": (ActionType.KEY, "ctrl+c"), "go_back": (ActionType.BACK, None),
-         "go_home": (ActionType.HOME, None), "task_complete": (ActionType.DONE, None),
-         "task_impossible": (ActionType.DONE, "impossible")}
+_BARE = {
+    "enter": (ActionType.KEY, "enter"),
+    "copy": (ActionType.KEY, "ctrl+c"),
+    "copy_text": (ActionType.KEY, "ctrl+c"),
+    "go_back": (ActionType.BACK, None),
+    "go_home": (ActionType.HOME, None),
+    "task_complete": (ActionType.DONE, None),
+    "task_impossible": (ActionType.DONE, "impossible"),
+}
 
 
 class GuiActImporter(Importer):
@@ -96,15 +104,18 @@ class GuiActImporter(Importer):
                 yield bad(SchemaError(f"steps repeat: {steps}", field="uid"), file, f"episode {ep}")
                 continue
             platform = items[0][1]
-            yield Episode(episode_id=ep, instruction=items[0][2],
-                          drafts=[d for t in items for d in t[3]], platform=platform,
-                          device_name="desktop" if platform == "web" else "android")
+            yield Episode(
+                episode_id=ep,
+                instruction=items[0][2],
+                drafts=[d for t in items for d in t[3]],
+                platform=platform,
+                device_name="desktop" if platform == "web" else "android",
+            )
 
 
 def _uid(rec: Any) -> tuple[str, int, str]:
     if isinstance(rec, dict) and "pred" in rec:
-        raise SchemaError("a model prediction (GUICourse results file), not ground truth",
-                          field="pred")
+        raise SchemaError("a model prediction (GUICourse results file), not ground truth", field="pred")
     uid = require(rec, "uid", str)
     for pattern, platform in _UID:
         if m := pattern.match(uid):
@@ -122,11 +133,14 @@ def _drafts(file: Path, rec: dict) -> list[Draft]:
     size = None
     if isinstance(rec.get("image_size"), dict):
         s = rec["image_size"]
-        size = (int(number(s.get("width"), field="image_size.width")),
-                int(number(s.get("height"), field="image_size.height")))
+        size = (
+            int(number(s.get("width"), field="image_size.width")),
+            int(number(s.get("height"), field="image_size.height")),
+        )
     image_id = str(rec.get("image_id") or rec["uid"])
-    image = locate_image(file.parent, f"{image_id}.png") or locate_image(file.parent,
-                                                                         f"images/{image_id}.png")
+    image = locate_image(file.parent, f"{image_id}.png") or locate_image(
+        file.parent, f"images/{image_id}.png"
+    )
     thought = rec.get("thoughts") or None
     out = []
     for i, a in enumerate(labels):
@@ -134,8 +148,14 @@ def _drafts(file: Path, rec: dict) -> list[Draft]:
         if not isinstance(a, dict):
             raise SchemaError(f"{a!r} is not an action object", field=field)
         _check(a, field)  # errors in the record show now, not at build time
-        out.append(Draft(make=(lambda a, f: lambda w, h: _action(a, w, h, f))(a, field),
-                         image=image, size=size, thought=thought))
+        out.append(
+            Draft(
+                make=(lambda a, f: lambda w, h: _action(a, w, h, f))(a, field),
+                image=image,
+                size=size,
+                thought=thought,
+            )
+        )
     return out
 
 
@@ -164,8 +184,7 @@ def _pos(p: Any, n: int, w: int, h: int, field: str, check_only: bool) -> list[f
         if not all(0.0 <= v <= 1.0 for v in vals):
             raise SchemaError(f"{p['related']!r} is outside 0..1", field=f"{field}.related")
         return vals
-    vals = _numbers(require(p, "absolute", (str, list), field=f"{field}.absolute"), n,
-                    f"{field}.absolute")
+    vals = _numbers(require(p, "absolute", (str, list), field=f"{field}.absolute"), n, f"{field}.absolute")
     if check_only:
         return [0.0] * n
     out = [v / (w if k % 2 == 0 else h) for k, v in enumerate(vals)]
@@ -182,8 +201,13 @@ def _action(a: dict, w: int, h: int, field: str, check_only: bool = False):
         t, text = _BARE[name]
         return make_action(type=t, text=text, field=field), None, []
     if name == "answer":
-        return make_action(type=ActionType.ANSWER, text=require(a, "text", str, field=f"{field}.text"),
-                           field=field), None, []
+        return (
+            make_action(
+                type=ActionType.ANSWER, text=require(a, "text", str, field=f"{field}.text"), field=field
+            ),
+            None,
+            [],
+        )
     if name == "scroll":
         s = require(a, "scroll", dict, field=f"{field}.scroll")
         related = "related" in s
@@ -195,12 +219,18 @@ def _action(a: dict, w: int, h: int, field: str, check_only: bool = False):
         if down == right == 0:
             raise SchemaError("a scroll by 0", field=f"{field}.scroll")
         vertical = abs(down) >= abs(right)
-        direction = (("down" if down > 0 else "up") if vertical
-                     else ("right" if right > 0 else "left"))
+        direction = ("down" if down > 0 else "up") if vertical else ("right" if right > 0 else "left")
         px = abs(down if vertical else right) * ((h if vertical else w) if related else 1)
-        return make_action(type=ActionType.SCROLL, direction=direction, field=field,
-                           amount=None if check_only else round(px / SCROLL_NOTCH_PX, 2) or None
-                           ), None, []
+        return (
+            make_action(
+                type=ActionType.SCROLL,
+                direction=direction,
+                field=field,
+                amount=None if check_only else round(px / SCROLL_NOTCH_PX, 2) or None,
+            ),
+            None,
+            [],
+        )
     if name in ("select_text", "swipe"):
         dp = require(a, "dual_point", dict, field=f"{field}.dual_point")
         rel = dp.get("related", dp.get("absolute"))
@@ -209,10 +239,26 @@ def _action(a: dict, w: int, h: int, field: str, check_only: bool = False):
         key = "related" if "related" in dp else "absolute"
         x, y = _pos({key: rel.get("from")}, 2, w, h, f"{field}.dual_point.from", check_only)
         x2, y2 = _pos({key: rel.get("to")}, 2, w, h, f"{field}.dual_point.to", check_only)
-        return make_action(type=ActionType.SWIPE, x=x, y=y, x2=x2, y2=y2, field=field,
-                           description="select_text" if name == "select_text" else None), None, []
-    types = {"click": ActionType.TAP, "tap": ActionType.TAP, "hover": ActionType.WAIT,
-             "input": ActionType.TYPE, "select": ActionType.SELECT}
+        return (
+            make_action(
+                type=ActionType.SWIPE,
+                x=x,
+                y=y,
+                x2=x2,
+                y2=y2,
+                field=field,
+                description="select_text" if name == "select_text" else None,
+            ),
+            None,
+            [],
+        )
+    types = {
+        "click": ActionType.TAP,
+        "tap": ActionType.TAP,
+        "hover": ActionType.WAIT,
+        "input": ActionType.TYPE,
+        "select": ActionType.SELECT,
+    }
     if name not in types:
         raise SchemaError(f"unknown action {name!r}", field=f"{field}.name")
     if "element" in a:

@@ -8,6 +8,7 @@ Options for a format's entries sit beside them in inbox/<format>/.options.json,
 e.g. {"screen_size": [1080, 2400]} for datasets whose records state no screen
 size and whose images are absent (the size is never guessed).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,16 +76,25 @@ def format_options(fmt_dir: Path) -> dict:
     return {"screen_size": (w, h)}
 
 
-def import_inbox(inbox: Path, store: RawStore, *, quarantine_dir: Path | None = None,
-                 log: Callable[[str], None] = print) -> dict:
+def import_inbox(
+    inbox: Path, store: RawStore, *, quarantine_dir: Path | None = None, log: Callable[[str], None] = print
+) -> dict:
     from trajforge.importers import IMPORTERS, import_path
 
     inbox = Path(inbox)
     quarantine_dir = Path(quarantine_dir or store.root.parent / "quarantine" / "import")
     ledger_path = inbox / LEDGER
     ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
-    out = {"files_imported": 0, "files_unchanged": 0, "trajectories": 0, "task_rows": 0, "steps": 0,
-           "quarantined": 0, "by_format": {}, "unknown_formats": []}
+    out = {
+        "files_imported": 0,
+        "files_unchanged": 0,
+        "trajectories": 0,
+        "task_rows": 0,
+        "steps": 0,
+        "quarantined": 0,
+        "by_format": {},
+        "unknown_formats": [],
+    }
     by_format: dict[str, Counter] = {}
     for fmt, entry in inbox_entries(inbox):
         if fmt not in IMPORTERS:
@@ -97,14 +107,24 @@ def import_inbox(inbox: Path, store: RawStore, *, quarantine_dir: Path | None = 
         if ledger.get(name) == sha:
             out["files_unchanged"] += 1
             continue
-        res = import_path(fmt, entry, store, quarantine_path=quarantine_dir / f"{fmt}.jsonl",
-                          **format_options(inbox / fmt))
+        res = import_path(
+            fmt, entry, store, quarantine_path=quarantine_dir / f"{fmt}.jsonl", **format_options(inbox / fmt)
+        )
         kind = "task_rows" if res.tasks_path else "trajectories"  # task tables hold no steps
-        log(f"imported {name}: {res.imported} {kind}, {res.steps} steps, "
-            f"{res.quarantined} quarantined, {res.skipped} already there")
+        log(
+            f"imported {name}: {res.imported} {kind}, {res.steps} steps, "
+            f"{res.quarantined} quarantined, {res.skipped} already there"
+        )
         c = by_format.setdefault(fmt, Counter())
-        c.update({kind: res.imported, "steps": res.steps, "quarantined": res.quarantined,
-                  "skipped": res.skipped, "files": 1})
+        c.update(
+            {
+                kind: res.imported,
+                "steps": res.steps,
+                "quarantined": res.quarantined,
+                "skipped": res.skipped,
+                "files": 1,
+            }
+        )
         out["files_imported"] += 1
         out[kind] += res.imported
         out["steps"] += res.steps

@@ -28,6 +28,7 @@ own full-page size), else `screen_size`. Steps are grouped by
 0..n-1 of `action_reprs` is partial and gets outcome "unknown" (a complete
 one "success": Mind2Web steps are annotated demonstrations).
 """
+
 from __future__ import annotations
 
 import base64
@@ -83,22 +84,32 @@ class Mind2WebImporter(Importer):
             steps.sort(key=lambda s: s["index"])
             idx = [s["index"] for s in steps]
             if len(set(idx)) != len(idx):
-                yield bad(SchemaError(f"step indices repeat: {idx}", field="target_action_index"),
-                          file, f"episode {ann}")
+                yield bad(
+                    SchemaError(f"step indices repeat: {idx}", field="target_action_index"),
+                    file,
+                    f"episode {ann}",
+                )
                 continue
             total = steps[0]["total"]
             complete = idx == list(range(total if total is not None else len(idx)))
-            yield Episode(episode_id=ann, instruction=steps[0]["task"],
-                          drafts=[s["draft"] for s in steps], platform="web",
-                          app=steps[0]["website"], device_name="desktop",
-                          outcome="success" if complete else "unknown")
+            yield Episode(
+                episode_id=ann,
+                instruction=steps[0]["task"],
+                drafts=[s["draft"] for s in steps],
+                platform="web",
+                app=steps[0]["website"],
+                device_name="desktop",
+                outcome="success" if complete else "unknown",
+            )
 
 
 def _rows(rec: Any) -> list:
     if isinstance(rec, dict) and isinstance(rec.get("actions"), list) and "operation" not in rec:
         task = {k: v for k, v in rec.items() if k != "actions"}
-        return [{**task, **a, "target_action_index": str(i)} if isinstance(a, dict) else a
-                for i, a in enumerate(rec["actions"])]
+        return [
+            {**task, **a, "target_action_index": str(i)} if isinstance(a, dict) else a
+            for i, a in enumerate(rec["actions"])
+        ]
     return [rec]
 
 
@@ -118,14 +129,14 @@ def _step(file: Path, row: dict, fallback_index: int | None) -> dict:
     if kind not in _OPS:
         raise SchemaError(f"unknown op {kind!r}", field="operation.op")
     value = op.get("value") or ""
-    cands = [_decode(c, "pos_candidates") for c in _decode(row.get("pos_candidates") or [],
-                                                             "pos_candidates")]
-    negs = [_decode(c, "neg_candidates") for c in _decode(row.get("neg_candidates") or [],
-                                                            "neg_candidates")]
+    cands = [_decode(c, "pos_candidates") for c in _decode(row.get("pos_candidates") or [], "pos_candidates")]
+    negs = [_decode(c, "neg_candidates") for c in _decode(row.get("neg_candidates") or [], "neg_candidates")]
     box, role, name = None, "element", ""
     if cands:
-        attrs = _decode(require(cands[0], "attributes", (str, dict),
-                                field="pos_candidates[0].attributes"), "pos_candidates[0].attributes")
+        attrs = _decode(
+            require(cands[0], "attributes", (str, dict), field="pos_candidates[0].attributes"),
+            "pos_candidates[0].attributes",
+        )
         box = _rect(attrs, "pos_candidates[0].attributes.bounding_box_rect")
         role = str(cands[0].get("tag") or "element")
         name = next((str(attrs[k]) for k in _NAME_ATTRS if attrs.get(k)), "")
@@ -141,8 +152,9 @@ def _step(file: Path, row: dict, fallback_index: int | None) -> dict:
         try:
             index = int(row["target_action_index"])
         except (TypeError, ValueError):
-            raise SchemaError(f"{row['target_action_index']!r} is not an integer",
-                              field="target_action_index") from None
+            raise SchemaError(
+                f"{row['target_action_index']!r} is not an integer", field="target_action_index"
+            ) from None
     elif isinstance(row.get("previous_actions"), list):
         index = len(row["previous_actions"])
     elif fallback_index is not None:
@@ -157,16 +169,21 @@ def _step(file: Path, row: dict, fallback_index: int | None) -> dict:
         kw: dict[str, Any] = {"type": _OPS[kind]}
         if box is not None:
             bx, by, bw, bh = box
-            kw["x"], kw["y"] = norm_point(bx + bw / 2, by + bh / 2, w, h,
-                                          field="pos_candidates[0].attributes.bounding_box_rect")
+            kw["x"], kw["y"] = norm_point(
+                bx + bw / 2, by + bh / 2, w, h, field="pos_candidates[0].attributes.bounding_box_rect"
+            )
             target = Element(role=role, name=name, bbox=norm_box(bx, by, bx + bw, by + bh, w, h))
         if kind in ("TYPE", "SELECT"):
             kw["text"] = value
         return make_action(field="operation", **kw), target, []
 
-    return {"index": index, "task": task, "website": str(row.get("website") or ""),
-            "total": total,
-            "draft": Draft(make=make, image=_image(file, row), size=page)}
+    return {
+        "index": index,
+        "task": task,
+        "website": str(row.get("website") or ""),
+        "total": total,
+        "draft": Draft(make=make, image=_image(file, row), size=page),
+    }
 
 
 def _rect(attrs: Any, field: str) -> tuple[float, float, float, float]:

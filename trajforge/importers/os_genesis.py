@@ -20,6 +20,7 @@ Screen size: the screenshot next to the file, else the caller's
 `screen_size` (the lines state none). Outcome "success": the training steps
 are demonstrations the authors kept after their reward model.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,9 @@ def _line(file: Path, rec: dict, n: int):
     human, answer = str(conv[0].get("value", "")), str(conv[-1].get("value", ""))
     m = _GOAL.search(human)
     if not m:
-        raise SchemaError("no Goal:/Task:/Instruction: line in the human turn",
-                          field="conversations[0].value")
+        raise SchemaError(
+            "no Goal:/Task:/Instruction: line in the human turn", field="conversations[0].value"
+        )
     if "actions:\n" not in answer:
         raise SchemaError("no 'actions:' section", field="conversations[1].value")
     raw = answer.split("actions:\n", 1)[1].strip()
@@ -95,8 +97,11 @@ def _line(file: Path, rec: dict, n: int):
         raise SchemaError(f"{image!r} has no episode in its name (<x>_<episode>_...)", field="image")
     nums = re.findall(r"\d+", "_".join(parts[2:]))
     step = int(nums[-1]) if nums else n
-    draft = Draft(make=lambda w, h: (native_action(obj, w, h, field="action"), None, []),
-                  image=locate_image(file.parent, image), thought=thought)
+    draft = Draft(
+        make=lambda w, h: (native_action(obj, w, h, field="action"), None, []),
+        image=locate_image(file.parent, image),
+        thought=thought,
+    )
     return parts[1], step, m.group(1).strip(), draft
 
 
@@ -107,7 +112,11 @@ def _instruction(rec) -> TaskRow:
     ep = require(rec, "episode_id", str)
     step = require(rec, "step_id", int)
     name = require(rec, "task_name", str)
-    task = Task(task_id=f"os_genesis:{ep}:{step}", instruction=instruction,
-                language=language_of(instruction), app=str(rec.get("app_name") or ""),
-                template_id=name)
+    task = Task(
+        task_id=f"os_genesis:{ep}:{step}",
+        instruction=instruction,
+        language=language_of(instruction),
+        app=str(rec.get("app_name") or ""),
+        template_id=name,
+    )
     return TaskRow(task=task, source_name="os_genesis", episode_id=ep, step_id=step)

@@ -13,6 +13,7 @@ the source dataset's naming: `<ep>_<step>.png` (GUI-Odyssey),
 `episode_<ep>_screenshot_<step>.png` (AndroidControl), `record_<ep>/step_NN.png`
 (GUIAct smartphone), `<uuid>.png` (GUIAct web-single: one step per episode).
 """
+
 from __future__ import annotations
 
 import re
@@ -28,10 +29,16 @@ from trajforge.importers.base import RECORD_ERRORS, Draft, Episode, bad, locate_
 
 _POINT = re.compile(r"^(CLICK|LONG_PRESS)\s*<point>\s*\[\[\s*([^\]]*)\]\]\s*</point>$")
 _ARG = re.compile(r"^([A-Z_]+)\s*\[(.*)\]$", re.DOTALL)
-_BARE = {"PRESS_BACK": (ActionType.BACK, None), "PRESS_HOME": (ActionType.HOME, None),
-         "PRESS_RECENT": (ActionType.KEY, "app_switch"), "ENTER": (ActionType.KEY, "enter"),
-         "PRESS_ENTER": (ActionType.KEY, "enter"), "WAIT": (ActionType.WAIT, None),
-         "COMPLETE": (ActionType.DONE, None), "IMPOSSIBLE": (ActionType.DONE, "impossible")}
+_BARE = {
+    "PRESS_BACK": (ActionType.BACK, None),
+    "PRESS_HOME": (ActionType.HOME, None),
+    "PRESS_RECENT": (ActionType.KEY, "app_switch"),
+    "ENTER": (ActionType.KEY, "enter"),
+    "PRESS_ENTER": (ActionType.KEY, "enter"),
+    "WAIT": (ActionType.WAIT, None),
+    "COMPLETE": (ActionType.DONE, None),
+    "IMPOSSIBLE": (ActionType.DONE, "impossible"),
+}
 
 
 def is_osatlas(rec) -> bool:
@@ -114,15 +121,24 @@ def episodes(file: Path, platform: str | Callable[[str], str]) -> Iterator[Episo
         items.sort(key=lambda t: t[0])
         steps = [t[0] for t in items]
         if len(set(steps)) != len(steps):
-            yield bad(SchemaError(f"step numbers repeat: {steps}", field="image"), file,
-                      f"episode {ep}")
+            yield bad(SchemaError(f"step numbers repeat: {steps}", field="image"), file, f"episode {ep}")
             continue
         plat = platform(items[0][4]) if callable(platform) else platform
-        drafts = [Draft(make=(lambda a: lambda w, h: (a, None, []))(a), thought=th,
-                        image=locate_image(file.parent, img))
-                  for _, _, th, a, img, _ in items]
-        yield Episode(episode_id=ep, instruction=items[0][1], drafts=drafts, platform=plat,
-                      device_name="desktop" if plat == "web" else "android")
+        drafts = [
+            Draft(
+                make=(lambda a: lambda w, h: (a, None, []))(a),
+                thought=th,
+                image=locate_image(file.parent, img),
+            )
+            for _, _, th, a, img, _ in items
+        ]
+        yield Episode(
+            episode_id=ep,
+            instruction=items[0][1],
+            drafts=drafts,
+            platform=plat,
+            device_name="desktop" if plat == "web" else "android",
+        )
 
 
 def file_is_osatlas(file: Path) -> bool:

@@ -10,6 +10,7 @@ split file exists, a file the dataset itself names after its split
 OS-Atlas's `ac_test.jsonl`) says it; otherwise there is none and the
 template hold-out decides.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ from pathlib import Path
 from trajforge.publish.holdout import OFFICIAL_SPLIT
 
 SPLIT_FILES = ("splits.json", "split.json")
-_NAMED = [(re.compile(r"(^|[^a-z])(test|eval|evaluation)([^a-z]|$)"), "test"),
-          (re.compile(r"(^|[^a-z])(val|valid|validation|dev)([^a-z]|$)"), "val"),
-          (re.compile(r"(^|[^a-z])(train|training)([^a-z]|$)"), "train")]
+_NAMED = [
+    (re.compile(r"(^|[^a-z])(test|eval|evaluation)([^a-z]|$)"), "test"),
+    (re.compile(r"(^|[^a-z])(val|valid|validation|dev)([^a-z]|$)"), "val"),
+    (re.compile(r"(^|[^a-z])(train|training)([^a-z]|$)"), "train"),
+]
 
 
 @lru_cache(maxsize=64)
@@ -38,8 +41,9 @@ def _split_file(folder: Path) -> dict[str, str]:
             except (OSError, ValueError):
                 continue
             if isinstance(data, dict):
-                return {str(ep): str(split) for split, eps in data.items()
-                        if isinstance(eps, list) for ep in eps}
+                return {
+                    str(ep): str(split) for split, eps in data.items() if isinstance(eps, list) for ep in eps
+                }
     return {}
 
 

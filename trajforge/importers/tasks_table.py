@@ -5,6 +5,7 @@ difficulty, optimal_steps (int, or null), tags, episode_id and step_id (where
 an instruction was written for a recorded episode). Rows are keyed by
 task_id: re-importing replaces nothing and adds only new ids.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,14 +19,17 @@ from schemas.errors import SchemaError
 from schemas.records import Task
 from trajforge.store.raw import atomic_write_table
 
-TASKS_SCHEMA = pa.schema(list(TASK_TYPE) + [
-    ("source_name", pa.string()),
-    ("difficulty", pa.string()),
-    ("optimal_steps", pa.int32()),
-    ("tags", pa.list_(pa.string())),
-    ("episode_id", pa.string()),
-    ("step_id", pa.int32()),
-])
+TASKS_SCHEMA = pa.schema(
+    list(TASK_TYPE)
+    + [
+        ("source_name", pa.string()),
+        ("difficulty", pa.string()),
+        ("optimal_steps", pa.int32()),
+        ("tags", pa.list_(pa.string())),
+        ("episode_id", pa.string()),
+        ("step_id", pa.int32()),
+    ]
+)
 
 
 @dataclass
@@ -43,14 +47,21 @@ class TaskRow:
         # not a failure of the whole table's write.
         for name in ("optimal_steps", "step_id"):
             v = getattr(self, name)
-            if v is not None and not -2**31 <= v < 2**31:
+            if v is not None and not -(2**31) <= v < 2**31:
                 raise SchemaError(f"{v} is out of range", field=name)
 
     def row(self) -> dict:
-        return well_formed({**task_to_row(self.task), "source_name": self.source_name,
-                            "difficulty": self.difficulty, "optimal_steps": self.optimal_steps,
-                            "tags": self.tags, "episode_id": self.episode_id,
-                            "step_id": self.step_id})
+        return well_formed(
+            {
+                **task_to_row(self.task),
+                "source_name": self.source_name,
+                "difficulty": self.difficulty,
+                "optimal_steps": self.optimal_steps,
+                "tags": self.tags,
+                "episode_id": self.episode_id,
+                "step_id": self.step_id,
+            }
+        )
 
 
 def write_tasks(path: Path, rows: list[TaskRow]) -> tuple[int, int]:

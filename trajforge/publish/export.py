@@ -48,6 +48,7 @@ hashing, the journal), `resume` (a killed run's shards), `manifest` (manifest
 and publishing), `quarantine` (what is left out and why). This module runs
 them.
 """
+
 from __future__ import annotations
 
 import time
@@ -92,12 +93,20 @@ class ExportResult:
         return self.out_dir / MANIFEST
 
 
-def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=None,
-                  max_samples_per_shard: int = 1000, max_bytes_per_shard: int = 500_000_000,
-                  splits=DEFAULT_SPLITS, split_seed: str = "v1",
-                  resolution: str | Resolution = "native",
-                  progress: Callable[[int], Any] | None = None,
-                  allow_index_gaps: bool = False) -> ExportResult:
+def export_shards(
+    store: RawStore,
+    out_dir: Path,
+    *,
+    dataset: str,
+    collections=None,
+    max_samples_per_shard: int = 1000,
+    max_bytes_per_shard: int = 500_000_000,
+    splits=DEFAULT_SPLITS,
+    split_seed: str = "v1",
+    resolution: str | Resolution = "native",
+    progress: Callable[[int], Any] | None = None,
+    allow_index_gaps: bool = False,
+) -> ExportResult:
     """Write the store's steps as WebDataset shards under out_dir; see the module doc.
 
     `resolution` is a profile name ("native", "1120", "448", "qwen") or a
@@ -112,19 +121,25 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
     profile = resolution_profile(resolution)
     out_dir = Path(out_dir)
     chosen, quarantine = committed_trajectories(store, collections)
-    options = {"dataset": dataset, "collections": collection_names(store, collections),
-               "max_samples_per_shard": max_samples_per_shard,
-               "max_bytes_per_shard": max_bytes_per_shard, "splits": splits,
-               "split_seed": split_seed, "split_by": SPLIT_BY, "resolution": profile.describe(),
-               **code_versions()}
+    options = {
+        "dataset": dataset,
+        "collections": collection_names(store, collections),
+        "max_samples_per_shard": max_samples_per_shard,
+        "max_bytes_per_shard": max_bytes_per_shard,
+        "splits": splits,
+        "split_seed": split_seed,
+        "split_by": SPLIT_BY,
+        "resolution": profile.describe(),
+        **code_versions(),
+    }
     if allow_index_gaps:
         options["allow_index_gaps"] = True
     fill = _ExportPass(store, chosen, profile, allow_index_gaps, progress)
-    written = write_set(out_dir, fingerprint(store, chosen, options), layout,
-                        (t.task for t, _ in chosen.values()), fill)
+    written = write_set(
+        out_dir, fingerprint(store, chosen, options), layout, (t.task for t, _ in chosen.values()), fill
+    )
     seen, bad, step_skips = written.result
-    quarantine, skipped, skipped_steps = quarantine_records(chosen, seen, quarantine + bad,
-                                                            step_skips)
+    quarantine, skipped, skipped_steps = quarantine_records(chosen, seen, quarantine + bad, step_skips)
     sources: dict = {}
     for tid in sorted(seen - {q["trajectory_id"] for q in bad}):
         count_source(sources, chosen[tid][0])
@@ -135,11 +150,18 @@ def export_shards(store: RawStore, out_dir: Path, *, dataset: str, collections=N
         manifest["index_gaps"] = True  # trajforge validate then accepts gaps
     commit(out_dir, written, quarantine_jsonl(quarantine), manifest)
     totals = manifest["totals"]
-    return ExportResult(out_dir=out_dir, manifest=manifest, samples=totals["samples"],
-                        trajectories=totals["trajectories"], shards=totals["shards"],
-                        bytes=totals["bytes"], skipped=skipped,
-                        seconds=time.perf_counter() - started,
-                        resumed_shards=written.resumed_shards, skipped_steps=skipped_steps)
+    return ExportResult(
+        out_dir=out_dir,
+        manifest=manifest,
+        samples=totals["samples"],
+        trajectories=totals["trajectories"],
+        shards=totals["shards"],
+        bytes=totals["bytes"],
+        skipped=skipped,
+        seconds=time.perf_counter() - started,
+        resumed_shards=written.resumed_shards,
+        skipped_steps=skipped_steps,
+    )
 
 
 @dataclass
@@ -149,6 +171,7 @@ class _ExportPass:
     Returns (ids seen, trajectories quarantined, steps skipped): fresh on each call,
     since a pass that does not line up with a killed run's shards starts over.
     """
+
     store: RawStore
     chosen: dict
     profile: Resolution
@@ -163,8 +186,9 @@ class _ExportPass:
             seen.add(tid)
             traj, source = self.chosen[tid]
             try:
-                samples = trajectory_samples(self.store, traj, rows, source, self.profile,
-                                             self.allow_index_gaps, step_skips)
+                samples = trajectory_samples(
+                    self.store, traj, rows, source, self.profile, self.allow_index_gaps, step_skips
+                )
                 run.add(traj.task, samples)
             except Unusable as unusable:
                 bad.append(unusable.record(tid))

@@ -23,6 +23,7 @@ Seeds: crawls draw their task seeds below EVAL_SEED_BASE (trajforge.tasks.seeds)
 online evaluation plays the held-out templates with seeds from
 EVAL_SEED_BASE up, which no crawl uses.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,8 +36,14 @@ from trajforge.publish.plan import split_of
 OFFICIAL_SPLIT = "official_split"  # task params key an importer sets
 SPLIT_BY = "template"  # in the export's options: a staging folder of another rule is not resumed
 TRAIN = "train"
-_ALIASES = {"validation": "val", "valid": "val", "dev": "val", "eval": "test",
-            "testing": "test", "training": "train"}
+_ALIASES = {
+    "validation": "val",
+    "valid": "val",
+    "dev": "val",
+    "eval": "test",
+    "testing": "test",
+    "training": "train",
+}
 _SPACE = re.compile(r"\s+")
 
 
@@ -134,9 +141,12 @@ class HoldOut:
         }
 
 
-def held_out_templates(template_ids: Iterable[str], splits: Sequence[tuple[str, float]],
-                       seed: str, among: Iterable[str] = ("test",)) -> list[str]:
+def held_out_templates(
+    template_ids: Iterable[str],
+    splits: Sequence[tuple[str, float]],
+    seed: str,
+    among: Iterable[str] = ("test",),
+) -> list[str]:
     """The templates of `template_ids` that the splits `among` hold out (never trained on)."""
     want = set(among)
-    return sorted(t for t in set(template_ids)
-                  if split_of(f"template:{t}", splits, seed) in want)
+    return sorted(t for t in set(template_ids) if split_of(f"template:{t}", splits, seed) in want)

@@ -1,6 +1,7 @@
 """Publishing an export: the manifest (written last, atomically: it is the
 commit), the versions it names, and clearing what an earlier run left.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,15 @@ from trajforge.publish.shards import SHARD_NAME
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
 
-def export_manifest(dataset: str, written, store: RawStore, collections,
-                    profile: Resolution, sources: dict | None, skipped: dict) -> dict:
+def export_manifest(
+    dataset: str,
+    written,
+    store: RawStore,
+    collections,
+    profile: Resolution,
+    sources: dict | None,
+    skipped: dict,
+) -> dict:
     """The export's manifest: the fields every set has (set_manifest, no kind) and its own."""
     shards = written.shards
     return {
@@ -32,22 +40,29 @@ def export_manifest(dataset: str, written, store: RawStore, collections,
         # environments and verifiers of its trajectories.
         "provenance": provenance(model_profile=profile.model_profile),
         **source_counts(sources),
-        "sample": {"key": "<trajectory_id>_s<index:04d>", "image_exts": sorted(written.image_exts),
-                   "json": "step row + trajectory row (error -> trajectory_error) + schema_version"},
-        "totals": {"samples": sum(s["samples"] for s in shards),
-                   "trajectories": sum(written.per_split.values()),
-                   "shards": len(shards), "bytes": sum(s["bytes"] for s in shards),
-                   "skipped": skipped},
+        "sample": {
+            "key": "<trajectory_id>_s<index:04d>",
+            "image_exts": sorted(written.image_exts),
+            "json": "step row + trajectory row (error -> trajectory_error) + schema_version",
+        },
+        "totals": {
+            "samples": sum(s["samples"] for s in shards),
+            "trajectories": sum(written.per_split.values()),
+            "shards": len(shards),
+            "bytes": sum(s["bytes"] for s in shards),
+            "skipped": skipped,
+        },
     }
 
 
-def set_manifest(kind: str | None, dataset: str, made_by: str, written, store: RawStore,
-                 collections) -> dict:
+def set_manifest(kind: str | None, dataset: str, made_by: str, written, store: RawStore, collections) -> dict:
     """The fields every set's manifest has: format, kind (not the export's), dataset,
     version, schema_version, created_by, collections, split_seed, splits, held_out,
     shards. `written`: the set's `shard_set.SetWrite`."""
     return {
-        "format": "webdataset", **({} if kind is None else {"kind": kind}), "dataset": dataset,
+        "format": "webdataset",
+        **({} if kind is None else {"kind": kind}),
+        "dataset": dataset,
         "version": content_version(written.shards, kind),
         "schema_version": SCHEMA_VERSION,
         "created_by": f"trajforge {package_version()} ({made_by})",
@@ -64,9 +79,12 @@ def split_summary(splits, shards: list[dict], trajectories: dict[str, int]) -> d
     out = {}
     for name, frac in splits:
         mine = [s for s in shards if s["split"] == name]
-        out[name] = {"fraction": frac, "trajectories": trajectories[name],
-                     "samples": sum(s["samples"] for s in mine),
-                     "shards": [s["name"] for s in mine]}
+        out[name] = {
+            "fraction": frac,
+            "trajectories": trajectories[name],
+            "samples": sum(s["samples"] for s in mine),
+            "shards": [s["name"] for s in mine],
+        }
     return out
 
 
@@ -98,8 +116,12 @@ def package_version() -> str:
 def code_versions() -> dict[str, str]:
     """What the bytes of a set depend on besides its inputs, for a resume fingerprint:
     a killed run's shards made by other code are not kept."""
-    return {"schema_version": SCHEMA_VERSION, "trajforge": package_version(),
-            "pillow": PIL.__version__, "webdataset": dist_version("webdataset")}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "trajforge": package_version(),
+        "pillow": PIL.__version__,
+        "webdataset": dist_version("webdataset"),
+    }
 
 
 def source_counts(sources: dict | None) -> dict:
@@ -107,8 +129,10 @@ def source_counts(sources: dict | None) -> dict:
     from {"sources": Counter, "verifiers": Counter} (a trajectory without a verifier
     counts under "none")."""
     sources = sources or {}
-    return {k: dict(sorted((str(n), c) for n, c in (sources.get(k) or {}).items()))
-            for k in ("sources", "verifiers")}
+    return {
+        k: dict(sorted((str(n), c) for n, c in (sources.get(k) or {}).items()))
+        for k in ("sources", "verifiers")
+    }
 
 
 def count_source(sources: dict, traj) -> None:

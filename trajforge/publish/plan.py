@@ -7,6 +7,7 @@ and their step rows in a stable order (see `trajforge.publish.export`).
 - Streamed: DuckDB sorts the step rows out of core and hands them back in
   batches; only one trajectory's rows are held at a time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +29,7 @@ _SPLIT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # -- splits -------------------------------------------------------------------
 
+
 def check_splits(splits: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
     splits = [(str(n), float(f)) for n, f in splits]
     names = [n for n, _ in splits]
@@ -48,7 +50,7 @@ def check_splits(splits: Iterable[tuple[str, float]]) -> list[tuple[str, float]]
 def split_of(trajectory_id: str, splits: list[tuple[str, float]], seed: str) -> str:
     """The split of a trajectory: a stable hash of seed and id, never random state."""
     digest = hashlib.sha256(f"{seed}\x1f{trajectory_id}".encode()).digest()
-    u = int.from_bytes(digest[:8], "big") / 2 ** 64
+    u = int.from_bytes(digest[:8], "big") / 2**64
     edge = 0.0
     for name, frac in splits:
         edge += frac
@@ -59,7 +61,10 @@ def split_of(trajectory_id: str, splits: list[tuple[str, float]], seed: str) -> 
 
 # -- reading the store ------------------------------------------------------------
 
-def committed_trajectories(store: RawStore, collections) -> tuple[dict[str, tuple[Trajectory, str]], list[dict]]:
+
+def committed_trajectories(
+    store: RawStore, collections
+) -> tuple[dict[str, tuple[Trajectory, str]], list[dict]]:
     """{id: (trajectory, its steps file)} and the quarantined rows.
 
     An invalid row is quarantined; a repeated id keeps its first copy.
@@ -67,6 +72,7 @@ def committed_trajectories(store: RawStore, collections) -> tuple[dict[str, tupl
     import pyarrow.parquet as pq
 
     from schemas.arrow import TRAJECTORY_SCHEMA, row_to_trajectory
+
     chosen: dict[str, tuple[Trajectory, str]] = {}
     quarantine = []
     for tfile in store.trajectory_files(collections):
@@ -79,16 +85,19 @@ def committed_trajectories(store: RawStore, collections) -> tuple[dict[str, tupl
                 quarantine.append(Unusable("invalid_trajectory", str(err)).record(tid))
                 continue
             if tid in chosen:
-                quarantine.append(Unusable(
-                    "duplicate_id", f"also in {chosen[tid][1]}; kept that one, skipped "
-                                    f"{steps_file}").record(tid))
+                quarantine.append(
+                    Unusable(
+                        "duplicate_id", f"also in {chosen[tid][1]}; kept that one, skipped {steps_file}"
+                    ).record(tid)
+                )
                 continue
             chosen[tid] = (traj, steps_file)
     return chosen, quarantine
 
 
-def sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
-                      batch_size: int = 256) -> Iterator[dict]:
+def sorted_step_rows(
+    chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path, batch_size: int = 256
+) -> Iterator[dict]:
     """Step rows of the chosen trajectories sorted by (trajectory_id, index).
 
     DuckDB sorts out of core (spilling to tmp_dir past its memory limit), so
@@ -106,7 +115,9 @@ def sorted_step_rows(chosen: dict[str, tuple[Trajectory, str]], tmp_dir: Path,
         rel = con.sql(
             """SELECT s.* EXCLUDE (filename) FROM read_parquet(?, filename = true, union_by_name = true) s
                JOIN chosen c ON s.trajectory_id = c.trajectory_id AND s.filename = c.filename
-               ORDER BY s.trajectory_id, s."index" """, params=[files])
+               ORDER BY s.trajectory_id, s."index" """,
+            params=[files],
+        )
         # duckdb 2 renamed fetch_arrow_reader to to_arrow_reader.
         reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
         for batch in reader(batch_size):

@@ -5,6 +5,7 @@ does not match) are quarantined with their reason and counted, never dropped
 silently. A step recorded without an image is skipped on its own, counted in
 `skipped_steps` and listed with its index (see `trajforge.publish.export`).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,9 @@ class Unusable(Exception):
         return {"trajectory_id": trajectory_id, "reason": self.reason, "detail": self.detail}
 
 
-def quarantine_records(chosen: dict[str, tuple[Trajectory, str]], seen: set[str],
-                       quarantine: list[dict], step_skips: list[dict]
-                       ) -> tuple[list[dict], dict[str, int], dict[str, int]]:
+def quarantine_records(
+    chosen: dict[str, tuple[Trajectory, str]], seen: set[str], quarantine: list[dict], step_skips: list[dict]
+) -> tuple[list[dict], dict[str, int], dict[str, int]]:
     """(all quarantine lines in file order, skipped trajectories per reason,
     skipped steps per reason).
 

@@ -19,6 +19,7 @@ A killed run leaves the local staging folder, so the next run resumes the export
 (trajforge.publish.resume) and publishes again; shards are re-put whole, so nothing
 half-written or duplicated is ever listed.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,10 @@ from trajforge.store.object_store import is_url
 @dataclass
 class PublishResult:
     url: str
-    shards: int          # shards put
-    bytes: int           # bytes put (shards and other files)
-    removed: int         # stale tars removed
-    unchanged: bool      # the destination already held this set: nothing put
+    shards: int  # shards put
+    bytes: int  # bytes put (shards and other files)
+    removed: int  # stale tars removed
+    unchanged: bool  # the destination already held this set: nothing put
 
 
 def spool_dir(url: str) -> Path:
@@ -52,8 +53,9 @@ def spool_dir(url: str) -> Path:
 
 
 @contextmanager
-def shard_destination(dest: str | Path, *, local: Path | None = None,
-                      storage_options: dict | None = None) -> Iterator[Path]:
+def shard_destination(
+    dest: str | Path, *, local: Path | None = None, storage_options: dict | None = None
+) -> Iterator[Path]:
     """The folder a set writer writes to; a URL's set is published when the block ends.
 
         with shard_destination("s3://bucket/shards/sandbox") as out:
@@ -76,13 +78,16 @@ def shard_destination(dest: str | Path, *, local: Path | None = None,
 def _top_level_files(local_dir: Path) -> list[Path]:
     """Files a set holds beside its shards (quarantine.jsonl...); hidden files, the
     staging folder and the manifest itself are not published."""
-    return sorted(p for p in local_dir.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.name != MANIFEST
-                  and not SHARD_NAME.match(p.name))
+    return sorted(
+        p
+        for p in local_dir.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.name != MANIFEST and not SHARD_NAME.match(p.name)
+    )
 
 
-def publish_set(local_dir: Path | str, url: str, storage_options: dict | None = None,
-                **folder_kw) -> PublishResult:
+def publish_set(
+    local_dir: Path | str, url: str, storage_options: dict | None = None, **folder_kw
+) -> PublishResult:
     """Put the finished set in `local_dir` at `url`, manifest last (see the module doc)."""
     local_dir = Path(local_dir)
     manifest = read_manifest(local_dir)  # a set without its manifest is not finished
@@ -91,13 +96,18 @@ def publish_set(local_dir: Path | str, url: str, storage_options: dict | None = 
     for i, s in enumerate(manifest["shards"]):
         path = local_dir / s["name"]
         if not path.is_file() or path.stat().st_size != s["bytes"]:
-            raise ShardError(f"listed shard missing or not {s['bytes']} bytes: nothing published",
-                             source=str(path), record=i, field="shards.bytes")
+            raise ShardError(
+                f"listed shard missing or not {s['bytes']} bytes: nothing published",
+                source=str(path),
+                record=i,
+                field="shards.bytes",
+            )
     dest = ObjectFolder(url, storage_options, **folder_kw)
     remote = dest.sizes()
     old_manifest = dest.get_or_none(MANIFEST, "manifest") if MANIFEST in remote else None
     if old_manifest == manifest_bytes and all(
-            remote.get(s["name"]) == s["bytes"] for s in manifest["shards"]):
+        remote.get(s["name"]) == s["bytes"] for s in manifest["shards"]
+    ):
         return PublishResult(dest.url, 0, 0, 0, unchanged=True)
     if old_manifest is not None:
         dest.remove(MANIFEST, "old manifest")
@@ -116,8 +126,9 @@ def publish_set(local_dir: Path | str, url: str, storage_options: dict | None = 
 def _manifest_bytes(dest: ObjectFolder) -> bytes:
     data = dest.get_or_none(MANIFEST, "manifest")
     if data is None:
-        raise ShardError("no manifest.json (export not finished, or being replaced)",
-                         source=dest.url_of(MANIFEST))
+        raise ShardError(
+            "no manifest.json (export not finished, or being replaced)", source=dest.url_of(MANIFEST)
+        )
     return data
 
 
@@ -130,8 +141,9 @@ def read_remote_manifest(url: str, storage_options: dict | None = None) -> dict:
         try:
             return read_manifest(tmp)
         except ShardError as err:  # name the object, not the temporary copy
-            raise ShardError(err.reason, source=dest.url_of(MANIFEST), record=err.record,
-                             field=err.field) from None
+            raise ShardError(
+                err.reason, source=dest.url_of(MANIFEST), record=err.record, field=err.field
+            ) from None
 
 
 @contextmanager

@@ -6,6 +6,7 @@ shard. The next run with the same fingerprint verifies the journaled shards
 (size, sha256) and keeps them, skipping their samples, so the final shards are
 byte-identical to an uninterrupted run's. Any other staging folder is stale.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,12 @@ def resume_staging(staging: Path, splits: list[tuple[str, float]]) -> dict[str, 
         if split not in kept or split in broken:
             continue
         path = staging / str(e.get("name"))
-        ok = (e.get("name") == f"{split}-{len(kept[split]):06d}.tar" and path.is_file()
-              and path.stat().st_size == e.get("bytes") and _file_sha256(path) == e.get("sha256"))
+        ok = (
+            e.get("name") == f"{split}-{len(kept[split]):06d}.tar"
+            and path.is_file()
+            and path.stat().st_size == e.get("bytes")
+            and _file_sha256(path) == e.get("sha256")
+        )
         if ok:
             kept[split].append(e)
             survivors.append(e)
@@ -90,14 +95,17 @@ def fingerprint(store: RawStore, chosen: dict[str, tuple[Trajectory, str]], opti
     return h.hexdigest()
 
 
-def skip_resumed(samples: list[ShardSample], split: str, to_skip: dict[str, int],
-                 resumed: dict[str, list[dict]]) -> list[ShardSample]:
+def skip_resumed(
+    samples: list[ShardSample], split: str, to_skip: dict[str, int], resumed: dict[str, list[dict]]
+) -> list[ShardSample]:
     """The samples not yet in a kept shard (a trajectory may straddle the last one)."""
     n = min(to_skip[split], len(samples))
     if not n:
         return samples
     to_skip[split] -= n
     if not to_skip[split] and samples[n - 1].key != resumed[split][-1]["last_key"]:
-        raise ResumeMismatch(f"the last kept {split} shard ends at "
-                             f"{resumed[split][-1]['last_key']!r}, the input at {samples[n - 1].key!r}")
+        raise ResumeMismatch(
+            f"the last kept {split} shard ends at "
+            f"{resumed[split][-1]['last_key']!r}, the input at {samples[n - 1].key!r}"
+        )
     return samples[n:]

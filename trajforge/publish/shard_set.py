@@ -19,6 +19,7 @@ What goes into the samples, the quarantine lines and the manifest's own fields
 is the set's business; this module owns the staging, the splits, the
 hold-out, the resume and the order of the commit.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class SetLayout:
     """How a set is cut: its splits (checked), the hold-out's seed, the shard limits."""
+
     splits: list[tuple[str, float]]
     split_seed: str
     max_samples: int
@@ -61,6 +63,7 @@ class SetLayout:
 @dataclass
 class SetWrite(Generic[R]):
     """What a finished pass wrote into staging, not yet committed."""
+
     staging: Path
     layout: SetLayout
     result: R  # what the set's own fill function returned
@@ -75,17 +78,19 @@ class SetPass:
     """One pass over a set's input: each trajectory's samples go to its split's shards,
     after the samples a killed run already wrote (skipped)."""
 
-    def __init__(self, staging: Path, layout: SetLayout, holdout: HoldOut,
-                 resumed: dict[str, list[dict]]):
+    def __init__(self, staging: Path, layout: SetLayout, holdout: HoldOut, resumed: dict[str, list[dict]]):
         self.staging, self.holdout, self.resumed = staging, holdout, resumed
         journal = ShardJournal(staging)
-        self.writers = {name: SplitWriter(staging, name, layout.max_samples, layout.max_bytes,
-                                          journal, resumed[name]) for name in layout.names}
+        self.writers = {
+            name: SplitWriter(staging, name, layout.max_samples, layout.max_bytes, journal, resumed[name])
+            for name in layout.names
+        }
         # Samples of each split already in kept shards: the first ones in stream order.
         self._to_skip = {name: sum(e["samples"] for e in resumed[name]) for name in layout.names}
         self.per_split = {name: 0 for name in layout.names}
-        self._resizer = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                           thread_name_prefix="set-resize")
+        self._resizer = ThreadPoolExecutor(
+            max_workers=min(8, os.cpu_count() or 1), thread_name_prefix="set-resize"
+        )
 
     def add(self, task: Any, samples: list[ShardSample]) -> str:
         """Write one trajectory of `task`; returns its split. Raises Unusable (from
@@ -122,8 +127,9 @@ class SetPass:
         return set().union(*(w.image_exts for w in self.writers.values()))
 
 
-def write_set(out_dir: Path, fingerprint: str, layout: SetLayout, tasks: Iterable[Any],
-              fill: Callable[[SetPass], R]) -> SetWrite[R]:
+def write_set(
+    out_dir: Path, fingerprint: str, layout: SetLayout, tasks: Iterable[Any], fill: Callable[[SetPass], R]
+) -> SetWrite[R]:
     """Runs `fill` over a staging folder named by `fingerprint` (resuming a killed run's);
     see the module doc. `fill` writes every trajectory through `SetPass.add` and keeps
     its own state: it may be called twice (the second time from scratch)."""
@@ -147,8 +153,13 @@ def write_set(out_dir: Path, fingerprint: str, layout: SetLayout, tasks: Iterabl
         return _one_pass(staging, layout, holdout, {name: [] for name in layout.names}, fill)
 
 
-def _one_pass(staging: Path, layout: SetLayout, holdout: HoldOut,
-              resumed: dict[str, list[dict]], fill: Callable[[SetPass], R]) -> SetWrite[R]:
+def _one_pass(
+    staging: Path,
+    layout: SetLayout,
+    holdout: HoldOut,
+    resumed: dict[str, list[dict]],
+    fill: Callable[[SetPass], R],
+) -> SetWrite[R]:
     holdout.reset()
     run = SetPass(staging, layout, holdout, resumed)
     try:
@@ -163,9 +174,16 @@ def _one_pass(staging: Path, layout: SetLayout, holdout: HoldOut,
         raise
     finally:
         run.close()
-    return SetWrite(staging=staging, layout=layout, result=result, shards=shards, image_exts=run.image_exts,
-                    per_split=run.per_split, held_out=holdout.manifest(),
-                    resumed_shards=sum(len(v) for v in resumed.values()))
+    return SetWrite(
+        staging=staging,
+        layout=layout,
+        result=result,
+        shards=shards,
+        image_exts=run.image_exts,
+        per_split=run.per_split,
+        held_out=holdout.manifest(),
+        resumed_shards=sum(len(v) for v in resumed.values()),
+    )
 
 
 def commit(out_dir: Path, written: SetWrite, quarantine: bytes, manifest: dict) -> None:
@@ -177,6 +195,8 @@ def commit(out_dir: Path, written: SetWrite, quarantine: bytes, manifest: dict) 
         os.replace(path, out_dir / shard["name"])
     shutil.rmtree(written.staging, ignore_errors=True)
     publish(out_dir / QUARANTINE, quarantine)
-    publish(out_dir / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True,
-                                            ensure_ascii=False) + "\n").encode())
+    publish(
+        out_dir / MANIFEST,
+        (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode(),
+    )
     remove_stale_shards(out_dir, {s["name"] for s in written.shards})

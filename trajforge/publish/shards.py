@@ -8,6 +8,7 @@ tar members sharing a key (`<trajectory_id>_s0004`): the screenshot
 These readers use plain `tarfile` so that a check needs nothing else; training
 reads the same shards with `webdataset` or `datasets`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,11 +76,13 @@ def read_manifest(shard_dir: Path | str) -> dict[str, Any]:
     for i, shard in enumerate(manifest["shards"]):
         missing = [f for f in _SHARD_FIELDS if not isinstance(shard, dict) or f not in shard]
         if missing:
-            raise ShardError("shard entry incomplete", source=str(path), record=i,
-                             field=f"shards.{missing[0]}")
+            raise ShardError(
+                "shard entry incomplete", source=str(path), record=i, field=f"shards.{missing[0]}"
+            )
         if not SHARD_NAME.match(str(shard["name"])):
-            raise ShardError(f"bad shard name {shard['name']!r}", source=str(path), record=i,
-                             field="shards.name")
+            raise ShardError(
+                f"bad shard name {shard['name']!r}", source=str(path), record=i, field="shards.name"
+            )
     return manifest
 
 
@@ -87,8 +90,7 @@ def shard_paths(shard_dir: Path | str, split: str | None = None) -> list[Path]:
     """The shard files the manifest lists (of one split, or all), in order."""
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
-    return [shard_dir / s["name"] for s in manifest["shards"]
-            if split is None or s["split"] == split]
+    return [shard_dir / s["name"] for s in manifest["shards"] if split is None or s["split"] == split]
 
 
 def iter_tar_samples(tar_path: Path | str, *, images: bool = True) -> Iterator[tuple[str, dict]]:
@@ -128,13 +130,15 @@ def _parse_json(data: bytes, tar_path: Path, key: str) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShardError(f"bad JSON: {exc}", source=str(tar_path), record=key, field="json") from None
     if not isinstance(sample, dict):  # readers index it by field name
-        raise ShardError(f"not a JSON object: {type(sample).__name__}", source=str(tar_path),
-                         record=key, field="json")
+        raise ShardError(
+            f"not a JSON object: {type(sample).__name__}", source=str(tar_path), record=key, field="json"
+        )
     return sample
 
 
-def iter_samples(shard_dir: Path | str, split: str | None = None, *,
-                 images: bool = True) -> Iterator[tuple[str, dict]]:
+def iter_samples(
+    shard_dir: Path | str, split: str | None = None, *, images: bool = True
+) -> Iterator[tuple[str, dict]]:
     """Every sample of a shard folder (or one split), shard by shard."""
     for path in shard_paths(shard_dir, split):
         yield from iter_tar_samples(path, images=images)
@@ -158,8 +162,9 @@ class ShardTarWriter:
     HASH_BATCH = 2 << 20  # bytes handed to the hashing thread at a time
     _IN_FLIGHT = 2  # batches hashed behind the writes at most (bounds held memory)
 
-    def __init__(self, f, *, user: str = "trajforge", group: str = "trajforge",
-                 mode: int = 0o644, mtime: int = 0):
+    def __init__(
+        self, f, *, user: str = "trajforge", group: str = "trajforge", mode: int = 0o644, mtime: int = 0
+    ):
         self.f, self.size = f, 0
         self._sha = hashlib.sha256()
         self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-sha256")
@@ -167,8 +172,7 @@ class ShardTarWriter:
         self._unhashed: list = []
         self._unhashed_bytes = 0
         self._meta = dict(uname=user, gname=group, mode=mode, mtime=mtime)
-        self._template = bytes(self._tarinfo("x", 0).tobuf(tarfile.PAX_FORMAT, "utf-8",
-                                                           "surrogateescape"))
+        self._template = bytes(self._tarinfo("x", 0).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
 
     def _tarinfo(self, name: str, size: int) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
@@ -179,7 +183,7 @@ class ShardTarWriter:
 
     def _header(self, name: str, size: int) -> bytes:
         raw = name.encode("utf-8", "surrogateescape")
-        if len(raw) >= 100 or not name.isascii() or size >= 8 ** 11:
+        if len(raw) >= 100 or not name.isascii() or size >= 8**11:
             # Past a plain ustar header (tarfile adds a pax one): tarfile's own.
             return self._tarinfo(name, size).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
         h = bytearray(self._template)
@@ -283,6 +287,7 @@ def sample_arrow_schema():
     import pyarrow as pa
 
     from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA
+
     fields = list(STEP_SCHEMA)
     for f in TRAJECTORY_SCHEMA:
         if f.name == "trajectory_id":

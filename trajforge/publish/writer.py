@@ -5,6 +5,7 @@ Reproducible: tar members carry mtime 0, uid/gid 0, fixed names and mode. A
 finished shard is fsync'd, then its line goes to the staging folder's journal
 (fsync'd too), so that a killed run can be resumed (`trajforge.publish.resume`).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,15 @@ class SplitWriter:
     shard reader sees a trajectory's steps together.
     """
 
-    def __init__(self, staging: Path, split: str, max_samples: int, max_bytes: int,
-                 journal: ShardJournal, resumed: list[dict] = ()):
+    def __init__(
+        self,
+        staging: Path,
+        split: str,
+        max_samples: int,
+        max_bytes: int,
+        journal: ShardJournal,
+        resumed: list[dict] = (),
+    ):
         self.staging, self.split = staging, split
         self.max_samples, self.max_bytes = max_samples, max_bytes
         self.journal = journal
@@ -68,15 +76,23 @@ class SplitWriter:
 
     def _fits(self, n: int, size: int) -> bool:
         cur = self._cur
-        return (cur["samples"] + n <= self.max_samples
-                and tar_file_bytes(cur["payload"] + size) <= self.max_bytes)
+        return (
+            cur["samples"] + n <= self.max_samples and tar_file_bytes(cur["payload"] + size) <= self.max_bytes
+        )
 
     def _open(self) -> None:
         name = f"{self.split}-{len(self.shards):06d}.tar"
         f = open(self.staging / name, "wb")
         self._tar = ShardTarWriter(f, user="trajforge", group="trajforge", mode=0o644, mtime=0)
-        self._cur = {"name": name, "f": f, "samples": 0, "payload": 0, "tids": set(),
-                     "exts": set(), "last": None}
+        self._cur = {
+            "name": name,
+            "f": f,
+            "samples": 0,
+            "payload": 0,
+            "tids": set(),
+            "exts": set(),
+            "last": None,
+        }
 
     def _close(self) -> None:
         f = self._cur["f"]
@@ -84,15 +100,26 @@ class SplitWriter:
         os.fsync(f.fileno())
         f.close()
         cur = self._cur
-        shard = {"name": cur["name"], "split": self.split, "samples": cur["samples"],
-                 "trajectories": len(cur["tids"]), "bytes": self._tar.size,
-                 "sha256": digest}
+        shard = {
+            "name": cur["name"],
+            "split": self.split,
+            "samples": cur["samples"],
+            "trajectories": len(cur["tids"]),
+            "bytes": self._tar.size,
+            "sha256": digest,
+        }
         self.shards.append(shard)
         self._tar = None
         fsync_dir(self.staging)
         # Durable before it counts: the shard is fsync'd above, its line here.
-        self.journal.append(dict(shard, last_trajectory_id=cur["last"].trajectory_id,
-                                 last_key=cur["last"].key, image_exts=sorted(cur["exts"])))
+        self.journal.append(
+            dict(
+                shard,
+                last_trajectory_id=cur["last"].trajectory_id,
+                last_key=cur["last"].key,
+                image_exts=sorted(cur["exts"]),
+            )
+        )
 
     def finish(self) -> list[dict]:
         if self._tar is not None:
@@ -141,8 +168,10 @@ class ShardJournal:
             os.fsync(f.fileno())
 
     def rewrite(self, entries: list[dict]) -> None:
-        atomic_write_bytes(self.path, b"".join(
-            json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in entries))
+        atomic_write_bytes(
+            self.path,
+            b"".join(json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in entries),
+        )
 
 
 def fsync_dir(path: Path) -> None:

@@ -16,6 +16,7 @@
 The file is written under a temporary name and renamed: a reader never sees a
 half-built catalog. docs/catalog.md documents the columns and example queries.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,14 +34,30 @@ from trajforge.store.raw import RawStore
 
 CATALOG = "catalog.duckdb"
 
-_SHARDS_SCHEMA = pa.schema([
-    ("dataset", pa.string()), ("version", pa.string()), ("shard", pa.string()),
-    ("split", pa.string()), ("samples", pa.int64()), ("trajectories", pa.int64()),
-    ("bytes", pa.int64()), ("sha256", pa.string()), ("path", pa.string())])
-_SHARD_TRAJ_SCHEMA = pa.schema([
-    ("dataset", pa.string()), ("shard", pa.string()), ("split", pa.string()),
-    ("trajectory_id", pa.string()), ("steps", pa.int64()),
-    ("first_index", pa.int64()), ("last_index", pa.int64())])
+_SHARDS_SCHEMA = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("version", pa.string()),
+        ("shard", pa.string()),
+        ("split", pa.string()),
+        ("samples", pa.int64()),
+        ("trajectories", pa.int64()),
+        ("bytes", pa.int64()),
+        ("sha256", pa.string()),
+        ("path", pa.string()),
+    ]
+)
+_SHARD_TRAJ_SCHEMA = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("shard", pa.string()),
+        ("split", pa.string()),
+        ("trajectory_id", pa.string()),
+        ("steps", pa.int64()),
+        ("first_index", pa.int64()),
+        ("last_index", pa.int64()),
+    ]
+)
 
 
 @dataclass
@@ -76,19 +93,34 @@ def build_catalog(data: Path | str, db_path: Path | str | None = None) -> Catalo
         con.register("_shards", pa.Table.from_pylist(shard_rows, schema=_SHARDS_SCHEMA))
         con.register("_members", pa.Table.from_pylist(member_rows, schema=_SHARD_TRAJ_SCHEMA))
         con.execute("CREATE TABLE shards AS SELECT * FROM _shards ORDER BY dataset, shard")
-        con.execute("CREATE TABLE shard_trajectories AS SELECT * FROM _members "
-                    "ORDER BY dataset, shard, trajectory_id")
-        info = pa.table({"key": ["data", "source", "built_at", "manifests"],
-                         "value": [str(data), source, str(time.time()),
-                                   json.dumps(_manifest_versions(data / "shards"), sort_keys=True)]})
+        con.execute(
+            "CREATE TABLE shard_trajectories AS SELECT * FROM _members ORDER BY dataset, shard, trajectory_id"
+        )
+        info = pa.table(
+            {
+                "key": ["data", "source", "built_at", "manifests"],
+                "value": [
+                    str(data),
+                    source,
+                    str(time.time()),
+                    json.dumps(_manifest_versions(data / "shards"), sort_keys=True),
+                ],
+            }
+        )
         con.register("_info", info)
         con.execute("CREATE TABLE catalog_info AS SELECT * FROM _info")
         con.execute("CHECKPOINT")
     finally:
         con.close()
     os.replace(tmp, db_path)
-    return CatalogResult(path=db_path, source=source, datasets=datasets, shards=len(shard_rows),
-                         seconds=time.perf_counter() - started, problems=problems)
+    return CatalogResult(
+        path=db_path,
+        source=source,
+        datasets=datasets,
+        shards=len(shard_rows),
+        seconds=time.perf_counter() - started,
+        problems=problems,
+    )
 
 
 def is_stale(data: Path | str, db_path: Path | str | None = None) -> bool:
@@ -127,8 +159,7 @@ def query(db_path: Path | str, sql: str) -> tuple[list[str], list[tuple]]:
 
 # -- trajectories and steps -------------------------------------------------------
 
-_TRAJ_EXTRA = ("task.language AS language, task.instruction AS instruction, "
-               "task.template_id AS template_id")
+_TRAJ_EXTRA = "task.language AS language, task.instruction AS instruction, task.template_id AS template_id"
 _STEP_EXTRA = "action.type AS action_type"
 
 
@@ -150,8 +181,10 @@ def _steps_views(con, data: Path) -> str:
         return "raw"
     # Nothing consolidated or crawled yet: empty tables of the right shape, so
     # the documented queries still run.
-    for name, schema, extra in (("trajectories", TRAJECTORY_SCHEMA, _TRAJ_EXTRA),
-                                ("steps", STEP_SCHEMA, _STEP_EXTRA)):
+    for name, schema, extra in (
+        ("trajectories", TRAJECTORY_SCHEMA, _TRAJ_EXTRA),
+        ("steps", STEP_SCHEMA, _STEP_EXTRA),
+    ):
         con.register(f"_empty_{name}", schema.empty_table())
         con.execute(f"CREATE TABLE {name} AS SELECT *, {extra} FROM _empty_{name}")
     return "none"
@@ -159,11 +192,13 @@ def _steps_views(con, data: Path) -> str:
 
 def _view(con, name: str, files: list[Path], extra: str) -> None:
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-    con.execute(f"CREATE VIEW {name} AS SELECT *, {extra} "
-                f"FROM read_parquet([{listed}], union_by_name = true)")
+    con.execute(
+        f"CREATE VIEW {name} AS SELECT *, {extra} FROM read_parquet([{listed}], union_by_name = true)"
+    )
 
 
 # -- shards ---------------------------------------------------------------------------
+
 
 def _manifest_paths(shards_root: Path) -> list[Path]:
     return sorted(shards_root.glob(f"*/{MANIFEST}")) if shards_root.is_dir() else []
@@ -193,10 +228,19 @@ def _read_shard_folders(shards_root: Path):
             rows, members = [], []
             for s in manifest["shards"]:
                 path = folder / s["name"]
-                rows.append({"dataset": manifest["dataset"], "version": manifest["version"],
-                             "shard": s["name"], "split": s["split"], "samples": s["samples"],
-                             "trajectories": s["trajectories"], "bytes": s["bytes"],
-                             "sha256": s["sha256"], "path": str(path)})
+                rows.append(
+                    {
+                        "dataset": manifest["dataset"],
+                        "version": manifest["version"],
+                        "shard": s["name"],
+                        "split": s["split"],
+                        "samples": s["samples"],
+                        "trajectories": s["trajectories"],
+                        "bytes": s["bytes"],
+                        "sha256": s["sha256"],
+                        "path": str(path),
+                    }
+                )
                 members.extend(_shard_members(path, manifest["dataset"], s))
         except (ShardError, tarfile.TarError, OSError) as err:
             problems.append(f"{folder}: left out of the catalog: {err}")
@@ -218,9 +262,22 @@ def _shard_members(path: Path, dataset: str, shard: dict) -> list[dict]:
                 obj = json.loads(tar.extractfile(member).read())
                 tid, index = obj["trajectory_id"], int(obj["index"])
             except (ValueError, KeyError, TypeError) as exc:
-                raise ShardError(f"cannot read trajectory_id/index: {exc}", source=str(path),
-                                 record=member.name.partition(".")[0], field="json") from None
+                raise ShardError(
+                    f"cannot read trajectory_id/index: {exc}",
+                    source=str(path),
+                    record=member.name.partition(".")[0],
+                    field="json",
+                ) from None
             per.setdefault(tid, []).append(index)
-    return [{"dataset": dataset, "shard": shard["name"], "split": shard["split"],
-             "trajectory_id": tid, "steps": len(ix), "first_index": min(ix),
-             "last_index": max(ix)} for tid, ix in per.items()]
+    return [
+        {
+            "dataset": dataset,
+            "shard": shard["name"],
+            "split": shard["split"],
+            "trajectory_id": tid,
+            "steps": len(ix),
+            "first_index": min(ix),
+            "last_index": max(ix),
+        }
+        for tid, ix in per.items()
+    ]

@@ -37,6 +37,7 @@ file order, images undecoded; training reads its sets through it
 `load_hf(shard_dir, split)` is the one-call `datasets.load_dataset("webdataset",
 ...)` with the declared features (see `trajforge.publish.shards.hf_features`).
 """
+
 from __future__ import annotations
 
 import json
@@ -78,6 +79,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
         raise ValueError("give both rank and world_size, or neither")
     if rank is None:
         import torch.distributed as dist  # deferred: torch is heavy, and only a loop needs it
+
         # Read here, in the main process: DataLoader workers have no process group.
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
@@ -89,6 +91,7 @@ def _rank_and_world(rank: int | None, world_size: int | None) -> tuple[int, int]
 
 def _worker() -> tuple[int, int]:
     import torch.utils.data  # deferred: torch is heavy, and only a loop needs it
+
     info = torch.utils.data.get_worker_info()
     return (0, 1) if info is None else (info.id, info.num_workers)
 
@@ -110,22 +113,38 @@ class ShardDataset(wds.DataPipeline):
     shard) or "nested" (any set's: the JSON whole under "json"); see the module doc.
     """
 
-    def __init__(self, shard_dir: Path | str, split: str = "train", *, shuffle: int = 1000,
-                 seed: int = 0, rank: int | None = None, world_size: int | None = None,
-                 resampled: bool = False, epoch_samples: int | None = None,
-                 image: str = "pil", storage_options: dict | None = None,
-                 fields: str = "flat"):
+    def __init__(
+        self,
+        shard_dir: Path | str,
+        split: str = "train",
+        *,
+        shuffle: int = 1000,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        resampled: bool = False,
+        epoch_samples: int | None = None,
+        image: str = "pil",
+        storage_options: dict | None = None,
+        fields: str = "flat",
+    ):
         # A folder, or a set published to object storage (s3://bucket/prefix, see
         # trajforge.publish.remote): shards then stream through fsspec, never land on disk.
         self.remote = is_url(str(shard_dir))
         self.storage_options = storage_options
         self.shard_dir = str(shard_dir).rstrip("/") if self.remote else Path(shard_dir)
-        manifest = (read_remote_manifest(self.shard_dir, storage_options) if self.remote
-                    else read_manifest(self.shard_dir))
+        manifest = (
+            read_remote_manifest(self.shard_dir, storage_options)
+            if self.remote
+            else read_manifest(self.shard_dir)
+        )
         shards = [s for s in manifest["shards"] if s["split"] == split]
         if not shards:
-            raise ShardError(f"no shards for split {split!r} (splits: {sorted(manifest['splits'])})",
-                             source=f"{self.shard_dir}/manifest.json", field="shards.split")
+            raise ShardError(
+                f"no shards for split {split!r} (splits: {sorted(manifest['splits'])})",
+                source=f"{self.shard_dir}/manifest.json",
+                field="shards.split",
+            )
         if image != "bytes" and image not in IMAGE_SPECS:
             raise ValueError(f"image must be one of {sorted(IMAGE_SPECS) + ['bytes']}, not {image!r}")
         if shuffle < 0:
@@ -137,9 +156,11 @@ class ShardDataset(wds.DataPipeline):
         self.samples = sum(s["samples"] for s in shards)  # the whole split, all ranks
         self.rank, self.world_size = _rank_and_world(rank, world_size)
         if not resampled and len(self.urls) < self.world_size:
-            raise ValueError(f"split {split!r} has {len(self.urls)} shards for {self.world_size} "
-                             "ranks: some ranks would read nothing; export smaller shards or "
-                             "use resampled=True")
+            raise ValueError(
+                f"split {split!r} has {len(self.urls)} shards for {self.world_size} "
+                "ranks: some ranks would read nothing; export smaller shards or "
+                "use resampled=True"
+            )
         self.shuffle_size, self.seed, self.epoch = shuffle, seed, 0
         self.resampled = resampled
         if epoch_samples is not None and epoch_samples < 1:
@@ -183,7 +204,7 @@ class ShardDataset(wds.DataPipeline):
         urls = list(self.urls)
         if self.shuffle_size:  # same order on every rank, so that the deal stays disjoint
             random.Random(make_seed(self.seed, self.epoch)).shuffle(urls)
-        for url in urls[self.rank::self.world_size][worker::workers]:
+        for url in urls[self.rank :: self.world_size][worker::workers]:
             yield {"url": url}
 
     def _samples(self, urls: Iterator[dict]) -> Iterator[dict]:
@@ -226,8 +247,11 @@ class ShardDataset(wds.DataPipeline):
         where = {"source": url, "record": key}
         exts = sorted(k for k in raw if k in IMAGE_EXTS)
         if len(exts) != 1:
-            raise ShardError(f"expected one image member ({'/'.join(sorted(IMAGE_EXTS))}), "
-                             f"found {exts or 'none'}", field="image", **where)
+            raise ShardError(
+                f"expected one image member ({'/'.join(sorted(IMAGE_EXTS))}), found {exts or 'none'}",
+                field="image",
+                **where,
+            )
         if "json" not in raw:
             raise ShardError("no .json member", field="json", **where)
         try:
@@ -236,10 +260,13 @@ class ShardDataset(wds.DataPipeline):
             raise ShardError(f"bad JSON: {exc}", field="json", **where) from None
         if not isinstance(obj, dict):
             raise ShardError("JSON is not an object", field="json", **where)
-        for field in (REQUIRED_FIELDS + _OWN_FIELDS if self.fields == "flat" else ()):
+        for field in REQUIRED_FIELDS + _OWN_FIELDS if self.fields == "flat" else ():
             if (field in obj) != (field in REQUIRED_FIELDS):
-                raise ShardError("missing" if field in REQUIRED_FIELDS else "clashes with a loader field",
-                                 field=f"json.{field}", **where)
+                raise ShardError(
+                    "missing" if field in REQUIRED_FIELDS else "clashes with a loader field",
+                    field=f"json.{field}",
+                    **where,
+                )
         data = raw[exts[0]]
         if self._decode_image is None:
             image = data
@@ -258,12 +285,16 @@ def read_split(shard_dir: Path | str, split: str) -> Iterator[dict[str, Any]]:
     """Every sample of one split in file order, {"key", "image" (bytes), "shard", "json"}
     (ShardDataset with fields="nested", no shuffle, one rank); nothing for a split the
     manifest lists no shard of."""
-    manifest = (read_remote_manifest(str(shard_dir).rstrip("/")) if is_url(str(shard_dir))
-                else read_manifest(Path(shard_dir)))
+    manifest = (
+        read_remote_manifest(str(shard_dir).rstrip("/"))
+        if is_url(str(shard_dir))
+        else read_manifest(Path(shard_dir))
+    )
     if not any(s["split"] == split for s in manifest["shards"]):
         return iter(())
-    return iter(ShardDataset(shard_dir, split, shuffle=0, rank=0, world_size=1, image="bytes",
-                             fields="nested"))
+    return iter(
+        ShardDataset(shard_dir, split, shuffle=0, rank=0, world_size=1, image="bytes", fields="nested")
+    )
 
 
 def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:
@@ -278,8 +309,8 @@ def collate_lists(batch: list[dict[str, Any]]) -> dict[str, Any]:
     out = {k: [sample[k] for sample in batch] for k in batch[0]}
     images = out.get("image")
     import torch  # deferred: torch is heavy, and only a loop needs it
-    if (all(isinstance(im, torch.Tensor) for im in images)
-            and len({tuple(im.shape) for im in images}) == 1):
+
+    if all(isinstance(im, torch.Tensor) for im in images) and len({tuple(im.shape) for im in images}) == 1:
         out["image"] = torch.stack(images)
     return out
 
@@ -298,7 +329,15 @@ def load_hf(shard_dir: Path | str, split: str, **kwargs):
     manifest = read_manifest(shard_dir)
     files = hf_data_files(shard_dir)
     if split not in files:
-        raise ShardError(f"no shards for split {split!r} (splits with shards: {sorted(files)})",
-                         source=str(Path(shard_dir) / "manifest.json"), field="shards.split")
-    return datasets.load_dataset("webdataset", data_files={split: files[split]}, split=split,
-                                 features=hf_features(manifest["sample"]["image_exts"]), **kwargs)
+        raise ShardError(
+            f"no shards for split {split!r} (splits with shards: {sorted(files)})",
+            source=str(Path(shard_dir) / "manifest.json"),
+            field="shards.split",
+        )
+    return datasets.load_dataset(
+        "webdataset",
+        data_files={split: files[split]},
+        split=split,
+        features=hf_features(manifest["sample"]["image_exts"]),
+        **kwargs,
+    )

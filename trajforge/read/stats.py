@@ -4,6 +4,7 @@ Trajectory-level figures (languages, platforms, apps, outcomes, policies,
 verified_success) count each trajectory once; `action_types` counts steps.
 Images are skipped unread, so the cost is the JSON alone.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -14,11 +15,13 @@ from synthesis.grounding_checks import format_grounding_table, grounding_set_sta
 from synthesis.set_stats import format_reasoning_table, reasoning_set_stats
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
 
-_PER_TRAJECTORY = {"languages": lambda j: j["task"]["language"],
-                   "platforms": lambda j: j["platform"],
-                   "apps": lambda j: j["app"],
-                   "outcomes": lambda j: j["outcome"],
-                   "policies": lambda j: j["policy"]}
+_PER_TRAJECTORY = {
+    "languages": lambda j: j["task"]["language"],
+    "platforms": lambda j: j["platform"],
+    "apps": lambda j: j["app"],
+    "outcomes": lambda j: j["outcome"],
+    "policies": lambda j: j["policy"],
+}
 
 
 def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
@@ -33,7 +36,8 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
     counts = {name: Counter() for name in _PER_TRAJECTORY}
     actions: Counter = Counter()
     splits: dict[str, dict[str, int]] = {
-        name: {"trajectories": 0, "steps": 0, "shards": 0} for name in manifest["splits"]}
+        name: {"trajectories": 0, "steps": 0, "shards": 0} for name in manifest["splits"]
+    }
     seen: set[str] = set()
     verified_success = steps = 0
     # The same figures per platform (web vs phones), so a mixed dataset can be
@@ -51,14 +55,20 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
                 per_traj = {name: get(j) for name, get in _PER_TRAJECTORY.items()}
                 verified = j["outcome"] == "success" and j["verified_by"] == "state"
             except (KeyError, TypeError) as exc:
-                raise ShardError(f"sample lacks {exc}", source=str(path), record=key,
-                                 field="json") from None
+                raise ShardError(f"sample lacks {exc}", source=str(path), record=key, field="json") from None
             steps += 1
             split["steps"] += 1
             actions[action] += 1
-            plat = by_platform.setdefault(per_traj["platforms"], {
-                "trajectories": 0, "steps": 0, "verified_success": 0,
-                "languages": Counter(), "action_types": Counter()})
+            plat = by_platform.setdefault(
+                per_traj["platforms"],
+                {
+                    "trajectories": 0,
+                    "steps": 0,
+                    "verified_success": 0,
+                    "languages": Counter(),
+                    "action_types": Counter(),
+                },
+            )
             plat["steps"] += 1
             plat["action_types"][action] += 1
             if tid in seen:  # a trajectory lives in one split
@@ -83,9 +93,13 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
         "bytes": sum(s["bytes"] for s in manifest["shards"]),
         "splits": splits,
         "by_platform": {
-            name: {**p, "languages": dict(sorted(p["languages"].items())),
-                   "action_types": dict(sorted(p["action_types"].items()))}
-            for name, p in sorted(by_platform.items())},
+            name: {
+                **p,
+                "languages": dict(sorted(p["languages"].items())),
+                "action_types": dict(sorted(p["action_types"].items())),
+            }
+            for name, p in sorted(by_platform.items())
+        },
     }
 
 
@@ -95,21 +109,27 @@ def format_table(stats: dict[str, Any]) -> str:
         return format_reasoning_table(stats)
     if stats.get("kind") == "grounding":
         return format_grounding_table(stats)
-    lines = [f"dataset {stats['dataset']}  version {stats['version']}",
-             f"  trajectories      {stats['trajectories']}",
-             f"  steps             {stats['steps']}",
-             f"  verified_success  {stats['verified_success']}",
-             f"  shards            {stats['shards']}  ({stats['bytes'] / 1e6:.1f} MB)"]
+    lines = [
+        f"dataset {stats['dataset']}  version {stats['version']}",
+        f"  trajectories      {stats['trajectories']}",
+        f"  steps             {stats['steps']}",
+        f"  verified_success  {stats['verified_success']}",
+        f"  shards            {stats['shards']}  ({stats['bytes'] / 1e6:.1f} MB)",
+    ]
     lines.append("  splits")
     for name, s in stats["splits"].items():
-        lines.append(f"    {name:<16}{s['trajectories']:>8} traj {s['steps']:>9} steps "
-                     f"{s['shards']:>5} shards")
+        lines.append(
+            f"    {name:<16}{s['trajectories']:>8} traj {s['steps']:>9} steps {s['shards']:>5} shards"
+        )
     for name, p in stats.get("by_platform", {}).items():
         langs = ", ".join(f"{k} {v}" for k, v in p["languages"].items())
-        acts = ", ".join(f"{k} {v}" for k, v in sorted(p["action_types"].items(),
-                                                        key=lambda kv: (-kv[1], kv[0])))
-        lines.append(f"  platform {name}: {p['trajectories']} traj, {p['steps']} steps, "
-                     f"{p['verified_success']} verified; {langs}; actions: {acts}")
+        acts = ", ".join(
+            f"{k} {v}" for k, v in sorted(p["action_types"].items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        lines.append(
+            f"  platform {name}: {p['trajectories']} traj, {p['steps']} steps, "
+            f"{p['verified_success']} verified; {langs}; actions: {acts}"
+        )
     for name in (*_PER_TRAJECTORY, "action_types"):
         lines.append(f"  {name}" + ("" if name == "action_types" else " (trajectories)"))
         for k, v in sorted(stats[name].items(), key=lambda kv: (-kv[1], kv[0])):

@@ -23,6 +23,7 @@ problem naming the template or instruction and its splits (counted in
 The scan goes on past a problem so one run lists them all; each problem is a
 `SchemaError` naming the shard file, the sample key and the field.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,8 +50,9 @@ GROUNDING = "grounding"
 GROUND_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_ground$")
 _STEP_FIELDS = frozenset(STEP_SCHEMA.names)
 # The sample JSON holds the trajectory row too: its id once, its error renamed.
-_TRAJ_FIELDS = {("trajectory_error" if n == "error" else n): n
-                for n in TRAJECTORY_SCHEMA.names if n != "trajectory_id"}
+_TRAJ_FIELDS = {
+    ("trajectory_error" if n == "error" else n): n for n in TRAJECTORY_SCHEMA.names if n != "trajectory_id"
+}
 # PIL's format name for each image member extension.
 _PIL_FORMAT = {"png": "PNG", "jpg": "JPEG", "webp": "WEBP"}
 
@@ -72,8 +74,10 @@ class Report:
 
     def summary(self) -> str:
         head = "ok" if self.ok else f"FAILED ({len(self.problems)} problem(s))"
-        return (f"{head}: {self.shard_dir}: {self.shards} shards, {self.samples} samples, "
-                f"{self.trajectories} trajectories, {self.bytes / 1e6:.1f} MB")
+        return (
+            f"{head}: {self.shard_dir}: {self.shards} shards, {self.samples} samples, "
+            f"{self.trajectories} trajectories, {self.bytes / 1e6:.1f} MB"
+        )
 
 
 @dataclass
@@ -84,8 +88,7 @@ class _Traj:
     indices: set[int] = field(default_factory=set)
 
 
-def validate(shard_dir: Path | str, *, images: bool = True,
-             allow_index_gaps: bool | None = None) -> Report:
+def validate(shard_dir: Path | str, *, images: bool = True, allow_index_gaps: bool | None = None) -> Report:
     """Check a shard folder; a manifest that cannot be read raises ShardError.
 
     With images=False the image members are not opened (their header is
@@ -107,9 +110,13 @@ def validate(shard_dir: Path | str, *, images: bool = True,
 
     keys: set[str] = set()
     trajs: dict[str, _Traj] = {}
-    check = (_SetSamples() if manifest.get("kind") == REASONING_SET
-             else _GroundingRecords() if manifest.get("kind") == GROUNDING
-             else _RecordSamples(schema_version))
+    check = (
+        _SetSamples()
+        if manifest.get("kind") == REASONING_SET
+        else _GroundingRecords()
+        if manifest.get("kind") == GROUNDING
+        else _RecordSamples(schema_version)
+    )
     groups = check.groups = _SplitGroups()
     for entry in manifest["shards"]:
         path = shard_dir / entry["name"]
@@ -122,29 +129,40 @@ def validate(shard_dir: Path | str, *, images: bool = True,
         report.bytes += size
         report.samples += samples
     check.finish(problem)
-    report.templates_in_several_splits, report.instructions_in_several_splits = \
-        groups.finish(problem)
+    report.templates_in_several_splits, report.instructions_in_several_splits = groups.finish(problem)
     for tid, t in sorted(trajs.items()):
         if t.num_steps is None:  # none of its samples was valid: reported already
             continue
         if allow_index_gaps:
             outside = sorted(i for i in t.indices if not 0 <= i < t.num_steps)[:5]
             if outside:
-                problem(SchemaError(f"step indices {outside} are not < num_steps={t.num_steps}",
-                                    source=t.shard, record=tid, field="index"))
+                problem(
+                    SchemaError(
+                        f"step indices {outside} are not < num_steps={t.num_steps}",
+                        source=t.shard,
+                        record=tid,
+                        field="index",
+                    )
+                )
             continue
         want = set(range(t.num_steps))
         if t.indices != want:
             missing = sorted(want - t.indices)[:5]
-            problem(SchemaError(f"trajectory has steps {len(t.indices)} of num_steps={t.num_steps}"
-                                f" (missing {missing})", source=t.shard, record=tid,
-                                field="num_steps"))
+            problem(
+                SchemaError(
+                    f"trajectory has steps {len(t.indices)} of num_steps={t.num_steps} (missing {missing})",
+                    source=t.shard,
+                    record=tid,
+                    field="num_steps",
+                )
+            )
     report.trajectories = len(trajs)
     return report
 
 
-def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
-                 trajs: dict[str, _Traj], problem) -> tuple[int, int]:
+def _check_shard(
+    path: Path, entry: dict, check, images: bool, keys: set[str], trajs: dict[str, _Traj], problem
+) -> tuple[int, int]:
     """Check one shard file against its manifest entry and its samples; (bytes, samples).
 
     One read of the file: the tar is parsed from the stream that is hashed.
@@ -161,8 +179,14 @@ def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
                 samples += 1
                 tid = check(key, members, src, images, found.append)
                 if key in keys:
-                    found.append(SchemaError("duplicate sample key (also earlier in the folder)",
-                                             source=src, record=key, field="__key__"))
+                    found.append(
+                        SchemaError(
+                            "duplicate sample key (also earlier in the folder)",
+                            source=src,
+                            record=key,
+                            field="__key__",
+                        )
+                    )
                 keys.add(key)
                 if tid is not None:
                     tids.add(tid[0])
@@ -172,23 +196,35 @@ def _check_shard(path: Path, entry: dict, check, images: bool, keys: set[str],
             damaged = SchemaError(f"damaged shard after {samples} samples: {exc}", source=src)
         stream.drain()
     if stream.size != entry["bytes"]:
-        problem(SchemaError(f"{stream.size} bytes, manifest says {entry['bytes']}",
-                            source=src, field="bytes"))
+        problem(
+            SchemaError(f"{stream.size} bytes, manifest says {entry['bytes']}", source=src, field="bytes")
+        )
     digest = stream.sha.hexdigest()
     if digest != entry["sha256"]:
-        problem(SchemaError(f"sha256 {digest[:12]}... differs from the manifest's "
-                            f"{str(entry['sha256'])[:12]}...", source=src, field="sha256"))
+        problem(
+            SchemaError(
+                f"sha256 {digest[:12]}... differs from the manifest's {str(entry['sha256'])[:12]}...",
+                source=src,
+                field="sha256",
+            )
+        )
     for p in found:
         problem(p)
     if damaged is not None:
         problem(damaged)
         return stream.size, samples
     if samples != entry["samples"]:
-        problem(SchemaError(f"{samples} samples, manifest says {entry['samples']}",
-                            source=src, field="samples"))
+        problem(
+            SchemaError(f"{samples} samples, manifest says {entry['samples']}", source=src, field="samples")
+        )
     if len(tids) != entry["trajectories"]:
-        problem(SchemaError(f"{len(tids)} trajectories, manifest says {entry['trajectories']}",
-                            source=src, field="trajectories"))
+        problem(
+            SchemaError(
+                f"{len(tids)} trajectories, manifest says {entry['trajectories']}",
+                source=src,
+                field="trajectories",
+            )
+        )
     return stream.size, samples
 
 
@@ -204,24 +240,42 @@ def _check_manifest_totals(manifest: dict, path: Path, problem) -> None:
             problem(SchemaError("not an object", source=str(path), field=f"splits.{split}"))
             continue
         if "shards" in info and info["shards"] != [s["name"] for s in mine]:
-            problem(SchemaError("differs from the shards of this split", source=str(path),
-                                field=f"splits.{split}.shards"))
+            problem(
+                SchemaError(
+                    "differs from the shards of this split", source=str(path), field=f"splits.{split}.shards"
+                )
+            )
         if "samples" in info and info["samples"] != sum(s["samples"] for s in mine):
-            problem(SchemaError(f"{info['samples']}, the shards hold "
-                                f"{sum(s['samples'] for s in mine)}", source=str(path),
-                                field=f"splits.{split}.samples"))
+            problem(
+                SchemaError(
+                    f"{info['samples']}, the shards hold {sum(s['samples'] for s in mine)}",
+                    source=str(path),
+                    field=f"splits.{split}.samples",
+                )
+            )
     for s in shards:
         if s["split"] not in manifest["splits"]:
-            problem(SchemaError(f"split {s['split']!r} of {s['name']} is not in splits",
-                                source=str(path), field="shards.split"))
+            problem(
+                SchemaError(
+                    f"split {s['split']!r} of {s['name']} is not in splits",
+                    source=str(path),
+                    field="shards.split",
+                )
+            )
     totals = manifest.get("totals") or {}
     for fld in ("samples", "bytes"):
         if fld in totals and totals[fld] != sum(s[fld] for s in shards):
-            problem(SchemaError(f"{totals[fld]}, the shards add up to {sum(s[fld] for s in shards)}",
-                                source=str(path), field=f"totals.{fld}"))
+            problem(
+                SchemaError(
+                    f"{totals[fld]}, the shards add up to {sum(s[fld] for s in shards)}",
+                    source=str(path),
+                    field=f"totals.{fld}",
+                )
+            )
     if "shards" in totals and totals["shards"] != len(shards):
-        problem(SchemaError(f"{totals['shards']}, {len(shards)} listed", source=str(path),
-                            field="totals.shards"))
+        problem(
+            SchemaError(f"{totals['shards']}, {len(shards)} listed", source=str(path), field="totals.shards")
+        )
 
 
 class _HashingReader:
@@ -278,8 +332,7 @@ def _sample_members(key, members, images, bad, key_re, key_form):
     if len(jsons) != 1:
         bad(f"{len(jsons)} json members, want 1", "json")
     if len(imgs) != 1:
-        bad(f"{len(imgs)} image members ({[e for e, _ in imgs]}), want 1 of {sorted(IMAGE_EXTS)}",
-            "image")
+        bad(f"{len(imgs)} image members ({[e for e, _ in imgs]}), want 1 of {sorted(IMAGE_EXTS)}", "image")
     if images and imgs:
         _check_image(*imgs[0], bad)
     image = imgs[0] if len(imgs) == 1 else None
@@ -303,8 +356,15 @@ class _RecordSamples:
         self.schema_version = schema_version
 
     def __call__(self, key, members, src, images, problem):
-        return _check_sample(key, members, src, self.schema_version, images, problem,
-                             seen=lambda obj: self.groups.note(obj, src, key))
+        return _check_sample(
+            key,
+            members,
+            src,
+            self.schema_version,
+            images,
+            problem,
+            seen=lambda obj: self.groups.note(obj, src, key),
+        )
 
     def finish(self, problem) -> None:
         pass
@@ -322,8 +382,7 @@ class _SetSamples:
         def bad(msg, fld):
             problem(SchemaError(msg, source=src, record=key, field=fld))
 
-        obj, image = _sample_members(key, members, images, bad, SET_KEY,
-                                     "<trajectory>_sNNNN_<reason|direct>")
+        obj, image = _sample_members(key, members, images, bad, SET_KEY, "<trajectory>_sNNNN_<reason|direct>")
         if obj is None:
             return None
         self.groups.note(obj, src, key)
@@ -344,8 +403,10 @@ class _SetSamples:
             return None
         want = f"{sample_key(tid, index)}_{mode}"
         if want != key:
-            bad(f"trajectory_id {tid!r}, index {index} and mode {mode!r} give key {want!r}",
-                "trajectory_id/index/mode")
+            bad(
+                f"trajectory_id {tid!r}, index {index} and mode {mode!r} give key {want!r}",
+                "trajectory_id/index/mode",
+            )
         fmt = (obj.get("image") or {}).get("format")
         if image is not None and IMAGE_EXT.get(fmt) != image[0]:
             bad(f"image.format {fmt!r} but the image member is .{image[0]}", "image.format")
@@ -357,8 +418,14 @@ class _SetSamples:
         for step, modes in sorted(self.modes.items()):
             if modes != set(MODES):
                 src, key = self.where[step]
-                problem(SchemaError(f"step has mode(s) {sorted(modes)}, the mix wants "
-                                    f"{sorted(MODES)}", source=src, record=key, field="mode"))
+                problem(
+                    SchemaError(
+                        f"step has mode(s) {sorted(modes)}, the mix wants {sorted(MODES)}",
+                        source=src,
+                        record=key,
+                        field="mode",
+                    )
+                )
 
 
 class _GroundingRecords:
@@ -366,8 +433,14 @@ class _GroundingRecords:
 
     def __call__(self, key, members, src, images, problem):
 
-        obj, _ = _sample_members(key, members, images, lambda m, f: problem(
-            SchemaError(m, source=src, record=key, field=f)), GROUND_KEY, "<trajectory>_sNNNN_ground")
+        obj, _ = _sample_members(
+            key,
+            members,
+            images,
+            lambda m, f: problem(SchemaError(m, source=src, record=key, field=f)),
+            GROUND_KEY,
+            "<trajectory>_sNNNN_ground",
+        )
         if obj is None:
             return None
         self.groups.note(obj, src, key)
@@ -377,8 +450,14 @@ class _GroundingRecords:
         if found and any(f in ("trajectory_id", "index") for _, f in found):
             return None
         if f"{sample_key(str(obj['trajectory_id']), int(obj['index']))}_ground" != key:
-            problem(SchemaError("trajectory_id and index do not give the key", source=src,
-                                record=key, field="trajectory_id/index"))
+            problem(
+                SchemaError(
+                    "trajectory_id and index do not give the key",
+                    source=src,
+                    record=key,
+                    field="trajectory_id/index",
+                )
+            )
         return obj["trajectory_id"], obj["index"], None
 
     def finish(self, problem) -> None:
@@ -416,9 +495,15 @@ class _SplitGroups:
             counts[kind] += 1
             src, key = splits[sorted(splits)[-1]]
             fld = "task.template_id" if kind == "template" else "task.instruction"
-            problem(SchemaError(f"{kind} {value[:80]!r} is in splits {sorted(splits)}: "
-                                "evaluation must hold out what training sees", source=src,
-                                record=key, field=fld))
+            problem(
+                SchemaError(
+                    f"{kind} {value[:80]!r} is in splits {sorted(splits)}: "
+                    "evaluation must hold out what training sees",
+                    source=src,
+                    record=key,
+                    field=fld,
+                )
+            )
         return counts["template"], counts["instruction"]
 
 
@@ -430,12 +515,13 @@ def _set_task(obj: dict) -> str | None:
             for line in str(turn.get("value", "")).splitlines():
                 for head in ("Task: ", "任务："):
                     if line.startswith(head):
-                        return line[len(head):]
+                        return line[len(head) :]
     return None
 
 
 def _check_sample(key, members, src, schema_version, images, problem, seen=None):
     """Report its problems; (trajectory_id, index, num_steps or None when invalid) or None."""
+
     def bad(msg, fld):
         problem(SchemaError(msg, source=src, record=key, field=fld))
 
@@ -455,11 +541,12 @@ def _check_sample(key, members, src, schema_version, images, problem, seen=None)
     step, traj = parsed
     want = sample_key(step.trajectory_id, step.index)
     if want != key:
-        bad(f"trajectory_id {step.trajectory_id!r} and index {step.index} give key {want!r}",
-            "trajectory_id/index")
+        bad(
+            f"trajectory_id {step.trajectory_id!r} and index {step.index} give key {want!r}",
+            "trajectory_id/index",
+        )
     if imgs and IMAGE_EXT[step.image_format] != imgs[0][0]:
-        bad(f"image_format {step.image_format!r} but the image member is .{imgs[0][0]}",
-            "image_format")
+        bad(f"image_format {step.image_format!r} but the image member is .{imgs[0][0]}", "image_format")
     return step.trajectory_id, step.index, traj.num_steps
 
 
@@ -494,6 +581,7 @@ def _parse_sample_json(obj: dict, schema_version, bad):
 
 def _check_image(ext: str, data: bytes, bad) -> None:
     from PIL import Image, UnidentifiedImageError
+
     try:
         with Image.open(io.BytesIO(data)) as im:  # reads the header only
             fmt = im.format
@@ -504,15 +592,21 @@ def _check_image(ext: str, data: bytes, bad) -> None:
         bad(f"the .{ext} member holds a {fmt} image", ext)
 
 
-def _note(trajs: dict[str, _Traj], tid: tuple[str, int, int], entry: dict, src: str, key: str,
-          problem) -> None:
+def _note(
+    trajs: dict[str, _Traj], tid: tuple[str, int, int], entry: dict, src: str, key: str, problem
+) -> None:
     """Remember which split holds a trajectory and which steps were seen."""
     trajectory_id, index, num_steps = tid
     t = trajs.setdefault(trajectory_id, _Traj(split=entry["split"], shard=src))
     if t.num_steps is None:
         t.num_steps = num_steps
     if t.split != entry["split"]:
-        problem(SchemaError(f"trajectory in two splits ({t.split} and {entry['split']}): "
-                            "splits must be by trajectory", source=src, record=key,
-                            field="trajectory_id"))
+        problem(
+            SchemaError(
+                f"trajectory in two splits ({t.split} and {entry['split']}): splits must be by trajectory",
+                source=src,
+                record=key,
+                field="trajectory_id",
+            )
+        )
     t.indices.add(index)

@@ -12,6 +12,7 @@ pipeline streams a published set with no copy on disk:
 Without it, `pipe:` works as webdataset documents; `pipe_urls` gives
 `pipe:python -m trajforge.store.object_cat <url>` for each shard (any fsspec URL).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -35,7 +36,9 @@ def register_fsspec(protocols=PROTOCOLS) -> None:
     DataLoader workers forked from it inherit the table)."""
     import importlib
 
-    gopen = importlib.import_module("webdataset.gopen")  # the module: the package re-exports a function by that name
+    gopen = importlib.import_module(
+        "webdataset.gopen"
+    )  # the module: the package re-exports a function by that name
 
     for proto in protocols:
         gopen.gopen_schemes[proto] = _gopen_fsspec
@@ -44,11 +47,14 @@ def register_fsspec(protocols=PROTOCOLS) -> None:
 def set_urls(url: str, split: str | None = None, storage_options: dict | None = None) -> list[str]:
     """The shard URLs a published set's manifest lists (of one split, or all), in order."""
     manifest = read_remote_manifest(url, storage_options)
-    return [f"{url.rstrip('/')}/{s['name']}" for s in manifest["shards"]
-            if split is None or s["split"] == split]
+    return [
+        f"{url.rstrip('/')}/{s['name']}" for s in manifest["shards"] if split is None or s["split"] == split
+    ]
 
 
 def pipe_urls(url: str, split: str | None = None, storage_options: dict | None = None) -> list[str]:
     """The same shards as `pipe:` URLs, for a webdataset that is not told about fsspec."""
-    return [f"pipe:{shlex.quote(sys.executable)} -m trajforge.store.object_cat {shlex.quote(u)}"
-            for u in set_urls(url, split, storage_options)]
+    return [
+        f"pipe:{shlex.quote(sys.executable)} -m trajforge.store.object_cat {shlex.quote(u)}"
+        for u in set_urls(url, split, storage_options)
+    ]

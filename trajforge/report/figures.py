@@ -10,6 +10,7 @@ the result in `MetadataValue`s (trajforge never imports dagster).
 Trajectory-level figures count each trajectory once; `action_types` counts
 steps. `difficulty` appears only when the data carries a `difficulty` field.
 """
+
 from __future__ import annotations
 
 import io
@@ -93,8 +94,12 @@ def _describe(hist: Counter) -> dict[str, float]:
     if not hist:
         return {}
     values = list(hist.elements())
-    return {"min": min(values), "median": statistics.median(values),
-            "mean": round(statistics.fmean(values), 3), "max": max(values)}
+    return {
+        "min": min(values),
+        "median": statistics.median(values),
+        "mean": round(statistics.fmean(values), 3),
+        "max": max(values),
+    }
 
 
 def _difficulty(scores: list[float], levels: Counter) -> dict[str, Any]:
@@ -104,10 +109,15 @@ def _difficulty(scores: list[float], levels: Counter) -> dict[str, Any]:
         lo, hi = (0.0, 1.0) if 0.0 <= min(scores) and max(scores) <= 1.0 else (min(scores), max(scores))
         width = (hi - lo) / _DIFFICULTY_BINS or 1.0
         bins = Counter(min(int((s - lo) / width), _DIFFICULTY_BINS - 1) for s in scores)
-        out["scores"] = {"count": len(scores), "mean": round(statistics.fmean(scores), 4),
-                         "min": min(scores), "max": max(scores),
-                         "histogram": {f"{lo + i * width:.2f}-{lo + (i + 1) * width:.2f}": bins[i]
-                                       for i in range(_DIFFICULTY_BINS)}}
+        out["scores"] = {
+            "count": len(scores),
+            "mean": round(statistics.fmean(scores), 4),
+            "min": min(scores),
+            "max": max(scores),
+            "histogram": {
+                f"{lo + i * width:.2f}-{lo + (i + 1) * width:.2f}": bins[i] for i in range(_DIFFICULTY_BINS)
+            },
+        }
     if levels:
         out["levels"] = _by_count(levels)
     return out
@@ -131,7 +141,9 @@ def raw_summary(raw_steps_dir: Path | str) -> dict[str, Any]:
             raise SchemaError("missing (materialise raw_steps first)", source=str(path))
     con = duckdb.connect()
     try:
-        cols = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_path(traj)})").fetchall()}
+        cols = {
+            r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_path(traj)})").fetchall()
+        }
         for field in ("trajectory_id", "task", "platform", "app", "outcome", "verified_by"):
             if field not in cols:
                 raise SchemaError("column missing", source=str(traj), field=field)
@@ -145,10 +157,21 @@ def raw_summary(raw_steps_dir: Path | str) -> dict[str, Any]:
         tally = _Tally()
         while rows := cur.fetchmany(10_000):  # streamed: memory stays flat
             for lang, platform, app, outcome, verified_by, n, diff in rows:
-                tally.add({"language": lang, "platform": platform, "app": app, "outcome": outcome,
-                           "verified_by": verified_by, "steps": n, "difficulty": diff})
-        actions = dict(con.execute(f"""SELECT action.type, count(*) FROM read_parquet({_sql_path(steps)})
-                                       GROUP BY 1""").fetchall())
+                tally.add(
+                    {
+                        "language": lang,
+                        "platform": platform,
+                        "app": app,
+                        "outcome": outcome,
+                        "verified_by": verified_by,
+                        "steps": n,
+                        "difficulty": diff,
+                    }
+                )
+        actions = dict(
+            con.execute(f"""SELECT action.type, count(*) FROM read_parquet({_sql_path(steps)})
+                                       GROUP BY 1""").fetchall()
+        )
     finally:
         con.close()
     return tally.result(actions)
@@ -158,8 +181,7 @@ def shard_summary(shard_dir: Path | str) -> dict[str, Any]:
     """Figures over an exported shard folder, plus `splits` (sizes per split)."""
     shard_dir = Path(shard_dir)
     manifest = read_manifest(shard_dir)
-    splits = {name: {"trajectories": 0, "steps": 0, "shards": 0, "bytes": 0}
-              for name in manifest["splits"]}
+    splits = {name: {"trajectories": 0, "steps": 0, "shards": 0, "bytes": 0} for name in manifest["splits"]}
     actions: Counter = Counter()
     trajs: dict[str, dict[str, Any]] = {}  # a trajectory may span shards
     for shard in manifest["shards"]:
@@ -172,22 +194,30 @@ def shard_summary(shard_dir: Path | str) -> dict[str, Any]:
                 j = sample["json"]
                 action, tid = j["action"]["type"], j["trajectory_id"]
                 if tid not in trajs:
-                    trajs[tid] = {"language": j["task"]["language"], "platform": j["platform"],
-                                  "app": j["app"], "outcome": j["outcome"],
-                                  "verified_by": j["verified_by"], "steps": 0,
-                                  "difficulty": j.get("difficulty")}
+                    trajs[tid] = {
+                        "language": j["task"]["language"],
+                        "platform": j["platform"],
+                        "app": j["app"],
+                        "outcome": j["outcome"],
+                        "verified_by": j["verified_by"],
+                        "steps": 0,
+                        "difficulty": j.get("difficulty"),
+                    }
                     split["trajectories"] += 1
             except (KeyError, TypeError) as exc:
-                raise ShardError(f"sample lacks {exc}", source=str(path), record=key,
-                                 field="json") from None
+                raise ShardError(f"sample lacks {exc}", source=str(path), record=key, field="json") from None
             trajs[tid]["steps"] += 1
             split["steps"] += 1
             actions[action] += 1
     tally = _Tally()
     for t in trajs.values():
         tally.add(t)
-    return {"dataset": manifest["dataset"], "version": manifest["version"],
-            **tally.result(actions), "splits": splits}
+    return {
+        "dataset": manifest["dataset"],
+        "version": manifest["version"],
+        **tally.result(actions),
+        "splits": splits,
+    }
 
 
 def _md_table(header: list[str], rows: Iterable[list[Any]]) -> str:
@@ -203,8 +233,10 @@ def outcome_columns(summary: Mapping[str, Any]) -> list[str]:
 def app_outcome_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per app: its trajectories per outcome and in total."""
     cols = outcome_columns(summary)
-    return [{"app": app, **{o: c.get(o, 0) for o in cols}, "total": sum(c.values())}
-            for app, c in summary["app_outcome"].items()]
+    return [
+        {"app": app, **{o: c.get(o, 0) for o in cols}, "total": sum(c.values())}
+        for app, c in summary["app_outcome"].items()
+    ]
 
 
 def summary_markdown(summary: Mapping[str, Any]) -> dict[str, str]:
@@ -213,39 +245,61 @@ def summary_markdown(summary: Mapping[str, Any]) -> dict[str, str]:
     stats = s["steps_per_trajectory_stats"]
     md = {
         "action_histogram": plots.image_md(
-            plots.bar_png(s["action_types"], f"actions ({s['steps']} steps)"), "actions"),
+            plots.bar_png(s["action_types"], f"actions ({s['steps']} steps)"), "actions"
+        ),
         "steps_per_trajectory": plots.image_md(
-            plots.histogram_png(plots.int_bins(s["steps_per_trajectory"]), "steps per trajectory",
-                                "steps"),
-            "steps per trajectory") + ("\n\n" + ", ".join(f"{k} {v}" for k, v in stats.items())
-                                        if stats else ""),
+            plots.histogram_png(plots.int_bins(s["steps_per_trajectory"]), "steps per trajectory", "steps"),
+            "steps per trajectory",
+        )
+        + ("\n\n" + ", ".join(f"{k} {v}" for k, v in stats.items()) if stats else ""),
         "language_share": plots.image_md(
-            plots.bar_png(s["languages"], "language share (trajectories)", share=True), "languages"),
+            plots.bar_png(s["languages"], "language share (trajectories)", share=True), "languages"
+        ),
         "platform_share": plots.image_md(
-            plots.bar_png(s["platforms"], "platform share (trajectories)", share=True), "platforms"),
+            plots.bar_png(s["platforms"], "platform share (trajectories)", share=True), "platforms"
+        ),
     }
     cols = outcome_columns(s)
     rows = app_outcome_rows(s)
-    md["app_outcome"] = (plots.image_md(plots.stacked_png(s["app_outcome"], cols, "app x outcome"),
-                                        "app x outcome") + "\n\n"
-                         + _md_table(["app", *cols, "total"], [list(r.values()) for r in rows]))
+    md["app_outcome"] = (
+        plots.image_md(plots.stacked_png(s["app_outcome"], cols, "app x outcome"), "app x outcome")
+        + "\n\n"
+        + _md_table(["app", *cols, "total"], [list(r.values()) for r in rows])
+    )
     if "splits" in s:
-        md["split_sizes"] = (plots.image_md(plots.bar_png(
-            {k: v["steps"] for k, v in s["splits"].items()}, "split sizes (steps)", share=True),
-            "split sizes") + "\n\n" + _md_table(
-            ["split", "trajectories", "steps", "shards", "MB"],
-            [[k, v["trajectories"], v["steps"], v["shards"], f"{v['bytes'] / 1e6:.2f}"]
-             for k, v in s["splits"].items()]))
+        md["split_sizes"] = (
+            plots.image_md(
+                plots.bar_png(
+                    {k: v["steps"] for k, v in s["splits"].items()}, "split sizes (steps)", share=True
+                ),
+                "split sizes",
+            )
+            + "\n\n"
+            + _md_table(
+                ["split", "trajectories", "steps", "shards", "MB"],
+                [
+                    [k, v["trajectories"], v["steps"], v["shards"], f"{v['bytes'] / 1e6:.2f}"]
+                    for k, v in s["splits"].items()
+                ],
+            )
+        )
     d = s.get("difficulty")
     if d:
         parts = []
         if "scores" in d:
             sc = d["scores"]
-            parts.append(plots.image_md(plots.histogram_png(
-                sc["histogram"], f"difficulty (mean {sc['mean']:.2f})", "score"), "difficulty"))
+            parts.append(
+                plots.image_md(
+                    plots.histogram_png(sc["histogram"], f"difficulty (mean {sc['mean']:.2f})", "score"),
+                    "difficulty",
+                )
+            )
         if "levels" in d:
-            parts.append(plots.image_md(plots.bar_png(d["levels"], "difficulty levels", share=True),
-                                        "difficulty levels"))
+            parts.append(
+                plots.image_md(
+                    plots.bar_png(d["levels"], "difficulty levels", share=True), "difficulty levels"
+                )
+            )
         md["difficulty"] = "\n\n".join(parts)
     return md
 

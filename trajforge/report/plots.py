@@ -4,6 +4,7 @@ Rendered with matplotlib's Agg backend (no display needed). Each image is
 kept under MAX_PNG_BYTES: the Dagster UI stores metadata in its event log
 and inlines it on every asset page, so a chart must stay small.
 """
+
 from __future__ import annotations
 
 import base64
@@ -12,17 +13,17 @@ from collections.abc import Mapping, Sequence
 
 MAX_PNG_BYTES = 60_000
 MAX_BARS = 20  # beyond this the long tail is folded into "other"
-_COLOURS = ["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#6b7280",
-            "#ec4899", "#14b8a6"]
+_COLOURS = ["#3b82f6", "#ef4444", "#10b981", "#f59e0b", "#8b5cf6", "#6b7280", "#ec4899", "#14b8a6"]
 # Outcomes keep their colour across charts (a failure is always red).
-_OUTCOME_COLOURS = {"success": "#10b981", "failure": "#ef4444", "error": "#f59e0b",
-                    "timeout": "#8b5cf6"}
+_OUTCOME_COLOURS = {"success": "#10b981", "failure": "#ef4444", "error": "#f59e0b", "timeout": "#8b5cf6"}
 
 
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg")  # before pyplot: no display on workers
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -53,7 +54,7 @@ def fold_tail(counts: Mapping[str, int], limit: int = MAX_BARS) -> list[tuple[st
     items = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
     if len(items) <= limit:
         return items
-    head, tail = items[:limit - 1], items[limit - 1:]
+    head, tail = items[: limit - 1], items[limit - 1 :]
     return head + [(f"other ({len(tail)})", sum(v for _, v in tail))]
 
 
@@ -70,8 +71,7 @@ def bar_png(counts: Mapping[str, int], title: str, *, share: bool = False) -> by
     fig, ax = plt.subplots(figsize=(6, 0.3 * max(len(items), 3) + 0.9))
     ax.barh([str(k) for k, _ in items], [v for _, v in items], color=_COLOURS[0])
     for i, (_, v) in enumerate(items):
-        ax.text(v, i, f" {v}" + (f" ({100 * v / total:.1f}%)" if share else ""),
-                va="center", fontsize=8)
+        ax.text(v, i, f" {v}" + (f" ({100 * v / total:.1f}%)" if share else ""), va="center", fontsize=8)
     if not items:
         _no_data(ax)
     ax.set_title(title)
@@ -118,8 +118,9 @@ def line_png(series: Mapping[str, Sequence[float]], title: str, xlabel: str = "s
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 2.6))
     for i, (name, ys) in enumerate(series.items()):
-        ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name,
-                color=_COLOURS[i % len(_COLOURS)])
+        ax.plot(
+            range(1, len(ys) + 1), ys, marker="o", markersize=3, label=name, color=_COLOURS[i % len(_COLOURS)]
+        )
     if not any(series.values()):
         _no_data(ax)
     ax.set_title(title)
@@ -139,8 +140,9 @@ def stacked_png(table: Mapping[str, Mapping[str, int]], columns: Sequence[str], 
     left = [0] * len(rows)
     for c, col in enumerate(columns):
         vals = [table[r].get(col, 0) for r in rows]
-        ax.barh(rows, vals, left=left, label=col,
-                color=_OUTCOME_COLOURS.get(col, _COLOURS[c % len(_COLOURS)]))
+        ax.barh(
+            rows, vals, left=left, label=col, color=_OUTCOME_COLOURS.get(col, _COLOURS[c % len(_COLOURS)])
+        )
         left = [a + b for a, b in zip(left, vals)]
     ax.set_title(title if len(table) <= MAX_BARS else f"{title} (largest {MAX_BARS} of {len(table)})")
     if not rows or not columns:

@@ -1,4 +1,5 @@
 """Quality measures over the consolidated tables, used by asset checks."""
+
 from __future__ import annotations
 
 import io
@@ -23,7 +24,9 @@ def coordinates_out_of_bounds(steps_path: Path) -> int:
     return bad
 
 
-def undecodable_screenshots(steps_path: Path, blobs: BlobStore, limit: int | None = None) -> tuple[int, list[str]]:
+def undecodable_screenshots(
+    steps_path: Path, blobs: BlobStore, limit: int | None = None
+) -> tuple[int, list[str]]:
     """(checked, bad): each screenshot must exist, decode, and match the recorded size."""
     checked, bad, seen = 0, [], set()
     cols = ["screenshot", "image_format", "width", "height"]
@@ -54,11 +57,14 @@ def oracle_success_rate(trajectories_path: Path) -> tuple[int, int]:
     (source_name "sandbox:reflection"): they are not the oracle's record.
     """
     t = pq.read_table(trajectories_path, columns=["policy", "outcome", "verified_by", "source_name"])
-    policy = [None if (s or "").endswith(":reflection") else p
-              for p, s in zip(t.column("policy").to_pylist(), t.column("source_name").to_pylist())]
+    policy = [
+        None if (s or "").endswith(":reflection") else p
+        for p, s in zip(t.column("policy").to_pylist(), t.column("source_name").to_pylist())
+    ]
     outcome = t.column("outcome").to_pylist()
     verified = t.column("verified_by").to_pylist()
     n = sum(1 for p in policy if p == "oracle")
-    ok = sum(1 for p, o, v in zip(policy, outcome, verified)
-             if p == "oracle" and o == "success" and v == "state")
+    ok = sum(
+        1 for p, o, v in zip(policy, outcome, verified) if p == "oracle" and o == "success" and v == "state"
+    )
     return ok, n

@@ -3,6 +3,7 @@
 The guard (crawlers/guard.py) decides; this file only records its decisions, so the
 store, curation and the sets can read an audit without importing the live-browser layer.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,16 @@ class AuditLog:
         self._lock = threading.Lock()
         self._file = None
 
-    def record(self, *, trajectory_id: str, step_index: int, action: Action,
-               target: Element | None, decision: Any, attempt: int = 0) -> None:
+    def record(
+        self,
+        *,
+        trajectory_id: str,
+        step_index: int,
+        action: Action,
+        target: Element | None,
+        decision: Any,
+        attempt: int = 0,
+    ) -> None:
         entry = {
             "time": round(time.time(), 3),
             "trajectory_id": trajectory_id,

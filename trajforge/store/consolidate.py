@@ -6,6 +6,7 @@ imports) is streamed through validation into `raw_steps/steps.parquet` and
 in `raw_steps/quarantine.jsonl` with its file, record and field; it is never
 dropped without a count.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,9 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
                 quarantine.append({"file": str(f), "record": row.get("trajectory_id"), "error": str(e)})
                 continue
             if t.trajectory_id in traj_rows:
-                quarantine.append({"file": str(f), "record": t.trajectory_id,
-                                   "error": "duplicate trajectory id"})
+                quarantine.append(
+                    {"file": str(f), "record": t.trajectory_id, "error": "duplicate trajectory id"}
+                )
                 continue
             traj_rows[t.trajectory_id] = t
             steps_per_traj[t.trajectory_id] = 0
@@ -76,12 +78,22 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
                     try:
                         s = row_to_step(row, source=str(f))
                     except SchemaError as e:
-                        quarantine.append({"file": str(f), "record": f"{row.get('trajectory_id')}#{row.get('index')}",
-                                           "error": str(e)})
+                        quarantine.append(
+                            {
+                                "file": str(f),
+                                "record": f"{row.get('trajectory_id')}#{row.get('index')}",
+                                "error": str(e),
+                            }
+                        )
                         continue
                     if s.trajectory_id not in traj_rows:
-                        quarantine.append({"file": str(f), "record": f"{s.trajectory_id}#{s.index}",
-                                           "error": "step of a trajectory that is not committed"})
+                        quarantine.append(
+                            {
+                                "file": str(f),
+                                "record": f"{s.trajectory_id}#{s.index}",
+                                "error": "step of a trajectory that is not committed",
+                            }
+                        )
                         continue
                     steps_per_traj[s.trajectory_id] += 1
                     actions[s.action.type.value] += 1
@@ -95,8 +107,13 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
     kept = []
     for tid, t in traj_rows.items():
         if steps_per_traj[tid] != t.num_steps:
-            quarantine.append({"file": None, "record": tid,
-                               "error": f"num_steps={t.num_steps} but {steps_per_traj[tid]} steps stored"})
+            quarantine.append(
+                {
+                    "file": None,
+                    "record": tid,
+                    "error": f"num_steps={t.num_steps} but {steps_per_traj[tid]} steps stored",
+                }
+            )
         kept.append(t)
         outcomes[t.outcome] += 1
         langs[t.task.language] += 1
@@ -104,8 +121,11 @@ def consolidate(store: RawStore, out_dir: Path, collections=None, batch_rows: in
         apps[t.app] += 1
     kept.sort(key=lambda t: t.trajectory_id)
     traj_tmp = out_dir / ".trajectories.parquet.tmp"
-    pq.write_table(pa.Table.from_pylist([trajectory_to_row(t) for t in kept], schema=TRAJECTORY_SCHEMA),
-                   traj_tmp, compression="zstd")
+    pq.write_table(
+        pa.Table.from_pylist([trajectory_to_row(t) for t in kept], schema=TRAJECTORY_SCHEMA),
+        traj_tmp,
+        compression="zstd",
+    )
     q_tmp = out_dir / ".quarantine.jsonl.tmp"
     q_tmp.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in quarantine))
     os.replace(steps_tmp, out_dir / "steps.parquet")

@@ -18,6 +18,7 @@ replaced atomically). Generations older than the previous one are then removed
 `sync_curated` brings the current generation into a local folder in the local
 layout, for the readers that want files (the export's DuckDB sort, the checks).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,17 +40,18 @@ from trajforge.store.raw import RawStore, atomic_write_bytes
 CURRENT = "CURRENT.json"
 TABLES = ("steps.parquet", "trajectories.parquet", "pii_audit.jsonl")
 SUMMARY = "summary.json"
-GENERATION_FILE = ".generation"   # in a synced local folder: which generation it holds
-BLOB_THREADS = 8                  # puts wait on the network, not the CPU
+GENERATION_FILE = ".generation"  # in a synced local folder: which generation it holds
+BLOB_THREADS = 8  # puts wait on the network, not the CPU
 
 
 @dataclass
 class CuratedRemote:
     """One generation of curated data at a URL, read in place."""
+
     url: str
     generation: str
-    folder: ObjectFolder          # <url>/<gen>
-    store: ObjectRawStore         # <url>/<gen>/store, blobs at <url>/blobs
+    folder: ObjectFolder  # <url>/<gen>
+    store: ObjectRawStore  # <url>/<gen>/store, blobs at <url>/blobs
 
     @property
     def summary(self) -> dict:
@@ -62,16 +64,17 @@ class CuratedRemote:
         try:
             return pq.read_table(pa.BufferReader(data))
         except pa.ArrowInvalid as exc:
-            raise SchemaError(f"damaged Parquet file ({exc})", source=self.folder.url_of(name),
-                              field="file") from exc
+            raise SchemaError(
+                f"damaged Parquet file ({exc})", source=self.folder.url_of(name), field="file"
+            ) from exc
 
 
 def _store_at(base: ObjectFolder, generation: str) -> ObjectRawStore:
-    store = ObjectRawStore(f"{base.url}/{generation}/store", base.storage_options,
-                           attempts=base.attempts, timeout=base.timeout)
+    store = ObjectRawStore(
+        f"{base.url}/{generation}/store", base.storage_options, attempts=base.attempts, timeout=base.timeout
+    )
     # Blobs are content-addressed: one copy serves every generation.
-    store.blobs = ObjectBlobStore(store.fs, f"{base.root}/blobs", store.protocol,
-                                  base.attempts, base.timeout)
+    store.blobs = ObjectBlobStore(store.fs, f"{base.root}/blobs", store.protocol, base.attempts, base.timeout)
     return store
 
 
@@ -80,8 +83,7 @@ def new_generation() -> str:
     return f"gen-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
 
 
-def publish_curated(local_dir: Path | str, url: str, storage_options: dict | None = None,
-                    **folder_kw) -> str:
+def publish_curated(local_dir: Path | str, url: str, storage_options: dict | None = None, **folder_kw) -> str:
     """Put a finished local curated folder at `url` as a new generation; returns its name."""
     local_dir = Path(local_dir)
     if not (local_dir / SUMMARY).is_file():
@@ -117,6 +119,7 @@ def _put_blobs(local: RawStore, remote: ObjectRawStore) -> None:
     def put(p: Path) -> None:
         sha, ext = p.name.split(".", 1)
         remote.blobs._write(sha, ext, p.read_bytes())
+
     with ThreadPoolExecutor(BLOB_THREADS, thread_name_prefix="curated-blob-put") as pool:
         list(pool.map(put, files))
 
@@ -142,8 +145,9 @@ def current_generation(url: str, storage_options: dict | None = None) -> str | N
     try:
         return json.loads(data)["generation"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise SchemaError(f"not a curated pointer ({exc})", source=f"{url.rstrip('/')}/{CURRENT}",
-                          field="generation") from None
+        raise SchemaError(
+            f"not a curated pointer ({exc})", source=f"{url.rstrip('/')}/{CURRENT}", field="generation"
+        ) from None
 
 
 def open_curated(url: str, storage_options: dict | None = None) -> CuratedRemote:
@@ -163,7 +167,7 @@ def sync_curated(url: str, local_dir: Path | str, storage_options: dict | None =
     if _previous(local_dir) == [remote.generation] and (local_dir / SUMMARY).is_file():
         return remote.generation
     local_dir.mkdir(parents=True, exist_ok=True)
-    (local_dir / SUMMARY).unlink(missing_ok=True)   # the local commit, rewritten last
+    (local_dir / SUMMARY).unlink(missing_ok=True)  # the local commit, rewritten last
     staging = local_dir / f".sync-{remote.generation}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
@@ -191,13 +195,17 @@ def _fetch_generation(remote: CuratedRemote, staging: Path) -> None:
         folder = local.root / collection
         for n, (steps_file, trajs_file) in enumerate(remote.store._parts(collection)):
             for kind, f in (("steps", steps_file), ("trajectories", trajs_file)):
-                data = remote.store._retry(lambda: remote.store.fs.cat_file(f, timeout=remote.store.timeout),
-                                           f"reading {remote.store.full_url(f)}")
+                data = remote.store._retry(
+                    lambda: remote.store.fs.cat_file(f, timeout=remote.store.timeout),
+                    f"reading {remote.store.full_url(f)}",
+                )
                 atomic_write_bytes(folder / f"part-{n:06d}.{kind}.parquet", data)
-            table = pq.read_table(folder / f"part-{n:06d}.steps.parquet",
-                                  columns=["screenshot", "image_format"])
-            for sha, fmt in zip(table.column("screenshot").to_pylist(),
-                                table.column("image_format").to_pylist()):
+            table = pq.read_table(
+                folder / f"part-{n:06d}.steps.parquet", columns=["screenshot", "image_format"]
+            )
+            for sha, fmt in zip(
+                table.column("screenshot").to_pylist(), table.column("image_format").to_pylist()
+            ):
                 if sha:
                     shas.add((sha, fmt or "png"))
     local.root.mkdir(parents=True, exist_ok=True)
@@ -205,6 +213,7 @@ def _fetch_generation(remote: CuratedRemote, staging: Path) -> None:
     def get(item):
         sha, ext = item
         atomic_write_bytes(local.blobs.path(sha, ext), remote.store.blobs.get(sha, ext))
+
     with ThreadPoolExecutor(BLOB_THREADS, thread_name_prefix="curated-blob-get") as pool:
         list(pool.map(get, sorted(shas)))
     remote.folder.get_file(SUMMARY, staging / SUMMARY, None, "curated summary")

@@ -1,5 +1,6 @@
 """`python -m trajforge.store.object_cat URL`: stream one object (any fsspec URL) to stdout,
 for webdataset's `pipe:` URLs. Credentials and endpoint come from the environment."""
+
 from __future__ import annotations
 
 import shutil

@@ -8,6 +8,7 @@ whole object or none, never part of it. What a folder of objects lacks is a
 rename; callers commit with a marker object put last (see shard_publish.py,
 curated_object.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -20,14 +21,20 @@ T = TypeVar("T")
 
 # A whole-file put of a big shard takes longer than one small request: its timeout
 # grows with the size at this rate (a slow link still finishes; a dead one fails).
-MIN_PUT_RATE = 4 * 2 ** 20  # bytes/s
+MIN_PUT_RATE = 4 * 2**20  # bytes/s
 
 
 class ObjectFolder:
     """`url`: s3://bucket/prefix (any fsspec protocol); `storage_options` go to fsspec."""
 
-    def __init__(self, url: str, storage_options: dict | None = None, *, attempts: int = RETRIES,
-                 timeout: float = REQUEST_TIMEOUT_S):
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict | None = None,
+        *,
+        attempts: int = RETRIES,
+        timeout: float = REQUEST_TIMEOUT_S,
+    ):
         self.url = url.rstrip("/")
         self.protocol = self.url.split("://", 1)[0]
         self.storage_options = dict(storage_options or {})
@@ -36,8 +43,9 @@ class ObjectFolder:
         self.attempts, self.timeout = attempts, timeout
 
     def child(self, name: str) -> ObjectFolder:
-        return ObjectFolder(f"{self.url}/{name}", self.storage_options, attempts=self.attempts,
-                            timeout=self.timeout)
+        return ObjectFolder(
+            f"{self.url}/{name}", self.storage_options, attempts=self.attempts, timeout=self.timeout
+        )
 
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -51,21 +59,20 @@ class ObjectFolder:
     # -- writing ------------------------------------------------------------------
     def put_bytes(self, name: str, data: bytes, what: str = "object") -> None:
         p = self.path(name)
-        self._retry(lambda: self.fs.pipe_file(p, data, timeout=self.timeout),
-                    f"{what} {self.url_of(name)}")
+        self._retry(lambda: self.fs.pipe_file(p, data, timeout=self.timeout), f"{what} {self.url_of(name)}")
 
     def put_file(self, name: str, local: Path, what: str = "object") -> int:
         """One object from a local file, put whole (a retry puts it again from the start)."""
         p, size = self.path(name), Path(local).stat().st_size
         timeout = max(self.timeout, size / MIN_PUT_RATE)
-        self._retry(lambda: self.fs.put_file(str(local), p, timeout=timeout),
-                    f"{what} {self.url_of(name)}")
+        self._retry(lambda: self.fs.put_file(str(local), p, timeout=timeout), f"{what} {self.url_of(name)}")
         return size
 
     def put_if_absent(self, name: str, data: bytes, what: str = "object") -> bool:
         p = self.path(name)
-        return self._retry(lambda: put_if_absent(self.fs, p, data, self.timeout),
-                           f"{what} {self.url_of(name)}")
+        return self._retry(
+            lambda: put_if_absent(self.fs, p, data, self.timeout), f"{what} {self.url_of(name)}"
+        )
 
     def remove(self, name: str, what: str = "object") -> None:
         p = self.path(name)
@@ -75,6 +82,7 @@ class ObjectFolder:
                 self.fs.rm_file(p, timeout=self.timeout)
             except FileNotFoundError:
                 pass
+
         self._retry(rm, f"removing {what} {self.url_of(name)}")
 
     # -- reading ------------------------------------------------------------------
@@ -110,6 +118,10 @@ class ObjectFolder:
                 return self.fs.find(base, detail=True, timeout=self.timeout)
             except FileNotFoundError:
                 return {}
+
         found = self._retry(find, f"listing {self.protocol}://{base}")
-        return {p[len(self.root) + 1:]: int(info.get("size") or 0) for p, info in found.items()
-                if info.get("type", "file") == "file"}
+        return {
+            p[len(self.root) + 1 :]: int(info.get("size") or 0)
+            for p, info in found.items()
+            if info.get("type", "file") == "file"
+        }

@@ -23,6 +23,7 @@ Every request is retried with bounded exponential backoff; when the attempts
 run out, `ObjectStoreError` names the object and the part, the batch stays
 buffered, and no marker has been written, so the store holds no half part.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,8 @@ from trajforge.store.raw import BlobStore, RawStore, TrajectoryWriter, _damaged
 
 T = TypeVar("T")
 
-RETRIES = 6             # attempts per request
-BACKOFF_S = 0.25        # first wait; doubles, capped at BACKOFF_MAX_S (about 8 s in all)
+RETRIES = 6  # attempts per request
+BACKOFF_S = 0.25  # first wait; doubles, capped at BACKOFF_MAX_S (about 8 s in all)
 BACKOFF_MAX_S = 3.0
 # Per request, enforced on the event loop: a stalled server does not always trip
 # the client's socket timeouts (a PUT to a stopped server waited for ever).
@@ -76,9 +77,10 @@ def retry(op: Callable[[], T], what: str, attempts: int = RETRIES) -> T:
             raise
         except Exception as exc:  # botocore/aiohttp timeouts are not OSErrors
             if i == attempts - 1:
-                raise ObjectStoreError(f"{what}: failed after {attempts} attempts: "
-                                       f"{type(exc).__name__}: {exc}") from exc
-            time.sleep(min(BACKOFF_MAX_S, BACKOFF_S * 2 ** i))
+                raise ObjectStoreError(
+                    f"{what}: failed after {attempts} attempts: {type(exc).__name__}: {exc}"
+                ) from exc
+            time.sleep(min(BACKOFF_MAX_S, BACKOFF_S * 2**i))
     raise AssertionError("unreachable")
 
 
@@ -103,8 +105,9 @@ def put_if_absent(fs, path: str, data: bytes, timeout: float | None = None) -> b
 
 
 class ObjectBlobStore(BlobStore):
-    def __init__(self, fs, root: str, protocol: str, attempts: int = RETRIES,
-                 timeout: float = REQUEST_TIMEOUT_S):
+    def __init__(
+        self, fs, root: str, protocol: str, attempts: int = RETRIES, timeout: float = REQUEST_TIMEOUT_S
+    ):
         self.fs, self.root, self.protocol = fs, root.rstrip("/"), protocol
         self.attempts, self.timeout = attempts, timeout
 
@@ -134,8 +137,13 @@ class ObjectRawStore(RawStore):
     """`attempts`: tries per request (see `retry`), `timeout`: seconds per request;
     the client's own retries are turned off so that one bounded policy applies."""
 
-    def __init__(self, root: str, storage_options: dict | None = None, attempts: int = RETRIES,
-                 timeout: float = REQUEST_TIMEOUT_S):
+    def __init__(
+        self,
+        root: str,
+        storage_options: dict | None = None,
+        attempts: int = RETRIES,
+        timeout: float = REQUEST_TIMEOUT_S,
+    ):
         self.url = root.rstrip("/")
         self.protocol = self.url.split("://", 1)[0]
         self.fs = filesystem(self.url, storage_options)
@@ -160,8 +168,12 @@ class ObjectRawStore(RawStore):
 
     def _ls(self, path: str) -> list[str]:
         try:
-            return sorted(self._retry(lambda: self.fs.ls(path, detail=False, timeout=self.timeout),
-                                      f"listing {self.full_url(path)}"))
+            return sorted(
+                self._retry(
+                    lambda: self.fs.ls(path, detail=False, timeout=self.timeout),
+                    f"listing {self.full_url(path)}",
+                )
+            )
         except FileNotFoundError:
             return []
 
@@ -175,7 +187,9 @@ class ObjectRawStore(RawStore):
         out = []
         for p in self._ls(f"{self.root}/{collection}/_commits"):
             if p.endswith(".json"):
-                data = self._retry(lambda: self.fs.cat_file(p, timeout=self.timeout), f"commit {self.full_url(p)}")
+                data = self._retry(
+                    lambda: self.fs.cat_file(p, timeout=self.timeout), f"commit {self.full_url(p)}"
+                )
                 out.append(json.loads(data))
         return sorted(out, key=lambda m: (m["part"], m["writer"]))
 
@@ -185,8 +199,9 @@ class ObjectRawStore(RawStore):
 
     def read_table(self, path, **kw) -> pa.Table:
         try:
-            data = self._retry(lambda: self.fs.cat_file(path, timeout=self.timeout),
-                               f"reading {self.full_url(path)}")
+            data = self._retry(
+                lambda: self.fs.cat_file(path, timeout=self.timeout), f"reading {self.full_url(path)}"
+            )
             return pq.read_table(pa.BufferReader(data), page_checksum_verification=True, **kw)
         except (ObjectStoreError, FileNotFoundError):
             raise
@@ -200,12 +215,18 @@ class ObjectRawStore(RawStore):
     def claim_owner(self, collection: str, trajectory_id: str) -> str | None:
         p = f"{self.root}/{collection}/_claims/{quote(trajectory_id, safe='')}"
         try:
-            return self._retry(lambda: self.fs.cat_file(p, timeout=self.timeout), f"claim {self.full_url(p)}").decode()
+            return self._retry(
+                lambda: self.fs.cat_file(p, timeout=self.timeout), f"claim {self.full_url(p)}"
+            ).decode()
         except FileNotFoundError:
             return None
 
-    def writer(self, collection: str, batch_size: int = 16,  # type: ignore[override]
-               writer_id: str | None = None) -> ObjectTrajectoryWriter:
+    def writer(
+        self,
+        collection: str,
+        batch_size: int = 16,  # type: ignore[override]
+        writer_id: str | None = None,
+    ) -> ObjectTrajectoryWriter:
         return ObjectTrajectoryWriter(self, collection, batch_size, writer_id)
 
 
@@ -217,8 +238,9 @@ def default_writer_id() -> str:
 class ObjectTrajectoryWriter(TrajectoryWriter):
     """TrajectoryWriter on object storage: claim on add, commit marker last on flush."""
 
-    def __init__(self, store: ObjectRawStore, collection: str, batch_size: int = 16,
-                 writer_id: str | None = None):
+    def __init__(
+        self, store: ObjectRawStore, collection: str, batch_size: int = 16, writer_id: str | None = None
+    ):
         self.store = store
         self.collection = collection
         self.folder = f"{store.root}/{collection}"
@@ -227,8 +249,10 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         if "/" in self.writer_id or "." in self.writer_id:
             raise ValueError(f"writer_id {self.writer_id!r}: no '/' or '.' (it is part of object names)")
         marker = f"{store.root}/_collections/{quote(collection, safe='')}"
-        store._retry(lambda: put_if_absent(store.fs, marker, b"", store.timeout),
-                     f"collection {store.full_url(marker)}")
+        store._retry(
+            lambda: put_if_absent(store.fs, marker, b"", store.timeout),
+            f"collection {store.full_url(marker)}",
+        )
         self.committed = store.committed_ids(collection)
         self._trajs: list[Trajectory] = []
         self._steps: list[Step] = []
@@ -241,8 +265,10 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         """Own `trajectory_id` in this collection, or learn that another writer does."""
         p = f"{self.folder}/_claims/{quote(trajectory_id, safe='')}"
         mine = self.writer_id.encode()
-        if self.store._retry(lambda: put_if_absent(self.store.fs, p, mine, self.store.timeout),
-                             f"claim {self.store.full_url(p)}"):
+        if self.store._retry(
+            lambda: put_if_absent(self.store.fs, p, mine, self.store.timeout),
+            f"claim {self.store.full_url(p)}",
+        ):
             return True
         return self.store.claim_owner(self.collection, trajectory_id) == self.writer_id
 
@@ -250,8 +276,9 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         if self.has(traj.trajectory_id):
             return False
         if len(steps) != traj.num_steps:
-            raise ValueError(f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} "
-                             f"but {len(steps)} steps given")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} but {len(steps)} steps given"
+            )
         if not self.claim(traj.trajectory_id):
             self.lost_claims += 1
             self.committed.add(traj.trajectory_id)  # someone else's: never ask again
@@ -286,11 +313,17 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
             data = _parquet_bytes(table)
             path = f"{self.folder}/{name}.{kind}.parquet"
             self.store._retry(lambda: fs.pipe_file(path, data, timeout=timeout), f"part {url}: {kind} table")
-        marker = json.dumps({"part": self._part, "writer": self.writer_id,
-                             "steps": f"{name}.steps.parquet",
-                             "trajectories": f"{name}.trajectories.parquet",
-                             "num_steps": steps.num_rows, "num_trajectories": trajs.num_rows},
-                            sort_keys=True).encode()
+        marker = json.dumps(
+            {
+                "part": self._part,
+                "writer": self.writer_id,
+                "steps": f"{name}.steps.parquet",
+                "trajectories": f"{name}.trajectories.parquet",
+                "num_steps": steps.num_rows,
+                "num_trajectories": trajs.num_rows,
+            },
+            sort_keys=True,
+        ).encode()
         mpath = f"{self.folder}/_commits/{name}.json"
         # The commit. A lost answer to a put that did land shows as our own marker.
         what = f"part {url}: commit marker"
@@ -323,5 +356,7 @@ class SpooledAuditLog(AuditLog):
             return
         data = self.path.read_bytes()
         store = self._store
-        store._retry(lambda: store.fs.pipe_file(self._key, data, timeout=store.timeout),
-                     f"audit log {store.full_url(self._key)}")
+        store._retry(
+            lambda: store.fs.pipe_file(self._key, data, timeout=store.timeout),
+            f"audit log {store.full_url(self._key)}",
+        )

@@ -12,6 +12,7 @@ file without its trajectories file is an interrupted write that the next
 writer removes. Trajectory ids are stable, so a resumed crawl skips what is
 committed and never writes a duplicate.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -98,8 +99,7 @@ def _read_table(path: Path, **kw) -> pa.Table:
 
 def _iter_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
     try:
-        yield from pq.ParquetFile(path, page_checksum_verification=True).iter_batches(
-            batch_size=batch_size)
+        yield from pq.ParquetFile(path, page_checksum_verification=True).iter_batches(batch_size=batch_size)
     except FileNotFoundError:
         raise
     except (pa.ArrowException, OSError) as exc:
@@ -151,8 +151,7 @@ class BlobStore:
             unique: dict[tuple[str, str], bytes] = {}  # a screen seen twice is written once
             for sha, (data, ext) in zip(shas, items):
                 unique.setdefault((sha, ext), data)
-            futures = [pool.submit(self._write, sha, ext, data)
-                       for (sha, ext), data in unique.items()]
+            futures = [pool.submit(self._write, sha, ext, data) for (sha, ext), data in unique.items()]
             for f in futures:  # raising leaves the `with`, which waits for the rest
                 f.result()
         return shas
@@ -178,7 +177,7 @@ class RawStore:
 
     def __init__(self, root: Path, storage_options: dict | None = None):
         if isinstance(root, str) and root.startswith("file://"):
-            root = root[len("file://"):]
+            root = root[len("file://") :]
         self.root = Path(root)
         self.blobs = BlobStore(self.root / "blobs")
 
@@ -280,8 +279,11 @@ class TrajectoryWriter:
             p.unlink()
 
     def _next_part(self) -> int:
-        nums = [int(_PART.match(p.name).group(1)) for p in self.folder.glob("part-*.parquet")
-                if _PART.match(p.name)]
+        nums = [
+            int(_PART.match(p.name).group(1))
+            for p in self.folder.glob("part-*.parquet")
+            if _PART.match(p.name)
+        ]
         return max(nums, default=-1) + 1
 
     def has(self, trajectory_id: str) -> bool:
@@ -292,8 +294,9 @@ class TrajectoryWriter:
         if self.has(traj.trajectory_id):
             return False
         if len(steps) != traj.num_steps:
-            raise ValueError(f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} "
-                             f"but {len(steps)} steps given")
+            raise ValueError(
+                f"trajectory {traj.trajectory_id}: num_steps={traj.num_steps} but {len(steps)} steps given"
+            )
         self._trajs.append(traj)
         self._pending.add(traj.trajectory_id)
         self._steps.extend(steps)

@@ -1,4 +1,5 @@
 """The task catalog: every task the crawl will attempt, as a Parquet table."""
+
 from __future__ import annotations
 
 from collections import Counter

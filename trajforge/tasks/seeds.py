@@ -9,6 +9,7 @@
   held-out templates (trajforge.publish.holdout) with them, so it sees neither a
   template nor a seed that training saw.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -40,13 +41,14 @@ def daily_seed(day: dt.date | dt.datetime | str, per_template: int = 1) -> int:
 
 def check_crawl_seed(seed: int) -> int:
     if not 0 <= seed < EVAL_SEED_BASE:
-        raise ValueError(f"task seed {seed}: crawls use seeds in [0, {EVAL_SEED_BASE}); "
-                         "the ones above are kept for online evaluation")
+        raise ValueError(
+            f"task seed {seed}: crawls use seeds in [0, {EVAL_SEED_BASE}); "
+            "the ones above are kept for online evaluation"
+        )
     return seed
 
 
-def reseeded(tasks: Iterable[Any], seed: int,
-             make_task: Callable[[str, str, int], Any]) -> list[Any]:
+def reseeded(tasks: Iterable[Any], seed: int, make_task: Callable[[str, str, int], Any]) -> list[Any]:
     """The catalog's tasks drawn again from `seed`: for each (template, language) of the
     catalog as many tasks as it holds there, with seeds seed, seed + 1, ...
     `make_task(template_id, language, seed)` builds one (sandbox: TaskTemplate.make_task)."""
@@ -54,6 +56,4 @@ def reseeded(tasks: Iterable[Any], seed: int,
     counts: dict[tuple[str, str], int] = {}
     for t in tasks:
         counts[(t.template_id, t.language)] = counts.get((t.template_id, t.language), 0) + 1
-    return [make_task(template, lang, seed + i) for (template, lang), n in counts.items()
-            for i in range(n)]
-
+    return [make_task(template, lang, seed + i) for (template, lang), n in counts.items() for i in range(n)]

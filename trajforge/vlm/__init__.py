@@ -2,11 +2,19 @@
 
 Importing this package does not import torch; `TransformersBackend` does.
 """
+
 from __future__ import annotations
 
 from trajforge.vlm.backends import VLMBackend, VLMRequest, backend_from_config
 from trajforge.vlm.messages import image_part, text_part
 from trajforge.vlm.tiny import build_tiny_vlm, default_tiny_dir
 
-__all__ = ["VLMBackend", "VLMRequest", "backend_from_config", "build_tiny_vlm",
-           "default_tiny_dir", "image_part", "text_part"]
+__all__ = [
+    "VLMBackend",
+    "VLMRequest",
+    "backend_from_config",
+    "build_tiny_vlm",
+    "default_tiny_dir",
+    "image_part",
+    "text_part",
+]

@@ -1,4 +1,5 @@
 """Reading a model's free-form answer: the JSON objects it holds, prose around them ignored."""
+
 from __future__ import annotations
 
 import json

@@ -7,6 +7,7 @@ order. With `n > 1` it returns n samples per request (a list of n texts each).
 TransformersBackend (transformers_backend.py) loads torch lazily, so code that
 only talks to an endpoint never imports it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,9 +38,15 @@ class VLMBackend(Protocol):
     @property
     def model_id(self) -> str: ...
 
-    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
-                 temperature: float = 0.0, n: int = 1, seed: int | None = None
-                 ) -> list[str] | list[list[str]]: ...
+    def generate(
+        self,
+        requests: list[VLMRequest],
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[str] | list[list[str]]: ...
 
 
 def check_sampling(n: int, temperature: float) -> None:
@@ -64,9 +71,11 @@ def backend_from_config(config: dict) -> VLMBackend:
         raise ValueError("backend config: pass api_key_env (the variable's name), never the key itself")
     if kind == "transformers":
         from trajforge.vlm.transformers_backend import TransformersBackend
+
         return TransformersBackend(**cfg)
     if kind == "openai":
         from trajforge.vlm.openai_backend import OpenAIBackend
+
         return OpenAIBackend(**cfg)
     raise ValueError(f"backend config: kind={kind!r} is not 'transformers' or 'openai'")
 
@@ -75,8 +84,10 @@ def __getattr__(name: str):
     # Lazy re-exports: importing this module must not import torch.
     if name == "TransformersBackend":
         from trajforge.vlm.transformers_backend import TransformersBackend
+
         return TransformersBackend
     if name == "OpenAIBackend":
         from trajforge.vlm.openai_backend import OpenAIBackend
+
         return OpenAIBackend
     raise AttributeError(name)

@@ -6,6 +6,7 @@ caller never thinks about data URLs or PIL. Each backend converts:
 `to_openai_messages` (base64 data URLs) and `split_images` (placeholders plus a
 list of PIL images, for a transformers processor's chat template).
 """
+
 from __future__ import annotations
 
 import base64
@@ -92,13 +93,16 @@ def validate_messages(messages: list[dict], where: str = "request") -> None:
                 continue
             if kind == "image" and isinstance(part.get("image"), (bytes, bytearray)) and part["image"]:
                 continue
-            raise ValueError(f"{where}: messages[{i}].content[{j}] must be a text part or an "
-                             f"image part with non-empty bytes (got type={kind!r})")
+            raise ValueError(
+                f"{where}: messages[{i}].content[{j}] must be a text part or an "
+                f"image part with non-empty bytes (got type={kind!r})"
+            )
 
 
 def count_images(messages: list[dict]) -> int:
-    return sum(1 for m in messages if isinstance(m["content"], list)
-               for p in m["content"] if p["type"] == "image")
+    return sum(
+        1 for m in messages if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image"
+    )
 
 
 def to_openai_messages(messages: list[dict], max_pixels: int | None = None) -> list[dict]:
@@ -107,15 +111,17 @@ def to_openai_messages(messages: list[dict], max_pixels: int | None = None) -> l
     for msg in messages:
         content = msg["content"]
         if isinstance(content, list):
-            content = [{"type": "image_url", "image_url": {"url": data_url(shrink_encoded(p["image"], max_pixels))}}
-                       if p["type"] == "image" else {"type": "text", "text": p["text"]}
-                       for p in content]
+            content = [
+                {"type": "image_url", "image_url": {"url": data_url(shrink_encoded(p["image"], max_pixels))}}
+                if p["type"] == "image"
+                else {"type": "text", "text": p["text"]}
+                for p in content
+            ]
         out.append({"role": msg["role"], "content": content})
     return out
 
 
-def split_images(messages: list[dict], max_pixels: int | None = None
-                 ) -> tuple[list[dict], list[Image.Image]]:
+def split_images(messages: list[dict], max_pixels: int | None = None) -> tuple[list[dict], list[Image.Image]]:
     """Messages for a chat template (image parts become `{"type": "image"}`
     placeholders) and the decoded images in the order they appear."""
     images: list[Image.Image] = []

@@ -5,6 +5,7 @@ only in the short-lived client of that call: the backend object holds the
 variable's name, never the key, so its repr, its config and anything that
 serialises it (a Dagster resource, a log line, run metadata) cannot leak it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,9 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class OpenAIBackend:
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 120.0, max_concurrency: int = 8, max_retries: int = 2,
-                 max_image_pixels: int | None = None, max_tokens_field: str = "max_tokens"):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120.0,
+        max_concurrency: int = 8,
+        max_retries: int = 2,
+        max_image_pixels: int | None = None,
+        max_tokens_field: str = "max_tokens",
+    ):
         """`max_tokens_field`: "max_tokens" (vLLM, most servers) or
         "max_completion_tokens" (newer hosted models refuse the former)."""
         if max_concurrency < 1:
@@ -40,8 +49,10 @@ class OpenAIBackend:
         return self.model
 
     def __repr__(self) -> str:
-        return (f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r}, "
-                f"api_key_env={self.api_key_env!r})")
+        return (
+            f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
 
     def _client(self):
         from openai import OpenAI
@@ -51,32 +62,46 @@ class OpenAIBackend:
             # A local vLLM server without --api-key accepts any key.
             log.info("%s is not set: calling %s without an API key", self.api_key_env, self.base_url)
             key = "EMPTY"
-        return OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s,
-                      max_retries=self.max_retries)
+        return OpenAI(
+            base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries
+        )
 
-    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
-                 temperature: float = 0.0, n: int = 1, seed: int | None = None
-                 ) -> list[str] | list[list[str]]:
+    def generate(
+        self,
+        requests: list[VLMRequest],
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[str] | list[list[str]]:
         """One text per request (n == 1) or n samples per request, in the caller's order."""
         check_sampling(n, temperature)
         client = self._client()
 
         def one(req: VLMRequest) -> list[str]:
-            body = {"model": self.model, "n": n, "temperature": temperature,
-                    "messages": to_openai_messages(req.messages, self.max_image_pixels),
-                    self.max_tokens_field: max_new_tokens}
+            body = {
+                "model": self.model,
+                "n": n,
+                "temperature": temperature,
+                "messages": to_openai_messages(req.messages, self.max_image_pixels),
+                self.max_tokens_field: max_new_tokens,
+            }
             if seed is not None:
                 body["seed"] = seed
             t0 = time.perf_counter()
             try:
                 resp = client.chat.completions.create(**body)
             except Exception as exc:  # noqa: BLE001 - re-raised with the request named
-                raise RuntimeError(f"{self.base_url} ({self.model}): request {req.key!r} failed: "
-                                   f"{type(exc).__name__}: {exc}") from exc
+                raise RuntimeError(
+                    f"{self.base_url} ({self.model}): request {req.key!r} failed: {type(exc).__name__}: {exc}"
+                ) from exc
             choices = sorted(resp.choices, key=lambda c: c.index)
             if len(choices) != n:
-                raise RuntimeError(f"{self.base_url} ({self.model}): request {req.key!r}: "
-                                   f"asked for {n} choices, got {len(choices)}")
+                raise RuntimeError(
+                    f"{self.base_url} ({self.model}): request {req.key!r}: "
+                    f"asked for {n} choices, got {len(choices)}"
+                )
             log.debug("request %r answered in %.2fs", req.key, time.perf_counter() - t0)
             return [c.message.content or "" for c in choices]
 

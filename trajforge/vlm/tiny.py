@@ -7,6 +7,7 @@ depth 2), trains a byte-level BPE on a small EN+ZH corpus with the Qwen chat
 special tokens, and saves it with `save_pretrained`. Its output is noise: it is
 for plumbing, never for judging anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,20 @@ TINY_MIN_PIXELS = 28 * 28
 TINY_MAX_PIXELS = 112 * 112
 
 SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>",
-    "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
-    "<|quad_start|>", "<|quad_end|>",
-    "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
 ]
 
 # Qwen2-VL's own chat template (image parts become the vision placeholders).
@@ -73,12 +83,17 @@ select answer take_over done url page element role name box success failure reas
 
 def _text_config(vocab_size: int, ids: dict[str, int]) -> dict:
     return {
-        "vocab_size": vocab_size, "hidden_size": 64, "intermediate_size": 128,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vocab_size": vocab_size,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
         "max_position_embeddings": 4096,
         # head_dim 16 -> 8 rotary frequencies split over (time, height, width).
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
-        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": ids["<|im_end|>"],
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
         "pad_token_id": ids["<|endoftext|>"],
     }
 
@@ -90,8 +105,11 @@ def _train_tokenizer(vocab_size: int = 1024):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator([line for line in _CORPUS.splitlines() if line.strip()] * 4, trainer)
     return tok
 
@@ -103,14 +121,21 @@ def _build_processor(tok_object):
     from trajforge.vlm.transformers_backend import image_only_processor_class
 
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok_object, bos_token=None, eos_token="<|im_end|>",
-        pad_token="<|endoftext|>", unk_token=None, padding_side="left",
-        additional_special_tokens=SPECIAL_TOKENS[1:], model_max_length=4096)
+        tokenizer_object=tok_object,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        padding_side="left",
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+        model_max_length=4096,
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     # The PIL image processor: no torchvision here; the video processor is left out.
     image_processor = Qwen2VLImageProcessorPil(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
     return image_only_processor_class(Qwen2VLProcessor)(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+    )
 
 
 def tiny_qwen2vl_config(vocab_size: int, ids: dict[str, int]):
@@ -118,11 +143,20 @@ def tiny_qwen2vl_config(vocab_size: int, ids: dict[str, int]):
 
     return Qwen2VLConfig(
         text_config=_text_config(vocab_size, ids),
-        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 64, "num_heads": 2,
-                       "mlp_ratio": 2, "patch_size": 14, "spatial_merge_size": 2,
-                       "temporal_patch_size": 2},
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        vision_config={
+            "depth": 2,
+            "embed_dim": 32,
+            "hidden_size": 64,
+            "num_heads": 2,
+            "mlp_ratio": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
 
@@ -158,14 +192,25 @@ def build_tiny_vlm(out_dir: Path | str) -> Path:
         with torch.no_grad():
             model.lm_head.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(SEED))
         model.generation_config = GenerationConfig(
-            bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
-            pad_token_id=ids["<|endoftext|>"], do_sample=False)
+            bos_token_id=ids["<|endoftext|>"],
+            eos_token_id=ids["<|im_end|>"],
+            pad_token_id=ids["<|endoftext|>"],
+            do_sample=False,
+        )
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        (tmp / MARKER).write_text(json.dumps({
-            "version": TINY_VERSION, "seed": SEED, "random_weights": True,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "vocab_size": len(vocab)}, indent=1))
+        (tmp / MARKER).write_text(
+            json.dumps(
+                {
+                    "version": TINY_VERSION,
+                    "seed": SEED,
+                    "random_weights": True,
+                    "parameters": sum(p.numel() for p in model.parameters()),
+                    "vocab_size": len(vocab),
+                },
+                indent=1,
+            )
+        )
         if out.exists():  # a stale or half-built copy
             shutil.rmtree(out)
         try:

@@ -5,6 +5,7 @@ decoded once), requests are sorted by length into batches of `batch_size`, and a
 batch is left-padded and generated together; results come back in the caller's
 order. Greedy by default; `temperature > 0` samples, `n` samples per request.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,13 @@ log = logging.getLogger(__name__)
 _TOKEN_KEYS = {"input_ids": "pad", "attention_mask": 0, "mm_token_type_ids": 0, "token_type_ids": 0}
 
 
-_VISION_TOKEN_FIELDS = ("image_token_id", "video_token_id", "vision_start_token_id",
-                        "vision_end_token_id", "vision_token_id")
+_VISION_TOKEN_FIELDS = (
+    "image_token_id",
+    "video_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "vision_token_id",
+)
 
 
 def vision_token_ids(model) -> list[int]:
@@ -51,6 +57,7 @@ def image_only_processor_class(base: type) -> type:
     Their video processors need torchvision; a processor class whose __init__ does
     not name `video_processor` is built from an image processor and a tokenizer.
     """
+
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         base.__init__(self, image_processor, tokenizer, None, chat_template=chat_template, **kwargs)
 
@@ -72,6 +79,7 @@ def load_processor(path: str | Path):
         import json
 
         import transformers
+
         cfg_file = Path(path) / "processor_config.json"
         name = json.loads(cfg_file.read_text()).get("processor_class") if cfg_file.exists() else None
         base = getattr(transformers, name or "Qwen2VLProcessor")
@@ -81,11 +89,13 @@ def load_processor(path: str | Path):
         tmpl_file = Path(path) / "chat_template.jinja"
         if tmpl_file.exists():
             template = tmpl_file.read_text()
-        return image_only_processor_class(base)(image_processor=image_processor, tokenizer=tokenizer,
-                                                chat_template=template)
+        return image_only_processor_class(base)(
+            image_processor=image_processor, tokenizer=tokenizer, chat_template=template
+        )
     except Exception as exc:  # noqa: BLE001
-        raise RuntimeError(f"{path}: cannot load a processor (AutoProcessor: {first_error!r}; "
-                           f"image-only fallback: {exc!r})") from exc
+        raise RuntimeError(
+            f"{path}: cannot load a processor (AutoProcessor: {first_error!r}; image-only fallback: {exc!r})"
+        ) from exc
 
 
 def resolve_device(device: str) -> str:
@@ -114,9 +124,16 @@ _SEEDED_GENERATE = threading.Lock()
 
 
 class TransformersBackend:
-    def __init__(self, path: str | Path, device: str = "auto", dtype: str | torch.dtype = "auto",
-                 batch_size: int = 8, max_image_pixels: int | None = None,
-                 model=None, processor=None):
+    def __init__(
+        self,
+        path: str | Path,
+        device: str = "auto",
+        dtype: str | torch.dtype = "auto",
+        batch_size: int = 8,
+        max_image_pixels: int | None = None,
+        model=None,
+        processor=None,
+    ):
         """`model`/`processor` may be passed in already built (the benchmark's random
         3B-shaped model); otherwise both are loaded from `path`."""
         if batch_size < 1:
@@ -138,8 +155,16 @@ class TransformersBackend:
         self._model_id = model_id_for(path) if (self.path / "config.json").exists() else self.path.name
 
     @classmethod
-    def from_loaded(cls, model, processor, model_id: str, *, device: str | None = None,
-                    batch_size: int = 1, max_image_pixels: int | None = None) -> TransformersBackend:
+    def from_loaded(
+        cls,
+        model,
+        processor,
+        model_id: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 1,
+        max_image_pixels: int | None = None,
+    ) -> TransformersBackend:
         """A backend over a model already in memory (a policy being trained).
 
         The model is used as it is: not moved, not cast and not switched to eval
@@ -170,8 +195,10 @@ class TransformersBackend:
         return self._model_id
 
     def __repr__(self) -> str:
-        return (f"TransformersBackend(model_id={self.model_id!r}, device={self.device!r}, "
-                f"dtype={self.dtype}, batch_size={self.batch_size})")
+        return (
+            f"TransformersBackend(model_id={self.model_id!r}, device={self.device!r}, "
+            f"dtype={self.dtype}, batch_size={self.batch_size})"
+        )
 
     # -- preparation ---------------------------------------------------------------
     def encode(self, request: VLMRequest) -> dict[str, torch.Tensor]:
@@ -190,27 +217,37 @@ class TransformersBackend:
             tensors = [e[key] for e in encodings if key in e]
             if key in _TOKEN_KEYS:
                 fill = self.pad_id if _TOKEN_KEYS[key] == "pad" else _TOKEN_KEYS[key]
-                rows = [torch.cat([torch.full((1, width - t.shape[1]), fill, dtype=t.dtype), t], dim=1)
-                        for t in tensors]
+                rows = [
+                    torch.cat([torch.full((1, width - t.shape[1]), fill, dtype=t.dtype), t], dim=1)
+                    for t in tensors
+                ]
                 batch[key] = torch.cat(rows, dim=0)
             else:
                 batch[key] = torch.cat(tensors, dim=0)
         return batch
 
     # -- generation ------------------------------------------------------------------
-    def generate(self, requests: list[VLMRequest], max_new_tokens: int, *,
-                 temperature: float = 0.0, n: int = 1, seed: int | None = None
-                 ) -> list[str] | list[list[str]]:
+    def generate(
+        self,
+        requests: list[VLMRequest],
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        n: int = 1,
+        seed: int | None = None,
+    ) -> list[str] | list[list[str]]:
         """One text per request (n == 1) or a list of n samples per request."""
         check_sampling(n, temperature)
         encodings = [self.encode(r) for r in requests]
         order = sorted(range(len(requests)), key=lambda i: encodings[i]["input_ids"].shape[1])
         results: list[list[str] | None] = [None] * len(requests)
-        sample_kw = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-                     if temperature > 0 else {"do_sample": False, "temperature": None,
-                                              "top_k": None, "top_p": None})
+        sample_kw = (
+            {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+            if temperature > 0
+            else {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
+        )
         for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+            idx = order[start : start + self.batch_size]
             batch = {k: v.to(self.device) for k, v in self.collate([encodings[i] for i in idx]).items()}
             if "pixel_values" in batch:
                 batch["pixel_values"] = batch["pixel_values"].to(self.dtype)
@@ -220,16 +257,25 @@ class TransformersBackend:
             with _SEEDED_GENERATE, torch.inference_mode():
                 if seed is not None:
                     torch.manual_seed(seed + start)
-                out = self.model.generate(**batch, max_new_tokens=max_new_tokens,
-                                          num_return_sequences=n, pad_token_id=self.pad_id,
-                                          suppress_tokens=vision_token_ids(self.model) or None,
-                                          **sample_kw)
-            texts = self.tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:],
-                                                skip_special_tokens=True)
+                out = self.model.generate(
+                    **batch,
+                    max_new_tokens=max_new_tokens,
+                    num_return_sequences=n,
+                    pad_token_id=self.pad_id,
+                    suppress_tokens=vision_token_ids(self.model) or None,
+                    **sample_kw,
+                )
+            texts = self.tokenizer.batch_decode(
+                out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True
+            )
             for j, i in enumerate(idx):
-                results[i] = texts[j * n:(j + 1) * n]
-            log.debug("generated batch of %d (width %d) in %.2fs", len(idx),
-                      batch["input_ids"].shape[1], time.perf_counter() - t0)
+                results[i] = texts[j * n : (j + 1) * n]
+            log.debug(
+                "generated batch of %d (width %d) in %.2fs",
+                len(idx),
+                batch["input_ids"].shape[1],
+                time.perf_counter() - t0,
+            )
         if n == 1:
             return [r[0] for r in results]
         return results

@@ -8,6 +8,7 @@
 
 The site works from file:// as well; `serve` is for a remote machine (ssh -L).
 """
+
 from __future__ import annotations
 
 from trajforge.read.viewer.serve import serve

@@ -5,6 +5,7 @@ dicts that the trajectory template turns into SVG elements. Coordinates in a
 sample are normalised to [0, 1]; the SVG's viewBox is the image's pixel size,
 so circles stay round whatever the page's zoom.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,11 +24,12 @@ def _clip(v: float) -> float:
 
 def _label(text: str) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 1] + "…"
+    return text if len(text) <= _MAX_LABEL else text[: _MAX_LABEL - 1] + "…"
 
 
-def shapes(action: dict[str, Any] | None, target: dict[str, Any] | None,
-           width: int, height: int) -> list[dict[str, Any]]:
+def shapes(
+    action: dict[str, Any] | None, target: dict[str, Any] | None, width: int, height: int
+) -> list[dict[str, Any]]:
     """The shapes for one step, target box first so markers sit on top.
 
     Kinds: `box` (target element), `circle` (tap point; `ring` for a long
@@ -43,9 +45,17 @@ def shapes(action: dict[str, Any] | None, target: dict[str, Any] | None,
     bbox = (target or {}).get("bbox")
     if bbox and len(bbox) == 4:
         x0, y0, x1, y1 = (_clip(c) for c in bbox)
-        out.append({"kind": "box", "action": "target", "x": x0 * w, "y": y0 * h,
-                    "w": (x1 - x0) * w, "h": (y1 - y0) * h,
-                    "title": f"{target.get('role', '')} {target.get('name', '')}".strip()})
+        out.append(
+            {
+                "kind": "box",
+                "action": "target",
+                "x": x0 * w,
+                "y": y0 * h,
+                "w": (x1 - x0) * w,
+                "h": (y1 - y0) * h,
+                "title": f"{target.get('role', '')} {target.get('name', '')}".strip(),
+            }
+        )
     if not action:
         return out
     kind = str(action.get("type", ""))
@@ -62,16 +72,32 @@ def shapes(action: dict[str, Any] | None, target: dict[str, Any] | None,
         if kind == "select" and action.get("text"):
             out.append(_text(kind, _label(action["text"]), px, py, r, w, h, font))
     elif kind == "swipe" and has_point and action.get("x2") is not None:
-        out.append({"kind": "arrow", "action": kind, "x1": px, "y1": py,
-                    "x2": _clip(action["x2"]) * w, "y2": _clip(action["y2"]) * h})
+        out.append(
+            {
+                "kind": "arrow",
+                "action": kind,
+                "x1": px,
+                "y1": py,
+                "x2": _clip(action["x2"]) * w,
+                "y2": _clip(action["y2"]) * h,
+            }
+        )
     elif kind == "scroll":
         dx, dy = _SCROLL_DIR.get(str(action.get("direction")), (0, 1))
         reach = SCROLL_REACH * (w if dx else h)
         # Keep the arrow on screen: start it back from the point if it would leave.
         sx = min(max(px, reach if dx < 0 else 0), w - reach if dx > 0 else w)
         sy = min(max(py, reach if dy < 0 else 0), h - reach if dy > 0 else h)
-        out.append({"kind": "arrow", "action": kind, "x1": sx, "y1": sy,
-                    "x2": sx + dx * reach, "y2": sy + dy * reach})
+        out.append(
+            {
+                "kind": "arrow",
+                "action": kind,
+                "x1": sx,
+                "y1": sy,
+                "x2": sx + dx * reach,
+                "y2": sy + dy * reach,
+            }
+        )
     elif kind == "type":
         text = _label(f"⌨ {action.get('text', '')}")
         if has_point:
@@ -88,20 +114,27 @@ def shapes(action: dict[str, Any] | None, target: dict[str, Any] | None,
     return out
 
 
-def _text(kind: str, text: str, px: float, py: float, r: float, w: float, h: float,
-          font: float) -> dict[str, Any]:
+def _text(
+    kind: str, text: str, px: float, py: float, r: float, w: float, h: float, font: float
+) -> dict[str, Any]:
     """A label beside a point: below it, or above it near the bottom edge."""
     below = py + r + font * 1.2
     y = below if below < h - font * 0.3 else py - r - font * 0.4
     anchor = "start" if px < w * 0.5 else "end"
     x = max(px - r, 2.0) if anchor == "start" else min(px + r, w - 2.0)
-    return {"kind": "label", "action": kind, "x": x, "y": y, "text": text,
-            "anchor": anchor, "font": font}
+    return {"kind": "label", "action": kind, "x": x, "y": y, "text": text, "anchor": anchor, "font": font}
 
 
 def _top(kind: str, text: str, w: float, font: float) -> dict[str, Any]:
-    return {"kind": "label", "action": kind, "x": 4.0, "y": font * 1.3, "text": text,
-            "anchor": "start", "font": font}
+    return {
+        "kind": "label",
+        "action": kind,
+        "x": 4.0,
+        "y": font * 1.3,
+        "text": text,
+        "anchor": "start",
+        "font": font,
+    }
 
 
 def grounding_shapes(samples: list[dict[str, Any]], width: int, height: int) -> list[dict[str, Any]]:
@@ -117,11 +150,18 @@ def grounding_shapes(samples: list[dict[str, Any]], width: int, height: int) -> 
         if len(box) != 4:
             continue
         x0, y0, x1, y1 = (_clip(c) for c in box)
-        out.append({"kind": "box", "action": "target", "x": x0 * w, "y": y0 * h,
-                    "w": (x1 - x0) * w, "h": (y1 - y0) * h,
-                    "title": " | ".join(f"{s.get('kind')}: {s.get('expression')}" for s in group)})
+        out.append(
+            {
+                "kind": "box",
+                "action": "target",
+                "x": x0 * w,
+                "y": y0 * h,
+                "w": (x1 - x0) * w,
+                "h": (y1 - y0) * h,
+                "title": " | ".join(f"{s.get('kind')}: {s.get('expression')}" for s in group),
+            }
+        )
         px, py = (_clip(c) for c in group[0].get("point_norm", ((x0 + x1) / 2, (y0 + y1) / 2)))
         out.append({"kind": "circle", "action": "ground", "cx": px * w, "cy": py * h, "r": r})
-        out.append(_text("ground", _label(group[0].get("expression", "")), px * w, py * h, r, w, h,
-                         font))
+        out.append(_text("ground", _label(group[0].get("expression", "")), px * w, py * h, r, w, h, font))
     return out

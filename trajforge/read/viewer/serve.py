@@ -1,4 +1,5 @@
 """Serve a built viewer site over HTTP from a background thread (standard library only)."""
+
 from __future__ import annotations
 
 import functools

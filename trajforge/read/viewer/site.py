@@ -15,6 +15,7 @@ folder beside the target and swapped in at the end, so a failed build leaves
 the previous site as it was. All text from the data is escaped (jinja2
 autoescape): page text and instructions are data, never markup.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,13 +43,17 @@ _HERE = Path(__file__).parent
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE / "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
 
 
-def build_site(shard_dir: Path | str, out_dir: Path | str | None = None, *,
-               limit: int | None = None) -> Path:
+def build_site(shard_dir: Path | str, out_dir: Path | str | None = None, *, limit: int | None = None) -> Path:
     """Write the viewer of shard_dir into out_dir; return the index.html path.
 
     `limit` keeps the first N trajectories (in manifest order) for a quick look.
@@ -107,8 +112,13 @@ def _build(shard_dir: Path, manifest: dict, site: Path, limit: int | None) -> No
                 yield json.loads(line)
 
     index = env.get_template("index.html.j2").stream(
-        manifest=manifest, rows=stream_rows(), trajectories=n_traj, steps=n_steps,
-        facets={f: sorted(c.items()) for f, c in facets.items()}, limited=limit is not None)
+        manifest=manifest,
+        rows=stream_rows(),
+        trajectories=n_traj,
+        steps=n_steps,
+        facets={f: sorted(c.items()) for f, c in facets.items()},
+        limited=limit is not None,
+    )
     with open(site / "index.html", "w", encoding="utf-8") as f:
         index.dump(f)
     rows_path.unlink()
@@ -120,6 +130,7 @@ def _render(tpl: jinja2.Template, path: Path, manifest: dict, view: dict) -> Non
 
 
 # -- reading ------------------------------------------------------------------------
+
 
 def _trajectories(shard_dir: Path, manifest: dict, limit: int | None) -> Iterator[dict]:
     """{"id", "split", "samples": [(shard, key, json, ext, image bytes)]} per trajectory.
@@ -136,12 +147,15 @@ def _trajectories(shard_dir: Path, manifest: dict, limit: int | None) -> Iterato
         for key, sample in iter_tar_samples(path):
             meta = sample.get("json")
             if not isinstance(meta, dict) or "trajectory_id" not in meta:
-                raise ShardError("sample has no JSON with a trajectory_id", source=str(path),
-                                 record=key, field="json.trajectory_id")
+                raise ShardError(
+                    "sample has no JSON with a trajectory_id",
+                    source=str(path),
+                    record=key,
+                    field="json.trajectory_id",
+                )
             exts = [e for e in sample if e in IMAGE_EXTS]
             if not exts:
-                raise ShardError("sample has no screenshot", source=str(path), record=key,
-                                 field="png")
+                raise ShardError("sample has no screenshot", source=str(path), record=key, field="png")
             tid = str(meta["trajectory_id"])
             if cur is None or tid != cur["id"]:
                 if cur is not None:
@@ -150,8 +164,12 @@ def _trajectories(shard_dir: Path, manifest: dict, limit: int | None) -> Iterato
                     if limit is not None and count >= limit:
                         return
                 if tid in seen:
-                    raise ShardError(f"trajectory {tid!r} is split over non-consecutive samples",
-                                     source=str(path), record=key, field="json.trajectory_id")
+                    raise ShardError(
+                        f"trajectory {tid!r} is split over non-consecutive samples",
+                        source=str(path),
+                        record=key,
+                        field="json.trajectory_id",
+                    )
                 seen.add(tid)
                 cur = {"id": tid, "split": shard["split"], "samples": []}
             cur["samples"].append((shard["name"], key, meta, exts[0], sample[exts[0]]))
@@ -160,6 +178,7 @@ def _trajectories(shard_dir: Path, manifest: dict, limit: int | None) -> Iterato
 
 
 # -- views (plain dicts for the templates) --------------------------------------------
+
 
 def _write_image(site: Path, data: bytes, ext: str) -> tuple[str, tuple[int, int]]:
     """The image's site-relative path (written once, content-addressed) and pixel size."""
@@ -199,35 +218,60 @@ def _trajectory_view(traj: dict, site: Path) -> dict:
         rel, (w, h) = _write_image(site, data, ext)
         action = meta.get("action") or {}
         own = {k: v for k, v in _verdicts(meta).items() if head_verdicts.get(k) != v}
-        steps.append({
-            "index": meta.get("index"), "key": key, "shard": shard,
-            "image": f"../{rel}", "width": w, "height": h,
-            "action": action, "action_type": action.get("type", ""),
-            "description": action.get("description") or _brief(action),
-            "target": meta.get("target"), "thought": meta.get("thought"),
-            "error": meta.get("error"), "guard": meta.get("guard"),
-            "url": meta.get("url"), "screen_changed": meta.get("screen_changed"),
-            "verdicts": own, "shapes": shapes(action, meta.get("target"), w, h),
-        })
+        steps.append(
+            {
+                "index": meta.get("index"),
+                "key": key,
+                "shard": shard,
+                "image": f"../{rel}",
+                "width": w,
+                "height": h,
+                "action": action,
+                "action_type": action.get("type", ""),
+                "description": action.get("description") or _brief(action),
+                "target": meta.get("target"),
+                "thought": meta.get("thought"),
+                "error": meta.get("error"),
+                "guard": meta.get("guard"),
+                "url": meta.get("url"),
+                "screen_changed": meta.get("screen_changed"),
+                "verdicts": own,
+                "shapes": shapes(action, meta.get("target"), w, h),
+            }
+        )
         if isinstance(meta.get("samples"), list):  # a grounding set's screen: its targets
-            steps[-1].update(shapes=grounding_shapes(meta["samples"], w, h), action_type="ground",
-                             description=f"{len(meta['samples'])} grounding samples: " + "; ".join(
-                                 str(s.get("expression")) for s in meta["samples"][:40]))
+            steps[-1].update(
+                shapes=grounding_shapes(meta["samples"], w, h),
+                action_type="ground",
+                description=f"{len(meta['samples'])} grounding samples: "
+                + "; ".join(str(s.get("expression")) for s in meta["samples"][:40]),
+            )
     thumb = _write_thumb(site, stem, samples[0][4])
     row = {
-        "file": f"t/{stem}.html", "id": traj["id"], "split": traj["split"],
+        "file": f"t/{stem}.html",
+        "id": traj["id"],
+        "split": traj["split"],
         "app": str(first.get("app") or task.get("app") or "?"),
         "language": str(task.get("language") or "?"),
         "platform": str(first.get("platform") or "?"),
         "outcome": str(first.get("outcome") or "unknown"),
         "verified_by": str(first.get("verified_by") or ""),
-        "steps": len(steps), "instruction": str(task.get("instruction") or ""),
+        "steps": len(steps),
+        "instruction": str(task.get("instruction") or ""),
         "thumb": thumb,
     }
-    return {"file": f"{stem}.html", "row": row, "task": task, "steps": steps,
-            "trajectory_error": first.get("trajectory_error"), "policy": first.get("policy"),
-            "source": first.get("source"), "distractions": first.get("distractions") or [],
-            "verdicts": head_verdicts, "num_steps": first.get("num_steps")}
+    return {
+        "file": f"{stem}.html",
+        "row": row,
+        "task": task,
+        "steps": steps,
+        "trajectory_error": first.get("trajectory_error"),
+        "policy": first.get("policy"),
+        "source": first.get("source"),
+        "distractions": first.get("distractions") or [],
+        "verdicts": head_verdicts,
+        "num_steps": first.get("num_steps"),
+    }
 
 
 def _brief(action: dict) -> str:
@@ -246,12 +290,16 @@ def _brief(action: dict) -> str:
 
 # -- publishing -------------------------------------------------------------------------
 
+
 def _check_replaceable(out_dir: Path) -> None:
     """Refuse to replace a folder that is not an earlier viewer build (it may be the user's)."""
-    if out_dir.exists() and (not out_dir.is_dir() or
-                             (any(out_dir.iterdir()) and not (out_dir / MARKER).is_file())):
-        raise ShardError(f"{out_dir} exists and is not a trajforge viewer folder; "
-                         "choose another --out or remove it", source=str(out_dir))
+    if out_dir.exists() and (
+        not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / MARKER).is_file())
+    ):
+        raise ShardError(
+            f"{out_dir} exists and is not a trajforge viewer folder; choose another --out or remove it",
+            source=str(out_dir),
+        )
 
 
 def _swap_in(staging: Path, out_dir: Path) -> None:

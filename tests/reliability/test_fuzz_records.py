@@ -235,9 +235,9 @@ def store_copy(tmp_path_factory):
     return built.store
 
 
-# Derandomised: page checksums cover page data, not page headers, so about 1
-# single-byte flip in 800 still decodes to other values (docs/reliability.md);
-# a fixed set of examples keeps that rare case from making the suite flaky.
+# Page checksums alone missed about 1 single-byte change in 800 (page headers,
+# the footer); parts are sealed now (trajforge/store/parquet_seal.py), so every
+# change is refused: tests/store/test_parquet_seal.py tries every byte.
 @settings(
     max_examples=60,
     deadline=None,

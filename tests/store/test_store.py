@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image
@@ -11,7 +12,7 @@ from PIL import Image
 from schemas.actions import Action
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 from trajforge.store.consolidate import consolidate
-from trajforge.store.raw import RawStore
+from trajforge.store.raw import RawStore, atomic_write_table
 
 
 def _png(seed: int) -> bytes:
@@ -95,7 +96,7 @@ def test_consolidate_counts_and_quarantines_with_location(tmp_path):
     f = next((tmp_path / "raw/web/notes").glob("*.steps.parquet"))
     rows = pq.read_table(f).to_pylist()
     rows[1]["action"]["x"] = 1.7
-    pq.write_table(pq.read_table(f).from_pylist(rows, schema=pq.read_schema(f)), f)
+    atomic_write_table(f, pa.Table.from_pylist(rows, schema=pq.read_schema(f)))
 
     res = consolidate(store, tmp_path / "out")
     assert res.trajectories == 2 and res.steps == 6 and res.quarantined == 2

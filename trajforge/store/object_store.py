@@ -41,9 +41,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.arrow import steps_table, trajectories_table
+from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
 from trajforge.store.audit import AuditLog
-from trajforge.store.raw import BlobStore, RawStore, TrajectoryWriter, _damaged
+from trajforge.store.parquet_seal import damaged, parquet_bytes, verify
+from trajforge.store.raw import BlobStore, RawStore, TrajectoryWriter
 
 T = TypeVar("T")
 
@@ -202,11 +204,12 @@ class ObjectRawStore(RawStore):
             data = self._retry(
                 lambda: self.fs.cat_file(path, timeout=self.timeout), f"reading {self.full_url(path)}"
             )
+            verify(data, self.full_url(path))
             return pq.read_table(pa.BufferReader(data), page_checksum_verification=True, **kw)
-        except (ObjectStoreError, FileNotFoundError):
+        except (ObjectStoreError, FileNotFoundError, SchemaError):
             raise
         except (pa.ArrowInvalid, OSError) as exc:
-            raise _damaged(self.full_url(path), exc) from exc
+            raise damaged(self.full_url(path), str(exc)) from exc
 
     def iter_batches(self, path, batch_size: int) -> Iterator[pa.RecordBatch]:
         # A part is read whole (parts are batch-sized); a partial stream cannot be retried.
@@ -310,7 +313,7 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         url = self.store.full_url(f"{self.folder}/{name}")
         # Plain puts under names no one else writes: a retry rewrites the same bytes.
         for kind, table in (("steps", steps), ("trajectories", trajs)):
-            data = _parquet_bytes(table)
+            data = parquet_bytes(table)
             path = f"{self.folder}/{name}.{kind}.parquet"
             self.store._retry(lambda: fs.pipe_file(path, data, timeout=timeout), f"part {url}: {kind} table")
         marker = json.dumps(
@@ -333,12 +336,6 @@ class ObjectTrajectoryWriter(TrajectoryWriter):
         self.committed.update(trajs.column("trajectory_id").to_pylist())
         self.written += trajs.num_rows
         self._part += 1
-
-
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", write_page_checksum=True)
-    return sink.getvalue().to_pybytes()
 
 
 class SpooledAuditLog(AuditLog):

@@ -27,9 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.arrow import TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory, steps_table, trajectories_table
-from schemas.errors import SchemaError
 from schemas.records import Step, Trajectory
 from trajforge.store.audit import AuditLog
+from trajforge.store.parquet_seal import damaged, parquet_bytes, verify
 
 # Threads of BlobStore.put_many (fsync-bound: more than the cores is right).
 PUT_THREADS = 8
@@ -65,52 +65,38 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_table(path: Path, table: pa.Table) -> None:
-    """Parquet through a temporary name, like atomic_write_bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        # Page checksums: a page damaged on disk fails its read instead of
-        # decoding to wrong values (RawStore's readers verify them).
-        pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise path_error(path, exc) from exc
-        raise
+    """Sealed Parquet (parquet_seal: a whole-file sha256 the readers verify)
+    through a temporary name, like atomic_write_bytes."""
+    atomic_write_bytes(path, parquet_bytes(table))
 
 
-def _damaged(path: Path, exc: Exception) -> SchemaError:
-    # Committed parts are written atomically: a torn one means the disk (or a
-    # copy) damaged it. Say which file, so it can be restored or removed.
-    return SchemaError(f"damaged Parquet file ({exc})", source=str(path), field="file")
+def _verified_bytes(path: Path) -> pa.BufferReader:
+    data = path.read_bytes()  # FileNotFoundError stays itself: a part removed under us
+    verify(data, str(path))
+    return pa.BufferReader(data)
 
 
 def _read_table(path: Path, **kw) -> pa.Table:
+    source = _verified_bytes(path)
     try:
-        return pq.read_table(path, page_checksum_verification=True, **kw)
-    except FileNotFoundError:
-        raise
+        return pq.read_table(source, page_checksum_verification=True, **kw)
     except (pa.ArrowException, OSError) as exc:
-        raise _damaged(path, exc) from exc
+        raise damaged(str(path), str(exc)) from exc
 
 
 def _iter_batches(path: Path, batch_size: int) -> Iterator[pa.RecordBatch]:
+    source = _verified_bytes(path)  # parts are batch-sized: whole in memory is fine
     try:
-        yield from pq.ParquetFile(path, page_checksum_verification=True).iter_batches(batch_size=batch_size)
-    except FileNotFoundError:
-        raise
+        yield from pq.ParquetFile(source, page_checksum_verification=True).iter_batches(batch_size=batch_size)
     except (pa.ArrowException, OSError) as exc:
-        raise _damaged(path, exc) from exc
+        raise damaged(str(path), str(exc)) from exc
 
 
 def _rows(path: Path, data: pa.Table | pa.RecordBatch) -> list[dict]:
     try:  # a damaged page can hold bytes that are not UTF-8
         return data.to_pylist()
     except (pa.ArrowException, UnicodeDecodeError) as exc:
-        raise _damaged(path, exc) from exc
+        raise damaged(str(path), str(exc)) from exc
 
 
 class BlobStore:

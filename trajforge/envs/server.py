@@ -1,0 +1,223 @@
+"""The environment server: any environment, over HTTP + JSON, for any RL trainer.
+
+    POST   /v1/sessions               {env, task_id?, seed?, policy_id?, image_format?}
+                                      -> {session_id, observation, info}
+    POST   /v1/sessions/{id}/step     {action} -> {observation, reward, terminated, truncated, info}
+    POST   /v1/sessions/{id}/reset    {task_id?, seed?} -> {observation, info}
+    DELETE /v1/sessions/{id}
+    GET    /v1/envs                   environments and their tasks
+    GET    /v1/health
+    GET    /metrics                   Prometheus text
+
+Errors answer `{"error": {"kind", "message", "field"}}`: 4xx for the request
+(naming the field), 409 for a session already running a call, 410 for a
+session reaped or deleted, 429 with Retry-After when every session is in use,
+503 when the environment itself failed (the episode is recorded as `error`,
+never as a reward of 0; the next reset opens a fresh environment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from pydantic import BaseModel, ConfigDict, Field
+
+from trajforge.envs.sessions import BadRequest, SessionError, SessionPool, UnknownName
+from trajforge.envs.wire import ImageFormat, encode_observation, json_safe
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class ServedEnv:
+    """One environment the server offers: what it is and how to open it for a policy."""
+
+    name: str
+    open: Callable[[str | None], gymnasium.Env]  # policy id -> a fresh environment
+    platform: str = "web"
+    description: str = ""
+    tasks: tuple[str, ...] = field(default=())  # empty: the environment makes up its own
+    screen: tuple[int, int] | None = None  # (height, width) of its screenshots, when fixed
+
+
+class NewSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    env: str
+    task_id: str | None = None
+    seed: int | None = None
+    policy_id: str | None = None
+    image_format: ImageFormat = "png"
+    jpeg_quality: int = Field(85, ge=1, le=100)
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: dict[str, Any] | str
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task_id: str | None = None
+    seed: int | None = None
+
+
+class Metrics:
+    def __init__(self, pool: SessionPool):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        Gauge("trajforge_env_sessions_open", "Sessions open", registry=r).set_function(pool.open_count)
+        self.reset_s = Histogram(
+            "trajforge_env_reset_seconds", "Reset latency", ["env"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.step_s = Histogram(
+            "trajforge_env_step_seconds", "Step latency", ["env"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.errors = Counter("trajforge_env_errors", "Errors answered, by kind", ["kind"], registry=r)
+        self.reaped = Counter("trajforge_env_sessions_reaped", "Sessions reaped when idle", registry=r)
+
+
+def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeout: float = 300.0) -> FastAPI:
+    """The ASGI app over `envs`; sessions on local threads (serve it with uvicorn)."""
+    pool = SessionPool(
+        lambda name, policy: envs[name].open(policy), max_sessions=max_sessions, idle_timeout=idle_timeout
+    )
+    metrics = Metrics(pool)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        reaper = asyncio.create_task(_reap_forever(pool, metrics, idle_timeout))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await run_in_threadpool(pool.close_all)
+
+    app = FastAPI(title="trajforge environments", lifespan=lifespan)
+    app.state.pool, app.state.metrics = pool, metrics
+
+    @app.exception_handler(SessionError)
+    async def _session_error(request: Request, exc: SessionError):
+        metrics.errors.labels(exc.kind).inc()
+        headers = {"Retry-After": str(round(exc.retry_after))} if exc.retry_after else None
+        body = {"error": {"kind": exc.kind, "message": str(exc), "field": exc.field}}
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_body(request: Request, exc: RequestValidationError):
+        metrics.errors.labels("bad_request").inc()
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if p != "body")
+        body = {"error": {"kind": "bad_request", "message": f"{where}: {first['msg']}", "field": where}}
+        return JSONResponse(body, status_code=422)
+
+    async def on_session(session, fn, *, reset: bool):
+        try:
+            return await asyncio.wrap_future(pool.call(session, fn, reset=reset))
+        except ValueError as exc:  # the environment refused the request's values
+            raise BadRequest(str(exc), field="task_id" if reset else "action") from exc
+
+    def answer_reset(session, task_id, seed):
+        served = envs[session.env_name]
+        if task_id is not None and served.tasks and task_id not in served.tasks:
+            raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field="task_id")
+        options = {"task_id": task_id} if task_id is not None else None
+        return lambda env: env.reset(seed=seed, options=options)
+
+    async def timed_reset(session, task_id, seed) -> dict:
+        t = time.perf_counter()
+        obs, info = await on_session(session, answer_reset(session, task_id, seed), reset=True)
+        metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
+        return {"observation": encode_observation(obs, **session.wire), "info": json_safe(info)}
+
+    @app.post("/v1/sessions")
+    async def new_session(req: NewSession):
+        if req.env not in envs:
+            raise _unknown_env(req.env, envs)
+        wire = {"image_format": req.image_format, "jpeg_quality": req.jpeg_quality}
+        session = pool.open(req.env, req.policy_id, wire)
+        try:
+            body = await timed_reset(session, req.task_id, req.seed)
+        except BaseException:
+            await run_in_threadpool(pool.close, session.id, "its first reset failed")
+            raise
+        return {"session_id": session.id, **body}
+
+    @app.post("/v1/sessions/{session_id}/reset")
+    async def reset(session_id: str, req: ResetRequest | None = None):
+        req = req or ResetRequest()
+        return await timed_reset(pool.get(session_id), req.task_id, req.seed)
+
+    @app.post("/v1/sessions/{session_id}/step")
+    async def step(session_id: str, req: StepRequest):
+        session = pool.get(session_id)
+        t = time.perf_counter()
+        obs, reward, terminated, truncated, info = await on_session(
+            session, lambda env: env.step(req.action), reset=False
+        )
+        metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
+        return {
+            "observation": encode_observation(obs, **session.wire),
+            "reward": float(reward),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "info": json_safe(info),
+        }
+
+    @app.delete("/v1/sessions/{session_id}")
+    async def delete(session_id: str):
+        await run_in_threadpool(pool.close, session_id)
+        return {"closed": session_id}
+
+    @app.get("/v1/envs")
+    async def list_envs():
+        return {
+            "envs": [
+                {
+                    "name": e.name,
+                    "platform": e.platform,
+                    "description": e.description,
+                    "tasks": list(e.tasks),
+                    "screen": list(e.screen) if e.screen else None,
+                }
+                for e in envs.values()
+            ]
+        }
+
+    @app.get("/v1/health")
+    async def health():
+        return {"status": "ok", "sessions_open": pool.open_count(), "max_sessions": max_sessions}
+
+    @app.get("/metrics")
+    async def prometheus():
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def _reap_forever(pool: SessionPool, metrics: Metrics, idle_timeout: float) -> None:
+    every = max(0.2, min(5.0, idle_timeout / 4))
+    while True:
+        await asyncio.sleep(every)
+        metrics.reaped.inc(await run_in_threadpool(pool.reap_idle))
+
+
+def _unknown_env(name: str, envs: dict) -> SessionError:
+    return UnknownName(f"no environment {name!r}; served: {', '.join(sorted(envs))}", field="env")

@@ -1,0 +1,231 @@
+"""The environment server's sessions: one environment each, on its own thread.
+
+Playwright's sync objects belong to the thread that made them (and an Appium
+session is not thread-safe either), so every call on a session's environment
+runs on that session's single worker thread; HTTP handlers only wait on it.
+
+A session whose environment failed (a crashed browser, a lost actor) answers
+every step with that failure until it is reset; the reset opens a fresh
+environment. A session idle past the timeout is reaped: its environment is
+closed (an open episode is recorded as `error` by the environment) and its id
+answers 410 from then on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+# How long a reaped or closed session id is remembered (to answer 410, not 404).
+GONE_MEMORY = 2048
+
+
+class SessionError(Exception):
+    """A request the server answers with `status`; `kind` is the metrics label."""
+
+    status = 400
+    kind = "bad_request"
+
+    def __init__(self, message: str, *, field: str | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.field, self.retry_after = field, retry_after
+
+
+class BadRequest(SessionError):
+    """A value the environment refused (a malformed action, an unknown task)."""
+
+    status, kind = 422, "bad_request"
+
+
+class UnknownName(SessionError):
+    status, kind = 404, "unknown_name"
+
+
+class UnknownSession(SessionError):
+    status, kind = 404, "unknown_session"
+
+
+class SessionGone(SessionError):
+    status, kind = 410, "session_gone"
+
+
+class SessionBusy(SessionError):
+    status, kind = 409, "session_busy"
+
+
+class ServerFull(SessionError):
+    status, kind = 429, "full"
+
+
+class EnvFailed(SessionError):
+    """The environment itself failed (not the policy): never a reward of 0."""
+
+    status, kind = 503, "env_failed"
+
+
+# What opens an environment for a session: (env name, policy id) -> a gymnasium.Env.
+OpenEnv = Callable[[str, "str | None"], gymnasium.Env]
+
+
+@dataclass
+class Session:
+    id: str
+    env_name: str
+    policy_id: str | None
+    worker: ThreadPoolExecutor
+    env: gymnasium.Env | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    busy: bool = False
+    failure: str | None = None  # why the environment failed; cleared by a reset
+    wire: dict = field(default_factory=dict)  # how observations travel (image format)
+
+
+class SessionPool:
+    """At most `max_sessions` sessions; idle ones reaped after `idle_timeout` s."""
+
+    def __init__(self, open_env: OpenEnv, *, max_sessions: int, idle_timeout: float):
+        self.open_env, self.max_sessions, self.idle_timeout = open_env, max_sessions, idle_timeout
+        self._sessions: dict[str, Session] = {}
+        self._gone: dict[str, str] = {}  # id -> why it went
+        self._lock = threading.Lock()
+        self.reaped = 0
+
+    # -- lifecycle --------------------------------------------------------
+
+    def open(self, env_name: str, policy_id: str | None, wire: dict | None = None) -> Session:
+        """A new session (its environment opens on its own thread at the first reset)."""
+        with self._lock:
+            if len(self._sessions) >= self.max_sessions:
+                raise ServerFull(
+                    f"all {self.max_sessions} sessions are in use; retry later or delete one",
+                    retry_after=self._retry_after(),
+                )
+            sid = uuid.uuid4().hex
+            worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{sid[:8]}")
+            session = Session(sid, env_name, policy_id, worker, wire=wire or {})
+            self._sessions[sid] = session
+        return session
+
+    def get(self, sid: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is not None:
+                return session
+            if sid in self._gone:
+                raise SessionGone(f"session {sid} is gone: {self._gone[sid]}", field="session_id")
+        raise UnknownSession(f"no session {sid}", field="session_id")
+
+    def close(self, sid: str, why: str = "deleted by the client") -> None:
+        session = self._take(sid, why)
+        self._shut(session)
+
+    def close_all(self) -> None:
+        with self._lock:
+            sids = list(self._sessions)
+        for sid in sids:
+            try:
+                self.close(sid, "the server stopped")
+            except SessionError:
+                pass
+
+    def reap_idle(self, now: float | None = None) -> int:
+        """Close sessions idle past the timeout; how many."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            idle = [
+                s.id for s in self._sessions.values() if not s.busy and now - s.last_used > self.idle_timeout
+            ]
+        for sid in idle:
+            try:
+                self.close(sid, f"reaped after {self.idle_timeout:g} s idle")
+                self.reaped += 1
+            except SessionError:
+                pass  # closed by its client meanwhile
+        return len(idle)
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    # -- calls on a session's thread -------------------------------------
+
+    def call(self, session: Session, fn: Callable[[gymnasium.Env], Any], *, reset: bool) -> Future:
+        """Run `fn(env)` on the session's thread; one call at a time per session.
+
+        A reset after a failure (or the first reset) opens a fresh environment.
+        """
+        with self._lock:
+            if session.busy:
+                raise SessionBusy(f"session {session.id} is already running a call", field="session_id")
+            if session.failure and not reset:
+                raise EnvFailed(
+                    f"session {session.id}: the environment failed ({session.failure}); reset it",
+                    field="session_id",
+                )
+            session.busy = True
+        return session.worker.submit(self._run, session, fn, reset)
+
+    def _run(self, session: Session, fn, reset: bool):
+        try:
+            if reset and (session.env is None or session.failure):
+                self._replace_env(session)
+            try:
+                return fn(session.env)
+            except (SessionError, ValueError):
+                raise  # the request was wrong, not the environment
+            except Exception as exc:
+                session.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+                raise EnvFailed(f"session {session.id}: {session.failure}", field="session_id") from exc
+        finally:
+            session.last_used = time.monotonic()
+            session.busy = False
+
+    def _replace_env(self, session: Session) -> None:
+        if session.env is not None:
+            _close_quietly(session.env)
+            session.env = None
+        try:
+            session.env = self.open_env(session.env_name, session.policy_id)
+        except Exception as exc:
+            session.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            raise EnvFailed(f"cannot open environment {session.env_name!r}: {session.failure}") from exc
+        session.failure = None
+
+    # -- internals --------------------------------------------------------
+
+    def _take(self, sid: str, why: str) -> Session:
+        with self._lock:
+            session = self._sessions.pop(sid, None)
+            if session is None:
+                if sid in self._gone:
+                    raise SessionGone(f"session {sid} is gone: {self._gone[sid]}", field="session_id")
+                raise UnknownSession(f"no session {sid}", field="session_id")
+            self._gone[sid] = why
+            while len(self._gone) > GONE_MEMORY:
+                self._gone.pop(next(iter(self._gone)))
+        return session
+
+    def _shut(self, session: Session) -> None:
+        # Closing runs on the session's own thread, after any call in flight.
+        if session.env is not None:
+            session.worker.submit(_close_quietly, session.env).result()
+        session.worker.shutdown(wait=True)
+
+    def _retry_after(self) -> float:
+        now = time.monotonic()
+        waits = [max(0.0, self.idle_timeout - (now - s.last_used)) for s in self._sessions.values()]
+        return max(1.0, min(waits, default=self.idle_timeout))
+
+
+def _close_quietly(env: gymnasium.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # a crashed browser's close fails too; the session goes anyway
+        pass

@@ -1,0 +1,64 @@
+"""Observations and infos as JSON, and back: what the server sends and RemoteEnv reads.
+
+The screenshot travels as base64 PNG (lossless: the default) or JPEG (smaller;
+the client's choice per session); everything else in an observation is text.
+An info is made JSON-safe: numpy values become numbers and lists, anything
+else without a JSON form its string.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+
+ImageFormat = Literal["png", "jpeg"]
+
+
+def encode_observation(obs: dict, image_format: ImageFormat = "png", jpeg_quality: int = 85) -> dict:
+    out = {k: v for k, v in obs.items() if k != "screenshot"}
+    shot = np.asarray(obs["screenshot"], dtype=np.uint8)
+    buf = io.BytesIO()
+    image = Image.fromarray(shot)
+    if image_format == "jpeg":
+        image.save(buf, format="JPEG", quality=jpeg_quality)
+    else:
+        image.save(buf, format="PNG", compress_level=1)  # fast: the wire is loopback or a LAN
+    out["screenshot"] = {
+        "format": image_format,
+        "width": int(shot.shape[1]),
+        "height": int(shot.shape[0]),
+        "data": base64.b64encode(buf.getvalue()).decode("ascii"),
+    }
+    return json_safe(out)
+
+
+def decode_observation(wire: dict) -> dict:
+    """The observation dict again, screenshot as uint8 H×W×3."""
+    obs = dict(wire)
+    shot = wire["screenshot"]
+    image = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+    obs["screenshot"] = np.asarray(image, dtype=np.uint8)
+    return obs
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    if hasattr(value, "model_dump"):  # pydantic records (Task, Device)
+        return json_safe(value.model_dump(mode="json"))
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)

@@ -11,7 +11,8 @@ that the start page really arrived (a network error or an HTTP 4xx/5xx is a
 Verifiers (`Verdict`: done, success, reward, reason):
 - js: the expression is evaluated in the page;
 - http: the URL is fetched by the crawler (state lives on the server); the JSON
-  answer is the verdict, or `expression` maps the body in the page;
+  answer is the verdict, or `expression` maps the body in the page; a status
+  of `not_done_status` (default 404) is "not done", another error status an error;
 - python / state: "module:function"(task, observation, history, env);
 - judge: a callable given by the caller (the VLM judge lives in curation,
   above this layer) reads the episode once the policy stops.
@@ -50,6 +51,14 @@ class StartPageError(RuntimeError):
 
 class VerifierError(RuntimeError):
     """A verifier raised, timed out or answered something that is not a verdict."""
+
+
+class HTTPStatusError(VerifierError):
+    """A verifier's URL answered an HTTP error status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class SetupError(RuntimeError):
@@ -360,7 +369,15 @@ class EnvironmentRuntime:
         if spec.kind == "js":
             return page_of(env).evaluate(bounded_js(fill(spec.expression, **values), spec.timeout_s), None)
         if spec.kind == "http":
-            body = self._fetch(spec, fill(spec.url, **values), task)
+            url = fill(spec.url, **values)
+            try:
+                body = self._fetch(spec, url, task)
+            except HTTPStatusError as e:
+                if e.status not in spec.not_done_status:
+                    raise
+                # What the task creates is not there (yet): not done, never an error.
+                reason = f"GET {url} answered HTTP {e.status}: not done (not_done_status)"
+                return {"done": False, "success": False, "reason": reason}
             if spec.expression:
                 return page_of(env).evaluate(bounded_js(spec.expression, spec.timeout_s), body)
             return body
@@ -383,7 +400,7 @@ class EnvironmentRuntime:
             with urllib.request.urlopen(req, timeout=spec.timeout_s) as resp:
                 raw = resp.read(10_000_000).decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
-            raise VerifierError(f"{where}: GET {url} answered HTTP {e.code}") from e
+            raise HTTPStatusError(f"{where}: GET {url} answered HTTP {e.code}", e.code) from e
         except (urllib.error.URLError, OSError) as e:
             raise VerifierError(f"{where}: GET {url} failed: {e}") from e
         try:

@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +191,9 @@ class _NotesHandler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.startswith("/api/notes/"):
             name = path.removeprefix("/api/notes/")
-            if name not in self.server.notes:
+            status = 200 if name in self.server.app.notes else 404
+            self.server.app.answers.append((path, status))
+            if status == 404:
                 return self._send(404, b'{"error": "no such note"}')
             return self._send(200, ('{"title": "%s"}' % name).encode())
         page = NOTES_VARIANTS.get(path)
@@ -203,21 +206,28 @@ class _NotesHandler(http.server.BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if not path.startswith("/api/notes/"):
             return self._send(404)
-        self.server.notes.add(path.removeprefix("/api/notes/"))
+        self.server.app.notes.add(path.removeprefix("/api/notes/"))
         self._send(201, b"{}")
 
     def log_message(self, *args):
         pass
 
 
+@dataclass
+class NotesApp:
+    url: str
+    notes: set[str] = field(default_factory=set)
+    answers: list[tuple[str, int]] = field(default_factory=list)  # (path, status) of each note GET
+
+
 @contextmanager
 def notes_server():
-    """The small notes app on a loopback port (a thread), empty; yields its URL."""
+    """The small notes app on a loopback port (a thread), empty; yields its NotesApp."""
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotesHandler)
-    httpd.notes = set()
+    httpd.app = NotesApp(f"http://127.0.0.1:{httpd.server_address[1]}")
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        yield httpd.app
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -24,8 +24,8 @@ ITEMS = "document.querySelectorAll('li.item').length"
 
 @pytest.fixture(scope="module")
 def server():
-    with notes_server() as url:
-        yield url
+    with notes_server() as app:
+        yield app.url
 
 
 @pytest.fixture(scope="module")

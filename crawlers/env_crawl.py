@@ -254,7 +254,9 @@ def crawl_environment(
             ]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
-    steps_budget = how.max_steps or (environment.explore.max_steps if exploring else environment.max_steps)
+    # An app that makes up its own task may have no `explore`: its walks take max_steps.
+    walk_steps = environment.explore.max_steps if environment.explore else environment.max_steps
+    steps_budget = how.max_steps or (walk_steps if exploring else environment.max_steps)
     guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
 

@@ -183,7 +183,11 @@ class TaskSpec(_Strict):
 
 class ExploreSpec(_Strict):
     """Episodes without a task: the walk records, reverse synthesis names the task later.
-    They are verified only by their own `verifier` (the app's "done" signal, say)."""
+
+    They are verified by their own `verifier` (the app's "done" signal, say),
+    else by the environment's; `verifier: null` records them unverified (a
+    default verifier that needs a task's params cannot judge a walk).
+    """
 
     policy: Literal["random_walk", "agent"] = "random_walk"
     episodes: int = Field(default=10, ge=1, le=100_000)
@@ -313,7 +317,7 @@ class Environment(_Strict):
 
     def verifier_for(self, task: TaskSpec | Task | None) -> VerifierSpec | None:
         if isinstance(task, Task) and task.params.get("explore"):
-            return self.explore.verifier if self.explore else None
+            return self.explore_verifier()
         own = None
         if isinstance(task, TaskSpec):
             own = task.verifier
@@ -321,6 +325,13 @@ class Environment(_Strict):
             spec = self.task_spec(task.task_id)
             own = spec.verifier if spec else None
         return own or self.verifier
+
+    def explore_verifier(self) -> VerifierSpec | None:
+        """What judges an exploration episode: `explore.verifier` when the file gives one
+        (null: nothing), else the environment's `verifier`."""
+        if self.explore is not None and "verifier" in self.explore.model_fields_set:
+            return self.explore.verifier
+        return self.verifier
 
     def task_spec(self, task_id: str) -> TaskSpec | None:
         for t in self.tasks:

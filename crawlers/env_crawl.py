@@ -115,8 +115,8 @@ def environment_tasks(
 
 
 def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
-    """The screen of a task's episode: the environment's viewport, or a profile it names
-    drawn by the seed; the locale follows the task's language, the theme the seed."""
+    """The screen asked for a task's episode: the environment's viewport, or a profile it
+    names drawn by the seed; the locale follows the task's language, the theme the seed."""
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
     mobile = environment.platform != "web"
     if environment.viewport is not None:
@@ -138,8 +138,9 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
                 f"profile(s) {unknown}; known: {sorted(known)}"
             )
         base = known[rng.choice(sorted(names))]
-    # The theme is a real emulation (prefers-color-scheme); a font scale is not
-    # applied to a foreign page, so it is recorded as 1.0.
+    # The theme (prefers-color-scheme) and locale are asked for; the episode records
+    # the ones the page showed (env_device). A font scale is not applied to a
+    # foreign page, so it is recorded as 1.0.
     return base.model_copy(
         update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
     )

@@ -65,6 +65,8 @@ class EnvCrawlStats(CrawlStats):
             "failure": self.failure,
             "error": self.error,
             "unknown": self.unknown,
+            "verified": self.verified,
+            "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
             "verified_success_rate": round(self.success / verified, 3) if verified else None,
             "noop_rate": round(self.noop_steps / acted, 3) if acted else None,
             "step_ms_p50": pct(self.step_ms, 0.5),

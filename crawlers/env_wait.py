@@ -39,7 +39,7 @@ def wait_for_condition(page, condition: str, timeout_s: float) -> None:
             page.wait_for_selector(text, state="visible", timeout=_left_ms(deadline))
         except Exception as e:  # noqa: BLE001 - Playwright's timeout, or a bad selector
             detail = _first_line(e)
-            if "Timeout" in detail:  # `app.ready` is a selector too: say how to mean JavaScript
+            if "timeout" in detail.lower():  # `app.ready` is a selector too: say how to mean JavaScript
                 detail = "for a JavaScript condition, write js: before it"
             raise TimeoutError(f"selector {text!r} was not visible within {timeout_s:g} s ({detail})") from e
         return

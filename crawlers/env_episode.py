@@ -12,6 +12,9 @@ The outcome never says `unknown` where a verifier exists:
 - the guard refused an action, the policy gave up, a take-over: failure;
 - the verifier raised or timed out: error, naming environment, task, verifier.
 Only a task with no verifier at all, played to its end, is `unknown`.
+
+The trajectory's device records the theme and language the start page showed
+(crawlers/env_device.py), not only the ones the browser was asked to emulate.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from schemas.observation import Observation
 from schemas.records import Step, Task, Trajectory
 
 from .crawl_episode import CrawlEnv, EpisodeContext, Opened, env_platform, play_steps
+from .env_device import observed_device
+from .env_page import web_page
 from .env_runtime import EnvironmentRuntime, Verdict, VerifierError
 from .policies import Policy
 
@@ -47,6 +52,9 @@ def run_env_episode(
     obs, task = runtime.start(env, task, session=session, seed=seed, device=ctx.device)
     policy = make_policy(task)
     device = getattr(env, "device", None) or ctx.device
+    page = web_page(env)
+    if page is not None:  # record the theme and language the app showed, not the ones asked for
+        device = observed_device(page, device)
     observe_ms = (time.perf_counter() - t0) * 1000
     opened = Opened(obs, ctx.blobs.put(obs.screenshot, obs.image_format), observe_ms)
 

@@ -3,6 +3,12 @@
 TiddlyWiki comes from npm (package.json), Datasette from PyPI (the dev extra).
 Nothing here knows the apps' pages: the environment files in
 examples/environments/ and their task files do, as a user's would.
+
+The fixtures `tiddlywiki_url` and `datasette_url` start each app once per test
+run (per xdist worker) for every folder that uses it (tests/conftest.py loads
+this module as a plugin); each is started only when a test asks for it. A test
+that changes an app's data leaves it for the next: the environment files' own
+`setup` resets what their tasks create.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = ROOT / "examples" / "environments"
@@ -231,3 +239,17 @@ def notes_server():
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def tiddlywiki_url(tmp_path_factory):
+    """A TiddlyWiki server for the whole run; its URL."""
+    with tiddlywiki(tmp_path_factory.mktemp("tiddlywiki")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def datasette_url(tmp_path_factory):
+    """A Datasette over world.db for the whole run; its URL."""
+    with datasette(tmp_path_factory.mktemp("datasette")) as url:
+        yield url

@@ -55,13 +55,21 @@ class Recorder:
         self.progress = progress
         self.on_write = on_write
         self.writer = None  # set by `open`
+        self.total = total
         self.bar = tqdm(total=total, desc=desc, unit="traj", disable=not sys.stderr.isatty())
 
     def emit(self, kind: str, task: Task, tid: str, **kw) -> None:
         with self.lock:
             if self.progress is not None:
                 self.progress(
-                    ProgressEvent(kind=kind, task_id=task.task_id, trajectory_id=tid, stats=self.stats, **kw)
+                    ProgressEvent(
+                        kind=kind,
+                        task_id=task.task_id,
+                        trajectory_id=tid,
+                        stats=self.stats,
+                        total=self.total,
+                        **kw,
+                    )
                 )
 
     def claim(self, items: Iterable[tuple], id_of: Callable[[Task], str]) -> list[tuple]:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
+from schemas.environment import VERIFIER_KINDS
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 
 from .crawl_episode import CrawlEnv, EpisodeContext, EpisodeInfo, env_platform
@@ -51,11 +52,18 @@ class CrawlStats:
     steps_per_s: float = 0.0
     by_language: dict[str, int] = field(default_factory=dict)
     success_by_language: dict[str, int] = field(default_factory=dict)
+    verified: int = 0  # outcomes a verifier decided (success or failure)
+    # Why episodes errored: each cause once (the task's own name taken out), with its count.
+    error_reasons: dict[str, int] = field(default_factory=dict)
 
     def count(self, traj: Trajectory) -> None:
         self.trajectories += 1
         self.steps += traj.num_steps
         setattr(self, traj.outcome, getattr(self, traj.outcome) + 1)
+        self.verified += traj.verified_by in VERIFIER_KINDS
+        if traj.outcome == "error":
+            reason = error_reason(traj)
+            self.error_reasons[reason] = self.error_reasons.get(reason, 0) + 1
         lang = traj.task.language
         self.by_language[lang] = self.by_language.get(lang, 0) + 1
         if traj.outcome == "success":
@@ -84,6 +92,15 @@ class ProgressEvent:
     outcome: str | None = None
     message: str | None = None
     slot: str | None = None  # "<device>#<session>" (or "browser#<n>") in a pool crawl
+    total: int | None = None  # the tasks of the crawl (stored ones included)
+
+
+def error_reason(traj: Trajectory) -> str:
+    """An error trajectory's cause, the same for every task it hit: the first line of
+    its error without the task's name and the episode's id (a {session} in a URL)."""
+    lines = (traj.error or "no reason recorded").strip().splitlines() or ["no reason recorded"]
+    text = lines[0].replace(f", task '{traj.task.task_id}'", "")
+    return text.replace(traj.trajectory_id, "{session}")[:400]
 
 
 # One attempt of a task on an env: (trajectory, steps); raises BrowserCrashed and the like.

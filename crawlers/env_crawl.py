@@ -65,6 +65,8 @@ class EnvCrawlStats(CrawlStats):
             "failure": self.failure,
             "error": self.error,
             "unknown": self.unknown,
+            "verified": self.verified,
+            "error_reasons": dict(sorted(self.error_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
             "verified_success_rate": round(self.success / verified, 3) if verified else None,
             "noop_rate": round(self.noop_steps / acted, 3) if acted else None,
             "step_ms_p50": pct(self.step_ms, 0.5),
@@ -115,8 +117,8 @@ def environment_tasks(
 
 
 def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
-    """The screen of a task's episode: the environment's viewport, or a profile it names
-    drawn by the seed; the locale follows the task's language, the theme the seed."""
+    """The screen asked for a task's episode: the environment's viewport, or a profile it
+    names drawn by the seed; the locale follows the task's language, the theme the seed."""
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
     mobile = environment.platform != "web"
     if environment.viewport is not None:
@@ -138,8 +140,9 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
                 f"profile(s) {unknown}; known: {sorted(known)}"
             )
         base = known[rng.choice(sorted(names))]
-    # The theme is a real emulation (prefers-color-scheme); a font scale is not
-    # applied to a foreign page, so it is recorded as 1.0.
+    # The theme (prefers-color-scheme) and locale are asked for; the episode records
+    # the ones the page showed (env_device). A font scale is not applied to a
+    # foreign page, so it is recorded as 1.0.
     return base.model_copy(
         update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
     )
@@ -254,7 +257,9 @@ def crawl_environment(
             ]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
-    steps_budget = how.max_steps or (environment.explore.max_steps if exploring else environment.max_steps)
+    # An app that makes up its own task may have no `explore`: its walks take max_steps.
+    walk_steps = environment.explore.max_steps if environment.explore else environment.max_steps
+    steps_budget = how.max_steps or (walk_steps if exploring else environment.max_steps)
     guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
 

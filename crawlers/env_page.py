@@ -11,6 +11,7 @@ is awaited. Native Android / iOS apps have no page: the runtime says so.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -86,3 +87,20 @@ def web_page(env):
             env._tf_driver_page = page
         return page
     return None
+
+
+def bounded_js(expression: str, timeout_s: float, message: str | None = None) -> str:
+    """A page function that evaluates `expression` (a value, a promise, or a function of
+    the argument, called) and rejects with `message` after `timeout_s`: a verifier or a
+    wait must not hang the crawl. A function is told from a value by what the expression
+    gives (typeof), never by how its text looks: `xs.some(e => e.ok)` is a value."""
+    ms = int(timeout_s * 1000)
+    text = json.dumps(message or f"no verdict within {timeout_s}s (timeout_s)")
+    # On lines of its own: a trailing // comment must not swallow the closing parenthesis.
+    expression = expression.strip().rstrip(";")
+    return (
+        f"async (arg) => {{ const run = async () => {{ const v = (\n{expression}\n);"
+        f" return typeof v === 'function' ? await v(arg) : await v; }};"
+        f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
+        f"() => reject(new Error({text})), {ms}))]); }}"
+    )

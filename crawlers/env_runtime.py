@@ -11,7 +11,8 @@ that the start page really arrived (a network error or an HTTP 4xx/5xx is a
 Verifiers (`Verdict`: done, success, reward, reason):
 - js: the expression is evaluated in the page;
 - http: the URL is fetched by the crawler (state lives on the server); the JSON
-  answer is the verdict, or `expression` maps the body in the page;
+  answer is the verdict, or `expression` maps the body in the page; a status
+  of `not_done_status` (default 404) is "not done", another error status an error;
 - python / state: "module:function"(task, observation, history, env);
 - judge: a callable given by the caller (the VLM judge lives in curation,
   above this layer) reads the episode once the policy stops.
@@ -24,7 +25,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
-import re
 import time
 import urllib.error
 import urllib.request
@@ -37,13 +37,12 @@ from schemas.environment import Environment, VerifierSpec, fill
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task
 
-from .env_page import web_page
+from .env_page import bounded_js, web_page
+from .env_wait import wait_for_condition
 
 # The HTTP status of the document that is shown (Chromium 109+).
 _STATUS_JS = """() => { const n = performance.getEntriesByType('navigation')[0];
   return n && n.responseStatus ? n.responseStatus : null; }"""
-# A wait_for that reads as JavaScript rather than a CSS selector.
-_LOOKS_JS = re.compile(r"[()=!&|<>]|^\s*(window|document|return)\b")
 
 
 class StartPageError(RuntimeError):
@@ -54,8 +53,20 @@ class VerifierError(RuntimeError):
     """A verifier raised, timed out or answered something that is not a verdict."""
 
 
+class HTTPStatusError(VerifierError):
+    """A verifier's URL answered an HTTP error status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 class SetupError(RuntimeError):
     """The environment's setup, wait_for or instruction_js failed."""
+
+
+class WaitForTimeout(SetupError):
+    """The environment's wait_for did not hold in time (wait_timeout_s)."""
 
 
 @dataclass
@@ -311,25 +322,10 @@ class EnvironmentRuntime:
     def _wait_for(self, env, condition: str, task: Task) -> None:
         if web_page(env) is None and self.environment.app is not None:
             return self._wait_native(env, condition, task)
-        page = page_of(env)
-        timeout_ms = self.environment.wait_timeout_s * 1000
-        kind, _, body = condition.partition(":")
-        if kind in ("css", "js") and body:
-            as_js, condition = kind == "js", body.strip()
-        else:
-            as_js = bool(_LOOKS_JS.search(condition))
         try:
-            if as_js:
-                # Thrown while the page is still loading counts as "not yet".
-                body = f"({condition})()" if "=>" in condition else f"({condition})"
-                page.wait_for_function(
-                    f"() => {{ try {{ return !!{body}; }} catch (e) {{ return false; }} }}",
-                    timeout=timeout_ms,
-                )
-            else:
-                page.wait_for_selector(condition, state="visible", timeout=timeout_ms)
-        except Exception as e:  # noqa: BLE001
-            raise SetupError(self.where(task, "wait_for") + f" {condition!r}: {_short(e)}") from e
+            wait_for_condition(page_of(env), condition, self.environment.wait_timeout_s)
+        except TimeoutError as e:
+            raise WaitForTimeout(f"{self.where(task, 'wait_for')} {e}") from e
 
     def _evaluate(self, page, expression: str, arg: Any, task: Task, what: str) -> Any:
         try:
@@ -371,11 +367,19 @@ class EnvironmentRuntime:
     ) -> Any:
         values = self.values(task, session=session, seed=seed)
         if spec.kind == "js":
-            return page_of(env).evaluate(_bounded_js(fill(spec.expression, **values), spec.timeout_s), None)
+            return page_of(env).evaluate(bounded_js(fill(spec.expression, **values), spec.timeout_s), None)
         if spec.kind == "http":
-            body = self._fetch(spec, fill(spec.url, **values), task)
+            url = fill(spec.url, **values)
+            try:
+                body = self._fetch(spec, url, task)
+            except HTTPStatusError as e:
+                if e.status not in spec.not_done_status:
+                    raise
+                # What the task creates is not there (yet): not done, never an error.
+                reason = f"GET {url} answered HTTP {e.status}: not done (not_done_status)"
+                return {"done": False, "success": False, "reason": reason}
             if spec.expression:
-                return page_of(env).evaluate(_bounded_js(spec.expression, spec.timeout_s), body)
+                return page_of(env).evaluate(bounded_js(spec.expression, spec.timeout_s), body)
             return body
         if spec.kind in ("python", "state"):
             fn = self._python.get(spec.function) or load_callable(spec.function)
@@ -396,7 +400,7 @@ class EnvironmentRuntime:
             with urllib.request.urlopen(req, timeout=spec.timeout_s) as resp:
                 raw = resp.read(10_000_000).decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
-            raise VerifierError(f"{where}: GET {url} answered HTTP {e.code}") from e
+            raise HTTPStatusError(f"{where}: GET {url} answered HTTP {e.code}", e.code) from e
         except (urllib.error.URLError, OSError) as e:
             raise VerifierError(f"{where}: GET {url} failed: {e}") from e
         try:
@@ -407,18 +411,6 @@ class EnvironmentRuntime:
             raise VerifierError(
                 f"{where}: GET {url} did not answer JSON (give an 'expression' to read it): {raw[:120]!r}"
             ) from None
-
-
-def _bounded_js(expression: str, timeout_s: float) -> str:
-    """A page function that evaluates `expression` (a value, a promise, or a function of
-    the argument) and rejects after `timeout_s`: a verifier must not hang the crawl."""
-    ms = int(timeout_s * 1000)
-    return (
-        f"async (arg) => {{ const run = async () => {{ const v = ({expression});"
-        f" return typeof v === 'function' ? await v(arg) : await v; }};"
-        f" return await Promise.race([run(), new Promise((_, reject) => setTimeout("
-        f"() => reject(new Error('no verdict within {timeout_s}s (timeout_s)')), {ms}))]); }}"
-    )
 
 
 def _accepts(fn: Callable, name: str) -> bool:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from filters.pii_audit import PlantedLookup, find_leaks, planted_for_trajectory
 from filters.pii_sources import is_synthetic, is_synthetic_source
-from schemas.records import Step, Trajectory, session_seed
+from schemas.records import LIVE_SOURCES, Step, Trajectory, session_seed
 from trajforge.publish.shards import iter_samples
 from trajforge.store.raw import RawStore
 
@@ -58,7 +58,7 @@ def curated_pii_audit(store: RawStore, synthetic_sources: Iterable[str], *, plan
 
 
 def _curated_findings(store: RawStore, synthetic: tuple[str, ...], lookup: PlantedLookup):
-    trajs = {t.trajectory_id: t for t in store.iter_trajectories() if t.source == "crawl"}
+    trajs = {t.trajectory_id: t for t in store.iter_trajectories() if t.source in LIVE_SOURCES}
     planted = {tid: planted_for_trajectory(t, lookup) for tid, t in trajs.items()}
     kept_ids = {tid for tid, t in trajs.items() if is_synthetic(t, synthetic)}
     found = []

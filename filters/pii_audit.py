@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from urllib.parse import unquote
 
-from schemas.records import Trajectory, session_seed
+from schemas.records import LIVE_SOURCES, Trajectory, session_seed
 
 _DIGIT_SEPARATORS = re.compile(r"(?<=\d)[\s\-().]+(?=\d)")
 _MIN_DIGITS = 7  # shorter digit strings (a ZIP code, a house number) are not evidence
@@ -24,8 +24,8 @@ PlantedLookup = Callable[[str, str, int], list[dict]]
 
 
 def planted_for_trajectory(traj: Trajectory, planted: PlantedLookup) -> list[dict]:
-    """What was planted in the session a crawled trajectory ran in (none for imports)."""
-    if traj.source != "crawl":
+    """What was planted in the session a live trajectory ran in (none for imports)."""
+    if traj.source not in LIVE_SOURCES:
         return []
     seed = session_seed(traj.task.params, traj.seed)
     return planted(traj.app, traj.task.language, seed)

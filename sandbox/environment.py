@@ -51,7 +51,8 @@ def sandbox_environment(server_url: str, distraction_rate: float = 0.25) -> Envi
         ),
         oracle="sandbox.environment:oracle_policy",
         synthetic_data=True,
-        explore=ExploreSpec(policy="random_walk"),
+        # check_state needs a task template: a walk has none, so walks stay unverified.
+        explore=ExploreSpec(policy="random_walk", verifier=None),
         max_steps=30,
     )
 

@@ -128,7 +128,10 @@ class VerifierSpec(_Strict):
       (a boolean alone means success; `done` defaults to false).
     - http: GET `url` (placeholders filled); a JSON answer of the same shape, or
       any answer mapped by `expression`, a JS function of the parsed body (or the
-      text) evaluated in the page: `(r) => ({success: r.count > 0})`.
+      text) evaluated in the page: `(r) => ({success: r.count > 0})`. An answer
+      with a status of `not_done_status` (default [404]: what the task creates
+      does not exist yet) is "not done" ({done: false, success: false}); any
+      other 4xx/5xx is an error.
     - python: `function` is "module:function", called with
       (task, observation, history, env) and returning a verdict or a dict.
     - judge: the VLM judge of the configured backend reads the last screens.
@@ -145,6 +148,8 @@ class VerifierSpec(_Strict):
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     # Every step (the default), or only once the policy stops (an expensive judge).
     every_step: bool = True
+    # http: the HTTP statuses that mean "not done yet" rather than an error.
+    not_done_status: list[int] = Field(default_factory=lambda: [404])
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> VerifierSpec:
@@ -154,6 +159,12 @@ class VerifierSpec(_Strict):
             raise ValueError(f"a {self.kind} verifier needs '{field}'")
         if self.function is not None and not _DOTTED.match(self.function):
             raise ValueError(f"function {self.function!r}: expected 'module:function'")
+        # Compared with the default, not "was it given": a dumped spec is read back whole.
+        if self.kind != "http" and self.not_done_status != [404]:
+            raise ValueError(f"'not_done_status' is for http verifiers, not {self.kind}")
+        bad = [s for s in self.not_done_status if not 400 <= s <= 599]
+        if bad:
+            raise ValueError(f"not_done_status {bad}: expected HTTP error statuses (400-599)")
         if self.kind == "judge":
             self.every_step = False  # one judgement of the whole episode
         return self
@@ -172,7 +183,11 @@ class TaskSpec(_Strict):
 
 class ExploreSpec(_Strict):
     """Episodes without a task: the walk records, reverse synthesis names the task later.
-    They are verified only by their own `verifier` (the app's "done" signal, say)."""
+
+    They are verified by their own `verifier` (the app's "done" signal, say),
+    else by the environment's; `verifier: null` records them unverified (a
+    default verifier that needs a task's params cannot judge a walk).
+    """
 
     policy: Literal["random_walk", "agent"] = "random_walk"
     episodes: int = Field(default=10, ge=1, le=100_000)
@@ -302,7 +317,7 @@ class Environment(_Strict):
 
     def verifier_for(self, task: TaskSpec | Task | None) -> VerifierSpec | None:
         if isinstance(task, Task) and task.params.get("explore"):
-            return self.explore.verifier if self.explore else None
+            return self.explore_verifier()
         own = None
         if isinstance(task, TaskSpec):
             own = task.verifier
@@ -310,6 +325,13 @@ class Environment(_Strict):
             spec = self.task_spec(task.task_id)
             own = spec.verifier if spec else None
         return own or self.verifier
+
+    def explore_verifier(self) -> VerifierSpec | None:
+        """What judges an exploration episode: `explore.verifier` when the file gives one
+        (null: nothing), else the environment's `verifier`."""
+        if self.explore is not None and "verifier" in self.explore.model_fields_set:
+            return self.explore.verifier
+        return self.verifier
 
     def task_spec(self, task_id: str) -> TaskSpec | None:
         for t in self.tasks:

@@ -35,6 +35,11 @@ Language = Literal["en", "zh"]
 Platform = Literal["web", "mobile_web", "android", "ios"]
 Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
 Outcome = Literal["success", "failure", "error", "unknown"]
+# Where a trajectory comes from: a crawl, an imported dataset, or a rollout of a policy
+# that drove an environment through the Gym API (trajforge.envs). Crawls and rollouts
+# are played live; imports are not.
+Source = Literal["crawl", "import", "rollout"]
+LIVE_SOURCES = ("crawl", "rollout")
 # Who decided the outcome: an environment's verifier kind, a dataset's label, or nobody.
 VerifiedBy = Literal["state", "js", "http", "python", "judge", "dataset", "none"]
 
@@ -161,7 +166,7 @@ class Trajectory(BaseModel):
     platform: Platform
     app: str
     device: DeviceProfile
-    source: Literal["crawl", "import"] = "crawl"
+    source: Source = "crawl"
     source_name: str = "sandbox"
     policy: Policy
     seed: int = Field(default=0, ge=-INT64_MAX - 1, le=INT64_MAX)

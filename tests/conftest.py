@@ -6,8 +6,9 @@ import tempfile
 
 from hypothesis import HealthCheck, settings
 
-# The moto S3 server fixture (`s3_server`), for every test folder.
-pytest_plugins = ["tests.s3_server"]
+# The moto S3 server fixture (`s3_server`) and the third-party apps (`tiddlywiki_url`,
+# `datasette_url`: started once per run), for every test folder.
+pytest_plugins = ["tests.s3_server", "tests.thirdparty.apps"]
 
 # The datasets library must never try the network here.
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

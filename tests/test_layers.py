@@ -32,6 +32,8 @@ LAYERS = [
     {"sandbox"},
     {"filters"},
     {"synthesis"},
+    # The Gym API: plays environments (crawlers, sandbox), shapes rewards (synthesis).
+    {"trajforge.envs"},
     {"trajforge.read", "trajforge.report"},
     {"trajforge.convert", "training"},
     {"trajforge.cli", "dagster_project"},

@@ -11,6 +11,8 @@ Lowest first; a subpackage imports only from those before it (and from `schemas/
 - `importers/`: public GUI datasets into the raw store.
 - `publish/`: the shard format and the shard-set writer (split, hold-out, quarantine,
   manifest, resume), publishing to object storage.
+- `envs/`: the Gym API over environment files (above crawlers/, sandbox/ and
+  synthesis/, below training/).
 - `read/`: what reads a published set: the training loader, validate, stats, the
   DuckDB catalog, the viewer.
 - `convert/`: a set to a trainer's own format.

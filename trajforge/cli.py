@@ -1,7 +1,8 @@
 """The `trajforge` command: crawl an environment, export shards, count, validate, catalog, view.
 
 Bad input (a missing folder, a broken manifest or shard) ends with a one-line
-error on stderr and exit code 2, never a traceback.
+error on stderr and exit code 2, never a traceback. `trajforge crawl` exits
+with 3 when every episode it played errored (the causes are on stderr).
 
 Each command imports its stage inside its function, on purpose: `trajforge stats`
 must not pay for Playwright, Appium, DuckDB, fsspec or torch, which other commands
@@ -11,6 +12,7 @@ import. The CLI is the top of the package graph, so none of these hides a cycle.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import tarfile
 import time
@@ -30,6 +32,7 @@ app = typer.Typer(
 )
 
 EXIT_BAD_INPUT = 2
+EXIT_ALL_ERRORED = 3  # crawl: every episode played errored
 
 
 def _fail(message: str) -> None:
@@ -346,14 +349,22 @@ def crawl(
         None, help="an Appium capabilities file of real devices (docs/device_farm.md); implies --appium"
     ),
     appium_url: str | None = typer.Option(None, help="an Appium server already running"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="log each failed attempt with its traceback"),
 ) -> None:
-    """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids."""
+    """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids.
+
+    Progress (a line per episode) and the causes of errored episodes go to stderr,
+    the figures (one JSON line) to stdout. Exit code 3 when every episode errored.
+    """
+    from crawlers.crawl_report import all_errored, error_lines, progress_line
     from crawlers.env_crawl import ENV_POLICIES, EnvCrawl, crawl_environment
     from schemas.environment import EnvironmentFileError, load_environment
     from trajforge.store.raw import RawStore
 
     if policy not in ENV_POLICIES:
         _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
+    if not verbose:  # the progress lines name every retry and error; tracebacks on request
+        logging.getLogger("crawlers.crawl_tasks").setLevel(logging.CRITICAL)
     try:
         environment = load_environment(env_file, tasks_file=tasks)
     except EnvironmentFileError as err:
@@ -381,11 +392,29 @@ def crawl(
                 image_format=image_format,
             )
             stats = crawl_environment(
-                environment, how, store=store, collection=collection or f"env/{environment.name}", pool=pool
+                environment,
+                how,
+                store=store,
+                collection=collection or f"env/{environment.name}",
+                pool=pool,
+                progress=lambda event: _to_stderr(progress_line(event, environment.name)),
             )
     except ValueError as err:
         _fail(str(err))
     typer.echo(json.dumps(stats.summary(), sort_keys=True))
+    for line in error_lines(stats):
+        _to_stderr(line)
+    if all_errored(stats):
+        _to_stderr(f"error: every episode errored ({stats.error}); exit code {EXIT_ALL_ERRORED}")
+        raise typer.Exit(EXIT_ALL_ERRORED)
+
+
+def _to_stderr(line: str | None) -> None:
+    """A line on stderr above the progress bar (tqdm's, on a terminal)."""
+    if line is not None:
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stderr)
 
 
 @contextmanager

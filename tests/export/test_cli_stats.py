@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from schemas.environment import VERIFIER_KINDS
 from trajforge.cli import app
 from trajforge.publish.export import export_shards
 
@@ -44,7 +45,8 @@ def expected_stats(built) -> dict:
         "outcomes": dict(Counter(t.outcome for t in trajs)),
         "policies": dict(Counter(t.policy for t in trajs)),
         "action_types": dict(Counter(s.action.type.value for s in steps)),
-        "verified_success": sum(t.outcome == "success" and t.verified_by == "state" for t in trajs),
+        "verified_success": sum(t.outcome == "success" and t.verified_by in VERIFIER_KINDS for t in trajs),
+        "verified_by": dict(Counter(t.verified_by for t in trajs)),
     }
 
 
@@ -140,3 +142,60 @@ def test_export_command_uses_the_data_root(built, tmp_path):
     # $TRAJFORGE_DATA is the default root; a missing raw store is a one-line error.
     missing = runner.invoke(app, ["export", "--no-progress"], env={"TRAJFORGE_DATA": str(tmp_path / "none")})
     assert missing.exit_code == 2 and "no raw store at" in missing.output
+
+
+def test_successes_of_every_verifier_kind_count_as_verified(tmp_path):
+    """js, http and python verdicts are verified like state ones; a dataset's label and
+    an unverified success are not. The CLI shows the split by kind."""
+    from schemas.actions import Action
+    from schemas.records import DeviceProfile, Step, Task, Trajectory
+    from tests.export.shard_fixtures import H, W, screenshot
+    from trajforge.store.raw import RawStore
+
+    store = RawStore(tmp_path / "raw")
+    kinds = [("js", "success"), ("js", "success"), ("http", "success"), ("http", "failure")]
+    kinds += [("python", "success"), ("state", "success"), ("dataset", "success"), ("none", "unknown")]
+    with store.writer("env/notes") as w:
+        for i, (kind, outcome) in enumerate(kinds):
+            tid = f"traj-{i}"
+            task = Task(task_id=f"t{i}", instruction="Save the note", language="en", app="notes")
+            traj = Trajectory(
+                trajectory_id=tid,
+                task=task,
+                platform="web",
+                app="notes",
+                policy="oracle",
+                device=DeviceProfile(viewport_width=W, viewport_height=H),
+                outcome=outcome,
+                verified_by=kind,
+                verifier=None if kind in ("none", "dataset") else kind,
+                reward=None if kind in ("none", "dataset") else float(outcome == "success"),
+                num_steps=1,
+                seed=i,
+            )
+            sha = store.blobs.put(screenshot(i), "png")
+            step = Step(
+                trajectory_id=tid,
+                index=0,
+                screenshot=sha,
+                image_format="png",
+                width=W,
+                height=H,
+                url="http://127.0.0.1/notes",
+                action=Action.tap(0.5, 0.5),
+                started_at=1000.0 + i,
+            )
+            w.add(traj, [step])
+    out = tmp_path / "shards"
+    export_shards(store, out, dataset="notes")
+    proc = subprocess.run(
+        [str(SCRIPT), "stats", str(out), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["verified_success"] == 5
+    assert stats["verified_success_by"] == {"http": 1, "js": 2, "python": 1, "state": 1}
+    assert stats["verified_by"] == {"dataset": 1, "http": 2, "js": 2, "none": 1, "python": 1, "state": 1}
+    assert stats["by_platform"]["web"]["verified_success"] == 5
+    table = subprocess.run([str(SCRIPT), "stats", str(out)], capture_output=True, text=True, timeout=120)
+    assert "verified_success  5  (http 1, js 2, python 1, state 1)" in table.stdout, table.stdout

@@ -162,6 +162,8 @@ def test_synthetic_sources_keep_their_values_and_list_them():
     assert is_synthetic(traj) and not is_synthetic(_trajectory()[0])
     assert is_synthetic(traj.model_copy(update={"source_name": "sandbox:reflection"}))
     assert not is_synthetic(traj.model_copy(update={"source": "import"}))  # imports are real
+    # A rollout through the Gym API is played live in the app, as a crawl is.
+    assert is_synthetic(traj.model_copy(update={"source": "rollout", "source_name": "sandbox:agent:gym"}))
     res = scrub_step(step, None, keep=True)
     assert res.step == step and res.image is None
     assert {r["kind"] for r in res.records} == {"email", "phone", "bank_card"}

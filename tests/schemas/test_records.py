@@ -233,7 +233,7 @@ def trajectories(draw) -> Trajectory:
         platform=draw(st.sampled_from(["web", "android", "ios"])),
         app=task.app,
         device=device,
-        source=draw(st.sampled_from(["crawl", "import"])),
+        source=draw(st.sampled_from(["crawl", "import", "rollout"])),
         source_name=draw(names),
         policy=draw(st.sampled_from(["oracle", "random_walk", "replay", "agent", "imported"])),
         seed=draw(st.integers(-(2**63), 2**63 - 1)),

@@ -3,6 +3,12 @@
 TiddlyWiki comes from npm (package.json), Datasette from PyPI (the dev extra).
 Nothing here knows the apps' pages: the environment files in
 examples/environments/ and their task files do, as a user's would.
+
+The fixtures `tiddlywiki_url` and `datasette_url` start each app once per test
+run (per xdist worker) for every folder that uses it (tests/conftest.py loads
+this module as a plugin); each is started only when a test asks for it. A test
+that changes an app's data leaves it for the next: the environment files' own
+`setup` resets what their tasks create.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import threading
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENVIRONMENTS = ROOT / "examples" / "environments"
@@ -153,3 +162,94 @@ def counter_server():
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# A small single-page app: its list fills in after ?delay= ms (a wait_for must wait),
+# its Save button creates /api/notes/milk on the server (GET answers 404 until then),
+# and it states its own task (instruction_js). It ignores the emulated colour scheme.
+NOTES_PAGE = """<!doctype html><html lang="{lang}"><head><title>Notes</title>{head}</head>
+<body><h1>{title}</h1><p id="task">{task}</p><ul id="items"></ul>
+<button onclick="fetch('/api/notes/milk', {{method: 'POST'}}).then(() => document.body.dataset.saved = '1')"
+>{save}</button>
+<script>setTimeout(() => {{ const li = document.createElement('li'); li.className = 'item';
+  li.textContent = 'ready'; document.getElementById('items').appendChild(li); }},
+  +(new URLSearchParams(location.search).get('delay') || 400));</script>
+</body></html>"""
+# Follows the emulated colour scheme (a dark background in dark mode).
+THEMED_HEAD = """<meta name="color-scheme" content="light dark"><style>
+@media (prefers-color-scheme: dark) { body { background: #111; color: #eee; } }</style>"""
+NOTES_VARIANTS = {
+    "/": dict(lang="en", head="", title="Notes", task="Save the note milk", save="Save"),
+    "/themed": dict(lang="en", head=THEMED_HEAD, title="Notes", task="Save the note milk", save="Save"),
+    "/zh": dict(lang="zh-CN", head="", title="笔记", task="保存笔记 milk", save="保存"),
+    # No lang attribute: the language is read from the text.
+    "/zh-nolang": dict(lang="", head="", title="笔记", task="保存笔记 milk", save="保存"),
+}
+
+
+class _NotesHandler(http.server.BaseHTTPRequestHandler):
+    def _send(self, status: int, body: bytes = b"", kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path.startswith("/api/notes/"):
+            name = path.removeprefix("/api/notes/")
+            status = 200 if name in self.server.app.notes else 404
+            self.server.app.answers.append((path, status))
+            if status == 404:
+                return self._send(404, b'{"error": "no such note"}')
+            return self._send(200, ('{"title": "%s"}' % name).encode())
+        page = NOTES_VARIANTS.get(path)
+        if page is None:
+            return self._send(404, b"<h1>Not Found</h1>", "text/html")
+        html = NOTES_PAGE.format(**page).replace(' lang=""', "")
+        self._send(200, html.encode("utf-8"), "text/html; charset=utf-8")
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        if not path.startswith("/api/notes/"):
+            return self._send(404)
+        self.server.app.notes.add(path.removeprefix("/api/notes/"))
+        self._send(201, b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@dataclass
+class NotesApp:
+    url: str
+    notes: set[str] = field(default_factory=set)
+    answers: list[tuple[str, int]] = field(default_factory=list)  # (path, status) of each note GET
+
+
+@contextmanager
+def notes_server():
+    """The small notes app on a loopback port (a thread), empty; yields its NotesApp."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotesHandler)
+    httpd.app = NotesApp(f"http://127.0.0.1:{httpd.server_address[1]}")
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield httpd.app
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def tiddlywiki_url(tmp_path_factory):
+    """A TiddlyWiki server for the whole run; its URL."""
+    with tiddlywiki(tmp_path_factory.mktemp("tiddlywiki")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def datasette_url(tmp_path_factory):
+    """A Datasette over world.db for the whole run; its URL."""
+    with datasette(tmp_path_factory.mktemp("datasette")) as url:
+        yield url

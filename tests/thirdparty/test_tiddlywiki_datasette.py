@@ -19,19 +19,16 @@ from crawlers.env_crawl import EnvCrawl, crawl_environment
 from schemas.environment import load_environment
 from trajforge.store.raw import RawStore
 
-from .apps import ENVIRONMENTS, datasette, tiddlywiki
+from .apps import ENVIRONMENTS
 
 pytestmark = pytest.mark.slow
 TRAJFORGE = [sys.executable, "-m", "trajforge.cli"]
 
 
 @pytest.fixture(scope="module")
-def apps(tmp_path_factory):
-    root = tmp_path_factory.mktemp("apps")
-    (root / "tw").mkdir()
-    (root / "ds").mkdir()
-    with tiddlywiki(root / "tw") as tw_url, datasette(root / "ds") as ds_url:
-        yield {"TIDDLYWIKI_URL": tw_url, "DATASETTE_URL": ds_url}
+def apps(tiddlywiki_url, datasette_url):
+    # Started once per run (tests/thirdparty/apps.py), shared with tests/envs.
+    return {"TIDDLYWIKI_URL": tiddlywiki_url, "DATASETTE_URL": datasette_url}
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,12 @@
 """Counts over an exported shard folder, read from the shards themselves.
 
 Trajectory-level figures (languages, platforms, apps, outcomes, policies,
-verified_success) count each trajectory once; `action_types` counts steps.
-Images are skipped unread, so the cost is the JSON alone.
+verified_by, verified_success) count each trajectory once; `action_types`
+counts steps. `verified_success` counts successes that a verifier of any kind
+(state, js, http, python, judge) decided, `verified_success_by` splits them by
+kind; a dataset's own label (`verified_by: dataset`) is shown in `verified_by`
+but is not a verifier's verdict. Images are skipped unread, so the cost is the
+JSON alone.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from schemas.environment import VERIFIER_KINDS
 from synthesis.grounding_checks import format_grounding_table, grounding_set_stats
 from synthesis.set_stats import format_reasoning_table, reasoning_set_stats
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
@@ -21,6 +26,7 @@ _PER_TRAJECTORY = {
     "apps": lambda j: j["app"],
     "outcomes": lambda j: j["outcome"],
     "policies": lambda j: j["policy"],
+    "verified_by": lambda j: j["verified_by"],
 }
 
 
@@ -40,6 +46,7 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
     }
     seen: set[str] = set()
     verified_success = steps = 0
+    verified_success_by: Counter = Counter()
     # The same figures per platform (web vs phones), so a mixed dataset can be
     # read without a query: trajectories, languages, verified and actions.
     by_platform: dict[str, dict[str, Any]] = {}
@@ -53,7 +60,7 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
                 action = j["action"]["type"]
                 tid = j["trajectory_id"]
                 per_traj = {name: get(j) for name, get in _PER_TRAJECTORY.items()}
-                verified = j["outcome"] == "success" and j["verified_by"] == "state"
+                verified = j["outcome"] == "success" and j["verified_by"] in VERIFIER_KINDS
             except (KeyError, TypeError) as exc:
                 raise ShardError(f"sample lacks {exc}", source=str(path), record=key, field="json") from None
             steps += 1
@@ -78,6 +85,8 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
             for name, value in per_traj.items():
                 counts[name][value] += 1
             verified_success += verified
+            if verified:
+                verified_success_by[per_traj["verified_by"]] += 1
             plat["trajectories"] += 1
             plat["verified_success"] += verified
             plat["languages"][per_traj["languages"]] += 1
@@ -87,6 +96,7 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
         "trajectories": len(seen),
         "steps": steps,
         "verified_success": verified_success,
+        "verified_success_by": dict(sorted(verified_success_by.items())),
         **{name: dict(sorted(c.items())) for name, c in counts.items()},
         "action_types": dict(sorted(actions.items())),
         "shards": len(manifest["shards"]),
@@ -113,7 +123,7 @@ def format_table(stats: dict[str, Any]) -> str:
         f"dataset {stats['dataset']}  version {stats['version']}",
         f"  trajectories      {stats['trajectories']}",
         f"  steps             {stats['steps']}",
-        f"  verified_success  {stats['verified_success']}",
+        f"  verified_success  {stats['verified_success']}{_by_kind(stats.get('verified_success_by'))}",
         f"  shards            {stats['shards']}  ({stats['bytes'] / 1e6:.1f} MB)",
     ]
     lines.append("  splits")
@@ -135,3 +145,7 @@ def format_table(stats: dict[str, Any]) -> str:
         for k, v in sorted(stats[name].items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"    {k:<16}{v:>8}")
     return "\n".join(lines)
+
+
+def _by_kind(counts: dict[str, int] | None) -> str:
+    return f"  ({', '.join(f'{k} {v}' for k, v in counts.items())})" if counts else ""

@@ -8,7 +8,8 @@ field by field. `summary_markdown` renders them; the Dagster assets only wrap
 the result in `MetadataValue`s (trajforge never imports dagster).
 
 Trajectory-level figures count each trajectory once; `action_types` counts
-steps. `difficulty` appears only when the data carries a `difficulty` field.
+steps. `verified_success` counts successes any verifier kind decided (state,
+js, http, python, judge), not a dataset's own label. `difficulty` appears only when the data carries a `difficulty` field.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from PIL import Image
 
+from schemas.environment import VERIFIER_KINDS
 from schemas.errors import SchemaError
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
 from trajforge.report import plots
@@ -51,7 +53,7 @@ class _Tally:
         self.platforms[t["platform"]] += 1
         self.apps[t["app"]] += 1
         self.outcomes[t["outcome"]] += 1
-        self.verified_success += t["outcome"] == "success" and t["verified_by"] == "state"
+        self.verified_success += t["outcome"] == "success" and t["verified_by"] in VERIFIER_KINDS
         self.steps_per_trajectory[int(t["steps"])] += 1
         self.app_outcome.setdefault(t["app"], Counter())[t["outcome"]] += 1
         d = t.get("difficulty")

@@ -70,6 +70,7 @@ class EnvEpisode:
         self.device: DeviceProfile | None = ctx.device
         self.verdict: Verdict | None = None  # the verifier's latest
         self.verifier_error: str | None = None
+        self.env_error: str | None = None  # the environment failed (a crashed browser, a lost actor)
         self.open_ms: float | None = None  # start page, setup and first observation
         self.loop: EpisodeSteps | None = None
 
@@ -116,6 +117,14 @@ class EnvEpisode:
     def give_up(self, failure: str) -> None:
         self._loop().give_up(failure)
 
+    def fail(self, reason: str) -> None:
+        """The environment failed under the episode: it ends as `error`, never as a
+        failure of the policy (and the verifier is not asked: its page is gone)."""
+        self.env_error = reason
+        loop = self._loop()
+        if not loop.ended:
+            loop.give_up(reason)
+
     def play(self, policy: Policy) -> Played:
         """Let `policy` play the episode to its end."""
         return play_policy(self._loop(), policy)
@@ -155,7 +164,8 @@ class EnvEpisode:
         spec = self.runtime.verifier_for(task) if self.verify else None
         outcome, error = "unknown", None
         ended_by_policy = played.terminated or (played.failure or "").startswith("max_steps=")
-        if self.verifier_error is None and spec is not None and not played.stopped and ended_by_policy:
+        failed = self.verifier_error is not None or self.env_error is not None
+        if not failed and spec is not None and not played.stopped and ended_by_policy:
             # The policy stopped, or the budget ran out: ask once more, for the record.
             try:
                 verdict = self._ask(played.obs or self.obs, played.steps, final=True)
@@ -164,7 +174,9 @@ class EnvEpisode:
             except VerifierError as e:
                 self.verifier_error = str(e)
         verdict = self.verdict
-        if self.verifier_error is not None:
+        if self.env_error is not None:
+            outcome, error = "error", self.env_error
+        elif self.verifier_error is not None:
             outcome, error = "error", self.verifier_error
         elif not ended_by_policy and not played.stopped:
             outcome, error = "failure", played.failure  # guard, give-up, take-over
@@ -181,6 +193,7 @@ class EnvEpisode:
         kind = spec.kind if spec is not None else None
         verified = (
             kind is not None
+            and self.env_error is None
             and self.verifier_error is None
             and verdict is not None
             and verdict.success is not None

@@ -21,6 +21,10 @@ trajforge/envs/answers.py, the reward and its shaped terms in
 trajforge/envs/rewards.py. A GUI is not pixel-deterministic: the registered
 specs say `nondeterministic=True` (see GuiEnv's docstring).
 
+`RemoteEnv` (trajforge/envs/remote.py) is the same interface over the
+environment server (`trajforge serve`, trajforge/envs/server.py):
+docs/rl-environments.md.
+
 This package sits above crawlers/, sandbox/ and synthesis/ (its reward terms)
 and below training/, which plays environments through it.
 """
@@ -38,6 +42,7 @@ from schemas.model_profiles import ModelProfile
 
 from .answers import action_from_dict, parse_answer
 from .gui_env import ByReference, GuiEnv
+from .remote import RemoteEnv, RemoteEnvError
 from .rewards import RewardWeights
 
 ENV_ID = "trajforge/GuiEnv-v0"
@@ -49,6 +54,8 @@ __all__ = [
     "ENV_ID",
     "SANDBOX_ID",
     "GuiEnv",
+    "RemoteEnv",
+    "RemoteEnvError",
     "RewardWeights",
     "action_from_dict",
     "make",

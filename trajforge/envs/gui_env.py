@@ -323,6 +323,7 @@ class GuiEnv(gym.Env):
                 result = episode.take(parsed, target=target_of(parsed, before.elements), thought=thought)
             except BrowserCrashed as e:
                 self._lost = e  # the lease is given back with it: the env is restarted or dropped
+                self.abandon(f"the environment failed: {e}")
                 raise
             said = action if isinstance(action, str) else thought
             reflected = self.reflection and _corrects(previous, result, reflection_of(said))
@@ -506,6 +507,20 @@ class GuiEnv(gym.Env):
                 w=self.weights,
             ),
         }
+
+    def abandon(self, reason: str) -> None:
+        """End the episode in play as `error` (the environment failed, or the session
+        serving it was lost), recorded even without steps: never scored as a failure."""
+        episode = self._episode
+        if episode is None:
+            return
+        try:
+            if episode.loop is not None and not self._state.get("done"):
+                episode.fail(reason)
+                self._finish()
+        finally:
+            self._release()
+            self._episode = None
 
     def _abandon(self, why: str) -> None:
         """End the episode in play: recorded (as a failure that says why) when it took steps."""

@@ -40,7 +40,7 @@ from prometheus_client import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from trajforge.envs.sessions import BadRequest, SessionError, SessionPool, UnknownName
+from trajforge.envs.sessions import BadRequest, EpisodeEnded, SessionError, SessionPool, UnknownName
 from trajforge.envs.wire import ImageFormat, encode_observation, json_safe
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
@@ -144,6 +144,7 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
     async def timed_reset(session, task_id, seed) -> dict:
         t = time.perf_counter()
         obs, info = await on_session(session, answer_reset(session, task_id, seed), reset=True)
+        session.ended = False
         metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
         return {"observation": encode_observation(obs, **session.wire), "info": json_safe(info)}
 
@@ -168,10 +169,13 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
     @app.post("/v1/sessions/{session_id}/step")
     async def step(session_id: str, req: StepRequest):
         session = pool.get(session_id)
+        if session.ended:
+            raise EpisodeEnded(f"session {session_id}: the episode has ended; reset it", field="session_id")
         t = time.perf_counter()
         obs, reward, terminated, truncated, info = await on_session(
             session, lambda env: env.step(req.action), reset=False
         )
+        session.ended = bool(terminated or truncated)
         metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
         return {
             "observation": encode_observation(obs, **session.wire),

@@ -13,6 +13,7 @@ answers 410 from then on.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -22,6 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
+
+from trajforge.envs.gui_env import GuiEnv
+
+log = logging.getLogger(__name__)
 
 # How long a reaped or closed session id is remembered (to answer 410, not 404).
 GONE_MEMORY = 2048
@@ -60,6 +65,10 @@ class SessionBusy(SessionError):
     status, kind = 409, "session_busy"
 
 
+class EpisodeEnded(SessionError):
+    status, kind = 409, "episode_ended"
+
+
 class ServerFull(SessionError):
     status, kind = 429, "full"
 
@@ -85,6 +94,7 @@ class Session:
     busy: bool = False
     failure: str | None = None  # why the environment failed; cleared by a reset
     wire: dict = field(default_factory=dict)  # how observations travel (image format)
+    ended: bool = False  # the episode terminated or was truncated: only a reset goes on
 
 
 class SessionPool:
@@ -122,16 +132,18 @@ class SessionPool:
                 raise SessionGone(f"session {sid} is gone: {self._gone[sid]}", field="session_id")
         raise UnknownSession(f"no session {sid}", field="session_id")
 
-    def close(self, sid: str, why: str = "deleted by the client") -> None:
+    def close(self, sid: str, why: str = "deleted by the client", *, lost: bool = False) -> None:
+        """Close a session. `lost`: its client is gone (reaped, the server stopping), so an
+        episode in play is recorded as `error`, not as a failure of the policy."""
         session = self._take(sid, why)
-        self._shut(session)
+        self._shut(session, why if lost else None)
 
     def close_all(self) -> None:
         with self._lock:
             sids = list(self._sessions)
         for sid in sids:
             try:
-                self.close(sid, "the server stopped")
+                self.close(sid, "the server stopped", lost=True)
             except SessionError:
                 pass
 
@@ -144,7 +156,7 @@ class SessionPool:
             ]
         for sid in idle:
             try:
-                self.close(sid, f"reaped after {self.idle_timeout:g} s idle")
+                self.close(sid, f"reaped after {self.idle_timeout:g} s idle", lost=True)
                 self.reaped += 1
             except SessionError:
                 pass  # closed by its client meanwhile
@@ -212,10 +224,10 @@ class SessionPool:
                 self._gone.pop(next(iter(self._gone)))
         return session
 
-    def _shut(self, session: Session) -> None:
+    def _shut(self, session: Session, lost: str | None) -> None:
         # Closing runs on the session's own thread, after any call in flight.
         if session.env is not None:
-            session.worker.submit(_close_quietly, session.env).result()
+            session.worker.submit(_close_quietly, session.env, lost).result()
         session.worker.shutdown(wait=True)
 
     def _retry_after(self) -> float:
@@ -224,8 +236,10 @@ class SessionPool:
         return max(1.0, min(waits, default=self.idle_timeout))
 
 
-def _close_quietly(env: gymnasium.Env) -> None:
+def _close_quietly(env: gymnasium.Env, lost: str | None = None) -> None:
     try:
+        if lost is not None and isinstance(env.unwrapped, GuiEnv):
+            env.unwrapped.abandon(f"session {lost}")
         env.close()
-    except Exception:  # a crashed browser's close fails too; the session goes anyway
-        pass
+    except Exception as exc:  # a crashed browser's close fails too; the session goes anyway
+        log.warning("closing a session's environment failed: %s: %s", type(exc).__name__, exc)

@@ -71,6 +71,7 @@ class EnvEpisode:
         self.verdict: Verdict | None = None  # the verifier's latest
         self.verifier_error: str | None = None
         self.env_error: str | None = None  # the environment failed (a crashed browser, a lost actor)
+        self.platform = "web"
         self.open_ms: float | None = None  # start page, setup and first observation
         self.loop: EpisodeSteps | None = None
 
@@ -83,6 +84,7 @@ class EnvEpisode:
             self.env, self.task, session=ctx.trajectory_id, seed=ctx.seed, device=ctx.device
         )
         self.device = getattr(self.env, "device", None) or ctx.device
+        self.platform = env_platform(self.env)  # read now: a failed env may not answer at the end
         page = web_page(self.env)
         if page is not None:  # record the theme and language the app showed, not the ones asked for
             self.device = observed_device(page, self.device)
@@ -160,7 +162,8 @@ class EnvEpisode:
         `source` / `source_name`: its provenance, default the crawl's and the environment's)."""
         ctx, task = self.ctx, self.task
         played = self._loop().played()
-        ctx.info.blocked_requests = list(getattr(self.env, "blocked_requests", []))
+        if self.env_error is None:  # a lost env (a dead actor) cannot be asked
+            ctx.info.blocked_requests = list(getattr(self.env, "blocked_requests", []))
         spec = self.runtime.verifier_for(task) if self.verify else None
         outcome, error = "unknown", None
         ended_by_policy = played.terminated or (played.failure or "").startswith("max_steps=")
@@ -202,7 +205,7 @@ class EnvEpisode:
         traj = Trajectory(
             trajectory_id=ctx.trajectory_id,
             task=task,
-            platform=env_platform(self.env),
+            platform=self.platform,
             app=task.app,
             device=self.device,
             source=source,

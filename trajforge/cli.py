@@ -422,6 +422,9 @@ def serve(
     record_to: Path | None = typer.Option(
         None, help="a data root: every episode of every session is recorded into its raw store"
     ),
+    ray_address: str | None = typer.Option(
+        None, help="a Ray cluster: sessions play on browser actors there (nodes with the `browser` resource)"
+    ),
 ) -> None:
     """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
 
@@ -438,7 +441,9 @@ def serve(
     if max_sessions < 1 or idle_timeout <= 0:
         _fail("--max-sessions must be >= 1 and --idle-timeout > 0")
     try:
-        with served_envs(sources, record_to=record_to, max_steps=max_steps) as envs:
+        with served_envs(
+            sources, record_to=record_to, max_steps=max_steps, ray_address=ray_address, sessions=max_sessions
+        ) as envs:
             app = create_app(envs, max_sessions=max_sessions, idle_timeout=idle_timeout)
             sock = socket.create_server((host, port))  # bound here: --port 0 names its port
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

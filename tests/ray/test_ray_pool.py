@@ -461,6 +461,73 @@ def test_the_dagster_ray_resource_unset_keeps_local_browsers_and_set_gives_ray_a
         assert remote.stats()["resource"] == "browser"
 
 
+def env_actor_pids() -> set[int]:
+    """Processes of EnvActor actors (Ray titles an actor's worker `ray::EnvActor`)."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes().startswith(b"ray::EnvActor"):
+                pids.add(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+def test_the_environment_server_plays_its_sessions_on_ray_actors(ray_cluster, tmp_path):
+    """`trajforge serve sandbox --ray-address`: a session's browser is an actor on a
+    worker node; the actor killed mid-episode answers 503, the episode is recorded as
+    `error`, and the next reset plays on a replacement actor."""
+    import re
+    import subprocess
+    import sys
+
+    import httpx
+
+    node = ray_cluster.add_worker(browsers=2)  # the module's pool holds the other browsers
+    before = env_actor_pids()
+    args = [
+        sys.executable, "-m", "trajforge.cli", "serve", "sandbox", "--port", "0", "--max-sessions", "2",
+        "--ray-address", ray_cluster.cluster.address, "--record-to", str(tmp_path), "--max-steps", "4",
+    ]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = None
+        while url is None:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, f"trajforge serve exited {proc.returncode}"
+            found = re.search(r"on (http://\S+)", line)
+            url = found.group(1) if found else None
+        task = httpx.get(url + "/v1/envs").json()["envs"][0]["tasks"][0]
+        created = httpx.post(
+            url + "/v1/sessions", json={"env": "sandbox", "task_id": task, "policy_id": "ray"}, timeout=180
+        )
+        assert created.status_code == 200, created.text
+        sid = created.json()["session_id"]
+        step = httpx.post(
+            f"{url}/v1/sessions/{sid}/step", json={"action": {"type": "wait", "duration_ms": 10}}, timeout=120
+        )
+        assert step.status_code == 200, step.text
+        served = env_actor_pids() - before
+        assert served, "no actor of the server was found"
+        for pid in served:
+            os.kill(pid, signal.SIGKILL)
+        lost = httpx.post(
+            f"{url}/v1/sessions/{sid}/step", json={"action": {"type": "wait", "duration_ms": 10}}, timeout=180
+        )
+        assert lost.status_code == 503 and lost.json()["error"]["kind"] == "env_failed", lost.text
+        again = httpx.post(f"{url}/v1/sessions/{sid}/reset", json={"task_id": task}, timeout=240)
+        assert again.status_code == 200, again.text
+        assert httpx.delete(f"{url}/v1/sessions/{sid}").status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+        ray_cluster.cluster.remove_node(node, allow_graceful=False)
+    trajs = list(RawStore(tmp_path / "raw").iter_trajectories("gym/sandbox"))
+    assert [t.outcome for t in trajs if t.source_name.endswith(":agent:ray")].count("error") == 1, [
+        (t.source_name, t.outcome, t.error) for t in trajs
+    ]
+
+
 def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
     ray_cluster, ray_pool, sandbox, tasks, local_reference, tmp_path
 ):

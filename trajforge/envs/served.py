@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from sandbox.environment import sandbox_environment
 from sandbox.server import SandboxServer
+from schemas.environment import load_environment
 from trajforge.envs import GuiEnv, make, make_sandbox
 from trajforge.envs.server import ServedEnv
 
@@ -23,24 +25,51 @@ DEFAULT_POLICY = "server"
 
 @contextmanager
 def served_envs(
-    sources: list[str], *, record_to: Path | None = None, max_steps: int | None = None
+    sources: list[str],
+    *,
+    record_to: Path | None = None,
+    max_steps: int | None = None,
+    ray_address: str | None = None,
+    sessions: int = 8,
 ) -> Iterator[dict[str, ServedEnv]]:
-    """{name: ServedEnv} for `sources`; the sandbox (if asked for) runs until the exit."""
+    """{name: ServedEnv} for `sources`; the sandbox (if asked for) runs until the exit.
+
+    With `ray_address`, each environment's sessions play on a RayEnvPool of
+    `sessions` actors on that cluster (browsers on the nodes that declare the
+    `browser` resource) instead of a browser in this process per session.
+    """
     with ExitStack() as stack:
         envs: dict[str, ServedEnv] = {}
         for source in sources:
             if source == SANDBOX:
                 url = stack.enter_context(SandboxServer()).url
-                served = _served(lambda policy, url=url: _sandbox(url, record_to, max_steps, policy))
+                pool = _ray_pool(stack, sandbox_environment(url), ray_address, sessions)
+                served = _served(
+                    lambda policy, url=url, pool=pool: _sandbox(url, pool, record_to, max_steps, policy)
+                )
             else:
                 path = Path(source)
                 if not path.is_file():
                     raise FileNotFoundError(f"environment file {path} does not exist")
-                served = _served(lambda policy, path=path: _file(path, record_to, max_steps, policy))
+                pool = _ray_pool(stack, load_environment(path), ray_address, sessions)
+                served = _served(
+                    lambda policy, path=path, pool=pool: _file(path, pool, record_to, max_steps, policy)
+                )
             if served.name in envs:
                 raise ValueError(f"two environments are named {served.name!r} ({source}): names must differ")
             envs[served.name] = served
         yield envs
+
+
+def _ray_pool(stack: ExitStack, environment, address: str | None, size: int):
+    if address is None:
+        return None
+    from crawlers.allowlist import Allowlist
+    from crawlers.ray_pool import RayEnvPool  # Ray is imported only when a cluster is named
+
+    pool = RayEnvPool(size, address=address, request_filter=Allowlist(environment.origins()))
+    stack.callback(pool.close)
+    return pool
 
 
 def _served(open_env) -> ServedEnv:
@@ -61,14 +90,15 @@ def _served(open_env) -> ServedEnv:
         probe.close()
 
 
-def _file(path: Path, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
-    return make(path, record_to=record_to, max_steps=max_steps, policy_id=policy or DEFAULT_POLICY)
+def _file(path: Path, pool, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
+    return make(path, pool=pool, record_to=record_to, max_steps=max_steps, policy_id=policy or DEFAULT_POLICY)
 
 
-def _sandbox(url: str, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
+def _sandbox(url: str, pool, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
     return make_sandbox(
         url,
         languages=("en", "zh"),
+        pool=pool,
         record_to=record_to,
         max_steps=max_steps,
         policy_id=policy or DEFAULT_POLICY,

@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from schemas.environment import VERIFIER_KINDS
-from schemas.records import DeviceProfile, Step, Task, Trajectory
+from schemas.records import DeviceProfile, Step, Task, Trajectory, is_verified
 
 from .crawl_episode import CrawlEnv, EpisodeContext, EpisodeInfo, env_platform
 from .crawl_profiles import draw_device
@@ -60,7 +59,7 @@ class CrawlStats:
         self.trajectories += 1
         self.steps += traj.num_steps
         setattr(self, traj.outcome, getattr(self, traj.outcome) + 1)
-        self.verified += traj.verified_by in VERIFIER_KINDS
+        self.verified += is_verified(traj.verified_by)
         if traj.outcome == "error":
             reason = error_reason(traj)
             self.error_reasons[reason] = self.error_reasons.get(reason, 0) + 1

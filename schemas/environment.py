@@ -31,10 +31,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .records import Language, Task
+from .records import Language, Task, VerifierKind
 
 PLATFORMS = ("web", "mobile_web", "android", "ios")
-VERIFIER_KINDS = ("js", "http", "python", "judge", "state")
 EXPLORE_POLICIES = ("random_walk", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -140,7 +139,7 @@ class VerifierSpec(_Strict):
     A python function may also take `session` and `seed` keywords.
     """
 
-    kind: Literal["js", "http", "python", "judge", "state"]
+    kind: VerifierKind
     expression: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)

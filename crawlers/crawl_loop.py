@@ -65,6 +65,7 @@ class Recorder:
                     ProgressEvent(
                         kind=kind,
                         task_id=task.task_id,
+                        task=task,
                         trajectory_id=tid,
                         stats=self.stats,
                         total=self.total,

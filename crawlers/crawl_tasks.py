@@ -92,6 +92,7 @@ class ProgressEvent:
     message: str | None = None
     slot: str | None = None  # "<device>#<session>" (or "browser#<n>") in a pool crawl
     total: int | None = None  # the tasks of the crawl (stored ones included)
+    task: Task | None = None  # the task itself (as the crawl was given it)
 
 
 def error_reason(traj: Trajectory) -> str:

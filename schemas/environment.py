@@ -315,6 +315,14 @@ class Environment(_Strict):
         return self.source_name or self.name
 
     def verifier_for(self, task: TaskSpec | Task | None) -> VerifierSpec | None:
+        """The verifier that judges an episode of `task`; None: nothing does (`unknown`).
+
+        The one answer the crawl (crawlers.env_runtime) and the Dagster check
+        `verified_outcomes` both ask. A task: its own `verifier`, else the
+        environment's. An exploration episode (a Task with `params.explore`: a walk,
+        or an episode of an app that states its task with `instruction_js`):
+        `explore_verifier()`.
+        """
         if isinstance(task, Task) and task.params.get("explore"):
             return self.explore_verifier()
         own = None

@@ -42,6 +42,7 @@ class CrawlStats:
     error: int = 0
     unknown: int = 0
     skipped: int = 0  # already committed before this call
+    replayed_errors: int = 0  # stored error episodes taken out to be played again (retry_errors)
     retries: int = 0  # episodes restarted after the browser or session died
     reconnects: int = 0  # device sessions a pool reopened during this call
     server_restarts: int = 0  # Appium server restarts by the pool during this call

@@ -68,6 +68,9 @@ class EnvironmentCrawlConfig(dg.Config):
     episodes: int = 0  # 0 = every task (or explore.episodes)
     max_steps: int = 0  # 0 = the file's max_steps / explore.max_steps
     retries: int = 2
+    # Play again the tasks whose stored episode is an error (after the file was fixed);
+    # a local raw store only (RawStore.uncommit).
+    retry_errors: bool = False
 
 
 @dg.asset(
@@ -121,6 +124,7 @@ def environment_trajectories(
             episodes=config.episodes or None,
             max_steps=config.max_steps or None,
             retries=config.retries,
+            retry_errors=config.retry_errors,
         )
         stats = crawl_environment(
             environment,

@@ -7,7 +7,8 @@ trajectory whole. `crawl_source` gives the env source: the pool, the env the
 caller gave, or a headless Chromium allowed only the crawl's origins.
 `Recorder` is the writer side of a crawl: it claims each trajectory id once
 (committed ones and repeats are skipped, so a re-run resumes without
-duplicates and no two workers play the same task), writes each trajectory
+duplicates and no two workers play the same task; `CrawlPlan.retry_errors`
+first takes stored error episodes out, to be played again), writes each trajectory
 whole, counts it and reports progress, all under one lock because pool
 workers report from their threads. `run_pooled` plays items on a pool's
 workers (`EnvPool.submit`) and
@@ -65,6 +66,7 @@ class Recorder:
                     ProgressEvent(
                         kind=kind,
                         task_id=task.task_id,
+                        task=task,
                         trajectory_id=tid,
                         stats=self.stats,
                         total=self.total,
@@ -156,6 +158,8 @@ class CrawlPlan:
     progress: Callable[[ProgressEvent], None] | None = None
     on_write: Callable[[Trajectory, list[Step]], None] | None = None
     started: float = field(default_factory=time.perf_counter)
+    # Play again the tasks whose stored episode is an `error` (their record is replaced).
+    retry_errors: bool = False
 
 
 def run_crawl(
@@ -169,8 +173,13 @@ def run_crawl(
     """Play every task not yet stored into `plan.collection`; figures in `crawl.stats`.
 
     A OneEnv plays the tasks one after the other; a pool plays up to its size at once.
+    With `plan.retry_errors`, the tasks whose stored episode is an `error` are taken
+    out of the store first (RawStore.uncommit) and played again under the same ids.
     """
     stats = crawl.stats
+    if plan.retry_errors:
+        errored = plan.store.errored_ids(plan.collection) & {id_of(t) for t in tasks}
+        stats.replayed_errors = plan.store.uncommit(plan.collection, errored)
     rec = Recorder(stats, total=len(tasks), desc=plan.desc, progress=plan.progress, on_write=plan.on_write)
     crawl = replace(crawl, emit=rec.emit, lock=rec.lock)
     pooled = not isinstance(source, OneEnv)

@@ -20,8 +20,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from schemas.environment import VERIFIER_KINDS
-from schemas.records import DeviceProfile, Step, Task, Trajectory
+from schemas.records import DeviceProfile, Step, Task, Trajectory, is_verified
 
 from .crawl_episode import CrawlEnv, EpisodeContext, EpisodeInfo, env_platform
 from .crawl_profiles import draw_device
@@ -43,6 +42,7 @@ class CrawlStats:
     error: int = 0
     unknown: int = 0
     skipped: int = 0  # already committed before this call
+    replayed_errors: int = 0  # stored error episodes taken out to be played again (retry_errors)
     retries: int = 0  # episodes restarted after the browser or session died
     reconnects: int = 0  # device sessions a pool reopened during this call
     server_restarts: int = 0  # Appium server restarts by the pool during this call
@@ -60,7 +60,7 @@ class CrawlStats:
         self.trajectories += 1
         self.steps += traj.num_steps
         setattr(self, traj.outcome, getattr(self, traj.outcome) + 1)
-        self.verified += traj.verified_by in VERIFIER_KINDS
+        self.verified += is_verified(traj.verified_by)
         if traj.outcome == "error":
             reason = error_reason(traj)
             self.error_reasons[reason] = self.error_reasons.get(reason, 0) + 1
@@ -93,6 +93,7 @@ class ProgressEvent:
     message: str | None = None
     slot: str | None = None  # "<device>#<session>" (or "browser#<n>") in a pool crawl
     total: int | None = None  # the tasks of the crawl (stored ones included)
+    task: Task | None = None  # the task itself (as the crawl was given it)
 
 
 def error_reason(traj: Trajectory) -> str:

@@ -60,6 +60,7 @@ class EnvCrawlStats(CrawlStats):
             "environment": self.environment,
             "episodes": self.trajectories,
             "skipped": self.skipped,
+            "replayed_errors": self.replayed_errors,
             "steps": self.steps,
             "success": self.success,
             "failure": self.failure,
@@ -192,7 +193,10 @@ class EnvCrawl:
 
     `tasks` replaces the environment's own (or its exploration episodes);
     `episodes` caps them, or sets the number of exploration episodes;
-    `max_steps` defaults to the file's. `judge` verifies where the file says
+    `max_steps` defaults to the file's. `retries`: how often a task is tried
+    again after an attempt failed (the browser died, the start page or
+    `wait_for` failed); `retry_errors`: play again the tasks whose stored episode
+    is an `error`, replacing that record. `judge` verifies where the file says
     so; `backend` is the agent policy's VLM; `replay` maps task ids to the
     actions to play back (policy replay). `image_format` and `step_timeout_s`
     configure the crawl's own browser.
@@ -204,6 +208,7 @@ class EnvCrawl:
     tasks: list[Task] | None = None
     max_steps: int | None = None
     retries: int = 2
+    retry_errors: bool = False
     judge: JudgeFn | None = None
     backend: object = None
     replay: dict[str, list[Action]] | None = None
@@ -274,6 +279,7 @@ def crawl_environment(
         batch_size=how.batch_size,
         progress=progress,
         on_write=figures,
+        retry_errors=how.retry_errors,
     )
 
     def job_for(task: Task, tid: str, audit: AuditLog, crawl: CrawlContext) -> CrawlJob:

@@ -40,7 +40,7 @@ def raw_steps_coordinates_in_bounds(storage: StorageResource) -> dg.AssetCheckRe
 
 @dg.asset_check(
     asset="raw_steps",
-    description=f"Oracle trajectories verified successful by state (>= {MIN_ORACLE_SUCCESS:.0%}).",
+    description=f"Oracle trajectories a verifier found successful (>= {MIN_ORACLE_SUCCESS:.0%}).",
 )
 def oracle_success_rate_check(storage: StorageResource) -> dg.AssetCheckResult:
     ok, n = oracle_success_rate(storage.raw_steps_dir / "trajectories.parquet")

@@ -31,10 +31,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .records import Language, Task
+from .records import Language, Task, VerifierKind
 
 PLATFORMS = ("web", "mobile_web", "android", "ios")
-VERIFIER_KINDS = ("js", "http", "python", "judge", "state")
 EXPLORE_POLICIES = ("random_walk", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -140,7 +139,7 @@ class VerifierSpec(_Strict):
     A python function may also take `session` and `seed` keywords.
     """
 
-    kind: Literal["js", "http", "python", "judge", "state"]
+    kind: VerifierKind
     expression: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -316,6 +315,14 @@ class Environment(_Strict):
         return self.source_name or self.name
 
     def verifier_for(self, task: TaskSpec | Task | None) -> VerifierSpec | None:
+        """The verifier that judges an episode of `task`; None: nothing does (`unknown`).
+
+        The one answer the crawl (crawlers.env_runtime) and the Dagster check
+        `verified_outcomes` both ask. A task: its own `verifier`, else the
+        environment's. An exploration episode (a Task with `params.explore`: a walk,
+        or an episode of an app that states its task with `instruction_js`):
+        `explore_verifier()`.
+        """
         if isinstance(task, Task) and task.params.get("explore"):
             return self.explore_verifier()
         own = None

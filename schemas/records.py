@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -40,8 +40,24 @@ Outcome = Literal["success", "failure", "error", "unknown"]
 # are played live; imports are not.
 Source = Literal["crawl", "import", "rollout"]
 LIVE_SOURCES = ("crawl", "rollout")
-# Who decided the outcome: an environment's verifier kind, a dataset's label, or nobody.
-VerifiedBy = Literal["state", "js", "http", "python", "judge", "dataset", "none"]
+# The verifiers an environment file may name (schemas.environment.VerifierSpec.kind).
+VerifierKind = Literal["state", "js", "http", "python", "judge"]
+VERIFIER_KINDS: tuple[str, ...] = get_args(VerifierKind)
+# Who decided the outcome: a verifier of one of those kinds, a dataset's own label
+# (imported data: the source says so, nobody checked), or nobody.
+VerifiedBy = VerifierKind | Literal["dataset", "none"]
+
+
+def is_verified(verified_by: str | None) -> bool:
+    """A verifier's verdict decided the outcome (any kind: state, js, http, python,
+    judge). A dataset's own label is not a verdict. The one rule every count of
+    "verified" uses: crawl figures, stats, the report, difficulty."""
+    return verified_by in VERIFIER_KINDS
+
+
+def is_verified_success(outcome: str | None, verified_by: str | None) -> bool:
+    """A success that a verifier decided (see `is_verified`)."""
+    return outcome == "success" and is_verified(verified_by)
 
 
 class Visibility(BaseModel):

@@ -3,7 +3,8 @@
 Features (raw values; `normalise` maps each into [0, 1]):
 - `min_steps`: the fewest steps the task needs. In order of trust: the
   shortest *verified* successful trajectory of the task (measured in our own
-  environment), else an imported `optimal_steps` (AndroidWorld's task table,
+  environment: a verdict of any verifier kind, schemas.records.is_verified;
+  a dataset's own success label is not one), else an imported `optimal_steps` (AndroidWorld's task table,
   trajforge.importers.tasks_table.read_tasks), else the shortest recorded
   length. `min_steps_source` says which one was used.
 - `apps`: distinct apps involved: the trajectory's app plus every `open_app`
@@ -39,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.actions import ActionType
-from schemas.records import Step, Trajectory
+from schemas.records import Step, Trajectory, is_verified_success
 
 FEATURES = ("min_steps", "apps", "gesture", "distractions")
 DEFAULT_WEIGHTS: dict[str, float] = {"min_steps": 0.4, "apps": 0.2, "gesture": 0.2, "distractions": 0.2}
@@ -67,7 +68,6 @@ MULTI_TOUCH = {"pinch", "zoom", "multi_touch", "two_finger_tap", "rotate"}
 MULTI_TOUCH_SCORE = 5
 # Fixed level cuts on the score (used when `levels="fixed"`).
 LEVEL_CUTS = (1 / 3, 2 / 3)
-VERIFIED = {"state", "judge", "dataset"}
 
 
 def gesture_score(action_type: str) -> int:
@@ -96,10 +96,6 @@ def _app_key(name: str) -> str:
     return " ".join(name.lower().split())
 
 
-def _is_verified_success(traj: Trajectory) -> bool:
-    return traj.outcome == "success" and traj.verified_by in VERIFIED
-
-
 def _recorded_length(traj: Trajectory, n_steps: int) -> int:
     # A curated trajectory keeps its recorded num_steps while some steps were dropped.
     return traj.num_steps if traj.num_steps > 0 else n_steps
@@ -107,7 +103,7 @@ def _recorded_length(traj: Trajectory, n_steps: int) -> int:
 
 def _features(traj: Trajectory, summary: _ActionSummary, optimal_steps: int | None) -> dict:
     length = _recorded_length(traj, summary.n)
-    if _is_verified_success(traj):
+    if is_verified_success(traj.outcome, traj.verified_by):
         min_steps, source = length, "verified"
     elif optimal_steps is not None:
         min_steps, source = int(optimal_steps), "optimal_steps"

@@ -349,6 +349,16 @@ def crawl(
         None, help="an Appium capabilities file of real devices (docs/device_farm.md); implies --appium"
     ),
     appium_url: str | None = typer.Option(None, help="an Appium server already running"),
+    retries: int = typer.Option(
+        2,
+        min=0,
+        help="times a task is tried again after a failed attempt (browser lost, start page or wait_for failed)",
+    ),
+    retry_errors: bool = typer.Option(
+        False,
+        "--retry-errors",
+        help="play again the tasks whose stored episode is an error (the new episode replaces it)",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log each failed attempt with its traceback"),
 ) -> None:
     """Crawl an environment file's tasks (or explore it) into the raw store: resumable, stable ids.
@@ -386,6 +396,8 @@ def crawl(
                 seed=seed,
                 episodes=episodes,
                 max_steps=max_steps,
+                retries=retries,
+                retry_errors=retry_errors,
                 judge=judge,
                 backend=backend,
                 replay=replay,

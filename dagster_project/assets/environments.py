@@ -18,12 +18,14 @@ from pathlib import Path
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
+from crawlers.crawl_tasks import ProgressEvent
 from crawlers.env_crawl import EnvCrawl, crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, StorageResource, VLMResource
 from filters.judge import episode_judge
-from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
+from schemas.environment import Environment, EnvironmentFileError, environment_from_dict, load_environment
+from schemas.records import Task
 from synthesis.reverse_env import reverse_environment_tasks
 
 environment_partitions = dg.DynamicPartitionsDefinition(name="environment")
@@ -66,6 +68,9 @@ class EnvironmentCrawlConfig(dg.Config):
     episodes: int = 0  # 0 = every task (or explore.episodes)
     max_steps: int = 0  # 0 = the file's max_steps / explore.max_steps
     retries: int = 2
+    # Play again the tasks whose stored episode is an error (after the file was fixed);
+    # a local raw store only (RawStore.uncommit).
+    retry_errors: bool = False
 
 
 @dg.asset(
@@ -78,8 +83,8 @@ class EnvironmentCrawlConfig(dg.Config):
             "verified_outcomes",
             asset="environment_trajectories",
             blocking=True,
-            description="No episode of an environment with a verifier is left "
-            "'unknown', and errors stay under 20%.",
+            description="No episode is left 'unknown' although the environment file names "
+            "a verifier that judges it, and errors stay under 20%.",
         ),
     ],
 )
@@ -102,6 +107,14 @@ def environment_trajectories(
         )
     environment = load_environment(files[name])
     policy = config.policy or ("random_walk" if not environment.tasks and environment.explore else "oracle")
+    unknown: list[Task] = []  # the tasks of the episodes left unknown, for the check
+
+    def progress(ev: ProgressEvent) -> None:
+        if ev.kind == "trajectory" and ev.outcome == "unknown":
+            unknown.append(ev.task)
+        if ev.kind in ("trajectory", "retry"):
+            context.log.info(f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip())
+
     # `browser.browsers` Chromiums (or `browser.ray_actors` Ray actors when a Ray address is
     # set), each allowed to reach only the environment's origins.
     with _browsers(browser, environment) as pool:
@@ -111,6 +124,7 @@ def environment_trajectories(
             episodes=config.episodes or None,
             max_steps=config.max_steps or None,
             retries=config.retries,
+            retry_errors=config.retry_errors,
         )
         stats = crawl_environment(
             environment,
@@ -118,12 +132,7 @@ def environment_trajectories(
             store=storage.raw,
             collection=f"env/{name}",
             pool=pool,
-            progress=lambda ev: (
-                ev.kind in ("trajectory", "retry")
-                and context.log.info(
-                    f"{name} {ev.task_id}: {ev.kind} {ev.outcome or ''} {ev.message or ''}".strip()
-                )
-            ),
+            progress=progress,
         )
         browsers = pool.stats()
     summary = stats.summary()
@@ -136,7 +145,7 @@ def environment_trajectories(
             "seed": config.seed,
             "browsers": dg.MetadataValue.json(browsers),
         },
-        check_results=[outcome_check(environment, stats)],
+        check_results=[outcome_check(environment, stats, unknown)],
     )
 
 
@@ -146,14 +155,22 @@ def _browsers(browser, environment):
     return RayResource.for_browser(browser).browser_pool(browser, Allowlist(environment.origins()))
 
 
-def outcome_check(environment, stats) -> dg.AssetCheckResult:
-    """Fails when an environment that has a verifier left episodes unknown, or errors pile up."""
+def outcome_check(environment: Environment, stats, unknown: list[Task]) -> dg.AssetCheckResult:
+    """Fails when an episode was left unknown although the environment names the verifier
+    that judges it (`Environment.verifier_for`, what the crawl asks too: a task's own or
+    the file's; for a walk `explore.verifier`, else the file's, none after
+    `verifier: null`), or when errors pile up. `unknown`: the tasks of the episodes
+    this crawl recorded unknown."""
     played = stats.trajectories
-    has_verifier = environment.verifier is not None or any(t.verifier for t in environment.tasks)
+    judged = [t for t in unknown if environment.verifier_for(t) is not None]
     error_rate = stats.error / played if played else 0.0
     problems = []
-    if has_verifier and stats.unknown:
-        problems.append(f"{stats.unknown} episode(s) unknown although a verifier exists")
+    if judged:
+        kinds = sorted({environment.verifier_for(t).kind for t in judged})
+        problems.append(
+            f"{len(judged)} episode(s) unknown although a {'/'.join(kinds)} verifier judges them "
+            f"(first: task {judged[0].task_id!r})"
+        )
     if error_rate > MAX_ERROR_RATE:
         problems.append(f"error rate {error_rate:.0%} > {MAX_ERROR_RATE:.0%}")
     return dg.AssetCheckResult(
@@ -162,6 +179,7 @@ def outcome_check(environment, stats) -> dg.AssetCheckResult:
         metadata={
             "episodes": played,
             "unknown": stats.unknown,
+            "unknown_with_verifier": len(judged),
             "errors": stats.error,
             "error_rate": round(error_rate, 3),
             "problems": "; ".join(problems) or "none",

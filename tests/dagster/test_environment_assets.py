@@ -1,5 +1,6 @@
 """Environment files in Dagster: the sensor makes the partitions, the asset crawls one,
-its check can fail, and the daily schedule's second tick adds new trajectories."""
+its check can fail, the daily schedule's second tick adds new trajectories, and
+`retry_errors` plays an errored partition again once its file is fixed."""
 
 from __future__ import annotations
 
@@ -142,3 +143,49 @@ def test_explored_walks_become_replayed_verified_tasks(server, tmp_path, monkeyp
     replays = list(RawStore(data / "raw").iter_trajectories("env-reverse/walker"))
     assert sorted(t.outcome for t in replays) == ["success", "success"], [t.error for t in replays]
     assert {t.verified_by for t in replays} == {"python"} and meta["replays_verified"] == 2
+
+
+BROKEN = """name: counter
+start_url: {url}/
+wait_for: "{wait_for}"
+wait_timeout_s: 1
+max_steps: 3
+tasks:
+  - task_id: add
+    instruction: Press Add twice
+    params: {{script: [{{tap: {{role: button, name: Add}}}}, {{tap: {{role: button, name: Add}}}}]}}
+verifier: {{kind: js, expression: "({{done: document.body.dataset.n === '2', success: document.body.dataset.n === '2'}})"}}
+"""
+
+
+def test_retry_errors_replays_an_errored_partition_once_the_file_is_fixed(server, tmp_path, monkeypatch):
+    folder, data = tmp_path / "environments", tmp_path / "data"
+    folder.mkdir()
+    monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
+    store = RawStore(data / "raw")
+
+    def run(instance, **config):
+        return dg.materialize(
+            [environment_trajectories],
+            partition_key="counter",
+            instance=instance,
+            resources={"storage": StorageResource(root=str(data)), "browser": BrowserResource(browsers=1)},
+            run_config={"ops": {"environment_trajectories": {"config": {"retries": 0, **config}}}},
+            raise_on_error=False,
+        )
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(environment_partitions.name, ["counter"])
+        (folder / "counter.yaml").write_text(BROKEN.format(url=server, wait_for="js:window.nosuch === 1"))
+        [check] = run(instance).get_asset_check_evaluations()
+        assert not check.passed and [t.outcome for t in store.iter_trajectories("env/counter")] == ["error"]
+
+        (folder / "counter.yaml").write_text(BROKEN.format(url=server, wait_for="button"))
+        plain = run(instance)  # the same seed: the stored error is skipped
+        assert plain.success and [t.outcome for t in store.iter_trajectories("env/counter")] == ["error"]
+        replayed = run(instance, retry_errors=True)
+        [check] = replayed.get_asset_check_evaluations()
+        assert replayed.success and check.passed
+        [mat] = replayed.asset_materializations_for_node("environment_trajectories")
+        assert (mat.metadata["replayed_errors"].value, mat.metadata["success"].value) == (1, 1)
+        assert [t.outcome for t in store.iter_trajectories("env/counter")] == ["success"]

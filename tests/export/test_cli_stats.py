@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from schemas.environment import VERIFIER_KINDS
+from schemas.records import is_verified_success
 from trajforge.cli import app
 from trajforge.publish.export import export_shards
 
@@ -45,7 +45,7 @@ def expected_stats(built) -> dict:
         "outcomes": dict(Counter(t.outcome for t in trajs)),
         "policies": dict(Counter(t.policy for t in trajs)),
         "action_types": dict(Counter(s.action.type.value for s in steps)),
-        "verified_success": sum(t.outcome == "success" and t.verified_by in VERIFIER_KINDS for t in trajs),
+        "verified_success": sum(is_verified_success(t.outcome, t.verified_by) for t in trajs),
         "verified_by": dict(Counter(t.verified_by for t in trajs)),
     }
 

@@ -313,3 +313,21 @@ def test_element_helpers():
     assert e.centre() == pytest.approx((0.2, 0.3))
     assert e.contains(0.2, 0.3) and not e.contains(0.5, 0.3)
     assert not Element(role="img").contains(0.5, 0.5)
+
+
+def test_one_definition_of_the_verifier_kinds():
+    """The kinds an environment file may name, the verdicts counted as verified and the
+    values `verified_by` takes all come from schemas.records.VerifierKind."""
+    from typing import get_args
+
+    from schemas.environment import VerifierSpec
+    from schemas.records import VERIFIER_KINDS, VerifiedBy, is_verified, is_verified_success
+
+    assert set(VERIFIER_KINDS) == {"state", "js", "http", "python", "judge"}
+    assert get_args(VerifierSpec.model_fields["kind"].annotation) == VERIFIER_KINDS
+    flat = {a for part in get_args(VerifiedBy) for a in get_args(part)}
+    assert flat == {*VERIFIER_KINDS, "dataset", "none"}
+    assert all(is_verified(k) for k in VERIFIER_KINDS)
+    assert not any(is_verified(k) for k in ("dataset", "none", None))
+    assert is_verified_success("success", "js") and not is_verified_success("failure", "js")
+    assert not is_verified_success("success", "dataset")

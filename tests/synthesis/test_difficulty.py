@@ -122,6 +122,35 @@ def test_min_steps_prefers_verified_then_imported_then_recorded():
     }
 
 
+@pytest.mark.parametrize("kind", ["js", "http", "python", "state", "judge"])
+def test_a_success_of_every_verifier_kind_is_verified(kind):
+    """A js, http or python verdict is a verifier's like a state one: its length is the
+    task's measured minimum, trusted over an imported optimum."""
+    traj, steps = make("v", "t", [TAP, TAP, DONE], outcome="success", verified_by=kind)
+    f = task_features(traj, steps, optimal_steps=7)
+    assert (f["min_steps"], f["min_steps_source"]) == (3, "verified")
+
+
+def test_a_js_verified_success_sets_the_task_minimum_in_difficulty_rows():
+    pairs = [
+        make("long", "t", [TAP, TAP, TAP, TAP, DONE], outcome="success", verified_by="state"),
+        make("short", "t", [TAP, DONE], outcome="success", verified_by="js"),
+        make("fail", "t", [DONE]),  # shorter, but a failure
+    ]
+    [row] = difficulty_rows(pairs, optimal_steps={"t": 9})
+    assert (row["min_steps"], row["min_steps_source"], row["trajectories"]) == (2, "verified", 3)
+
+
+@pytest.mark.parametrize(
+    ("verified_by", "outcome"), [("dataset", "success"), ("none", "success"), ("js", "failure")]
+)
+def test_a_label_or_an_unverified_success_is_not_verified(verified_by, outcome):
+    """A dataset's own success label is no verdict (as in stats): the import's optimum wins."""
+    traj, steps = make("d", "t", [TAP, DONE], outcome=outcome, verified_by=verified_by)
+    f = task_features(traj, steps, optimal_steps=7)
+    assert (f["min_steps"], f["min_steps_source"]) == (7, "optimal_steps")
+
+
 def three_tasks():
     return [
         make("a1", "easy", [TAP, DONE], outcome="success", verified_by="state"),

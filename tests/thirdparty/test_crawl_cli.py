@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
@@ -142,3 +143,59 @@ def test_one_cause_of_many_episodes_is_counted_once():
     assert stats.error_reasons == {
         "StartPageError: environment 'notes', start_url: the start page http://127.0.0.1:1/?sid={session} did not load": 3
     }
+
+
+def _crawl(env_file, data, *args):
+    res = subprocess.run(
+        [*TRAJFORGE, "crawl", str(env_file), "--policy", "oracle", "--data", str(data), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else None
+    return res, summary
+
+
+def test_retries_sets_how_often_a_broken_task_is_tried(app, tmp_path):
+    env_file = _env_file(tmp_path, app, [LOOK], wait_for='"nosuch.ready === true"')
+    once, summary = _crawl(env_file, tmp_path / "once", "--retries", "0")
+    assert once.returncode == 3 and "retrying after" not in once.stderr, once.stderr
+    assert (summary["error"], summary["retries"]) == (1, 0)
+    twice, summary = _crawl(env_file, tmp_path / "twice", "--retries", "1")
+    assert twice.returncode == 3 and twice.stderr.count("look: retrying after WaitForTimeout") == 1
+    assert (summary["error"], summary["retries"]) == (1, 1)
+    bad, _ = _crawl(env_file, tmp_path / "bad", "--retries", "-1")
+    assert bad.returncode == 2 and "--retries" in bad.stderr
+
+
+def test_retry_errors_plays_errored_tasks_again_under_their_ids(app, tmp_path):
+    """After the file is fixed, --retry-errors replaces each stored error by the new
+    episode: same id, one record per id, steps of the new episode only."""
+    from trajforge.store.raw import RawStore
+
+    data = tmp_path / "data"
+    store = RawStore(data / "raw")
+    broken = _env_file(tmp_path, app, [SAVE, LOOK, GONE], wait_for='"nosuch.ready === true"')
+    first, summary = _crawl(broken, data, "--retries", "0")
+    assert first.returncode == 3 and summary["error"] == 3, first.stderr
+    ids = {t.task.task_id: t.trajectory_id for t in store.iter_trajectories("env/notes")}
+
+    fixed = _env_file(tmp_path, app, [SAVE, LOOK, GONE])  # wait_for: 'li.item'
+    plain, summary = _crawl(fixed, data, "--retries", "0")
+    assert plain.returncode == 0 and (summary["skipped"], summary["episodes"]) == (3, 0)
+
+    again, summary = _crawl(fixed, data, "--retries", "0", "--retry-errors")
+    assert again.returncode == 0, again.stderr
+    assert (summary["replayed_errors"], summary["skipped"], summary["episodes"]) == (3, 0, 3)
+    assert (summary["success"], summary["failure"], summary["error"]) == (1, 1, 1)  # gone: still 404
+    trajs = list(store.iter_trajectories("env/notes"))
+    assert sorted(t.trajectory_id for t in trajs) == sorted(ids.values())  # the same ids, once each
+    outcome = {t.task.task_id: t.outcome for t in trajs}
+    assert outcome == {"save": "success", "look": "failure", "gone": "error"}
+    steps = Counter(s.trajectory_id for s in store.iter_steps("env/notes"))
+    assert steps == {t.trajectory_id: t.num_steps for t in trajs if t.num_steps}
+
+    last, summary = _crawl(fixed, data, "--retries", "0", "--retry-errors")  # only gone again
+    assert last.returncode == 3  # every episode it played errored
+    assert (summary["replayed_errors"], summary["skipped"], summary["error"]) == (1, 2, 1)
+    assert len(list(store.iter_trajectories("env/notes"))) == 3

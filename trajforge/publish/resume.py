@@ -72,8 +72,9 @@ def fingerprint(store: RawStore, chosen: dict[str, tuple[Trajectory, str]], opti
     """Names the inputs and options: a resumed run must see exactly the same ones.
 
     Part files are named relative to the store (a moved store still resumes)
-    with their size and mtime: committed parts are never rewritten in place,
-    so a change there means the input changed.
+    with their size and mtime: a committed part is rewritten only when records
+    leave it (RawStore.uncommit: a new file, renamed into place), so a change
+    there means the input changed.
     """
     h = hashlib.sha256()
     root = Path(store.root)

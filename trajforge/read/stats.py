@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from schemas.environment import VERIFIER_KINDS
+from schemas.records import is_verified_success
 from synthesis.grounding_checks import format_grounding_table, grounding_set_stats
 from synthesis.set_stats import format_reasoning_table, reasoning_set_stats
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
@@ -60,7 +60,7 @@ def shard_stats(shard_dir: Path | str) -> dict[str, Any]:
                 action = j["action"]["type"]
                 tid = j["trajectory_id"]
                 per_traj = {name: get(j) for name, get in _PER_TRAJECTORY.items()}
-                verified = j["outcome"] == "success" and j["verified_by"] in VERIFIER_KINDS
+                verified = is_verified_success(j["outcome"], j["verified_by"])
             except (KeyError, TypeError) as exc:
                 raise ShardError(f"sample lacks {exc}", source=str(path), record=key, field="json") from None
             steps += 1

@@ -23,8 +23,8 @@ from typing import Any
 
 from PIL import Image
 
-from schemas.environment import VERIFIER_KINDS
 from schemas.errors import SchemaError
+from schemas.records import is_verified_success
 from trajforge.publish.shards import ShardError, iter_tar_samples, read_manifest
 from trajforge.report import plots
 
@@ -53,7 +53,7 @@ class _Tally:
         self.platforms[t["platform"]] += 1
         self.apps[t["app"]] += 1
         self.outcomes[t["outcome"]] += 1
-        self.verified_success += t["outcome"] == "success" and t["verified_by"] in VERIFIER_KINDS
+        self.verified_success += is_verified_success(t["outcome"], t["verified_by"])
         self.steps_per_trajectory[int(t["steps"])] += 1
         self.app_outcome.setdefault(t["app"], Counter())[t["outcome"]] += 1
         d = t.get("difficulty")

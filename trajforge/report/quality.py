@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
+from schemas.records import is_verified_success
 from trajforge.store.raw import BlobStore
 
 
@@ -51,7 +52,7 @@ def undecodable_screenshots(
 
 
 def oracle_success_rate(trajectories_path: Path) -> tuple[int, int]:
-    """(successes verified by state, oracle trajectories).
+    """(successes a verifier decided, oracle trajectories) (schemas.records.is_verified_success).
 
     Reflection episodes are played by the oracle with a deliberate wrong step
     (source_name "sandbox:reflection"): they are not the oracle's record.
@@ -64,7 +65,5 @@ def oracle_success_rate(trajectories_path: Path) -> tuple[int, int]:
     outcome = t.column("outcome").to_pylist()
     verified = t.column("verified_by").to_pylist()
     n = sum(1 for p in policy if p == "oracle")
-    ok = sum(
-        1 for p, o, v in zip(policy, outcome, verified) if p == "oracle" and o == "success" and v == "state"
-    )
+    ok = sum(1 for p, o, v in zip(policy, outcome, verified) if p == "oracle" and is_verified_success(o, v))
     return ok, n

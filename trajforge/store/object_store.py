@@ -224,6 +224,12 @@ class ObjectRawStore(RawStore):
         except FileNotFoundError:
             return None
 
+    def uncommit(self, collection: str, ids) -> int:  # type: ignore[override]
+        raise NotImplementedError(
+            f"{self.full_url(self.root)}: taking committed trajectories out (to record errored "
+            f"episodes again) works on a local raw store only"
+        )
+
     def writer(
         self,
         collection: str,

@@ -10,7 +10,8 @@ A batch is committed when its trajectories file exists: it is renamed into
 place after the steps file, so a reader never sees half a batch, and a steps
 file without its trajectories file is an interrupted write that the next
 writer removes. Trajectory ids are stable, so a resumed crawl skips what is
-committed and never writes a duplicate.
+committed and never writes a duplicate. To record an id again (an errored
+episode played once more), `uncommit` takes it out first.
 """
 
 from __future__ import annotations
@@ -234,6 +235,20 @@ class RawStore:
 
     def writer(self, collection: str, batch_size: int = 16) -> TrajectoryWriter:
         return TrajectoryWriter(self, collection, batch_size)
+
+    # -- replacing -----------------------------------------------------------
+    def errored_ids(self, collection: str) -> set[str]:
+        """The committed trajectories of `collection` whose outcome is `error`."""
+        from trajforge.store.uncommit import errored_ids
+
+        return errored_ids(self, collection)
+
+    def uncommit(self, collection: str, ids: Iterable[str]) -> int:
+        """Take trajectories out of `collection` so that a writer records them again
+        under the same ids (trajforge/store/uncommit.py); how many went."""
+        from trajforge.store.uncommit import uncommit
+
+        return uncommit(self, collection, ids)
 
 
 class TrajectoryWriter:

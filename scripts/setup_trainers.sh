@@ -20,6 +20,9 @@ $P torch==2.14.1 torchvision==0.29.1
 $P "torch==2.14.1" "torchvision==0.29.1" "transformers>=5.5.3,<5.6" "datasets==4.8.4" \
    "accelerate<=1.11" pillow pandas pyarrow omegaconf numpy msgpack cryptography protobuf \
    json_repair jsonschema pyvers cloudpickle orjson importlib_metadata requests
+# What verl's agent loop imports (verl.experimental.agent_loop: hydra instantiates the loops,
+# its rollout server module imports fastapi and uvicorn): tests/envs/test_verl_agent_loop.py.
+$P "hydra-core==1.3.*" codetiming cachetools fastapi uvicorn
 $P --no-deps ms-swift==4.6.0 verl==0.9.1 "peft==0.18.*" "tensordict==0.10.0" ray modelscope \
    modelscope_hub qwen_vl_utils
 touch "$stamp"

@@ -3,6 +3,7 @@
 import hashlib
 import io
 import json
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -105,3 +106,31 @@ def test_consolidate_counts_and_quarantines_with_location(tmp_path):
     assert "action.x" in q[0]["error"] and str(f) in q[0]["error"] and "a#1" in q[0]["error"]
     assert "num_steps=3 but 2 steps stored" in q[1]["error"]
     assert pq.read_metadata(tmp_path / "out/steps.parquet").num_rows == 6
+
+
+def test_writers_of_one_collection_in_parallel_lose_nothing(tmp_path):
+    """Several writers on one collection at once (the environment server's sessions, a
+    rollout loop's threads: each Gym env has its own writer) commit every trajectory:
+    parts are numbered one writer at a time, and no writer's start cleans away the batch
+    another is committing."""
+
+    store = RawStore(tmp_path)
+    made = {f"w{k}-{i}": make_traj(store, f"w{k}-{i}", n=1) for k in range(4) for i in range(6)}
+    start = threading.Barrier(4)
+
+    def write(k: int) -> None:
+        start.wait()
+        for i in range(6):
+            # A writer per episode, as a server session's env opens and closes its own.
+            w = store.writer("gym/tiny", batch_size=1)
+            w.add(*made[f"w{k}-{i}"])
+            w.close()
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = sorted(t.trajectory_id for t in store.iter_trajectories("gym/tiny"))
+    assert got == sorted(made)
+    assert len(list((tmp_path / "gym/tiny").glob("part-*.steps.parquet"))) == len(made)

@@ -12,16 +12,24 @@ file without its trajectories file is an interrupted write that the next
 writer removes. Trajectory ids are stable, so a resumed crawl skips what is
 committed and never writes a duplicate. To record an id again (an errored
 episode played once more), `uncommit` takes it out first.
+
+Writers of one collection may run at once (threads or processes: every Gym
+environment and server session records through its own): each numbers and
+commits its batch, and cleans up at its start, holding the collection's lock
+(`<collection>/.writers.lock`, flock), so no two batches take one number and no
+writer removes a batch another is committing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,6 +43,7 @@ from trajforge.store.parquet_seal import damaged, parquet_bytes, verify
 # Threads of BlobStore.put_many (fsync-bound: more than the cores is right).
 PUT_THREADS = 8
 _PART = re.compile(r"^part-(\d{6})\.(steps|trajectories)\.parquet$")
+WRITERS_LOCK = ".writers.lock"
 
 
 def path_error(path: Path, exc: OSError) -> OSError:
@@ -251,6 +260,19 @@ class RawStore:
         return uncommit(self, collection, ids)
 
 
+@contextmanager
+def writers_lock(folder: Path) -> Iterator[None]:
+    """A collection's writers' lock (held across threads and processes): taken to number
+    and commit a batch, to clean up, and to rewrite parts (uncommit)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / WRITERS_LOCK, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class TrajectoryWriter:
     """Buffers whole trajectories and commits them a batch at a time.
 
@@ -264,12 +286,16 @@ class TrajectoryWriter:
         self.folder = store.root / collection
         self.folder.mkdir(parents=True, exist_ok=True)
         self.batch_size = batch_size
-        self._clean_interrupted()
+        with self._locked():
+            self._clean_interrupted()
         self.committed = store.committed_ids(collection)
         self._trajs: list[Trajectory] = []
         self._steps: list[Step] = []
         self._pending: set[str] = set()  # ids of self._trajs (has() is asked per record)
         self.written = 0
+
+    def _locked(self):
+        return writers_lock(self.folder)
 
     def _clean_interrupted(self) -> None:
         for p in self.folder.glob("part-*.steps.parquet"):
@@ -308,20 +334,21 @@ class TrajectoryWriter:
     def flush(self) -> None:
         if not self._trajs:
             return
-        n = self._next_part()
-        steps_path = self.folder / f"part-{n:06d}.steps.parquet"
-        traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
         # Both tables built before either file is written: a value Arrow refuses
         # fails the batch with nothing on disk.
         steps, trajs = steps_table(self._steps), trajectories_table(self._trajs)
-        atomic_write_table(steps_path, steps)
-        try:
-            atomic_write_table(traj_path, trajs)  # the commit
-        except BaseException:
-            # Not committed: drop the batch's steps now rather than at the next
-            # writer's start. The batch stays buffered for a later flush.
-            steps_path.unlink(missing_ok=True)
-            raise
+        with self._locked():  # one number per batch, even with other writers at work
+            n = self._next_part()
+            steps_path = self.folder / f"part-{n:06d}.steps.parquet"
+            traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
+            atomic_write_table(steps_path, steps)
+            try:
+                atomic_write_table(traj_path, trajs)  # the commit
+            except BaseException:
+                # Not committed: drop the batch's steps now rather than at the next
+                # writer's start. The batch stays buffered for a later flush.
+                steps_path.unlink(missing_ok=True)
+                raise
         self.committed.update(t.trajectory_id for t in self._trajs)
         self.written += len(self._trajs)
         self._trajs, self._steps = [], []

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trajforge.store.raw import RawStore, atomic_write_table
+from trajforge.store.raw import RawStore, atomic_write_table, writers_lock
 
 
 def errored_ids(store: RawStore, collection: str) -> set[str]:
@@ -53,6 +53,11 @@ def uncommit(store: RawStore, collection: str, ids: Iterable[str]) -> int:
     drop = pa.array(sorted(set(ids)), pa.string())
     if len(drop) == 0:
         return 0
+    with writers_lock(store.root / collection):  # no writer commits a part while it is rewritten
+        return _uncommit(store, collection, drop)
+
+
+def _uncommit(store: RawStore, collection: str, drop: pa.Array) -> int:
     removed = 0
     for steps_path, trajs_path in store._parts(collection):
         trajs = store.read_table(trajs_path)

@@ -1,0 +1,247 @@
+"""Rollouts of a policy served behind any OpenAI-compatible endpoint (vLLM, SGLang, a hosted
+API), on environments through the Gym API: many episodes in flight, each recorded.
+
+    from training.openai_loop import OpenAIPolicy, play_openai
+    import trajforge.envs as tf_envs
+
+    policy = OpenAIPolicy("http://127.0.0.1:8000/v1", "my-checkpoint")
+    results = play_openai(
+        lambda: tf_envs.make("examples/environments/tiddlywiki.yaml", record_to="data", policy_id="ckpt-1200"),
+        [{"task_id": "open-control-panel", "seed": s} for s in range(16)],
+        policy,
+        concurrency=4,
+    )
+
+`make_env` opens one environment per worker thread (`trajforge.envs.make`, or
+`RemoteEnv(url, name)` on a `trajforge serve` server): `concurrency` sessions play at
+once, each on its own thread (Playwright's sync API is bound to the thread that
+launched the browser), while the policy server batches their requests. Each step is
+one chat request with the reasoning set's prompt (training/gui_prompt.py): the
+system turn of `mode` in the environment's model profile, then the screenshot at the
+profile's frame as an `image_url` data URI (PNG) and the task with the actions so far.
+The answer text goes to `env.step` as it came: the environment parses it in the
+profile's frame (a format failure is the policy's, counted, not an error).
+
+Every episode is recorded where the environment records (`make(..., record_to=...)`,
+`trajforge serve --record-to`); `EpisodeResult` says which trajectory it became.
+An episode the environment or the policy server failed has `error` set and
+`reward` None, never 0; the next episode on that thread starts on a fresh reset.
+
+The API key is read from `api_key_env` when `play_openai` starts and lives only in
+that call's client: an `OpenAIPolicy` holds the variable's name, never the key.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from training.gui_prompt import GuiPrompt
+from trajforge.vlm.messages import to_openai_messages
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OpenAIPolicy:
+    """Where the policy is served and how to ask it. `temperature` > 0 samples, with step
+    k of an episode seeded (seed * 1009 + k) mod 2^31 when the episode has a seed.
+    `language` is the prompt's (default: the task's); `mode` the reasoning set's
+    ("direct" or "reason"). `extra_body`: server-specific fields (vLLM's `top_k`, ...)."""
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    max_tokens: int = 256
+    temperature: float = 0.0
+    mode: str = "direct"
+    language: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 2
+    max_tokens_field: str = "max_tokens"
+    extra_body: dict | None = None
+
+    def client(self):
+        from openai import OpenAI
+
+        key = os.environ.get(self.api_key_env)
+        if not key:  # a local vLLM server without --api-key takes any key
+            log.info("%s is not set: calling %s without an API key", self.api_key_env, self.base_url)
+            key = "EMPTY"
+        return OpenAI(
+            base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries
+        )
+
+
+@dataclass
+class EpisodeResult:
+    """One episode as played. `reward` is the environment's (its verifier's), None when the
+    episode did not end through the environment (`error` says why)."""
+
+    index: int
+    task_id: str | None
+    seed: int | None
+    reward: float | None = None
+    outcome: str | None = None
+    terminated: bool = False
+    truncated: bool = False
+    steps: int = 0
+    format_failures: int = 0
+    environment: str | None = None
+    trajectory_id: str | None = None
+    recorded: bool = False
+    reason: str | None = None
+    error: str | None = None
+    answers: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def play_openai(
+    make_env: Callable[[], Any],
+    episodes: int | Sequence[dict],
+    policy: OpenAIPolicy,
+    *,
+    concurrency: int = 4,
+    max_steps: int | None = None,
+) -> list[EpisodeResult]:
+    """Play `episodes` (a count, or dicts of `task_id` / `seed`) with `policy`,
+    `concurrency` at a time, each worker thread on its own `make_env()`; the results in
+    the episodes' order. `max_steps`: a cap of this loop's own on steps per episode
+    (the environment's max_steps still ends it first)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency} must be >= 1")
+    specs = [{} for _ in range(episodes)] if isinstance(episodes, int) else [dict(e) for e in episodes]
+    todo: queue.Queue = queue.Queue()
+    for i, spec in enumerate(specs):
+        todo.put((i, spec))
+    results: list[EpisodeResult | None] = [None] * len(specs)
+    failures: list[BaseException] = []
+    client = policy.client()
+
+    def worker() -> None:
+        env = None
+        try:
+            env = make_env()
+            while True:
+                try:
+                    i, spec = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = _play_one(env, i, spec, policy, client, max_steps)
+        except BaseException as e:  # noqa: BLE001 - make_env failed: reported below
+            failures.append(e)
+        finally:
+            if env is not None:
+                env.close()
+
+    threads = [
+        threading.Thread(target=worker, name=f"openai-loop-{k}", daemon=True)
+        for k in range(min(concurrency, max(1, len(specs))))
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        client.close()
+    if failures and any(r is None for r in results):
+        raise RuntimeError(f"{len(failures)} worker(s) could not play: {failures[0]!r}") from failures[0]
+    return [r for r in results if r is not None]
+
+
+def _play_one(
+    env, index: int, spec: dict, policy: OpenAIPolicy, client, max_steps: int | None
+) -> EpisodeResult:
+    task_id, seed = spec.get("task_id"), spec.get("seed")
+    result = EpisodeResult(index=index, task_id=task_id, seed=seed)
+    t0 = time.perf_counter()
+    try:
+        obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
+    except Exception as e:  # noqa: BLE001 - the environment failed: an error, never a reward
+        result.error = f"reset: {type(e).__name__}: {e}"
+        result.seconds = time.perf_counter() - t0
+        return result
+    result.environment = info.get("environment")
+    result.task_id = (info.get("task") or {}).get("task_id", task_id)
+    result.trajectory_id = info.get("trajectory_id")
+    prompt = GuiPrompt.from_reset(obs, info, language=policy.language, mode=policy.mode)
+    step = 0
+    while True:
+        if max_steps is not None and step >= max_steps:
+            result.error = (
+                f"the loop's max_steps={max_steps} ran out before the environment ended the episode"
+            )
+            _abandon(env, result.error)
+            break
+        try:
+            answer = _ask(client, policy, prompt, obs["screenshot"], seed, step)
+        except Exception as e:  # noqa: BLE001 - the policy server failed
+            result.error = f"policy: {type(e).__name__}: {e}"
+            _abandon(env, result.error)
+            break
+        result.answers.append(answer)
+        try:
+            obs, reward, terminated, truncated, info = env.step(answer)
+        except Exception as e:  # noqa: BLE001 - the environment failed (recorded as error there)
+            result.error = f"step: {type(e).__name__}: {e}"
+            break
+        step += 1
+        result.format_failures += info.get("format_error") is not None
+        prompt.record(info)
+        if terminated or truncated:
+            result.reward = float(reward)
+            result.terminated, result.truncated = bool(terminated), bool(truncated)
+            result.outcome, result.reason = info.get("outcome"), info.get("reason")
+            result.trajectory_id = info.get("trajectory_id") or result.trajectory_id
+            result.recorded = bool(info.get("recorded"))
+            break
+    result.steps = step
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _ask(client, policy: OpenAIPolicy, prompt: GuiPrompt, screenshot, seed: int | None, step: int) -> str:
+    image = prompt.framed(screenshot)
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    messages = [
+        {"role": "system", "content": prompt.system()},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "image": buf.getvalue()},
+                {"type": "text", "text": prompt.human_text()},
+            ],
+        },
+    ]
+    body: dict[str, Any] = {
+        "model": policy.model,
+        "messages": to_openai_messages(messages),
+        "temperature": policy.temperature,
+        policy.max_tokens_field: policy.max_tokens,
+    }
+    if seed is not None and policy.temperature > 0:
+        body["seed"] = (int(seed) * 1009 + step) % 2**31
+    if policy.extra_body:
+        body["extra_body"] = policy.extra_body
+    response = client.chat.completions.create(**body)
+    return response.choices[0].message.content or ""
+
+
+def _abandon(env, reason: str) -> None:
+    """End the episode in play as an error where the environment can say so (GuiEnv);
+    elsewhere the next reset (or close) ends it."""
+    abandon = getattr(getattr(env, "unwrapped", env), "abandon", None)
+    if callable(abandon):
+        try:
+            abandon(reason)
+        except Exception as e:  # noqa: BLE001 - the episode is already lost
+            log.warning("could not abandon the episode: %s", e)

@@ -90,6 +90,7 @@ class AsyncEnvClient:
         task_id: str | None = None,
         seed: int | None = None,
         policy_id: str | None = None,
+        profile: str | None = None,
         image_format: str = "png",
     ) -> tuple[str, Answer]:
         """A new session and its first reset: (session id, the reset's answer)."""
@@ -98,6 +99,7 @@ class AsyncEnvClient:
             "task_id": task_id,
             "seed": seed,
             "policy_id": policy_id,
+            "profile": profile,
             "image_format": image_format,
         }
         deadline = time.monotonic() + self.open_timeout

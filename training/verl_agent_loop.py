@@ -78,7 +78,9 @@ class GuiAgentLoop(AgentLoopBase):
     `multi_turn.max_assistant_turns`, else the environment's max_steps).
     max_tokens_per_turn: the cap of one generation. reward: "task" or "shaped".
     policy_id: the policy the server records (default "verl:<experiment_name>").
-    image_format: how screenshots travel ("png" lossless, "jpeg").
+    image_format: how screenshots travel ("png" lossless, "jpeg"). profile: the model
+    profile the server reads answers in (qwen2.5-vl, qwen3-vl, open-autoglm, ...;
+    default the environment's).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class GuiAgentLoop(AgentLoopBase):
         reward: str = "task",
         policy_id: str | None = None,
         image_format: str = "png",
+        profile: str | None = None,
         request_timeout: float = 120.0,
         open_timeout: float = 600.0,
         env_retries: int = 1,
@@ -113,7 +116,7 @@ class GuiAgentLoop(AgentLoopBase):
         self.reward = reward
         experiment = self.config.get("trainer", {}).get("experiment_name")
         self.policy_id = policy_id or (f"verl:{experiment}" if experiment else "verl")
-        self.image_format = image_format
+        self.image_format, self.profile = image_format, profile
         self.request_timeout, self.open_timeout = request_timeout, open_timeout
         self.env_retries = env_retries
         self.prompt_length = self.rollout_config.prompt_length
@@ -160,6 +163,7 @@ class GuiAgentLoop(AgentLoopBase):
                     task_id=episode["task_id"],
                     seed=episode["seed"],
                     policy_id=self.policy_id,
+                    profile=self.profile,
                     image_format=self.image_format,
                 )
             )

@@ -149,14 +149,16 @@ def test_bad_requests_name_the_field_and_leave_the_server_up(served):
         ("/v1/sessions", {"env": "tiny", "colour": "red"}, 422, "colour"),
         ("/v1/sessions", {"env": "tiddlywiki", "task_id": "no-such-task"}, 404, "task_id"),
         ("/v1/sessions/0123/step", {"action": {"type": "wait"}}, 404, "session_id"),
+        ("/v1/sessions", {"env": "tiny", "profile": "gpt-9"}, 404, "profile"),
     ]
     for path, body, status, field in cases:
         answer = post(url, path, body)
         assert answer.status_code == status, (path, body, answer.text)
         assert answer.json()["error"]["field"] == field, answer.json()
-    created = post(url, "/v1/sessions", {"env": "tiny", "image_format": "jpeg"}).json()
+    created = post(url, "/v1/sessions", {"env": "tiny", "image_format": "jpeg", "profile": "qwen3-vl"}).json()
     sid = created["session_id"]
     assert created["observation"]["screenshot"]["format"] == "jpeg"
+    assert created["info"]["profile"]["name"] == "qwen3-vl"  # answers are read in the session's profile
     try:
         bad = post(url, f"/v1/sessions/{sid}/step", {"action": {"type": "tap"}})  # no point
         # A dict the env cannot read is the policy's format failure (gym semantics), not a 4xx.

@@ -36,10 +36,11 @@ class RemoteEnv(gymnasium.Env):
         env: str,
         *,
         policy_id: str | None = None,
+        profile: str | None = None,
         image_format: ImageFormat = "png",
         timeout: float = 120.0,
     ):
-        self.url, self.env_name, self.policy_id = url.rstrip("/"), env, policy_id
+        self.url, self.env_name, self.policy_id, self.profile = url.rstrip("/"), env, policy_id, profile
         self.image_format = image_format
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
         self.session_id: str | None = None
@@ -66,6 +67,7 @@ class RemoteEnv(gymnasium.Env):
                     "task_id": task_id,
                     "seed": seed,
                     "policy_id": self.policy_id,
+                    "profile": self.profile,
                     "image_format": self.image_format,
                 },
             )

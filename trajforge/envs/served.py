@@ -45,7 +45,9 @@ def served_envs(
                 url = stack.enter_context(SandboxServer()).url
                 pool = _ray_pool(stack, sandbox_environment(url), ray_address, sessions)
                 served = _served(
-                    lambda policy, url=url, pool=pool: _sandbox(url, pool, record_to, max_steps, policy)
+                    lambda policy, profile, url=url, pool=pool: _sandbox(
+                        url, pool, record_to, max_steps, policy, profile
+                    )
                 )
             else:
                 path = Path(source)
@@ -53,7 +55,9 @@ def served_envs(
                     raise FileNotFoundError(f"environment file {path} does not exist")
                 pool = _ray_pool(stack, load_environment(path), ray_address, sessions)
                 served = _served(
-                    lambda policy, path=path, pool=pool: _file(path, pool, record_to, max_steps, policy)
+                    lambda policy, profile, path=path, pool=pool: _file(
+                        path, pool, record_to, max_steps, policy, profile
+                    )
                 )
             if served.name in envs:
                 raise ValueError(f"two environments are named {served.name!r} ({source}): names must differ")
@@ -74,7 +78,7 @@ def _ray_pool(stack: ExitStack, environment, address: str | None, size: int):
 
 def _served(open_env) -> ServedEnv:
     # A GuiEnv launches nothing before its first reset: this probe only reads the file.
-    probe = open_env(None)
+    probe = open_env(None, None)
     try:
         environment = probe.environment
         width, height = probe.screen_size
@@ -90,13 +94,21 @@ def _served(open_env) -> ServedEnv:
         probe.close()
 
 
-def _file(path: Path, pool, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
-    return make(path, pool=pool, record_to=record_to, max_steps=max_steps, policy_id=policy or DEFAULT_POLICY)
+def _file(path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
+    return make(
+        path,
+        profile=profile,
+        pool=pool,
+        record_to=record_to,
+        max_steps=max_steps,
+        policy_id=policy or DEFAULT_POLICY,
+    )
 
 
-def _sandbox(url: str, pool, record_to: Path | None, max_steps: int | None, policy: str | None) -> GuiEnv:
+def _sandbox(url: str, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
     return make_sandbox(
         url,
+        profile=profile,
         languages=("en", "zh"),
         pool=pool,
         record_to=record_to,

@@ -1,6 +1,6 @@
 """The environment server: any environment, over HTTP + JSON, for any RL trainer.
 
-    POST   /v1/sessions               {env, task_id?, seed?, policy_id?, image_format?}
+    POST   /v1/sessions               {env, task_id?, seed?, policy_id?, profile?, image_format?}
                                       -> {session_id, observation, info}
     POST   /v1/sessions/{id}/step     {action} -> {observation, reward, terminated, truncated, info}
     POST   /v1/sessions/{id}/reset    {task_id?, seed?} -> {observation, info}
@@ -40,6 +40,7 @@ from prometheus_client import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.model_profiles import PROFILES
 from trajforge.envs.sessions import BadRequest, EpisodeEnded, SessionError, SessionPool, UnknownName
 from trajforge.envs.wire import ImageFormat, encode_observation, json_safe
 
@@ -51,7 +52,7 @@ class ServedEnv:
     """One environment the server offers: what it is and how to open it for a policy."""
 
     name: str
-    open: Callable[[str | None], gymnasium.Env]  # policy id -> a fresh environment
+    open: Callable[[str | None, str | None], gymnasium.Env]  # (policy id, profile) -> a fresh env
     platform: str = "web"
     description: str = ""
     tasks: tuple[str, ...] = field(default=())  # empty: the environment makes up its own
@@ -64,6 +65,7 @@ class NewSession(BaseModel):
     task_id: str | None = None
     seed: int | None = None
     policy_id: str | None = None
+    profile: str | None = None  # the model profile text answers are read in (default the env's)
     image_format: ImageFormat = "png"
     jpeg_quality: int = Field(85, ge=1, le=100)
 
@@ -97,7 +99,9 @@ class Metrics:
 def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeout: float = 300.0) -> FastAPI:
     """The ASGI app over `envs`; sessions on local threads (serve it with uvicorn)."""
     pool = SessionPool(
-        lambda name, policy: envs[name].open(policy), max_sessions=max_sessions, idle_timeout=idle_timeout
+        lambda name, policy, profile: envs[name].open(policy, profile),
+        max_sessions=max_sessions,
+        idle_timeout=idle_timeout,
     )
     metrics = Metrics(pool)
 
@@ -153,7 +157,11 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
         if req.env not in envs:
             raise _unknown_env(req.env, envs)
         wire = {"image_format": req.image_format, "jpeg_quality": req.jpeg_quality}
-        session = pool.open(req.env, req.policy_id, wire)
+        if req.profile is not None and req.profile not in PROFILES:
+            raise UnknownName(
+                f"no model profile {req.profile!r}; known: {', '.join(PROFILES)}", field="profile"
+            )
+        session = pool.open(req.env, req.policy_id, wire, req.profile)
         try:
             body = await timed_reset(session, req.task_id, req.seed)
         except BaseException:

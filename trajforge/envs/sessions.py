@@ -79,8 +79,8 @@ class EnvFailed(SessionError):
     status, kind = 503, "env_failed"
 
 
-# What opens an environment for a session: (env name, policy id) -> a gymnasium.Env.
-OpenEnv = Callable[[str, "str | None"], gymnasium.Env]
+# What opens an environment for a session: (env name, policy id, model profile) -> a gymnasium.Env.
+OpenEnv = Callable[[str, "str | None", "str | None"], gymnasium.Env]
 
 
 @dataclass
@@ -94,6 +94,7 @@ class Session:
     busy: bool = False
     failure: str | None = None  # why the environment failed; cleared by a reset
     wire: dict = field(default_factory=dict)  # how observations travel (image format)
+    profile: str | None = None  # the model profile its text answers are read in
     ended: bool = False  # the episode terminated or was truncated: only a reset goes on
 
 
@@ -109,7 +110,9 @@ class SessionPool:
 
     # -- lifecycle --------------------------------------------------------
 
-    def open(self, env_name: str, policy_id: str | None, wire: dict | None = None) -> Session:
+    def open(
+        self, env_name: str, policy_id: str | None, wire: dict | None = None, profile: str | None = None
+    ) -> Session:
         """A new session (its environment opens on its own thread at the first reset)."""
         with self._lock:
             if len(self._sessions) >= self.max_sessions:
@@ -119,7 +122,7 @@ class SessionPool:
                 )
             sid = uuid.uuid4().hex
             worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{sid[:8]}")
-            session = Session(sid, env_name, policy_id, worker, wire=wire or {})
+            session = Session(sid, env_name, policy_id, worker, wire=wire or {}, profile=profile)
             self._sessions[sid] = session
         return session
 
@@ -204,7 +207,7 @@ class SessionPool:
             _close_quietly(session.env)
             session.env = None
         try:
-            session.env = self.open_env(session.env_name, session.policy_id)
+            session.env = self.open_env(session.env_name, session.policy_id, session.profile)
         except Exception as exc:
             session.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             raise EnvFailed(f"cannot open environment {session.env_name!r}: {session.failure}") from exc

@@ -2,7 +2,7 @@
 
 Offline (`offline_step_accuracy`): every direct-act sample of the split is asked
 with the prompt it was written with (its system and human turns, the
-screenshot: crawlers.agent_prompt.conversation_messages), greedily; the
+screenshot: schemas.agent_prompt.conversation_messages), greedily; the
 answer is parsed (schemas.converters.gui_libra) and compared with the recorded
 action as synthesis.rewards.step_reward does in RL: type, point in the target's
 box (the sample's "target_box" when it holds the recorded point, as
@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from crawlers.agent_prompt import conversation_messages
 from schemas.actions import Action
+from schemas.agent_prompt import conversation_messages
 from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
 from training.config import TrainConfig
 from training.flywheel import flywheel_turn, policy_backend_for

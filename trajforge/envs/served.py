@@ -16,8 +16,8 @@ from pathlib import Path
 from sandbox.server import SandboxServer
 from trajforge.envs import GuiEnv, make, make_sandbox
 from trajforge.envs.server import ServedEnv
+from trajforge.envs.sources import SANDBOX
 
-SANDBOX = "sandbox"
 DEFAULT_POLICY = "server"
 
 

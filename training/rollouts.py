@@ -44,7 +44,7 @@ from typing import Any
 from schemas.environment import Environment
 from schemas.records import DeviceProfile, Task, Trajectory, episode_seed, trajectory_id_for
 from training.agent import TextAgent
-from trajforge.envs import EpisodeRecorder, GuiEnv, PoolError, make
+from trajforge.envs import ENV_FAILED, EpisodeRecorder, GuiEnv, PoolError, make
 from trajforge.store.raw import RawStore, model_slug
 from trajforge.vlm.backends import VLMBackend
 
@@ -87,7 +87,8 @@ class Rollout:
     answers: int = 0  # the model's answers (a format failure executes nothing)
     format_errors: int = 0
     blocked: int = 0  # actions the safety guard refused
-    attempts: int = 1
+    attempts: int = 1  # this loop's attempts (an env that failed mid-rollout: replayed whole)
+    reopened: int = 0  # extra tries the env took to open the episode (GuiEnv's own retries)
     recorded: bool = False
     reason: str | None = None
 
@@ -104,7 +105,7 @@ class RolloutResult:
     outcomes: dict[str, int] = field(default_factory=dict)  # of the rollouts played now
     unparseable_answers: int = 0
     blocked_actions: int = 0
-    retries: int = 0  # rollouts replayed whole after their env failed
+    retries: int = 0  # rollouts (or their opening) replayed after their env failed
     steps: int = 0
     seconds: float = 0.0
     rollouts: list[Rollout] = field(default_factory=list)  # played now, in (task, i) order
@@ -176,15 +177,17 @@ class _Sampler:
 
     def __init__(self, backend: VLMBackend, how: Rollouts, store: RawStore, result: RolloutResult):
         self.backend, self.how, self.result = backend, how, result
-        self.replaying: set[str] = set()  # rollouts whose error attempt is replayed: not recorded
+        self.replaying: set[str] = set()  # rollouts with an attempt left: a lost env's not recorded
         self.dropped: set[str] = set()  # rollouts the model broke off: never recorded
         self.recorder = EpisodeRecorder(store, route=self.route, audit=result.collection)
         self.lock = threading.Lock()
 
     def route(self, traj: Trajectory) -> str | None:
         tid = traj.trajectory_id
-        if tid in self.dropped or (traj.outcome == "error" and tid in self.replaying):
+        if tid in self.dropped:
             return None
+        if tid in self.replaying and traj.outcome == "error" and ENV_FAILED in (traj.error or ""):
+            return None  # the env failed under this attempt: the rollout is played again
         return self.result.collection if traj.outcome == "success" else self.result.failed_collection
 
     def env_kwargs(self) -> dict:
@@ -248,6 +251,7 @@ class _Sampler:
             raise _EnvFailed(e) from e
         agent.begin(obs, info)
         rollout = Rollout(item.task.task_id, item.index, item.tid, item.seed, "unknown")
+        rollout.reopened = max(int(info.get("attempts") or 1) - 1, 0)
         try:
             while True:
                 text = agent.answer(obs, info)  # an exception here is the model's: it stops the run
@@ -304,7 +308,7 @@ class _Sampler:
             r.outcomes[rollout.outcome] = r.outcomes.get(rollout.outcome, 0) + 1
             r.unparseable_answers += rollout.format_errors
             r.blocked_actions += rollout.blocked
-            r.retries += rollout.attempts - 1
+            r.retries += rollout.attempts - 1 + rollout.reopened
 
 
 class _EnvFailed(Exception):

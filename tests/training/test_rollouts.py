@@ -220,3 +220,35 @@ def test_a_rollout_whose_env_fails_is_replayed_whole_then_recorded_as_an_error(s
     (error,) = store.iter_trajectories(lost.failed_collection)
     assert error.outcome == "error" and error.num_steps == 0 and "went away" in error.error
     assert error.trajectory_id == lost.rollouts[0].trajectory_id and error.source == "rollout"
+
+
+class _CrashesTheBrowser(gymnasium.Wrapper):
+    """Closes the env's Chromium under its first step, as a crash would."""
+
+    crashed = 0
+
+    def step(self, action):
+        if not _CrashesTheBrowser.crashed:
+            _CrashesTheBrowser.crashed += 1
+            self.env.unwrapped.browser.browser.close()
+        return self.env.step(action)
+
+
+def test_a_crashed_browser_records_nothing_of_the_lost_attempt(sandbox, tmp_path):
+    task = _wifi()
+    backend = ScriptedAgent([("switch", "Wi-Fi"), "Terminate"], model_id="org/scripted agent")
+    store = RawStore(tmp_path / "raw")
+    _CrashesTheBrowser.crashed = 0
+    result = rejection_sample(
+        [task.task_id],
+        backend,
+        Rollouts(k=1, seed=5, max_steps=4, retries=1),
+        envs=_sandbox(sandbox.url, [task], wrap=_CrashesTheBrowser),  # a browser of its own
+        store=store,
+    )
+    # The env recorded the crashed attempt as an error; the loop had it left out and
+    # replayed the rollout whole on the restarted browser: one trajectory, the success.
+    assert _CrashesTheBrowser.crashed == 1
+    assert (result.retries, result.outcomes, result.written) == (1, {"success": 1}, 1)
+    (traj,) = store.iter_trajectories()
+    assert traj.outcome == "success" and traj.num_steps == 2

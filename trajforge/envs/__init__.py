@@ -48,7 +48,7 @@ from schemas.environment import Environment
 from schemas.model_profiles import ModelProfile
 
 from .answers import action_from_dict, parse_answer
-from .gui_env import ByReference, GuiEnv
+from .gui_env import ENV_FAILED, ByReference, GuiEnv
 from .recording import EpisodeRecorder
 from .remote import RemoteEnv, RemoteEnvError
 from .rewards import RewardWeights
@@ -60,6 +60,7 @@ SANDBOX_ID = "trajforge/Sandbox-v0"
 _LIVE = ("env", "pool", "runtime", "judge", "guard", "record_to")
 
 __all__ = [
+    "ENV_FAILED",
     "ENV_ID",
     "SANDBOX",
     "SANDBOX_ID",

@@ -82,6 +82,9 @@ from .spaces import AnyText, GuiActions, screenshot_space
 log = logging.getLogger(__name__)
 
 A11Y_MAX_CHARS = 200_000
+# How an episode whose env failed under it (a crashed browser, a lost actor) ends: its
+# error starts so (an RL loop that replays such a rollout leaves this attempt unrecorded).
+ENV_FAILED = "the environment failed"
 TEXT_MAX_CHARS = 8_192
 _CLIPPED = " …(clipped)"
 
@@ -339,7 +342,7 @@ class GuiEnv(gym.Env):
                 result = episode.take(parsed, target=target_of(parsed, before.elements), thought=thought)
             except BrowserCrashed as e:
                 self._lost = e  # the lease is given back with it: the env is restarted or dropped
-                self.abandon(f"the environment failed: {e}")
+                self.abandon(f"{ENV_FAILED}: {e}")
                 raise
             said = action if isinstance(action, str) else thought
             reflected = self.reflection and _corrects(previous, result, reflection_of(said))

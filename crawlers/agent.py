@@ -1,6 +1,6 @@
 """A VLM agent as a crawl policy: the model sees the screen and answers in GUI-Libra's format.
 
-`AgentPolicy.act(obs)` builds one chat request (crawlers/agent_prompt.py: the
+`AgentPolicy.act(obs)` builds one chat request (schemas/agent_prompt.py: the
 task, the last few actions, the screen's elements quoted as data, the
 screenshot), asks the backend, and parses the answer into a unified Action with
 schemas.converters.gui_libra.from_gui_libra. It is driven by the runner like
@@ -19,6 +19,7 @@ import logging
 
 from schemas.action_words import action_phrase
 from schemas.actions import Action, ActionType
+from schemas.agent_prompt import agent_messages, history_line, reasoning_set_messages
 from schemas.converters.gui_libra import Coords, from_gui_libra
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, model_profile
@@ -27,7 +28,6 @@ from schemas.records import Element, Task, Trajectory
 from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
-from .agent_prompt import agent_messages, history_line, reasoning_set_messages
 from .crawl_episode import element_at
 from .guard import ACTIVATABLE_ROLES
 

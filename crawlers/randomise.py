@@ -8,10 +8,9 @@ DeviceProfile records all of it.
 
 from __future__ import annotations
 
-import hashlib
 import random
 
-from schemas.records import DeviceProfile
+from schemas.records import DeviceProfile, episode_seed  # noqa: F401 (episode_seed: re-exported)
 
 DEVICE_PROFILES: dict[str, DeviceProfile] = {
     "desktop": DeviceProfile(
@@ -47,15 +46,6 @@ MOBILE_PROFILES: dict[str, DeviceProfile] = {
 THEMES = ("light", "dark")
 FONT_SCALES = (0.9, 1.0, 1.15, 1.3)
 LOCALES = {"en": "en-US", "zh": "zh-CN"}
-
-
-def episode_seed(*parts) -> int:
-    """A 63-bit seed from any parts (crawl seed, task id...), stable across runs.
-
-    Python's hash() is salted per process, so it cannot be used here.
-    """
-    raw = "\x1f".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") >> 1
 
 
 def randomise(

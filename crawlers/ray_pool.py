@@ -18,7 +18,7 @@ lease, and the pool starts a replacement actor, which Ray schedules when a
 node with the resource is free (until then the pool runs on fewer actors).
 
 `crawl(..., pool=RayEnvPool(4, request_filter=Allowlist([url])))`, and the
-same for crawl_environment, sandbox.rollouts.rejection_sample and
+same for crawl_environment and, through the Gym API, training.rollouts.rejection_sample and
 training.online; `ray.init` is called (address=None: a local Ray) unless Ray is
 already initialised.
 

@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
-from crawlers.agent import AgentPolicy
-from crawlers.crawl_episode import CrawlEnv
+from crawlers.agent import AgentPolicy, settle_unparseable
+from crawlers.allowlist import Allowlist
+from crawlers.crawl_episode import CrawlEnv, EpisodeContext
+from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
 from crawlers.guard import SafetyGuard
+from crawlers.web_env import BrowserCrashed, WebEnv
+from sandbox.crawl import draw_task_device
 from sandbox.environment import SOURCE_NAME
 from sandbox.episode import SandboxRun
-from sandbox.rollouts import model_slug, play_agent_episode, sandbox_env
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
-from trajforge.store.raw import RawStore
+from trajforge.store.raw import RawStore, model_slug
 from trajforge.vlm.backends import VLMBackend
 
 
@@ -163,7 +167,7 @@ def reverse_tasks(
         run = SandboxRun(
             server_url=how.server_url, store=store, max_steps=how.max_steps, guard=guard, audit=audit
         )
-        with sandbox_env(env, how.server_url) as live:
+        with _sandbox_env(env, how.server_url) as live:
             for start in range(0, len(todo), how.batch_size):
                 chunk = todo[start : start + how.batch_size]
                 for item, traj, steps in _play_chunk(
@@ -215,9 +219,7 @@ def _play_chunk(
             continue
         task = reverse_task(walk, instruction, how.language or walk.task.language)
         policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=how.coords, seed=how.seed)
-        traj, rsteps = play_agent_episode(
-            env, policy, task, None, run.episode(tid, how.seed, walk.device), run
-        )
+        traj, rsteps = _replay(env, policy, task, run.episode(tid, how.seed, walk.device), run)
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
             yield ReverseItem(walk.trajectory_id, tid, instruction, False, reason), traj, rsteps
@@ -248,3 +250,57 @@ def _play_chunk(
                 }
             )
         yield item, traj, rsteps
+
+
+@contextmanager
+def _sandbox_env(env: CrawlEnv | None, server_url: str) -> Iterator[CrawlEnv]:
+    """`env` as given, or a headless Chromium allowed to reach only the sandbox."""
+    if env is not None:
+        yield env
+        return
+    own = WebEnv.launch(headless=True, request_filter=Allowlist([server_url]))
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+def _replay(
+    env: CrawlEnv, policy: AgentPolicy, task: Task, ctx: EpisodeContext, run: SandboxRun
+) -> tuple[Trajectory, list[Step]]:
+    """One agent episode of the named task (no template: the judge verifies it later),
+    replayed from scratch when the browser dies; out of retries, the env's loss is raised."""
+    if ctx.device is None:
+        ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
+    held = {"policy": policy}
+    one = OneEnv(env)
+
+    def attempt(n: int) -> tuple[Trajectory, list[Step]]:
+        if n:  # the same agent from its first step: the episode is replayed from scratch
+            p = held["policy"]
+            held["policy"] = AgentPolicy(
+                p.backend,
+                p.task,
+                language=p.language,
+                max_steps=p.max_steps,
+                coords=p.coords,
+                history_len=p.history_len,
+                max_new_tokens=p.max_new_tokens,
+                temperature=p.temperature,
+                seed=p.seed,
+            )
+        with one.lease() as live:
+            try:
+                traj, steps = run.play(live, task, held["policy"], replace(ctx, attempt=n), None)
+            finally:
+                close_episode_quietly(live)
+        traj = settle_unparseable(traj, held["policy"])
+        return traj.model_copy(
+            update={"source_name": f"{SOURCE_NAME}:agent:{held['policy'].model_id}"}
+        ), steps
+
+    retry = RetryPolicy(run.retries, fatal=(), retry_on=(BrowserCrashed,))
+    played, error = retry.run(attempt, what=ctx.trajectory_id, on_retry=lambda message: None)
+    if error is not None:
+        raise error
+    return played

@@ -210,6 +210,15 @@ def session_seed(params: dict[str, Any], default: int) -> int:
     return int(params.get("seed", default))
 
 
+def episode_seed(*parts: Any) -> int:
+    """A 63-bit seed from any parts (crawl seed, task id...), stable across runs.
+
+    Python's hash() is salted per process, so it cannot be used here.
+    """
+    raw = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") >> 1
+
+
 def trajectory_id_for(*parts: Any) -> str:
     """A stable id from what defines a trajectory (source, task, seed, policy...).
 

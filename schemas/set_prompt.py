@@ -1,7 +1,7 @@
 """The reasoning set's prompt: the system turn of each mode and the human turn.
 
 synthesis/reasoning_set.py writes the set's samples with it and the agent
-(crawlers/agent_prompt.py, prompt "reasoning_set") asks a model trained on the
+(schemas/agent_prompt.py, prompt "reasoning_set") asks a model trained on the
 set with it, so a model evaluated live sees exactly the prompt it was trained
 on; hence it sits below both.
 """

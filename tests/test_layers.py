@@ -50,13 +50,7 @@ FORBIDDEN = {
 }
 # Edges that break a rule today, each with the work that removes it. This list may only
 # shrink: an entry whose edge is gone fails test_every_exception_is_still_needed.
-ALLOWED_EXCEPTIONS = {
-    ("training", "sandbox"): "online RL and evaluation play the sandbox's templates (RL-environments issue)",
-    (
-        "training",
-        "crawlers",
-    ): "online RL builds crawler pools; evaluation uses the agent prompt (RL-environments issue)",
-}
+ALLOWED_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def unit_of(module: str) -> str | None:

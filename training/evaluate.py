@@ -1,8 +1,8 @@
-"""Evaluation: step accuracy offline on a held-out split, task success online in the sandbox.
+"""Evaluation: step accuracy offline on a held-out split, task success online in environments.
 
 Offline (`offline_step_accuracy`): every direct-act sample of the split is asked
 with the prompt it was written with (its system and human turns, the
-screenshot: crawlers.agent_prompt.conversation_messages), greedily; the
+screenshot: schemas.agent_prompt.conversation_messages), greedily; the
 answer is parsed (schemas.converters.gui_libra) and compared with the recorded
 action as synthesis.rewards.step_reward does in RL: type, point in the target's
 box (the sample's "target_box" when it holds the recorded point, as
@@ -11,12 +11,15 @@ point), value token-F1 >= 0.5. A step succeeds when all three hold; an
 answer that does not parse fails all three.
 
 Online (`online_success`): run_eval plays what training never saw
-(`eval_tasks`): the templates the set's test split holds out (named in its
-manifest's `held_out`, else trajforge.publish.holdout's default split) with task seeds
-from trajforge.tasks.seeds.EVAL_SEED_BASE, which no crawl draws. The policy acts in the sandbox through
-crawlers.agent.AgentPolicy with the reasoning set's prompt, the state verifier
-scores each episode, and the rollouts are recorded in the raw store by verdict
-with the checkpoint id (training/flywheel.py): evaluation feeds the flywheel.
+(`eval_tasks`) in the environments `envs` names (the sandbox by default, or
+environment files), through the Gym API (trajforge.envs): the templates the set's
+test split holds out (named in its manifest's `held_out`, else
+trajforge.publish.holdout's default split) with task seeds from
+trajforge.tasks.seeds.EVAL_SEED_BASE, which no crawl draws; or the tasks named. The
+policy answers in text (training.agent.TextAgent, the reasoning set's prompt), the
+env's verifier scores each episode, and the rollouts are recorded in the raw store
+by verdict with the checkpoint id (training/flywheel.py): evaluation feeds the
+flywheel.
 
 `python -m training.evaluate --config X.yaml` runs either or both (EvalConfig).
 """
@@ -25,14 +28,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from crawlers.agent_prompt import conversation_messages
 from schemas.actions import Action
+from schemas.agent_prompt import conversation_messages
 from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
 from training.config import TrainConfig
-from training.flywheel import flywheel_turn, policy_backend_for
+from training.flywheel import flywheel_turn, policy_backend_for, resolve_tasks
 
 # Grounding sets: point-in-box accuracy by role, size bucket, language (training/grounding_eval.py).
 from training.grounding_eval import offline_grounding_accuracy  # noqa: F401
@@ -50,12 +54,16 @@ class EvalConfig(TrainConfig):
     split: str = "test"
     max_samples: int | None = None
     store: str | None = None
-    server_url: str | None = None  # None = start the sandbox in this process
-    # "held_out": the templates the split holds out; "catalog": every template (seen ones
-    # too); or template ids. Played with evaluation seeds (never crawled) either way.
+    # Environment files and/or "sandbox" (trajforge.envs.env_factories).
+    envs: list[str] = ["sandbox"]
+    server_url: str | None = None  # the sandbox's; None = start it in this process
+    # "held_out": the tasks of the templates the split holds out; "catalog": every task
+    # (seen templates too); or task / template ids. The sandbox's are drawn with evaluation
+    # seeds (never crawled) either way; an environment file's tasks are its own (they
+    # have no template to hold out: name them, or "catalog").
     tasks: list[str] | Literal["held_out", "catalog"] = "held_out"
     languages: list[str] = ["en"]
-    devices: list[str] | None = None
+    devices: list[str] | None = None  # the screen's profile (None: each env's own)
     k: int = 1
     max_steps: int = 15
     max_new_tokens: int = 128
@@ -166,7 +174,7 @@ def offline_step_accuracy(
 
 
 def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None, **kw) -> dict:
-    """Task success of `model` in the sandbox (the state verifier decides), its rollouts
+    """Task success of `model` in environments (their verifiers decide), its rollouts
     recorded in `store` by verdict with the checkpoint id: training.flywheel.flywheel_turn's
     result (success_rate, verdicts, collections, ...)."""
     if store is None:
@@ -174,48 +182,51 @@ def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None
     return flywheel_turn(model, store, tasks, k, **kw)
 
 
-def held_out_template_ids(shards: str | Path | None, split: str = "test") -> list[str]:
-    """The sandbox templates that `split` holds out: from the set's manifest when given
-    (what this training set really held out), else trajforge.publish.holdout's default split."""
-    from sandbox.tasks import TEMPLATES
+def held_out_template_ids(shards: str | Path | None, split: str, templates: Iterable[str]) -> list[str]:
+    """The templates of `templates` that `split` holds out: from the set's manifest when
+    given (what this training set really held out), else trajforge.publish.holdout's
+    default split."""
     from trajforge.publish.holdout import held_out_templates
     from trajforge.publish.plan import DEFAULT_SPLITS
 
+    templates = set(templates)
     named = None
     if shards is not None:
         from trajforge.publish.shards import read_manifest
 
         named = (read_manifest(Path(shards)).get("held_out") or {}).get("templates", {}).get(split)
     if named is None:
-        named = held_out_templates(TEMPLATES, DEFAULT_SPLITS, "v1", among=(split,))
-    return sorted(t for t in named if t in TEMPLATES)
+        named = held_out_templates(templates, DEFAULT_SPLITS, "v1", among=(split,))
+    return sorted(t for t in named if t in templates)
+
+
+def eval_seed(cfg: EvalConfig) -> int:
+    """The seed the sandbox's evaluation tasks are drawn with: never a crawl's."""
+    from trajforge.tasks.seeds import EVAL_SEED_BASE
+
+    return EVAL_SEED_BASE + cfg.seed
 
 
 def eval_tasks(cfg: EvalConfig) -> list:
-    """The tasks online evaluation plays: held-out templates (cfg.tasks) in cfg.languages,
-    with seed EVAL_SEED_BASE + cfg.seed: neither the template nor the seed was crawled
-    for training."""
-    from sandbox.tasks import TEMPLATES
-    from trajforge.tasks.seeds import EVAL_SEED_BASE
+    """The tasks online evaluation plays, among cfg.envs' tasks in cfg.languages (the
+    sandbox's drawn with eval_seed: neither the template nor the seed was crawled for
+    training): the held-out templates' (cfg.tasks "held_out"), all ("catalog"), or
+    the task / template ids named."""
+    from trajforge.envs import source_tasks
 
-    if cfg.tasks == "held_out":
-        ids = held_out_template_ids(cfg.shards, cfg.split if cfg.split != "train" else "test")
-    elif cfg.tasks == "catalog":
-        ids = sorted(TEMPLATES)
-    else:
-        ids = [cfg.tasks] if isinstance(cfg.tasks, str) else list(cfg.tasks)
-    unknown = [t for t in ids if t not in TEMPLATES]
-    if unknown:
-        raise ValueError(f"tasks: unknown template id(s) {unknown}")
-    tasks = [
-        TEMPLATES[t].make_task(lang, EVAL_SEED_BASE + cfg.seed)
-        for t in ids
-        for lang in cfg.languages
-        if lang in TEMPLATES[t].languages
+    available = [
+        t for s in cfg.envs for t in source_tasks(s, languages=cfg.languages, catalog_seed=eval_seed(cfg))
     ]
-    if not tasks:
-        raise ValueError(f"tasks: no held-out template of {cfg.tasks!r} in languages {cfg.languages}")
-    return tasks
+    if cfg.tasks == "held_out":
+        templates = {t.template_id for t in available if t.template_id}
+        held = held_out_template_ids(cfg.shards, cfg.split if cfg.split != "train" else "test", templates)
+        tasks = [t for t in available if t.template_id in held]
+        if not tasks:
+            raise ValueError(
+                f"tasks: no held-out template among the tasks of {cfg.envs} in languages {cfg.languages}"
+            )
+        return tasks
+    return resolve_tasks(cfg.tasks, available)
 
 
 def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
@@ -250,15 +261,17 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
             report.log(f"offline: step_success={off['step_success']:.3f} on {off['samples']} samples")
     if cfg.store is not None:
         tasks = eval_tasks(cfg)
-        metrics["online_templates"] = ",".join(sorted({t.template_id for t in tasks}))
+        metrics["online_templates"] = ",".join(sorted({t.template_id or t.task_id for t in tasks}))
         on = online_success(
             backend,
             tasks,
             cfg.k,
             cfg.store,
+            envs=cfg.envs,
             server_url=cfg.server_url,
             env=env,
             seed=cfg.seed,
+            catalog_seed=eval_seed(cfg),
             max_steps=cfg.max_steps,
             temperature=cfg.temperature,
             max_new_tokens=cfg.max_new_tokens,

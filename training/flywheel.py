@@ -1,64 +1,54 @@
 """The data flywheel: a checkpoint's rollouts go back into the raw store, routed by verdict.
 
-One turn (`flywheel_turn`) plays tasks in the sandbox with a trained policy,
-k rollouts each, through sandbox.rollouts.rejection_sample: the app's state
-verifies every rollout; verified successes land in `rollouts/<checkpoint id>`,
-everything else in `rollouts-failed/<checkpoint id>`, each trajectory with
-source_name "sandbox:agent:<checkpoint id>" (its provenance). `sft_sources`
-lists what the next curation/SFT run reads: every collection except the
-failure pool. Online RL (training/online.py) and evaluation
+One turn (`flywheel_turn`) plays tasks of environments (the sandbox by default, or
+environment files) with a trained policy, k rollouts each, through
+training.rollouts.rejection_sample on the Gym API (trajforge.envs): the
+environment's verifier decides every rollout; verified successes land in
+`rollouts/<checkpoint id>`, everything else in `rollouts-failed/<checkpoint id>`,
+each trajectory with source_name "<environment source>:agent:<checkpoint id>" (its
+provenance). `sft_sources` lists what the next curation/SFT run reads: every
+collection except the failure pool. Online RL (training/online.py) and evaluation
 (training/evaluate.py) record their rollouts the same way.
 
-Also here, shared by those entry points: `resolve_tasks` (template ids or the
-whole catalog as Tasks), `sandbox_url` (the given server, or one started for
-the call) and `policy_backend_for` (a checkpoint directory as a backend).
+Also here, shared by those entry points: `resolve_tasks` (task ids, template ids or
+the whole catalog, among the environments' tasks) and `policy_backend_for` (a
+checkpoint directory as a backend).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from crawlers.crawl_episode import CrawlEnv
-from sandbox.rollouts import FAILED_PREFIX, Rollouts, rejection_sample
 from schemas.records import Task
+from training.rollouts import FAILED_PREFIX, Rollouts, rejection_sample
+from trajforge.envs import SANDBOX, env_factories
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMBackend
 
 log = logging.getLogger(__name__)
 
 
-def resolve_tasks(spec: str | Sequence[str], languages: Sequence[str] = ("en",), seed: int = 0) -> list[Task]:
-    """Tasks of the sandbox's templates: "catalog" (all) or a list of template ids, one
-    task per template and language. An unknown template id is an error naming it."""
-    from sandbox.tasks import TEMPLATES, build_catalog
-
-    if isinstance(spec, str) and spec != "catalog":
+def resolve_tasks(spec: str | Sequence[str | Task], available: Sequence[Task]) -> list[Task]:
+    """The tasks of `available` that `spec` names: "catalog" (all), or task ids, template ids
+    (every task of the template) or Tasks (by id), in the order named. A name that matches
+    nothing is an error naming it."""
+    if isinstance(spec, str):
+        if spec == "catalog":
+            if not available:
+                raise ValueError("tasks: the environments have no task")
+            return list(available)
         spec = [spec]
-    wanted = None if spec == "catalog" else list(spec)
-    for tid in wanted or []:
-        if tid not in TEMPLATES:
-            raise ValueError(f"tasks: unknown template id {tid!r}")
-    tasks = [
-        t for t in build_catalog(1, tuple(languages), seed=seed) if wanted is None or t.template_id in wanted
-    ]
-    if not tasks:
-        raise ValueError(f"tasks: no template of {spec!r} exists in languages {list(languages)}")
-    return tasks
-
-
-@contextmanager
-def sandbox_url(server_url: str | None) -> Iterator[str]:
-    """`server_url` as given, or the sandbox started in this process for the block."""
-    if server_url:
-        yield server_url
-        return
-    from sandbox.server import SandboxServer
-
-    with SandboxServer() as server:
-        yield server.url
+    out: list[Task] = []
+    for name in spec:
+        key = name.task_id if isinstance(name, Task) else str(name)
+        found = [t for t in available if key in (t.task_id, t.template_id)]
+        if not found:
+            raise ValueError(f"tasks: unknown task or template id {key!r}")
+        out += [t for t in found if t not in out]
+    return out
 
 
 def checkpoint_id_of(path: str | Path) -> str:
@@ -108,9 +98,12 @@ def flywheel_turn(
     tasks: Sequence[Task] | str | Sequence[str],
     k: int = 1,
     *,
+    envs: Sequence[str | Path] = (SANDBOX,),
     server_url: str | None = None,
-    env: CrawlEnv | None = None,
+    env: Any = None,
+    pool: Any = None,
     seed: int = 0,
+    catalog_seed: int | None = None,
     max_steps: int = 15,
     temperature: float | None = None,
     max_new_tokens: int = 128,
@@ -123,14 +116,16 @@ def flywheel_turn(
     """One scheduled turn: k rollouts per task by `checkpoint`, recorded by verdict.
 
     `checkpoint` is a checkpoint directory (loaded as a PolicyBackend) or any
-    VLMBackend (its model_id is the provenance). `tasks`: Task objects, template
-    ids or "catalog". temperature None = greedy for k == 1, 1.0 for k > 1 (greedy
-    would play the same episode k times). Returns counts per verdict, the
-    success rate and the two collections.
+    VLMBackend (its model_id is the provenance). `envs`: environment files or
+    "sandbox" (at `server_url`, else started for the turn; its catalog drawn from
+    `catalog_seed`, default `seed`); `tasks`: "catalog", task or template ids of
+    those environments' tasks, or Tasks to play (a sandbox task of any seed). `env`: a browser (or phone) to play on, `pool`: a
+    pool to play several rollouts at once on (trajforge.envs.browser_pool).
+    temperature None = greedy for k == 1, 1.0 for k > 1 (greedy would play the same
+    episode k times). Returns counts per verdict, the success rate and the two
+    collections.
     """
     store = store if isinstance(store, RawStore) else RawStore(Path(store))
-    if isinstance(tasks, str) or (tasks and not isinstance(tasks[0], Task)):
-        tasks = resolve_tasks(tasks, languages, seed)
     backend = (
         checkpoint
         if not isinstance(checkpoint, (str, Path))
@@ -138,24 +133,34 @@ def flywheel_turn(
     )
     if temperature is None:
         temperature = 0.0 if k == 1 else 1.0
-    with sandbox_url(server_url) as url:
+    given = None if isinstance(tasks, str) else [t for t in tasks if isinstance(t, Task)] or None
+    with env_factories(
+        list(envs),
+        server_url=server_url,
+        languages=languages,
+        catalog_seed=seed if catalog_seed is None else catalog_seed,
+        devices=devices,
+        tasks=given,
+        **({"env": env} if env is not None else {}),
+    ) as factories:
+        chosen = resolve_tasks(tasks, [t for f in factories for t in f.tasks])
         how = Rollouts(
-            server_url=url,
             k=k,
             seed=seed,
             max_steps=max_steps,
             temperature=temperature,
             max_new_tokens=max_new_tokens,
-            devices=devices,
         )
-        result = rejection_sample(tasks, backend, how, store=store, env=env)
+        result = rejection_sample(
+            [t.task_id for t in chosen], backend, how, envs=factories, store=store, pool=pool
+        )
     kept = sum(s for s, _ in result.rates.values())
     total = sum(n for _, n in result.rates.values())
     out = {
         "checkpoint_id": backend.model_id,
         "collection": result.collection,
         "failed_collection": result.failed_collection,
-        "tasks": len(tasks),
+        "tasks": len(chosen),
         "k": k,
         "rollouts": total,
         "written": result.written,

@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from crawlers.agent_prompt import conversation_messages
+from schemas.agent_prompt import conversation_messages
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, manifest_profile, model_profile
 from trajforge.publish.shards import read_manifest

@@ -1,17 +1,25 @@
-"""Online RL (UI-TARS-2's last stage): the policy plays the sandbox, GRPO over each task's group.
+"""Online RL (UI-TARS-2's last stage): the policy plays environments, GRPO over each task's group.
+
+What it plays is named in `envs`: environment files (examples/environments/*.yaml,
+yours) and/or "sandbox" (the embedded sandbox at `server_url`, else started in
+the process), reached only through the Gym API (trajforge.envs.env_factories);
+`tasks` picks among their tasks (task ids, template ids, or "catalog": all).
 
 One iteration:
 1. the curriculum (synthesis.curriculum.CurriculumSampler; difficulty from
    synthesis.difficulty over the store's crawls where they cover a task, else
    the prior 0.5) picks `tasks_per_iteration` tasks;
 2. each is played k times by the current policy through
-   sandbox.rollouts.rejection_sample, with a recording PolicyBackend (the
-   reasoning set's prompt) and the policy id "<checkpoint id>@it<i>": the
-   rollouts land in the raw store, verified successes in rollouts/<id>, the
-   rest in rollouts-failed/<id> (the flywheel's routing);
-3. trajectory reward = synthesis.rewards.composite_reward(task success from the
-   state verifier, format = every answer parsed, reflection 0, invalid = a
-   guard block);
+   training.rollouts.rejection_sample (a training.agent.TextAgent over a recording
+   PolicyBackend with the reasoning set's prompt, its text answers parsed by the
+   env in its model profile), with the policy id "<checkpoint id>@it<i>": the env's
+   verifier decides each rollout, and every rollout lands in the raw store, verified
+   successes in rollouts/<id>, the rest in rollouts-failed/<id> (the flywheel's routing);
+3. trajectory reward = the env's composite reward (info["episode_reward_parts"]:
+   synthesis.rewards.composite_reward of the verifier's success, format = every
+   answer parsed, reflection = a reflection that corrected a step, invalid = a guard
+   block); a rollout whose env failed (outcome error) is no sample of the policy's
+   and stays out of the update;
 4. GRPO per task group (training.grpo): advantages normalised in the group,
    negatives scaled by lambda = min(lambda0 + kappa * p_hat, 1); every answer
    token of every step of a rollout shares its advantage; each step's answer is
@@ -20,22 +28,21 @@ One iteration:
    passes over the sequences in minibatches of `minibatch_size`, one optimiser step
    per minibatch (default 1 x all: one on-policy step, ratio 1; more steps make the
    ratio move from the policy's pre-update log-probs and the clip act);
-5. the sampler folds in each rollout's success.
+5. the sampler folds in each task's verified successes out of k.
 The trained policy is saved as checkpoint "online-<12 hex>".
 
 `python -m training.online --config X.yaml` runs it (see examples/train/online_tiny.yaml).
 One learner, one device; the update runs between iterations (bf16 + gradient
 checkpointing on cuda via training.checkpoint.load_policy). An iteration's k x tasks
-rollouts play one after another in one browser (`rollout_envs: 1`, the default), or
-at once on a pool of envs: `rollout_envs: N` local browsers (WebEnvPool), or, with
-`ray_address`, N Ray actors holding one browser each (crawlers.ray_pool.RayEnvPool:
-placed on nodes declaring the `browser` resource; the sandbox at `server_url` must
-be reachable from them). `run_online_rl(cfg, pool=...)` takes a pool built by the
-caller. The model stays here: every generation is made on this process (one at a
+rollouts play one after another on one env per environment (`rollout_envs: 1`, the
+default: a headless Chromium each), or at once on a pool (trajforge.envs.browser_pool):
+`rollout_envs: N` local browsers, or, with `ray_address`, N Ray actors holding one
+browser each (placed on nodes declaring the `browser` resource; the environments
+must be reachable from them). `run_online_rl(cfg, pool=...)` takes a pool built by
+the caller. The model stays here: every generation is made on this process (one at a
 time, seeded per step), so a rollout's answers, and hence its trajectory, ids and
 the update, are the sequential path's whatever the pool; each rollout's generations
-are taken by its trajectory id. A rollout whose env died (a lost Ray actor) is
-replayed whole on another one.
+are taken by its trajectory id. A rollout whose env failed is replayed whole.
 A rollout that is already stored (a re-run of an interrupted run) is not
 played again and so has no log-probs: it counts for the curriculum, not the gradient.
 """
@@ -53,26 +60,38 @@ from typing import Any, Literal
 import torch
 from pydantic import field_validator
 
-from sandbox.rollouts import FAILED_PREFIX, SUCCESS_PREFIX, Rollouts, rejection_sample, sandbox_env
-from schemas.records import Step, Task, Trajectory
+from schemas.records import Task
 from synthesis.curriculum import CurriculumSampler
-from synthesis.rewards import composite_reward, invalid_from_steps, parse_prediction
 from training.config import PPOReuse, resolve_model_path
-from training.flywheel import resolve_tasks, sandbox_url
+from training.flywheel import resolve_tasks
+from training.rollouts import (
+    FAILED_PREFIX,
+    SUCCESS_PREFIX,
+    Rollout,
+    RolloutResult,
+    Rollouts,
+    rejection_sample,
+)
+from trajforge.envs import SANDBOX, browser_pool, env_factories, source_tasks
 from trajforge.store.raw import RawStore
 
 log = logging.getLogger(__name__)
 
 
 class OnlineRLConfig(PPOReuse):
-    """Online GRPO in the sandbox. `max_steps` is the agent's step budget per episode."""
+    """Online GRPO in environments. `max_steps` is the agent's step budget per episode."""
 
     ref_model_path: str | None = None  # None = model_path
     store: str  # raw store root: the rollouts are recorded there
-    server_url: str | None = None  # None = start the sandbox in this process
-    tasks: list[str] | Literal["catalog"] = "catalog"  # template ids
-    languages: list[str] = ["en"]
-    devices: list[str] | None = None  # device profiles the rollouts draw from (None: all)
+    # Environment files and/or "sandbox" (trajforge.envs.env_factories).
+    envs: list[str] = [SANDBOX]
+    server_url: str | None = None  # the sandbox's; None = start it in this process
+    # Task ids or template ids of the envs' tasks, or "catalog" (all of them).
+    tasks: list[str] | Literal["catalog"] = "catalog"
+    languages: list[str] = ["en"]  # tasks in these languages (the sandbox's catalog too)
+    # The screen: the first profile named of the right family (None: each env's own;
+    # the sandbox's phone apps on a phone).
+    devices: list[str] | None = None
     k: int = 8
     iterations: int = 1
     tasks_per_iteration: int = 4
@@ -137,19 +156,6 @@ def pick_tasks(sampler: CurriculumSampler, n: int) -> list[str]:
         return batch
     mid = (sampler.low + sampler.high) / 2
     return sorted(sampler.difficulty, key=lambda t: (abs(sampler.success_estimate(t) - mid), t))[:n]
-
-
-def rollout_reward(traj: Trajectory, steps: list[Step], answers: list[tuple[str, int, int]]) -> dict:
-    """composite_reward's terms and value for one rollout. answers: (text, width, height)."""
-    success = traj.outcome == "success"
-    format_ok = bool(answers) and all(parse_prediction(t, w, h) is not None for t, w, h in answers)
-    invalid = invalid_from_steps(steps)
-    return {
-        "success": success,
-        "format_ok": format_ok,
-        "invalid": invalid,
-        "reward": composite_reward(success, format_ok, 0.0, invalid),
-    }
 
 
 def _rollout_generations(gens: list) -> list:
@@ -358,9 +364,10 @@ def ppo_update(
 
 
 def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> dict:
-    """Train by online GRPO in the sandbox; returns the metrics (see the module docstring).
+    """Train by online GRPO in cfg.envs; returns the metrics (see the module docstring).
 
-    `env`: a CrawlEnv to play in (default: a headless Chromium allowed only the sandbox);
+    `env`: a browser (a WebEnv) or phone every rollout plays on, in turn (default: each
+    environment's GuiEnv launches a headless Chromium allowed only its origins);
     `pool`: a pool of envs (WebEnvPool, RayEnvPool) whose free envs play the rollouts at
     once (default: the one `cfg.rollout_envs` / `cfg.ray_address` describe).
     Idempotent: a finished checkpoint with the same id is returned without training.
@@ -381,7 +388,8 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     torch.manual_seed(cfg.seed)
     model_path = cfg.resolved_model_path()
     ref_path = resolve_model_path(cfg.ref_model_path or cfg.model_path)
-    tasks = resolve_tasks(cfg.tasks, cfg.languages, cfg.seed)
+    available = [t for s in cfg.envs for t in source_tasks(s, languages=cfg.languages, catalog_seed=cfg.seed)]
+    tasks = resolve_tasks(cfg.tasks, available)
     by_id = {t.task_id: t for t in tasks}
     cid = checkpoint_id(
         "online",
@@ -421,40 +429,34 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     history, collections = [], []
     rollouts = successes = 0
     rollout_s = 0.0
-    with sandbox_url(cfg.server_url) as url, rollout_envs(cfg, url, env, pool) as (live, envs):
+    with (
+        env_factories(
+            cfg.envs,
+            server_url=cfg.server_url,
+            languages=cfg.languages,
+            catalog_seed=cfg.seed,
+            devices=cfg.devices,
+            **({"env": env} if env is not None else {}),
+        ) as factories,
+        rollout_pool(cfg, factories, pool) as envs_pool,
+    ):
         for it in range(cfg.iterations):
             batch = pick_tasks(sampler, cfg.tasks_per_iteration)
             backend.model_id = f"{cid}@it{it}"
-            played: dict[str, list] = {}
-
-            def on_rollout(traj, _played=played):  # this rollout's generations only
-                tid = traj.trajectory_id
-                _played[tid] = _rollout_generations(backend.take_generations(episode=tid))
-
             backend.take_generations()
             t0 = time.perf_counter()
             how = Rollouts(
-                server_url=url,
                 k=cfg.k,
                 seed=cfg.seed + 7919 * it,
                 max_steps=cfg.max_steps,
                 temperature=cfg.temperature,
                 max_new_tokens=cfg.max_new_tokens,
-                devices=cfg.devices,
             )
-            result = rejection_sample(
-                [by_id[t] for t in batch],
-                backend,
-                how,
-                store=store,
-                env=live,
-                pool=envs,
-                on_rollout=on_rollout,
-            )
+            result = rejection_sample(batch, backend, how, envs=factories, store=store, pool=envs_pool)
             it_rollout_s = time.perf_counter() - t0
             rollout_s += it_rollout_s
             collections += [result.collection, result.failed_collection]
-            groups = _groups(store, result, played)
+            groups = _groups(result, backend)
             policy.train()
             stats = ppo_update(
                 policy,
@@ -473,7 +475,7 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
                 mixed_precision=cfg.mixed_precision,
             )
             policy.eval()
-            outcomes = [(t, i < s) for t, (s, n) in result.rates.items() for i in range(n)]
+            outcomes = curriculum_outcomes(result)
             sampler.update(outcomes)
             n_it = len(outcomes)
             ok_it = sum(ok for _, ok in outcomes)
@@ -487,19 +489,24 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
                 "rollout_s": round(it_rollout_s, 3),
                 "rollout_retries": result.retries,
                 "success_rate": ok_it / n_it if n_it else 0.0,
+                "success_rates": result.success_rates(),
                 "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
                 "trained_rollouts": len(rewards),
+                "curriculum_frontier": sampler.frontier,
                 **stats,
             }
             history.append(row)
             if report is not None:
-                report.metric(it, **{k: v for k, v in row.items() if k not in ("iteration", "epochs")})
-        pool_stats = envs.stats() if envs is not None else None
+                report.metric(
+                    it, **{k: v for k, v in row.items() if k not in ("iteration", "epochs", "success_rates")}
+                )
+        pool_stats = envs_pool.stats() if envs_pool is not None else None
     metrics = {
         "kind": "online",
         "checkpoint_id": cid,
         "base_model": str(model_path),
         "ref_model": str(ref_path),
+        "envs": list(cfg.envs),
         "steps": cfg.iterations,
         "iterations": cfg.iterations,
         "rollouts": rollouts,
@@ -520,54 +527,47 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     return {**metrics, "checkpoint_path": str(path)}
 
 
+def curriculum_outcomes(result: RolloutResult) -> list[tuple[str, bool]]:
+    """(task id, success) for each of the k rollouts of each task, from the verified rates
+    (stored rollouts of a re-run included): what the curriculum folds in."""
+    return [(t, i < s) for t, (s, n) in result.rates.items() for i in range(n)]
+
+
 @contextmanager
-def rollout_envs(cfg: OnlineRLConfig, url: str, env=None, pool=None):
-    """(env, pool) the rollouts play on: the caller's, else one browser (rollout_envs 1,
-    no ray_address) or a pool of cfg.rollout_envs (RayEnvPool with ray_address, else
-    WebEnvPool), allowed to reach only the sandbox; a pool made here is closed after."""
-    if env is not None or pool is not None:
-        yield env, pool
+def rollout_pool(cfg: OnlineRLConfig, factories, pool=None):
+    """The pool the rollouts play on at once: the caller's, else None (rollout_envs 1, no
+    ray_address: in turn), else cfg.rollout_envs browsers (Ray actors with ray_address)
+    allowed only the environments' origins, closed after."""
+    if pool is not None or (cfg.ray_address is None and cfg.rollout_envs == 1):
+        yield pool
         return
-    if cfg.ray_address is None and cfg.rollout_envs == 1:
-        with sandbox_env(None, url) as live:
-            yield live, None
-        return
-    from crawlers.allowlist import Allowlist
-
-    if cfg.ray_address is not None:
-        from crawlers.ray_pool import RayEnvPool
-
-        made = RayEnvPool(cfg.rollout_envs, address=cfg.ray_address, request_filter=Allowlist([url]))
-    else:
-        from crawlers.crawl_browser_pool import WebEnvPool
-
-        made = WebEnvPool(cfg.rollout_envs, request_filter=Allowlist([url]))
-    with made:
-        yield None, made
+    with browser_pool(cfg.rollout_envs, factories, ray_address=cfg.ray_address) as made:
+        yield made
 
 
-def _groups(store: RawStore, result, played: dict[str, list]) -> dict[str, list[dict]]:
-    """task_id -> the rollouts played now (with their generations and rewards)."""
-    tids = set(played)
-    trajs = [
-        t
-        for t in store.iter_trajectories([result.collection, result.failed_collection])
-        if t.trajectory_id in tids
-    ]
-    steps: dict[str, list[Step]] = defaultdict(list)
-    for s in store.iter_steps([result.collection, result.failed_collection]):
-        if s.trajectory_id in tids:
-            steps[s.trajectory_id].append(s)
+def rollout_reward(rollout: Rollout) -> float | None:
+    """A rollout's trajectory reward: the env's composite reward over the episode
+    (info["episode_reward_parts"]); None for a rollout whose env failed (no sample of the
+    policy's: never a reward of 0)."""
+    if rollout.outcome == "error" or rollout.reward is None:
+        return None
+    return float(rollout.reward["reward"])
+
+
+def _groups(result: RolloutResult, backend) -> dict[str, list[dict]]:
+    """task_id -> the rollouts played now that the update learns from (with their
+    generations and rewards)."""
     groups: dict[str, list[dict]] = defaultdict(list)
-    for traj in sorted(trajs, key=lambda t: t.trajectory_id):
-        gens = played[traj.trajectory_id]
-        if not gens:  # no answer sampled (the browser died before the first step)
+    for r in sorted(result.rollouts, key=lambda r: r.trajectory_id):
+        gens = _rollout_generations(backend.take_generations(episode=r.trajectory_id))
+        reward = rollout_reward(r)
+        if not gens or reward is None:  # no answer sampled, or the env failed
             continue
-        answers = [(g.texts[0], g.request.metadata["width"], g.request.metadata["height"]) for g in gens]
-        groups[traj.task.task_id].append(
+        groups[r.task_id].append(
             {
-                **rollout_reward(traj, steps[traj.trajectory_id], answers),
-                "trajectory_id": traj.trajectory_id,
+                "reward": reward,
+                "success": r.outcome == "success",
+                "trajectory_id": r.trajectory_id,
                 "generations": gens,
             }
         )

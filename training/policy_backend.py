@@ -1,11 +1,12 @@
-"""The policy being trained, as a trajforge VLM backend (crawlers.agent.AgentPolicy drives it).
+"""The policy being trained, as a trajforge VLM backend (training.agent.TextAgent drives it).
 
 `PolicyBackend` answers chat requests with an in-memory model and processor
 (no reload between updates); its `model_id` is the checkpoint id, which the
 rollouts record as their provenance. Its prompt is the reasoning set's
-(`prompt = "reasoning_set"`): AgentPolicy reads that attribute, so a model
-trained on the set acts with the prompt it learnt from, also through
-sandbox.rollouts.rejection_sample, which builds its own AgentPolicy.
+(`prompt = "reasoning_set"`): the agents read that attribute (training.agent.TextAgent
+in the RL loops, crawlers.agent.AgentPolicy in a crawl), so a model trained on the set
+acts with the prompt it learnt from, also through training.rollouts.rejection_sample,
+which builds its own TextAgent per rollout.
 
 With `record=True` every generate call keeps, per sample, the processor's
 prompt tensors and the sampled answer token ids (cut after the first
@@ -18,7 +19,7 @@ Several episodes may play at once (rollouts on a pool's envs, one driver thread
 each): `generate` holds a lock from its `torch.manual_seed` to the end of its
 sampling, so a request's answer depends only on its prompt and seed, as when the
 episodes play one after another; each recorded generation carries its request's
-"episode" (AgentPolicy puts it in the metadata), and `take_generations(episode)`
+"episode" (the agent puts it in the metadata), and `take_generations(episode)`
 hands back that episode's only, whichever thread asks and in whatever order the
 episodes end.
 """
@@ -71,8 +72,9 @@ class PolicyBackend:
         self.processor = processor
         self.prompt = prompt
         self.set_mode = set_mode
-        # The reasoning set's model profile (its manifest's): AgentPolicy frames the
-        # screenshot and reads the answer with it. None: the default profile.
+        # The reasoning set's model profile (its manifest's): the RL loops make their envs
+        # with it (the env reads the answer in its frame, the agent frames the screenshot
+        # to it). None: the default profile.
         self.profile = profile
         self.record = record
         self.generations: list[Generation] = []

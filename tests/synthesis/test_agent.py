@@ -17,13 +17,13 @@ import pytest
 from PIL import Image
 
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
-from crawlers.agent_prompt import SCREEN_CLOSE, SCREEN_OPEN, agent_messages
 from crawlers.crawl_episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.randomise import fixed
 from sandbox.episode import fetch_state, run_episode
 from sandbox.tasks import TEMPLATES, build_catalog
 from schemas.actions import ActionType
+from schemas.agent_prompt import SCREEN_CLOSE, SCREEN_OPEN, agent_messages
 from schemas.observation import Observation
 from schemas.records import Element, Task
 from trajforge.store.audit import AuditLog, read_audit

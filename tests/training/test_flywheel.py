@@ -8,6 +8,7 @@ from tests.synthesis.test_agent import ScriptedAgent
 from training.checkpoint import load_policy, save_checkpoint
 from training.evaluate import online_success
 from training.flywheel import failure_pool, flywheel_turn, resolve_tasks, sft_sources
+from trajforge.envs import source_tasks
 from trajforge.store.raw import RawStore
 
 from .conftest import TINY_IMAGE_PIXELS
@@ -23,7 +24,8 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
     with store.writer("web") as w:  # a crawl collection beside the rollouts
         for tid, traj in crawl.trajectories.items():
             w.add(traj, crawl.steps[tid])
-    tasks = resolve_tasks(["settings.wifi"], ["en"])
+    tasks = resolve_tasks(["settings.wifi"], source_tasks("sandbox", languages=["en"]))
+    assert [t.task_id for t in tasks] == ["settings.wifi:en:0"]
 
     # Success route: a scripted policy taps the wrong switch in rollout 1, the right one in 2.
     scripted = ScriptedAgent(
@@ -73,7 +75,7 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
         owner = SCRIPTED_ID if SCRIPTED_ID in collection else TINY_ID
         assert len(trajs) == 1
         for t in trajs:
-            assert t.source_name == f"sandbox:agent:{owner}" and t.policy == "agent"
+            assert t.source_name == f"sandbox:agent:{owner}" and t.policy == "agent" and t.source == "rollout"
             assert (t.outcome == "success") == collection.startswith("rollouts/")
             assert t.task.template_id == "settings.wifi"
     success = by_collection[f"rollouts/{SCRIPTED_ID}"][0]

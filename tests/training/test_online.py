@@ -12,7 +12,14 @@ import torch
 
 from tests.vlm.helpers import screenshot
 from training.checkpoint import load_policy
-from training.online import OnlineRLConfig, grpo_update, ppo_update, rollout_reward, run_online_rl
+from training.online import (
+    OnlineRLConfig,
+    curriculum_outcomes,
+    grpo_update,
+    ppo_update,
+    rollout_reward,
+    run_online_rl,
+)
 from training.policy_backend import PolicyBackend
 from trajforge.store.raw import RawStore
 from trajforge.vlm.backends import VLMRequest
@@ -88,34 +95,17 @@ def test_ppo_update_epochs_move_the_ratio_and_one_epoch_is_grpo_update(tiny_mode
     assert abs(second["ratio_mean"] - 1.0) > 1e-2 and second["clip_frac"] > 0.0
 
 
-def test_rollout_reward_terms():
-    from schemas.records import DeviceProfile, Task, Trajectory
+def test_rollout_reward_is_the_envs_composite_reward_and_an_env_failure_is_none():
+    from training.rollouts import Rollout, RolloutResult
 
-    task = Task(task_id="t", instruction="x", language="en", app="settings")
-    traj = Trajectory(
-        trajectory_id="r",
-        task=task,
-        platform="web",
-        app="settings",
-        device=DeviceProfile(viewport_width=10, viewport_height=10),
-        source="crawl",
-        policy="agent",
-        outcome="success",
-        verified_by="state",
-        num_steps=1,
-    )
-    ok = (
-        '<answer>{"action_description": "Done", "action_type": "Terminate", "value": "None", '
-        '"point_2d": [-100, -100]}</answer>'
-    )
-    assert rollout_reward(traj, [], [(ok, 10, 10)])["reward"] == pytest.approx(1.1)
-    failed = traj.model_copy(update={"outcome": "failure"})
-    assert rollout_reward(failed, [], [(ok, 10, 10), ("noise", 10, 10)]) == {
-        "success": False,
-        "format_ok": False,
-        "invalid": 0,
-        "reward": 0.0,
-    }
+    parts = {"success": True, "format_ok": True, "reflection_ok": False, "invalid": False, "reward": 1.1}
+    ok = Rollout("t", 0, "r0", 1, "success", reward=parts)
+    failed = Rollout("t", 1, "r1", 2, "failure", reward={**parts, "success": False, "reward": 0.0})
+    lost = Rollout("t", 2, "r2", 3, "error")  # the env failed: no sample of the policy's
+    assert [rollout_reward(r) for r in (ok, failed, lost)] == [pytest.approx(1.1), 0.0, None]
+    # The curriculum folds in the verified rates (stored rollouts of a re-run included).
+    result = RolloutResult("m", "rollouts/m", "rollouts-failed/m", 3, rates={"t": (1, 3), "u": (0, 3)})
+    assert curriculum_outcomes(result) == [("t", True), ("t", False), ("t", False)] + [("u", False)] * 3
 
 
 def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model, sandbox, env, tmp_path):
@@ -149,10 +139,14 @@ def test_one_online_iteration_records_rollouts_and_saves_a_checkpoint(tiny_model
     trajs = list(store.iter_trajectories())
     assert len(trajs) == 2 and set(m["collections"]) >= {c for c in store.collections()}
     for t in trajs:
-        assert f"{cid}@it0" in t.source_name and t.policy == "agent"
+        assert t.source_name == f"sandbox:agent:{cid}@it0" and t.policy == "agent" and t.source == "rollout"
         assert t.task.template_id == "settings.wifi"
-        # The tiny model's noise never parses: a failure, in the failure pool.
-        assert t.outcome == "failure"
+        # The tiny model's noise never parses: every answer a format failure, nothing
+        # executed, the budget runs out and the state verifier says failure.
+        assert t.outcome == "failure" and t.num_steps == 0 and t.verified_by == "state"
+    # Each rollout's max_steps answers are the update's sequences; its reward the env's.
+    assert m["history"][0]["sequences"] == 2 * 3 and m["history"][0]["reward_mean"] == 0.0
+    assert m["history"][0]["success_rates"] == {trajs[0].task.task_id: 0.0}
     assert store.collections() == [f"rollouts-failed/{cid}@it0"]
     # The same config again finds the finished checkpoint: nothing is trained or played.
     again = run_online_rl(cfg, env=env)

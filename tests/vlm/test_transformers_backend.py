@@ -98,7 +98,7 @@ def test_model_id_config_and_protocol():
 
 
 def test_seeded_sampling_from_several_threads_is_what_each_gets_alone():
-    """Rollouts on a pool's threads share one backend (sandbox.rollouts with pool=): each
+    """Rollouts on a pool's threads share one backend (training.rollouts with pool=): each
     seeded call must sample what it samples alone, though torch's RNG is the process's."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -25,6 +25,12 @@ specs say `nondeterministic=True` (see GuiEnv's docstring).
 environment server (`trajforge serve`, trajforge/envs/server.py):
 docs/rl-environments.md.
 
+For RL loops (training.rollouts, training.online, training.evaluate):
+`env_factories` (trajforge/envs/sources.py) turns a config's environment names
+(files, or "sandbox") into factories of GuiEnvs, `browser_pool` gives N browsers
+to play on at once (`PoolError`: none can be leased), and an `EpisodeRecorder` (trajforge/envs/recording.py) is one
+raw store shared by many envs, each episode routed to a collection by its verdict.
+
 This package sits above crawlers/, sandbox/ and synthesis/ (its reward terms)
 and below training/, which plays environments through it.
 """
@@ -37,30 +43,41 @@ from typing import Any
 
 import gymnasium
 
+from crawlers.device_pool import PoolError
 from schemas.environment import Environment
 from schemas.model_profiles import ModelProfile
 
 from .answers import action_from_dict, parse_answer
-from .gui_env import ByReference, GuiEnv
+from .gui_env import ENV_FAILED, ByReference, GuiEnv
+from .recording import EpisodeRecorder
 from .remote import RemoteEnv, RemoteEnvError
 from .rewards import RewardWeights
+from .sources import SANDBOX, EnvFactory, browser_pool, env_factories, source_tasks
 
 ENV_ID = "trajforge/GuiEnv-v0"
 SANDBOX_ID = "trajforge/Sandbox-v0"
 # Arguments that hold live objects: a re-make from the spec shares them.
-_LIVE = ("env", "pool", "runtime", "judge", "guard")
+_LIVE = ("env", "pool", "runtime", "judge", "guard", "record_to")
 
 __all__ = [
+    "ENV_FAILED",
     "ENV_ID",
+    "SANDBOX",
     "SANDBOX_ID",
+    "EnvFactory",
+    "EpisodeRecorder",
     "GuiEnv",
+    "PoolError",
     "RemoteEnv",
     "RemoteEnvError",
     "RewardWeights",
     "action_from_dict",
+    "browser_pool",
+    "env_factories",
     "make",
     "make_sandbox",
     "parse_answer",
+    "source_tasks",
 ]
 
 

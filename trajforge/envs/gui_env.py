@@ -75,12 +75,16 @@ from trajforge.store.raw import RawStore
 
 from .answers import action_from_dict, parse_answer, reflection_of
 from .blobs import DigestBlobs
+from .recording import EpisodeRecorder
 from .rewards import RewardWeights, episode_parts, step_parts
 from .spaces import AnyText, GuiActions, screenshot_space
 
 log = logging.getLogger(__name__)
 
 A11Y_MAX_CHARS = 200_000
+# How an episode whose env failed under it (a crashed browser, a lost actor) ends: its
+# error starts so (an RL loop that replays such a rollout leaves this attempt unrecorded).
+ENV_FAILED = "the environment failed"
 TEXT_MAX_CHARS = 8_192
 _CLIPPED = " …(clipped)"
 
@@ -113,7 +117,10 @@ class GuiEnv(gym.Env):
     in (schemas.model_profiles; default qwen2.5-vl). record_to: a data root;
     every episode is written to its raw store (<record_to>/raw, collection
     `collection`, default "gym/<environment>") as source "rollout", policy
-    "agent", source_name "<environment source>:agent:<policy_id>".
+    "agent", source_name "<environment source>:agent:<policy_id>"; or a RawStore
+    (that store), or an EpisodeRecorder shared with other envs (trajforge/envs/
+    recording.py: one writer per collection for envs on many threads, a
+    collection chosen per episode; it stays open when this env closes).
     max_steps: calls to step() per episode (default the file's; an
     exploration episode's explore.max_steps). device: a profile name
     (crawlers.randomise) or a DeviceProfile; default the file's viewport or its
@@ -136,7 +143,7 @@ class GuiEnv(gym.Env):
         *,
         task_id: str | None = None,
         profile: str | ModelProfile | None = None,
-        record_to: str | Path | None = None,
+        record_to: str | Path | RawStore | EpisodeRecorder | None = None,
         tasks: list[Task] | None = None,
         tasks_file: str | Path | None = None,
         max_steps: int | None = None,
@@ -159,7 +166,9 @@ class GuiEnv(gym.Env):
         retries: int = 1,
         render_mode: str | None = None,
     ):
-        env, pool, runtime, judge, guard = map(_unwrap, (env, pool, runtime, judge, guard))
+        env, pool, runtime, judge, guard, record_to = map(
+            _unwrap, (env, pool, runtime, judge, guard, record_to)
+        )
         if env is not None and pool is not None:
             raise ValueError("GuiEnv: give env= or pool=, not both")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -208,10 +217,18 @@ class GuiEnv(gym.Env):
         self._source = pool if pool is not None else (OneEnv(env) if env is not None else None)
         # The raw store episodes are recorded into.
         self.collection = collection or f"gym/{environment.name}"
-        self.store = RawStore(Path(record_to) / "raw") if record_to is not None else None
-        self._writer = self.store.writer(self.collection, batch_size=1) if self.store else None
-        self._audit = self.store.audit_log(self.collection) if self.store else None
-        self._blobs = self.store.blobs if self.store else DigestBlobs()
+        self._own_recorder = not isinstance(record_to, EpisodeRecorder)
+        if isinstance(record_to, EpisodeRecorder):
+            self.recorder: EpisodeRecorder | None = record_to
+        elif isinstance(record_to, RawStore):
+            self.recorder = EpisodeRecorder(record_to, self.collection)
+        elif record_to is not None:
+            self.recorder = EpisodeRecorder(RawStore(Path(record_to) / "raw"), self.collection)
+        else:
+            self.recorder = None
+        self.store = self.recorder.store if self.recorder is not None else None
+        self._audit = self.recorder.audit if self.recorder is not None else None
+        self._blobs = self.recorder.blobs if self.recorder is not None else DigestBlobs()
         self._run = uuid.uuid4().hex[:12]  # episode ids (and sandbox sessions) never repeat
         self._episodes = 0
         self._episode: EnvEpisode | None = None
@@ -225,17 +242,19 @@ class GuiEnv(gym.Env):
     # ------------------------------------------------------------------ the Gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """Open a new episode. options: {"task_id": ...}, or {"explore": True} for an
-        exploration episode of the file. A seed fixes the task drawn, the device's
-        theme and the episode's seed; the screen itself is not deterministic."""
+        exploration episode of the file; {"trajectory_id": ...} names the episode (an RL
+        loop's stable id, so that a re-run knows what its store holds; default a fresh
+        one). A seed fixes the task drawn, the device's theme and the episode's seed;
+        the screen itself is not deterministic."""
         super().reset(seed=seed)
         if self._closed:
             raise RuntimeError("this GuiEnv is closed")
         t0 = time.perf_counter()
         self._abandon("reset() before the episode ended")
         options = dict(options or {})
-        unknown = set(options) - {"task_id", "explore"}
+        unknown = set(options) - {"task_id", "explore", "trajectory_id"}
         if unknown:
-            raise ValueError(f"reset options {sorted(unknown)}: expected task_id or explore")
+            raise ValueError(f"reset options {sorted(unknown)}: expected task_id, explore or trajectory_id")
         ep_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31))
         task = self._pick_task(options.get("task_id"), bool(options.get("explore")))
         exploring = bool(task.params.get("explore"))
@@ -245,7 +264,7 @@ class GuiEnv(gym.Env):
             else self.environment.max_steps
         )
         self._episodes += 1
-        tid = trajectory_id_for(
+        tid = options.get("trajectory_id") or trajectory_id_for(
             self.environment.source,
             task.task_id,
             "rollout",
@@ -323,7 +342,7 @@ class GuiEnv(gym.Env):
                 result = episode.take(parsed, target=target_of(parsed, before.elements), thought=thought)
             except BrowserCrashed as e:
                 self._lost = e  # the lease is given back with it: the env is restarted or dropped
-                self.abandon(f"the environment failed: {e}")
+                self.abandon(f"{ENV_FAILED}: {e}")
                 raise
             said = action if isinstance(action, str) else thought
             reflected = self.reflection and _corrects(previous, result, reflection_of(said))
@@ -386,10 +405,8 @@ class GuiEnv(gym.Env):
             if self._own_env is not None:
                 self._own_env.close()
                 self._own_env = None
-            if self._writer is not None:
-                self._writer.close()
-            if self._audit is not None:
-                self._audit.close()
+            if self.recorder is not None and self._own_recorder:
+                self.recorder.close()
 
     # ------------------------------------------------------------------ what a policy may read
     @property
@@ -484,8 +501,8 @@ class GuiEnv(gym.Env):
             source_name=f"{self.environment.source}:agent:{self.policy_id}",
         )
         recorded = False
-        if self._writer is not None:
-            recorded = self._writer.add(traj, steps)
+        if self.recorder is not None:
+            recorded = self.recorder.add(traj, steps)
         state.update(done=True, recorded=recorded)
         self.last_trajectory = traj
         return traj

@@ -18,8 +18,8 @@ from sandbox.server import SandboxServer
 from schemas.environment import load_environment
 from trajforge.envs import GuiEnv, make, make_sandbox
 from trajforge.envs.server import ServedEnv
+from trajforge.envs.sources import SANDBOX
 
-SANDBOX = "sandbox"
 DEFAULT_POLICY = "server"
 
 

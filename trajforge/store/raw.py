@@ -42,6 +42,13 @@ from trajforge.store.parquet_seal import damaged, parquet_bytes, verify
 
 # Threads of BlobStore.put_many (fsync-bound: more than the cores is right).
 PUT_THREADS = 8
+
+
+def model_slug(model_id: str) -> str:
+    """A model id made safe as one folder name (a collection per model: rollouts/<slug>)."""
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", model_id).strip("_") or "model"
+
+
 _PART = re.compile(r"^part-(\d{6})\.(steps|trajectories)\.parquet$")
 WRITERS_LOCK = ".writers.lock"
 

@@ -12,19 +12,13 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import Any
 
 from PIL import Image
 
+# The parts live in schemas (the prompts that crawl and training share build with them).
+from schemas.chat import image_part, text_part  # noqa: F401
+
 ROLES = ("system", "user", "assistant")
-
-
-def text_part(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def image_part(data: bytes) -> dict[str, Any]:
-    return {"type": "image", "image": data}
 
 
 def image_mime(data: bytes) -> str:

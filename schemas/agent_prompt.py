@@ -1,5 +1,13 @@
 """The agent's prompt: the task, its history, the screenshot and the screen's elements.
 
+Shared by everything that asks a model to act: the crawl's agent
+(crawlers.agent.AgentPolicy, on a crawler's observation) and the RL loops'
+(training.agent.TextAgent, on the Gym API's observation); hence it sits in
+schemas, below both. It holds the agent's own prompt (`agent_messages`) and
+the reasoning set's, as a model trained on the set is asked
+(`reasoning_set_messages`, `conversation_messages`: the set's system and
+human turns as chat messages, which evaluation asks a set's samples with).
+
 Instructions and data stay apart, as in filters/judge.py: the system message is
 fixed text; what the app shows (URL, element names, the agent's own earlier
 action descriptions, which quote page text) goes into the user message as one
@@ -23,13 +31,13 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from schemas.chat import image_part, text_part
 from schemas.converters.gui_libra import Coords
 from schemas.grids import GRID_1000, point_to_grid, point_to_pixels
 from schemas.prompt_data import escape_data
 from schemas.records import Element
 from schemas.set_prompt import human_prompt
 from schemas.set_prompt import system_prompt as set_system_prompt
-from trajforge.vlm.messages import image_part, text_part
 
 SCREEN_OPEN = "<screen_data>"
 SCREEN_CLOSE = "</screen_data>"
@@ -265,7 +273,7 @@ def reasoning_set_messages(
     """The messages of one step in the reasoning set's own prompt (system prompt of `mode`
     and the model profile's `coords`, the task, the earlier actions as `Step k: ...`
     lines, the screenshot). `screenshot`, width and height: the image at the profile's
-    frame, as the set stores it (crawlers.agent.AgentPolicy resizes it)."""
+    frame, as the set stores it (the agent resizes it)."""
     return conversation_messages(
         set_system_prompt(mode, language, coords),
         human_prompt(task, history, width, height, language),

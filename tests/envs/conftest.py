@@ -81,3 +81,10 @@ def tiddlywiki_file(tiddlywiki_url, monkeypatch) -> Path:
     """examples/environments/tiddlywiki.yaml, pointed at this run's TiddlyWiki."""
     monkeypatch.setenv("TIDDLYWIKI_URL", tiddlywiki_url)
     return ENVIRONMENTS / "tiddlywiki.yaml"
+
+
+@pytest.fixture()
+def datasette_file(datasette_url, monkeypatch) -> Path:
+    """examples/environments/datasette.yaml, pointed at this run's Datasette."""
+    monkeypatch.setenv("DATASETTE_URL", datasette_url)
+    return ENVIRONMENTS / "datasette.yaml"

@@ -64,10 +64,12 @@ def test_check_env_passes_on_the_sandbox_environment(sandbox):
         env.close()
 
 
-def test_check_env_passes_on_the_tiddlywiki_file(tiddlywiki_file):
-    env = tf_envs.make(tiddlywiki_file)
+@pytest.mark.parametrize("app", ["tiddlywiki", "datasette"])
+def test_check_env_passes_on_the_third_party_files(app, request):
+    env_file = request.getfixturevalue(f"{app}_file")
+    env = tf_envs.make(env_file)
     try:
-        assert env.spec.id == tf_envs.ENV_ID and env.spec.kwargs["env_file"] == tiddlywiki_file
+        assert env.spec.id == tf_envs.ENV_ID and env.spec.kwargs["env_file"] == env_file
         assert _checked(env) == []
     finally:
         env.close()

@@ -146,8 +146,39 @@ def parse_line(line: str) -> AriaNode | tuple[str, str] | None:
     return node
 
 
+# Roles whose accessible name comes from their content (WAI-ARIA "name from: contents").
+# Playwright's snapshot leaves such a name off when the content is written below the node
+# (a launcher card: `button` over `paragraph: Text File`); the name is taken back from it.
+NAME_FROM_CONTENT = frozenset(
+    {
+        "button", "link", "tab", "menuitem", "menuitemcheckbox", "menuitemradio", "option",
+        "checkbox", "radio", "switch", "treeitem", "cell", "gridcell", "columnheader",
+        "rowheader", "heading", "tooltip",
+    }
+)  # fmt: skip
+
+
 def parse_snapshot(text: str) -> list[AriaNode]:
-    """All nodes of a snapshot in document order; `/url:` lines fill their parent's url."""
+    """All nodes of a snapshot in document order; `/url:` lines fill their parent's url;
+    an unnamed node of a NAME_FROM_CONTENT role is named by its descendants' text."""
+    nodes = _parse_nodes(text)
+    for i, node in enumerate(nodes):
+        if not node.name and node.role in NAME_FROM_CONTENT:
+            node.name = _content_name(nodes, i)
+    return nodes
+
+
+def _content_name(nodes: list[AriaNode], i: int) -> str:
+    parts = []
+    for n in nodes[i + 1 :]:
+        if n.depth <= nodes[i].depth:
+            break
+        if n.text or (n.name and n.role in NAME_FROM_CONTENT):
+            parts.append(n.text or n.name)
+    return " ".join(p.strip() for p in parts if p and p.strip())
+
+
+def _parse_nodes(text: str) -> list[AriaNode]:
     nodes: list[AriaNode] = []
     stack: list[AriaNode] = []
     for line in text.splitlines():

@@ -102,3 +102,25 @@ def test_lines_that_are_not_nodes_are_ignored():
     assert parse_line("garbage") is None
     assert parse_line("  - /url: /x") == ("/url", "/x")
     assert parse_snapshot("not a snapshot\n\n") == []
+
+
+# A launcher card as Chromium names it (from its content) and Playwright writes it: the
+# button's name is left off the line, its text is on the child's.
+LAUNCHER = """\
+- generic [ref=e2] [box=8,8,784,194]:
+  - button [ref=e3] [cursor=pointer] [box=16,16,122,122]:
+    - paragraph [ref=e8] [box=17,89,120,18]: Text File
+  - generic "Create a new markdown file" [ref=e9] [cursor=pointer] [box=158,16,122,122]:
+    - paragraph [ref=e14] [box=159,89,120,18]: Markdown File
+  - link [ref=e20] [box=300,16,122,122]:
+    - text: Python
+    - generic [box=301,89,120,18]: File
+"""
+
+
+def test_a_button_named_by_its_content_gets_that_name():
+    nodes = {n.ref: n for n in parse_snapshot(LAUNCHER)}
+    assert nodes["e3"].name == "Text File"  # name from content, as Chromium computes it
+    assert nodes["e9"].name == "Create a new markdown file"  # a generic is not named by content
+    assert nodes["e2"].name == ""
+    assert nodes["e20"].name == "Python File"  # every text below it, in order

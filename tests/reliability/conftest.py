@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory
-from trajforge.store.raw import RawStore
+from trajforge.store.raw import WRITERS_LOCK, RawStore
 
 
 def check_store_whole(store: RawStore, collection: str) -> tuple[list, list]:
@@ -44,7 +44,8 @@ def check_store_whole(store: RawStore, collection: str) -> tuple[list, list]:
         if s.screenshot:
             data = store.blobs.get(s.screenshot, s.image_format)
             assert hashlib.sha256(data).hexdigest() == s.screenshot
-    leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".")]
+    # The writers' lock file stays (it is a lock, not a half-written file).
+    leftovers = [p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != WRITERS_LOCK]
     assert not leftovers, f"temporary files left: {leftovers}"
     assert len(list(folder.glob("part-*.steps.parquet"))) == len(
         list(folder.glob("part-*.trajectories.parquet"))

@@ -251,6 +251,8 @@ def run_suite(benches: list[Bench], mode: str, say=print) -> tuple[list[Row], di
 
 # -- the document ---------------------------------------------------------------------------
 def status(r: Row) -> str:
+    if r.baseline_broken:
+        return "**baseline broken**"
     if r.figure is None:
         return "not run"
     if r.met is None:
@@ -306,7 +308,7 @@ def latest_block(rows: list[Row], wall_s: float | None) -> str:
     out = [f"Latest run{took}, from the table above:", ""]
     for r in rows:
         if r.figure is None:
-            out.append(f"- {r.name}: not run ({r.note})")
+            out.append(f"- {r.name}: {'not run (' + r.note + ')' if not r.baseline_broken else r.note}")
             continue
         tgt = f", target {r.target}: {status(r).strip('*')}" if r.target else ""
         out.append(

@@ -16,12 +16,14 @@ episode played once more), `uncommit` takes it out first.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -251,11 +253,33 @@ class RawStore:
         return uncommit(self, collection, ids)
 
 
+@contextmanager
+def _collection_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on a collection folder (flock on the folder itself: no file
+    is left in it), held while a writer numbers, writes and commits a part or clears
+    interrupted ones.
+
+    Several writers may share a collection: one per session of `trajforge serve`
+    (each session's GuiEnv records its episodes), or processes writing one
+    collection. Unlocked, two of them took the same part number and the later
+    rename replaced the earlier commit (its trajectories lost), and a writer
+    opening cleared another's batch between its two renames. flock works between
+    threads (each opens the folder anew) and processes of one machine."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class TrajectoryWriter:
     """Buffers whole trajectories and commits them a batch at a time.
 
     A trajectory is added only once complete (with all its steps), so no
-    trajectory is ever half-written; ids already committed are skipped.
+    trajectory is ever half-written; ids already committed are skipped. Writers
+    sharing a collection (threads, processes) number their parts under a lock on
+    the folder, so no commit replaces another.
     """
 
     def __init__(self, store: RawStore, collection: str, batch_size: int = 16):
@@ -264,7 +288,8 @@ class TrajectoryWriter:
         self.folder = store.root / collection
         self.folder.mkdir(parents=True, exist_ok=True)
         self.batch_size = batch_size
-        self._clean_interrupted()
+        with _collection_lock(self.folder):
+            self._clean_interrupted()
         self.committed = store.committed_ids(collection)
         self._trajs: list[Trajectory] = []
         self._steps: list[Step] = []
@@ -308,20 +333,21 @@ class TrajectoryWriter:
     def flush(self) -> None:
         if not self._trajs:
             return
-        n = self._next_part()
-        steps_path = self.folder / f"part-{n:06d}.steps.parquet"
-        traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
         # Both tables built before either file is written: a value Arrow refuses
         # fails the batch with nothing on disk.
         steps, trajs = steps_table(self._steps), trajectories_table(self._trajs)
-        atomic_write_table(steps_path, steps)
-        try:
-            atomic_write_table(traj_path, trajs)  # the commit
-        except BaseException:
-            # Not committed: drop the batch's steps now rather than at the next
-            # writer's start. The batch stays buffered for a later flush.
-            steps_path.unlink(missing_ok=True)
-            raise
+        with _collection_lock(self.folder):
+            n = self._next_part()
+            steps_path = self.folder / f"part-{n:06d}.steps.parquet"
+            traj_path = self.folder / f"part-{n:06d}.trajectories.parquet"
+            atomic_write_table(steps_path, steps)
+            try:
+                atomic_write_table(traj_path, trajs)  # the commit
+            except BaseException:
+                # Not committed: drop the batch's steps now rather than at the next
+                # writer's start. The batch stays buffered for a later flush.
+                steps_path.unlink(missing_ok=True)
+                raise
         self.committed.update(t.trajectory_id for t in self._trajs)
         self.written += len(self._trajs)
         self._trajs, self._steps = [], []

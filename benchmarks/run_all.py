@@ -68,6 +68,12 @@ REGISTRY = [
         "Third-party apps through environment files",
         timeout_s={"smoke": 180, "quick": 300, "full": 480},
     ),
+    Bench(
+        "env_server",
+        "env_server.py",
+        "The Gym API and the environment server",
+        timeout_s={"smoke": 180, "quick": 720, "full": 1800},
+    ),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
     Bench("visibility_capture", "visibility_capture.py", "The visibility record at capture time"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),

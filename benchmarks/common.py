@@ -125,9 +125,9 @@ _TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnim
 
 class BarePage:
     """What a minimal Playwright script does around a step: the input, then (two
-    animation frames later) the navigation it started waited for to domcontentloaded,
-    then the screenshot; and a plain screenshot of a settled page, for
-    `check_baseline`.
+    animation frames later) the navigation it started waited for to domcontentloaded
+    and the new document's first two frames, then the screenshot; and a plain
+    screenshot of a settled page, for `check_baseline`.
 
     Shooting right after a click that submits a form races the navigation: when
     the new document commits while Page.captureScreenshot is pending, Chromium
@@ -142,7 +142,8 @@ class BarePage:
         self.page, self.nav_timeout_s, self.shot_timeout_ms = page, nav_timeout_s, shot_timeout_ms
         self.lost = 0  # screenshots that timed out or failed and were taken again
         self.navigations = 0  # steps whose input started a navigation
-        self._nav: list = []
+        self._nav: list = []  # main-frame navigations not yet at domcontentloaded
+        self._started = False  # a main-frame navigation started since the last step's wait
         page.on("request", self._on_request)
         page.on("requestfailed", lambda r: r in self._nav and self._nav.remove(r))
         page.on("domcontentloaded", lambda _p: self._nav.clear())
@@ -151,23 +152,38 @@ class BarePage:
         try:
             if req.is_navigation_request() and req.frame == self.page.main_frame:
                 self._nav.append(req)
+                self._started = True
         except Exception:  # noqa: BLE001 - a service worker's request has no frame
             pass
 
+    def goto(self, url: str) -> None:
+        """The start page, to domcontentloaded (its navigation is not a step's)."""
+        self.page.goto(url, wait_until="domcontentloaded")
+        self._nav.clear()
+        self._started = False
+
     def after_input(self) -> None:
-        """Wait for what the input started: two frames, then a navigation's domcontentloaded."""
+        """Wait for what the input started: two frames, then a navigation's domcontentloaded
+        and the new document's first two frames."""
         from playwright.sync_api import Error as PlaywrightError
 
         try:
             self.page.evaluate(_TWO_FRAMES_JS)
         except PlaywrightError:
             pass  # the document was replaced meanwhile: a navigation, waited for below
-        if self._nav:
-            self.navigations += 1
+        started, self._started = self._started, False
+        if not started:
+            return
+        self.navigations += 1
         deadline = time.monotonic() + self.nav_timeout_s
         while self._nav and time.monotonic() < deadline:
             self.page.wait_for_timeout(10)
         self._nav.clear()
+        try:  # the new document's first frames: the screenshot then times the capture alone
+            self.page.evaluate(_TWO_FRAMES_JS)
+        except PlaywrightError:
+            pass
+        self._started = False
 
     def screenshot(self, **kw) -> bytes:
         from playwright.sync_api import Error as PlaywrightError

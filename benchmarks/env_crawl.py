@@ -80,7 +80,7 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
                 )
                 page = ctx.new_page()
                 bare = BarePage(page)
-                page.goto(traj.task.start_url or start_url, wait_until="domcontentloaded")
+                bare.goto(traj.task.start_url or start_url)
                 for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
                     a = s.action
                     t = time.perf_counter()

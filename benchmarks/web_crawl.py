@@ -197,15 +197,14 @@ def bare_loop(store: RawStore, collections: list[str], url: str, image_format: s
                 page = ctx.new_page()
                 bare = BarePage(page)
                 task = traj.task
-                page.goto(
+                bare.goto(
                     start_url(
                         url,
                         sid=f"bare-{traj.trajectory_id}",
                         app=task.app,
                         lang=task.language,
                         seed=session_seed(task.params, traj.seed),
-                    ),
-                    wait_until="domcontentloaded",
+                    )
                 )
                 for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
                     a = s.action

@@ -67,8 +67,8 @@ SIZES = {
     },
     "quick": {
         "resets": 12,
-        "blocks": 6,
-        "block_steps": 5,
+        "blocks": 8,
+        "block_steps": 6,
         "density": (1, 8, 16),
         "density_steps": 4,
         "soak": (4, 1.0),
@@ -712,14 +712,14 @@ def soak(sessions: int, minutes: float, root: Path) -> dict:
         say(f"soak: browser killed mid-step: {out['kill_browser']}")
         out["kill_client"] = kill_a_client(served, SOAK_IDLE_TIMEOUT_S)
         say(f"soak: client killed mid-episode: {out['kill_client']}")
-        while time.monotonic() < deadline - 1.0:
-            time.sleep(0.5)
-        out["final_rss_mb"] = sampler.sample()  # every session still open
-        end = time.monotonic()
         for th in threads:
-            th.join(timeout=180)
+            th.join(timeout=max(0.0, deadline - time.monotonic()) + 180)
         out["after_close_rss_mb"] = sampler.sample()  # every client closed its session
+        end = deadline  # the clients stop at the deadline, then close their sessions
         samples = [(t - start, r) for t, r in sampler.samples if start <= t <= end]
+        # The end: the last seconds before the deadline, every session still open.
+        last = [r for t, r in samples if t >= end - start - 6.0]
+        out["final_rss_mb"] = statistics.median(last) if last else 0.0
         out["peak_rss_mb"] = max((r for _, r in samples), default=0.0)
         out["quarter_rss_mb"] = _rss_at(samples, 0.25 * (end - start))
         # A slope over less than 3 minutes says more about context churn than about a leak.
@@ -946,7 +946,7 @@ def rows_from(m: dict) -> list[Row]:
         rows.append(
             Row(
                 "env_server",
-                f"density: sessions per GB (tree RSS), {level} sessions open",
+                f"density: sessions per GB (tree RSS), {level} session{'s' * (level > 1)} open",
                 lv["sessions_per_gb_rss"],
                 one["sessions_per_gb_rss"],
                 "sessions/GB",
@@ -964,7 +964,7 @@ def rows_from(m: dict) -> list[Row]:
         rows.append(
             Row(
                 "env_server",
-                f"density: CPU seconds per step (tree), {level} sessions stepping",
+                f"density: CPU seconds per step (tree), {level} session{'s' * (level > 1)} stepping",
                 lv["cpu_s_per_step"],
                 one["cpu_s_per_step"],
                 "CPU s/step",

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +54,11 @@ class Row:
             raise ValueError(f"row {self.name!r}: target {self.target!r} must read '>= x' or '<= x'")
 
     @property
+    def baseline_broken(self) -> bool:
+        """The baseline failed its sanity check (see `check_baseline`): no ratio is shown."""
+        return self.note.startswith(BROKEN)
+
+    @property
     def ratio(self) -> float | None:
         if self.figure is None or self.baseline is None or self.baseline == 0:
             return None
@@ -81,6 +86,127 @@ class Row:
 
 def not_run(benchmark: str, name: str, why: str, unit: str = "", target: str = "") -> Row:
     return Row(benchmark, name, None, None, unit, "", target=target, note=why)
+
+
+# -- a baseline that checks itself -------------------------------------------------
+BROKEN = "baseline broken: "
+
+
+def check_baseline(row: Row, *, cost: float, reference: float, what: str, factor: float = 3.0) -> Row:
+    """`row` as is, or, when its baseline is broken, a row that says so.
+
+    A baseline is broken when one of its own costs (`cost`, e.g. the bare loop's
+    screenshot per step) is more than `factor` times the same operation measured
+    on its own in the same run (`reference`, e.g. a screenshot of a settled page):
+    the baseline then measures something else (a hang, a retry, a timeout), and a
+    ratio against it would flatter or blame the figure for nothing. The row keeps
+    its name; figure and baseline become None (no ratio, no target checked), the
+    note starts with "baseline broken: " and says why, the measured values stay
+    in `extra`.
+    """
+    if not reference or reference <= 0 or cost <= factor * reference:
+        return row
+    why = (
+        f"{BROKEN}{what} {cost:,.0f} vs {reference:,.0f} measured alone "
+        f"({cost / reference:.1f}x > {factor:g}x); measured {fmt_num(row.figure)} vs "
+        f"{fmt_num(row.baseline)} {row.unit}, no ratio"
+    )
+    extra = {**row.extra, "figure_measured": row.figure, "baseline_measured": row.baseline}
+    note = f"{why}; {row.note}" if row.note else why
+    return replace(row, figure=None, baseline=None, note=note, extra=extra)
+
+
+# -- a bare Playwright loop, fair --------------------------------------------------
+# Two animation frames (the crawler's own quiet wait): the input's handlers have run
+# and painted, and a navigation they started (a form POST, a link) has almost always
+# been requested by the time this answers.
+_TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+class BarePage:
+    """What a minimal Playwright script does around a step: the input, then (two
+    animation frames later) the navigation it started waited for to domcontentloaded
+    and the new document's first two frames, then the screenshot; and a plain
+    screenshot of a settled page, for `check_baseline`.
+
+    Shooting right after a click that submits a form races the navigation: when
+    the new document commits while Page.captureScreenshot is pending, Chromium
+    never answers the capture, and Playwright waits out its timeout (30 s by
+    default; docs/benchmarks.md, the web crawl). Waiting for the navigation narrows
+    the race (a navigation requested after the frames still races); the screenshot's
+    own timeout here is short, so a capture lost anyway costs `shot_timeout_ms`,
+    not 30 s, and is retried and counted (`lost`).
+    """
+
+    def __init__(self, page, *, nav_timeout_s: float = 10.0, shot_timeout_ms: float = 3000):
+        self.page, self.nav_timeout_s, self.shot_timeout_ms = page, nav_timeout_s, shot_timeout_ms
+        self.lost = 0  # screenshots that timed out or failed and were taken again
+        self.navigations = 0  # steps whose input started a navigation
+        self._nav: list = []  # main-frame navigations not yet at domcontentloaded
+        self._started = False  # a main-frame navigation started since the last step's wait
+        page.on("request", self._on_request)
+        page.on("requestfailed", lambda r: r in self._nav and self._nav.remove(r))
+        page.on("domcontentloaded", lambda _p: self._nav.clear())
+
+    def _on_request(self, req) -> None:
+        try:
+            if req.is_navigation_request() and req.frame == self.page.main_frame:
+                self._nav.append(req)
+                self._started = True
+        except Exception:  # noqa: BLE001 - a service worker's request has no frame
+            pass
+
+    def goto(self, url: str) -> None:
+        """The start page, to domcontentloaded (its navigation is not a step's)."""
+        self.page.goto(url, wait_until="domcontentloaded")
+        self._nav.clear()
+        self._started = False
+
+    def after_input(self) -> None:
+        """Wait for what the input started: two frames, then a navigation's domcontentloaded
+        and the new document's first two frames."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            self.page.evaluate(_TWO_FRAMES_JS)
+        except PlaywrightError:
+            pass  # the document was replaced meanwhile: a navigation, waited for below
+        started, self._started = self._started, False
+        if not started:
+            return
+        self.navigations += 1
+        deadline = time.monotonic() + self.nav_timeout_s
+        while self._nav and time.monotonic() < deadline:
+            self.page.wait_for_timeout(10)
+        self._nav.clear()
+        try:  # the new document's first frames: the screenshot then times the capture alone
+            self.page.evaluate(_TWO_FRAMES_JS)
+        except PlaywrightError:
+            pass
+        self._started = False
+
+    def screenshot(self, **kw) -> bytes:
+        from playwright.sync_api import Error as PlaywrightError
+
+        for attempt in range(3):
+            try:
+                return self.page.screenshot(timeout=self.shot_timeout_ms, **kw)
+            except PlaywrightError:
+                self.lost += 1
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def settled_shot_s(self, **kw) -> float:
+        """The wall time of one screenshot of this page once it has loaded and painted."""
+        try:
+            self.page.wait_for_load_state("load", timeout=self.nav_timeout_s * 1000)
+            self.page.evaluate(_TWO_FRAMES_JS)
+        except Exception:  # noqa: BLE001 - shoot what there is
+            pass
+        t = time.perf_counter()
+        self.screenshot(**kw)
+        return time.perf_counter() - t
 
 
 # -- the machine -------------------------------------------------------------------

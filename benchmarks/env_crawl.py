@@ -11,8 +11,11 @@ loopback as the tests start them, through their files in examples/environments/:
    no-op rate, P50/P95 step latency, reset time, steps/s;
 2. baseline: a bare Playwright loop over the very steps 1 recorded: per
    trajectory a fresh context and the start page, per step a click at the
-   recorded point (typing the recorded text, pressing the recorded key) and a
-   PNG screenshot, nothing else.
+   recorded point (typing the recorded text, pressing the recorded key), the
+   wait a minimal script makes (two frames, a navigation the input started, to
+   domcontentloaded: common.BarePage) and a PNG screenshot, nothing else. A
+   baseline whose screenshot costs more than 3x a settled page's (measured in the
+   same run) says "baseline broken" instead of a ratio (common.check_baseline).
 
 The row is 1's steps/s over 2's (the price of recording: settle, aria snapshot
 with boxes, clickables scan, verifier, blobs and Parquet).
@@ -23,13 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Row, machine_short, pick  # noqa: E402
+from common import BarePage, Row, check_baseline, fmt_num, fmt_ratio, machine_short, pick  # noqa: E402
 
 from crawlers.env_crawl import EnvCrawl, crawl_environment  # noqa: E402
 from schemas.environment import load_environment  # noqa: E402
@@ -46,7 +50,10 @@ APPS = {"tiddlywiki": (tiddlywiki, "TIDDLYWIKI_URL"), "datasette": (datasette, "
 
 
 def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
-    """Replay the recorded steps with click / type / key + screenshot only."""
+    """Replay the recorded steps with click / type / key + screenshot only; per step
+    what a minimal script waits for before its screenshot (common.BarePage: two
+    frames, a navigation the input started), per trajectory (outside the clock) one
+    screenshot of the settled page, for the baseline's own check."""
     from playwright.sync_api import sync_playwright
 
     from crawlers.browser import launch_chromium
@@ -55,11 +62,14 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
     steps_by: dict = {}
     for s in store.iter_steps(collections):
         steps_by.setdefault(s.trajectory_id, []).append(s)
-    n, phase = 0, {"act": 0.0, "screenshot": 0.0}
+    n = lost = 0
+    phase = {"act": 0.0, "wait": 0.0, "screenshot": 0.0}
+    settled: list[float] = []
     with sync_playwright() as pw:
         browser = launch_chromium(pw)
         try:
             t0 = time.perf_counter()
+            untimed = 0.0
             for traj in trajs:
                 d = traj.device
                 ctx = browser.new_context(
@@ -69,7 +79,8 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
                     color_scheme=d.theme,
                 )
                 page = ctx.new_page()
-                page.goto(traj.task.start_url or start_url, wait_until="domcontentloaded")
+                bare = BarePage(page)
+                bare.goto(traj.task.start_url or start_url)
                 for s in sorted(steps_by.get(traj.trajectory_id, []), key=lambda s: s.index):
                     a = s.action
                     t = time.perf_counter()
@@ -85,15 +96,19 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
                     except Exception:  # noqa: BLE001 - the baseline does not recover, it moves on
                         pass
                     t1 = time.perf_counter()
+                    bare.after_input()
+                    t2 = time.perf_counter()
+                    bare.screenshot(type="png", scale="css")
                     phase["act"] += t1 - t
-                    try:
-                        page.screenshot(type="png", scale="css")
-                    except Exception:  # noqa: BLE001 - a navigation swapped the frame: once more
-                        page.screenshot(type="png", scale="css")
-                    phase["screenshot"] += time.perf_counter() - t1
+                    phase["wait"] += t2 - t1
+                    phase["screenshot"] += time.perf_counter() - t2
                     n += 1
+                t = time.perf_counter()
+                settled.append(bare.settled_shot_s(type="png", scale="css"))
+                untimed += time.perf_counter() - t
+                lost += bare.lost
                 ctx.close()
-            seconds = time.perf_counter() - t0
+            seconds = time.perf_counter() - t0 - untimed
         finally:
             browser.close()
     return {
@@ -101,6 +116,8 @@ def bare_loop(store: RawStore, collections: list[str], start_url: str) -> dict:
         "seconds": seconds,
         "steps_per_s": n / seconds if seconds else 0.0,
         "phase_ms_per_step": {k: round(v * 1000 / max(1, n), 1) for k, v in phase.items()},
+        "settled_shot_ms": round(statistics.median(settled) * 1000, 1) if settled else None,
+        "lost_captures": lost,
     }
 
 
@@ -142,26 +159,32 @@ def rows_from(m: dict) -> list[Row]:
     mach = machine_short()
     rows = []
     for name, r in m.items():
-        t, w = r["tasks"], r["walk"]
+        t, w, b = r["tasks"], r["walk"], r["bare"]["phase_ms_per_step"]
         note = (
             f"{t['episodes']} task episodes, verified success {t['verified_success_rate']}; "
             f"{w['episodes']} walks, no-op rate {w['noop_rate']}; step P50/P95 "
             f"{t['step_ms_p50']}/{t['step_ms_p95']} ms (tasks), "
             f"{w['step_ms_p50']}/{w['step_ms_p95']} ms (walk); reset P50 "
-            f"{t['reset_ms_p50']} ms; bare act {r['bare']['phase_ms_per_step']['act']} + "
-            f"screenshot {r['bare']['phase_ms_per_step']['screenshot']} ms"
+            f"{t['reset_ms_p50']} ms; bare act {b['act']} + navigation wait {b['wait']} + "
+            f"screenshot {b['screenshot']} ms (a settled page's {r['bare']['settled_shot_ms']}), "
+            f"{r['bare']['lost_captures']} lost captures"
         )
         rows.append(
-            Row(
-                "env_crawl",
-                f"{name} (environment file): recorded steps/s, 1 browser",
-                r["steps_per_s"],
-                r["bare"]["steps_per_s"],
-                "steps/s",
-                "bare Playwright click + PNG screenshot over the same steps",
-                note=note,
-                machine=mach,
-                extra={"tasks": t, "walk": w, "bare": r["bare"]},
+            check_baseline(
+                Row(
+                    "env_crawl",
+                    f"{name} (environment file): recorded steps/s, 1 browser",
+                    r["steps_per_s"],
+                    r["bare"]["steps_per_s"],
+                    "steps/s",
+                    "bare Playwright click + PNG screenshot over the same steps",
+                    note=note,
+                    machine=mach,
+                    extra={"tasks": t, "walk": w, "bare": r["bare"]},
+                ),
+                cost=b["screenshot"],
+                reference=r["bare"]["settled_shot_ms"] or 0.0,
+                what="the bare loop's screenshot, ms/step,",
             )
         )
     return rows
@@ -179,7 +202,7 @@ def main() -> None:
     m = measure(**SIZES[args.mode])
     print(json.dumps(m, indent=2))
     for r in rows_from(m):
-        print(f"{r.name}: {r.figure:.2f} vs {r.baseline:.2f} {r.unit} = {r.ratio:.2f}")
+        print(f"{r.name}: {fmt_num(r.figure)} vs {fmt_num(r.baseline)} {r.unit} = {fmt_ratio(r.ratio)}")
         print(f"  {r.note}")
 
 

@@ -68,6 +68,12 @@ REGISTRY = [
         "Third-party apps through environment files",
         timeout_s={"smoke": 180, "quick": 300, "full": 480},
     ),
+    Bench(
+        "env_server",
+        "env_server.py",
+        "The Gym API and the environment server",
+        timeout_s={"smoke": 180, "quick": 720, "full": 1800},
+    ),
     Bench("screenshot_capture", "screenshot_capture.py", "Screenshot capture and storage"),
     Bench("visibility_capture", "visibility_capture.py", "The visibility record at capture time"),
     Bench("phash_neardup", "phash_neardup.py", "pHash and near-duplicate search"),
@@ -251,6 +257,8 @@ def run_suite(benches: list[Bench], mode: str, say=print) -> tuple[list[Row], di
 
 # -- the document ---------------------------------------------------------------------------
 def status(r: Row) -> str:
+    if r.baseline_broken:
+        return "**baseline broken**"
     if r.figure is None:
         return "not run"
     if r.met is None:
@@ -306,7 +314,7 @@ def latest_block(rows: list[Row], wall_s: float | None) -> str:
     out = [f"Latest run{took}, from the table above:", ""]
     for r in rows:
         if r.figure is None:
-            out.append(f"- {r.name}: not run ({r.note})")
+            out.append(f"- {r.name}: {'not run (' + r.note + ')' if not r.baseline_broken else r.note}")
             continue
         tgt = f", target {r.target}: {status(r).strip('*')}" if r.target else ""
         out.append(

@@ -21,7 +21,7 @@ BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import run_all  # noqa: E402
-from common import Row, fmt_num, fmt_ratio  # noqa: E402
+from common import Row, check_baseline, fmt_num, fmt_ratio  # noqa: E402
 from gpu_recorded import recorded_runs  # noqa: E402
 
 PROSE = """# Benchmarks
@@ -158,3 +158,27 @@ def test_every_benchmark_script_is_registered_and_machine_readable():
 def test_row_rejects_a_target_it_cannot_check():
     with pytest.raises(ValueError, match="target"):
         Row("x", "y", 1.0, 1.0, "s", "b", target="fast")
+
+
+def test_a_broken_baseline_says_so_instead_of_a_ratio():
+    row = Row("web_crawl", "crawl vs bare", 2.6, 1.0, "steps/s", "bare loop", target=">= 0.8", note="n")
+    # The baseline's screenshot within 3x of a settled page's: the row stays as measured.
+    assert check_baseline(row, cost=250.0, reference=100.0, what="shot") is row
+    broken = check_baseline(row, cost=2500.0, reference=100.0, what="the bare loop's screenshot, ms/step,")
+    assert broken.baseline_broken and broken.figure is None and broken.ratio is None and broken.met is None
+    assert broken.note.startswith("baseline broken: the bare loop's screenshot, ms/step, 2,500 vs 100")
+    assert broken.extra == {"figure_measured": 2.6, "baseline_measured": 1.0}
+    assert run_all.status(broken) == "**baseline broken**"
+    machine = {
+        "cpu": "c",
+        "cpus": 2,
+        "memory_gb": 8,
+        "load_1m": 1.0,
+        "python": "3",
+        "chromium": "1",
+        "gpu": None,
+    }
+    text = run_all.rewrite_doc(PROSE, [broken], run_all.REGISTRY, machine, "smoke", {}, when="now")
+    cells = table_rows(text)["crawl vs bare"]
+    assert cells[0] == "—" and cells[2] == "—" and cells[4] == "**baseline broken**"
+    assert "- crawl vs bare: baseline broken: " in text

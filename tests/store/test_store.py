@@ -88,6 +88,31 @@ def test_interrupted_batch_is_invisible_and_cleaned(tmp_path):
     assert not (folder / "part-000001.steps.parquet").exists()
 
 
+def test_writers_sharing_a_collection_lose_no_commit(tmp_path):
+    # One writer per thread on one collection, as `trajforge serve` has one per session:
+    # each flush numbers its part under the folder's lock, so no commit replaces another.
+    store = RawStore(tmp_path)
+    made = [[make_traj(store, f"w{w}-{i}", n=1) for i in range(12)] for w in range(4)]
+    start = threading.Barrier(4)
+
+    def write(batch) -> None:
+        writer = store.writer("gym/shared", batch_size=1)
+        start.wait()
+        for traj, steps in batch:
+            assert writer.add(traj, steps)
+        writer.close()
+
+    threads = [threading.Thread(target=write, args=(batch,)) for batch in made]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = {traj.trajectory_id for batch in made for traj, _ in batch}
+    assert {t.trajectory_id for t in store.iter_trajectories("gym/shared")} == ids
+    assert sum(1 for _ in store.iter_steps("gym/shared")) == len(ids)
+    assert len(list((tmp_path / "gym/shared").glob("part-*.trajectories.parquet"))) == len(ids)
+
+
 def test_consolidate_counts_and_quarantines_with_location(tmp_path):
     store = RawStore(tmp_path / "raw")
     with store.writer("web/notes") as w:

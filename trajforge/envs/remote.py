@@ -18,6 +18,7 @@ import httpx
 import numpy as np
 from gymnasium import spaces
 
+from trajforge.envs.spaces import GuiActions
 from trajforge.envs.wire import ImageFormat, decode_observation
 
 
@@ -54,6 +55,7 @@ class RemoteEnv(gymnasium.Env):
                 "url": spaces.Text(max_length=1 << 14),
             }
         )
+        self.action_space = GuiActions(width, height)  # the served env's: sample() gives a random action
         self.render_mode = "rgb_array"
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):

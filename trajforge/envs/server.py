@@ -143,14 +143,14 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
         if task_id is not None and served.tasks and task_id not in served.tasks:
             raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field="task_id")
         options = {"task_id": task_id} if task_id is not None else None
-        return lambda env: env.reset(seed=seed, options=options)
+        return lambda env: (*env.reset(seed=seed, options=options), captured_png(env))
 
     async def timed_reset(session, task_id, seed) -> dict:
         t = time.perf_counter()
-        obs, info = await on_session(session, answer_reset(session, task_id, seed), reset=True)
+        obs, info, png = await on_session(session, answer_reset(session, task_id, seed), reset=True)
         session.ended = False
         metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
-        return {"observation": encode_observation(obs, **session.wire), "info": json_safe(info)}
+        return {"observation": encode_observation(obs, **session.wire, captured=png), "info": json_safe(info)}
 
     @app.post("/v1/sessions")
     async def new_session(req: NewSession):
@@ -167,12 +167,12 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
         except BaseException:
             await run_in_threadpool(pool.close, session.id, "its first reset failed")
             raise
-        return {"session_id": session.id, **body}
+        return JSONResponse({"session_id": session.id, **body})
 
     @app.post("/v1/sessions/{session_id}/reset")
     async def reset(session_id: str, req: ResetRequest | None = None):
         req = req or ResetRequest()
-        return await timed_reset(pool.get(session_id), req.task_id, req.seed)
+        return JSONResponse(await timed_reset(pool.get(session_id), req.task_id, req.seed))
 
     @app.post("/v1/sessions/{session_id}/step")
     async def step(session_id: str, req: StepRequest):
@@ -180,18 +180,22 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
         if session.ended:
             raise EpisodeEnded(f"session {session_id}: the episode has ended; reset it", field="session_id")
         t = time.perf_counter()
-        obs, reward, terminated, truncated, info = await on_session(
-            session, lambda env: env.step(req.action), reset=False
+        obs, reward, terminated, truncated, info, png = await on_session(
+            session, lambda env: (*env.step(req.action), captured_png(env)), reset=False
         )
         session.ended = bool(terminated or truncated)
         metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
-        return {
-            "observation": encode_observation(obs, **session.wire),
-            "reward": float(reward),
-            "terminated": bool(terminated),
-            "truncated": bool(truncated),
-            "info": json_safe(info),
-        }
+        # Already JSON-safe: a JSONResponse skips FastAPI's jsonable_encoder (about as long
+        # again as json_safe on an info with a hundred elements).
+        return JSONResponse(
+            {
+                "observation": encode_observation(obs, **session.wire, captured=png),
+                "reward": float(reward),
+                "terminated": bool(terminated),
+                "truncated": bool(truncated),
+                "info": json_safe(info),
+            }
+        )
 
     @app.delete("/v1/sessions/{session_id}")
     async def delete(session_id: str):
@@ -229,6 +233,16 @@ async def _reap_forever(pool: SessionPool, metrics: Metrics, idle_timeout: float
     while True:
         await asyncio.sleep(every)
         metrics.reaped.inc(await run_in_threadpool(pool.reap_idle))
+
+
+def captured_png(env: gymnasium.Env) -> bytes | None:
+    """The screenshot the environment captured for its latest observation, when it is a
+    PNG (a GuiEnv's crawler observation): encode_observation sends it as is when its size
+    is the observation's. Read on the session's thread, right after the call."""
+    seen = getattr(env.unwrapped, "observation", None)
+    if seen is None or getattr(seen, "image_format", None) != "png":
+        return None
+    return getattr(seen, "screenshot", None)
 
 
 def _unknown_env(name: str, envs: dict) -> SessionError:

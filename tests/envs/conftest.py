@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.server import SandboxServer
+from tests.envs.serving import tiny_env_file
 from tests.thirdparty.apps import ENVIRONMENTS
 
 TINY_PAGE = b"""<!doctype html><html><head><title>Tiny</title></head><body>
@@ -57,23 +58,7 @@ def tiny_url():
 def tiny_file(tiny_url, tmp_path) -> Path:
     """An environment file without tasks: the app states the instruction (instruction_js),
     the file's explore verifier gives the verdict."""
-    path = tmp_path / "tiny.yaml"
-    path.write_text(
-        f"""name: tiny
-platform: web
-start_url: {tiny_url}/
-viewport: {{width: 800, height: 600}}
-instruction_js: "document.querySelector('h1').dataset.task"
-explore:
-  max_steps: 4
-  verifier:
-    kind: js
-    expression: "(() => {{ const n = +(document.body.dataset.n || 0);
-      return {{done: n >= 1, success: n === 1, reason: 'pressed ' + n}}; }})()"
-""",
-        encoding="utf-8",
-    )
-    return path
+    return tiny_env_file(tmp_path, tiny_url, max_steps=4)
 
 
 @pytest.fixture()

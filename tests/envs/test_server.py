@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,62 +15,39 @@ import pytest
 
 import trajforge.envs as tf_envs
 from crawlers.browser import descendant_pids, process_running
+from tests.envs import serving
 from tests.envs.test_gui_env import centre, element
 from trajforge.envs.remote import RemoteEnv
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = serving.REPO
 IDLE_S = 6.0
 
 
 @pytest.fixture(scope="module")
 def tiny_env_file(tiny_url, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("served") / "tiny.yaml"
-    path.write_text(
-        f"""name: tiny
-platform: web
-start_url: {tiny_url}/
-viewport: {{width: 800, height: 600}}
-instruction_js: "document.querySelector('h1').dataset.task"
-explore:
-  max_steps: 3
-  verifier:
-    kind: js
-    expression: "(() => {{ const n = +(document.body.dataset.n || 0);
-      return {{done: n >= 1, success: n === 1, reason: 'pressed ' + n}}; }})()"
-""",
-        encoding="utf-8",
-    )
-    return path
+    return serving.tiny_env_file(tmp_path_factory.mktemp("served"), tiny_url)
 
 
 @pytest.fixture(scope="module")
 def served(tiny_env_file, tiddlywiki_url, tmp_path_factory):
     """The server over the tiny app and TiddlyWiki: 2 sessions at most, reaped after IDLE_S."""
     data = tmp_path_factory.mktemp("rollouts")
-    env = {**os.environ, "TIDDLYWIKI_URL": tiddlywiki_url, "PYTHONPATH": str(REPO)}
-    args = [
-        sys.executable, "-m", "trajforge.cli", "serve", str(tiny_env_file),
-        str(REPO / "examples/environments/tiddlywiki.yaml"),
-        "--port", "0", "--max-sessions", "2", "--idle-timeout", str(IDLE_S), "--record-to", str(data),
-    ]  # fmt: skip
-    proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    url = None
-    deadline = time.monotonic() + 90
-    while url is None and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            raise AssertionError(f"trajforge serve exited {proc.returncode}")
-        found = re.search(r"on (http://\S+)", line)
-        url = found.group(1) if found else None
-    assert url, "trajforge serve never said where it listens"
+    before = os.environ.get("TIDDLYWIKI_URL")
+    os.environ["TIDDLYWIKI_URL"] = tiddlywiki_url  # the server process reads the file with it
     try:
-        yield {"url": url, "data": data, "proc": proc}
+        tiddlywiki = REPO / "examples/environments/tiddlywiki.yaml"
+        with serving.serve(
+            tiny_env_file, tiddlywiki, record_to=data, max_sessions=2, idle_timeout=IDLE_S
+        ) as server:
+            yield {"url": server.url, "data": data, "proc": server.proc}
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        if before is None:
+            os.environ.pop("TIDDLYWIKI_URL", None)
+        else:
+            os.environ["TIDDLYWIKI_URL"] = before
 
 
 def post(url: str, path: str, body: dict | None = None) -> httpx.Response:

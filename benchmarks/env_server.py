@@ -27,8 +27,9 @@ in this process, and `trajforge serve sandbox` in a subprocess on loopback):
    reaped within --idle-timeout, the episode recorded as an error) and a browser
    SIGKILLed mid-step (that step answers 503, the next reset recovers).
 
-In quick and full mode 1 and 2 also run on Datasette (PyPI; examples/environments/
-datasette.yaml, started as tests/thirdparty/apps.py starts it).
+In quick mode 1 and 2 also run on Datasette (PyPI; examples/environments/
+datasette.yaml), in full mode on Datasette and TiddlyWiki (npm), each started as
+tests/thirdparty/apps.py starts it.
 
 Every figure is printed with the load average it was measured under; on the
 shared 2-core machines the ratios are what compare between runs.
@@ -72,7 +73,7 @@ SIZES = {
         "density": (1, 8, 16),
         "density_steps": 4,
         "soak": (4, 1.0),
-        "app": "datasette",
+        "apps": ("datasette",),
     },
     "full": {
         "resets": 30,
@@ -81,7 +82,7 @@ SIZES = {
         "density": (1, 8, 16, 32),
         "density_steps": 4,
         "soak": (32, 10.0),
-        "app": "datasette",
+        "apps": ("datasette", "tiddlywiki"),
     },
 }
 # Actions for the overhead comparison: what a policy does, without the deliberate
@@ -818,8 +819,8 @@ def measure(mode: str) -> dict:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="env_server-")))
         sandbox = stack.enter_context(SandboxServer())
         apps = {}
-        if sizes.get("app"):
-            apps[sizes["app"]] = stack.enter_context(third_party(sizes["app"], root / sizes["app"]))
+        for app in sizes.get("apps", ()):
+            apps[app] = stack.enter_context(third_party(app, root / app))
         # 1. reset latency in process
         local = tf_envs.make_sandbox(sandbox.url, languages=("en", "zh"))
         stack.callback(local.close)

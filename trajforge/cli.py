@@ -465,6 +465,61 @@ def serve(
         _fail(str(err))
 
 
+@app.command()
+def train(
+    kind: str = typer.Argument(..., metavar="sft|rl", help="supervised fine-tuning or RL"),
+    engine: str = typer.Option("builtin", help="builtin, trl, swift, llamafactory, verl or easyr1"),
+    set_dir: Path = typer.Option(..., "--set", help="a reasoning or grounding set (a shard folder)"),
+    model: str = typer.Option(
+        ..., help="a local model directory, or `tiny` (the offline random-weight model)"
+    ),
+    out: Path = typer.Option(..., help="where the configs, the converted data and the checkpoint go"),
+    gpus: int = typer.Option(1, help="GPUs per node (0: CPU)"),
+    nodes: int = typer.Option(1, help="nodes"),
+    max_steps: int | None = typer.Option(None, help="optimiser steps; default the engine's"),
+    option: list[str] = typer.Option(
+        [], "--option", help="an engine field, KEY=VALUE (JSON value; repeatable)"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="print the exact command and configuration; run nothing"
+    ),
+) -> None:
+    """Train on a set with one of the engines labs use (docs/training.md).
+
+    Exit code: the engine's own when it fails (its output is on the terminal).
+    """
+    import subprocess
+
+    from training.engines import EngineError, TrainRequest, plan
+
+    options = {}
+    for item in option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--option {item!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    try:
+        if not (set_dir / "manifest.json").is_file():
+            raise EngineError(f"--set {set_dir}: no manifest.json (not a shard set)")
+        request = TrainRequest(kind, set_dir.resolve(), model, out.resolve(), gpus, nodes, max_steps, options)
+        launch = plan(engine, request)
+    except EngineError as err:
+        _fail(str(err))
+    if dry_run:
+        typer.echo(launch.describe(request.out), nl=False)
+        return
+    launch.write(request.out)
+    import os
+
+    code = subprocess.call(launch.argv, cwd=launch.cwd, env={**os.environ, **launch.env})
+    if code != 0:
+        _to_stderr(f"error: engine {engine} exited with {code}")
+        raise typer.Exit(code)
+
+
 def _to_stderr(line: str | None) -> None:
     """A line on stderr above the progress bar (tqdm's, on a terminal)."""
     if line is not None:

@@ -1,0 +1,113 @@
+"""Training engines: what `trajforge train` and the training assets launch.
+
+An engine turns a `TrainRequest` (sft or rl, the set, the model, the output folder,
+the cluster size) into a `Launch`: the exact command, the configuration files it
+reads, the interpreter (the venv the engine lives in) and its environment.
+`plan()` imports no engine, so `--dry-run` and the config checks run anywhere;
+`Launch.write()` puts the files in place before the command runs.
+
+Engines: builtin (training.sft / training.rl, the small dependency-light path),
+trl, swift, llamafactory, verl, easyr1. Each lives in `training/engines/<name>.py`
+with `plan(request) -> Launch`; one whose module is absent is not offered.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = ("builtin", "trl", "swift", "llamafactory", "verl", "easyr1")
+KINDS = ("sft", "rl")
+# Where each engine's interpreter is by default (its pins clash with the project's);
+# $TRAJFORGE_PYTHON_<ENGINE> (e.g. TRAJFORGE_PYTHON_SWIFT) points elsewhere.
+VENVS = {
+    "builtin": None,
+    "trl": None,
+    "swift": ".venv-trainers",
+    "verl": ".venv-trainers",
+    "easyr1": ".venv-trainers",
+    "llamafactory": ".venv-llamafactory",
+}
+
+
+class EngineError(ValueError):
+    """A request an engine cannot take (unknown engine, kind it does not train, bad option)."""
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    kind: str  # sft | rl
+    set_dir: Path  # a reasoning (or grounding) set: a shard folder with manifest.json
+    model: str  # a local model directory, or "tiny"
+    out: Path  # where configs, converted data and the checkpoint go
+    gpus: int = 1  # per node
+    nodes: int = 1
+    max_steps: int | None = None
+    options: dict = field(default_factory=dict)  # engine fields (`--set key=value`)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise EngineError(f"kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+        if self.gpus < 0 or self.nodes < 1:
+            raise EngineError(f"gpus {self.gpus} / nodes {self.nodes}: need gpus >= 0 and nodes >= 1")
+
+
+@dataclass
+class Launch:
+    engine: str
+    kind: str
+    argv: list[str]  # the exact command
+    files: dict[str, str] = field(default_factory=dict)  # path relative to the request's out -> text
+    env: dict[str, str] = field(default_factory=dict)  # added to the environment
+    cwd: Path = ROOT
+    notes: list[str] = field(default_factory=list)  # what the dry run should say besides
+
+    def write(self, out: Path) -> list[Path]:
+        """Write the configuration files under `out`; their paths."""
+        written = []
+        for rel, text in self.files.items():
+            path = out / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+        return written
+
+    def describe(self, out: Path) -> str:
+        """What `--dry-run` prints: the environment, the command, then each file."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        lines = [f"# engine {self.engine}, {self.kind}", f"cd {shlex.quote(str(self.cwd))}"]
+        lines.append((env + " " if env else "") + shlex.join(self.argv))
+        lines += [f"# {n}" for n in self.notes]
+        for rel, text in self.files.items():
+            lines += ["", f"# --- {out / rel} ---", text.rstrip("\n")]
+        return "\n".join(lines) + "\n"
+
+
+def python_for(engine: str) -> str:
+    """The interpreter an engine runs under: $TRAJFORGE_PYTHON_<ENGINE>, its venv, or this one."""
+    override = os.environ.get(f"TRAJFORGE_PYTHON_{engine.upper()}")
+    if override:
+        return override
+    venv = VENVS.get(engine)
+    return sys.executable if venv is None else str(ROOT / venv / "bin" / "python")
+
+
+def available() -> list[str]:
+    """The engines whose module exists in this checkout."""
+    return [e for e in ENGINES if importlib.util.find_spec(f"training.engines.{e}") is not None]
+
+
+def plan(engine: str, request: TrainRequest) -> Launch:
+    if engine not in ENGINES:
+        raise EngineError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine not in available():
+        raise EngineError(
+            f"engine {engine!r} is not built in this version (available: {', '.join(available())})"
+        )
+    module = importlib.import_module(f"training.engines.{engine}")
+    return module.plan(request)

@@ -90,6 +90,8 @@ SIZES = {
 OVERHEAD_KINDS = ("tap", "double_tap", "scroll", "type", "key")
 SOAK_IDLE_TIMEOUT_S = 15.0
 SOAK_MAX_STEPS = 10
+# 32 sessions on 2 cores: a reset that launches a browser can wait minutes for a core.
+SOAK_CLIENT_TIMEOUT_S = 600.0
 
 
 def load() -> float:
@@ -560,9 +562,11 @@ class SoakClient:
         self.log: dict[int, dict] = {}  # episode seed -> its steps and how it ended
 
     def run(self) -> None:
+        import httpx
+
         from trajforge.envs import RemoteEnv, RemoteEnvError
 
-        env = RemoteEnv(self.url, "sandbox", policy_id=self.policy)
+        env = RemoteEnv(self.url, "sandbox", policy_id=self.policy, timeout=SOAK_CLIENT_TIMEOUT_S)
         env.action_space.seed(self.i)
         stepped, seed = False, 1000 * self.i
         episode: dict = {}
@@ -600,6 +604,16 @@ class SoakClient:
                             stepped = True
                     need_reset = True
                     time.sleep(0.5)
+                except httpx.TimeoutException:
+                    # The server may still finish that call: whether the episode is stored
+                    # is unknown, so it is counted apart, not as played or lost.
+                    self.errors["client timeout"] += 1
+                    episode["end"], episode["ambiguous"] = "client timeout", True
+                    if not stepped:
+                        stepped = True
+                    need_reset = True
+        except Exception as e:  # noqa: BLE001 - a client that dies says why in the figures
+            self.errors[f"client died: {type(e).__name__}"] += 1
         finally:
             env.close()  # an episode in play with steps is recorded as a failure
 
@@ -755,11 +769,14 @@ def soak(sessions: int, minutes: float, root: Path) -> dict:
         {"policy": c.policy, "seed": seed, **ep}
         for c in clients
         for seed, ep in c.log.items()
-        if (ep["steps"] or ep["end"].startswith("503")) and (c.policy, seed) not in stored
+        if (ep["steps"] or ep["end"].startswith("503"))
+        and not ep.get("ambiguous")
+        and (c.policy, seed) not in stored
     ]
+    out["ambiguous"] = sum(1 for c in clients for ep in c.log.values() if ep.get("ambiguous"))
     out["episodes_played"] = sum(expected.values())
     out["episodes_recorded"] = sum(by_policy.get(p, 0) for p in expected)
-    out["lost"] = sum(max(0, n - by_policy.get(p, 0)) for p, n in expected.items())
+    out["lost"] = len(out["missing"])  # by seed: an extra stored episode cannot hide a lost one
     out["steps"] = sum(c.steps for c in clients)
     out["step_p50_s"] = pct([s for c in clients for s in c.step_s], 0.5)
     out["reset_p50_s"] = pct([s for c in clients for s in c.reset_s], 0.5)

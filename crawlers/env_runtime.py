@@ -240,8 +240,14 @@ class EnvironmentRuntime:
                 context.clock.set_fixed_time(frozen)
 
             hooks.append(hook)
+        how = self.environment.reset
         try:
-            obs = env.reset(url, device=device)
+            # Only a browser takes `how` (the file's validation refuses `reset` on a native app).
+            obs = (
+                env.reset(url, device=device, how=how)
+                if "reset" in self.environment.model_fields_set
+                else env.reset(url, device=device)
+            )
         finally:
             if hook is not None:
                 hooks.remove(hook)

@@ -233,7 +233,7 @@ class MobileEnv(MobileActions, MobileScreen):
         self._origins = set()
 
     # ------------------------------------------------------------------ episode
-    def reset(self, url: str, device: DeviceProfile | None = None) -> Observation:
+    def reset(self, url: str, device: DeviceProfile | None = None, how=None) -> Observation:
         """Start an episode at `url` (Chromium) or in app `url` (a name of
         spec.apps, a package or bundle id) and observe it.
 
@@ -241,6 +241,11 @@ class MobileEnv(MobileActions, MobileScreen):
         its screen must be the device's own. A Chromium phone also takes the
         episode's theme and locale; a phone keeps those of its settings.
         """
+        if how is not None and (how.mode != "context" or how.storage_state):
+            raise ValueError(
+                f"reset mode {how.mode!r}{' with storage_state' if how.storage_state else ''} needs "
+                f"Playwright's Chromium: an Appium session starts each episode in a fresh page"
+            )
         device = device or self.spec.profile
         p = self.spec.profile
         if (device.viewport_width, device.viewport_height, device.pixel_ratio) != (

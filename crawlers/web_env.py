@@ -45,6 +45,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from schemas.actions import Action, ActionType
+from schemas.environment import ResetSpec
 from schemas.observation import Observation
 from schemas.records import DeviceProfile
 
@@ -64,6 +65,8 @@ from .web_errors import CLOSED_MARKERS, ActionError, BrowserCrashed, PageUnrespo
 from .web_observe import _WATCHDOG_GRACE_S, ObserveMixin
 from .web_proxy import REFUSAL_ERROR, FilteringProxy
 from .web_settle import SettleMixin
+
+_CONTEXT_RESET = ResetSpec()
 
 # _SELECT_AT_JS: the mobile env shares the <select> handling.
 __all__ = ["WebEnv", "CHROMIUM_ARGS", "ActionError", "BrowserCrashed", "PageUnresponsive", "_SELECT_AT_JS"]
@@ -120,6 +123,8 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self._closed = False
         self._owns_pw = False  # True when `launch` took the thread's shared driver
         self._proxy: FilteringProxy | None = None  # holds the browser to request_filter
+        self._keep_page = False  # the last reset was in mode `page`: close_episode keeps it
+        self._reset_once = False  # mode `relaunch` relaunches from the second episode on
         self._start_browser()
 
     # ------------------------------------------------------------------ life cycle
@@ -194,6 +199,13 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
             self._start_browser()
 
     def close_episode(self) -> None:
+        """Free the episode's context, unless the environment resets in its page
+        (reset mode `page`: the next reset of the same device reuses it)."""
+        if self._keep_page and self._page is not None and not self._page_crashed:
+            return
+        self._close_context()
+
+    def _close_context(self) -> None:
         ctx = self.context
         self._drop_episode_state()
         if ctx is not None:
@@ -234,15 +246,31 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self._zoom = (1.0, 0.0, 0.0)
 
     # ------------------------------------------------------------------ episode
-    def reset(self, url: str, device: DeviceProfile) -> Observation:
-        """A fresh context for `device`, a new page at `url`, and its observation."""
+    def reset(self, url: str, device: DeviceProfile, how: ResetSpec | None = None) -> Observation:
+        """A fresh context for `device`, a new page at `url`, and its observation.
+
+        `how` (the environment file's `reset`): mode `page` keeps the context and
+        page of the last episode when the device is the same and runs the app's own
+        reset script; `relaunch` starts a new browser; `storage_state` seeds the context.
+        """
+        how = how or _CONTEXT_RESET
+        if how.mode == "relaunch" and self._reset_once:
+            self.restart()
+        self._reset_once = True
         self._ensure_browser()
-        self.close_episode()
+        reuse = (
+            how.mode == "page" and self._page is not None and not self._page_crashed and self.device == device
+        )
+        self._keep_page = how.mode == "page"
+        if reuse:
+            return self._reset_in_page(url, how.script)
+        self._close_context()
         self.blocked_requests = []
         self.episode_start_url = url
         self.device = device
         try:
             self.context = self.browser.new_context(
+                storage_state=how.storage_state,
                 # Every request goes through the filtering proxy, redirect hops included.
                 proxy={"server": self._filtering_proxy().url} if self.request_filter else None,
                 viewport={"width": device.viewport_width, "height": device.viewport_height},
@@ -274,6 +302,35 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         except PlaywrightError as e:
             self._raise_if_dead(e)
             error = short_error(e)
+        return self._landed(error)
+
+    def _reset_in_page(self, url: str, script: str | None) -> Observation:
+        """Mode `page`: the app's own reset in the kept page, then its start page again."""
+        self.blocked_requests = []
+        self.episode_start_url = url
+        self._zoom = (1.0, 0.0, 0.0)
+        error = None
+        deadline = time.monotonic() + self.step_timeout_s
+        try:
+            with self._watchdog(self.step_timeout_s + _WATCHDOG_GRACE_S, "reset"):
+                if script:
+                    self._run_reset_script(script)
+                self._goto(url, deadline)
+        except ActionError as e:
+            error = str(e)
+        except PlaywrightError as e:
+            self._raise_if_dead(e)
+            error = short_error(e)
+        return self._landed(error)
+
+    def _run_reset_script(self, script: str) -> None:
+        try:
+            self._page.evaluate(script)
+        except PlaywrightError as e:
+            if "context was destroyed" not in str(e) and "navigat" not in str(e):
+                raise ActionError(f"the reset script failed: {short_error(e)}") from e
+
+    def _landed(self, error: str | None) -> Observation:
         if error is None and self.page is not None:
             # `home` returns to where the episode landed: a start URL that
             # redirects (the sandbox's /start) must not be replayed.

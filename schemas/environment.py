@@ -208,6 +208,34 @@ class AppSpec(_Strict):
         return self
 
 
+class ResetSpec(_Strict):
+    """How an episode starts over in a browser (web, mobile_web in Chromium).
+
+    context (default): a fresh browser context per episode, nothing carried over;
+    with `storage_state` (a Playwright storage-state JSON: cookies, localStorage)
+    every context starts logged in. page: the context and page are kept between
+    episodes of the same device and `script` (the app's own reset, JavaScript; a
+    promise is awaited) runs before the start page loads again: no context to
+    build, the HTTP cache warm. relaunch: a new browser per episode.
+    """
+
+    mode: Literal["context", "page", "relaunch"] = "context"
+    storage_state: str | None = None
+    script: str | None = None
+
+    @model_validator(mode="after")
+    def _fits_mode(self) -> ResetSpec:
+        if self.script is not None and self.mode != "page":
+            raise ValueError(
+                "'script' is the app's own reset in mode 'page'; other modes start a fresh context"
+            )
+        if self.storage_state is not None and self.mode == "page":
+            raise ValueError(
+                "'storage_state' seeds a fresh context (mode 'context' or 'relaunch'); mode 'page' keeps its own"
+            )
+        return self
+
+
 class Viewport(_Strict):
     width: int = Field(gt=0, le=10_000)
     height: int = Field(gt=0, le=10_000)
@@ -228,6 +256,7 @@ class Environment(_Strict):
     setup: str | None = None
     wait_for: str | None = None
     wait_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    reset: ResetSpec = Field(default_factory=ResetSpec)
     tasks: list[TaskSpec] = Field(default_factory=list)
     instruction_js: str | None = None
     explore: ExploreSpec | None = None
@@ -289,6 +318,8 @@ class Environment(_Strict):
                 )
             # A native app has no page: what needs one is refused here, not mid-crawl.
             specs = [self.verifier] + [t.verifier for t in self.tasks]
+            if "reset" in self.model_fields_set:
+                raise ValueError(f"'reset' is for browsers; an {self.platform} app is relaunched by Appium")
             if any(s is not None and s.kind == "js" for s in specs) or self.instruction_js:
                 raise ValueError(
                     f"an {self.platform} app has no page for JavaScript: use an "
@@ -401,7 +432,16 @@ def load_environment(path: str | Path, *, tasks_file: str | Path | None = None) 
             tasks_path = path.parent / tasks_path
         rows = read_task_file(tasks_path, environment=name)
         raw = {**raw, "tasks": expand_variables(rows, source=str(tasks_path), environment=name, path="tasks")}
-    return environment_from_dict(raw, source=source)
+    environment = environment_from_dict(raw, source=source)
+    state = environment.reset.storage_state
+    if state is not None:
+        state_path = Path(state) if Path(state).is_absolute() else path.parent / state
+        if not state_path.is_file():
+            raise EnvironmentFileError(
+                f"no such file {state_path}", source=source, environment=name, field="reset.storage_state"
+            )
+        environment.reset.storage_state = str(state_path.resolve())
+    return environment
 
 
 def environment_from_dict(raw: dict, *, source: str = "<dict>") -> Environment:

@@ -827,7 +827,7 @@ def third_party(name: str, folder: Path):
 def measure(mode: str) -> dict:
     import trajforge.envs as tf_envs
     from sandbox.server import SandboxServer
-    from schemas.environment import load_environment
+    from schemas.environment import ResetSpec, load_environment
     from trajforge.envs import RemoteEnv
 
     sizes = pick(mode, SIZES)
@@ -850,6 +850,13 @@ def measure(mode: str) -> dict:
             environment = load_environment(path)
             out[f"reset_{name}"] = reset_latency(app_envs[name], sizes["resets"], file_start(environment))
             say(f"reset ({name}): {out[f'reset_{name}']}")
+            # The same file declaring `reset: {mode: page}`: the kept page, the start page again.
+            paged = tf_envs.make(environment.model_copy(update={"reset": ResetSpec(mode="page")}))
+            try:
+                out[f"reset_{name}_page"] = reset_latency(paged, sizes["resets"], file_start(environment))
+            finally:
+                paged.close()
+            say(f"reset ({name}, mode page): {out[f'reset_{name}_page']}")
         # 2. the server's step overhead, the same actions
         levels = sizes["density"]
         served = stack.enter_context(
@@ -947,7 +954,7 @@ def rows_from(m: dict) -> list[Row]:
     rows = reset_rows(m, "reset_sandbox", "sandbox", mach)
     for key in m:
         if key.startswith("reset_") and key != "reset_sandbox":
-            rows += reset_rows(m, key, key.removeprefix("reset_"), mach)
+            rows += reset_rows(m, key, key.removeprefix("reset_").replace("_page", ", reset mode page"), mach)
     rows.append(overhead_row(m, "overhead_sandbox", "sandbox", mach))
     for key in m:
         if key.startswith("overhead_") and key != "overhead_sandbox":

@@ -74,3 +74,26 @@ def test_json_safe_keeps_plain_values_and_converts_numpy():
     }
     assert type(safe["n"]) is int and type(safe["flag"]) is bool
     json.dumps(safe)
+
+
+def test_an_observation_without_pixels_sends_its_png_or_decodes_it_for_jpeg():
+    """A served env skips decoding its capture (screenshot None): the PNG is the screenshot,
+    and a client asking for JPEG still gets the same picture."""
+    ys, xs = np.mgrid[0:30, 0:50]
+    pixels = np.stack([xs * 5, ys * 8, xs + ys], axis=-1).astype(np.uint8)  # smooth: JPEG keeps it
+    captured = _png(pixels, "RGBA")
+    wire = encode_observation(_obs(None), captured=captured)
+    assert base64.b64decode(wire["screenshot"]["data"]) == captured
+    assert np.array_equal(decode_observation(wire)["screenshot"], pixels)
+    jpeg = encode_observation(_obs(None), "jpeg", 95, captured=captured)
+    assert jpeg["screenshot"]["format"] == "jpeg" and (
+        jpeg["screenshot"]["width"],
+        jpeg["screenshot"]["height"],
+    ) == (50, 30)
+    assert np.abs(decode_observation(jpeg)["screenshot"].astype(int) - pixels).mean() < 3
+    try:
+        encode_observation(_obs(None), captured=None)
+    except ValueError as err:
+        assert "needs the PNG" in str(err)
+    else:
+        raise AssertionError("an observation without pixels or PNG was encoded")

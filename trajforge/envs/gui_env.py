@@ -78,6 +78,7 @@ from .blobs import DigestBlobs
 from .recording import EpisodeRecorder
 from .rewards import RewardWeights, episode_parts, step_parts
 from .spaces import AnyText, GuiActions, screenshot_space
+from .wire import png_size
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +236,9 @@ class GuiEnv(gym.Env):
         self._lease: ExitStack | None = None
         self._lost: BaseException | None = None  # the env died during the episode
         self._last: dict | None = None  # the last observation returned
+        # False (the server's sessions): an observation's screenshot is None when the
+        # captured PNG is it; `observation.screenshot` holds the PNG.
+        self.decode_screenshots = True
         self._state: dict = {}
         self._closed = False
         self.last_trajectory: Trajectory | None = None
@@ -390,7 +394,8 @@ class GuiEnv(gym.Env):
         """The last screenshot (render_mode "rgb_array"), None before the first reset."""
         if self.render_mode != "rgb_array" or self._last is None:
             return None
-        return self._last["screenshot"].copy()
+        shot = self._last["screenshot"]
+        return shot.copy() if shot is not None else self._pixels(self.observation)
 
     def close(self) -> None:
         """End the episode in play (recorded when it has steps), close its browser context,
@@ -573,13 +578,20 @@ class GuiEnv(gym.Env):
             out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in copy_of.items()}
         else:
             out = {
-                "screenshot": self._pixels(obs),
+                "screenshot": self._pixels(obs) if self._decodes(obs) else None,
                 "a11y": _clip(obs.a11y_tree or "", A11Y_MAX_CHARS),
                 "instruction": _clip(self._episode.task.instruction, TEXT_MAX_CHARS),
                 "url": _clip(obs.url or "", TEXT_MAX_CHARS),
             }
         self._last = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in out.items()}
         return out
+
+    def _decodes(self, obs: Observation) -> bool:
+        """False only where the captured PNG is the screenshot already and nobody here
+        needs its pixels (a server sends the PNG as is: decoding it would be wasted)."""
+        if self.decode_screenshots or obs.image_format != "png":
+            return True
+        return png_size(obs.screenshot) != self.screen_size
 
     def _pixels(self, obs: Observation) -> np.ndarray:
         image = Image.open(io.BytesIO(obs.screenshot)).convert("RGB")

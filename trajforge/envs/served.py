@@ -95,23 +95,33 @@ def _served(open_env) -> ServedEnv:
 
 
 def _file(path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
-    return make(
-        path,
-        profile=profile,
-        pool=pool,
-        record_to=record_to,
-        max_steps=max_steps,
-        policy_id=policy or DEFAULT_POLICY,
+    return _sends_png(
+        make(
+            path,
+            profile=profile,
+            pool=pool,
+            record_to=record_to,
+            max_steps=max_steps,
+            policy_id=policy or DEFAULT_POLICY,
+        )
     )
 
 
 def _sandbox(url: str, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
-    return make_sandbox(
-        url,
-        profile=profile,
-        languages=("en", "zh"),
-        pool=pool,
-        record_to=record_to,
-        max_steps=max_steps,
-        policy_id=policy or DEFAULT_POLICY,
+    return _sends_png(
+        make_sandbox(
+            url,
+            profile=profile,
+            languages=("en", "zh"),
+            pool=pool,
+            record_to=record_to,
+            max_steps=max_steps,
+            policy_id=policy or DEFAULT_POLICY,
+        )
     )
+
+
+def _sends_png(env: GuiEnv) -> GuiEnv:
+    """A served env: the captured PNG travels as is, so the env need not decode it."""
+    env.decode_screenshots = False
+    return env

@@ -28,9 +28,19 @@ def encode_observation(
     """The observation as JSON. `captured`: the PNG the environment captured this
     screenshot from; when it is a PNG of the screenshot's size it travels as is (the
     same pixels once decoded to RGB, lossless either way), instead of being encoded
-    again (about 16 ms for 1280x800 at compress level 1)."""
+    again (about 16 ms for 1280x800 at compress level 1). A screenshot of None (a
+    server's env that does not decode its captures) is that PNG itself."""
     out = {k: v for k, v in obs.items() if k != "screenshot"}
-    shot = np.asarray(obs["screenshot"], dtype=np.uint8)
+    shot = obs["screenshot"]
+    if shot is None:
+        if png_size(captured) is None:
+            raise ValueError("an observation without pixels needs the PNG it was captured as")
+        if image_format == "png":
+            width, height = png_size(captured)
+            out["screenshot"] = _wire_image("png", width, height, captured)
+            return json_safe(out)
+        shot = np.asarray(Image.open(io.BytesIO(captured)).convert("RGB"), dtype=np.uint8)
+    shot = np.asarray(shot, dtype=np.uint8)
     data = _same_png(captured, shot.shape) if image_format == "png" else None
     if data is None:
         buf = io.BytesIO()
@@ -40,21 +50,31 @@ def encode_observation(
         else:
             image.save(buf, format="PNG", compress_level=1)  # fast: the wire is loopback or a LAN
         data = buf.getvalue()
-    out["screenshot"] = {
+    out["screenshot"] = _wire_image(image_format, int(shot.shape[1]), int(shot.shape[0]), data)
+    return json_safe(out)
+
+
+def _wire_image(image_format: str, width: int, height: int, data: bytes) -> dict:
+    return {
         "format": image_format,
-        "width": int(shot.shape[1]),
-        "height": int(shot.shape[0]),
+        "width": width,
+        "height": height,
         "data": base64.b64encode(data).decode("ascii"),
     }
-    return json_safe(out)
+
+
+def png_size(data: bytes | None) -> tuple[int, int] | None:
+    """(width, height) of a PNG from its header; None when `data` is not a PNG."""
+    if not data or not data.startswith(_PNG_MAGIC) or len(data) < 24:
+        return None
+    width, height = struct.unpack(">II", data[16:24])  # IHDR, always the first chunk
+    return width, height
 
 
 def _same_png(captured: bytes | None, shape: tuple) -> bytes | None:
     """`captured` when it is a PNG of `shape`'s width and height (its header says so)."""
-    if not captured or not captured.startswith(_PNG_MAGIC) or len(captured) < 24:
-        return None
-    width, height = struct.unpack(">II", captured[16:24])  # IHDR, always the first chunk
-    return captured if (height, width) == tuple(shape[:2]) else None
+    size = png_size(captured)
+    return captured if size is not None and (size[1], size[0]) == tuple(shape[:2]) else None
 
 
 def decode_observation(wire: dict) -> dict:

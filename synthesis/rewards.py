@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import math
-import re
-from collections import Counter
 from collections.abc import Iterable
 
 from schemas.actions import Action, ActionType
@@ -21,13 +19,12 @@ from schemas.converters import swipe_direction
 from schemas.converters.gui_libra import Coords, from_gui_libra
 from schemas.errors import SchemaError
 from schemas.records import Step
+from synthesis.gui_reward import MIN_VALUE_F1, tokens, value_f1  # noqa: F401 (re-exported)
+from synthesis.gui_reward import TOLERANCE as POINT_TOLERANCE
+from synthesis.gui_reward import W_FORMAT as STEP_W_FORMAT
+from synthesis.gui_reward import W_MATCH as STEP_W_MATCH
 
 W_TASK, W_FORMAT, W_REFLECTION, W_INVALID = 1.0, 0.1, 0.3, 2.0
-STEP_W_FORMAT, STEP_W_MATCH = 0.1, 0.9
-MIN_VALUE_F1 = 0.5
-# Without the target's box, a predicted point counts as "in the box" within this
-# normalised distance of the recorded point (about a button's half-height on a phone).
-POINT_TOLERANCE = 0.04
 
 
 def _unit(name: str, value: float | bool) -> float:
@@ -83,43 +80,8 @@ def composite_reward(
 
 
 # -- the step reward ------------------------------------------------------------------
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased word tokens; every Chinese character (and CJK punctuation) is one token."""
-    out: list[str] = []
-    for chunk in _WORD.findall(text.lower()):
-        # \w matches CJK characters too: split them off one by one.
-        buf = ""
-        for ch in chunk:
-            if _CJK.match(ch):
-                if buf:
-                    out.append(buf)
-                    buf = ""
-                out.append(ch)
-            else:
-                buf += ch
-        if buf:
-            out.append(buf)
-    return out
-
-
-def value_f1(a: str | None, b: str | None) -> float:
-    """Token F1 of two values (SQuAD-style multiset overlap); both empty = 1.0, one empty = 0.0."""
-    ta, tb = tokens(a or ""), tokens(b or "")
-    if not ta and not tb:
-        return 1.0
-    if not ta or not tb:
-        return 0.0
-    common = sum((Counter(ta) & Counter(tb)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(ta), common / len(tb)
-    return 2 * precision * recall / (precision + recall)
-
-
+# The F1 and the weights live in synthesis.gui_reward (the text-level reward the RL
+# loops share); step_reward applies them to canonical Actions.
 def action_value(action: Action) -> str:
     """The action's GUI-Libra `value`: the text, a scroll/swipe direction, or ""."""
     if action.type == ActionType.SWIPE:

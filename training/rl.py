@@ -5,10 +5,10 @@
 Each step takes `prompts_per_step` samples of the split (their system + human
 turns, mode "direct" or "reason" by `mode_filter`; None takes both), samples
 `group_size` completions of each from the policy (training.generation), and
-scores every completion with synthesis.rewards.step_reward against the recorded
-action: 0.1 for a parsable answer + 0.9 when type, value and point all match
-(point in the target element's box when the sample has one, else within the
-tolerance of the recorded point). A completion "succeeds" when it earns the 0.9
+scores every completion with synthesis.gui_reward (the reward verl and EasyR1 load
+too) against the sample's ground truth: 0.1 for a parsable answer + 0.9 when type,
+value and point all match (point in the target element's box when it holds the
+recorded point, else within the tolerance of the recorded point). A completion "succeeds" when it earns the 0.9
 term. Per group: advantages (r - mean) / std, negatives scaled by
 lambda = min(lambda0 + kappa * p_hat, 1) with p_hat the group's success rate; the
 loss is GRPO's clipped surrogate with beta * k3 KL to the frozen reference model
@@ -46,10 +46,9 @@ from typing import Any
 
 import torch
 
-from schemas.actions import Action
 from schemas.errors import SchemaError
+from synthesis import gui_reward
 from synthesis.curriculum import CurriculumSampler
-from synthesis.rewards import STEP_W_MATCH, step_reward
 
 from .checkpoint import (
     checkpoint_id,
@@ -78,32 +77,34 @@ RewardFn = Callable[[list[str], dict], list[float]]
 # -- rewards ----------------------------------------------------------------------------
 
 
-def reference_box(sample_json: dict, ref: Action) -> tuple[float, float, float, float] | None:
-    """The sample's target_box when it holds the recorded point; None otherwise (then the
-    reward tests the tolerance circle around the recorded point). A box that misses the
-    recorded point would mark the recording itself wrong."""
-    box = sample_json.get("target_box")
-    if box is None or ref.x is None:
-        return None
-    x0, y0, x1, y1 = box
-    return tuple(box) if x0 <= ref.x <= x1 and y0 <= ref.y <= y1 else None
+def sample_ground_truth(sample_json: dict) -> dict:
+    """The sample's ground truth for synthesis.gui_reward: its recorded GUI-Libra answer,
+    action, frame and target box (what `trajforge convert --format verl` writes)."""
+    try:
+        answer = sample_json["answer"]
+        size = [int(sample_json["image"]["width"]), int(sample_json["image"]["height"])]
+        return gui_reward.ground_truth(
+            answer["action_type"],
+            answer.get("point_2d"),
+            answer.get("value"),
+            coords=sample_json.get("coords", "pixels"),  # the set's model profile's coordinates
+            size=size,
+            target_box=sample_json.get("target_box"),
+            action=sample_json["action"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SchemaError(f"cannot read the recorded answer or image size: {exc}", field="answer") from None
 
 
 def step_rewards(texts: list[str], sample_json: dict) -> list[float]:
-    """synthesis.rewards.step_reward of each completion against the sample's recorded action."""
-    try:
-        ref = Action.model_validate(sample_json["action"])
-        width, height = int(sample_json["image"]["width"]), int(sample_json["image"]["height"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SchemaError(f"cannot read the recorded action or image size: {exc}", field="action") from None
-    box = reference_box(sample_json, ref)
-    coords = sample_json.get("coords", "pixels")  # the set's model profile's coordinates
-    return [step_reward(t, ref, box, width=width, height=height, coords=coords) for t in texts]
+    """synthesis.gui_reward's score of each completion against the sample's ground truth."""
+    gt = sample_ground_truth(sample_json)
+    return [gui_reward.score(t, gt)["score"] for t in texts]
 
 
 def is_success(reward: float) -> bool:
     """The step reward's match term (0.9) was earned: type, value and point all right."""
-    return reward >= STEP_W_MATCH - 1e-9
+    return reward >= gui_reward.W_MATCH - 1e-9
 
 
 # -- prompts ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import tarfile
 import time
@@ -514,6 +515,11 @@ def train(
     launch.write(request.out)
     import os
 
+    for cmd in launch.prepare:  # e.g. the set converted to the engine's format
+        code = subprocess.call(cmd, cwd=launch.cwd)
+        if code != 0:
+            _to_stderr(f"error: {shlex.join(cmd)} exited with {code}")
+            raise typer.Exit(code)
     code = subprocess.call(launch.argv, cwd=launch.cwd, env={**os.environ, **launch.env})
     if code != 0:
         _to_stderr(f"error: engine {engine} exited with {code}")

@@ -5,6 +5,7 @@ schema (LLaMA-Factory, ms-swift, verl, EasyR1) and `datasets` reading hf-parquet
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +14,8 @@ from trajforge.cli import app
 from trajforge.convert import FORMATS, MANIFEST, convert, output, round_trip
 from trajforge.convert.source import iter_items
 from trajforge.publish.shards import read_manifest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -49,14 +52,32 @@ def test_round_trip_detects_a_changed_sample(reasoning_dir, tmp_path):
     assert len(problems) == 1 and problems[0].startswith(row["id"] + ": answer")
 
 
-def test_swipes_are_listed_for_rl_formats_never_dropped(reasoning_dir, tmp_path):
-    swipes = [it.key for it in iter_items(reasoning_dir) if it.action_type == "Swipe"]
-    assert swipes
-    for fmt in ("verl", "easyr1"):
-        m = convert(reasoning_dir, fmt, tmp_path / fmt)
-        assert sorted(i["key"] for i in m["inexpressible"]) == sorted(swipes)
-        assert all("swipe" in i["reason"] for i in m["inexpressible"])
-    assert convert(reasoning_dir, "swift", tmp_path / "sw")["inexpressible_count"] == 0
+def test_rl_formats_express_every_action_and_carry_the_reward(reasoning_dir, tmp_path):
+    """Swipes and long presses are written (direction and end point, duration), and the
+    output carries the reward file its README and manifest point the trainer at."""
+    items = {it.key: it for it in iter_items(reasoning_dir)}
+    swipes = [k for k, it in items.items() if it.action_type == "Swipe"]
+    presses = [k for k, it in items.items() if it.action_type == "LongPress"]
+    assert swipes and presses
+    for fmt, name in (("verl", "compute_score"), ("easyr1", "compute_score_easyr1")):
+        out = tmp_path / fmt
+        m = convert(reasoning_dir, fmt, out)
+        assert m["inexpressible_count"] == 0 and m["samples"] == len(items)
+        assert m["reward_function"] == {"path": "reward.py", "readme": "README.md", "name": name}
+        assert (out / "reward.py").read_bytes() == (ROOT / "synthesis" / "gui_reward.py").read_bytes()
+        assert (
+            f"reward.py:{name}" in (out / "README.md").read_text() or name in (out / "README.md").read_text()
+        )
+        rows = {}
+        for _, row in output.parquet_rows(out):
+            key = row["extra_info"]["key"] if fmt == "verl" else row["key"]
+            rows[key] = json.loads(row["reward_model"]["ground_truth"] if fmt == "verl" else row["answer"])
+        for k in swipes:
+            act = items[k].meta["action"]
+            assert rows[k]["direction"] in ("up", "down", "left", "right"), k
+            assert rows[k]["end"] == [act["x2"], act["y2"]] and rows[k]["point_norm"] == [act["x"], act["y"]]
+        for k in presses:
+            assert rows[k]["action_type"] == "LongPress" and rows[k]["point"] is not None
 
 
 def test_a_killed_run_leaves_nothing_complete_and_a_rerun_restarts(reasoning_dir, tmp_path, monkeypatch):

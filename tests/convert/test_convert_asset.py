@@ -30,7 +30,7 @@ def test_asset_converts_every_set_and_the_check_can_fail(reasoning_dir, groundin
         "reasoning_set/llamafactory",
         "reasoning_set/verl",
     ]
-    assert outputs["reasoning_set/verl"]["inexpressible"] > 0  # the swipes, listed
+    assert outputs["reasoning_set/verl"]["inexpressible"] == 0  # swipes too are expressed
     [check] = result.get_asset_check_evaluations()
     assert check.passed and check.metadata["outputs"].value == 4
 

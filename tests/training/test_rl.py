@@ -16,13 +16,22 @@ import torch
 from safetensors.torch import load_file
 
 from schemas.actions import Action, ActionType
+from schemas.converters import swipe_direction
 from schemas.converters.gui_libra import to_gui_libra
 from tests.training.conftest import TINY_IMAGE_PIXELS
 from training.checkpoint import load_policy
 from training.config import RLConfig
 from training.data import iter_reasoning_samples
 from training.pipes_report import StdoutReporter
-from training.rl import CurriculumPrompts, is_success, reference_box, rl_step, run_rl, setup, step_rewards
+from training.rl import (
+    CurriculumPrompts,
+    is_success,
+    rl_step,
+    run_rl,
+    sample_ground_truth,
+    setup,
+    step_rewards,
+)
 
 SPLITS = ("train", "val", "test")
 
@@ -47,7 +56,8 @@ def _cfg(model, shards, tmp_path, **kw) -> RLConfig:
 
 def test_step_rewards_score_recorded_answers(small_reasoning_set):
     samples = [s for split in SPLITS for s in iter_reasoning_samples(small_reasoning_set, split)]
-    boxed_taps = 0
+    boxed_taps = swipes = 0
+    opposite = {"up": "down", "down": "up", "left": "right", "right": "left"}
     for s in samples:
         j = s.json
         gpt = j["conversations"][-1]["value"]
@@ -55,7 +65,11 @@ def test_step_rewards_score_recorded_answers(small_reasoning_set):
         assert step_rewards([gpt, "I would tap somewhere"], j) == [pytest.approx(1.0), 0.0], s.key
         ref = Action.model_validate(j["action"])
         w, h = j["image"]["width"], j["image"]["height"]
-        box = reference_box(j, ref)
+        box = j.get("target_box")
+        if box is not None and (
+            ref.x is None or not (box[0] <= ref.x <= box[2] and box[1] <= ref.y <= box[3])
+        ):
+            box = None  # the reward tests the tolerance circle then
         if ref.type == ActionType.TAP and box is not None:
             boxed_taps += 1
             x0, y0, x1, y1 = box
@@ -66,10 +80,17 @@ def test_step_rewards_score_recorded_answers(small_reasoning_set):
             wrong_type = Action(type=ActionType.LONG_PRESS, x=ref.x, y=ref.y, duration_ms=800)
             got = step_rewards([to_gui_libra(a, w, h) for a in (inside, outside, wrong_type)], j)
             assert got == [pytest.approx(1.0), pytest.approx(0.1), pytest.approx(0.1)]
+        if ref.type == ActionType.SWIPE:  # scored: direction right, start on the target
+            swipes += 1
+            gt = sample_ground_truth(j)
+            assert gt["direction"] == swipe_direction(ref) and gt["end"] == [ref.x2, ref.y2]
+            turned = ref.model_copy(update={"direction": opposite[gt["direction"]]})
+            got = step_rewards([to_gui_libra(ref, w, h), to_gui_libra(turned, w, h)], j)
+            assert got == [pytest.approx(1.0), pytest.approx(0.1)], s.key
         if j.get("target_box") and ref.x is not None and box is None:
             x0, y0, x1, y1 = j["target_box"]  # the box misses the recorded point: not used
             assert not (x0 <= ref.x <= x1 and y0 <= ref.y <= y1)
-    assert boxed_taps > 0  # the fixture has taps on a target element
+    assert boxed_taps > 0 and swipes > 0  # the fixture has taps on a target element, swipes
     assert is_success(1.0) and is_success(0.9) and not is_success(0.1)
 
 

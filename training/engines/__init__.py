@@ -66,6 +66,8 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)  # added to the environment
     cwd: Path = ROOT
     notes: list[str] = field(default_factory=list)  # what the dry run should say besides
+    # Commands run (in order, in cwd) before argv, e.g. converting the set to the engine's format.
+    prepare: list[list[str]] = field(default_factory=list)
 
     def write(self, out: Path) -> list[Path]:
         """Write the configuration files under `out`; their paths."""
@@ -81,6 +83,7 @@ class Launch:
         """What `--dry-run` prints: the environment, the command, then each file."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         lines = [f"# engine {self.engine}, {self.kind}", f"cd {shlex.quote(str(self.cwd))}"]
+        lines += [shlex.join(cmd) for cmd in self.prepare]
         lines.append((env + " " if env else "") + shlex.join(self.argv))
         lines += [f"# {n}" for n in self.notes]
         for rel, text in self.files.items():

@@ -10,10 +10,20 @@ from pathlib import Path
 
 from trajforge.convert.messages import messages
 from trajforge.convert.output import ParquetFiles, parquet_rows
-from trajforge.convert.rl import ground_truth, image_struct
+from trajforge.convert.rl import ground_truth, image_struct, write_reward
 from trajforge.convert.source import Item
 
 NAME = "easyr1"
+HOW = """## EasyR1
+
+In the config (`python3 -m verl.trainer.main config=...` of EasyR1):
+
+    data: {train_files: $OUT/train.parquet, val_files: $OUT/val.parquet,
+           prompt_key: prompt, answer_key: answer, image_key: images}
+    worker: {reward: {reward_type: batch, reward_function: $OUT/reward.py:compute_score_easyr1}}
+
+`trajforge train rl --engine easyr1` writes the whole config.
+"""
 
 
 def schema():
@@ -35,6 +45,7 @@ def schema():
 
 class Writer:
     def __init__(self, tmp: Path, dataset: str):
+        self.tmp = tmp
         self.files = ParquetFiles(tmp, schema(), subdir="")
 
     def write(self, item: Item) -> None:
@@ -55,7 +66,10 @@ class Writer:
 
     def finish(self) -> dict:
         self.files.close()
-        return {"files": [self.files.path(s).name for s in self.files.splits]}
+        return {
+            "files": [self.files.path(s).name for s in self.files.splits],
+            "reward_function": {**write_reward(self.tmp, HOW), "name": "compute_score_easyr1"},
+        }
 
 
 def read_back(out: Path):

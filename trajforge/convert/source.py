@@ -112,7 +112,7 @@ def _items(kind, key, split, j, image, ext) -> Iterator[Item]:
     if kind == "action":
         conv = j["conversations"]
         point = j["answer"]["point_2d"]
-        meta.update(mode=j["mode"], target_box=j.get("target_box"))
+        meta.update(mode=j["mode"], target_box=j.get("target_box"), action=j.get("action"))
         yield Item(
             key,
             split,

@@ -11,10 +11,20 @@ from pathlib import Path
 
 from trajforge.convert.messages import messages
 from trajforge.convert.output import ParquetFiles, parquet_rows
-from trajforge.convert.rl import ground_truth, image_struct
+from trajforge.convert.rl import ground_truth, image_struct, write_reward
 from trajforge.convert.source import Item
 
 NAME = "verl"
+HOW = """## verl
+
+    python -m verl.trainer.main_ppo \\
+        data.train_files=$OUT/train.parquet data.val_files=$OUT/val.parquet \\
+        reward.custom_reward_function.path=$OUT/reward.py \\
+        reward.custom_reward_function.name=compute_score ...
+
+`trajforge train rl --engine verl` writes the whole command (GRPO with the KL loss and
+success-adaptive negative scaling, rollout n = the group size).
+"""
 
 
 def schema():
@@ -48,6 +58,7 @@ def schema():
 class Writer:
     def __init__(self, tmp: Path, dataset: str):
         self.dataset, self.n = dataset, 0
+        self.tmp = tmp
         self.files = ParquetFiles(tmp, schema(), subdir="")
 
     def write(self, item: Item) -> None:
@@ -74,7 +85,10 @@ class Writer:
 
     def finish(self) -> dict:
         self.files.close()
-        return {"files": [self.files.path(s).name for s in self.files.splits]}
+        return {
+            "files": [self.files.path(s).name for s in self.files.splits],
+            "reward_function": {**write_reward(self.tmp, HOW), "name": "compute_score"},
+        }
 
 
 def read_back(out: Path):

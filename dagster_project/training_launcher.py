@@ -31,6 +31,8 @@ from typing import Any
 import dagster as dg
 import yaml
 
+from training.engines import Launch
+
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER_ENV = "TRAJFORGE_TRAIN_LAUNCHER"
 CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"  # k8s: the config, written to a file in the pod
@@ -137,6 +139,84 @@ class TrainingLauncher(dg.ConfigurableResource):
             )
             .get_materialize_result()
         )
+
+    def run_launch(
+        self,
+        context: dg.AssetExecutionContext,
+        launch: Launch,
+        *,
+        out: Path,
+        data_root: Path,
+        extras: Mapping[str, Any] | None = None,
+    ) -> dg.MaterializeResult:
+        """Run an engine's Launch (training.engines.plan) under Pipes: its files written under
+        `out`, the set converted to the engine's format where it asks (kept while the set is
+        unchanged), then its argv with its env in its cwd; what the process reported."""
+        from trajforge.convert import ensure_converted
+
+        launch.write(out)
+        for c in launch.conversions:
+            if ensure_converted(c.set_dir, c.format, c.out) is not None:
+                context.log.info(f"converted {c.set_dir} to {c.format} under {c.out}")
+        kind = self.resolved_kind
+        context.log.info(f"training with engine {launch.engine} via {kind}: {shlex.join(launch.argv)}")
+        env = {
+            "TRAJFORGE_DATA": str(data_root),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            **launch.env,
+        }
+        if kind == "subprocess":
+            client = dg.PipesSubprocessClient(cwd=str(launch.cwd), env=env)
+            return client.run(
+                command=list(launch.argv), context=context, extras=dict(extras or {})
+            ).get_materialize_result()
+
+        from dagster_k8s import PipesK8sClient
+
+        if not self.image:
+            raise ValueError("TrainingLauncher(kind='k8s') needs an image")
+        command, pod_env = launch_pod_command(launch, out, self.pod_python, str(data_root), self.mount_path)
+        return (
+            PipesK8sClient()
+            .run(
+                context=context,
+                image=self.image,
+                namespace=self.namespace or None,
+                command=command,
+                env={**pod_env, **launch.env, "TRAJFORGE_DATA": self.mount_path},
+                base_pod_spec=build_pod_spec(self),
+                extras=dict(extras or {}),
+                pod_wait_timeout=self.pod_wait_timeout_s,
+            )
+            .get_materialize_result()
+        )
+
+
+def launch_pod_command(
+    launch: Launch, out: Path, python: str, local_root: str, pod_root: str
+) -> tuple[list[str], dict[str, str]]:
+    """(command, env) of a pod that runs an engine's Launch: each of its files travels in an
+    env var and is written at its path under the mount, then the argv is exec'd with the
+    pod's interpreter and paths. The converted data must already be on the volume (the run
+    worker shares it)."""
+    env, writes = {}, []
+    for i, (rel, text) in enumerate(launch.files.items()):
+        name = f"TRAJFORGE_TRAIN_FILE_{i}"
+        env[name] = rewrite_text(text, local_root, pod_root)
+        path = shlex.quote(rewrite_text(str(out / rel), local_root, pod_root))
+        writes.append(f'mkdir -p "$(dirname {path})" && printf "%s" "${name}" > {path}')
+    # the engine's interpreter (the first word, or the one a shell line execs) is the pod's
+    shell = list(launch.argv[:2]) == ["/bin/sh", "-c"]
+    interpreter = shlex.split(launch.argv[2])[1] if shell else launch.argv[0]
+    run = launch.argv[2] if shell else "exec " + shlex.join(launch.argv)
+    run = rewrite_text(run.replace(shlex.quote(interpreter), shlex.quote(python), 1), local_root, pod_root)
+    return ["/bin/sh", "-c", " && ".join([*writes, run])], env
+
+
+def rewrite_text(text: str, local_root: str, pod_root: str) -> str:
+    """Every occurrence of the local data root in a text (a config, a command) moved to the mount."""
+    local_root = local_root.rstrip("/")
+    return text.replace(local_root + "/", pod_root.rstrip("/") + "/")
 
 
 def pod_command(python: str, module: str, nproc_per_node: int = 1) -> list[str]:

@@ -22,9 +22,10 @@ TINY = "tiny"
 
 # Fields that say where or how verbosely to run, not what is trained: left out of the
 # checkpoint id so that moving a run to another folder or GPU finds the same checkpoint.
-# allow_template_thoughts only gates the run (it changes nothing in what is trained).
+# allow_template_thoughts only gates the run (it changes nothing in what is trained);
+# data_dir is a converted copy of `shards`, which identifies the data.
 NON_IDENTITY_FIELDS = frozenset(
-    {"out_dir", "device", "log_every", "skip_bad_samples", "compile", "allow_template_thoughts"}
+    {"out_dir", "device", "log_every", "skip_bad_samples", "compile", "allow_template_thoughts", "data_dir"}
 )
 
 
@@ -110,6 +111,25 @@ class SFTConfig(TrainConfig):
     def _alpha_positive(cls, v: float) -> float:
         if v <= 0:
             raise ValueError("must be > 0")
+        return v
+
+
+class TrlSFTConfig(SFTConfig):
+    """SFT through TRL's SFTTrainer (training.trl_sft): the SFT fields, read from the TRL
+    conversion of the set (`data_dir`, trajforge.convert format trl) with the same
+    span weights; `shards` stays the set itself (its manifest is the data's identity and
+    feeds the thought and frame gates)."""
+
+    data_dir: str  # the TRL conversion: manifest.json and data/<split>.parquet
+    gradient_accumulation_steps: int = 1
+    # more trl.SFTConfig fields (e.g. {"optim": "adamw_torch_fused", "lr_scheduler_type": "cosine"})
+    trainer: dict[str, Any] = {}
+
+    @field_validator("gradient_accumulation_steps")
+    @classmethod
+    def _accumulation(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be >= 1")
         return v
 
 

@@ -37,7 +37,6 @@ def weighted_token_loss(
         )
     logits = logits[:, :-1, :]
     labels = labels[:, 1:]
-    weights = weights[:, 1:].float()
     # Fused and in fp32: a bf16 log-softmax over 150k words loses the small probabilities.
     nll = F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]).float(),
@@ -45,17 +44,33 @@ def weighted_token_loss(
         ignore_index=IGNORE,
         reduction="none",
     ).view_as(labels)
+    return weighted_nll(nll, labels, weights[:, 1:])
+
+
+def weighted_nll(
+    nll: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The reduction of `weighted_token_loss` on per-token NLL already aligned with its
+    labels and weights ([B, T'], shifted): Σ w·nll / Σ w over the trained positions.
+    A trainer that computes the token log-probabilities its own way (TRL's fused LM head,
+    training.trl_sft) reduces them here, so both paths share one definition."""
+    if nll.shape != labels.shape or labels.shape != weights.shape:
+        raise ValueError(
+            f"shapes differ: nll {tuple(nll.shape)}, labels {tuple(labels.shape)}, weights {tuple(weights.shape)}"
+        )
+    weights = weights.float()
     mask = labels != IGNORE
     w = torch.where(mask, weights, torch.zeros_like(weights))
     total_weight = w.sum()
     if total_weight <= 0:
         raise ValueError("no trained token in the batch (all labels -100 or zero weight)")
-    loss = (nll * w).sum() / total_weight
+    # where(), not a product with the mask: an ignored position's nll may be anything
+    loss = torch.where(mask, nll.float() * w, torch.zeros_like(w)).sum() / total_weight
     n = int(mask.sum())
     stats = {
         "tokens": n,
         "weight": float(total_weight),
-        "nll": float(nll.detach()[mask].sum() / max(n, 1)),
+        "nll": float(nll.detach().float()[mask].sum() / max(n, 1)),
         "loss": float(loss.detach()),
     }
     return loss, stats

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 import sys
 import tarfile
 import time
@@ -509,17 +508,23 @@ def train(
         launch = plan(engine, request)
     except EngineError as err:
         _fail(str(err))
+    from trajforge.convert import ConvertError, converted, ensure_converted
+
     if dry_run:
         typer.echo(launch.describe(request.out), nl=False)
+        for c in launch.conversions:
+            done = converted(c.set_dir, c.format, c.out)
+            typer.echo(f"# {c.out}: {'holds this version of the set' if done else 'would be converted'}")
         return
     launch.write(request.out)
+    try:
+        for c in launch.conversions:
+            if ensure_converted(c.set_dir, c.format, c.out) is not None:
+                _to_stderr(f"converted {c.set_dir} to {c.format} under {c.out}")
+    except ConvertError as err:
+        _fail(str(err))
     import os
 
-    for cmd in launch.prepare:  # e.g. the set converted to the engine's format
-        code = subprocess.call(cmd, cwd=launch.cwd)
-        if code != 0:
-            _to_stderr(f"error: {shlex.join(cmd)} exited with {code}")
-            raise typer.Exit(code)
     code = subprocess.call(launch.argv, cwd=launch.cwd, env={**os.environ, **launch.env})
     if code != 0:
         _to_stderr(f"error: engine {engine} exited with {code}")

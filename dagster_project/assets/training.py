@@ -5,6 +5,12 @@ TrainingLauncher resource (a local subprocess, or a GPU pod on Kubernetes);
 the training process reports its metrics back through Dagster Pipes, and they
 become the materialisation's metadata here (plus a loss / reward chart).
 
+`engine` (config) picks the trainer: builtin (training.sft / training.rl, as above) or
+one of the engines labs use (trl, swift, llamafactory, verl, easyr1): the asset builds a
+training.engines.TrainRequest, the engine plans the Launch (command, files, conversion of
+the set to its format) and the launcher runs it through Pipes the same way
+(docs/training.md, "Engines").
+
 Tiny mode ($TRAJFORGE_TRAIN_MODE=tiny, or no model configured anywhere): the
 offline tiny Qwen2-VL with random weights under <data>/models, a few steps on
 small images: it proves the plumbing on a CPU, its numbers mean nothing.
@@ -153,6 +159,8 @@ class TrainAssetConfig(dg.Config):
     """Fields shared by the training assets; None = the mode's default."""
 
     mode: str = ""  # tiny | full ("" = $TRAJFORGE_TRAIN_MODE, else the upstream's)
+    # builtin | trl | swift | llamafactory | verl | easyr1 (training.engines; docs/training.md)
+    engine: str = "builtin"
     max_steps: int | None = None
     lr: float | None = None
     batch_size: int | None = None
@@ -419,6 +427,46 @@ def run_dir(context: dg.AssetExecutionContext, data: Path) -> Path:
     return data / "training" / "runs" / context.run.run_id[:8]
 
 
+# -- engines other than the builtin loop (training.engines) ---------------------------------------
+
+# Engines whose entry point reads training.config's SFT fields: they get the asset's whole
+# train config (mode defaults included); the others get the `overrides` JSON, in their own terms.
+ENGINES_WITH_SFT_FIELDS = {"trl"}
+REQUEST_FIELDS = ("model_path", "shards", "out_dir", "max_steps")  # what the TrainRequest says
+
+
+def engine_out(data: Path, engine: str, kind: str) -> Path:
+    """Where an engine's configs, converted data and checkpoints go (kept across runs: the
+    conversion is reused while the set is unchanged, a finished checkpoint is found again)."""
+    return data / "training" / "engines" / engine / kind
+
+
+def engine_request(
+    engine: str, kind: str, train_config: dict, overrides_json: str, out: Path, launcher: TrainingLauncher
+):
+    """(TrainRequest, Launch) for a non-builtin engine; a clear error for an unknown engine,
+    one not built in this version, or a kind or option it does not take."""
+    from training.engines import EngineError, TrainRequest, plan
+
+    if engine in ENGINES_WITH_SFT_FIELDS:
+        options = {k: v for k, v in train_config.items() if k not in REQUEST_FIELDS}
+    else:
+        options = json.loads(overrides_json) if overrides_json else {}
+    try:
+        request = TrainRequest(
+            kind,
+            Path(train_config["shards"]),
+            str(train_config["model_path"]),
+            out,
+            gpus=max(launcher.nproc_per_node, 1),
+            max_steps=train_config.get("max_steps"),
+            options=options,
+        )
+        return request, plan(engine, request)
+    except EngineError as exc:
+        raise dg.Failure(f"{kind} with engine {engine!r}: {exc}") from None
+
+
 # -- the assets -------------------------------------------------------------------------------
 
 SFT_CHECK = dg.AssetCheckSpec(
@@ -440,13 +488,15 @@ def sft_checkpoint(
     (reasoning 1, action alpha_a, coordinates alpha_g), through training.sft."""
     data = storage.path
     mode = train_mode(config.model_path, config.mode)
-    result = launcher.launch(
-        context,
-        "training.sft",
-        sft_train_config(config, data, storage.shards_dir(REASONING_SET), mode),
-        work_dir=run_dir(context, data),
-        data_root=data,
-    )
+    train_config = sft_train_config(config, data, storage.shards_dir(REASONING_SET), mode)
+    if config.engine == "builtin":
+        result = launcher.launch(
+            context, "training.sft", train_config, work_dir=run_dir(context, data), data_root=data
+        )
+    else:
+        out = engine_out(data, config.engine, "sft")
+        _, launch = engine_request(config.engine, "sft", train_config, config.overrides, out, launcher)
+        result = launcher.run_launch(context, launch, out=out, data_root=data)
     losses = reported_series(result, "losses")
     passed, detail = loss_fell(losses)
     check = dg.AssetCheckResult(check_name=SFT_CHECK.name, passed=passed, metadata={"detail": detail})
@@ -480,13 +530,17 @@ def rl_checkpoint(
     )
     mode = train_mode("", config.mode or upstream_mode)
     module = "training.online" if config.online else "training.rl"
-    result = launcher.launch(
-        context,
-        module,
-        rl_train_config(config, data, storage.shards_dir(REASONING_SET), init, mode),
-        work_dir=run_dir(context, data),
-        data_root=data,
-    )
+    train_config = rl_train_config(config, data, storage.shards_dir(REASONING_SET), init, mode)
+    if config.engine == "builtin":
+        result = launcher.launch(
+            context, module, train_config, work_dir=run_dir(context, data), data_root=data
+        )
+    else:
+        if config.online:
+            raise dg.Failure(f"online RL (training.online) runs on the builtin engine, not {config.engine!r}")
+        out = engine_out(data, config.engine, "rl")
+        _, launch = engine_request(config.engine, "rl", train_config, config.overrides, out, launcher)
+        result = launcher.run_launch(context, launch, out=out, data_root=data)
     series = rl_series(result)
     return finish(
         result,

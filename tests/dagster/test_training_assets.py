@@ -230,3 +230,87 @@ def test_online_rl_takes_its_rollout_pool_from_the_asset_config_or_the_ray_addre
     assert (on_ray.rollout_envs, on_ray.ray_address) == (4, "ray://head:10001")
     # Where the rollouts play is not part of what is trained: the same checkpoint id.
     assert on_ray.identity() == online.identity()
+
+
+def test_sft_with_engine_trl_materialises_through_pipes(tmp_path, monkeypatch):
+    """engine: trl: the set converted to TRL's format, TRL's SFTTrainer in a child process
+    (python -m training.trl_sft) under PipesSubprocessClient; its metrics are the metadata."""
+    from training.checkpoint import load_policy
+
+    monkeypatch.setenv("TRAJFORGE_TRAIN_MODE", "tiny")
+    data = tmp_path / "data"
+    shutil.move(str(build_small_reasoning_set(tmp_path / "build")), data / "shards" / "reasoning_set")
+    defs = dg.Definitions(
+        assets=TRAINING_ASSETS,
+        resources={
+            "storage": StorageResource(root=str(data)),
+            "launcher": TrainingLauncher(kind="subprocess"),
+        },
+    )
+    sft_config = {
+        "engine": "trl",
+        "model_path": str(tiny_model_path()),
+        "max_steps": 3,
+        "lr": 1e-3,
+        "max_samples": 4,
+        "max_length": 1024,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "overrides": json.dumps({"mode_filter": "direct"}),
+    }
+    result = dg.materialize(
+        [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]],
+        resources=defs.resources,
+        run_config={"ops": {"sft_checkpoint": {"config": sft_config}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    sft = _meta(result, "sft_checkpoint")
+    assert sft["engine"] == "trl" and sft["steps"] == 3 and sft["train_mode"] == "tiny"
+    losses = json.loads(sft["losses"])
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses) and sft["loss_last"] == losses[-1]
+    assert sft["tokens_per_s"] > 0 and sft["trained_tokens"] > 0
+    ckpt = Path(sft["checkpoint_path"])
+    out = data / "training" / "engines" / "trl" / "sft"
+    assert ckpt.parent == out / "checkpoints" and ckpt.name == sft["checkpoint_id"]
+    assert json.loads((ckpt / "metrics.json").read_text())["losses"] == losses
+    assert (out / "data" / "data" / "train.parquet").is_file()  # the TRL conversion, kept
+    model, _ = load_policy(ckpt, "cpu")  # transformers loads the checkpoint TRL saved
+    assert model.config.model_type == "qwen2_vl"
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks["sft_loss_fell"].passed is loss_fell(losses)[0] is True
+
+
+@pytest.mark.parametrize(
+    "engine, kind, message",
+    [("nope", "sft", "engine 'nope'"), ("trl", "rl", "engine trl trains SFT")],
+)
+def test_an_engine_that_cannot_take_the_request_fails_clearly(tmp_path, engine, kind, message):
+    from dagster_project.assets.training import engine_request
+
+    config = {"model_path": "tiny", "shards": str(tmp_path), "max_steps": 1}
+    with pytest.raises(dg.Failure, match=message):
+        engine_request(engine, kind, config, "", tmp_path, TrainingLauncher(kind="subprocess"))
+
+
+def test_an_engine_launch_becomes_a_valid_pod(tmp_path):
+    from dagster_k8s.pipes import build_pod_body
+
+    from dagster_project.training_launcher import launch_pod_command
+    from training.engines import TrainRequest, plan
+
+    data = tmp_path / "data"
+    out = data / "training" / "engines" / "trl" / "sft"
+    shards = data / "shards" / "reasoning_set"
+    launch = plan("trl", TrainRequest("sft", shards, "tiny", out, gpus=8))
+    command, env = launch_pod_command(launch, out, "python", str(data), "/data")
+    pod = build_pod_body(
+        "p", "img", command, env, None, build_pod_spec(TrainingLauncher(kind="k8s", image="i"))
+    )
+    script = pod.spec.containers[0].command[-1]
+    assert str(data) not in script and str(data) not in "".join(env.values())
+    assert script.endswith(
+        "exec python -m accelerate.commands.launch --config_file /data/training/engines/trl/sft/accelerate.yaml "
+        "-m training.trl_sft --config /data/training/engines/trl/sft/trl_sft.yaml"
+    )
+    assert "> /data/training/engines/trl/sft/trl_sft.yaml" in script
+    assert "shards: /data/shards/reasoning_set" in env["TRAJFORGE_TRAIN_FILE_0"]

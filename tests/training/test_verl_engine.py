@@ -225,9 +225,9 @@ def test_dry_run_prints_the_convert_and_verl_commands(verl_rows, tmp_path):
     )
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    convert_cmd = shlex.split(lines[2])
-    assert convert_cmd[-6:] == ["convert", str(set_dir), "--to", "verl", "--out", str(out / "data")]
-    verl_cmd = shlex.split(lines[3])
+    assert f"# before the command: convert {set_dir} to verl under {out / 'data'}" in res.output
+    assert f"# {out / 'data'}: would be converted" in lines
+    verl_cmd = shlex.split(lines[2])
     assert verl_cmd[:2] == ["PYTHONPATH=" + ROOT, "VERL_USE_EXTERNAL_MODULES=training.engines.verl_ext"]
     for want in (
         "algorithm.adv_estimator=trajforge_gui_grpo",
@@ -273,4 +273,4 @@ def test_easyr1_reward_signature_and_config(verl_rows, tmp_path):
         8,
         8,
     )
-    assert launch.prepare[0][-3:] == ["easyr1", "--out", str(out / "data")]
+    assert [(c.format, c.out) for c in launch.conversions] == [("easyr1", out / "data")]

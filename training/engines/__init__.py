@@ -57,6 +57,20 @@ class TrainRequest:
             raise EngineError(f"gpus {self.gpus} / nodes {self.nodes}: need gpus >= 0 and nodes >= 1")
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """A set the engine reads in another trainer format: `trajforge train` and the training
+    assets convert it (trajforge.convert.ensure_converted) before the command, unless `out`
+    already holds the conversion of this version of the set."""
+
+    set_dir: Path
+    format: str  # a trajforge.convert format: trl, swift, llamafactory, verl, easyr1
+    out: Path
+
+    def __str__(self) -> str:
+        return f"convert {self.set_dir} to {self.format} under {self.out} (unless it holds this version)"
+
+
 @dataclass
 class Launch:
     engine: str
@@ -66,11 +80,11 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)  # added to the environment
     cwd: Path = ROOT
     notes: list[str] = field(default_factory=list)  # what the dry run should say besides
-    # Commands run (in order, in cwd) before argv, e.g. converting the set to the engine's format.
-    prepare: list[list[str]] = field(default_factory=list)
+    conversions: list[Conversion] = field(default_factory=list)  # done before the command
 
     def write(self, out: Path) -> list[Path]:
-        """Write the configuration files under `out`; their paths."""
+        """Write the configuration files under `out`; their paths. (The conversions are the
+        caller's: trajforge.convert.ensure_converted, which this layer does not import.)"""
         written = []
         for rel, text in self.files.items():
             path = out / rel
@@ -83,9 +97,9 @@ class Launch:
         """What `--dry-run` prints: the environment, the command, then each file."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         lines = [f"# engine {self.engine}, {self.kind}", f"cd {shlex.quote(str(self.cwd))}"]
-        lines += [shlex.join(cmd) for cmd in self.prepare]
         lines.append((env + " " if env else "") + shlex.join(self.argv))
         lines += [f"# {n}" for n in self.notes]
+        lines += [f"# before the command: {c}" for c in self.conversions]
         for rel, text in self.files.items():
             lines += ["", f"# --- {out / rel} ---", text.rstrip("\n")]
         return "\n".join(lines) + "\n"

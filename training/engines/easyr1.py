@@ -66,7 +66,7 @@ def plan(request: TrainRequest) -> Launch:
     if request.gpus < 1:
         raise EngineError("engine easyr1 needs GPUs (its rollout is vLLM): --gpus >= 1")
     o = {**DEFAULTS, **request.options}
-    convert, train, val = converted(request, "easyr1")
+    conversion, train, val = converted(request, "easyr1")
     cfg = config(request, o, train, val)
     argv = [python_for("easyr1"), "-m", "verl.trainer.main", f"config={request.out / 'easyr1.yaml'}"]
     notes = [
@@ -79,5 +79,5 @@ def plan(request: TrainRequest) -> Launch:
         argv,
         files={"easyr1.yaml": yaml.safe_dump(cfg, sort_keys=False)},
         notes=notes,
-        prepare=[convert],
+        conversions=[conversion],
     )

@@ -31,7 +31,7 @@ import json
 
 import yaml
 
-from training.engines import ROOT, EngineError, Launch, TrainRequest, python_for
+from training.engines import ROOT, Conversion, EngineError, Launch, TrainRequest, python_for
 
 ADV_ESTIMATOR = "trajforge_gui_grpo"  # training.engines.verl_ext.NAME (that module imports verl)
 EXT_MODULE = "training.engines.verl_ext"
@@ -75,15 +75,14 @@ def set_splits(request: TrainRequest) -> list[str]:
         raise EngineError(f"--set {request.set_dir}: cannot read its manifest.json ({err})") from None
 
 
-def converted(request: TrainRequest, fmt: str) -> tuple[list[str], str, str]:
-    """(the convert command, train file, val file) for the set under OUT/data."""
+def converted(request: TrainRequest, fmt: str) -> tuple[Conversion, str, str]:
+    """(the set's conversion to `fmt` under OUT/data, train file, val file)."""
     splits = set_splits(request)
     if "train" not in splits:
         raise EngineError(f"--set {request.set_dir}: no train split (has {', '.join(splits) or 'none'})")
     val = next((s for s in ("val", "test") if s in splits), "train")
     data = request.out / "data"
-    cmd = [python_for("builtin"), "-m", "trajforge.cli", "convert", str(request.set_dir), "--to", fmt]
-    return cmd + ["--out", str(data)], str(data / "train.parquet"), str(data / f"{val}.parquet")
+    return Conversion(request.set_dir, fmt, data), str(data / "train.parquet"), str(data / f"{val}.parquet")
 
 
 def overrides(request: TrainRequest, o: dict, train: str, val: str) -> list[str]:
@@ -143,7 +142,7 @@ def plan(request: TrainRequest) -> Launch:
     if request.kind != "rl":
         raise EngineError("engine verl trains rl only (sft: use trl, swift or llamafactory)")
     o = options(request)
-    files, prepare, notes = {}, [], []
+    files, conversions, notes = {}, [], []
     if o["online"]:
         if not o["tasks"]:
             raise EngineError("engine verl online: --option tasks=<episode rows, training/env_tasks.py>")
@@ -161,8 +160,8 @@ def plan(request: TrainRequest) -> Launch:
         files["agent_loop.yaml"] = yaml.safe_dump([loop], sort_keys=False)
         notes.append("online: episodes on the environment server; reward = its verifier's")
     else:
-        convert, train, val = converted(request, "verl")
-        prepare.append(convert)
+        conversion, train, val = converted(request, "verl")
+        conversions.append(conversion)
         reward = request.out / "data" / "reward.py"
         extra = [
             f"reward.custom_reward_function.path={reward}",
@@ -173,4 +172,4 @@ def plan(request: TrainRequest) -> Launch:
     argv = [python_for("verl"), "-m", "verl.trainer.main_ppo", *overrides(request, o, train, val), *extra]
     argv += [str(x) for x in o["overrides"]]
     env = {"VERL_USE_EXTERNAL_MODULES": EXT_MODULE, "PYTHONPATH": str(ROOT)}
-    return Launch("verl", "rl", argv, files=files, env=env, notes=notes, prepare=prepare)
+    return Launch("verl", "rl", argv, files=files, env=env, notes=notes, conversions=conversions)

@@ -12,6 +12,7 @@ compares every sample's prompt, answer, image hash and coordinates with the set.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from itertools import islice
@@ -26,7 +27,7 @@ from trajforge.convert.source import ConvertError, iter_items, open_set
 
 FORMATS = {m.NAME: m for m in (llamafactory, swift, verl, easyr1, trl, hf_parquet)}
 
-__all__ = ["FORMATS", "ConvertError", "convert", "round_trip", "MANIFEST"]
+__all__ = ["FORMATS", "ConvertError", "convert", "converted", "ensure_converted", "round_trip", "MANIFEST"]
 
 
 def _format(fmt: str):
@@ -89,6 +90,7 @@ def convert(
             "kind": manifest["kind"],
             "dataset": manifest["dataset"],
             "version": manifest["version"],
+            "manifest_sha256": _manifest_sha256(set_dir),
         },
         "model_profile": prof.name,
         "coords": prof.coords,
@@ -112,6 +114,36 @@ def convert(
         )
     commit(tmp, out_dir, written)
     return written
+
+
+def _manifest_sha256(set_dir: Path) -> str:
+    """The set's manifest lists every shard's sha256: its hash changes with any byte of the set."""
+    return hashlib.sha256((Path(set_dir) / "manifest.json").read_bytes()).hexdigest()
+
+
+def converted(set_dir: Path | str, fmt: str, out_dir: Path | str) -> bool:
+    """True when out_dir holds the whole `fmt` conversion of this version of the set."""
+    import json
+
+    manifest = Path(out_dir) / MANIFEST
+    if not manifest.is_file():
+        return False
+    written = json.loads(manifest.read_text(encoding="utf-8"))
+    source = written.get("source") or {}
+    return (
+        written.get("format") == fmt
+        and written.get("limit") is None
+        and source.get("path") == str(Path(set_dir))
+        and source.get("manifest_sha256") == _manifest_sha256(Path(set_dir))
+    )
+
+
+def ensure_converted(set_dir: Path | str, fmt: str, out_dir: Path | str) -> dict[str, Any] | None:
+    """Convert unless out_dir already holds this version of the set (a trainer engine's data,
+    training.engines.Conversion): the new manifest, or None when nothing was done."""
+    if converted(set_dir, fmt, out_dir):
+        return None
+    return convert(set_dir, fmt, out_dir)
 
 
 def _source_records(set_dir: Path, limit: int | None):

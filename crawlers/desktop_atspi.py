@@ -71,10 +71,10 @@ def _node(acc, Atspi, depth: int, counter: list[int]) -> dict | None:
                 if got is not None:
                     children.append(got)
         return {"role": role, "name": name, "states": names, "box": box, "value": value, "children": children}
-    except Exception as e:  # noqa: BLE001 - the node went away while it was read
-        if "ServiceUnknown" in str(e) or "UnknownObject" in str(e):
-            return None
-        raise
+    except Exception:  # noqa: BLE001 - the node went away while it was read (a closed dialog)
+        if depth == 0:
+            raise
+        return None
 
 
 def read_tree(Atspi) -> dict:

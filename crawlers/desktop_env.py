@@ -269,7 +269,7 @@ class DesktopEnv:
         pixels = self._pixels()
         t0 = time.perf_counter()
         try:
-            answer = self.reader.read()
+            answer = self._read_tree()
         except TreeTimeout as e:
             raise AppCrashed(f"{e} (app {self._launch_text()!r})") from e
         self.tree_ms.append((time.perf_counter() - t0) * 1000)
@@ -291,6 +291,16 @@ class DesktopEnv:
             elements=elements,
             last_action_error=error,
         )
+
+    def _read_tree(self) -> dict:
+        """The tree; asked twice when an app went away under the first read (a closing dialog)."""
+        try:
+            return self.reader.read()
+        except TreeTimeout as e:
+            if "did not answer" in str(e):
+                raise  # a hung bus: waiting again would double the wait
+            time.sleep(_POLL_S)
+            return self.reader.read()
 
     def _require(self) -> None:
         if self._closed:

@@ -66,6 +66,7 @@ class DesktopSession:
         self.home = self.root / "home"
         self._closed = False
         try:
+            (self.root / "run").mkdir(mode=0o700)  # the buses' sockets: kept across episodes
             self._start_x()
             self._start_bus()
             self.fresh_home()
@@ -119,8 +120,8 @@ class DesktopSession:
                 os.close(w)
 
     def fresh_home(self) -> Path:
-        """An empty HOME (and runtime / temp folders) for the next episode."""
-        for name in ("home", "run", "tmp"):
+        """An empty HOME (and temp folder) for the next episode."""
+        for name in ("home", "tmp"):
             shutil.rmtree(self.root / name, ignore_errors=True)
             (self.root / name).mkdir(mode=0o700)
         return self.home

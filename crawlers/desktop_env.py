@@ -279,6 +279,8 @@ class DesktopEnv:
                 f"{self._app_log()}"
             )
         h, w = pixels.shape[:2]
+        # The session's folder differs per session: shown as ~ so that replays compare equal.
+        answer = json.loads(json.dumps(answer).replace(json.dumps(str(self.session.home))[1:-1], "~"))
         tree, elements, roots = normalise_tree(answer, w, h, self.screen.stacking_titles())
         title = next((n.name for n in reversed(roots) if n.role in ("window", "dialog")), "")
         return Observation(

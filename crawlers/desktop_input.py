@@ -9,8 +9,8 @@
 - Text: a character the keyboard map has is typed with its keycode (and
   Shift when it sits on the shifted level); any other (Chinese, emoji) gets a
   spare keycode remapped to its Unicode keysym (0x01000000 + code point).
-  Distinct characters of a chunk take distinct spare keycodes, so a key event
-  is never read under a mapping meant for the next character.
+  A character keeps its keycode while the spare codes last, so a key event is
+  never read under a mapping meant for a later character.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ _NAMED_KEYSYMS = {
 }
 _WHEEL = {"up": 4, "down": 5, "left": 6, "right": 7}
 _REMAP_SETTLE_S = 0.05  # clients re-read the keyboard map on MappingNotify
+_REUSE_SETTLE_S = 0.3  # before a keycode takes another character
 
 
 class InputError(ValueError):
@@ -70,6 +71,7 @@ class XScreen:
         geom = self.root.get_geometry()
         self.width, self.height = geom.width, geom.height
         self._spare = self._spare_keycodes()
+        self._assigned: dict[str, int] = {}  # character -> its spare keycode, in use order
 
     def close(self) -> None:
         try:
@@ -253,30 +255,36 @@ class XScreen:
         self.d.sync()
 
     def _type_remapped(self, chars: list[str]) -> None:
-        """Characters the keyboard lacks, through spare keycodes mapped to their keysyms."""
+        """Characters the keyboard lacks, through spare keycodes mapped to their keysyms.
+
+        A character keeps its keycode while codes last (`_assigned`, least recently
+        used first out): a code is remapped only after a pause long enough for the
+        apps to have read the key events sent under its previous keysym."""
         if not chars:
             return
         if not self._spare:
             raise InputError("the X keyboard map has no spare keycode to type non-ASCII text")
-        i = 0
-        while i < len(chars):
-            chunk: list[str] = []
-            while i < len(chars) and len(set(chunk) | {chars[i]}) <= len(self._spare):
-                chunk.append(chars[i])
-                i += 1
-            distinct = list(dict.fromkeys(chunk))
-            per_code = self.d.get_keyboard_mapping(self._spare[0], 1)
-            width = len(per_code[0]) if per_code else 2
-            for code, ch in zip(self._spare, distinct):
-                self.d.change_keyboard_mapping(code, [[_char_keysym(ch)] * width])
+        for ch in chars:
+            code = self._assigned.pop(ch, None)
+            if code is None:
+                code = self._remap(ch)
+            self._assigned[ch] = code  # most recently used last
+            xtest.fake_input(self.d, X.KeyPress, code)
+            xtest.fake_input(self.d, X.KeyRelease, code)
             self.d.sync()
-            time.sleep(_REMAP_SETTLE_S)
-            codes = dict(zip(distinct, self._spare))
-            for ch in chunk:
-                xtest.fake_input(self.d, X.KeyPress, codes[ch])
-                xtest.fake_input(self.d, X.KeyRelease, codes[ch])
-            self.d.sync()
-            time.sleep(_REMAP_SETTLE_S)  # read before the next chunk remaps the codes
+
+    def _remap(self, ch: str) -> int:
+        if len(self._assigned) < len(self._spare):
+            code = self._spare[len(self._assigned)]
+        else:
+            oldest = next(iter(self._assigned))
+            code = self._assigned.pop(oldest)
+            time.sleep(_REUSE_SETTLE_S)  # what was typed with this code is read first
+        width = len(self.d.get_keyboard_mapping(code, 1)[0]) or 2
+        self.d.change_keyboard_mapping(code, [[_char_keysym(ch)] * width])
+        self.d.sync()
+        time.sleep(_REMAP_SETTLE_S)
+        return code
 
     def _spare_keycodes(self) -> list[int]:
         """Keycodes with no keysym at all (Xvfb's map leaves many free)."""
@@ -284,7 +292,7 @@ class XScreen:
         count = self.d.display.info.max_keycode - first + 1
         mapping = self.d.get_keyboard_mapping(first, count)
         free = [first + i for i, syms in enumerate(mapping) if not any(syms)]
-        return free[-16:]
+        return free[-64:]
 
 
 def _char_keysym(ch: str) -> int:

@@ -242,7 +242,12 @@ def crawl_environment(
         raise ValueError("crawl_environment: give env= or pool=, not both")
     if policy not in ENV_POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
-    if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
+    own_desktop = None
+    if environment.platform == "desktop" and env is None and pool is None:
+        from .desktop_env import DesktopEnv  # python-xlib: the `desktop` extra
+
+        env = own_desktop = DesktopEnv(environment, image_format=how.image_format)
+    if environment.platform not in ("web", "mobile_web", "desktop") and env is None and pool is None:
         raise ValueError(
             f"environment '{environment.name}': platform {environment.platform} "
             f"runs on an Appium device; pass env= (a MobileEnv) for it"
@@ -321,18 +326,26 @@ def crawl_environment(
     crawl = CrawlContext(
         policy=policy, source_name=environment.source, retry=retry, stats=stats, platform=environment.platform
     )
-    with (
-        crawl_source(
-            env, pool, environment.origins(), image_format=how.image_format, step_timeout_s=how.step_timeout_s
-        ) as source,
-        store.audit_log(collection) as audit,
-    ):
-        run_crawl(
-            plan,
-            tasks,
-            lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
-            lambda task, tid: job_for(task, tid, audit, crawl),
-            crawl,
-            source,
-        )
+    try:
+        with (
+            crawl_source(
+                env,
+                pool,
+                environment.origins(),
+                image_format=how.image_format,
+                step_timeout_s=how.step_timeout_s,
+            ) as source,
+            store.audit_log(collection) as audit,
+        ):
+            run_crawl(
+                plan,
+                tasks,
+                lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
+                lambda task, tid: job_for(task, tid, audit, crawl),
+                crawl,
+                source,
+            )
+    finally:
+        if own_desktop is not None:  # its X server, bus and apps: nothing left running
+            own_desktop.close()
     return stats

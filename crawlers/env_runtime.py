@@ -209,6 +209,8 @@ class EnvironmentRuntime:
     def start_url(self, task: Task, *, session: str, seed: int) -> str:
         """Where the episode starts: a URL, or for a native app its package/activity or
         bundle id (the env launches it)."""
+        if self.environment.platform == "desktop":
+            return f"desktop://{self.environment.name}"  # the env launches the app itself
         app = self.environment.app
         if app is not None and not task.start_url:
             if app.package:
@@ -231,6 +233,10 @@ class EnvironmentRuntime:
         """
         self._device = device
         url = self.start_url(task, session=session, seed=seed)
+        if self.environment.platform == "desktop":
+            # The desktop env runs setup, launch and wait_for itself: they come before the app.
+            values = self.values(task, session=session, seed=seed)
+            return env.reset(url, device=device, task=task, values=values), task
         hooks = getattr(env, "context_hooks", None)
         frozen = self.environment.freeze_time
         hook = None
@@ -397,7 +403,25 @@ class EnvironmentRuntime:
             return fn(task, obs, history, env, **kwargs)
         if spec.kind == "judge":
             return self.judge(task, history, obs)
+        if spec.kind == "command":
+            return self._command(spec, env, task)
         raise VerifierError(f"unknown verifier kind {spec.kind!r}")
+
+    def _command(self, spec: VerifierSpec, env, task: Task) -> Any:
+        """A command verifier: JSON on stdout is the verdict, else the exit status says."""
+        run = getattr(env, "run_command", None)
+        if run is None:
+            raise VerifierError(self.where(task, "command verifier") + ": the env is not a desktop session")
+        status, out, err = run(spec.run, timeout_s=spec.timeout_s)
+        text = out.strip()
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError:
+                pass  # not a verdict: the status says
+        tail = (err.strip() or text).splitlines()[-1:] or [""]
+        reason = f"{spec.run!r} exited with status {status}" + (f": {tail[0][:300]}" if tail[0] else "")
+        return {"done": status == 0, "success": status == 0, "reason": reason}
 
     def _fetch(self, spec: VerifierSpec, url: str, task: Task) -> Any:
         where = self.where(task, "http verifier")

@@ -59,8 +59,14 @@ def find_element(elements: list[Element], ref: dict[str, Any]) -> Element | None
     if name is not None:
         exact = [e for e in boxed if e.name.strip() == name]
         boxed = exact or [e for e in boxed if name.lower() in e.name.lower()]
+    # What a click can reach first: a field under a dialog is not the one meant.
+    boxed = [e for e in boxed if not _covered(e)] or boxed
     nth = int(ref.get("nth", 0))
     return boxed[nth] if 0 <= nth < len(boxed) else None
+
+
+def _covered(e: Element) -> bool:
+    return e.visibility is not None and e.visibility.modal_covered
 
 
 class ScriptedPolicy:

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .records import Language, Task, VerifierKind
 
-PLATFORMS = ("web", "mobile_web", "android", "ios")
+PLATFORMS = ("web", "mobile_web", "android", "ios", "desktop")
 EXPLORE_POLICIES = ("random_walk", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -136,6 +136,10 @@ class VerifierSpec(_Strict):
     - judge: the VLM judge of the configured backend reads the last screens.
     - state: a python verifier of the app's state: `url` (placeholders filled) is
       fetched and its JSON handed to `function` as `state=`.
+    - command (desktop): `run`, a shell command run in the session's environment
+      (its DISPLAY and HOME; the task's params as TASK_PARAM_<NAME>); exit status 0
+      means done and successful, non-zero not done yet (and, at the episode's end,
+      failure); or a JSON verdict {done, success, reward, reason} on stdout.
     A python function may also take `session` and `seed` keywords.
     """
 
@@ -144,6 +148,7 @@ class VerifierSpec(_Strict):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     function: str | None = None
+    run: str | None = None
     timeout_s: float = Field(default=5.0, gt=0, le=120)
     # Every step (the default), or only once the policy stops (an expensive judge).
     every_step: bool = True
@@ -152,10 +157,18 @@ class VerifierSpec(_Strict):
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> VerifierSpec:
-        need = {"js": "expression", "http": "url", "python": "function", "state": "function"}
+        need = {
+            "js": "expression",
+            "http": "url",
+            "python": "function",
+            "state": "function",
+            "command": "run",
+        }
         field = need.get(self.kind)
         if field and not getattr(self, field):
             raise ValueError(f"a {self.kind} verifier needs '{field}'")
+        if self.run is not None and self.kind != "command":
+            raise ValueError(f"'run' is for command verifiers, not {self.kind}")
         if self.function is not None and not _DOTTED.match(self.function):
             raise ValueError(f"function {self.function!r}: expected 'module:function'")
         # Compared with the default, not "was it given": a dumped spec is read back whole.
@@ -243,9 +256,41 @@ class Viewport(_Strict):
     is_mobile: bool = False
 
 
+class Display(_Strict):
+    """A desktop environment's X screen (platform: desktop)."""
+
+    width: int = Field(default=1280, ge=200, le=8192)
+    height: int = Field(default=800, ge=200, le=8192)
+    dpi: int = Field(default=96, ge=48, le=480)
+
+
+class DesktopWaitFor(_Strict):
+    """What a desktop episode waits for after `launch`: one of a window title, an
+    accessibility node (role and/or name) or a shell condition (exit status 0)."""
+
+    window: str | None = None
+    role: str | None = None
+    name: str | None = None
+    run: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DesktopWaitFor:
+        kinds = [
+            k
+            for k, on in (("window", self.window), ("node", self.role or self.name), ("run", self.run))
+            if on
+        ]
+        if len(kinds) != 1:
+            raise ValueError("give one of {window: TITLE}, {role: ROLE, name: NAME} or {run: CMD}")
+        return self
+
+
+Commands = str | list[str]
+
+
 class Environment(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][\w.-]*$")
-    platform: Literal["web", "mobile_web", "android", "ios"] = "web"
+    platform: Literal["web", "mobile_web", "android", "ios", "desktop"] = "web"
     start_url: str | None = None
     app: AppSpec | None = None
     capabilities: dict[str, Any] = Field(default_factory=dict)
@@ -253,8 +298,16 @@ class Environment(_Strict):
     devices: list[str] = Field(default_factory=list)
     viewport: Viewport | None = None
     languages: list[Language] = Field(default_factory=lambda: ["en"])
-    setup: str | None = None
-    wait_for: str | None = None
+    # web: a script; desktop: shell commands or "module:function" before each episode.
+    setup: Commands | None = None
+    # web: a selector or JS condition; desktop: {window} | {role, name} | {run}.
+    wait_for: str | DesktopWaitFor | None = None
+    # desktop (platform: desktop): the X screen, the app's command, what runs after
+    # each episode, and the network the app may reach (off unless origins are given).
+    display: Display | None = None
+    launch: Commands | None = None
+    teardown: Commands | None = None
+    network: Literal["off"] | list[str] = "off"
     wait_timeout_s: float = Field(default=10.0, gt=0, le=300)
     reset: ResetSpec = Field(default_factory=ResetSpec)
     tasks: list[TaskSpec] = Field(default_factory=list)
@@ -285,6 +338,21 @@ class Environment(_Strict):
                 )
         return v
 
+    @field_validator("wait_for", mode="before")
+    @classmethod
+    def _desktop_wait(cls, v: Any) -> Any:
+        # A mapping is a desktop wait: its own error, not "expected a string".
+        if isinstance(v, dict):
+            try:
+                return DesktopWaitFor.model_validate(v)
+            except ValidationError as e:
+                err = e.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                raise ValueError(
+                    (f"{where}: " if where else "") + err["msg"].removeprefix("Value error, ")
+                ) from None
+        return v
+
     @field_validator("volatile")
     @classmethod
     def _regexes(cls, v: list[str]) -> list[str]:
@@ -304,7 +372,28 @@ class Environment(_Strict):
 
     @model_validator(mode="after")
     def _platform_fields(self) -> Environment:
-        if self.platform in ("web", "mobile_web"):
+        specs = [self.verifier, self.explore.verifier if self.explore else None] + [
+            t.verifier for t in self.tasks
+        ]
+        if self.platform != "desktop":
+            for name in ("display", "launch", "teardown"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"'{name}' is for platform: desktop, not {self.platform}")
+            if self.network != "off":
+                raise ValueError(
+                    f"'network' is for platform: desktop; a {self.platform} environment has 'allow'"
+                )
+            if isinstance(self.wait_for, DesktopWaitFor):
+                raise ValueError(
+                    f"a {self.platform} wait_for is a selector or a JavaScript condition (a string)"
+                )
+            if isinstance(self.setup, list):
+                raise ValueError(f"a {self.platform} setup is one script (a string)")
+            if any(s is not None and s.kind == "command" for s in specs):
+                raise ValueError("a command verifier runs in a desktop session (platform: desktop)")
+        if self.platform == "desktop":
+            self._desktop_fields(specs)
+        elif self.platform in ("web", "mobile_web"):
             if not self.start_url and not any(t.start_url for t in self.tasks):
                 raise ValueError(
                     f"a {self.platform} environment needs 'start_url' (or a start_url on every task)"
@@ -327,6 +416,32 @@ class Environment(_Strict):
                 )
         if not self.tasks and self.explore is None and self.instruction_js is None:
             raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
+        self._check_tasks()
+        return self
+
+    def _desktop_fields(self, specs: list[VerifierSpec | None]) -> None:
+        if not self.launch:
+            raise ValueError("a desktop environment needs 'launch' (the command that starts the app)")
+        for name in ("start_url", "app", "instruction_js", "allow"):
+            if getattr(self, name):
+                raise ValueError(f"'{name}' is not for platform: desktop (it has 'launch' and 'network')")
+        if any(t.start_url for t in self.tasks):
+            raise ValueError("a desktop task has no start_url: the episode starts with 'launch'")
+        if isinstance(self.wait_for, str):
+            raise ValueError(
+                "a desktop wait_for is {window: TITLE}, {role: ROLE, name: NAME} or {run: CMD}, "
+                f"not a string ({self.wait_for!r})"
+            )
+        if any(s is not None and s.kind in ("js", "http", "state") for s in specs):
+            raise ValueError("a desktop app has no page: use a command, python or judge verifier")
+        if isinstance(self.network, list):
+            for origin in self.network:
+                if not re.match(r"^(https?|wss?)://[^/\s]+", origin):
+                    raise ValueError(
+                        f"network entry {origin!r}: expected an origin such as 'https://example.org'"
+                    )
+
+    def _check_tasks(self) -> None:
         seen: set[str] = set()
         for i, t in enumerate(self.tasks):
             if t.task_id in seen:
@@ -337,7 +452,6 @@ class Environment(_Strict):
                     f"tasks[{i}] ({t.task_id}): no 'instruction' and no "
                     f"'instruction_js' to read one from the page"
                 )
-        return self
 
     # ------------------------------------------------------------------ use
     @property
@@ -382,7 +496,9 @@ class Environment(_Strict):
         return mask_volatile(text, self.volatile)
 
     def origins(self) -> list[str]:
-        """What the recording may reach: `allow`, or the start URL's origin."""
+        """What the recording may reach: `allow`, or the start URL's origin (desktop: `network`)."""
+        if self.platform == "desktop":
+            return list(self.network) if isinstance(self.network, list) else []
         if self.allow:
             return list(self.allow)
         urls = [self.start_url] + [t.start_url for t in self.tasks]

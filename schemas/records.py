@@ -32,7 +32,7 @@ INT64_MAX = 2**63 - 1
 Language = Literal["en", "zh"]
 # "mobile_web": a phone emulated in Chromium and driven through Appium (touch events,
 # mobile viewport); "android"/"ios": a real device or emulator through Appium.
-Platform = Literal["web", "mobile_web", "android", "ios"]
+Platform = Literal["web", "mobile_web", "android", "ios", "desktop"]
 Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
 Outcome = Literal["success", "failure", "error", "unknown"]
 # Where a trajectory comes from: a crawl, an imported dataset, or a rollout of a policy
@@ -41,7 +41,7 @@ Outcome = Literal["success", "failure", "error", "unknown"]
 Source = Literal["crawl", "import", "rollout"]
 LIVE_SOURCES = ("crawl", "rollout")
 # The verifiers an environment file may name (schemas.environment.VerifierSpec.kind).
-VerifierKind = Literal["state", "js", "http", "python", "judge"]
+VerifierKind = Literal["state", "js", "http", "python", "judge", "command"]
 VERIFIER_KINDS: tuple[str, ...] = get_args(VerifierKind)
 # Who decided the outcome: a verifier of one of those kinds, a dataset's own label
 # (imported data: the source says so, nobody checked), or nobody.

@@ -8,3 +8,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_trainers.sh
 bash scripts/setup_llamafactory.sh
+# Desktop environments: Xvfb, the AT-SPI bus, Debian apps, PyGObject and python-xlib.
+bash scripts/setup_desktop.sh

@@ -178,7 +178,7 @@ class GuiEnv(gym.Env):
             environment = env_file
         else:
             environment = load_environment(env_file, tasks_file=tasks_file)
-        if environment.platform not in ("web", "mobile_web") and env is None and pool is None:
+        if environment.platform not in ("web", "mobile_web", "desktop") and env is None and pool is None:
             raise ValueError(
                 f"environment '{environment.name}': platform {environment.platform} runs on an "
                 f"Appium device; pass env= (a MobileEnv) or pool= (a DevicePool)"
@@ -463,6 +463,13 @@ class GuiEnv(gym.Env):
     def _open(self, task: Task, ctx: EpisodeContext) -> tuple[EnvEpisode, Observation, int]:
         """The episode opened on a fresh lease, retried as a crawl retries an attempt;
         (episode, first observation, attempts it took)."""
+        if self._source is None and self.environment.platform == "desktop":
+            from crawlers.desktop_env import DesktopEnv  # python-xlib: the `desktop` extra
+
+            self._own_env = DesktopEnv(
+                self.environment, image_format=self.image_format, step_timeout_s=self.step_timeout_s
+            )
+            self._source = OneEnv(self._own_env)
         if self._source is None:
             self._own_env = WebEnv.launch(
                 headless=self.headless,

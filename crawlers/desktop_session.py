@@ -1,0 +1,278 @@
+"""One desktop session: its own X server, D-Bus session (with the AT-SPI bus), HOME and apps.
+
+Nothing is shared between two sessions: `Xvfb -displayfd` picks a free display
+number, a `dbus-daemon` of the session's own carries the accessibility bus the
+apps register on (at-spi-bus-launcher is activated through it), and HOME,
+XDG_RUNTIME_DIR and the temp folder live in a folder of the session that a
+reset replaces (a fresh profile per episode).
+
+Every process the session starts runs in a process group of its own and
+carries the session's token in its environment (TRAJFORGE_DESKTOP_SESSION),
+so `close()` finds and kills them all, the ones D-Bus activated too, even
+after a failure: no X server, bus or app is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+TOKEN_VAR = "TRAJFORGE_DESKTOP_SESSION"
+_START_TIMEOUT_S = 10.0
+
+
+class DesktopSessionError(RuntimeError):
+    """The X server, the bus or an app of a desktop session could not be started."""
+
+
+def _read_line(fd: int, timeout_s: float, what: str, proc: subprocess.Popen) -> str:
+    """A line a child writes to `fd` (a display number, a bus address), bounded in time."""
+    deadline = time.monotonic() + timeout_s
+    buf = b""
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DesktopSessionError(f"{what} did not start within {timeout_s:g} s")
+        ready, _, _ = select.select([fd], [], [], min(left, 0.2))
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+        elif proc.poll() is not None:
+            raise DesktopSessionError(f"{what} exited at once (status {proc.returncode})")
+    if b"\n" not in buf:
+        raise DesktopSessionError(f"{what} exited before saying where it listens")
+    return buf.split(b"\n", 1)[0].decode().strip()
+
+
+class DesktopSession:
+    """An X display, a D-Bus session and a HOME of their own; apps launched into them."""
+
+    def __init__(self, *, width: int = 1280, height: int = 800, dpi: int = 96):
+        self.width, self.height, self.dpi = width, height, dpi
+        self.token = secrets.token_hex(8)
+        self.root = Path(tempfile.mkdtemp(prefix="tf-desktop-"))
+        self.procs: list[subprocess.Popen] = []
+        self.display: str | None = None
+        self.bus_address: str | None = None
+        self.home = self.root / "home"
+        self._closed = False
+        try:
+            (self.root / "run").mkdir(mode=0o700)  # the buses' sockets: kept across episodes
+            self._start_x()
+            self._start_bus()
+            self.fresh_home()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ start
+    def _spawn(self, argv: list[str], *, env: dict | None = None, pass_fds=(), **kw) -> subprocess.Popen:
+        env = dict(env if env is not None else os.environ)
+        env[TOKEN_VAR] = self.token
+        proc = subprocess.Popen(
+            argv, env=env, pass_fds=pass_fds, start_new_session=True, stdin=subprocess.DEVNULL, **kw
+        )
+        self.procs.append(proc)
+        return proc
+
+    def _start_x(self) -> None:
+        if shutil.which("Xvfb") is None:
+            raise DesktopSessionError("Xvfb is not installed (run scripts/setup_desktop.sh)")
+        r, w = os.pipe()
+        try:
+            argv = ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24"]
+            argv += ["-dpi", str(self.dpi), "-nolisten", "tcp", "-noreset"]
+            proc = self._spawn(argv, pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            os.close(w)
+            w = -1
+            self.display = ":" + _read_line(r, _START_TIMEOUT_S, "Xvfb", proc)
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+
+    def _start_bus(self) -> None:
+        r, w = os.pipe()
+        try:
+            argv = ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--print-address={w}"]
+            proc = self._spawn(
+                argv,
+                env=self._base_env(),
+                pass_fds=(w,),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            os.close(w)
+            w = -1
+            self.bus_address = _read_line(r, _START_TIMEOUT_S, "dbus-daemon", proc)
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+
+    def fresh_home(self) -> Path:
+        """An empty HOME (and temp folder) for the next episode."""
+        for name in ("home", "tmp"):
+            shutil.rmtree(self.root / name, ignore_errors=True)
+            (self.root / name).mkdir(mode=0o700)
+        return self.home
+
+    def _base_env(self) -> dict[str, str]:
+        keep = ("PATH", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME", "SHELL")
+        env = {k: os.environ[k] for k in keep if k in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(
+            HOME=str(self.home),
+            XDG_RUNTIME_DIR=str(self.root / "run"),
+            TMPDIR=str(self.root / "tmp"),
+            DISPLAY=self.display or "",
+            # The apps' settings in memory: no dconf service to start (or to leave behind).
+            GSETTINGS_BACKEND="memory",
+            # Every toolkit exposes its tree on the session's accessibility bus.
+            NO_AT_BRIDGE="0",
+            ACCESSIBILITY_ENABLED="1",
+            GTK_MODULES="gail:atk-bridge",
+            QT_ACCESSIBILITY="1",
+            QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
+        )
+        env[TOKEN_VAR] = self.token
+        return env
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """The environment of a process in this session (its DISPLAY, HOME and bus)."""
+        env = self._base_env()
+        if self.bus_address:
+            env["DBUS_SESSION_BUS_ADDRESS"] = self.bus_address
+        return env
+
+    def launch(self, argv: list[str] | str, *, log: Path | None = None) -> subprocess.Popen:
+        """Start an app in the session (a list, or a shell command line)."""
+        if isinstance(argv, str):
+            argv = ["/bin/sh", "-c", argv]
+        out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            return self._spawn(argv, env=self.environ, cwd=str(self.home), stdout=out, stderr=out)
+        except OSError as e:
+            raise DesktopSessionError(f"cannot start {argv[0]!r}: {e}") from e
+        finally:
+            if log is not None:
+                out.close()
+
+    def run(self, command: str, *, timeout_s: float, extra_env: dict | None = None) -> tuple[int, str, str]:
+        """Run a shell command in the session; (status, stdout, stderr). TimeoutError past
+        `timeout_s` (its process group is killed first)."""
+        env = {**self.environ, **(extra_env or {})}
+        proc = self._spawn(
+            ["/bin/sh", "-c", command],
+            env=env,
+            cwd=str(self.home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.communicate()
+            raise TimeoutError(f"{command!r} did not finish within {timeout_s:g} s") from None
+        finally:
+            if proc in self.procs:
+                self.procs.remove(proc)
+        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    # ------------------------------------------------------------------ stop
+    def kill_apps(self) -> None:
+        """Kill every process of the session but its X server and bus (an episode's apps)."""
+        keep = {p.pid for p in self.procs[:2]}
+        for proc in self.procs[2:]:
+            _kill_group(proc.pid)
+        for pid in self.pids():
+            if pid not in keep and not self._is_bus_child(pid):
+                _kill(pid)
+        self.procs = [p for p in self.procs if p.pid in keep or p.poll() is None]
+        for proc in self.procs[2:]:
+            _reap(proc)
+        self.procs = self.procs[:2]
+
+    def _is_bus_child(self, pid: int) -> bool:
+        """The accessibility bus D-Bus started (at-spi-bus-launcher and its bus) stays."""
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return False
+        return exe.endswith(("at-spi-bus-launcher", "dbus-daemon", "at-spi2-registryd"))
+
+    def pids(self) -> list[int]:
+        """Every live process that carries this session's token."""
+        marker = f"{TOKEN_VAR}={self.token}".encode()
+        out = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if marker in f.read().split(b"\0"):
+                        out.append(int(entry))
+            except OSError:
+                continue
+        return out
+
+    def close(self) -> None:
+        """Kill everything the session started (apps, bus, X server) and remove its folder."""
+        if self._closed:
+            return
+        self._closed = True
+        for proc in reversed(self.procs):
+            _kill_group(proc.pid)
+        for _ in range(3):  # what D-Bus activated, in groups of their own
+            left = self.pids()
+            if not left:
+                break
+            for pid in left:
+                _kill(pid)
+            time.sleep(0.05)
+        for proc in self.procs:
+            _reap(proc)
+        self.procs = []
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> DesktopSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:  # our own child: reap it (others are reaped by their parent or init)
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass

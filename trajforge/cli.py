@@ -512,6 +512,10 @@ def train(
         typer.echo(launch.describe(request.out), nl=False)
         return
     launch.write(request.out)
+    try:
+        launch.prepare()
+    except (OSError, ValueError) as err:
+        _fail(f"engine {engine}: preparing the run: {err}")
     import os
 
     code = subprocess.call(launch.argv, cwd=launch.cwd, env={**os.environ, **launch.env})

@@ -17,6 +17,7 @@ import importlib
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,9 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)  # added to the environment
     cwd: Path = ROOT
     notes: list[str] = field(default_factory=list)  # what the dry run should say besides
+    # Steps before the command (convert the set, lay out the model): (what, function);
+    # `--dry-run` only lists them, `prepare()` runs them.
+    steps: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
 
     def write(self, out: Path) -> list[Path]:
         """Write the configuration files under `out`; their paths."""
@@ -77,12 +81,17 @@ class Launch:
             written.append(path)
         return written
 
+    def prepare(self) -> None:
+        for _, step in self.steps:
+            step()
+
     def describe(self, out: Path) -> str:
         """What `--dry-run` prints: the environment, the command, then each file."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         lines = [f"# engine {self.engine}, {self.kind}", f"cd {shlex.quote(str(self.cwd))}"]
         lines.append((env + " " if env else "") + shlex.join(self.argv))
         lines += [f"# {n}" for n in self.notes]
+        lines += [f"# before the command: {what}" for what, _ in self.steps]
         for rel, text in self.files.items():
             lines += ["", f"# --- {out / rel} ---", text.rstrip("\n")]
         return "\n".join(lines) + "\n"

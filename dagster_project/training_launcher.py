@@ -151,13 +151,14 @@ class TrainingLauncher(dg.ConfigurableResource):
     ) -> dg.MaterializeResult:
         """Run an engine's Launch (training.engines.plan) under Pipes: its files written under
         `out`, the set converted to the engine's format where it asks (kept while the set is
-        unchanged), then its argv with its env in its cwd; what the process reported."""
+        unchanged), its other steps, then its argv with its env in its cwd; what the process reported."""
         from trajforge.convert import ensure_converted
 
         launch.write(out)
         for c in launch.conversions:
             if ensure_converted(c.set_dir, c.format, c.out) is not None:
                 context.log.info(f"converted {c.set_dir} to {c.format} under {c.out}")
+        launch.prepare()
         kind = self.resolved_kind
         context.log.info(f"training with engine {launch.engine} via {kind}: {shlex.join(launch.argv)}")
         env = {

@@ -25,5 +25,7 @@ $P "torch==2.14.1" "torchvision==0.29.1" "transformers>=5.5.3,<5.6" "datasets==4
 $P "hydra-core==1.3.*" codetiming cachetools fastapi uvicorn
 $P --no-deps ms-swift==4.6.0 verl==0.9.1 "peft==0.18.*" "tensordict==0.10.0" ray modelscope \
    modelscope_hub qwen_vl_utils
+# What `swift sft` itself imports beyond the loaders (training/engines/swift.py).
+$P einops
 touch "$stamp"
 echo "[setup-trainers] ready"

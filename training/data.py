@@ -23,6 +23,7 @@ import torch
 
 from schemas.errors import SchemaError
 from schemas.model_profiles import manifest_profile
+from training.token_weights import token_weights
 from trajforge.publish.shards import MANIFEST, read_manifest
 from trajforge.read.loader import read_split
 from trajforge.vlm.messages import decode_image
@@ -260,23 +261,6 @@ def _spans(sample_json: dict, gpt_len: int) -> dict[str, list[tuple[int, int]]]:
                 )
             out[kind].append((span[0], span[1]))
     return out
-
-
-def token_weights(
-    offsets: list[tuple[int, int]],
-    spans: dict[str, list[tuple[int, int]]],
-    alpha_action: float,
-    alpha_coord: float,
-) -> list[float]:
-    """One weight per token from its character range: coords beat action beat 1."""
-
-    def hits(s: int, e: int, kind: str) -> bool:
-        return any(s < b and e > a for a, b in spans[kind])
-
-    return [
-        alpha_coord if hits(s, e, "coords") else alpha_action if hits(s, e, "action") else 1.0
-        for s, e in offsets
-    ]
 
 
 def render(processor, system: str | None, human: str, gpt: str) -> tuple[str, str]:

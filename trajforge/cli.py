@@ -521,8 +521,11 @@ def train(
         for c in launch.conversions:
             if ensure_converted(c.set_dir, c.format, c.out) is not None:
                 _to_stderr(f"converted {c.set_dir} to {c.format} under {c.out}")
+        launch.prepare()
     except ConvertError as err:
         _fail(str(err))
+    except (OSError, ValueError) as err:
+        _fail(f"engine {engine}: preparing the run: {err}")
     import os
 
     code = subprocess.call(launch.argv, cwd=launch.cwd, env={**os.environ, **launch.env})

@@ -17,6 +17,7 @@ import importlib
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,7 +81,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)  # added to the environment
     cwd: Path = ROOT
     notes: list[str] = field(default_factory=list)  # what the dry run should say besides
-    conversions: list[Conversion] = field(default_factory=list)  # done before the command
+    conversions: list[Conversion] = field(default_factory=list)  # done by the caller first
+    # Other steps before the command (lay out a model folder): (what, function);
+    # `--dry-run` only lists them, `prepare()` runs them.
+    steps: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
 
     def write(self, out: Path) -> list[Path]:
         """Write the configuration files under `out`; their paths. (The conversions are the
@@ -93,6 +97,10 @@ class Launch:
             written.append(path)
         return written
 
+    def prepare(self) -> None:
+        for _, step in self.steps:
+            step()
+
     def describe(self, out: Path) -> str:
         """What `--dry-run` prints: the environment, the command, then each file."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
@@ -100,6 +108,7 @@ class Launch:
         lines.append((env + " " if env else "") + shlex.join(self.argv))
         lines += [f"# {n}" for n in self.notes]
         lines += [f"# before the command: {c}" for c in self.conversions]
+        lines += [f"# before the command: {what}" for what, _ in self.steps]
         for rel, text in self.files.items():
             lines += ["", f"# --- {out / rel} ---", text.rstrip("\n")]
         return "\n".join(lines) + "\n"

@@ -7,8 +7,10 @@ frame where a lab's prompt uses `<ref-object>` / `<bbox>`. The answers themselve
 literal coordinates of the set's profile (the text every other format trains on; ms-swift's
 rendering of `<bbox>` depends on the template and QWENVL_BBOX_FORMAT). Image paths are
 relative to the output folder: ms-swift opens them from the working directory or
-$ROOT_IMAGE_DIR. The token-weight spans stay in the `spans` column (ms-swift's
-`loss_scale` weighs by template rule, not per character)."""
+$ROOT_IMAGE_DIR. The token-weight spans stay in the `spans` column: ms-swift's built-in
+loss scales weigh by template rule, so trajforge's loss-scale plugin
+(training/engines/swift_plugin.py, `--loss_scale trajforge --remove_unused_columns false`)
+turns them into per-token scales."""
 
 from __future__ import annotations
 

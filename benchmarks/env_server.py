@@ -238,6 +238,15 @@ def browser_mains(pid: int) -> set[int]:
     return out
 
 
+def _created(pid: int) -> float:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
 # -- the server as a subprocess -------------------------------------------------------------
 class Served:
     """`trajforge serve SOURCES --port 0` in a subprocess; its URL from stderr."""
@@ -604,11 +613,11 @@ class SoakClient:
                             stepped = True
                     need_reset = True
                     time.sleep(0.5)
-                except httpx.TimeoutException:
+                except (httpx.TimeoutException, httpx.TransportError):
                     # The server may still finish that call: whether the episode is stored
                     # is unknown, so it is counted apart, not as played or lost.
-                    self.errors["client timeout"] += 1
-                    episode["end"], episode["ambiguous"] = "client timeout", True
+                    self.errors["client timeout or dropped connection"] += 1
+                    episode["end"], episode["ambiguous"] = "client timeout or dropped connection", True
                     if not stepped:
                         stepped = True
                     need_reset = True
@@ -668,7 +677,11 @@ def kill_a_browser(served: Served) -> dict:
                 break
             except RemoteEnvError as e:
                 out.setdefault("setup_errors", []).append(f"{e.status} {e.kind}")
-        mine = browser_mains(served.proc.pid) - before
+        # Other sessions relaunch browsers too (after a 503): of the browsers that appeared
+        # while this session opened, only the newest is killed (one browser, never several).
+        candidates = browser_mains(served.proc.pid) - before
+        out["candidates"] = len(candidates)
+        mine = sorted(candidates, key=_created)[-1:]
         out["browsers_killed"] = len(mine)
         answer: dict = {}
 
@@ -731,6 +744,7 @@ def soak(sessions: int, minutes: float, root: Path) -> dict:
             th.start()
         # Once every session is open and stepping: the failures, in the middle of the soak.
         time.sleep(min(max(20.0, minutes * 60 * 0.25), minutes * 60 * 0.5))
+        out["quarter_pss_mb"] = tree_memory(served.proc.pid, pss=True)["pss"]  # what RSS double counts
         try:
             out["kill_browser"] = kill_a_browser(served)
         except Exception as e:  # noqa: BLE001 - the soak goes on; the figures say what failed
@@ -738,6 +752,8 @@ def soak(sessions: int, minutes: float, root: Path) -> dict:
         say(f"soak: browser killed mid-step: {out['kill_browser']}")
         out["kill_client"] = kill_a_client(served, SOAK_IDLE_TIMEOUT_S)
         say(f"soak: client killed mid-episode: {out['kill_client']}")
+        time.sleep(max(0.0, deadline - 10 - time.monotonic()))
+        out["final_pss_mb"] = tree_memory(served.proc.pid, pss=True)["pss"]  # every session still open
         for th in threads:
             th.join(timeout=max(0.0, deadline - time.monotonic()) + 180)
         out["after_close_rss_mb"] = sampler.sample()  # every client closed its session

@@ -68,6 +68,20 @@ from .web_settle import SettleMixin
 
 _CONTEXT_RESET = ResetSpec()
 
+
+def _context_key(device: DeviceProfile | None) -> tuple | None:
+    """What a browser context fixes for its life: the screen and the locale."""
+    if device is None:
+        return None
+    return (
+        device.viewport_width,
+        device.viewport_height,
+        device.pixel_ratio,
+        device.is_mobile,
+        device.locale,
+    )
+
+
 # _SELECT_AT_JS: the mobile env shares the <select> handling.
 __all__ = ["WebEnv", "CHROMIUM_ARGS", "ActionError", "BrowserCrashed", "PageUnresponsive", "_SELECT_AT_JS"]
 
@@ -259,10 +273,14 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self._reset_once = True
         self._ensure_browser()
         reuse = (
-            how.mode == "page" and self._page is not None and not self._page_crashed and self.device == device
+            how.mode == "page"
+            and self._page is not None
+            and not self._page_crashed
+            and _context_key(self.device) == _context_key(device)
         )
         self._keep_page = how.mode == "page"
         if reuse:
+            self.device = device
             return self._reset_in_page(url, how.script)
         self._close_context()
         self.blocked_requests = []
@@ -293,23 +311,23 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         except PlaywrightError as e:
             self._raise_if_dead(e)
             raise
-        error = None
-        try:
-            with self._watchdog(self.step_timeout_s + _WATCHDOG_GRACE_S, "reset"):
-                self._goto(url, time.monotonic() + self.step_timeout_s)
-        except ActionError as e:
-            error = str(e)
-        except PlaywrightError as e:
-            self._raise_if_dead(e)
-            error = short_error(e)
-        return self._landed(error)
+        return self._landed(self._start_page(url))
 
     def _reset_in_page(self, url: str, script: str | None) -> Observation:
-        """Mode `page`: the app's own reset in the kept page, then its start page again."""
+        """Mode `page`: the app's own reset in the kept page, then its start page again.
+        The theme is the page's to change; a new screen or locale took a new context."""
         self.blocked_requests = []
         self.episode_start_url = url
         self._zoom = (1.0, 0.0, 0.0)
-        error = None
+        try:
+            self._page.emulate_media(color_scheme=self.device.theme)
+        except PlaywrightError as e:
+            self._raise_if_dead(e)
+            return self._landed(short_error(e))
+        return self._landed(self._start_page(url, script))
+
+    def _start_page(self, url: str, script: str | None = None) -> str | None:
+        """The reset `script` (if any), then `url`; the error that stopped them, else None."""
         deadline = time.monotonic() + self.step_timeout_s
         try:
             with self._watchdog(self.step_timeout_s + _WATCHDOG_GRACE_S, "reset"):
@@ -317,11 +335,11 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
                     self._run_reset_script(script)
                 self._goto(url, deadline)
         except ActionError as e:
-            error = str(e)
+            return str(e)
         except PlaywrightError as e:
             self._raise_if_dead(e)
-            error = short_error(e)
-        return self._landed(error)
+            return short_error(e)
+        return None
 
     def _run_reset_script(self, script: str) -> None:
         try:

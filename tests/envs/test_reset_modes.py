@@ -36,16 +36,22 @@ def test_page_mode_keeps_the_page_runs_the_apps_reset_and_starts_over(tiny_url, 
         add = next(e for e in info["elements"] if e["name"] == "Add")["bbox"]
         env.step({"type": "tap", "x": (add[0] + add[2]) / 2, "y": (add[1] + add[3]) / 2})
         assert _local(env, "document.body.dataset.n") == "1"
-        timings = []
-        for seed in (1, 2):
+        # The theme asked for (info records the one the page showed: this page has no dark style).
+        timings, themes = [], {env.browser.device.theme}
+        for seed in (1, 2, 3, 4):
             t = time.perf_counter()
             env.reset(seed=seed)
             timings.append(time.perf_counter() - t)
             # The same context and page; the start page loaded again (the counter is back at 0).
             assert env.browser.context is context and env.browser.page is page
             assert _local(env, "document.body.dataset.n || '0'") == "0"
+            # A theme drawn for the episode is set in the kept page.
+            theme = env.browser.device.theme
+            themes.add(theme)
+            assert _local(env, "matchMedia('(prefers-color-scheme: dark)').matches") == (theme == "dark")
+        assert themes == {"light", "dark"}  # the seeds drew both: the page was kept across a theme change
         # The app's reset ran before each start page after the first (localStorage outlives it).
-        assert _local(env, "localStorage.getItem('resets')") == "2"
+        assert _local(env, "localStorage.getItem('resets')") == "4"
         print(f"page-mode resets: {[round(t * 1000) for t in timings]} ms")
     finally:
         env.close()

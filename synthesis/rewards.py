@@ -93,6 +93,16 @@ def action_value(action: Action) -> str:
     return action.text or ""
 
 
+def reference_box(sample_json: dict, ref: Action) -> tuple[float, float, float, float] | None:
+    """The sample's target_box when it holds the recorded point; None otherwise (then the
+    point is tested against the tolerance circle, as synthesis.gui_reward.point_hit does)."""
+    box = sample_json.get("target_box")
+    if box is None or ref.x is None:
+        return None
+    x0, y0, x1, y1 = box
+    return tuple(box) if x0 <= ref.x <= x1 and y0 <= ref.y <= y1 else None
+
+
 def point_in_box(
     pred: Action,
     ref: Action,

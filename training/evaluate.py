@@ -6,7 +6,7 @@ screenshot: schemas.agent_prompt.conversation_messages), greedily; the
 answer is parsed (schemas.converters.gui_libra) and compared with the recorded
 action as synthesis.rewards.step_reward does in RL: type, point in the target's
 box (the sample's "target_box" when it holds the recorded point, as
-training.rl.reference_box decides; else within POINT_TOLERANCE of the recorded
+synthesis.rewards.reference_box decides; else within POINT_TOLERANCE of the recorded
 point), value token-F1 >= 0.5. A step succeeds when all three hold; an
 answer that does not parse fails all three.
 
@@ -34,13 +34,19 @@ from typing import Any, Literal
 
 from schemas.actions import Action
 from schemas.agent_prompt import conversation_messages
-from synthesis.rewards import MIN_VALUE_F1, action_value, parse_prediction, point_in_box, value_f1
+from synthesis.rewards import (
+    MIN_VALUE_F1,
+    action_value,
+    parse_prediction,
+    point_in_box,
+    reference_box,
+    value_f1,
+)
 from training.config import TrainConfig
 from training.flywheel import flywheel_turn, policy_backend_for, resolve_tasks
 
 # Grounding sets: point-in-box accuracy by role, size bucket, language (training/grounding_eval.py).
 from training.grounding_eval import offline_grounding_accuracy  # noqa: F401
-from training.rl import reference_box
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -168,9 +169,11 @@ class TrainingLauncher(dg.ConfigurableResource):
         }
         if kind == "subprocess":
             client = dg.PipesSubprocessClient(cwd=str(launch.cwd), env=env)
-            return client.run(
+            started = time.time()
+            result = client.run(
                 command=list(launch.argv), context=context, extras=dict(extras or {})
             ).get_materialize_result()
+            return with_trainer_state(result, launch, started)
 
         from dagster_k8s import PipesK8sClient
 
@@ -191,6 +194,27 @@ class TrainingLauncher(dg.ConfigurableResource):
             )
             .get_materialize_result()
         )
+
+
+def with_trainer_state(result: dg.MaterializeResult, launch: Launch, started: float) -> dg.MaterializeResult:
+    """An engine that reported nothing through Pipes (ms-swift, LLaMA-Factory: not trajforge's
+    code) has its figures read from its Trainer's trainer_state.json of this run (written
+    after `started`): losses, steps, tokens/s, checkpoint path; metrics_source says so."""
+    if launch.state_dir is None or "losses" in (result.metadata or {}):
+        return result
+    from training.engines.trainer_state import NoTrainerState, trainer_metrics
+    from training.pipes_report import flat_metadata
+
+    try:
+        metrics = trainer_metrics(launch.state_dir, since=started)
+    except NoTrainerState as exc:
+        raise dg.Failure(f"engine {launch.engine}: {exc}") from None
+    metrics = {"engine": launch.engine, **metrics, "metrics_source": "trainer_state.json"}
+    return dg.MaterializeResult(
+        metadata={**flat_metadata(metrics), **(result.metadata or {})},
+        check_results=result.check_results,
+        data_version=result.data_version,
+    )
 
 
 def launch_pod_command(

@@ -27,5 +27,8 @@ $P --no-deps ms-swift==4.6.0 verl==0.9.1 "peft==0.18.*" "tensordict==0.10.0" ray
    modelscope_hub qwen_vl_utils
 # What `swift sft` itself imports beyond the loaders (training/engines/swift.py).
 $P einops
+# verl.trainer.ppo.ray_trainer (compute_advantage, the RL trainer) imports torchdata's
+# StatefulDataLoader; --no-deps keeps the torch pinned above (it asks only torch>=2).
+$P --no-deps "torchdata==0.11.0"
 touch "$stamp"
 echo "[setup-trainers] ready"

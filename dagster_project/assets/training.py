@@ -441,6 +441,20 @@ def engine_out(data: Path, engine: str, kind: str) -> Path:
     return data / "training" / "engines" / engine / kind
 
 
+def engine_gpus(device: str, launcher: TrainingLauncher) -> int:
+    """GPUs per node for an engine: 0 (CPU: no bf16, no GPU launch) when the config says
+    device cpu, or, on the local subprocess launcher with device auto, when this machine
+    has no CUDA device; else the launcher's processes per node."""
+    if device == "cpu":
+        return 0
+    if device == "auto" and launcher.resolved_kind == "subprocess":
+        import torch
+
+        if not torch.cuda.is_available():
+            return 0
+    return max(launcher.nproc_per_node, 1)
+
+
 def engine_request(
     engine: str, kind: str, train_config: dict, overrides_json: str, out: Path, launcher: TrainingLauncher
 ):
@@ -458,7 +472,7 @@ def engine_request(
             Path(train_config["shards"]),
             str(train_config["model_path"]),
             out,
-            gpus=max(launcher.nproc_per_node, 1),
+            gpus=engine_gpus(train_config.get("device", "auto"), launcher),
             max_steps=train_config.get("max_steps"),
             options=options,
         )

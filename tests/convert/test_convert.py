@@ -209,3 +209,33 @@ def test_verl_and_easyr1_columns(reasoning_dir, tmp_path):
     convert(reasoning_dir, "easyr1", tmp_path / "e")
     t = pq.read_table(next((tmp_path / "e").glob("train.parquet")))
     assert {"prompt", "answer", "images"} <= set(t.column_names)
+
+
+TOKEN_WEIGHTS = {  # format -> (carried, a word its reason must give)
+    "trl": (True, "training.trl_sft"),
+    "swift": (True, "--loss_scale trajforge"),
+    "llamafactory": (False, "masks whole turns"),
+    "verl": (False, "not applicable"),
+    "easyr1": (False, "not applicable"),
+    "hf-parquet": (True, "spans"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_the_manifest_says_whether_token_weights_are_carried(fmt, reasoning_dir, tmp_path):
+    """Every format's convert manifest states whether the action-aware token weights reach
+    its trainer and how; where they are carried, the rows hold the spans they come from."""
+    assert set(TOKEN_WEIGHTS) == set(FORMATS)
+    out = tmp_path / fmt
+    convert(reasoning_dir, fmt, out, limit=6)
+    written = json.loads((out / MANIFEST).read_text())
+    carried, reason = TOKEN_WEIGHTS[fmt]
+    assert written["token_weights"]["carried"] is carried and reason in written["token_weights"]["how"]
+    if fmt in ("swift", "llamafactory"):
+        rows = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+        with_spans = [r for r in rows if r["spans"] and json.loads(r["spans"]).get("action")]
+        assert with_spans  # written either way; LLaMA-Factory does not read them
+    if fmt == "hf-parquet":
+        assert (
+            "Token weights (reasoning 1, action 2, coordinates 4): as data" in (out / "README.md").read_text()
+        )

@@ -280,6 +280,77 @@ def test_sft_with_engine_trl_materialises_through_pipes(tmp_path, monkeypatch):
     assert checks["sft_loss_fell"].passed is loss_fell(losses)[0] is True
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["swift", "llamafactory"])
+def test_sft_with_an_engine_outside_pipes_materialises_from_its_trainer_state(engine, tmp_path, monkeypatch):
+    """engine: swift / llamafactory: their own CLIs (`swift sft`, `llamafactory-cli train`)
+    in their venvs under PipesSubprocessClient train the tiny model for 2 optimiser steps on
+    CPU; they cannot speak Pipes, so run_launch reads the Trainer's trainer_state.json of
+    the run: loss, steps, tokens/s and the checkpoint path become the metadata."""
+    from transformers import AutoConfig
+
+    monkeypatch.setenv("TRAJFORGE_TRAIN_MODE", "tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tiny_model_path()  # built once under $TRAJFORGE_DATA (the engines' tiny-model view links to it)
+    data = tmp_path / "data"
+    shutil.move(
+        str(build_small_reasoning_set(tmp_path / "build", n_traj=4)), data / "shards" / "reasoning_set"
+    )
+    defs = dg.Definitions(
+        assets=TRAINING_ASSETS,
+        resources={
+            "storage": StorageResource(root=str(data)),
+            "launcher": TrainingLauncher(kind="subprocess"),
+        },
+    )
+    fields = {"learning_rate": 1e-3}
+    fields.update({"cutoff_len": 1024} if engine == "llamafactory" else {"max_length": 1024})
+    sft_config = {"engine": engine, "max_steps": 2, "device": "cpu", "overrides": json.dumps(fields)}
+    result = dg.materialize(
+        [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]],
+        resources=defs.resources,
+        run_config={"ops": {"sft_checkpoint": {"config": sft_config}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+    assert result.success
+    sft = _meta(result, "sft_checkpoint")
+    assert sft["engine"] == engine and sft["metrics_source"] == "trainer_state.json"
+    losses = json.loads(sft["losses"])
+    assert sft["steps"] == 2 and len(losses) == 2 and all(math.isfinite(v) and v > 0 for v in losses)
+    assert (sft["loss_first"], sft["loss_last"]) == (losses[0], losses[-1])
+    assert sft["tokens"] > 0 and sft["tokens_per_s"] > 0
+    ckpt = Path(sft["checkpoint_path"])
+    out = data / "training" / "engines" / engine / "sft"
+    assert ckpt.is_relative_to(out / "checkpoints") and (ckpt / "trainer_state.json").is_file()
+    assert AutoConfig.from_pretrained(ckpt).model_type == "qwen2_vl"  # the engine saved the model there
+    assert (out / "data" / "convert_manifest.json").is_file()  # its conversion, kept
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert checks["sft_loss_fell"].passed is loss_fell(losses)[0]
+    summary = json.loads((data / "training" / "sft_checkpoint.json").read_text())
+    assert summary["checkpoint_path"] == str(ckpt) and summary["loss_last"] == losses[-1]
+
+
+def test_an_engine_run_without_a_trainer_state_fails(tmp_path):
+    """run_launch's read of trainer_state.json can fail: a run that left none of its own
+    (an older one does not count) is a Failure naming the folder."""
+    import os
+    import time
+
+    from dagster_project.training_launcher import with_trainer_state
+    from training.engines import Launch
+
+    old = tmp_path / "checkpoints" / "checkpoint-1" / "trainer_state.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"global_step": 1, "log_history": [{"loss": 2.0, "step": 1}]}))
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    launch = Launch("swift", "sft", ["true"], state_dir=tmp_path / "checkpoints")
+    with pytest.raises(dg.Failure, match="no trainer_state.json under .*checkpoints"):
+        with_trainer_state(dg.MaterializeResult(), launch, started=time.time() - 60)
+    got = with_trainer_state(dg.MaterializeResult(), launch, started=time.time() - 7200)
+    meta = {k: getattr(v, "value", v) for k, v in got.metadata.items()}
+    assert (meta["steps"], meta["loss_last"], meta["checkpoint_path"]) == (1, 2.0, str(old.parent))
+
+
 @pytest.mark.parametrize(
     "engine, kind, message",
     [("nope", "sft", "engine 'nope'"), ("trl", "rl", "engine trl trains SFT")],

@@ -1,7 +1,7 @@
 """RL on verl 0.9.1 with verl's own classes (CPU, .venv-trainers through a subprocess):
 the converter's rows scored by verl's reward manager with our reward file, the GRPO
-advantage estimator and policy loss looked up in verl's registries and compared with
-training/grpo.py, and the engine's command composed and validated by verl's config
+advantages from verl's own ray_trainer.compute_advantage (the registered estimator) and the
+policy loss from verl's registry, compared with training/grpo.py, and the engine's command composed and validated by verl's config
 machinery for one node and for 2 nodes x 8 GPUs. No training step: verl's rollout needs
 vLLM or SGLang on a GPU."""
 
@@ -77,14 +77,20 @@ for case in cases:
     scores.append(got["reward_score"])
 out["scores"] = scores
 
-# the advantage estimator looked up in verl's registry and called with the arguments
-# ray_trainer.compute_advantage passes (that module needs torchdata, absent here)
+# verl's own ray_trainer.compute_advantage on a batch of the scored responses, called as
+# RayPPOTrainer.fit calls it (it looks the configured estimator up in verl's registry)
+from verl.trainer.ppo.ray_trainer import compute_advantage
 rewards = torch.tensor(scores, dtype=torch.float32)
 T = 5
 tlr = torch.zeros(len(scores), T); tlr[:, -1] = rewards
 uids = np.array([c["uid"] for c in cases], dtype=object)
-estimator = core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator)
-adv, _ = estimator(token_level_rewards=tlr, response_mask=torch.ones(len(scores), T), config=cfg.algorithm, index=uids)
+batch = DataProto.from_dict(tensors={"token_level_rewards": tlr, "response_mask": torch.ones(len(scores), T)},
+                            non_tensors={"uid": uids})
+batch = compute_advantage(batch, adv_estimator=cfg.algorithm.adv_estimator, gamma=cfg.algorithm.gamma,
+                          lam=cfg.algorithm.lam, num_repeat=cfg.actor_rollout_ref.rollout.n,
+                          norm_adv_by_std_in_grpo=cfg.algorithm.get("norm_adv_by_std_in_grpo", True),
+                          config=cfg.algorithm)
+adv = batch.batch["advantages"]
 out["advantages"] = adv[:, 0].tolist()
 out["adv_uniform"] = bool((adv == adv[:, :1]).all())
 

@@ -14,6 +14,7 @@ with `plan(request) -> Launch`; one whose module is absent is not offered.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shlex
 import sys
@@ -85,6 +86,10 @@ class Launch:
     # Other steps before the command (lay out a model folder): (what, function);
     # `--dry-run` only lists them, `prepare()` runs them.
     steps: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    # An engine whose process cannot report through Dagster Pipes (not trajforge's code):
+    # the folder its Hugging Face Trainer writes trainer_state.json under, read after the
+    # run for the loss, tokens/s and checkpoint path (training.engines.trainer_state).
+    state_dir: Path | None = None
 
     def write(self, out: Path) -> list[Path]:
         """Write the configuration files under `out`; their paths. (The conversions are the
@@ -137,3 +142,23 @@ def plan(engine: str, request: TrainRequest) -> Launch:
         )
     module = importlib.import_module(f"training.engines.{engine}")
     return module.plan(request)
+
+
+def tiny_model_view(view: Path) -> Path:
+    """The tiny model as ms-swift and LLaMA-Factory load it: links to its files plus
+    preprocessor_config.json (the image processor's settings, which a real Qwen2-VL
+    checkpoint carries and their processor loaders need for the video processor; the
+    tiny model is saved without it)."""
+    from training.config import resolve_model_path
+
+    source = resolve_model_path("tiny")
+    view.mkdir(parents=True, exist_ok=True)
+    for f in source.iterdir():
+        link = view / f.name
+        if not link.exists():
+            link.symlink_to(f.resolve())
+    config = view / "preprocessor_config.json"
+    if not config.exists():
+        image = json.loads((source / "processor_config.json").read_text())["image_processor"]
+        config.write_text(json.dumps(image, indent=2) + "\n")
+    return view

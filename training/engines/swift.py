@@ -16,7 +16,15 @@ import json
 import os
 from pathlib import Path
 
-from training.engines import ROOT, Conversion, EngineError, Launch, TrainRequest, python_for
+from training.engines import (
+    ROOT,
+    Conversion,
+    EngineError,
+    Launch,
+    TrainRequest,
+    python_for,
+    tiny_model_view,
+)
 
 PLUGIN = ROOT / "training" / "engines" / "swift_plugin.py"
 DATA = "data"
@@ -37,6 +45,8 @@ DEFAULTS = {
     "split_dataset_ratio": 0,
     "dataset_num_proc": 1,
     "report_to": "none",
+    # tokens/s in trainer_state.json (ms-swift parses it as a bool: every input token counted)
+    "include_num_input_tokens_seen": True,
 }
 MULTI_NODE = ("node_rank", "master_addr", "master_port")
 
@@ -92,7 +102,16 @@ def plan(request: TrainRequest) -> Launch:
         "normalised by the weight total (loss_type trajforge_weighted)"
     ]
     conversion = Conversion(request.set_dir, "swift", data)
-    return Launch("swift", "sft", argv, env=env, notes=notes, conversions=[conversion], steps=steps)
+    return Launch(
+        "swift",
+        "sft",
+        argv,
+        env=env,
+        notes=notes,
+        conversions=[conversion],
+        steps=steps,
+        state_dir=Path(fields["output_dir"]),
+    )
 
 
 def _arg(value) -> str:
@@ -115,22 +134,3 @@ def _torchrun_env(request: TrainRequest, given: dict) -> dict[str, str]:
             if value is not None:
                 env[key.upper()] = str(value)
     return env
-
-
-def tiny_model_view(view: Path) -> Path:
-    """The tiny model as ms-swift loads it: links to its files plus preprocessor_config.json
-    (the image processor's settings, which a real Qwen2-VL checkpoint carries and ms-swift's
-    processor loader needs for the video processor; the tiny model is saved without it)."""
-    from training.config import resolve_model_path
-
-    source = resolve_model_path("tiny")
-    view.mkdir(parents=True, exist_ok=True)
-    for f in source.iterdir():
-        link = view / f.name
-        if not link.exists():
-            link.symlink_to(f.resolve())
-    config = view / "preprocessor_config.json"
-    if not config.exists():
-        image = json.loads((source / "processor_config.json").read_text())["image_processor"]
-        config.write_text(json.dumps(image, indent=2) + "\n")
-    return view

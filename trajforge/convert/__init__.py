@@ -94,6 +94,7 @@ def convert(
         },
         "model_profile": prof.name,
         "coords": prof.coords,
+        "token_weights": dict(module.TOKEN_WEIGHTS),
         "per_split": dict(sorted(per_split.items())),
         "per_kind": dict(sorted(per_kind.items())),
         "samples": sum(per_split.values()),

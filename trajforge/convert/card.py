@@ -75,6 +75,8 @@ def card(dataset: str, set_manifest: dict, written: dict, stats: dict, features)
         f"{json.dumps(written['per_kind'])}; left out (format cannot express them): "
         f"{written['inexpressible_count']}.",
         "",
+        f"Token weights (reasoning 1, action 2, coordinates 4): {written['token_weights']['how']}.",
+        "",
     ]
     return "\n".join(lines)
 

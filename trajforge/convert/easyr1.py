@@ -14,6 +14,13 @@ from trajforge.convert.rl import ground_truth, image_struct, write_reward
 from trajforge.convert.source import Item
 
 NAME = "easyr1"
+
+# RL rows: the reward scores whole answers, token weights do not apply (convert manifest).
+TOKEN_WEIGHTS = {
+    "carried": False,
+    "how": "not applicable: RL rows (the reward function scores the whole answer); the SFT spans "
+    "travel in the `spans` column for reference only",
+}
 HOW = """## EasyR1
 
 In the config (`python3 -m verl.trainer.main config=...` of EasyR1):

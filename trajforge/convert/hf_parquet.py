@@ -15,6 +15,13 @@ from trajforge.convert.output import ParquetFiles
 from trajforge.convert.source import Item
 
 NAME = "hf-parquet"
+
+# Whether trajforge's action-aware token weights reach a trainer, and how (convert manifest).
+TOKEN_WEIGHTS = {
+    "carried": True,
+    "how": "as data: the `spans` column (character offsets of the answer's action and "
+    "coordinates); a trainer applies them only through trajforge's loss (training.loss)",
+}
 _STR = (
     "id",
     "split",

@@ -15,6 +15,15 @@ from trajforge.convert.output import ImageFiles, JsonlFiles
 from trajforge.convert.source import Item
 
 NAME = "llamafactory"
+
+# Whether trajforge's action-aware token weights reach the trainer, and how (convert manifest).
+TOKEN_WEIGHTS = {
+    "carried": False,
+    "how": "not carried: LLaMA-Factory's supervised processor masks whole turns (a label is the "
+    "token or IGNORE_INDEX), its loss is the plain mean cross-entropy and a dataset column cannot "
+    "reach it; the `spans` column is written but LLaMA-Factory does not read it, so every answer "
+    "token trains with weight 1",
+}
 TAGS = {
     "role_tag": "role",
     "content_tag": "content",

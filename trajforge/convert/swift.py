@@ -22,6 +22,14 @@ from trajforge.convert.source import Item
 
 NAME = "swift"
 
+# Whether trajforge's action-aware token weights reach the trainer, and how (convert manifest).
+TOKEN_WEIGHTS = {
+    "carried": True,
+    "how": "the `spans` column; ms-swift's loss-scale mechanism applies them through trajforge's "
+    "plugin (training/engines/swift_plugin.py: --loss_scale trajforge --loss_type trajforge_weighted "
+    "--remove_unused_columns false)",
+}
+
 
 class Writer:
     def __init__(self, tmp: Path, dataset: str):

@@ -14,6 +14,14 @@ from trajforge.convert.source import Item, answer_point
 
 NAME = "trl"
 
+# Whether trajforge's action-aware token weights (reasoning 1, action 2, coordinates 4) reach
+# the trainer, and how: written into the convert manifest.
+TOKEN_WEIGHTS = {
+    "carried": True,
+    "how": "the `spans` column (character offsets of the answer's action and coordinates); "
+    "trajforge's TRL trainer (training.trl_sft, engine trl) turns them into per-token weights",
+}
+
 
 def features():
     import datasets as ds

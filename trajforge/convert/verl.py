@@ -15,6 +15,13 @@ from trajforge.convert.rl import ground_truth, image_struct, write_reward
 from trajforge.convert.source import Item
 
 NAME = "verl"
+
+# RL rows: the reward scores whole answers, token weights do not apply (convert manifest).
+TOKEN_WEIGHTS = {
+    "carried": False,
+    "how": "not applicable: RL rows (the reward module scores the whole answer); the SFT spans "
+    "travel in extra_info for reference only",
+}
 HOW = """## verl
 
     python -m verl.trainer.main_ppo \\

@@ -217,7 +217,11 @@ class DesktopEnv:
                     self._fill_screen()
                     return
                 last = None
-            except (TreeTimeout, TimeoutError) as e:
+            except TreeTimeout as e:
+                if "did not answer" in str(e):  # a hung bus: the session, not the app, is at fault
+                    raise AppCrashed(f"launch {self._launch_text()!r}: {e}") from e
+                last = str(e)
+            except TimeoutError as e:
                 last = str(e)
             if time.monotonic() > deadline:
                 what = _describe(cond)

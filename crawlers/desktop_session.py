@@ -206,15 +206,21 @@ class DesktopSession:
     def kill_apps(self) -> None:
         """Kill every process of the session but its X server and bus (an episode's apps)."""
         keep = {p.pid for p in self.procs[:2]}
+        killed = []
         for proc in self.procs[2:]:
             _kill_group(proc.pid)
         for pid in self.pids():
             if pid not in keep and not self._is_bus_child(pid):
                 _kill(pid)
+                killed.append(pid)
         self.procs = [p for p in self.procs if p.pid in keep or p.poll() is None]
         for proc in self.procs[2:]:
             _reap(proc)
         self.procs = self.procs[:2]
+        # Until they are dead: an app's unique name on the bus is released with its
+        # connection; the next launch of a single-instance app (a GApplication) would
+        # otherwise hand its command line to the dying one and exit (status 1, NoReply).
+        _wait_dead(killed, timeout_s=3.0)
 
     def _is_bus_child(self, pid: int) -> bool:
         """The accessibility bus D-Bus started (at-spi-bus-launcher and its bus) stays."""
@@ -281,6 +287,24 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def _wait_dead(pids: list[int], *, timeout_s: float) -> None:
+    """Until none of `pids` runs (gone, or a zombie: its connections are closed), bounded."""
+    deadline = time.monotonic() + timeout_s
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if _running(pid)]
+        if left:
+            time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _reap(proc: subprocess.Popen) -> None:

@@ -150,9 +150,11 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
         base = known[rng.choice(sorted(names))]
     # The theme (prefers-color-scheme) and locale are asked for; the episode records
     # the ones the page showed (env_device). A font scale is not applied to a
-    # foreign page, so it is recorded as 1.0.
+    # foreign page, so it is recorded as 1.0. A desktop app draws its toolkit's own
+    # theme (light): nothing asks it for another, so none is drawn.
+    theme = "light" if environment.platform == "desktop" else rng.choice(THEMES)
     return base.model_copy(
-        update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
+        update={"locale": LOCALES.get(task.language, "en-US"), "theme": theme, "font_scale": 1.0}
     )
 
 

@@ -80,6 +80,13 @@ def test_a_dict_then_a_text_answer_earn_the_command_verifiers_reward(tmp_path, t
         obs, info = env.reset(seed=0)
         assert obs["screenshot"].shape == (768, 1024, 3) and obs["screenshot"].dtype == np.uint8
         assert (info["platform"], info["verifier"]) == ("desktop", "command")
+        device = info["device"]  # the session's X screen, as the file's display says
+        assert (device["viewport_width"], device["viewport_height"], device["is_mobile"]) == (
+            1024,
+            768,
+            False,
+        )
+        assert device["theme"] == "light"  # the toolkit's own: no theme is drawn for a desktop
         assert obs["url"] == "desktop://mousepad/~/note.txt - Mousepad" and "textbox" in obs["a11y"]
         x, y = textbox_centre(info)
         obs, reward, terminated, truncated, info = env.step({"type": "type", "x": x, "y": y, "text": text})

@@ -135,7 +135,9 @@ class DesktopEnv:
             if self.environment.teardown and self.task is not None:
                 self._run_commands(self.environment.teardown, "teardown")
         finally:
-            self.session.kill_apps()
+            # The reader stays: starting it again (Python, GObject, AT-SPI) would cost each reset.
+            reader = self.reader.proc if self.reader is not None else None
+            self.session.kill_apps(spare=(reader.pid,) if reader is not None else ())
             self.app = None
 
     def close(self) -> None:

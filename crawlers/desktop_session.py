@@ -203,9 +203,10 @@ class DesktopSession:
         return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ stop
-    def kill_apps(self) -> None:
-        """Kill every process of the session but its X server and bus (an episode's apps)."""
-        keep = {p.pid for p in self.procs[:2]}
+    def kill_apps(self, spare: tuple[int, ...] = ()) -> None:
+        """Kill every process of the session but its X server and bus (an episode's apps)
+        and the `spare` ones (the accessibility reader, kept across episodes)."""
+        keep = {p.pid for p in self.procs[:2]} | set(spare)
         killed = []
         for proc in self.procs[2:]:
             _kill_group(proc.pid)

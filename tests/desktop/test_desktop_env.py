@@ -153,10 +153,13 @@ def test_pointer_actions_and_chords(desktop):
 
 def test_reset_gives_a_fresh_home(desktop):
     desktop.reset()
+    reader = desktop.reader.proc.pid
     desktop.run_command('echo stale > "$HOME/left.txt"', timeout_s=5)
-    desktop.reset()
+    obs = desktop.reset()
     status, _, _ = desktop.run_command('test -e "$HOME/left.txt"', timeout_s=5)
     assert status == 1
+    # The accessibility reader outlives the episode and reads the relaunched app's tree.
+    assert desktop.reader.proc.pid == reader and obs.find(role="textbox")
 
 
 # ---------------------------------------------------------------- crawls

@@ -290,7 +290,9 @@ def rows_from(m: dict) -> list[Row]:
                 "the same sessions, accessibility bridge off, no reader",
                 note=f"PSS of the sessions' processes {ours['pss_mb']:.0f} MB ({ours['processes']} processes) "
                 f"vs {bare['pss_mb']:.0f} MB ({bare['processes']}); load {ours['load']}",
-                machine=machine)
+                machine=machine,
+                extra={"pss_mb": ours["pss_mb"], "processes": ours["processes"],
+                       "bare_pss_mb": bare["pss_mb"], "bare_processes": bare["processes"]})
         )  # fmt: skip
     return rows
 

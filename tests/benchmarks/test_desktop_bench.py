@@ -45,6 +45,9 @@ def test_smoke_run_measures_every_desktop_row(tmp_path):
         assert r.figure and r.figure > 0 and r.baseline and r.baseline > 0, r
     # A step does the bare loop's click and screenshot and more (settle, tree, PNG).
     assert rows["desktop step P50 (mousepad)"].ratio > 1.0
-    # The accessibility layer costs memory: fewer sessions per GB than without it.
-    assert rows["desktop sessions per GB, 1 open (mousepad)"].ratio < 1.0
+    # A session's processes: Xvfb, D-Bus, the app, and the accessibility layer (its bus
+    # launcher, bus and registry, the reader) that the baseline goes without. (PSS itself
+    # moves with whatever else on the machine shares the apps' pages.)
+    density = rows["desktop sessions per GB, 1 open (mousepad)"].extra
+    assert density["bare_processes"] == 3 and density["processes"] > density["bare_processes"]
     assert "## Desktop environments (Xvfb, AT-SPI, XTEST) (`benchmarks/desktop.py`)" in doc.read_text()

@@ -95,6 +95,12 @@ REGISTRY = [
         "Environments as Ray actors",
         timeout_s={"smoke": 240, "quick": 400, "full": 540},
     ),
+    Bench(
+        "desktop",
+        "desktop.py",
+        "Desktop environments (Xvfb, AT-SPI, XTEST)",
+        timeout_s={"smoke": 240, "quick": 720, "full": 1200},
+    ),
     Bench("object_store", "object_store.py", "The raw store on object storage (S3)"),
     Bench("shard_io", "shard_io.py", "Shard writing and reading"),
     Bench(

@@ -135,7 +135,9 @@ class DesktopEnv:
             if self.environment.teardown and self.task is not None:
                 self._run_commands(self.environment.teardown, "teardown")
         finally:
-            self.session.kill_apps()
+            # The reader stays: starting it again (Python, GObject, AT-SPI) would cost each reset.
+            reader = self.reader.proc if self.reader is not None else None
+            self.session.kill_apps(spare=(reader.pid,) if reader is not None else ())
             self.app = None
 
     def close(self) -> None:
@@ -217,7 +219,11 @@ class DesktopEnv:
                     self._fill_screen()
                     return
                 last = None
-            except (TreeTimeout, TimeoutError) as e:
+            except TreeTimeout as e:
+                if "did not answer" in str(e):  # a hung bus: the session, not the app, is at fault
+                    raise AppCrashed(f"launch {self._launch_text()!r}: {e}") from e
+                last = str(e)
+            except TimeoutError as e:
                 last = str(e)
             if time.monotonic() > deadline:
                 what = _describe(cond)

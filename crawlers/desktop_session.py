@@ -7,7 +7,8 @@ XDG_RUNTIME_DIR and the temp folder live in a folder of the session that a
 reset replaces (a fresh profile per episode).
 
 Every process the session starts runs in a process group of its own and
-carries the session's token in its environment (TRAJFORGE_DESKTOP_SESSION),
+carries the session's token in its environment (TRAJFORGE_DESKTOP_SESSION,
+"<owner pid>.<random>": the owner's sessions can be told from other processes'),
 so `close()` finds and kills them all, the ones D-Bus activated too, even
 after a failure: no X server, bus or app is left behind.
 """
@@ -49,7 +50,11 @@ def _read_line(fd: int, timeout_s: float, what: str, proc: subprocess.Popen) -> 
         elif proc.poll() is not None:
             raise DesktopSessionError(f"{what} exited at once (status {proc.returncode})")
     if b"\n" not in buf:
-        raise DesktopSessionError(f"{what} exited before saying where it listens")
+        try:
+            status = proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            raise DesktopSessionError(f"{what} closed its pipe before saying where it listens") from None
+        raise DesktopSessionError(f"{what} exited at once (status {status})")
     return buf.split(b"\n", 1)[0].decode().strip()
 
 
@@ -58,7 +63,8 @@ class DesktopSession:
 
     def __init__(self, *, width: int = 1280, height: int = 800, dpi: int = 96):
         self.width, self.height, self.dpi = width, height, dpi
-        self.token = secrets.token_hex(8)
+        # "<pid of the process that owns the session>.<random>": whose sessions these are.
+        self.token = f"{os.getpid()}.{secrets.token_hex(8)}"
         self.root = Path(tempfile.mkdtemp(prefix="tf-desktop-"))
         self.procs: list[subprocess.Popen] = []
         self.display: str | None = None
@@ -91,10 +97,16 @@ class DesktopSession:
         try:
             argv = ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24"]
             argv += ["-dpi", str(self.dpi), "-nolisten", "tcp", "-noreset"]
-            proc = self._spawn(argv, pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            log = self.root / "xvfb.log"
+            with open(log, "wb") as out:
+                proc = self._spawn(argv, pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=out)
             os.close(w)
             w = -1
-            self.display = ":" + _read_line(r, _START_TIMEOUT_S, "Xvfb", proc)
+            try:
+                self.display = ":" + _read_line(r, _START_TIMEOUT_S, "Xvfb", proc)
+            except DesktopSessionError as e:
+                said = [ln for ln in log.read_text("utf-8", "replace").splitlines() if ln.strip()][-2:]
+                raise DesktopSessionError(f"{e}{'; it said: ' + ' | '.join(said) if said else ''}") from None
         finally:
             os.close(r)
             if w >= 0:
@@ -191,18 +203,25 @@ class DesktopSession:
         return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ stop
-    def kill_apps(self) -> None:
-        """Kill every process of the session but its X server and bus (an episode's apps)."""
-        keep = {p.pid for p in self.procs[:2]}
+    def kill_apps(self, spare: tuple[int, ...] = ()) -> None:
+        """Kill every process of the session but its X server and bus (an episode's apps)
+        and the `spare` ones (the accessibility reader, kept across episodes)."""
+        keep = {p.pid for p in self.procs[:2]} | set(spare)
+        killed = []
         for proc in self.procs[2:]:
             _kill_group(proc.pid)
         for pid in self.pids():
             if pid not in keep and not self._is_bus_child(pid):
                 _kill(pid)
+                killed.append(pid)
         self.procs = [p for p in self.procs if p.pid in keep or p.poll() is None]
         for proc in self.procs[2:]:
             _reap(proc)
         self.procs = self.procs[:2]
+        # Until they are dead: an app's unique name on the bus is released with its
+        # connection; the next launch of a single-instance app (a GApplication) would
+        # otherwise hand its command line to the dying one and exit (status 1, NoReply).
+        _wait_dead(killed, timeout_s=3.0)
 
     def _is_bus_child(self, pid: int) -> bool:
         """The accessibility bus D-Bus started (at-spi-bus-launcher and its bus) stays."""
@@ -269,6 +288,24 @@ def _kill(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def _wait_dead(pids: list[int], *, timeout_s: float) -> None:
+    """Until none of `pids` runs (gone, or a zombie: its connections are closed), bounded."""
+    deadline = time.monotonic() + timeout_s
+    left = list(pids)
+    while left and time.monotonic() < deadline:
+        left = [pid for pid in left if _running(pid)]
+        if left:
+            time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _reap(proc: subprocess.Popen) -> None:

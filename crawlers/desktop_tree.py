@@ -124,7 +124,9 @@ class TreeReader:
         return self.proc
 
     def read(self) -> dict:
-        proc = self.proc if self.proc is not None and self.proc.poll() is None else self._start()
+        if self.proc is not None and self.proc.poll() is not None:
+            self.close()  # it exited (an episode's end kills the session's processes): its pipes too
+        proc = self.proc if self.proc is not None else self._start()
         proc.stdin.write(b'{"op": "tree"}\n')
         proc.stdin.flush()
         fd = proc.stdout.fileno()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.actions import Action
-from schemas.environment import Environment
+from schemas.environment import Display, Environment
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
@@ -121,8 +121,15 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
     """The screen asked for a task's episode: the environment's viewport, or a profile it
     names drawn by the seed; the locale follows the task's language, the theme the seed."""
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
-    mobile = environment.platform != "web"
-    if environment.viewport is not None:
+    mobile = environment.platform not in ("web", "desktop")
+    if environment.platform == "desktop":  # the session's X screen (DesktopEnv makes it so)
+        display = environment.display or Display()
+        base = DeviceProfile(
+            name=f"{environment.name}-display",
+            viewport_width=display.width,
+            viewport_height=display.height,
+        )
+    elif environment.viewport is not None:
         vp = environment.viewport
         base = DeviceProfile(
             name=f"{environment.name}-viewport",
@@ -143,9 +150,11 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
         base = known[rng.choice(sorted(names))]
     # The theme (prefers-color-scheme) and locale are asked for; the episode records
     # the ones the page showed (env_device). A font scale is not applied to a
-    # foreign page, so it is recorded as 1.0.
+    # foreign page, so it is recorded as 1.0. A desktop app draws its toolkit's own
+    # theme (light): nothing asks it for another, so none is drawn.
+    theme = "light" if environment.platform == "desktop" else rng.choice(THEMES)
     return base.model_copy(
-        update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
+        update={"locale": LOCALES.get(task.language, "en-US"), "theme": theme, "font_scale": 1.0}
     )
 
 

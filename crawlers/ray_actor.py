@@ -105,7 +105,8 @@ def get(ref, timeout_s: float | None):
         raise ActorLost(f"the Ray actor did not answer within {timeout_s:.0f}s") from e
 
 
-_ENV_METHODS = {"reset", "observe", "step", "is_alive", "restart", "close_episode"}
+# run_command: a desktop session's `command` verifier runs in the actor, on its node.
+_ENV_METHODS = {"reset", "observe", "step", "is_alive", "restart", "close_episode", "run_command"}
 
 
 class RemotePage:

@@ -22,6 +22,10 @@ same for crawl_environment and, through the Gym API, training.rollouts.rejection
 training.online; `ray.init` is called (address=None: a local Ray) unless Ray is
 already initialised.
 
+Desktops: `RayEnvPool(n, factory=DesktopEnvFactory(environment))` gives each actor a
+DesktopEnv of a `platform: desktop` file (its own X server, bus and app on the
+actor's node) and takes one unit of `desktop`.
+
 Phones: `RayEnvPool(n, devices=[spec, ...], factory=AppiumSessionFactory(url))`
 gives slot i the device `devices[i % len(devices)]`; its actor calls
 `factory(spec)` (an Appium session through the server at `url`, which must be
@@ -65,7 +69,8 @@ class RayEnvPool(SlotLookup):
     """`size` envs as Ray actors; see the module docstring.
 
     `resource`: the custom resource each actor takes one unit of (default "browser";
-    with `devices`, "device:<profile>" of the slot's device). With `devices`, `factory`
+    with `devices`, "device:<profile>" of the slot's device; with a DesktopEnvFactory,
+    "desktop"). With `devices`, `factory`
     is called with the slot's DeviceSpec (AppiumSessionFactory opens an Appium session).
     `call_timeout_s` bounds one env call (a step's own watchdog ends well
     before); an actor that does not answer is treated as lost.
@@ -104,6 +109,8 @@ class RayEnvPool(SlotLookup):
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self._ray = ray
         self.size = size
+        resource = resource or getattr(factory, "resource", None)  # DesktopEnvFactory: "desktop"
+        self.platform = getattr(factory, "platform", None) or self.platform
         self.resource = resource or (
             f"device:{devices[0].profile.name}"
             if devices and len({d.profile.name for d in devices}) == 1
@@ -377,6 +384,28 @@ class AppiumSessionFactory:
         from .mobile_env import MobileEnv
 
         return MobileEnv(self.server_url, spec, chromedriver_port=free_port(), **self.mobile_env_kw)
+
+
+class DesktopEnvFactory:
+    """Opens a DesktopEnv on `environment` (a platform: desktop file) in the actor: its own
+    Xvfb, accessibility bus and app on the actor's node; picklable. Its actors take one
+    unit of `desktop` (`ray start --resources '{"desktop": 8}'` on a node with Xvfb and
+    the app installed: scripts/setup_desktop.sh). `desktop_env_kw`: DesktopEnv's keywords
+    (image_format, step_timeout_s, wait_timeout_s)."""
+
+    resource = "desktop"
+    platform = "desktop"
+
+    def __init__(self, environment, **desktop_env_kw):
+        if environment.platform != "desktop":
+            raise ValueError(f"environment '{environment.name}' is {environment.platform}, not desktop")
+        self.environment = environment
+        self.desktop_env_kw = desktop_env_kw
+
+    def __call__(self):
+        from .desktop_env import DesktopEnv
+
+        return DesktopEnv(self.environment, **self.desktop_env_kw)
 
 
 class _WebEnvFactory:

@@ -25,26 +25,30 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "environments" / "m
 TOKEN = b"TRAJFORGE_DESKTOP_SESSION="
 
 
-def session_pids() -> set[int]:
-    """Every live process started by any desktop session (they carry its token)."""
+def session_pids(owners: set[int] | None = None) -> set[int]:
+    """Every live process of a desktop session (they carry its token), of the sessions
+    that `owners` opened (default: this test process; the token starts with the owner's
+    pid), so that other jobs' desktop sessions on the machine do not count."""
+    owners = {os.getpid()} if owners is None else owners
+    prefixes = tuple(TOKEN + f"{pid}.".encode() for pid in owners)
     out = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if any(v.startswith(TOKEN) for v in f.read().split(b"\0")):
+                if any(v.startswith(prefixes) for v in f.read().split(b"\0")):
                     out.add(int(entry))
         except OSError:
             continue
     return out
 
 
-def assert_nothing_left(before: set[int]) -> None:
+def assert_nothing_left(before: set[int], owners: set[int] | None = None) -> None:
     deadline = time.monotonic() + 3
-    while session_pids() - before and time.monotonic() < deadline:
+    while session_pids(owners) - before and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = session_pids() - before
+    left = session_pids(owners) - before
     names = {p: Path(f"/proc/{p}/comm").read_text().strip() for p in left if Path(f"/proc/{p}").exists()}
     assert not names, f"processes left behind: {names}"
 
@@ -149,10 +153,13 @@ def test_pointer_actions_and_chords(desktop):
 
 def test_reset_gives_a_fresh_home(desktop):
     desktop.reset()
+    reader = desktop.reader.proc.pid
     desktop.run_command('echo stale > "$HOME/left.txt"', timeout_s=5)
-    desktop.reset()
+    obs = desktop.reset()
     status, _, _ = desktop.run_command('test -e "$HOME/left.txt"', timeout_s=5)
     assert status == 1
+    # The accessibility reader outlives the episode and reads the relaunched app's tree.
+    assert desktop.reader.proc.pid == reader and obs.find(role="textbox")
 
 
 # ---------------------------------------------------------------- crawls

@@ -10,7 +10,9 @@ figures in their metadata). Then one
 catalog slice crawled on a local WebEnvPool is the reference: the Ray pool
 (4 browser actors over 2 worker nodes) records the same trajectories (ids,
 outcomes, steps, devices, actions); then an online-RL iteration plays its
-rollouts on an actor; last (it leaves one worker), a worker node is killed in
+rollouts on an actor; then desktop sessions (Xvfb, AT-SPI, mousepad) as actors on a
+node that joins with the `desktop` resource, crawled, played through the Gym API and
+through `trajforge serve --ray-address`; last (it leaves one worker), a worker node is killed in
 the middle of a crawl: its episodes are replayed on the other node, 0 lost,
 0 duplicated, every part readable, the replays counted.
 
@@ -526,6 +528,100 @@ def test_the_environment_server_plays_its_sessions_on_ray_actors(ray_cluster, tm
     assert [t.outcome for t in trajs if t.source_name.endswith(":agent:ray")].count("error") == 1, [
         (t.source_name, t.outcome, t.error) for t in trajs
     ]
+
+
+def test_desktop_sessions_play_on_ray_actors_placed_by_the_desktop_resource(ray_cluster, tmp_path):
+    """A node declaring `desktop: 2` joins; DesktopEnvFactory actors are placed only there
+    (the browser nodes lack the resource), each with its own Xvfb, AT-SPI bus and mousepad;
+    the crawl records mousepad's EN and ZH notes verified by the `command` verifier (run in
+    the actor's session), the Gym API plays on the same pool, and closing the pool leaves
+    no X server, bus or app."""
+    import shutil
+
+    import trajforge.envs as tf_envs
+    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.ray_pool import DesktopEnvFactory
+    from schemas.environment import load_environment
+    from tests.desktop.test_desktop_env import EXAMPLE, assert_nothing_left, session_pids
+    from tests.ray.conftest import NODE
+
+    if shutil.which("Xvfb") is None or shutil.which("mousepad") is None:
+        pytest.skip("needs Xvfb and mousepad (scripts/setup_desktop.sh)")
+    environment = load_environment(EXAMPLE)
+    store = RawStore(tmp_path / "raw")
+    node = ray_cluster.cluster.add_node(**NODE, resources={"desktop": 2})
+    try:
+        with RayEnvPool(2, factory=DesktopEnvFactory(environment)) as pool:
+            assert (pool.resource, pool.platform) == ("desktop", "desktop")
+            stats = crawl_environment(environment, EnvCrawl(policy="oracle"), store=store, pool=pool)
+            env = tf_envs.make(EXAMPLE, task_id="note-en", pool=pool)
+            try:
+                _, info = env.reset(seed=0)
+                box = next(e["bbox"] for e in info["elements"] if e["role"] == "textbox")
+                x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+                env.step({"type": "type", "x": x, "y": y, "text": "Buy milk and eggs"})
+                _, reward, terminated, _, info = env.step({"type": "key", "text": "ctrl+s"})
+            finally:
+                env.close()
+            nodes = set(pool.slot_nodes().values())
+            owners = set(pool.slot_pids().values())  # the actors' workers own the sessions
+            assert session_pids(owners), "the actors' desktop sessions were not found"
+        assert_nothing_left(set(), owners)
+        served = _served_desktop_episode(ray_cluster, tmp_path / "served")
+    finally:
+        ray_cluster.cluster.remove_node(node, allow_graceful=False)
+    assert nodes == {node.node_id}
+    assert (reward, terminated, info["outcome"], info["verified_by"]) == (1.0, True, "success", "command")
+    assert served == [(0.0, False), (1.0, True)]
+    assert (stats.trajectories, stats.success, stats.error) == (2, 2, 0)
+    trajs = list(store.iter_trajectories())
+    assert {(t.task.task_id, t.outcome, t.verified_by, t.platform) for t in trajs} == {
+        ("note-en", "success", "command", "desktop"),
+        ("note-zh", "success", "command", "desktop"),
+    }
+
+
+def _served_desktop_episode(ray_cluster, data: Path) -> list[tuple[float, bool]]:
+    """`trajforge serve mousepad.yaml --ray-address`: one session's desktop is an actor on
+    the `desktop` node; the note typed and saved; (reward, terminated) per step."""
+    import re
+    import subprocess
+    import sys
+
+    import httpx
+
+    from tests.desktop.test_desktop_env import EXAMPLE
+
+    args = [
+        sys.executable, "-m", "trajforge.cli", "serve", str(EXAMPLE), "--port", "0", "--max-sessions", "1",
+        "--ray-address", ray_cluster.cluster.address, "--record-to", str(data),
+    ]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        url = None
+        while url is None:
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, f"trajforge serve exited {proc.returncode}"
+            found = re.search(r"on (http://\S+)", line)
+            url = found.group(1) if found else None
+        body = {"env": "mousepad", "task_id": "note-en", "policy_id": "ray"}
+        created = httpx.post(url + "/v1/sessions", json=body, timeout=240)
+        assert created.status_code == 200, created.text
+        sid = created.json()["session_id"]
+        box = next(e["bbox"] for e in created.json()["info"]["elements"] if e["role"] == "textbox")
+        x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        out = []
+        for action in (
+            {"type": "type", "x": x, "y": y, "text": "Buy milk and eggs"},
+            {"type": "key", "text": "ctrl+s"},
+        ):
+            step = httpx.post(f"{url}/v1/sessions/{sid}/step", json={"action": action}, timeout=120).json()
+            out.append((step["reward"], step["terminated"]))
+        httpx.delete(f"{url}/v1/sessions/{sid}")
+        return out
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
 
 
 def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(

@@ -131,8 +131,9 @@ class GuiEnv(gym.Env):
     phone's device-pixel screenshots are resized to it). alpha, beta, gamma,
     reflection: the shaped terms (trajforge.envs.rewards). env / pool: play on
     this env (a WebEnv, a MobileEnv on an Appium phone) or on leases of this
-    EnvSource (WebEnvPool, DevicePool); default a headless Chromium allowed only
-    the environment's origins. runtime: an EnvironmentRuntime to use instead of
+    EnvSource (WebEnvPool, DevicePool, RayEnvPool); default a headless Chromium allowed
+    only the environment's origins, or, for a `platform: desktop` file, a DesktopEnv of
+    its own (its own Xvfb, accessibility bus and app; crawlers/desktop_env.py). runtime: an EnvironmentRuntime to use instead of
     the file's (the sandbox's). judge: the VLM judge of `judge` verifiers.
     """
 

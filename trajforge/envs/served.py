@@ -36,7 +36,8 @@ def served_envs(
 
     With `ray_address`, each environment's sessions play on a RayEnvPool of
     `sessions` actors on that cluster (browsers on the nodes that declare the
-    `browser` resource) instead of a browser in this process per session.
+    `browser` resource, desktop sessions on those that declare `desktop`) instead
+    of a browser (or desktop session) in this process per session.
     """
     with ExitStack() as stack:
         envs: dict[str, ServedEnv] = {}
@@ -69,9 +70,12 @@ def _ray_pool(stack: ExitStack, environment, address: str | None, size: int):
     if address is None:
         return None
     from crawlers.allowlist import Allowlist
-    from crawlers.ray_pool import RayEnvPool  # Ray is imported only when a cluster is named
+    from crawlers.ray_pool import DesktopEnvFactory, RayEnvPool  # Ray: only when a cluster is named
 
-    pool = RayEnvPool(size, address=address, request_filter=Allowlist(environment.origins()))
+    if environment.platform == "desktop":  # actors on the nodes that declare `desktop`
+        pool = RayEnvPool(size, address=address, factory=DesktopEnvFactory(environment))
+    else:
+        pool = RayEnvPool(size, address=address, request_filter=Allowlist(environment.origins()))
     stack.callback(pool.close)
     return pool
 

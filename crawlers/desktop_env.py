@@ -434,7 +434,9 @@ def _find_node(answer: dict, role: str | None, name: str | None) -> bool:
         r = n.get("role") or ""
         if role is not None and role not in (r, _ROLES.get(r)):
             return False
-        return name is None or name.lower() in (n.get("name") or "").lower()
+        # An entry's element name is its text when it has no label (crawlers.page_nodes).
+        text = n.get("name") or n.get("value") or ""
+        return name is None or name.lower() in text.lower()
 
     stack = list(answer.get("apps", []))
     while stack:

@@ -7,8 +7,9 @@ XDG_RUNTIME_DIR and the temp folder live in a folder of the session that a
 reset replaces (a fresh profile per episode).
 
 Every process the session starts runs in a process group of its own and
-carries the session's token in its environment (TRAJFORGE_DESKTOP_SESSION),
-so `close()` finds and kills them all, the ones D-Bus activated too, even
+carries the session's token in its environment (TRAJFORGE_DESKTOP_SESSION;
+it starts with the id of the process that made the session, so a test can
+tell its own sessions from another run's), so `close()` finds and kills them all, the ones D-Bus activated too, even
 after a failure: no X server, bus or app is left behind.
 """
 
@@ -58,7 +59,7 @@ class DesktopSession:
 
     def __init__(self, *, width: int = 1280, height: int = 800, dpi: int = 96):
         self.width, self.height, self.dpi = width, height, dpi
-        self.token = secrets.token_hex(8)
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
         self.root = Path(tempfile.mkdtemp(prefix="tf-desktop-"))
         self.procs: list[subprocess.Popen] = []
         self.display: str | None = None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.actions import Action
-from schemas.environment import Environment
+from schemas.environment import Display, Environment
 from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
 from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
@@ -120,6 +120,8 @@ def environment_tasks(
 def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
     """The screen asked for a task's episode: the environment's viewport, or a profile it
     names drawn by the seed; the locale follows the task's language, the theme the seed."""
+    if environment.platform == "desktop":
+        return desktop_device(environment)
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
     mobile = environment.platform != "web"
     if environment.viewport is not None:
@@ -146,6 +148,20 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
     # foreign page, so it is recorded as 1.0.
     return base.model_copy(
         update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
+    )
+
+
+def desktop_device(environment: Environment) -> DeviceProfile:
+    """A desktop episode's screen: its X display (DPI over 96 as the pixel ratio). Nothing
+    is emulated: the app shows its toolkit's default (light) theme and, under the session's
+    C locale, its untranslated (English) words, whatever the task's language."""
+    d = environment.display or Display()
+    return DeviceProfile(
+        name=f"desktop-{d.width}x{d.height}",
+        viewport_width=d.width,
+        viewport_height=d.height,
+        pixel_ratio=d.dpi / 96,
+        is_mobile=False,
     )
 
 

@@ -267,18 +267,7 @@ class DesktopEnv:
 
     def observe(self, error: str | None = None) -> Observation:
         self._require()
-        try:
-            if self.screen.fit_windows():  # a new dialog off the screen's edge
-                time.sleep(0.2)
-        except Exception as e:  # noqa: BLE001 - the X connection broke
-            raise AppCrashed(f"the X server stopped answering: {e}") from e
-        pixels = self._pixels()
-        t0 = time.perf_counter()
-        try:
-            answer = self._read_tree()
-        except TreeTimeout as e:
-            raise AppCrashed(f"{e} (app {self._launch_text()!r})") from e
-        self.tree_ms.append((time.perf_counter() - t0) * 1000)
+        pixels, answer = self._capture()
         if self.app is not None and self.app.poll() is not None and not _windows(answer):
             raise AppCrashed(
                 f"the app exited mid-episode (launch {self._launch_text()!r}, status {self.app.returncode})"
@@ -299,6 +288,38 @@ class DesktopEnv:
             elements=elements,
             last_action_error=error,
         )
+
+    def _capture(self):
+        """The screen's pixels and tree. A window the tree shows off the screen (mapped
+        after the last fit) is fitted and both are taken again (bounded)."""
+        deadline = time.monotonic() + _SETTLE_MAX_S
+        while True:
+            try:
+                self._fit_windows()
+            except Exception as e:  # noqa: BLE001 - the X connection broke
+                raise AppCrashed(f"the X server stopped answering: {e}") from e
+            pixels = self._pixels()
+            t0 = time.perf_counter()
+            try:
+                answer = self._read_tree()
+            except TreeTimeout as e:
+                raise AppCrashed(f"{e} (app {self._launch_text()!r})") from e
+            read_ms = (time.perf_counter() - t0) * 1000
+            if not _off_screen(answer, self.screen.width, self.screen.height) or time.monotonic() > deadline:
+                self.tree_ms.append(read_ms)
+                return pixels, answer
+
+    def _fit_windows(self) -> None:
+        """A new dialog off the screen's edge is moved in, until it stays in (bounded): a
+        toolkit may first put it back where it wanted it, and its boxes follow late."""
+        if not self.screen.fit_windows():
+            return
+        deadline = time.monotonic() + _SETTLE_MAX_S
+        while time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+            if not self.screen.fit_windows():
+                break
+        self._settle(None)
 
     def _read_tree(self) -> dict:
         """The tree; asked twice when an app went away under the first read (a closing dialog)."""
@@ -433,6 +454,17 @@ def _windows(answer: dict) -> list[dict]:
     return [w for app in answer.get("apps", []) for w in app.get("children") or []]
 
 
+def _off_screen(answer: dict, width: int, height: int) -> bool:
+    """Whether a window of the tree lies partly outside the screen."""
+    for w in _windows(answer):
+        box = w.get("box")
+        if box and box[2] > 0 and box[3] > 0 and box[0] > -10_000:  # not AT-SPI's "no box"
+            x, y, bw, bh = box
+            if x < 0 or y < 0 or x + bw > width or y + bh > height:
+                return True
+    return False
+
+
 def _find_node(answer: dict, role: str | None, name: str | None) -> bool:
     from .desktop_tree import _ROLES
 
@@ -440,7 +472,9 @@ def _find_node(answer: dict, role: str | None, name: str | None) -> bool:
         r = n.get("role") or ""
         if role is not None and role not in (r, _ROLES.get(r)):
             return False
-        return name is None or name.lower() in (n.get("name") or "").lower()
+        # An entry's element name is its text when it has no label (crawlers.page_nodes).
+        text = n.get("name") or n.get("value") or ""
+        return name is None or name.lower() in text.lower()
 
     stack = list(answer.get("apps", []))
     while stack:

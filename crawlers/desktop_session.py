@@ -27,6 +27,7 @@ from pathlib import Path
 
 TOKEN_VAR = "TRAJFORGE_DESKTOP_SESSION"
 _START_TIMEOUT_S = 10.0
+_STOP_TIMEOUT_S = 3.0
 
 
 class DesktopSessionError(RuntimeError):
@@ -207,21 +208,38 @@ class DesktopSession:
         """Kill every process of the session but its X server and bus (an episode's apps)
         and the `spare` ones (the accessibility reader, kept across episodes)."""
         keep = {p.pid for p in self.procs[:2]} | set(spare)
-        killed = []
+        victims = self._app_pids(keep)
         for proc in self.procs[2:]:
-            _kill_group(proc.pid)
-        for pid in self.pids():
-            if pid not in keep and not self._is_bus_child(pid):
-                _kill(pid)
-                killed.append(pid)
-        self.procs = [p for p in self.procs if p.pid in keep or p.poll() is None]
+            if proc.pid not in keep:
+                _kill_group(proc.pid)
+        for pid in victims:
+            _kill(pid)
         for proc in self.procs[2:]:
-            _reap(proc)
-        self.procs = self.procs[:2]
-        # Until they are dead: an app's unique name on the bus is released with its
-        # connection; the next launch of a single-instance app (a GApplication) would
-        # otherwise hand its command line to the dying one and exit (status 1, NoReply).
-        _wait_dead(killed, timeout_s=3.0)
+            if proc.pid not in keep:
+                _reap(proc)
+        self.procs = self.procs[:2] + [p for p in self.procs[2:] if p.pid in keep]
+        # Gone, not only signalled: a single-instance app (a GApplication) started next
+        # would otherwise find its bus name still held and hand itself to the dying one.
+        # (A dying process's environment is unreadable before its sockets close: the
+        # victims are waited for by pid.)
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        while any(_running(pid) for pid in victims) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._bus_round_trip()
+
+    def _bus_round_trip(self) -> None:
+        """A call answered by the session's bus: it has seen the killed apps' sockets close
+        (and freed their names) before it answers a later one."""
+        if shutil.which("dbus-send") is None or not self.bus_address:
+            return
+        call = "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetId"
+        try:
+            self.run(call + " >/dev/null", timeout_s=_STOP_TIMEOUT_S)
+        except TimeoutError:
+            pass  # a hung bus: the next launch's wait says so
+
+    def _app_pids(self, keep: set[int]) -> list[int]:
+        return [pid for pid in self.pids() if pid not in keep and not self._is_bus_child(pid)]
 
     def _is_bus_child(self, pid: int) -> bool:
         """The accessibility bus D-Bus started (at-spi-bus-launcher and its bus) stays."""
@@ -290,22 +308,14 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _wait_dead(pids: list[int], *, timeout_s: float) -> None:
-    """Until none of `pids` runs (gone, or a zombie: its connections are closed), bounded."""
-    deadline = time.monotonic() + timeout_s
-    left = list(pids)
-    while left and time.monotonic() < deadline:
-        left = [pid for pid in left if _running(pid)]
-        if left:
-            time.sleep(0.02)
-
-
 def _running(pid: int) -> bool:
+    """Alive and not yet a zombie (a zombie has closed its files and sockets)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+            state = f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
+    return state not in (b"Z", b"X")
 
 
 def _reap(proc: subprocess.Popen) -> None:

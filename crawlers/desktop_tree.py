@@ -96,6 +96,7 @@ _ROLES = {
 }
 _WINDOW_ROLES = frozenset({"window", "dialog", "alertdialog", "menu", "tooltip"})
 _READ_TIMEOUT_S = 5.0
+_CONTAINERS = frozenset({"textbox", "combobox", "listbox", "spinbutton"})
 
 
 class TreeTimeout(RuntimeError):
@@ -180,7 +181,8 @@ def _convert(raw: dict) -> Node | list[Node]:
     for c in raw.get("children") or []:
         got = _convert(c)
         node.children.extend(got if isinstance(got, list) else [got])
-    if role in ACTIONABLE_ROLES and role not in ("textbox", "combobox", "listbox", "spinbutton"):
+    # A toolkit's page tab holds its whole page (GTK's notebook): never read as one label.
+    if role in ACTIONABLE_ROLES and role not in _CONTAINERS and raw["role"] != "page tab":
         absorb(node)
     if node.box is None and role not in _WINDOW_ROLES and not node.name:
         return node.children  # a boxless wrapper (a page tab's holder): its children stay

@@ -120,6 +120,8 @@ def environment_tasks(
 def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
     """The screen asked for a task's episode: the environment's viewport, or a profile it
     names drawn by the seed; the locale follows the task's language, the theme the seed."""
+    if environment.platform == "desktop":
+        return desktop_device(environment)
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
     mobile = environment.platform not in ("web", "desktop")
     if environment.platform == "desktop":  # the session's X screen (DesktopEnv makes it so)
@@ -155,6 +157,20 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
     theme = "light" if environment.platform == "desktop" else rng.choice(THEMES)
     return base.model_copy(
         update={"locale": LOCALES.get(task.language, "en-US"), "theme": theme, "font_scale": 1.0}
+    )
+
+
+def desktop_device(environment: Environment) -> DeviceProfile:
+    """A desktop episode's screen: its X display (DPI over 96 as the pixel ratio). Nothing
+    is emulated: the app shows its toolkit's default (light) theme and, under the session's
+    C locale, its untranslated (English) words, whatever the task's language."""
+    d = environment.display or Display()
+    return DeviceProfile(
+        name=f"desktop-{d.width}x{d.height}",
+        viewport_width=d.width,
+        viewport_height=d.height,
+        pixel_ratio=d.dpi / 96,
+        is_mobile=False,
     )
 
 

@@ -12,12 +12,15 @@ changes:
         - {key: "ctrl+Enter"}
         - {select: "Paris", on: {role: combobox}}
         - {scroll: down}
+        - {wait: {role: dialog, name: "Save As"}}
         - {done: "created"}
 
 `name` matches the accessible name exactly, then case-insensitively as a
 substring; `nth` picks among several matches. A target that is not on the
 screen is waited for (`wait` steps, at most `patience`), then the episode
-ends with a PolicyError that names the step.
+ends with a PolicyError that names the step. A `wait` naming an element only
+waits for it (a dialog opening): once it is there, the next step is played on
+the same screen, with no step of its own.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class ScriptedPolicy:
                 return Action(type=ActionType.WAIT, duration_ms=500, description=f"Wait for {ref!r}")
         self.waited = 0
         self.pos += 1
+        if verb == "wait" and target is not None:
+            return self.act(obs)  # what it waited for is there: go on at once
         self.last_target = target
         return self._action(verb, value, target, step)
 

@@ -422,9 +422,11 @@ class Environment(_Strict):
     def _desktop_fields(self, specs: list[VerifierSpec | None]) -> None:
         if not self.launch:
             raise ValueError("a desktop environment needs 'launch' (the command that starts the app)")
-        for name in ("start_url", "app", "instruction_js", "allow"):
+        for name in ("start_url", "app", "instruction_js", "allow", "devices", "viewport"):
             if getattr(self, name):
-                raise ValueError(f"'{name}' is not for platform: desktop (it has 'launch' and 'network')")
+                raise ValueError(
+                    f"'{name}' is not for platform: desktop (it has 'launch', 'display' and 'network')"
+                )
         if any(t.start_url for t in self.tasks):
             raise ValueError("a desktop task has no start_url: the episode starts with 'launch'")
         if isinstance(self.wait_for, str):

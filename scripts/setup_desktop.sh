@@ -2,7 +2,8 @@
 # What desktop environments need (platform: desktop, crawlers/desktop_*.py): an X server
 # without a screen (Xvfb), the accessibility bus (AT-SPI) and its introspection data,
 # the headers PyGObject builds against, and the Debian applications the tests play:
-# mousepad (text editor), gnumeric (spreadsheet), pcmanfm (file manager). Then
+# mousepad (text editor), gnumeric (spreadsheet; ssconvert comes with it), pcmanfm
+# (file manager, GTK 2: libatk-adaptor bridges it to the bus). Then
 # PyGObject and python-xlib into .venv (the `desktop` extra). Idempotent: each step
 # skips itself when its result is there.
 set -euo pipefail
@@ -19,6 +20,8 @@ command -v dbus-daemon >/dev/null 2>&1 || need_apt+=(dbus-daemon)
   || ls /usr/lib/*/girepository-1.0/Atspi-2.0.typelib >/dev/null 2>&1 || need_apt+=(gir1.2-atspi-2.0)
 pkg-config --exists gobject-introspection-1.0 2>/dev/null || need_apt+=(libgirepository1.0-dev pkg-config)
 pkg-config --exists cairo 2>/dev/null || need_apt+=(libcairo2-dev pkg-config)
+# GTK 2 apps (pcmanfm) reach the accessibility bus through this module; GTK 3 has it built in.
+ls /usr/lib/*/gtk-2.0/modules/libatk-bridge.so >/dev/null 2>&1 || need_apt+=(libatk-adaptor)
 for app in mousepad gnumeric pcmanfm; do
   command -v "$app" >/dev/null 2>&1 || need_apt+=("$app")
 done

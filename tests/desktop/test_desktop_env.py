@@ -6,9 +6,7 @@ One DesktopEnv serves the module's driver tests; the crawl tests start their own
 
 from __future__ import annotations
 
-import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -16,41 +14,14 @@ import pytest
 from schemas.actions import Action, ActionType
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
 
+from .procs import assert_nothing_left, session_pids
+
 pytestmark = pytest.mark.skipif(
     shutil.which("Xvfb") is None or shutil.which("mousepad") is None,
     reason="needs Xvfb and mousepad (scripts/setup_desktop.sh)",
 )
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "environments" / "mousepad.yaml"
-TOKEN = b"TRAJFORGE_DESKTOP_SESSION="
-
-
-def session_pids(owners: set[int] | None = None) -> set[int]:
-    """Every live process of a desktop session (they carry its token), of the sessions
-    that `owners` opened (default: this test process; the token starts with the owner's
-    pid), so that other jobs' desktop sessions on the machine do not count."""
-    owners = {os.getpid()} if owners is None else owners
-    prefixes = tuple(TOKEN + f"{pid}.".encode() for pid in owners)
-    out = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if any(v.startswith(prefixes) for v in f.read().split(b"\0")):
-                    out.add(int(entry))
-        except OSError:
-            continue
-    return out
-
-
-def assert_nothing_left(before: set[int], owners: set[int] | None = None) -> None:
-    deadline = time.monotonic() + 3
-    while session_pids(owners) - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = session_pids(owners) - before
-    names = {p: Path(f"/proc/{p}/comm").read_text().strip() for p in left if Path(f"/proc/{p}").exists()}
-    assert not names, f"processes left behind: {names}"
 
 
 def mousepad(**over) -> dict:

@@ -18,7 +18,8 @@ from gymnasium.utils.env_checker import check_env
 import trajforge.envs as tf_envs
 from crawlers.desktop_env import AppCrashed
 from schemas.environment import load_environment
-from tests.desktop.test_desktop_env import EXAMPLE, assert_nothing_left, crawl, session_pids
+from tests.desktop.procs import assert_nothing_left, session_pids
+from tests.desktop.test_desktop_env import EXAMPLE, crawl
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.skipif(

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 import trajforge.envs as tf_envs
-from tests.desktop.test_desktop_env import EXAMPLE, assert_nothing_left, session_pids
+from tests.desktop.procs import assert_nothing_left, session_pids
+from tests.desktop.test_desktop_env import EXAMPLE
 from tests.desktop.test_desktop_gym import comm, textbox_centre
 from tests.envs import serving
 from trajforge.envs.remote import RemoteEnv

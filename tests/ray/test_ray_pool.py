@@ -542,7 +542,8 @@ def test_desktop_sessions_play_on_ray_actors_placed_by_the_desktop_resource(ray_
     from crawlers.env_crawl import EnvCrawl, crawl_environment
     from crawlers.ray_pool import DesktopEnvFactory
     from schemas.environment import load_environment
-    from tests.desktop.test_desktop_env import EXAMPLE, assert_nothing_left, session_pids
+    from tests.desktop.procs import assert_nothing_left, session_pids
+    from tests.desktop.test_desktop_env import EXAMPLE
     from tests.ray.conftest import NODE
 
     if shutil.which("Xvfb") is None or shutil.which("mousepad") is None:

@@ -1,0 +1,54 @@
+"""A demonstration's `wait` that names an element: it waits for it, then acts at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawlers.policy_errors import PolicyError
+from crawlers.scripted import ScriptedPolicy
+from schemas.actions import ActionType
+from schemas.observation import Observation
+from schemas.records import Element
+
+DOC = Element(role="textbox", name="hello", bbox=(0.0, 0.1, 1.0, 1.0))
+DIALOG = Element(role="dialog", name="Save As", bbox=(0.2, 0.2, 0.8, 0.8))
+FIELD = Element(role="textbox", name="", bbox=(0.3, 0.3, 0.7, 0.35))
+
+
+def screen(*elements: Element) -> Observation:
+    return Observation(b"", "png", 100, 100, "desktop://m/x", "", list(elements))
+
+
+SCRIPT = [{"key": "ctrl+s"}, {"wait": {"role": "dialog", "name": "Save As"}}, {"key": "enter"}]
+
+
+def test_a_wait_for_an_element_waits_while_it_is_absent_then_costs_no_step():
+    policy = ScriptedPolicy(SCRIPT)
+    assert policy.act(screen(DOC)).text == "ctrl+s"
+    waits = [policy.act(screen(DOC)) for _ in range(2)]  # the dialog is not up yet
+    assert [(a.type, a.duration_ms) for a in waits] == [(ActionType.WAIT, 500)] * 2
+    # It is up: the next step is played on this screen, no wait recorded for it.
+    after = policy.act(screen(DOC, DIALOG, FIELD))
+    assert (after.type, after.text) == (ActionType.KEY, "enter")
+    assert policy.act(screen(DOC)).type == ActionType.DONE
+
+
+def test_a_wait_present_at_once_adds_nothing_and_one_that_never_comes_names_its_step():
+    policy = ScriptedPolicy(SCRIPT)
+    policy.act(screen(DOC))
+    assert policy.act(screen(DOC, DIALOG)).text == "enter"
+    policy = ScriptedPolicy(SCRIPT, patience=1)
+    policy.act(screen(DOC))
+    assert policy.act(screen(DOC)).type == ActionType.WAIT
+    with pytest.raises(PolicyError, match=r"script step 1 \(wait\): no element .*Save As"):
+        policy.act(screen(DOC))
+
+
+def test_a_plain_wait_still_sleeps():
+    policy = ScriptedPolicy([{"wait": 800}])
+    first = policy.act(screen(DOC))
+    assert (first.type, first.duration_ms, policy.act(screen(DOC)).type) == (
+        ActionType.WAIT,
+        800,
+        ActionType.DONE,
+    )

@@ -7,8 +7,10 @@ server, D-Bus and accessibility bus, HOME) per env, never shared.
 
 An episode (`reset`): the previous app is killed, HOME is replaced by an empty
 one, `setup` runs (shell commands or "module:function"), `launch` starts the
-app, `wait_for` holds (a window title, an accessibility node, a shell
-condition; by default the app's first window), and the app's first window is
+app (with `network: off`, the default, in a network namespace of its own: it
+reaches the session's X server and buses, nothing on the network), `wait_for`
+holds (a window title, an accessibility node, a shell condition; by default the
+app's first window), and the app's first window is
 made to fill the screen (there is no window manager to maximise it). A launch
 that exits at once, or an app that shows no window in time, is an
 `AppStartError`; an app that dies mid-episode, or an accessibility bus that
@@ -175,7 +177,14 @@ class DesktopEnv:
         self.session.fresh_home()
         if self.environment.setup:
             self._run_commands(self.environment.setup, "setup")
-        self.app = self.session.launch(_argv(self.environment.launch), log=self._log_path())
+        try:
+            self.app = self.session.launch(
+                _argv(self.environment.launch),
+                log=self._log_path(),
+                network_off=self.environment.network == "off",
+            )
+        except DesktopSessionError as e:
+            raise AppStartError(str(e)) from None
         self._wait_started()
         self.device = self._device(device)
         return self.observe()

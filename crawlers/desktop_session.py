@@ -15,9 +15,11 @@ after a failure: no X server, bus or app is left behind.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -168,10 +170,17 @@ class DesktopSession:
             env["DBUS_SESSION_BUS_ADDRESS"] = self.bus_address
         return env
 
-    def launch(self, argv: list[str] | str, *, log: Path | None = None) -> subprocess.Popen:
-        """Start an app in the session (a list, or a shell command line)."""
+    def launch(
+        self, argv: list[str] | str, *, log: Path | None = None, network_off: bool = False
+    ) -> subprocess.Popen:
+        """Start an app in the session (a list, or a shell command line); with `network_off`,
+        in a network namespace of its own (network_off_prefix)."""
         if isinstance(argv, str):
             argv = ["/bin/sh", "-c", argv]
+        if shutil.which(argv[0], path=self.environ.get("PATH")) is None:
+            raise DesktopSessionError(f"cannot start {argv[0]!r}: no such program")
+        if network_off:
+            argv = network_off_prefix() + argv
         out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             return self._spawn(argv, env=self.environ, cwd=str(self.home), stdout=out, stderr=out)
@@ -316,6 +325,31 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+@functools.cache
+def network_off_prefix() -> list[str]:
+    """The prefix that starts a command in a network namespace of its own: only a loopback
+    that is down, so nothing (not even this machine's loopback) is reachable, while the X
+    server and the buses, reached through socket files, still are. `unshare -n` where this
+    process may (root), else in a user namespace (`unshare -rn`); DesktopSessionError when
+    the machine allows neither."""
+    tried = []
+    for prefix in (["unshare", "-n"], ["unshare", "-rn"]):
+        try:
+            done = subprocess.run(prefix + ["true"], capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            tried.append(f"{shlex.join(prefix)}: {e}")
+            continue
+        if done.returncode == 0:
+            return prefix
+        tried.append(f"{shlex.join(prefix)}: {done.stderr.decode('utf-8', 'replace').strip()}")
+    raise DesktopSessionError(
+        "network: off needs a network namespace for the app and this machine gives none ("
+        + "; ".join(tried)
+        + "): run as root or allow unprivileged user namespaces, or list the origins the app"
+        " may reach under `network`"
+    )
 
 
 def _reap(proc: subprocess.Popen) -> None:

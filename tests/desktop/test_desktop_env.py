@@ -6,6 +6,8 @@ One DesktopEnv serves the module's driver tests; the crawl tests start their own
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -194,3 +196,42 @@ def test_an_app_that_does_not_start_is_an_error_and_leaves_nothing(tmp_path, lau
     import re
 
     assert re.search(expect, trajs[0].error), trajs[0].error
+
+
+@pytest.fixture
+def loopback_http():
+    """A real HTTP server on this machine's loopback; its URL."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("network", ["off", "listed"])
+def test_network_off_puts_the_app_where_nothing_is_reachable(tmp_path, loopback_http, network):
+    """The launch fetches a URL on this machine's loopback and then starts mousepad: with
+    the default `network: off` the fetch fails (the app has a network of its own) while the
+    app still reaches its X server and accessibility bus; with origins listed, it reaches
+    the network."""
+    from crawlers.desktop_env import DesktopEnv
+
+    fetch = f"import urllib.request as u; print(u.urlopen({loopback_http!r}, timeout=3).status)"
+    launch = f'python3 -c {shlex.quote(fetch)} > "$HOME/net.txt" 2>&1; exec mousepad "$HOME/note.txt"'
+    over = {"launch": launch} if network == "off" else {"launch": launch, "network": [loopback_http[:-1]]}
+    env = DesktopEnv(environment_from_dict(mousepad(**over)))
+    try:
+        obs = env.reset()
+        said = (env.session.home / "net.txt").read_text()
+        assert any(e.role == "textbox" for e in obs.elements)  # the app runs and shows its tree
+        app_net = os.readlink(f"/proc/{env.app.pid}/ns/net")
+    finally:
+        env.close()
+    if network == "off":
+        assert "Network is unreachable" in said and app_net != os.readlink("/proc/self/ns/net")
+    else:
+        assert said.strip() == "200" and app_net == os.readlink("/proc/self/ns/net")

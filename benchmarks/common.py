@@ -412,3 +412,23 @@ def pick(mode: str, sizes: dict) -> dict:
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: expected one of {MODES}")
     return sizes[mode]
+
+
+def load() -> float:
+    """The machine's 1-minute load average (printed with figures taken under load)."""
+    return round(os.getloadavg()[0], 1)
+
+
+def say(*parts) -> None:
+    """A progress line with the load it was printed under."""
+    print(*parts, f"[load {load()}]", flush=True)
+
+
+def pct(values: list[float], q: float) -> float | None:
+    """The q-quantile (0..1) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)

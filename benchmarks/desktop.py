@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, Row, fmt_num, fmt_ratio, machine_short, not_run, pick  # noqa: E402
+from common import ROOT, Row, fmt_num, fmt_ratio, load, machine_short, not_run, pct, pick, say  # noqa: E402
 
 BENCH = "desktop"
 APPS = ("mousepad", "gnumeric", "pcmanfm")
@@ -46,23 +45,6 @@ SIZES = {
     "quick": {"blocks": 6, "block_steps": 5, "resets": 6, "density": (1, 4, 8), "apps": APPS},
     "full": {"blocks": 10, "block_steps": 6, "resets": 12, "density": (1, 4, 8), "apps": APPS},
 }
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 1)
-
-
-def say(*parts) -> None:
-    print(*parts, f"[load {load()}]", flush=True)
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def env_file(app: str) -> Path:

@@ -54,7 +54,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, Row, fmt_num, fmt_ratio, machine_short, pick  # noqa: E402
+from common import ROOT, Row, fmt_num, fmt_ratio, load, machine_short, pct, pick, say  # noqa: E402
 
 SIZES = {
     "smoke": {
@@ -92,24 +92,6 @@ SOAK_IDLE_TIMEOUT_S = 15.0
 SOAK_MAX_STEPS = 10
 # 32 sessions on 2 cores: a reset that launches a browser can wait minutes for a core.
 SOAK_CLIENT_TIMEOUT_S = 600.0
-
-
-def load() -> float:
-    return round(os.getloadavg()[0], 1)
-
-
-def say(*parts) -> None:
-    print(*parts, f"[load {load()}]", flush=True)
-
-
-def pct(values: list[float], q: float) -> float | None:
-    """The q-quantile (0..1) by linear interpolation; None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 # -- the server's process tree ----------------------------------------------------------

@@ -162,3 +162,24 @@ def tiny_model_view(view: Path) -> Path:
         image = json.loads((source / "processor_config.json").read_text())["image_processor"]
         config.write_text(json.dumps(image, indent=2) + "\n")
     return view
+
+
+# The per-node settings of a multi-node torchrun launch, as --option key=value or $KEY.
+MULTI_NODE = ("node_rank", "master_addr", "master_port")
+
+
+def torchrun_env(request: TrainRequest, given: dict) -> dict[str, str]:
+    """The torchrun environment of an engine's launcher (ms-swift's `swift`, LLaMA-Factory's
+    FORCE_TORCHRUN): processes per node, nodes and, across nodes, this node's rank and the
+    master's address (a clear error naming the option when one is missing)."""
+    env = {"NPROC_PER_NODE": str(max(request.gpus, 1)), "NNODES": str(request.nodes)}
+    if request.nodes > 1:
+        for key in MULTI_NODE:
+            value = given.get(key, os.environ.get(key.upper()))
+            if value is None and key != "master_port":
+                raise EngineError(
+                    f"--nodes {request.nodes}: set --option {key}=... (or ${key.upper()}) for this node"
+                )
+            if value is not None:
+                env[key.upper()] = str(value)
+    return env

@@ -27,7 +27,16 @@ from pathlib import Path
 
 import yaml
 
-from training.engines import Conversion, EngineError, Launch, TrainRequest, python_for, tiny_model_view
+from training.engines import (
+    MULTI_NODE,
+    Conversion,
+    EngineError,
+    Launch,
+    TrainRequest,
+    python_for,
+    tiny_model_view,
+    torchrun_env,
+)
 
 CONFIG = "llamafactory.yaml"
 DEEPSPEED = "ds_z3_config.json"
@@ -57,7 +66,6 @@ DEFAULTS = {
     "include_num_input_tokens_seen": "non_padding",  # tokens/s in trainer_state.json
     "seed": 0,
 }
-MULTI_NODE = ("node_rank", "master_addr", "master_port")
 NOT_CARRIED = (
     "token weights: NOT carried by LLaMA-Factory (its supervised processor masks whole turns, "
     "its loss is the plain mean cross-entropy): every answer token has weight 1"
@@ -151,7 +159,7 @@ def plan(request: TrainRequest) -> Launch:
         env["CUDA_VISIBLE_DEVICES"] = ""
     if max(request.gpus, 1) * request.nodes > 1:
         files[DEEPSPEED] = json.dumps(zero3_config(), indent=2) + "\n"
-        env.update(torchrun_env(request, multi, str(Path(python).parent)))
+        env.update(launcher_env(request, multi, str(Path(python).parent)))
         notes.append(
             f"LLaMA-Factory's launcher runs torchrun ({request.nodes} node(s) x {max(request.gpus, 1)} "
             "processes) from PATH: the engine's venv bin is put first"
@@ -174,20 +182,7 @@ def plan(request: TrainRequest) -> Launch:
     )
 
 
-def torchrun_env(request: TrainRequest, given: dict, venv_bin: str) -> dict[str, str]:
-    env = {
-        "FORCE_TORCHRUN": "1",
-        "NNODES": str(request.nodes),
-        "NPROC_PER_NODE": str(max(request.gpus, 1)),
-        "PATH": os.pathsep.join(filter(None, [venv_bin, os.environ.get("PATH")])),
-    }
-    if request.nodes > 1:
-        for key in MULTI_NODE:
-            value = given.get(key, os.environ.get(key.upper()))
-            if value is None and key != "master_port":
-                raise EngineError(
-                    f"--nodes {request.nodes}: set --option {key}=... (or ${key.upper()}) for this node"
-                )
-            if value is not None:
-                env[key.upper()] = str(value)
-    return env
+def launcher_env(request: TrainRequest, given: dict, venv_bin: str) -> dict[str, str]:
+    """LLaMA-Factory's own torchrun launch (FORCE_TORCHRUN), with its venv's bin first on PATH."""
+    env = {"FORCE_TORCHRUN": "1", "PATH": os.pathsep.join(filter(None, [venv_bin, os.environ.get("PATH")]))}
+    return env | torchrun_env(request, given)

@@ -13,10 +13,10 @@ NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT), as ms-swift documents multi-node r
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from training.engines import (
+    MULTI_NODE,
     ROOT,
     Conversion,
     EngineError,
@@ -24,6 +24,7 @@ from training.engines import (
     TrainRequest,
     python_for,
     tiny_model_view,
+    torchrun_env,
 )
 
 PLUGIN = ROOT / "training" / "engines" / "swift_plugin.py"
@@ -48,7 +49,6 @@ DEFAULTS = {
     # tokens/s in trainer_state.json (ms-swift parses it as a bool: every input token counted)
     "include_num_input_tokens_seen": True,
 }
-MULTI_NODE = ("node_rank", "master_addr", "master_port")
 
 
 def plan(request: TrainRequest) -> Launch:
@@ -93,7 +93,7 @@ def plan(request: TrainRequest) -> Launch:
     if request.gpus == 0:
         env["CUDA_VISIBLE_DEVICES"] = ""
     if world > 1:
-        env.update(_torchrun_env(request, multi))
+        env.update(torchrun_env(request, multi))
     steps = []
     if tiny:
         steps.append((f"lay out the tiny model in {out / MODEL}", lambda: tiny_model_view(out / MODEL)))
@@ -120,17 +120,3 @@ def _arg(value) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return str(value)
-
-
-def _torchrun_env(request: TrainRequest, given: dict) -> dict[str, str]:
-    env = {"NPROC_PER_NODE": str(max(request.gpus, 1)), "NNODES": str(request.nodes)}
-    if request.nodes > 1:
-        for key in MULTI_NODE:
-            value = given.get(key, os.environ.get(key.upper()))
-            if value is None and key != "master_port":
-                raise EngineError(
-                    f"--nodes {request.nodes}: set --option {key}=... (or ${key.upper()}) for this node"
-                )
-            if value is not None:
-                env[key.upper()] = str(value)
-    return env

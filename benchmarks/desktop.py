@@ -121,7 +121,8 @@ def bare_reset(env, environment, task, values) -> float:
     from crawlers.desktop_env import _argv
 
     t = time.perf_counter()
-    env.session.kill_apps()
+    reader = env.reader.proc if env.reader is not None else None
+    env.session.kill_apps(spare=(reader.pid,) if reader is not None else ())  # as a reset does
     env.session.fresh_home()
     env.task, env.values = task, values
     if environment.setup:

@@ -318,13 +318,20 @@ def _kill(pid: int) -> None:
 
 
 def _running(pid: int) -> bool:
-    """Alive and not yet a zombie (a zombie has closed its files and sockets)."""
+    """Alive, or a zombie whose other threads still run: a killed process's files and
+    sockets (its bus connection) are closed by its last thread, and the thread-group
+    leader can be a zombie before the others have gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             state = f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
-    return state not in (b"Z", b"X")
+    if state not in (b"Z", b"X"):
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 @functools.cache

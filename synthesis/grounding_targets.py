@@ -42,6 +42,7 @@ STRUCTURAL = frozenset(
         "section",
         "dialog",
         "alertdialog",
+        "window",  # a desktop app's top-level window: the whole screen
         "paragraph",
         "complementary",
         "toolbar",

@@ -144,3 +144,30 @@ def test_export_validate_stats_and_view_work_on_the_desktop_trajectories(ran):
     assert "platform</dt><dd>desktop" in html and "command" in html
     assert "target: textbox “New”" in html and "target: button “OK”" in html
     assert "desktop://pcmanfm/Creating New Folder" in html and html.count('class="marker point a-tap"') == 2
+
+
+def test_the_desktop_trajectories_make_a_grounding_set_whose_boxes_hold_their_points(ran, tmp_path):
+    """The grounding set from the three apps' recorded screens: boxes from the tree's
+    measured visibility, inside the image, each answer's point inside its box, English
+    and Chinese expressions, no top-level window as a target."""
+    from synthesis.grounding_checks import iter_records
+    from synthesis.grounding_writer import write_grounding_set
+
+    cwd, _ = ran
+    got = write_grounding_set(cwd / "data" / "raw", tmp_path / "g", splits=(("train", 1.0),))
+    summary = got["summary"]
+    assert got["grounding_samples"] >= 100 and summary["box_sources"] == {
+        "visibility": got["grounding_samples"]
+    }
+    assert set(summary["languages"]) == {"en", "zh"}
+    apps, roles = set(), set()
+    for _, rec, _ in iter_records(tmp_path / "g"):
+        assert rec["platform"] == "desktop"
+        apps.add(rec["app"])
+        w, h = rec["image"]["width"], rec["image"]["height"]
+        for s in rec["samples"]:
+            x0, y0, x1, y1 = s["box"]
+            assert 0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h, s["id"]
+            assert x0 <= s["point"][0] <= x1 and y0 <= s["point"][1] <= y1, s["id"]
+            roles.add(s["element"]["role"])
+    assert apps == set(APPS) and "window" not in roles and {"button", "textbox"} <= roles

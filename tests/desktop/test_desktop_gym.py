@@ -218,3 +218,29 @@ def test_an_x_server_that_does_not_start_is_an_error_and_leaves_nothing(
     assert stats.error == 2 and stats.success == 0 and {t.outcome for t in trajs} == {"error"}
     assert all(re.search(expect, t.error) for t in trajs), [t.error for t in trajs]
     assert all(t.num_steps == 0 for t in trajs)  # never a trajectory recorded as the app's work
+
+
+def test_the_guard_refuses_a_sensitive_action_on_the_desktop_and_audits_it(tmp_path):
+    """Typing a payment command is refused before XTEST sends a key: the app's text area
+    stays empty, the episode ends as a failure with the invalid-action term, and the
+    guard's audit log of the recording names the refusal."""
+    from trajforge.store.audit import read_audit
+
+    env = tf_envs.make(EXAMPLE, task_id="note-en", record_to=tmp_path, policy_id="guard-test")
+    try:
+        _, info = env.reset(seed=0)
+        x, y = textbox_centre(info)
+        _, reward, terminated, truncated, info = env.step({"type": "type", "x": x, "y": y, "text": "Pay now"})
+        assert (reward, terminated, truncated) == (0.0, True, False)
+        assert info["guard"].startswith("blocked:payment") and not info["executed"]
+        assert info["reward_parts"]["invalid"] == -2.0 and info["outcome"] == "failure"
+        textbox = next(e for e in info["elements"] if e["role"] == "textbox")
+        assert "Pay now" not in (textbox["name"] or "")  # never typed
+    finally:
+        env.close()
+    (entry,) = read_audit(tmp_path / "raw" / "audit" / "gym" / "mousepad.jsonl")
+    assert (entry["decision"], entry["category"], entry["action"]["text"]) == (
+        "blocked",
+        "payment",
+        "Pay now",
+    )

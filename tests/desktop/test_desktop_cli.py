@@ -171,3 +171,17 @@ def test_the_desktop_trajectories_make_a_grounding_set_whose_boxes_hold_their_po
             assert x0 <= s["point"][0] <= x1 and y0 <= s["point"][1] <= y1, s["id"]
             roles.add(s["element"]["role"])
     assert apps == set(APPS) and "window" not in roles and {"button", "textbox"} <= roles
+
+
+def test_curation_keeps_every_verified_desktop_trajectory_and_counts_each_drop(ran, tmp_path):
+    from filters.pipeline import curate
+    from trajforge.store.consolidate import consolidate
+
+    cwd, _ = ran
+    store = RawStore(cwd / "data" / "raw")
+    merged = consolidate(store, tmp_path / "consolidated")
+    assert merged.apps == {app: 2 for app in APPS} and merged.languages == {"en": 3, "zh": 3}
+    got = curate(tmp_path / "consolidated", store.blobs, tmp_path / "curated")
+    assert (got.trajectories_in, got.trajectories_kept, got.steps_in) == (6, 6, merged.steps)
+    assert got.steps_kept + sum(got.dropped.values()) == got.steps_in and got.steps_kept >= 6
+    assert got.dropped["blank_screenshot"] == got.dropped["missing_screenshot"] == 0

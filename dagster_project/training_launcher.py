@@ -1,6 +1,6 @@
 """Launch a training entry point (`python -m training.X --config file`) through Dagster Pipes.
 
-Two kinds, chosen by configuration (`kind`, else $TRAJFORGE_TRAIN_LAUNCHER, else
+Three kinds, chosen by configuration (`kind`, else $TRAJFORGE_TRAIN_LAUNCHER, else
 "subprocess"):
 
 - subprocess: PipesSubprocessClient on this machine (CPU, the tiny mode, a
@@ -12,6 +12,12 @@ Two kinds, chosen by configuration (`kind`, else $TRAJFORGE_TRAIN_LAUNCHER, else
   rewritten to that mount, and the config itself travels in an environment
   variable (the Dagster run worker need not mount the volume). Credentials come
   from a Kubernetes Secret named in `env_secret` (envFrom): never values in config.
+- ray: the command runs as a Ray task on a node of the cluster at `ray_address`
+  (else $TRAJFORGE_RAY_ADDRESS, else "auto") that has `ray_num_cpus` and
+  `ray_num_gpus` free (training/ray_command.py): verl's trainer then joins that
+  cluster for its workers; torchrun engines take the node's GPUs. The node shares
+  the data root and the image's paths (a shared volume), so Pipes' context travels
+  in the environment and its messages in a file under the run's training folder.
 
 The training process reports loss, reward, KL and success rate with
 `report_asset_materialization` (training/pipes_report.py), which
@@ -38,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER_ENV = "TRAJFORGE_TRAIN_LAUNCHER"
 CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"  # k8s: the config, written to a file in the pod
 POD_CONFIG_PATH = "/tmp/trajforge-train-config.yaml"
-KINDS = ("subprocess", "k8s")
+KINDS = ("subprocess", "k8s", "ray")
 DISTRIBUTED_MODULES = {"training.sft"}  # entry points that run under torchrun (DDP)
 
 
@@ -52,9 +58,10 @@ class K8sToleration(dg.Config):
 
 
 class TrainingLauncher(dg.ConfigurableResource):
-    """Where training runs: a local subprocess (default) or a GPU pod on Kubernetes."""
+    """Where training runs: a local subprocess (default), a GPU pod on Kubernetes or a
+    node of a Ray cluster."""
 
-    kind: str = ""  # subprocess | k8s ("" = $TRAJFORGE_TRAIN_LAUNCHER or subprocess)
+    kind: str = ""  # subprocess | k8s | ray ("" = $TRAJFORGE_TRAIN_LAUNCHER or subprocess)
     # subprocess
     python: str = ""  # interpreter ("" = this one)
     # k8s
@@ -73,6 +80,10 @@ class TrainingLauncher(dg.ConfigurableResource):
     service_account: str = ""
     env_secret: str = ""  # a Secret whose keys become env vars (HF_TOKEN, S3 keys...)
     pod_wait_timeout_s: float = 86400.0
+    # ray
+    ray_address: str = ""  # "" = $TRAJFORGE_RAY_ADDRESS, else "auto"
+    ray_num_cpus: float = 1.0
+    ray_num_gpus: float = 0.0  # torchrun engines: the GPUs of one node; verl's driver: 0
 
     @property
     def resolved_kind(self) -> str:
@@ -115,6 +126,13 @@ class TrainingLauncher(dg.ConfigurableResource):
             return client.run(
                 command=command, context=context, extras=dict(extras or {})
             ).get_materialize_result()
+        if kind == "ray":
+            command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
+            env = {
+                "TRAJFORGE_DATA": str(data_root),
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            }
+            return self._on_ray(context, command, env=env, cwd=ROOT, run_dir=work_dir, extras=extras)
 
         from dagster_k8s import PipesK8sClient
 
@@ -174,6 +192,12 @@ class TrainingLauncher(dg.ConfigurableResource):
                 command=list(launch.argv), context=context, extras=dict(extras or {})
             ).get_materialize_result()
             return with_trainer_state(result, launch, started)
+        if kind == "ray":
+            started = time.time()
+            result = self._on_ray(
+                context, list(launch.argv), env=env, cwd=launch.cwd, run_dir=out, extras=extras
+            )
+            return with_trainer_state(result, launch, started)
 
         from dagster_k8s import PipesK8sClient
 
@@ -193,6 +217,52 @@ class TrainingLauncher(dg.ConfigurableResource):
                 pod_wait_timeout=self.pod_wait_timeout_s,
             )
             .get_materialize_result()
+        )
+
+    def _on_ray(
+        self,
+        context: dg.AssetExecutionContext,
+        command: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        run_dir: Path,
+        extras: Mapping[str, Any] | None,
+    ) -> dg.MaterializeResult:
+        """Run the command on a Ray node under a Pipes session: the context in its
+        environment, its messages through a file under `run_dir` (shared with the node)."""
+        from training.ray_command import run_on_ray
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        messages = run_dir / f"pipes-{context.run.run_id}.jsonl"
+        log = run_dir / f"ray-{context.run.run_id}.log"
+        address = self.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS") or None
+        with dg.open_pipes_session(
+            context=context,
+            context_injector=dg.PipesEnvContextInjector(),
+            message_reader=dg.PipesFileMessageReader(str(messages)),
+            extras=dict(extras or {}),
+        ) as session:
+            status, node, said = run_on_ray(
+                command,
+                env={**env, **session.get_bootstrap_env_vars()},
+                cwd=str(cwd),
+                log_path=log,
+                address=address,
+                num_cpus=self.ray_num_cpus,
+                num_gpus=self.ray_num_gpus,
+            )
+            context.log.info(f"ran on Ray node {node}; its output: {log}")
+            if status != 0:
+                raise dg.Failure(
+                    f"{shlex.join(command)} exited with status {status} on Ray node {node} "
+                    f"(output: {log}): {said[-1000:]}"
+                )
+        result = dg.PipesClientCompletedInvocation(session).get_materialize_result()
+        return dg.MaterializeResult(
+            metadata={**(result.metadata or {}), "ray_node_id": node, "launcher": "ray"},
+            check_results=result.check_results,
+            data_version=result.data_version,
         )
 
 

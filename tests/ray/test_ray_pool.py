@@ -625,6 +625,67 @@ def _served_desktop_episode(ray_cluster, data: Path) -> list[tuple[float, bool]]
         proc.wait(timeout=120)
 
 
+def test_training_launches_on_a_ray_node_through_pipes(ray_cluster, tmp_path, monkeypatch):
+    """TrainingLauncher(kind="ray"): sft_checkpoint with engine trl runs TRL's trainer as a
+        Ray task on a node of the cluster; its Pipes messages (loss per step) come back as the
+        asset's metadata with the node's id. A training command that fails is a Failure that
+        names its exit status, node and output (the builtin engine, python -m training.sft, run
+    on the cluster with a config it refuses)."""
+    import json
+
+    import dagster as dg
+    import ray
+
+    from dagster_project.assets.training import TRAINING_ASSETS
+    from dagster_project.resources import StorageResource
+    from dagster_project.training_launcher import TrainingLauncher
+    from tests.training.conftest import TINY_IMAGE_PIXELS, build_small_reasoning_set
+    from tests.vlm.helpers import tiny_model_path
+
+    monkeypatch.setenv("TRAJFORGE_TRAIN_MODE", "tiny")
+    data = tmp_path / "data"
+    (data / "shards").mkdir(parents=True)
+    build_small_reasoning_set(tmp_path / "build").rename(data / "shards" / "reasoning_set")
+    resources = {
+        "storage": StorageResource(root=str(data)),
+        "launcher": TrainingLauncher(kind="ray", ray_address=ray_cluster.cluster.address, ray_num_cpus=1),
+    }
+    sft = [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]]
+
+    def materialise(config: dict):
+        return dg.materialize(
+            sft,
+            resources=resources,
+            run_config={"ops": {"sft_checkpoint": {"config": config}}},
+            instance=dg.DagsterInstance.ephemeral(),
+            raise_on_error=False,
+        )
+
+    config = {
+        "engine": "trl",
+        "model_path": str(tiny_model_path()),
+        "max_steps": 2,
+        "max_samples": 4,
+        "max_length": 1024,
+        "image_max_pixels": TINY_IMAGE_PIXELS,
+        "overrides": json.dumps({"mode_filter": "direct"}),
+    }
+    result = materialise(config)
+    assert result.success
+    (mat,) = result.asset_materializations_for_node("sft_checkpoint")
+    meta = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+    assert meta["launcher"] == "ray" and meta["ray_node_id"] in {n["NodeID"] for n in ray.nodes()}
+    assert meta["engine"] == "trl" and meta["steps"] == 2 and len(json.loads(meta["losses"])) == 2
+    assert Path(meta["checkpoint_path"]).is_dir()
+
+    # The builtin engine (python -m training.sft) on the cluster, with a config it refuses.
+    failed = materialise({**config, "engine": "builtin", "overrides": json.dumps({"lr": "fast"})})
+    assert not failed.success
+    (failure,) = [e for e in failed.all_events if e.event_type_value == "STEP_FAILURE"]
+    said = failure.event_specific_data.error.message
+    assert "exited with status 1 on Ray node" in said and "lr" in said, said
+
+
 def test_a_worker_node_killed_mid_crawl_loses_and_duplicates_nothing(
     ray_cluster, ray_pool, sandbox, tasks, local_reference, tmp_path
 ):

@@ -61,13 +61,20 @@ class Served:
 
 @contextmanager
 def serve(
-    *sources: Path | str, record_to: Path, max_sessions: int = 2, idle_timeout: float = 60.0
+    *sources: Path | str,
+    record_to: Path,
+    max_sessions: int = 2,
+    idle_timeout: float = 60.0,
+    extra: tuple[str, ...] = (),
+    stop_timeout_s: float = 60.0,
 ) -> Iterator[Served]:
-    """The server over `sources` on a free port. Stopped with SIGINT at the exit."""
+    """The server over `sources` on a free port (`extra`: more of its options, such as
+    --ray-address). Stopped with SIGINT at the exit."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [
         sys.executable, "-m", "trajforge.cli", "serve", *map(str, sources), "--port", "0",
         "--max-sessions", str(max_sessions), "--idle-timeout", str(idle_timeout), "--record-to", str(record_to),
+        *extra,
     ]  # fmt: skip
     proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True)
     url = None
@@ -86,4 +93,4 @@ def serve(
         yield Served(url, proc)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=stop_timeout_s)

@@ -479,50 +479,39 @@ def test_the_environment_server_plays_its_sessions_on_ray_actors(ray_cluster, tm
     """`trajforge serve sandbox --ray-address`: a session's browser is an actor on a
     worker node; the actor killed mid-episode answers 503, the episode is recorded as
     `error`, and the next reset plays on a replacement actor."""
-    import re
-    import subprocess
-    import sys
-
     import httpx
+
+    from tests.envs.serving import serve
 
     node = ray_cluster.add_worker(browsers=2)  # the module's pool holds the other browsers
     before = env_actor_pids()
-    args = [
-        sys.executable, "-m", "trajforge.cli", "serve", "sandbox", "--port", "0", "--max-sessions", "2",
-        "--ray-address", ray_cluster.cluster.address, "--record-to", str(tmp_path), "--max-steps", "4",
-    ]  # fmt: skip
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    ray_options = ("--ray-address", ray_cluster.cluster.address, "--max-steps", "4")
     try:
-        url = None
-        while url is None:
-            line = proc.stderr.readline()
-            assert line or proc.poll() is None, f"trajforge serve exited {proc.returncode}"
-            found = re.search(r"on (http://\S+)", line)
-            url = found.group(1) if found else None
-        task = httpx.get(url + "/v1/envs").json()["envs"][0]["tasks"][0]
-        created = httpx.post(
-            url + "/v1/sessions", json={"env": "sandbox", "task_id": task, "policy_id": "ray"}, timeout=180
-        )
-        assert created.status_code == 200, created.text
-        sid = created.json()["session_id"]
-        step = httpx.post(
-            f"{url}/v1/sessions/{sid}/step", json={"action": {"type": "wait", "duration_ms": 10}}, timeout=120
-        )
-        assert step.status_code == 200, step.text
-        served = env_actor_pids() - before
-        assert served, "no actor of the server was found"
-        for pid in served:
-            os.kill(pid, signal.SIGKILL)
-        lost = httpx.post(
-            f"{url}/v1/sessions/{sid}/step", json={"action": {"type": "wait", "duration_ms": 10}}, timeout=180
-        )
-        assert lost.status_code == 503 and lost.json()["error"]["kind"] == "env_failed", lost.text
-        again = httpx.post(f"{url}/v1/sessions/{sid}/reset", json={"task_id": task}, timeout=240)
-        assert again.status_code == 200, again.text
-        assert httpx.delete(f"{url}/v1/sessions/{sid}").status_code == 200
+        with serve(
+            "sandbox", record_to=tmp_path, idle_timeout=600, extra=ray_options, stop_timeout_s=120
+        ) as srv:
+            url = srv.url
+            task = httpx.get(url + "/v1/envs").json()["envs"][0]["tasks"][0]
+            created = httpx.post(
+                url + "/v1/sessions",
+                json={"env": "sandbox", "task_id": task, "policy_id": "ray"},
+                timeout=180,
+            )
+            assert created.status_code == 200, created.text
+            sid = created.json()["session_id"]
+            wait = {"action": {"type": "wait", "duration_ms": 10}}
+            step = httpx.post(f"{url}/v1/sessions/{sid}/step", json=wait, timeout=120)
+            assert step.status_code == 200, step.text
+            served = env_actor_pids() - before
+            assert served, "no actor of the server was found"
+            for pid in served:
+                os.kill(pid, signal.SIGKILL)
+            lost = httpx.post(f"{url}/v1/sessions/{sid}/step", json=wait, timeout=180)
+            assert lost.status_code == 503 and lost.json()["error"]["kind"] == "env_failed", lost.text
+            again = httpx.post(f"{url}/v1/sessions/{sid}/reset", json={"task_id": task}, timeout=240)
+            assert again.status_code == 200, again.text
+            assert httpx.delete(f"{url}/v1/sessions/{sid}").status_code == 200
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
         ray_cluster.cluster.remove_node(node, allow_graceful=False)
     trajs = list(RawStore(tmp_path / "raw").iter_trajectories("gym/sandbox"))
     assert [t.outcome for t in trajs if t.source_name.endswith(":agent:ray")].count("error") == 1, [
@@ -585,26 +574,16 @@ def test_desktop_sessions_play_on_ray_actors_placed_by_the_desktop_resource(ray_
 def _served_desktop_episode(ray_cluster, data: Path) -> list[tuple[float, bool]]:
     """`trajforge serve mousepad.yaml --ray-address`: one session's desktop is an actor on
     the `desktop` node; the note typed and saved; (reward, terminated) per step."""
-    import re
-    import subprocess
-    import sys
-
     import httpx
 
     from tests.desktop.test_desktop_env import EXAMPLE
+    from tests.envs.serving import serve
 
-    args = [
-        sys.executable, "-m", "trajforge.cli", "serve", str(EXAMPLE), "--port", "0", "--max-sessions", "1",
-        "--ray-address", ray_cluster.cluster.address, "--record-to", str(data),
-    ]  # fmt: skip
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        url = None
-        while url is None:
-            line = proc.stderr.readline()
-            assert line or proc.poll() is None, f"trajforge serve exited {proc.returncode}"
-            found = re.search(r"on (http://\S+)", line)
-            url = found.group(1) if found else None
+    ray_options = ("--ray-address", ray_cluster.cluster.address)
+    with serve(
+        EXAMPLE, record_to=data, max_sessions=1, idle_timeout=600, extra=ray_options, stop_timeout_s=120
+    ) as srv:
+        url = srv.url
         body = {"env": "mousepad", "task_id": "note-en", "policy_id": "ray"}
         created = httpx.post(url + "/v1/sessions", json=body, timeout=240)
         assert created.status_code == 200, created.text
@@ -620,9 +599,6 @@ def _served_desktop_episode(ray_cluster, data: Path) -> list[tuple[float, bool]]
             out.append((step["reward"], step["terminated"]))
         httpx.delete(f"{url}/v1/sessions/{sid}")
         return out
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=120)
 
 
 def test_training_launches_on_a_ray_node_through_pipes(ray_cluster, tmp_path, monkeypatch):

@@ -90,6 +90,24 @@ def test_chromium_aborts_requests_to_a_second_server_and_records_them():
         assert "/outside.html" in {p.split("?")[0] for p in allowed.requests}
 
 
+@pytest.mark.slow
+def test_the_browsers_own_lookups_are_not_counted_as_the_pages_blocked_requests():
+    """The sandbox's mail app (forms on every page): Chromium's autofill lookups to
+    Google were refused by the proxy and counted as blocked requests of the page, about
+    two per episode; the crawler's Chromium makes none."""
+    import trajforge.envs as tf_envs
+    from sandbox.server import SandboxServer
+
+    with SandboxServer() as server:
+        env = tf_envs.make_sandbox(server.url, apps=["mail"])
+        try:
+            for seed in range(3):
+                env.reset(seed=seed)
+                assert env.browser.blocked_requests == [], env.browser.blocked_requests
+        finally:
+            env.close()
+
+
 def _until(env, obs, cond, tries: int = 20):
     """Let the page's async requests finish (they fail fast when blocked)."""
     for _ in range(tries):

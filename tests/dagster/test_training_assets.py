@@ -232,6 +232,16 @@ def test_online_rl_takes_its_rollout_pool_from_the_asset_config_or_the_ray_addre
     assert on_ray.identity() == online.identity()
 
 
+def materialise_sft(defs: dg.Definitions, config: dict):
+    """sft_checkpoint alone, with `config` as its asset config."""
+    return dg.materialize(
+        [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]],
+        resources=defs.resources,
+        run_config={"ops": {"sft_checkpoint": {"config": config}}},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+
+
 def test_sft_with_engine_trl_materialises_through_pipes(tmp_path, monkeypatch):
     """engine: trl: the set converted to TRL's format, TRL's SFTTrainer in a child process
     (python -m training.trl_sft) under PipesSubprocessClient; its metrics are the metadata."""
@@ -257,12 +267,7 @@ def test_sft_with_engine_trl_materialises_through_pipes(tmp_path, monkeypatch):
         "image_max_pixels": TINY_IMAGE_PIXELS,
         "overrides": json.dumps({"mode_filter": "direct"}),
     }
-    result = dg.materialize(
-        [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]],
-        resources=defs.resources,
-        run_config={"ops": {"sft_checkpoint": {"config": sft_config}}},
-        instance=dg.DagsterInstance.ephemeral(),
-    )
+    result = materialise_sft(defs, sft_config)
     assert result.success
     sft = _meta(result, "sft_checkpoint")
     assert sft["engine"] == "trl" and sft["steps"] == 3 and sft["train_mode"] == "tiny"
@@ -306,12 +311,7 @@ def test_sft_with_an_engine_outside_pipes_materialises_from_its_trainer_state(en
     fields = {"learning_rate": 1e-3}
     fields.update({"cutoff_len": 1024} if engine == "llamafactory" else {"max_length": 1024})
     sft_config = {"engine": engine, "max_steps": 2, "device": "cpu", "overrides": json.dumps(fields)}
-    result = dg.materialize(
-        [a for a in TRAINING_ASSETS if a.key.path == ["sft_checkpoint"]],
-        resources=defs.resources,
-        run_config={"ops": {"sft_checkpoint": {"config": sft_config}}},
-        instance=dg.DagsterInstance.ephemeral(),
-    )
+    result = materialise_sft(defs, sft_config)
     assert result.success
     sft = _meta(result, "sft_checkpoint")
     assert sft["engine"] == engine and sft["metrics_source"] == "trainer_state.json"

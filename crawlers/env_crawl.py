@@ -123,15 +123,8 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
     if environment.platform == "desktop":
         return desktop_device(environment)
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
-    mobile = environment.platform not in ("web", "desktop")
-    if environment.platform == "desktop":  # the session's X screen (DesktopEnv makes it so)
-        display = environment.display or Display()
-        base = DeviceProfile(
-            name=f"{environment.name}-display",
-            viewport_width=display.width,
-            viewport_height=display.height,
-        )
-    elif environment.viewport is not None:
+    mobile = environment.platform != "web"
+    if environment.viewport is not None:
         vp = environment.viewport
         base = DeviceProfile(
             name=f"{environment.name}-viewport",
@@ -152,11 +145,9 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
         base = known[rng.choice(sorted(names))]
     # The theme (prefers-color-scheme) and locale are asked for; the episode records
     # the ones the page showed (env_device). A font scale is not applied to a
-    # foreign page, so it is recorded as 1.0. A desktop app draws its toolkit's own
-    # theme (light): nothing asks it for another, so none is drawn.
-    theme = "light" if environment.platform == "desktop" else rng.choice(THEMES)
+    # foreign page, so it is recorded as 1.0.
     return base.model_copy(
-        update={"locale": LOCALES.get(task.language, "en-US"), "theme": theme, "font_scale": 1.0}
+        update={"locale": LOCALES.get(task.language, "en-US"), "theme": rng.choice(THEMES), "font_scale": 1.0}
     )
 
 

@@ -114,25 +114,16 @@ class TrainingLauncher(dg.ConfigurableResource):
         )
         kind = self.resolved_kind
         context.log.info(f"training {module} via {kind}, config {config_path}")
+        command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
         if kind == "subprocess":
-            client = dg.PipesSubprocessClient(
-                cwd=str(ROOT),
-                env={
-                    "TRAJFORGE_DATA": str(data_root),
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                },
-            )
-            command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
+            client = dg.PipesSubprocessClient(cwd=str(ROOT), env=child_env(data_root))
             return client.run(
                 command=command, context=context, extras=dict(extras or {})
             ).get_materialize_result()
         if kind == "ray":
-            command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
-            env = {
-                "TRAJFORGE_DATA": str(data_root),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            }
-            return self._on_ray(context, command, env=env, cwd=ROOT, run_dir=work_dir, extras=extras)
+            return self._on_ray(
+                context, command, env=child_env(data_root), cwd=ROOT, run_dir=work_dir, extras=extras
+            )
 
         from dagster_k8s import PipesK8sClient
 
@@ -180,11 +171,7 @@ class TrainingLauncher(dg.ConfigurableResource):
         launch.prepare()
         kind = self.resolved_kind
         context.log.info(f"training with engine {launch.engine} via {kind}: {shlex.join(launch.argv)}")
-        env = {
-            "TRAJFORGE_DATA": str(data_root),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            **launch.env,
-        }
+        env = {**child_env(data_root), **launch.env}
         if kind == "subprocess":
             client = dg.PipesSubprocessClient(cwd=str(launch.cwd), env=env)
             started = time.time()
@@ -259,11 +246,7 @@ class TrainingLauncher(dg.ConfigurableResource):
                     f"(output: {log}): {said[-1000:]}"
                 )
         result = dg.PipesClientCompletedInvocation(session).get_materialize_result()
-        return dg.MaterializeResult(
-            metadata={**(result.metadata or {}), "ray_node_id": node, "launcher": "ray"},
-            check_results=result.check_results,
-            data_version=result.data_version,
-        )
+        return with_metadata(result, {**(result.metadata or {}), "ray_node_id": node, "launcher": "ray"})
 
 
 def with_trainer_state(result: dg.MaterializeResult, launch: Launch, started: float) -> dg.MaterializeResult:
@@ -280,11 +263,23 @@ def with_trainer_state(result: dg.MaterializeResult, launch: Launch, started: fl
     except NoTrainerState as exc:
         raise dg.Failure(f"engine {launch.engine}: {exc}") from None
     metrics = {"engine": launch.engine, **metrics, "metrics_source": "trainer_state.json"}
+    return with_metadata(result, {**flat_metadata(metrics), **(result.metadata or {})})
+
+
+def with_metadata(result: dg.MaterializeResult, metadata: Mapping[str, Any]) -> dg.MaterializeResult:
+    """The same result (checks, data version) with `metadata` instead of its own."""
     return dg.MaterializeResult(
-        metadata={**flat_metadata(metrics), **(result.metadata or {})},
-        check_results=result.check_results,
-        data_version=result.data_version,
+        metadata=dict(metadata), check_results=result.check_results, data_version=result.data_version
     )
+
+
+def child_env(data_root: Path) -> dict[str, str]:
+    """What a training process needs on top of its environment: the data root, and the
+    repository on its import path."""
+    return {
+        "TRAJFORGE_DATA": str(data_root),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def launch_pod_command(

@@ -1,0 +1,27 @@
+"""The `trajforge` command: crawl an environment, export shards, count, validate, catalog, view.
+
+One module per command group, joined here (typer's `add_typer`; a group added
+without a name puts its commands at the top level): data.py, crawl.py, envs.py,
+train.py; output.py holds how a command fails (exit code 2, one line on stderr,
+never a traceback). `trajforge crawl` exits with 3 when every episode it played
+errored (the causes are on stderr).
+
+Each command imports its stage inside its function, on purpose: `trajforge stats`
+must not pay for Playwright, Appium, DuckDB, fsspec or torch, which other commands
+import. The CLI is the top of the package graph, so none of these hides a cycle.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from trajforge.cli import crawl, data, envs, train
+
+app = typer.Typer(
+    help="trajforge: GUI-agent trajectories to training data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+for group in (data, crawl, envs, train):
+    app.add_typer(group.app)

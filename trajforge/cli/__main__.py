@@ -1,0 +1,5 @@
+"""`python -m trajforge.cli`: the `trajforge` command."""
+
+from trajforge.cli import app
+
+app()

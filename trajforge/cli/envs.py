@@ -1,0 +1,55 @@
+"""`trajforge serve`: environments over HTTP for any RL trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from trajforge.cli.output import fail, to_stderr
+
+app = typer.Typer()
+
+
+@app.command()
+def serve(
+    sources: list[str] = typer.Argument(
+        ..., metavar="ENV_FILE...", help="environment files (YAML), or `sandbox` for the embedded sandbox"
+    ),
+    port: int = typer.Option(8700, help="the port (0: any free one; the chosen port is printed)"),
+    host: str = typer.Option("127.0.0.1", help="the address to listen on"),
+    max_sessions: int = typer.Option(8, help="sessions open at once (each its own browser); more get 429"),
+    idle_timeout: float = typer.Option(300.0, help="seconds a session may sit idle before it is reaped"),
+    max_steps: int | None = typer.Option(None, help="steps per episode; default each file's"),
+    record_to: Path | None = typer.Option(
+        None, help="a data root: every episode of every session is recorded into its raw store"
+    ),
+    ray_address: str | None = typer.Option(
+        None, help="a Ray cluster: sessions play on browser actors there (nodes with the `browser` resource)"
+    ),
+) -> None:
+    """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
+
+    POST /v1/sessions, /v1/sessions/{id}/step and /reset, DELETE /v1/sessions/{id},
+    GET /v1/envs, /v1/health and /metrics (Prometheus).
+    """
+    import socket
+
+    import uvicorn
+
+    from trajforge.envs.served import served_envs
+    from trajforge.envs.server import create_app
+
+    if max_sessions < 1 or idle_timeout <= 0:
+        fail("--max-sessions must be >= 1 and --idle-timeout > 0")
+    try:
+        with served_envs(
+            sources, record_to=record_to, max_steps=max_steps, ray_address=ray_address, sessions=max_sessions
+        ) as envs:
+            app = create_app(envs, max_sessions=max_sessions, idle_timeout=idle_timeout)
+            sock = socket.create_server((host, port))  # bound here: --port 0 names its port
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+            to_stderr(f"serving {', '.join(envs)} on http://{host}:{sock.getsockname()[1]} (Ctrl-C stops)")
+            server.run(sockets=[sock])
+    except (OSError, ValueError) as err:
+        fail(str(err))

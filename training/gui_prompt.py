@@ -111,7 +111,8 @@ class GuiPrompt:
         if not info.get("executed") or not info.get("action"):
             return None
         action = Action.model_validate(info["action"])
-        target = _element(info.get("target"), self.screen)
+        target = info.get("target")
+        target = element_of(target, *self.screen) if target and target.get("role") else None
         phrase = action_phrase(action, target, *self.screen, self.language, self.profile)
         k = len(self.history) + 1
         line = f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}"
@@ -126,14 +127,14 @@ def _size_of(screenshot: Any) -> tuple[int, int]:
     return int(shape[1]), int(shape[0])
 
 
-def _element(target: dict | None, screen: tuple[int, int]) -> Element | None:
-    """The step's target (box in screenshot pixels, as info gives it) as a record Element."""
-    if not target or not target.get("role"):
+def element_of(e: dict | None, width: int, height: int) -> Element | None:
+    """An element as info gives it (`target`, each of `elements`: role, name, box in
+    screenshot pixels) as a record Element, its box normalised to the screen."""
+    if not e:
         return None
-    box = target.get("bbox")
-    width, height = screen
+    box = e.get("bbox")
     bbox = None
-    if box is not None:
+    if box is not None and width and height:
         x0, y0, x1, y1 = (float(v) for v in box)
-        bbox = (x0 / width, y0 / height, x1 / width, y1 / height)
-    return Element(role=str(target["role"]), name=str(target.get("name") or ""), bbox=bbox)
+        bbox = (x0 / width, y0 / height, max(x1, x0) / width, max(y1, y0) / height)
+    return Element(role=str(e.get("role") or ""), name=str(e.get("name") or ""), bbox=bbox)

@@ -1,7 +1,7 @@
 """The prompt a policy plays an environment with: the reasoning set's own, turn by turn.
 
 Both rollout loops over the Gym API / environment server use it: verl's agent loop
-(training/verl_agent_loop.py, multi-turn, token ids kept as generated) and the loop
+(training/engines/verl_agent_loop.py, multi-turn, token ids kept as generated) and the loop
 against an OpenAI-compatible server (training/openai_loop.py, one request per step).
 A model trained on a reasoning set sees at every step the prompt it was trained on
 (schemas.set_prompt, as crawlers.agent.AgentPolicy's "reasoning_set" prompt): the

@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from schemas.action_words import action_phrase
 from schemas.actions import Action
 from schemas.agent_prompt import agent_messages, history_line, reasoning_set_messages
 from schemas.model_profiles import model_profile
 from schemas.records import Element, step_seed
-from training.gui_prompt import element_of
+from training.gui_prompt import element_of, set_history_line
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 PROMPTS = ("agent", "reasoning_set")
@@ -179,16 +178,11 @@ class TextAgent:
         action = Action.model_validate(info["action"])
         self.history.append(action.description or action.brief())
         target = element_of(info.get("target"), self.width, self.height)
-        phrase = action_phrase(
-            action,
-            target,
-            self.width,
-            self.height,
-            self.language,
-            self.profile if self.prompt == "reasoning_set" else None,
-        )
+        profile = self.profile if self.prompt == "reasoning_set" else None
         k = len(self.set_history) + 1
-        self.set_history.append(f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}")
+        self.set_history.append(
+            set_history_line(k, action, target, (self.width, self.height), self.language, profile)
+        )
 
 
 def elements_of(info: dict, width: int, height: int) -> list[Element]:

@@ -113,11 +113,25 @@ class GuiPrompt:
         action = Action.model_validate(info["action"])
         target = info.get("target")
         target = element_of(target, *self.screen) if target and target.get("role") else None
-        phrase = action_phrase(action, target, *self.screen, self.language, self.profile)
-        k = len(self.history) + 1
-        line = f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}"
+        line = set_history_line(
+            len(self.history) + 1, action, target, self.screen, self.language, self.profile
+        )
         self.history.append(line)
         return line
+
+
+def set_history_line(
+    k: int,
+    action: Action,
+    target: Element | None,
+    screen: tuple[int, int],
+    language: str,
+    profile: ModelProfile | None,
+) -> str:
+    """Step k's line of the reasoning set's "previous actions", worded as synthesis words a
+    recorded step (schemas.action_words) in the model profile's frame."""
+    phrase = action_phrase(action, target, *screen, language, profile)
+    return f"第{k}步：{phrase}" if language == "zh" else f"Step {k}: {phrase}"
 
 
 def _size_of(screenshot: Any) -> tuple[int, int]:

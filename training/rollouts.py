@@ -1,7 +1,8 @@
 """Rejection sampling: K rollouts per task in any environment; its verifier keeps the successes.
 
 Each task is played `k` times by a model (a VLM backend, through
-training.agent.TextAgent) in a gymnasium env of trajforge.envs: a GuiEnv over an
+training.agent.TextAgent; each episode by training.episode.play_episode) in a
+gymnasium env of trajforge.envs: a GuiEnv over an
 environment file (`trajforge.envs.make`), the embedded sandbox
 (`trajforge.envs.make_sandbox`), or any factory of them
 (`trajforge.envs.env_factories`). The model's text answers go to `env.step`
@@ -27,6 +28,9 @@ or any crawler pool: WebEnvPool, RayEnvPool, DevicePool) up to its size rollouts
 play at once, each on a GuiEnv of its own on one of the pool's workers: the same
 rollouts (ids, seeds, screens) as one after another, since the backend answers
 each request from its prompt and seed alone (PolicyBackend serialises its calls).
+
+`resolve_tasks` names tasks among the environments' tasks (task or template ids, or
+the whole catalog) for rejection sampling's callers: online RL, evaluation, the flywheel.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from schemas.converters.gui_libra import Coords, from_gui_libra
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, model_profile
 from schemas.observation import Observation
-from schemas.records import Element, Task, Trajectory
+from schemas.records import Element, Task, Trajectory, step_seed
 from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
@@ -180,8 +180,7 @@ class AgentPolicy:
 
     def act(self, obs: Observation) -> Action:
         req = self.request(obs)
-        # 31 bits: torch.manual_seed and OpenAI-compatible servers both take it.
-        seed = None if self.seed is None else (self.seed * 1009 + self.steps) % 2**31
+        seed = None if self.seed is None else step_seed(self.seed, self.steps)
         self.steps += 1
         self.stats["requests"] += 1
         raw = self.backend.generate([req], self.max_new_tokens, temperature=self.temperature, seed=seed)[0]

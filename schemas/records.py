@@ -219,6 +219,12 @@ def episode_seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(raw).digest()[:8], "big") >> 1
 
 
+def step_seed(seed: int, step: int) -> int:
+    """The sampling seed of step `step` of an episode seeded `seed` (every agent and rollout
+    loop): 31 bits, so that torch.manual_seed and OpenAI-compatible servers both take it."""
+    return (int(seed) * 1009 + step) % 2**31
+
+
 def trajectory_id_for(*parts: Any) -> str:
     """A stable id from what defines a trajectory (source, task, seed, policy...).
 

@@ -12,7 +12,7 @@ and hands the env the answer's text. The env parses it in its model profile
 The frame is the env's: the screenshot is resized to the profile's frame
 (`info["profile"]`) and the prompt's points and boxes are in that frame, so the
 env reads the answer in the frame the model saw. Sampling is seeded per step as
-the crawl's agent seeds it ((seed * 1009 + step) mod 2^31), and every request's
+the crawl's agent seeds it (schemas.records.step_seed), and every request's
 metadata carries `episode` (the rollout's trajectory id), so a recording backend
 hands back one rollout's generations (PolicyBackend.take_generations(episode=...)).
 """
@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from schemas.action_words import action_phrase
 from schemas.actions import Action
 from schemas.agent_prompt import agent_messages, history_line, reasoning_set_messages
 from schemas.model_profiles import model_profile
-from schemas.records import Element
+from schemas.records import Element, step_seed
+from training.gui_prompt import element_of, set_history_line
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 PROMPTS = ("agent", "reasoning_set")
@@ -39,8 +39,9 @@ SET_MODES = ("direct", "reason")
 class TextAgent:
     """Asks `backend` for each answer of one episode (see the module docstring).
 
-    Call `begin(obs, info)` after `env.reset`, `answer(obs, info)` for each step's
-    text and `observe(info)` with each step's info. max_steps: the budget the
+    Call it with each step's observation and info (the reset's first: training.episode's
+    answer_fn), or `begin(obs, info)` after `env.reset`, `answer(obs, info)` for each
+    step's text and `observe(info)` with each step's info. max_steps: the budget the
     agent prompt announces (None: the env's, `info["max_steps"]`); history_len:
     earlier actions the agent prompt lists; prompt / set_mode: as the backend's
     attributes say (else "agent" / "direct").
@@ -77,12 +78,21 @@ class TextAgent:
         self.history: list[str] = []  # the agent prompt's earlier actions
         self.set_history: list[str] = []  # the reasoning set's "Step k: ..." lines
         self.answers: list[str] = []
+        self.begun = False
 
     @property
     def model_id(self) -> str:
         return self.backend.model_id
 
     # ------------------------------------------------------------------ the episode
+    def __call__(self, obs: dict, info: dict) -> str:
+        """This step's answer: the reset's info begins the episode, a step's joins the history."""
+        if self.begun:
+            self.observe(info)
+        else:
+            self.begin(obs, info)
+        return self.answer(obs, info)
+
     def begin(self, obs: dict, info: dict) -> None:
         """A new episode: its task and frame from the reset's info."""
         task = info.get("task") or {}
@@ -99,7 +109,7 @@ class TextAgent:
                 f"profile {self.profile.name}: the agent prompt gives points in pixels or on the "
                 f"0-1000 grid, not {self.coords!r} (use a reasoning-set backend)"
             )
-        self.steps = 0
+        self.steps, self.begun = 0, True
         self.history, self.set_history, self.answers = [], [], []
 
     def request(self, obs: dict, info: dict) -> VLMRequest:
@@ -153,8 +163,7 @@ class TextAgent:
     def answer(self, obs: dict, info: dict) -> str:
         """The model's answer to this step (an exception of the model's is raised as is)."""
         req = self.request(obs, info)
-        # 31 bits: torch.manual_seed and OpenAI-compatible servers both take it.
-        seed = None if self.seed is None else (self.seed * 1009 + self.steps) % 2**31
+        seed = None if self.seed is None else step_seed(self.seed, self.steps)
         self.steps += 1
         raw = self.backend.generate([req], self.max_new_tokens, temperature=self.temperature, seed=seed)[0]
         if not isinstance(raw, str):  # a backend that ignored n=1
@@ -168,38 +177,22 @@ class TextAgent:
             return
         action = Action.model_validate(info["action"])
         self.history.append(action.description or action.brief())
-        target = _element(info.get("target"), self.width, self.height)
-        phrase = action_phrase(
-            action,
-            target,
-            self.width,
-            self.height,
-            self.language,
-            self.profile if self.prompt == "reasoning_set" else None,
-        )
+        target = element_of(info.get("target"), self.width, self.height)
+        profile = self.profile if self.prompt == "reasoning_set" else None
         k = len(self.set_history) + 1
-        self.set_history.append(f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}")
+        self.set_history.append(
+            set_history_line(k, action, target, (self.width, self.height), self.language, profile)
+        )
 
 
 def elements_of(info: dict, width: int, height: int) -> list[Element]:
     """info["elements"] (boxes in screenshot pixels) as normalised Elements."""
     out = []
     for e in info.get("elements") or ():
-        made = _element(e, width, height)
+        made = element_of(e, width, height)
         if made is not None:
             out.append(made)
     return out
-
-
-def _element(e: dict | None, width: int, height: int) -> Element | None:
-    if not e:
-        return None
-    box = e.get("bbox")
-    bbox = None
-    if box is not None and width and height:
-        x0, y0, x1, y1 = (float(v) for v in box)
-        bbox = (x0 / width, y0 / height, max(x1, x0) / width, max(y1, y0) / height)
-    return Element(role=str(e.get("role") or ""), name=str(e.get("name") or ""), bbox=bbox)
 
 
 def _png(pixels: Any, size: tuple[int, int]) -> bytes:

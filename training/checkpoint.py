@@ -158,3 +158,14 @@ def load_policy(
         # passes there should say use_cache=False), and generation in eval mode (RL
         # rollouts) keeps its KV cache.
     return model.to(device).eval(), processor
+
+
+def checkpoint_id_of(path: str | Path) -> str:
+    """A checkpoint directory's id (its metrics.json), else the model's id
+    (directory name and config hash: an untrained base model)."""
+    from trajforge.vlm.transformers_backend import model_id_for
+
+    metrics = finished_checkpoint(path)
+    if metrics and metrics.get("checkpoint_id"):
+        return str(metrics["checkpoint_id"])
+    return model_id_for(path)

@@ -115,7 +115,7 @@ class SFTConfig(TrainConfig):
 
 
 class TrlSFTConfig(SFTConfig):
-    """SFT through TRL's SFTTrainer (training.trl_sft): the SFT fields, read from the TRL
+    """SFT through TRL's SFTTrainer (training.engines.trl_sft): the SFT fields, read from the TRL
     conversion of the set (`data_dir`, trajforge.convert format trl) with the same
     span weights; `shards` stays the set itself (its manifest is the data's identity and
     feeds the thought and frame gates)."""

@@ -10,7 +10,7 @@ synthesis.rewards.reference_box decides; else within POINT_TOLERANCE of the reco
 point), value token-F1 >= 0.5. A step succeeds when all three hold; an
 answer that does not parse fails all three.
 
-Online (`online_success`): run_eval plays what training never saw
+Online (training.flywheel.flywheel_turn): run_eval plays what training never saw
 (`eval_tasks`) in the environments `envs` names (the sandbox by default, or
 environment files), through the Gym API (trajforge.envs): the templates the set's
 test split holds out (named in its manifest's `held_out`, else
@@ -43,10 +43,11 @@ from synthesis.rewards import (
     value_f1,
 )
 from training.config import TrainConfig
-from training.flywheel import flywheel_turn, policy_backend_for, resolve_tasks
+from training.flywheel import Turn, flywheel_turn
 
 # Grounding sets: point-in-box accuracy by role, size bucket, language (training/grounding_eval.py).
 from training.grounding_eval import offline_grounding_accuracy  # noqa: F401
+from training.rollouts import resolve_tasks
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def offline_step_accuracy(
     (over the samples whose action has a point; point_samples counts them),
     value_accuracy, step_success."""
     from training.data import iter_reasoning_samples
+    from training.policy_backend import policy_backend_for
 
     backend = (
         model
@@ -179,15 +181,6 @@ def offline_step_accuracy(
     }
 
 
-def online_success(model: str | Path | VLMBackend, tasks, k: int = 1, store=None, **kw) -> dict:
-    """Task success of `model` in environments (their verifiers decide), its rollouts
-    recorded in `store` by verdict with the checkpoint id: training.flywheel.flywheel_turn's
-    result (success_rate, verdicts, collections, ...)."""
-    if store is None:
-        raise ValueError("online_success needs a raw store to record the rollouts in")
-    return flywheel_turn(model, store, tasks, k, **kw)
-
-
 def held_out_template_ids(shards: str | Path | None, split: str, templates: Iterable[str]) -> list[str]:
     """The templates of `templates` that `split` holds out: from the set's manifest when
     given (what this training set really held out), else trajforge.publish.holdout's
@@ -242,6 +235,7 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
         raise ValueError("EvalConfig: set shards (offline), store (online) or both")
     started = time.perf_counter()
     from training.data import set_profile
+    from training.policy_backend import policy_backend_for
 
     # The agent plays with the profile of the set the model learnt from (its manifest).
     profile = set_profile(cfg.shards) if cfg.shards is not None else None
@@ -268,11 +262,8 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
     if cfg.store is not None:
         tasks = eval_tasks(cfg)
         metrics["online_templates"] = ",".join(sorted({t.template_id or t.task_id for t in tasks}))
-        on = online_success(
-            backend,
-            tasks,
-            cfg.k,
-            cfg.store,
+        turn = Turn(
+            k=cfg.k,
             envs=cfg.envs,
             server_url=cfg.server_url,
             env=env,
@@ -284,6 +275,7 @@ def run_eval(cfg: EvalConfig, report=None, *, env=None) -> dict:
             devices=cfg.devices,
             languages=cfg.languages,
         )
+        on = flywheel_turn(backend, cfg.store, tasks, turn)
         metrics.update({f"online_{k}": v for k, v in on.items() if k not in ("checkpoint_id", "rates")})
         metrics["success_rate"] = on["success_rate"]
         if report is not None:

@@ -81,7 +81,7 @@ def offline_grounding_accuracy(
     image_max_pixels: int | None = None,
 ) -> dict:
     """Greedy point-in-box accuracy of `model` on the samples of `split`."""
-    from training.flywheel import policy_backend_for  # defers the sandbox and its browser
+    from training.policy_backend import policy_backend_for  # defers torch
 
     manifest = read_manifest(Path(shards_dir))
     if manifest.get("kind") != "grounding":

@@ -9,10 +9,14 @@
   exp(ref - logp) - (ref - logp) - 1 (Schulman's k3), per token;
 - `grpo_loss`: the clipped surrogate minus beta * k3, averaged over each
   sequence's generated tokens, then over the group;
-- `sequence_logprobs`: the model's log-probabilities of the generated tokens.
+- `sequence_logprobs`: the model's log-probabilities of the generated tokens;
+- `ppo_passes`: the epoch-and-minibatch loop of offline and online RL.
 """
 
 from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 
@@ -140,3 +144,39 @@ def sequence_logprobs(
     lp = token_logprobs(logits, input_ids[:, start:])
     out = torch.cat([out[:, :start], lp], dim=1)
     return out * gen_mask.to(out.dtype)
+
+
+def ppo_passes(
+    n: int,
+    backward: Callable[[list[int]], dict[str, float]],
+    optimizer: torch.optim.Optimizer,
+    params: list[torch.nn.Parameter],
+    *,
+    epochs: int,
+    minibatch_size: int | None,
+    max_grad_norm: float,
+    seed: int,
+) -> tuple[list[dict[str, float]], list[float]]:
+    """The PPO/GRPO epoch-and-minibatch loop of offline (training.rl) and online
+    (training.online) RL over a batch of `n` rows: `epochs` passes, each in shuffled
+    minibatches of `minibatch_size` rows (None: all, in order), one optimiser step per
+    minibatch after `backward(rows)` has accumulated its loss's gradient and returned its
+    figures. Returns (each pass's figures summed over its minibatches, the gradient norm
+    before each step's clipping)."""
+    mb = min(minibatch_size or n, n)
+    shuffle = torch.Generator().manual_seed(seed)
+    passes: list[dict[str, float]] = []
+    grad_norms: list[float] = []
+    for _ in range(epochs):
+        # Minibatches of shuffled rows; one minibatch of all rows keeps the batch's order.
+        order = torch.randperm(n, generator=shuffle).tolist() if mb < n else list(range(n))
+        totals: dict[str, float] = defaultdict(float)
+        for start in range(0, n, mb):
+            optimizer.zero_grad(set_to_none=True)
+            for key, value in backward(order[start : start + mb]).items():
+                totals[key] += value
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)))
+            optimizer.step()
+        passes.append(dict(totals))
+    optimizer.zero_grad(set_to_none=True)
+    return passes, grad_norms

@@ -1,7 +1,7 @@
 """The prompt a policy plays an environment with: the reasoning set's own, turn by turn.
 
 Both rollout loops over the Gym API / environment server use it: verl's agent loop
-(training/verl_agent_loop.py, multi-turn, token ids kept as generated) and the loop
+(training/engines/verl_agent_loop.py, multi-turn, token ids kept as generated) and the loop
 against an OpenAI-compatible server (training/openai_loop.py, one request per step).
 A model trained on a reasoning set sees at every step the prompt it was trained on
 (schemas.set_prompt, as crawlers.agent.AgentPolicy's "reasoning_set" prompt): the
@@ -111,12 +111,27 @@ class GuiPrompt:
         if not info.get("executed") or not info.get("action"):
             return None
         action = Action.model_validate(info["action"])
-        target = _element(info.get("target"), self.screen)
-        phrase = action_phrase(action, target, *self.screen, self.language, self.profile)
-        k = len(self.history) + 1
-        line = f"第{k}步：{phrase}" if self.language == "zh" else f"Step {k}: {phrase}"
+        target = info.get("target")
+        target = element_of(target, *self.screen) if target and target.get("role") else None
+        line = set_history_line(
+            len(self.history) + 1, action, target, self.screen, self.language, self.profile
+        )
         self.history.append(line)
         return line
+
+
+def set_history_line(
+    k: int,
+    action: Action,
+    target: Element | None,
+    screen: tuple[int, int],
+    language: str,
+    profile: ModelProfile | None,
+) -> str:
+    """Step k's line of the reasoning set's "previous actions", worded as synthesis words a
+    recorded step (schemas.action_words) in the model profile's frame."""
+    phrase = action_phrase(action, target, *screen, language, profile)
+    return f"第{k}步：{phrase}" if language == "zh" else f"Step {k}: {phrase}"
 
 
 def _size_of(screenshot: Any) -> tuple[int, int]:
@@ -126,14 +141,14 @@ def _size_of(screenshot: Any) -> tuple[int, int]:
     return int(shape[1]), int(shape[0])
 
 
-def _element(target: dict | None, screen: tuple[int, int]) -> Element | None:
-    """The step's target (box in screenshot pixels, as info gives it) as a record Element."""
-    if not target or not target.get("role"):
+def element_of(e: dict | None, width: int, height: int) -> Element | None:
+    """An element as info gives it (`target`, each of `elements`: role, name, box in
+    screenshot pixels) as a record Element, its box normalised to the screen."""
+    if not e:
         return None
-    box = target.get("bbox")
-    width, height = screen
+    box = e.get("bbox")
     bbox = None
-    if box is not None:
+    if box is not None and width and height:
         x0, y0, x1, y1 = (float(v) for v in box)
-        bbox = (x0 / width, y0 / height, x1 / width, y1 / height)
-    return Element(role=str(target["role"]), name=str(target.get("name") or ""), bbox=bbox)
+        bbox = (x0 / width, y0 / height, max(x1, x0) / width, max(y1, y0) / height)
+    return Element(role=str(e.get("role") or ""), name=str(e.get("name") or ""), bbox=bbox)

@@ -53,7 +53,7 @@ def weighted_nll(
     """The reduction of `weighted_token_loss` on per-token NLL already aligned with its
     labels and weights ([B, T'], shifted): Σ w·nll / Σ w over the trained positions.
     A trainer that computes the token log-probabilities its own way (TRL's fused LM head,
-    training.trl_sft) reduces them here, so both paths share one definition."""
+    training.engines.trl_sft) reduces them here, so both paths share one definition."""
     if nll.shape != labels.shape or labels.shape != weights.shape:
         raise ValueError(
             f"shapes differ: nll {tuple(nll.shape)}, labels {tuple(labels.shape)}, weights {tuple(weights.shape)}"

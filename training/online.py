@@ -54,6 +54,7 @@ import math
 import time
 from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,7 +64,6 @@ from pydantic import field_validator
 from schemas.records import Task
 from synthesis.curriculum import CurriculumSampler
 from training.config import PPOReuse, resolve_model_path
-from training.flywheel import resolve_tasks
 from training.rollouts import (
     FAILED_PREFIX,
     SUCCESS_PREFIX,
@@ -71,6 +71,7 @@ from training.rollouts import (
     RolloutResult,
     Rollouts,
     rejection_sample,
+    resolve_tasks,
 )
 from trajforge.envs import SANDBOX, browser_pool, env_factories, source_tasks
 from trajforge.store.raw import RawStore
@@ -188,19 +189,39 @@ def _sequences(groups: list[list[dict]], lambda0: float, kappa: float) -> tuple[
     return seqs, usable, adv_abs
 
 
+@dataclass(frozen=True)
+class GRPOUpdate:
+    """How one iteration's rollouts update the policy (OnlineRLConfig's fields of that name;
+    ppo_epochs / minibatch_size as training.config.PPOReuse)."""
+
+    temperature: float
+    clip: float
+    beta: float
+    lambda0: float
+    kappa: float
+    ppo_epochs: int = 1
+    minibatch_size: int | None = None
+    max_grad_norm: float = 1.0
+    mixed_precision: bool = True
+
+    @classmethod
+    def of(cls, cfg: OnlineRLConfig) -> GRPOUpdate:
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+
+
+UPDATE_FIGURES = ("loss", "kl", "policy_loss", "clip_frac", "ratio_mean")
+
+
 def _accumulate(
     policy,
     ref,
     seqs: list[tuple],
+    how: GRPOUpdate,
+    ids: list[int] | None = None,
     *,
-    temperature: float,
-    clip: float,
-    beta: float,
-    mixed_precision: bool,
     old: dict[int, torch.Tensor] | None = None,
     ref_cache: dict[int, torch.Tensor] | None = None,
     scale: float = 1.0,
-    ids: list[int] | None = None,
 ) -> dict[str, float]:
     """Backward of the GRPO loss of `seqs[i]` for i in `ids` (all by default), each scaled by
     its weight x `scale`; figures weighted by the sequences' weights. `old` (by index): the
@@ -213,12 +234,12 @@ def _accumulate(
     totals: dict[str, float] = defaultdict(float)
     for i in range(len(seqs)) if ids is None else ids:
         gen, answer, a, weight = seqs[i]
-        with forward_context(policy, mixed_precision):
-            logp = answer_logprobs(policy, gen.prompt, answer, temperature)[None]
+        with forward_context(policy, how.mixed_precision):
+            logp = answer_logprobs(policy, gen.prompt, answer, how.temperature)[None]
         ref_logp = None if ref_cache is None else ref_cache.get(i)
         if ref_logp is None:
-            with torch.no_grad(), forward_context(ref, mixed_precision):
-                ref_logp = answer_logprobs(ref, gen.prompt, answer, temperature)[None]
+            with torch.no_grad(), forward_context(ref, how.mixed_precision):
+                ref_logp = answer_logprobs(ref, gen.prompt, answer, how.temperature)[None]
             if ref_cache is not None:
                 ref_cache[i] = ref_logp
         old_logp = logp.detach() if old is None else old[i].to(logp.device)
@@ -228,8 +249,8 @@ def _accumulate(
             ref_logp,
             torch.tensor([a], device=logp.device),
             torch.ones_like(logp),
-            clip=clip,
-            beta=beta,
+            clip=how.clip,
+            beta=how.beta,
         )
         (loss * weight * scale).backward()
         totals["loss"] += float(loss.detach()) * weight
@@ -239,18 +260,7 @@ def _accumulate(
     return totals
 
 
-def grpo_update(
-    policy,
-    ref,
-    groups: list[list[dict]],
-    *,
-    temperature: float,
-    clip: float,
-    beta: float,
-    lambda0: float,
-    kappa: float,
-    mixed_precision: bool = True,
-) -> dict[str, float]:
+def grpo_update(policy, ref, groups: list[list[dict]], how: GRPOUpdate) -> dict[str, float]:
     """Accumulate the GRPO gradient of `groups` (rollouts of one task each: dicts with
     reward, success, generations) into `policy`; returns loss/kl/... averaged. No step.
 
@@ -260,10 +270,8 @@ def grpo_update(
     sequence (scaled), so memory holds one sequence's graph at a time. On policy:
     the old log-probs are this pass's own, the ratio is 1.
     """
-    seqs, usable, adv_abs = _sequences(groups, lambda0, kappa)
-    totals = _accumulate(
-        policy, ref, seqs, temperature=temperature, clip=clip, beta=beta, mixed_precision=mixed_precision
-    )
+    seqs, usable, adv_abs = _sequences(groups, how.lambda0, how.kappa)
+    totals = _accumulate(policy, ref, seqs, how)
     return {
         "groups": len(usable),
         "sequences": len(seqs),
@@ -273,93 +281,64 @@ def grpo_update(
 
 
 def ppo_update(
-    policy,
-    ref,
-    groups: list[list[dict]],
-    optimizer,
-    *,
-    temperature: float,
-    clip: float,
-    beta: float,
-    lambda0: float,
-    kappa: float,
-    ppo_epochs: int = 1,
-    minibatch_size: int | None = None,
-    max_grad_norm: float = 1.0,
-    seed: int = 0,
-    mixed_precision: bool = True,
+    policy, ref, groups: list[list[dict]], optimizer, how: GRPOUpdate, seed: int = 0
 ) -> dict[str, Any]:
-    """GRPO over `groups` with PPO-style reuse: `ppo_epochs` passes over the sequences, each
-    in shuffled minibatches of `minibatch_size` sequences (None: all), one optimiser step
-    per minibatch. The old log-probs are the policy's before the first step (computed
-    once when there is more than one step; with one step they are that pass's own), so
-    the ratio moves and the clip acts from the second step on. One epoch, one minibatch:
-    exactly grpo_update plus one step. Returns grpo_update's figures averaged over the
-    passes, plus epochs (per pass), clip_frac_last, ratio_mean_last, optimizer_steps."""
+    """GRPO over `groups` with PPO-style reuse: `how.ppo_epochs` passes over the sequences,
+    each in shuffled minibatches of `how.minibatch_size` sequences (None: all), one
+    optimiser step per minibatch (training.grpo.ppo_passes). The old log-probs are the
+    policy's before the first step (computed once when there is more than one step; with
+    one step they are that pass's own), so the ratio moves and the clip acts from the
+    second step on. One epoch, one minibatch: exactly grpo_update plus one step. Returns
+    grpo_update's figures averaged over the passes, plus epochs (per pass),
+    clip_frac_last, ratio_mean_last, optimizer_steps."""
+    from training.grpo import ppo_passes
     from training.policy_backend import answer_logprobs
     from training.precision import forward_context
 
-    seqs, usable, adv_abs = _sequences(groups, lambda0, kappa)
+    seqs, usable, adv_abs = _sequences(groups, how.lambda0, how.kappa)
     n = len(seqs)
     base = {"groups": len(usable), "sequences": n, "advantage_abs": adv_abs}
-    keys = ("loss", "kl", "policy_loss", "clip_frac", "ratio_mean")
     if n == 0:
         optimizer.zero_grad(set_to_none=True)
         return {
             **base,
-            **{k: 0.0 for k in keys},
+            **{k: 0.0 for k in UPDATE_FIGURES},
             "epochs": [],
             "clip_frac_last": 0.0,
             "ratio_mean_last": 0.0,
             "optimizer_steps": 0,
         }
-    mb = min(minibatch_size or n, n)
-    steps_per_epoch = -(-n // mb)
     old = None
-    if ppo_epochs * steps_per_epoch > 1:  # the policy moves before some sequences are seen
-        with torch.no_grad(), forward_context(policy, mixed_precision):
+    if how.ppo_epochs * -(-n // min(how.minibatch_size or n, n)) > 1:  # the policy moves before some are seen
+        with torch.no_grad(), forward_context(policy, how.mixed_precision):
             old = {
-                i: answer_logprobs(policy, g.prompt, ids, temperature)[None].detach()
+                i: answer_logprobs(policy, g.prompt, ids, how.temperature)[None].detach()
                 for i, (g, ids, _, _) in enumerate(seqs)
             }
     ref_cache: dict[int, torch.Tensor] = {}
-    rng = torch.Generator().manual_seed(seed)
-    params = [p for p in policy.parameters() if p.requires_grad]
-    epochs, opt_steps = [], 0
-    for _ in range(ppo_epochs):
-        order = torch.randperm(n, generator=rng).tolist() if mb < n else list(range(n))
-        epoch: dict[str, float] = defaultdict(float)
-        for start in range(0, n, mb):
-            ids = order[start : start + mb]
-            share = sum(seqs[i][3] for i in ids)  # the minibatch's loss: a weighted mean
-            optimizer.zero_grad(set_to_none=True)
-            totals = _accumulate(
-                policy,
-                ref,
-                seqs,
-                temperature=temperature,
-                clip=clip,
-                beta=beta,
-                mixed_precision=mixed_precision,
-                old=old,
-                ref_cache=ref_cache,
-                scale=1.0 / share,
-                ids=ids,
-            )
-            for k in keys:
-                epoch[k] += totals.get(k, 0.0)
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            optimizer.step()
-            opt_steps += 1
-        epochs.append(dict(epoch))
-    optimizer.zero_grad(set_to_none=True)
+
+    def backward(ids: list[int]) -> dict[str, float]:
+        share = sum(seqs[i][3] for i in ids)  # the minibatch's loss: a weighted mean
+        totals = _accumulate(policy, ref, seqs, how, ids, old=old, ref_cache=ref_cache, scale=1.0 / share)
+        return {k: totals.get(k, 0.0) for k in UPDATE_FIGURES}
+
+    epochs, grad_norms = ppo_passes(
+        n,
+        backward,
+        optimizer,
+        [p for p in policy.parameters() if p.requires_grad],
+        epochs=how.ppo_epochs,
+        minibatch_size=how.minibatch_size,
+        max_grad_norm=how.max_grad_norm,
+        seed=seed,
+    )
     return {
         **base,
-        **{k: sum(e[k] for e in epochs) / len(epochs) for k in keys},
+        **{k: sum(e[k] for e in epochs) / len(epochs) for k in UPDATE_FIGURES},
         "epochs": epochs,
         "clip_frac_last": epochs[-1]["clip_frac"],
         "ratio_mean_last": epochs[-1]["ratio_mean"],
-        "optimizer_steps": opt_steps,
+        "optimizer_steps": len(grad_norms),
     }
 
 
@@ -463,16 +442,8 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
                 ref,
                 list(groups.values()),
                 optimizer,
-                temperature=cfg.temperature,
-                clip=cfg.clip,
-                beta=cfg.beta,
-                lambda0=cfg.lambda0,
-                kappa=cfg.kappa,
-                ppo_epochs=cfg.ppo_epochs,
-                minibatch_size=cfg.minibatch_size,
-                max_grad_norm=cfg.max_grad_norm,
+                GRPOUpdate.of(cfg),
                 seed=cfg.seed * 1_000_003 + it,
-                mixed_precision=cfg.mixed_precision,
             )
             policy.eval()
             outcomes = curriculum_outcomes(result)

@@ -15,15 +15,16 @@ API), on environments through the Gym API: many episodes in flight, each recorde
 `make_env` opens one environment per worker thread (`trajforge.envs.make`, or
 `RemoteEnv(url, name)` on a `trajforge serve` server): `concurrency` sessions play at
 once, each on its own thread (Playwright's sync API is bound to the thread that
-launched the browser), while the policy server batches their requests. Each step is
-one chat request with the reasoning set's prompt (training/gui_prompt.py): the
-system turn of `mode` in the environment's model profile, then the screenshot at the
+launched the browser), while the policy server batches their requests. Each episode
+plays through training.episode.play_episode; each step is one chat request with the
+reasoning set's prompt (training/gui_prompt.py): the system turn of `mode` in the environment's model profile, then the screenshot at the
 profile's frame as an `image_url` data URI (PNG) and the task with the actions so far.
 The answer text goes to `env.step` as it came: the environment parses it in the
 profile's frame (a format failure is the policy's, counted, not an error).
 
 Every episode is recorded where the environment records (`make(..., record_to=...)`,
-`trajforge serve --record-to`); `EpisodeResult` says which trajectory it became.
+`trajforge serve --record-to`); `EpisodeResult` (training.episode) says which
+trajectory it became.
 An episode the environment or the policy server failed has `error` set and
 `reward` None, never 0; the next episode on that thread starts on a fresh reset.
 
@@ -38,11 +39,12 @@ import logging
 import os
 import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from schemas.records import step_seed
+from training.episode import EpisodeResult, play_episode
 from training.gui_prompt import GuiPrompt
 from trajforge.vlm.messages import to_openai_messages
 
@@ -52,7 +54,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class OpenAIPolicy:
     """Where the policy is served and how to ask it. `temperature` > 0 samples, with step
-    k of an episode seeded (seed * 1009 + k) mod 2^31 when the episode has a seed.
+    k of an episode seeded schemas.records.step_seed(seed, k) when the episode has a seed.
     `language` is the prompt's (default: the task's); `mode` the reasoning set's
     ("direct" or "reason"). `extra_body`: server-specific fields (vLLM's `top_k`, ...)."""
 
@@ -78,29 +80,6 @@ class OpenAIPolicy:
         return OpenAI(
             base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=self.max_retries
         )
-
-
-@dataclass
-class EpisodeResult:
-    """One episode as played. `reward` is the environment's (its verifier's), None when the
-    episode did not end through the environment (`error` says why)."""
-
-    index: int
-    task_id: str | None
-    seed: int | None
-    reward: float | None = None
-    outcome: str | None = None
-    terminated: bool = False
-    truncated: bool = False
-    steps: int = 0
-    format_failures: int = 0
-    environment: str | None = None
-    trajectory_id: str | None = None
-    recorded: bool = False
-    reason: str | None = None
-    error: str | None = None
-    answers: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 def play_openai(
@@ -161,50 +140,22 @@ def _play_one(
     env, index: int, spec: dict, policy: OpenAIPolicy, client, max_steps: int | None
 ) -> EpisodeResult:
     task_id, seed = spec.get("task_id"), spec.get("seed")
-    result = EpisodeResult(index=index, task_id=task_id, seed=seed)
-    t0 = time.perf_counter()
-    try:
-        obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id else None)
-    except Exception as e:  # noqa: BLE001 - the environment failed: an error, never a reward
-        result.error = f"reset: {type(e).__name__}: {e}"
-        result.seconds = time.perf_counter() - t0
-        return result
-    result.environment = info.get("environment")
-    result.task_id = (info.get("task") or {}).get("task_id", task_id)
-    result.trajectory_id = info.get("trajectory_id")
-    prompt = GuiPrompt.from_reset(obs, info, language=policy.language, mode=policy.mode)
+    prompt: GuiPrompt | None = None
     step = 0
-    while True:
-        if max_steps is not None and step >= max_steps:
-            result.error = (
-                f"the loop's max_steps={max_steps} ran out before the environment ended the episode"
-            )
-            _abandon(env, result.error)
-            break
-        try:
-            answer = _ask(client, policy, prompt, obs["screenshot"], seed, step)
-        except Exception as e:  # noqa: BLE001 - the policy server failed
-            result.error = f"policy: {type(e).__name__}: {e}"
-            _abandon(env, result.error)
-            break
-        result.answers.append(answer)
-        try:
-            obs, reward, terminated, truncated, info = env.step(answer)
-        except Exception as e:  # noqa: BLE001 - the environment failed (recorded as error there)
-            result.error = f"step: {type(e).__name__}: {e}"
-            break
+
+    def answer(obs: dict, info: dict) -> str:
+        nonlocal prompt, step
+        if prompt is None:
+            prompt = GuiPrompt.from_reset(obs, info, language=policy.language, mode=policy.mode)
+        else:
+            prompt.record(info)
         step += 1
-        result.format_failures += info.get("format_error") is not None
-        prompt.record(info)
-        if terminated or truncated:
-            result.reward = float(reward)
-            result.terminated, result.truncated = bool(terminated), bool(truncated)
-            result.outcome, result.reason = info.get("outcome"), info.get("reason")
-            result.trajectory_id = info.get("trajectory_id") or result.trajectory_id
-            result.recorded = bool(info.get("recorded"))
-            break
-    result.steps = step
-    result.seconds = time.perf_counter() - t0
+        return _ask(client, policy, prompt, obs["screenshot"], seed, step - 1)
+
+    result = play_episode(
+        env, answer, max_steps, seed=seed, options={"task_id": task_id} if task_id else None
+    )
+    result.index = index
     return result
 
 
@@ -229,19 +180,8 @@ def _ask(client, policy: OpenAIPolicy, prompt: GuiPrompt, screenshot, seed: int 
         policy.max_tokens_field: policy.max_tokens,
     }
     if seed is not None and policy.temperature > 0:
-        body["seed"] = (int(seed) * 1009 + step) % 2**31
+        body["seed"] = step_seed(seed, step)
     if policy.extra_body:
         body["extra_body"] = policy.extra_body
     response = client.chat.completions.create(**body)
     return response.choices[0].message.content or ""
-
-
-def _abandon(env, reason: str) -> None:
-    """End the episode in play as an error where the environment can say so (GuiEnv);
-    elsewhere the next reset (or close) ends it."""
-    abandon = getattr(getattr(env, "unwrapped", env), "abandon", None)
-    if callable(abandon):
-        try:
-            abandon(reason)
-        except Exception as e:  # noqa: BLE001 - the episode is already lost
-            log.warning("could not abandon the episode: %s", e)

@@ -1,4 +1,5 @@
-"""The policy being trained, as a trajforge VLM backend (training.agent.TextAgent drives it).
+"""The policy being trained, as a trajforge VLM backend (training.agent.TextAgent drives it);
+`policy_backend_for` loads a checkpoint directory as one.
 
 `PolicyBackend` answers chat requests with an in-memory model and processor
 (no reload between updates); its `model_id` is the checkpoint id, which the
@@ -29,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -204,3 +206,31 @@ def answer_logprobs(
         batch["pixel_values"] = batch["pixel_values"].to(model.dtype)
     lp = sequence_logprobs(model, batch, gen_mask, temperature=temperature)
     return lp[0, prompt["input_ids"].shape[1] :]
+
+
+def policy_backend_for(
+    path: str | Path,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    image_max_pixels: int | None = None,
+    set_mode: str = "direct",
+    record: bool = False,
+    profile: str | None = None,
+):
+    """A checkpoint directory as a PolicyBackend (reasoning-set prompt, id = checkpoint id);
+    `profile`: the model profile of the set it was trained on (training.data.set_profile)."""
+    from training.checkpoint import checkpoint_id_of, load_policy
+    from training.config import resolve_model_path
+
+    path = resolve_model_path(str(path))
+    model, processor = load_policy(path, device=device, dtype=dtype, gradient_checkpointing=False)
+    return PolicyBackend(
+        model,
+        processor,
+        checkpoint_id_of(path),
+        max_image_pixels=image_max_pixels,
+        set_mode=set_mode,
+        record=record,
+        profile=profile,
+    )

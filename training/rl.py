@@ -62,7 +62,7 @@ from .config import RLConfig
 from .data import ReasoningSample, iter_reasoning_samples, shuffled
 from .entry import entry_point
 from .generation import Rollouts, encode_prompt, sample_completions
-from .grpo import group_advantages, grpo_loss, negative_scale, scale_negatives
+from .grpo import group_advantages, grpo_loss, negative_scale, ppo_passes, scale_negatives
 from .pipes_report import Reporter, StdoutReporter
 from .precision import adamw, forward_context, low_precision_warning, training_dtype
 
@@ -276,41 +276,41 @@ def rl_step(
                     for s in range(0, n, cfg.batch_size)
                 ]
             )
-    mb = min(cfg.minibatch_size or n, n)
-    shuffle = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-    epochs: list[dict[str, float]] = []
-    grad_norms: list[float] = []
-    for _ in range(cfg.ppo_epochs):
-        # Minibatches of shuffled rows; one minibatch of all rows keeps the stream order.
-        order = torch.randperm(n, generator=shuffle).tolist() if mb < n else list(range(n))
-        totals = defaultdict(float)
-        for m_start in range(0, n, mb):
-            m_rows = order[m_start : m_start + mb]
-            state.optimizer.zero_grad(set_to_none=True)
-            for start in range(0, len(m_rows), cfg.batch_size):
-                rows = m_rows[start : start + cfg.batch_size]
-                idx = torch.tensor(rows)
-                with forward_context(model, cfg.mixed_precision):
-                    logp = rollouts.logprobs(model, rows)
-                device = logp.device
-                old = rollouts.old_logp[idx].to(device)
-                ref = old if ref_all is None else ref_all[idx].to(device)
-                mask = rollouts.gen_mask[idx].to(device)
-                loss, st = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip, beta=cfg.beta)
-                # grpo_loss averages over its rows: weight each micro-batch by its share of
-                # the minibatch's rows (the gradient), and of the batch's (the epoch's figures).
-                (loss * len(rows) / len(m_rows)).backward()
-                chunk_tokens = float(mask.sum())
-                totals["loss"] += float(loss.detach()) * len(rows) / n
-                totals["policy_loss"] += st["policy_loss"] * len(rows) / n
-                totals["kl"] += st["kl"] * len(rows) / n
-                totals["clip_frac"] += st["clip_frac"] * chunk_tokens / max(tokens, 1.0)
-                totals["ratio_mean"] += st["ratio_mean"] * chunk_tokens / max(tokens, 1.0)
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(state.params, cfg.max_grad_norm)))
-            state.optimizer.step()
-        epochs.append(dict(totals))
+
+    def backward(m_rows: list[int]) -> dict[str, float]:
+        totals: dict[str, float] = defaultdict(float)
+        for start in range(0, len(m_rows), cfg.batch_size):
+            rows = m_rows[start : start + cfg.batch_size]
+            idx = torch.tensor(rows)
+            with forward_context(model, cfg.mixed_precision):
+                logp = rollouts.logprobs(model, rows)
+            device = logp.device
+            old = rollouts.old_logp[idx].to(device)
+            ref = old if ref_all is None else ref_all[idx].to(device)
+            mask = rollouts.gen_mask[idx].to(device)
+            loss, st = grpo_loss(logp, old, ref, adv[idx].to(device), mask, clip=cfg.clip, beta=cfg.beta)
+            # grpo_loss averages over its rows: weight each micro-batch by its share of
+            # the minibatch's rows (the gradient), and of the batch's (the epoch's figures).
+            (loss * len(rows) / len(m_rows)).backward()
+            chunk_tokens = float(mask.sum())
+            totals["loss"] += float(loss.detach()) * len(rows) / n
+            totals["policy_loss"] += st["policy_loss"] * len(rows) / n
+            totals["kl"] += st["kl"] * len(rows) / n
+            totals["clip_frac"] += st["clip_frac"] * chunk_tokens / max(tokens, 1.0)
+            totals["ratio_mean"] += st["ratio_mean"] * chunk_tokens / max(tokens, 1.0)
+        return totals
+
+    epochs, grad_norms = ppo_passes(
+        n,
+        backward,
+        state.optimizer,
+        state.params,
+        epochs=cfg.ppo_epochs,
+        minibatch_size=cfg.minibatch_size,
+        max_grad_norm=cfg.max_grad_norm,
+        seed=cfg.seed * 1_000_003 + step,
+    )
     state.scheduler.step()  # the schedule counts RL steps (batches of rollouts), not minibatches
-    state.optimizer.zero_grad(set_to_none=True)
     model.eval()
     # The figures of every pass, averaged (one pass: exactly that pass's); per pass in
     # `epochs`, the last pass's as *_last.

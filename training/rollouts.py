@@ -1,7 +1,8 @@
 """Rejection sampling: K rollouts per task in any environment; its verifier keeps the successes.
 
 Each task is played `k` times by a model (a VLM backend, through
-training.agent.TextAgent) in a gymnasium env of trajforge.envs: a GuiEnv over an
+training.agent.TextAgent; each episode by training.episode.play_episode) in a
+gymnasium env of trajforge.envs: a GuiEnv over an
 environment file (`trajforge.envs.make`), the embedded sandbox
 (`trajforge.envs.make_sandbox`), or any factory of them
 (`trajforge.envs.env_factories`). The model's text answers go to `env.step`
@@ -27,6 +28,9 @@ or any crawler pool: WebEnvPool, RayEnvPool, DevicePool) up to its size rollouts
 play at once, each on a GuiEnv of its own on one of the pool's workers: the same
 rollouts (ids, seeds, screens) as one after another, since the backend answers
 each request from its prompt and seed alone (PolicyBackend serialises its calls).
+
+`resolve_tasks` names tasks among the environments' tasks (task or template ids, or
+the whole catalog) for rejection sampling's callers: online RL, evaluation, the flywheel.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any
 from schemas.environment import Environment
 from schemas.records import DeviceProfile, Task, Trajectory, episode_seed, trajectory_id_for
 from training.agent import TextAgent
+from training.episode import play_episode
 from trajforge.envs import ENV_FAILED, EpisodeRecorder, GuiEnv, PoolError, make
 from trajforge.store.raw import RawStore, model_slug
 from trajforge.vlm.backends import VLMBackend
@@ -241,41 +246,37 @@ class _Sampler:
         return rollout
 
     def _attempt(self, env: Any, agent: TextAgent, item: _Todo) -> Rollout:
-        try:
-            obs, info = env.reset(
-                seed=item.seed, options={"task_id": item.task.task_id, "trajectory_id": item.tid}
-            )
-        except PoolError:  # no env to be had (every device quarantined, a closed pool): stop
-            raise
-        except Exception as e:  # noqa: BLE001 - the env's failure, replayed or recorded
-            raise _EnvFailed(e) from e
-        agent.begin(obs, info)
-        rollout = Rollout(item.task.task_id, item.index, item.tid, item.seed, "unknown")
-        rollout.reopened = max(int(info.get("attempts") or 1) - 1, 0)
-        try:
-            while True:
-                text = agent.answer(obs, info)  # an exception here is the model's: it stops the run
-                rollout.answers += 1
-                try:
-                    obs, _, terminated, truncated, info = env.step(text)
-                except Exception as e:  # noqa: BLE001
-                    raise _EnvFailed(e) from e
-                agent.observe(info)
-                rollout.steps += info.get("action") is not None
-                rollout.format_errors += info.get("format_error") is not None
-                rollout.blocked += info.get("guard") is not None
-                if terminated or truncated:
-                    break
-        except _EnvFailed:
-            raise
-        except BaseException:
-            self.dropped.add(item.tid)  # a broken-off rollout is not recorded: a re-run plays it
-            raise
-        rollout.outcome = info.get("outcome") or "unknown"
-        rollout.reward = info.get("episode_reward_parts")
-        rollout.recorded = bool(info.get("recorded"))
-        rollout.reason = info.get("reason") or info.get("episode_error")
-        return rollout
+        def answer(obs: dict, info: dict) -> str:
+            try:
+                return agent(obs, info)  # an exception here is the model's: it stops the run
+            except BaseException:
+                self.dropped.add(item.tid)  # a broken-off rollout is not recorded: a re-run plays it
+                raise
+
+        played = play_episode(
+            env, answer, seed=item.seed, options={"task_id": item.task.task_id, "trajectory_id": item.tid}
+        )
+        if played.failed_at == "reset" and isinstance(played.exception, PoolError):
+            raise played.exception  # no env to be had (every device quarantined, a closed pool): stop
+        if played.env_failed:
+            raise _EnvFailed(played.exception)
+        if played.policy_failed:
+            raise played.exception
+        return Rollout(
+            item.task.task_id,
+            item.index,
+            item.tid,
+            item.seed,
+            played.outcome or "unknown",
+            reward=played.reward_parts,
+            steps=played.executed,
+            answers=len(played.answers),
+            format_errors=played.format_failures,
+            blocked=played.blocked,
+            reopened=played.reopened,
+            recorded=played.recorded,
+            reason=played.reason or played.episode_error,
+        )
 
     def _error_trajectory(self, gui: GuiEnv, item: _Todo, error: BaseException | None) -> Trajectory:
         width, height = gui.screen_size
@@ -407,6 +408,26 @@ def rejection_sample(
         result.rates,
     )
     return result
+
+
+def resolve_tasks(spec: str | Sequence[str | Task], available: Sequence[Task]) -> list[Task]:
+    """The tasks of `available` that `spec` names: "catalog" (all), or task ids, template ids
+    (every task of the template) or Tasks (by id), in the order named. A name that matches
+    nothing is an error naming it."""
+    if isinstance(spec, str):
+        if spec == "catalog":
+            if not available:
+                raise ValueError("tasks: the environments have no task")
+            return list(available)
+        spec = [spec]
+    out: list[Task] = []
+    for name in spec:
+        key = name.task_id if isinstance(name, Task) else str(name)
+        found = [t for t in available if key in (t.task_id, t.template_id)]
+        if not found:
+            raise ValueError(f"tasks: unknown task or template id {key!r}")
+        out += [t for t in found if t not in out]
+    return out
 
 
 def _may_hold(factory: Callable, asked: list[str] | None) -> bool:

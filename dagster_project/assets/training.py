@@ -1,15 +1,15 @@
-"""Training assets: SFT, then RL, then evaluation, each a `python -m training.X` run through Pipes.
+"""Training assets: SFT, then RL, then evaluation, each a training process run through Pipes.
 
-The asset bodies only build the entry point's config and hand it to the
-TrainingLauncher resource (a local subprocess, or a GPU pod on Kubernetes);
-the training process reports its metrics back through Dagster Pipes, and they
-become the materialisation's metadata here (plus a loss / reward chart).
+The asset bodies only build the entry point's config, plan it as `trajforge train`
+does (a training.engines.TrainRequest; the engine plans the Launch: command, files,
+conversion of the set to its format) and hand the Launch to the TrainingLauncher
+resource (a local subprocess, a GPU pod on Kubernetes, a Ray node); the training
+process reports its metrics back through Dagster Pipes, and they become the
+materialisation's metadata here (plus a loss / reward chart).
 
-`engine` (config) picks the trainer: builtin (training.sft / training.rl, as above) or
-one of the engines labs use (trl, swift, llamafactory, verl, easyr1): the asset builds a
-training.engines.TrainRequest, the engine plans the Launch (command, files, conversion of
-the set to its format) and the launcher runs it through Pipes the same way
-(docs/training.md, "Engines").
+`engine` (config) picks the trainer: builtin (the loop of training/: sft, rl, online
+and eval are its plans) or one of the engines labs use (trl, swift, llamafactory,
+verl, easyr1; docs/training.md, "Engines").
 
 Tiny mode ($TRAJFORGE_TRAIN_MODE=tiny, or no model configured anywhere): the
 offline tiny Qwen2-VL with random weights under <data>/models, a few steps on
@@ -29,94 +29,12 @@ import dagster as dg
 from dagster_project.assets.synthesis import REASONING_SET
 from dagster_project.resources import StorageResource
 from dagster_project.training_launcher import TrainingLauncher, metadata_value
+from training.presets import PRESETS
 from trajforge.report import plots
 
 MODE_ENV = "TRAJFORGE_TRAIN_MODE"  # tiny | full
 MODEL_ENV = "TRAJFORGE_TRAIN_MODEL"  # a local model directory
 TINY = "tiny"  # training.config resolves it to <data>/models/tiny-qwen2vl
-TINY_IMAGE_PIXELS = 28 * 28 * 16  # 16 image tokens
-
-# Defaults per mode; anything set in the asset's config wins.
-SFT_DEFAULTS = {
-    # the tiny tokenizer is byte-level with 1k words: prompts run long; over-long samples
-    # are skipped and counted (metadata `skipped.*`) rather than failing the demo
-    "tiny": {
-        "max_steps": 8,
-        "lr": 2e-3,
-        "batch_size": 2,
-        "max_length": 4096,
-        "image_max_pixels": TINY_IMAGE_PIXELS,
-        "max_samples": 32,
-        "skip_bad_samples": True,
-    },
-    "full": {
-        "max_steps": 2000,
-        "lr": 1e-5,
-        "batch_size": 4,
-        "max_length": 4096,
-        "image_max_pixels": 1280 * 28 * 28,
-        "warmup_steps": 50,
-    },
-}
-RL_DEFAULTS = {
-    "tiny": {
-        "max_steps": 2,
-        "lr": 1e-4,
-        "group_size": 4,
-        "max_new_tokens": 32,
-        "max_length": 4096,
-        "image_max_pixels": TINY_IMAGE_PIXELS,
-        "prompts_per_step": 1,
-        "ppo_epochs": 2,
-        "mode_filter": "direct",
-    },  # direct-act prompts: 32 new tokens can hold the answer
-    # 8 prompts x G 8 = 64 rollouts per step, reused PPO-style: 2 passes of 2 minibatches,
-    # 4 optimiser steps per batch of rollouts (the ratio moves, the clip acts)
-    "full": {
-        "max_steps": 500,
-        "lr": 1e-6,
-        "group_size": 8,
-        "batch_size": 8,
-        "max_new_tokens": 256,
-        "max_length": 4096,
-        "image_max_pixels": 1280 * 28 * 28,
-        "prompts_per_step": 8,
-        "ppo_epochs": 2,
-        "minibatch_size": 32,
-    },
-}
-ONLINE_DEFAULTS = {
-    "tiny": {
-        "k": 2,
-        "iterations": 1,
-        "tasks_per_iteration": 1,
-        "max_steps": 3,
-        "max_new_tokens": 48,
-        "max_length": 4096,
-        "image_max_pixels": TINY_IMAGE_PIXELS,
-        "tasks": ["notes.pin", "mobile_shop.favorite_item"],
-    },
-    "full": {
-        "k": 8,
-        "iterations": 20,
-        "tasks_per_iteration": 16,
-        "max_steps": 15,
-        "max_new_tokens": 256,
-        "max_length": 8192,
-        "image_max_pixels": 1280 * 28 * 28,
-        "ppo_epochs": 2,
-    },
-}
-EVAL_DEFAULTS = {
-    "tiny": {
-        "max_samples": 8,
-        "max_steps": 3,
-        "max_new_tokens": 48,
-        "image_max_pixels": TINY_IMAGE_PIXELS,
-        "tasks": ["notes.pin", "mobile_shop.favorite_item"],
-    },
-    "full": {"max_steps": 15, "max_new_tokens": 256, "image_max_pixels": 1280 * 28 * 28},
-}
 
 
 def train_mode(model_path: str = "", requested: str = "") -> str:
@@ -223,7 +141,7 @@ class EvalAssetConfig(dg.Config):
 
 def sft_train_config(cfg: SFTAssetConfig, data: Path, shards: Path, mode: str) -> dict:
     return merged(
-        SFT_DEFAULTS[mode],
+        PRESETS["sft"][mode],
         {
             **cfg.common(),
             "model_path": base_model(cfg.model_path, mode),
@@ -252,7 +170,7 @@ def rl_train_config(cfg: RLAssetConfig, data: Path, shards: Path, init: str, mod
     if cfg.online:
         ray = cfg.ray_address or os.environ.get("TRAJFORGE_RAY_ADDRESS") or None
         return merged(
-            ONLINE_DEFAULTS[mode],
+            PRESETS["online"][mode],
             {
                 **shared,
                 "k": cfg.group_size,
@@ -265,7 +183,7 @@ def rl_train_config(cfg: RLAssetConfig, data: Path, shards: Path, init: str, mod
             "rl_checkpoint",
         )
     return merged(
-        RL_DEFAULTS[mode],
+        PRESETS["rl"][mode],
         {
             **shared,
             "shards": str(shards),
@@ -279,7 +197,7 @@ def rl_train_config(cfg: RLAssetConfig, data: Path, shards: Path, init: str, mod
 
 
 def eval_config(cfg: EvalAssetConfig, data: Path, shards: Path, checkpoint: str, mode: str) -> dict:
-    defaults = dict(EVAL_DEFAULTS[mode])
+    defaults = dict(PRESETS["eval"][mode])
     if not cfg.online:
         defaults.pop("tasks", None)
     return merged(
@@ -423,21 +341,20 @@ def finish(
     )
 
 
-def run_dir(context: dg.AssetExecutionContext, data: Path) -> Path:
-    return data / "training" / "runs" / context.run.run_id[:8]
+# -- the plan and the launch (training.engines) --------------------------------------------------
 
-
-# -- engines other than the builtin loop (training.engines) ---------------------------------------
-
-# Engines whose entry point reads training.config's SFT fields: they get the asset's whole
-# train config (mode defaults included); the others get the `overrides` JSON, in their own terms.
-ENGINES_WITH_SFT_FIELDS = {"trl"}
+# Engines whose entry point reads training.config's fields: they get the asset's whole train
+# config (mode defaults included); the others get the `overrides` JSON, in their own terms.
+ENGINES_WITH_OUR_FIELDS = {"builtin", "trl"}
 REQUEST_FIELDS = ("model_path", "shards", "out_dir", "max_steps")  # what the TrainRequest says
 
 
-def engine_out(data: Path, engine: str, kind: str) -> Path:
-    """Where an engine's configs, converted data and checkpoints go (kept across runs: the
-    conversion is reused while the set is unchanged, a finished checkpoint is found again)."""
+def engine_out(context: dg.AssetExecutionContext, data: Path, engine: str, kind: str) -> Path:
+    """Where a run's configs go: the builtin loop's in the run's folder; another engine's,
+    with its converted data and checkpoints, kept across runs (the conversion is reused
+    while the set is unchanged, a finished checkpoint is found again)."""
+    if engine == "builtin":
+        return data / "training" / "runs" / context.run.run_id[:8]
     return data / "training" / "engines" / engine / kind
 
 
@@ -458,27 +375,45 @@ def engine_gpus(device: str, launcher: TrainingLauncher) -> int:
 def engine_request(
     engine: str, kind: str, train_config: dict, overrides_json: str, out: Path, launcher: TrainingLauncher
 ):
-    """(TrainRequest, Launch) for a non-builtin engine; a clear error for an unknown engine,
+    """(TrainRequest, Launch) of `kind` on `engine`; a clear error for an unknown engine,
     one not built in this version, or a kind or option it does not take."""
     from training.engines import EngineError, TrainRequest, plan
 
-    if engine in ENGINES_WITH_SFT_FIELDS:
+    if engine == "builtin":  # its entry point's config, as the asset built it
+        options = dict(train_config)
+    elif engine in ENGINES_WITH_OUR_FIELDS:
         options = {k: v for k, v in train_config.items() if k not in REQUEST_FIELDS}
     else:
         options = json.loads(overrides_json) if overrides_json else {}
+    gpus = engine_gpus(train_config.get("device", "auto"), launcher)
     try:
         request = TrainRequest(
             kind,
-            Path(train_config["shards"]),
+            Path(train_config["shards"]) if train_config.get("shards") else None,
             str(train_config["model_path"]),
             out,
-            gpus=engine_gpus(train_config.get("device", "auto"), launcher),
+            gpus=gpus if kind == "sft" else min(gpus, 1),  # only SFT runs DDP (engine builtin)
             max_steps=train_config.get("max_steps"),
             options=options,
         )
         return request, plan(engine, request)
     except EngineError as exc:
         raise dg.Failure(f"{kind} with engine {engine!r}: {exc}") from None
+
+
+def train(
+    context: dg.AssetExecutionContext,
+    launcher: TrainingLauncher,
+    engine: str,
+    kind: str,
+    train_config: dict,
+    overrides_json: str,
+    data: Path,
+) -> dg.MaterializeResult:
+    """Plan `kind` on `engine` and run the Launch through the launcher, as `trajforge train`."""
+    out = engine_out(context, data, engine, kind)
+    _, launch = engine_request(engine, kind, train_config, overrides_json, out, launcher)
+    return launcher.run_launch(context, launch, out=out, data_root=data)
 
 
 # -- the assets -------------------------------------------------------------------------------
@@ -503,14 +438,7 @@ def sft_checkpoint(
     data = storage.path
     mode = train_mode(config.model_path, config.mode)
     train_config = sft_train_config(config, data, storage.shards_dir(REASONING_SET), mode)
-    if config.engine == "builtin":
-        result = launcher.launch(
-            context, "training.sft", train_config, work_dir=run_dir(context, data), data_root=data
-        )
-    else:
-        out = engine_out(data, config.engine, "sft")
-        _, launch = engine_request(config.engine, "sft", train_config, config.overrides, out, launcher)
-        result = launcher.run_launch(context, launch, out=out, data_root=data)
+    result = train(context, launcher, config.engine, "sft", train_config, config.overrides, data)
     losses = reported_series(result, "losses")
     passed, detail = loss_fell(losses)
     check = dg.AssetCheckResult(check_name=SFT_CHECK.name, passed=passed, metadata={"detail": detail})
@@ -543,18 +471,9 @@ def rl_checkpoint(
         else upstream_checkpoint(context, "sft_checkpoint", data)
     )
     mode = train_mode("", config.mode or upstream_mode)
-    module = "training.online" if config.online else "training.rl"
     train_config = rl_train_config(config, data, storage.shards_dir(REASONING_SET), init, mode)
-    if config.engine == "builtin":
-        result = launcher.launch(
-            context, module, train_config, work_dir=run_dir(context, data), data_root=data
-        )
-    else:
-        if config.online:
-            raise dg.Failure(f"online RL (training.online) runs on the builtin engine, not {config.engine!r}")
-        out = engine_out(data, config.engine, "rl")
-        _, launch = engine_request(config.engine, "rl", train_config, config.overrides, out, launcher)
-        result = launcher.run_launch(context, launch, out=out, data_root=data)
+    kind = "online" if config.online else "rl"
+    result = train(context, launcher, config.engine, kind, train_config, config.overrides, data)
     series = rl_series(result)
     return finish(
         result,
@@ -585,13 +504,8 @@ def online_eval(
         (config.checkpoint, "") if config.checkpoint else upstream_checkpoint(context, "rl_checkpoint", data)
     )
     mode = train_mode("", config.mode or upstream_mode)
-    result = launcher.launch(
-        context,
-        "training.evaluate",
-        eval_config(config, data, storage.shards_dir(REASONING_SET), checkpoint, mode),
-        work_dir=run_dir(context, data),
-        data_root=data,
-    )
+    eval_cfg = eval_config(config, data, storage.shards_dir(REASONING_SET), checkpoint, mode)
+    result = train(context, launcher, "builtin", "eval", eval_cfg, config.overrides, data)
     return finish(result, data, "online_eval", mode, {"checkpoint": dg.MetadataValue.path(checkpoint)})
 
 

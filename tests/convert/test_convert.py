@@ -212,7 +212,7 @@ def test_verl_and_easyr1_columns(reasoning_dir, tmp_path):
 
 
 TOKEN_WEIGHTS = {  # format -> (carried, a word its reason must give)
-    "trl": (True, "training.trl_sft"),
+    "trl": (True, "training.engines.trl_sft"),
     "swift": (True, "--loss_scale trajforge"),
     "llamafactory": (False, "masks whole turns"),
     "verl": (False, "not applicable"),

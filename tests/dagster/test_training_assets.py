@@ -244,7 +244,7 @@ def materialise_sft(defs: dg.Definitions, config: dict):
 
 def test_sft_with_engine_trl_materialises_through_pipes(tmp_path, monkeypatch):
     """engine: trl: the set converted to TRL's format, TRL's SFTTrainer in a child process
-    (python -m training.trl_sft) under PipesSubprocessClient; its metrics are the metadata."""
+    (python -m training.engines.trl_sft) under PipesSubprocessClient; its metrics are the metadata."""
     from training.checkpoint import load_policy
 
     monkeypatch.setenv("TRAJFORGE_TRAIN_MODE", "tiny")
@@ -381,7 +381,7 @@ def test_an_engine_launch_becomes_a_valid_pod(tmp_path):
     assert str(data) not in script and str(data) not in "".join(env.values())
     assert script.endswith(
         "exec python -m accelerate.commands.launch --config_file /data/training/engines/trl/sft/accelerate.yaml "
-        "-m training.trl_sft --config /data/training/engines/trl/sft/trl_sft.yaml"
+        "-m training.engines.trl_sft --config /data/training/engines/trl/sft/trl_sft.yaml"
     )
     assert "> /data/training/engines/trl/sft/trl_sft.yaml" in script
     assert "shards: /data/shards/reasoning_set" in env["TRAJFORGE_TRAIN_FILE_0"]

@@ -1,8 +1,8 @@
-"""training.verl_agent_loop.GuiAgentLoop, run by verl 0.9 itself in .venv-trainers.
+"""training.engines.verl_agent_loop.GuiAgentLoop, run by verl 0.9 itself in .venv-trainers.
 
 `trajforge serve` (a subprocess of this .venv) serves two environments over the tiny
 app; tests/envs/verl_rollout.py (in .venv-trainers) writes the RL parquet with
-training.env_tasks, reads it with verl's RLHFDataset, and runs verl's AgentLoopWorker
+training.engines.env_tasks, reads it with verl's RLHFDataset, and runs verl's AgentLoopWorker
 over it: the loop is named by an agent_loop_config_path YAML, hydra-instantiated per
 episode, and its AgentLoopOutputs are padded into verl's DataProto. The model server
 behind verl's LLMServerClient is the tiny Qwen2-VL's `generate` on CPU (random

@@ -1,11 +1,11 @@
 """Run in .venv-trainers by tests/envs/test_verl_agent_loop.py: verl 0.9's own rollout path
-over training.verl_agent_loop.GuiAgentLoop, with the tiny Qwen2-VL as the model server.
+over training.engines.verl_agent_loop.GuiAgentLoop, with the tiny Qwen2-VL as the model server.
 
     python verl_rollout.py SERVER_URL MODEL_DIR WORK_DIR
 
 verl's side is verl's: its config (ppo_trainer.yaml composed by hydra, the loop named
 through `rollout.agent.agent_loop_config_path`), RLHFDataset and collate_fn over the
-parquet training.env_tasks writes, AgentLoopWorker (hydra-instantiates the loop by
+parquet training.engines.env_tasks writes, AgentLoopWorker (hydra-instantiates the loop by
 `agent_name`, pads and post-processes every AgentLoopOutput into one DataProto),
 LLMServerClient (verl's client of its model servers). What stands in is the model
 server behind that client, which runs outside verl's loop anyway: `TinyReplica` is
@@ -35,7 +35,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 
-from training.env_tasks import write_env_tasks
+from training.engines.env_tasks import write_env_tasks
 
 URL, MODEL, WORK = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 MAX_TOKENS_PER_TURN = 24
@@ -131,7 +131,7 @@ class Balancer:
 def verl_config():
     (WORK / "agent_loop.yaml").write_text(
         "- name: trajforge_gui\n"
-        "  _target_: training.verl_agent_loop.GuiAgentLoop\n"
+        "  _target_: training.engines.verl_agent_loop.GuiAgentLoop\n"
         f"  server_url: {URL}\n"
         f"  max_tokens_per_turn: {MAX_TOKENS_PER_TURN}\n"
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.test_agent import ScriptedAgent
 from training.checkpoint import load_policy, save_checkpoint
-from training.evaluate import online_success
-from training.flywheel import failure_pool, flywheel_turn, resolve_tasks, sft_sources
+from training.flywheel import Turn, failure_pool, flywheel_turn, sft_sources
+from training.rollouts import resolve_tasks
 from trajforge.envs import source_tasks
 from trajforge.store.raw import RawStore
 
@@ -31,9 +31,8 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
     scripted = ScriptedAgent(
         [("switch", "Bluetooth"), "Terminate"], [("switch", "Wi-Fi"), "Terminate"], model_id=SCRIPTED_ID
     )
-    turn = flywheel_turn(
-        scripted, store, tasks, k=2, server_url=sandbox.url, env=env, max_steps=3, devices=["desktop"], seed=3
-    )
+    how = Turn(k=2, server_url=sandbox.url, env=env, max_steps=3, devices=["desktop"], seed=3)
+    turn = flywheel_turn(scripted, store, tasks, how)
     assert (turn["rollouts"], turn["verdicts"]) == (2, {"success": 1, "not_success": 1})
     assert (turn["collection"], turn["failed_collection"]) == (
         f"rollouts/{SCRIPTED_ID}",
@@ -49,11 +48,7 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
         tmp_path / "ckpt" / TINY_ID,
         {"kind": "online", "checkpoint_id": TINY_ID, "base_model": str(tiny_model), "steps": 1},
     )
-    ev = online_success(
-        ckpt,
-        ["settings.wifi"],
-        1,
-        store,
+    evaluation = Turn(
         server_url=sandbox.url,
         env=env,
         max_steps=3,
@@ -62,6 +57,7 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
         device="cpu",
         image_max_pixels=TINY_IMAGE_PIXELS,
     )
+    ev = flywheel_turn(ckpt, store, ["settings.wifi"], evaluation)
     assert ev["checkpoint_id"] == TINY_ID and ev["success_rate"] == 0.0
     assert ev["verdicts"] == {"success": 0, "not_success": 1}
 
@@ -87,7 +83,5 @@ def test_one_turn_routes_rollouts_by_verdict_with_the_checkpoint_id(sandbox, env
     assert sft_sources(store) == [f"rollouts/{SCRIPTED_ID}", "web"]
     assert failure_pool(store) == sorted([f"rollouts-failed/{SCRIPTED_ID}", f"rollouts-failed/{TINY_ID}"])
     # A second turn with the same seed finds everything stored: nothing is played again.
-    again = flywheel_turn(
-        scripted, store, tasks, k=2, server_url=sandbox.url, env=env, max_steps=3, devices=["desktop"], seed=3
-    )
+    again = flywheel_turn(scripted, store, tasks, how)
     assert (again["written"], again["skipped"], again["verdicts"]["success"]) == (0, 2, 1)

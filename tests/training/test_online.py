@@ -4,6 +4,7 @@ GRPO update on a hand-made group of rollouts."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -13,6 +14,7 @@ import torch
 from tests.vlm.helpers import screenshot
 from training.checkpoint import load_policy
 from training.online import (
+    GRPOUpdate,
     OnlineRLConfig,
     curriculum_outcomes,
     grpo_update,
@@ -48,9 +50,8 @@ def test_grpo_update_on_a_hand_made_group(tiny_model):
         backend.generate([_request(str(i))], 4, temperature=1.0, seed=i)
         group.append({"reward": reward, "success": success, "generations": backend.take_generations()})
     before = [p.detach().clone() for p in policy.parameters()]
-    stats = grpo_update(
-        policy, ref, [group, group[:1]], temperature=1.0, clip=0.2, beta=0.001, lambda0=0.5, kappa=1.5
-    )
+    how = GRPOUpdate(temperature=1.0, clip=0.2, beta=0.001, lambda0=0.5, kappa=1.5)
+    stats = grpo_update(policy, ref, [group, group[:1]], how)
     # Rewards (1.1, 0, 0): advantages (sqrt 2, -1/sqrt 2, -1/sqrt 2); p_hat 0 -> negatives x 0.5.
     # On policy the ratio is 1 and the KL to an identical reference 0: loss = -mean(A).
     adv = [math.sqrt(2), -0.5 / math.sqrt(2), -0.5 / math.sqrt(2)]
@@ -70,15 +71,15 @@ def test_ppo_update_epochs_move_the_ratio_and_one_epoch_is_grpo_update(tiny_mode
     for i, (reward, success) in enumerate([(1.1, False), (0.0, False), (0.0, False)]):
         backend.generate([_request(str(i))], 4, temperature=1.0, seed=i)
         group.append({"reward": reward, "success": success, "generations": backend.take_generations()})
-    kw = dict(temperature=1.0, clip=0.05, beta=0.001, lambda0=0.5, kappa=1.5)
+    how = GRPOUpdate(temperature=1.0, clip=0.05, beta=0.001, lambda0=0.5, kappa=1.5)
     start = copy.deepcopy(policy.state_dict())
 
     # One epoch, one minibatch: grpo_update's figures, then one optimiser step.
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
-    once = ppo_update(policy, ref, [group], opt, ppo_epochs=1, **kw)
+    once = ppo_update(policy, ref, [group], opt, how)
     stepped = copy.deepcopy(policy.state_dict())
     policy.load_state_dict(start)
-    plain = grpo_update(policy, ref, [group], **kw)
+    plain = grpo_update(policy, ref, [group], how)
     assert once["optimizer_steps"] == 1 and once["sequences"] == plain["sequences"] == 3
     assert once["loss"] == pytest.approx(plain["loss"], abs=1e-6) and once["clip_frac"] == 0.0
     torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
@@ -88,7 +89,7 @@ def test_ppo_update_epochs_move_the_ratio_and_one_epoch_is_grpo_update(tiny_mode
     # Two epochs: the second sees the moved policy against the same old log-probs.
     policy.load_state_dict(start)
     opt = torch.optim.AdamW(policy.parameters(), lr=1e-2)
-    twice = ppo_update(policy, ref, [group], opt, ppo_epochs=2, **kw)
+    twice = ppo_update(policy, ref, [group], opt, dataclasses.replace(how, ppo_epochs=2))
     first, second = twice["epochs"]
     assert twice["optimizer_steps"] == 2
     assert first["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and first["clip_frac"] == 0.0

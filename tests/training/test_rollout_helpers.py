@@ -1,5 +1,5 @@
 """The pieces the rollout loops share: the reasoning set's prompt turn by turn
-(training/gui_prompt.py) and the RL dataset of environment episodes (training/env_tasks.py)."""
+(training/gui_prompt.py) and the RL dataset of environment episodes (training/engines/env_tasks.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.set_prompt import system_prompt
-from training.env_tasks import env_task_rows
+from training.engines.env_tasks import env_task_rows
 from training.gui_prompt import GuiPrompt
 
 

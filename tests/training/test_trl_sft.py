@@ -67,7 +67,7 @@ def test_the_trainer_step_loss_is_the_weighted_token_loss(
 ):
     from trl import SFTTrainer
 
-    from training.trl_sft import WeightedSFTTrainer, build_trainer
+    from training.engines.trl_sft import WeightedSFTTrainer, build_trainer
 
     cfg = _cfg(tiny_model, small_reasoning_set, trl_data, tmp_path)
     trainer, collator, steps = build_trainer(cfg, tmp_path / "run")
@@ -128,7 +128,7 @@ def test_train_sft_engine_trl_through_the_cli(small_reasoning_set, tiny_model, t
 
     dry = CliRunner().invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    assert f"-m training.trl_sft --config {out / 'trl_sft.yaml'}" in dry.output
+    assert f"-m training.engines.trl_sft --config {out / 'trl_sft.yaml'}" in dry.output
     assert f"# before the command: convert {small_reasoning_set} to trl under {out / 'data'}" in dry.output
     assert f"# {out / 'data'}: would be converted" in dry.output
     assert "max_steps: 2" in dry.output and "mode_filter: direct" in dry.output
@@ -188,7 +188,7 @@ def test_accelerate_configs_for_two_nodes_of_eight_gpus(small_reasoning_set, tmp
     args, defaults, _ = _validate_launch_command(launch_command_parser().parse_args(launch_args))
     assert (args.num_machines, args.num_processes, int(args.machine_rank)) == (2, 16, 1)
     assert args.main_process_ip == "10.0.0.1" and args.main_process_port == 29500
-    assert args.training_script == "training.trl_sft" and args.module
+    assert args.training_script == "training.engines.trl_sft" and args.module
     if distributed == "fsdp2":
         from accelerate.utils import FullyShardedDataParallelPlugin
         from accelerate.utils.launch import prepare_multi_gpu_env

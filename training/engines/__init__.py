@@ -1,13 +1,13 @@
 """Training engines: what `trajforge train` and the training assets launch.
 
-An engine turns a `TrainRequest` (sft or rl, the set, the model, the output folder,
+An engine turns a `TrainRequest` (the kind, the set, the model, the output folder,
 the cluster size) into a `Launch`: the exact command, the configuration files it
 reads, the interpreter (the venv the engine lives in) and its environment.
 `plan()` imports no engine, so `--dry-run` and the config checks run anywhere;
 `Launch.write()` puts the files in place before the command runs.
 
-Engines: builtin (training.sft / training.rl, the small dependency-light path),
-trl, swift, llamafactory, verl, easyr1. Each lives in `training/engines/<name>.py`
+Engines: builtin (the small dependency-light loop of training/: sft, rl, online and
+eval, each a plan of its own), trl, swift, llamafactory, verl, easyr1 (sft or rl). Each lives in `training/engines/<name>.py`
 with `plan(request) -> Launch`; one whose module is absent is not offered.
 """
 
@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("builtin", "trl", "swift", "llamafactory", "verl", "easyr1")
-KINDS = ("sft", "rl")
+KINDS = ("sft", "rl", "online", "eval")  # online and eval: the builtin engine's only
+SET_KINDS = ("sft", "rl")  # kinds that train on a set
 # Where each engine's interpreter is by default (its pins clash with the project's);
 # $TRAJFORGE_PYTHON_<ENGINE> (e.g. TRAJFORGE_PYTHON_SWIFT) points elsewhere.
 VENVS = {
@@ -43,8 +44,8 @@ class EngineError(ValueError):
 
 @dataclass(frozen=True)
 class TrainRequest:
-    kind: str  # sft | rl
-    set_dir: Path  # a reasoning (or grounding) set: a shard folder with manifest.json
+    kind: str  # sft | rl | online | eval
+    set_dir: Path | None  # a reasoning (or grounding) set: a shard folder with manifest.json
     model: str  # a local model directory, or "tiny"
     out: Path  # where configs, converted data and the checkpoint go
     gpus: int = 1  # per node
@@ -55,6 +56,8 @@ class TrainRequest:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise EngineError(f"kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+        if self.set_dir is None and self.kind in SET_KINDS:
+            raise EngineError(f"kind {self.kind}: needs a set (a shard folder)")
         if self.gpus < 0 or self.nodes < 1:
             raise EngineError(f"gpus {self.gpus} / nodes {self.nodes}: need gpus >= 0 and nodes >= 1")
 

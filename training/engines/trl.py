@@ -1,8 +1,8 @@
-"""TRL: SFT with TRL's SFTTrainer and the action-aware span weights (training.trl_sft).
+"""TRL: SFT with TRL's SFTTrainer and the action-aware span weights (training.engines.trl_sft).
 
 The set is converted to TRL's format under OUT/data (trajforge.convert, format trl) by
 the caller before the command, when that copy is missing or made from another version.
-One process: `python -m training.trl_sft --config OUT/trl_sft.yaml`. Several GPUs or
+One process: `python -m training.engines.trl_sft --config OUT/trl_sft.yaml`. Several GPUs or
 nodes: the same under `accelerate launch --config_file OUT/accelerate.yaml`, whose
 configuration is generated for the cluster size, FSDP2 (option distributed=fsdp2, the
 default) or DeepSpeed ZeRO-3 (distributed=zero3; DeepSpeed must be installed). On
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from training.engines import Conversion, EngineError, Launch, TrainRequest, python_for
 
-ENTRY = "training.trl_sft"
+ENTRY = "training.engines.trl_sft"
 CONFIG = "trl_sft.yaml"
 ACCELERATE = "accelerate.yaml"
 DATA = "data"

@@ -6,7 +6,7 @@ overrides, in .venv-trainers:
 
 - data: the set converted under OUT/data (`trajforge convert --to verl`, run before
   the trainer; `--dry-run` prints that command and runs nothing); online: the episode
-  rows of training/env_tasks.py (`--option tasks=train.parquet`);
+  rows of training/engines/env_tasks.py (`--option tasks=train.parquet`);
 - the reward: OUT/data/reward.py (synthesis/gui_reward.py, copied by the converter)
   through `reward.custom_reward_function`, verl's naive reward manager; online: the
   environment's verifier, via the agent loop;
@@ -145,7 +145,9 @@ def plan(request: TrainRequest) -> Launch:
     files, conversions, notes = {}, [], []
     if o["online"]:
         if not o["tasks"]:
-            raise EngineError("engine verl online: --option tasks=<episode rows, training/env_tasks.py>")
+            raise EngineError(
+                "engine verl online: --option tasks=<episode rows, training/engines/env_tasks.py>"
+            )
         train, val = str(o["tasks"]), str(o["val_tasks"] or o["tasks"])
         extra = [
             "actor_rollout_ref.rollout.mode=async",
@@ -154,7 +156,7 @@ def plan(request: TrainRequest) -> Launch:
             f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_NAME}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={request.out / 'agent_loop.yaml'}",
         ]
-        loop = {"name": AGENT_NAME, "_target_": "training.verl_agent_loop.GuiAgentLoop"}
+        loop = {"name": AGENT_NAME, "_target_": "training.engines.verl_agent_loop.GuiAgentLoop"}
         if o["server_url"]:
             loop["server_url"] = o["server_url"]
         files["agent_loop.yaml"] = yaml.safe_dump([loop], sort_keys=False)

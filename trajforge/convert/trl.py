@@ -19,7 +19,7 @@ NAME = "trl"
 TOKEN_WEIGHTS = {
     "carried": True,
     "how": "the `spans` column (character offsets of the answer's action and coordinates); "
-    "trajforge's TRL trainer (training.trl_sft, engine trl) turns them into per-token weights",
+    "trajforge's TRL trainer (training.engines.trl_sft, engine trl) turns them into per-token weights",
 }
 
 

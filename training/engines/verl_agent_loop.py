@@ -3,12 +3,12 @@ environment server, its token ids kept exactly as generated.
 
     # agent_loop.yaml, named by actor_rollout_ref.rollout.agent.agent_loop_config_path
     - name: trajforge_gui
-      _target_: training.verl_agent_loop.GuiAgentLoop
+      _target_: training.engines.verl_agent_loop.GuiAgentLoop
       server_url: http://envs.internal:8700     # `trajforge serve ...`; or $TRAJFORGE_ENV_URL
 
 A row of the RL dataset names the loop (`agent_name: trajforge_gui`, or
 `rollout.agent.default_agent_loop`) and its episode in `extra_info`: `env` (a name the
-server serves), `task_id` and `seed` (optional). training/env_tasks.py writes such a
+server serves), `task_id` and `seed` (optional). training/engines/env_tasks.py writes such a
 parquet from the server's own list of environments and tasks.
 
 One `run` is one episode (docs/rl-environments.md, "verl"):
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, fields
 from typing import Any
 from uuid import uuid4
 
@@ -68,8 +69,28 @@ class _Retry(Exception):
     """The environment failed mid-episode: play the episode again."""
 
 
+@dataclass(frozen=True)
+class LoopSettings:
+    """The agent-loop YAML entry's own keys (GuiAgentLoop's docstring says what each means)."""
+
+    server_url: str | None = None
+    env: str | None = None
+    mode: str = "direct"
+    language: str | None = None
+    max_turns: int | None = None
+    max_tokens_per_turn: int = 512
+    reward: str = "task"
+    policy_id: str | None = None
+    image_format: str = "png"
+    profile: str | None = None
+    request_timeout: float = 120.0
+    open_timeout: float = 600.0
+    env_retries: int = 1
+
+
 class GuiAgentLoop(AgentLoopBase):
-    """See the module docstring. Keyword arguments (from the agent-loop YAML entry):
+    """See the module docstring. Keyword arguments (from the agent-loop YAML entry,
+    LoopSettings):
 
     server_url: the environment server (default $TRAJFORGE_ENV_URL); a row's
     `extra_info.server_url` wins. env: the environment when a row names none.
@@ -83,42 +104,29 @@ class GuiAgentLoop(AgentLoopBase):
     default the environment's).
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        server_url: str | None = None,
-        env: str | None = None,
-        mode: str = "direct",
-        language: str | None = None,
-        max_turns: int | None = None,
-        max_tokens_per_turn: int = 512,
-        reward: str = "task",
-        policy_id: str | None = None,
-        image_format: str = "png",
-        profile: str | None = None,
-        request_timeout: float = 120.0,
-        open_timeout: float = 600.0,
-        env_retries: int = 1,
-        **kwargs: Any,
-    ):
+    def __init__(self, *args: Any, **kwargs: Any):
+        # verl's hydra passes the YAML entry's keys and AgentLoopBase's own arguments together.
+        settings = LoopSettings(
+            **{f.name: kwargs.pop(f.name) for f in fields(LoopSettings) if f.name in kwargs}
+        )
         super().__init__(*args, **kwargs)
-        if reward not in REWARDS:
-            raise ValueError(f"reward={reward!r}: expected one of {REWARDS}")
-        if max_tokens_per_turn < 1 or env_retries < 0:
+        if settings.reward not in REWARDS:
+            raise ValueError(f"reward={settings.reward!r}: expected one of {REWARDS}")
+        if settings.max_tokens_per_turn < 1 or settings.env_retries < 0:
             raise ValueError(
-                f"max_tokens_per_turn={max_tokens_per_turn} >= 1, env_retries={env_retries} >= 0"
+                f"max_tokens_per_turn={settings.max_tokens_per_turn} >= 1, env_retries={settings.env_retries} >= 0"
             )
-        self.server_url = server_url or os.environ.get(URL_ENV)
-        self.env_name = env
-        self.mode, self.language = mode, language
-        self.max_turns = max_turns or self.rollout_config.multi_turn.get("max_assistant_turns")
-        self.max_tokens_per_turn = max_tokens_per_turn
-        self.reward = reward
+        self.server_url = settings.server_url or os.environ.get(URL_ENV)
+        self.env_name = settings.env
+        self.mode, self.language = settings.mode, settings.language
+        self.max_turns = settings.max_turns or self.rollout_config.multi_turn.get("max_assistant_turns")
+        self.max_tokens_per_turn = settings.max_tokens_per_turn
+        self.reward = settings.reward
         experiment = self.config.get("trainer", {}).get("experiment_name")
-        self.policy_id = policy_id or (f"verl:{experiment}" if experiment else "verl")
-        self.image_format, self.profile = image_format, profile
-        self.request_timeout, self.open_timeout = request_timeout, open_timeout
-        self.env_retries = env_retries
+        self.policy_id = settings.policy_id or (f"verl:{experiment}" if experiment else "verl")
+        self.image_format, self.profile = settings.image_format, settings.profile
+        self.request_timeout, self.open_timeout = settings.request_timeout, settings.open_timeout
+        self.env_retries = settings.env_retries
         self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
 

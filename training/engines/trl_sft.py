@@ -1,8 +1,8 @@
 """SFT with TRL's own SFTTrainer and the action-aware weighted loss.
 
-    python -m training.trl_sft --config OUT/trl_sft.yaml
+    python -m training.engines.trl_sft --config OUT/trl_sft.yaml
     python -m accelerate.commands.launch --config_file OUT/accelerate.yaml \\
-        -m training.trl_sft --config OUT/trl_sft.yaml          # FSDP2 / ZeRO-3, nodes
+        -m training.engines.trl_sft --config OUT/trl_sft.yaml          # FSDP2 / ZeRO-3, nodes
 
 `trajforge train sft --engine trl` writes both files (training.engines.trl). The data is
 the TRL conversion of a reasoning set (trajforge.convert, format trl: `messages`,
@@ -36,8 +36,7 @@ from transformers import TrainerCallback
 from trl import SFTTrainer
 
 from schemas.errors import SchemaError
-
-from .checkpoint import (
+from training.checkpoint import (
     METRICS,
     checkpoint_id,
     finished_checkpoint,
@@ -45,12 +44,12 @@ from .checkpoint import (
     model_fingerprint,
     shards_fingerprint,
 )
-from .config import TrlSFTConfig
-from .data import IMAGE_MARKER, collate, encode_sample, frame_gate
-from .entry import entry_point
-from .loss import weighted_nll
-from .pipes_report import Reporter, StdoutReporter
-from .sft import thought_gate
+from training.config import TrlSFTConfig
+from training.data import IMAGE_MARKER, collate, encode_sample, frame_gate
+from training.entry import entry_point
+from training.loss import weighted_nll
+from training.pipes_report import Reporter, StdoutReporter
+from training.sft import thought_gate
 
 KIND = "sft"
 ENGINE = "trl"
@@ -328,7 +327,7 @@ def run_trl_sft(cfg: TrlSFTConfig, report: Reporter | None = None) -> dict[str, 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     return entry_point(
         argv,
-        prog="python -m training.trl_sft",
+        prog="python -m training.engines.trl_sft",
         doc=__doc__,
         config_cls=TrlSFTConfig,
         run=run_trl_sft,

@@ -1,6 +1,6 @@
-"""An RL dataset of environment episodes for verl's agent loop (training/verl_agent_loop.py).
+"""An RL dataset of environment episodes for verl's agent loop (training/engines/verl_agent_loop.py).
 
-    python -m training.env_tasks http://127.0.0.1:8700 train.parquet --episodes 4 [--env tiddlywiki ...]
+    python -m training.engines.env_tasks http://127.0.0.1:8700 train.parquet --episodes 4 [--env tiddlywiki ...]
 
 One row per episode to play: every task of every environment the server serves
 (`GET /v1/envs`; an environment without tasks makes up its own: one exploration
@@ -21,7 +21,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-AGENT_NAME = "trajforge_gui"  # training.verl_agent_loop.AGENT_NAME (that module imports verl)
+AGENT_NAME = "trajforge_gui"  # training.engines.verl_agent_loop.AGENT_NAME (that module imports verl)
 
 
 def env_task_rows(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import typer
@@ -15,6 +15,7 @@ from trajforge.config import data_root
 app = typer.Typer()
 
 
+# typer reads one parameter per option: the 17 stay, and meet in one EnvCrawl below.
 @app.command()
 def crawl(
     env_file: Path = typer.Argument(..., metavar="ENV_FILE", help="an environment file (YAML)"),
@@ -58,53 +59,69 @@ def crawl(
     Progress (a line per episode) and the causes of errored episodes go to stderr,
     the figures (one JSON line) to stdout. Exit code 3 when every episode errored.
     """
-    from crawlers.crawl_report import all_errored, error_lines, progress_line
-    from crawlers.env_crawl import ENV_POLICIES, EnvCrawl, crawl_environment
-    from schemas.environment import EnvironmentFileError, load_environment
+    from crawlers.env_crawl import ENV_POLICIES, EnvCrawl
     from trajforge.store.raw import RawStore
 
     if policy not in ENV_POLICIES:
         fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     if not verbose:  # the progress lines name every retry and error; tracebacks on request
         logging.getLogger("crawlers.crawl_tasks").setLevel(logging.CRITICAL)
-    try:
-        environment = load_environment(env_file, tasks_file=tasks)
-    except EnvironmentFileError as err:
-        fail(str(err))
+    environment = _environment(env_file, tasks)
     store = RawStore((data or data_root()).resolve() / "raw")
-    backend = judge = None
-    if vlm_config is not None:
-        backend, judge = _vlm_from(vlm_config, store)
+    backend, judge = _vlm_from(vlm_config, store) if vlm_config is not None else (None, None)
     replay = _recorded_actions(store, replay_from) if replay_from else None
     if policy == "replay" and replay is None and not any("actions" in t.params for t in environment.tasks):
         fail("--policy replay needs --replay-from COLLECTION or tasks with params.actions")
+    how = EnvCrawl(  # the crawl's one configuration: every option that shapes it lands here
+        policy=policy,
+        seed=seed,
+        episodes=episodes,
+        max_steps=max_steps,
+        retries=retries,
+        retry_errors=retry_errors,
+        judge=judge,
+        backend=backend,
+        replay=replay,
+        image_format=image_format,
+    )
+    on_phones = appium or devices_file or appium_url
+    pool = _device_pool(environment, devices_file, appium_url, image_format) if on_phones else nullcontext()
+    _report(_run(environment, how, store, collection or f"env/{environment.name}", pool))
+
+
+def _environment(env_file: Path, tasks: Path | None):
+    """The environment file, its tasks replaced by the task file's when one is given."""
+    from schemas.environment import EnvironmentFileError, load_environment
+
     try:
-        with ExitStack() as stack:
-            pool = None
-            if appium or devices_file or appium_url:
-                pool = stack.enter_context(_device_pool(environment, devices_file, appium_url, image_format))
-            how = EnvCrawl(
-                policy=policy,
-                seed=seed,
-                episodes=episodes,
-                max_steps=max_steps,
-                retries=retries,
-                retry_errors=retry_errors,
-                judge=judge,
-                backend=backend,
-                replay=replay,
-                image_format=image_format,
-            )
-            stats = crawl_environment(
+        return load_environment(env_file, tasks_file=tasks)
+    except EnvironmentFileError as err:
+        fail(str(err))
+
+
+def _run(environment, how, store, collection: str, pool):
+    """The crawl's figures; `pool` opens the phones it plays on (None: the crawl's own browser)."""
+    from crawlers.crawl_report import progress_line
+    from crawlers.env_crawl import crawl_environment
+
+    try:
+        with pool as devices:
+            return crawl_environment(
                 environment,
                 how,
                 store=store,
-                collection=collection or f"env/{environment.name}",
-                pool=pool,
+                collection=collection,
+                pool=devices,
                 progress=lambda event: to_stderr(progress_line(event, environment.name)),
             )
     except ValueError as err:
         fail(str(err))
+
+
+def _report(stats) -> None:
+    """The figures on stdout, the causes of errors on stderr; exit 3 when every episode errored."""
+    from crawlers.crawl_report import all_errored, error_lines
+
     typer.echo(json.dumps(stats.summary(), sort_keys=True))
     for line in error_lines(stats):
         to_stderr(line)

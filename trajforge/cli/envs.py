@@ -1,4 +1,5 @@
-"""`trajforge serve`: environments over HTTP for any RL trainer."""
+"""`trajforge serve`: environments over HTTP for any RL trainer; `trajforge envs tasks`:
+the RL task file of what a server serves (`python -m training.engines.env_tasks`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import typer
 
 from trajforge.cli.output import fail, to_stderr
 
-app = typer.Typer()
+app = typer.Typer()  # its commands sit at the top level (`trajforge serve`)
+group = typer.Typer(
+    name="envs", help="What a running environment server offers to RL trainers.", no_args_is_help=True
+)
+app.add_typer(group)
 
 
 @app.command()
@@ -53,3 +58,23 @@ def serve(
             server.run(sockets=[sock])
     except (OSError, ValueError) as err:
         fail(str(err))
+
+
+@group.command()
+def tasks(
+    url: str = typer.Argument(..., metavar="URL", help="the environment server (trajforge serve)"),
+    out: Path = typer.Argument(..., metavar="OUT", help="the parquet file to write"),
+    episodes: int = typer.Option(1, help="rows per task (seeds seed, seed+1, ...)"),
+    seed: int = typer.Option(0, help="the first episode's seed"),
+    env: list[str] | None = typer.Option(None, help="only this environment (repeatable)"),
+) -> None:
+    """Write verl's RL dataset: one row per episode of every task the server serves (docs/rl-environments.md)."""
+    import httpx
+
+    from training.engines.env_tasks import main
+
+    argv = [url, str(out), "--episodes", str(episodes), "--seed", str(seed)]
+    try:
+        main(argv + [a for name in env or () for a in ("--env", name)])
+    except (httpx.HTTPError, ValueError, OSError) as err:
+        fail(f"{url}: {err}")

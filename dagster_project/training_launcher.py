@@ -1,15 +1,15 @@
-"""Launch a training entry point (`python -m training.X --config file`) through Dagster Pipes.
+"""Run an engine's Launch (training.engines.plan: its command and its files) through Dagster Pipes.
 
 Three kinds, chosen by configuration (`kind`, else $TRAJFORGE_TRAIN_LAUNCHER, else
 "subprocess"):
 
 - subprocess: PipesSubprocessClient on this machine (CPU, the tiny mode, a
-  single GPU workstation). The config YAML is written into the run's training
-  directory and the module reads it from there.
+  single GPU workstation). The Launch's files (configurations) are written into
+  the run's training directory and its command reads them from there.
 - k8s: PipesK8sClient starts a GPU pod from `image`; messages come back through
   the pod's logs. The pod mounts a PersistentVolumeClaim (shards in, checkpoints
-  out) at `mount_path`; every path under the local data root in the config is
-  rewritten to that mount, and the config itself travels in an environment
+  out) at `mount_path`; every path under the local data root in the command and
+  the files is rewritten to that mount, and each file travels in an environment
   variable (the Dagster run worker need not mount the volume). Credentials come
   from a Kubernetes Secret named in `env_secret` (envFrom): never values in config.
 - ray: the command runs as a Ray task on a node of the cluster at `ray_address`
@@ -29,23 +29,18 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import yaml
 
 from training.engines import Launch
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER_ENV = "TRAJFORGE_TRAIN_LAUNCHER"
-CONFIG_ENV = "TRAJFORGE_TRAIN_CONFIG_YAML"  # k8s: the config, written to a file in the pod
-POD_CONFIG_PATH = "/tmp/trajforge-train-config.yaml"
 KINDS = ("subprocess", "k8s", "ray")
-DISTRIBUTED_MODULES = {"training.sft"}  # entry points that run under torchrun (DDP)
 
 
 class K8sToleration(dg.Config):
@@ -91,64 +86,6 @@ class TrainingLauncher(dg.ConfigurableResource):
         if kind not in KINDS:
             raise ValueError(f"TrainingLauncher.kind (or ${LAUNCHER_ENV}): {kind!r} is not one of {KINDS}")
         return kind
-
-    def launch(
-        self,
-        context: dg.AssetExecutionContext,
-        module: str,
-        config: Mapping[str, Any],
-        extras: Mapping[str, Any] | None = None,
-        *,
-        work_dir: Path,
-        data_root: Path,
-    ) -> dg.MaterializeResult:
-        """Run `python -m <module> --config <yaml>` under Pipes; return what it reported.
-
-        `work_dir` is the run's training directory (the YAML is kept there as a record),
-        `data_root` the local data root (TRAJFORGE_DATA of the training process).
-        """
-        work_dir.mkdir(parents=True, exist_ok=True)
-        config_path = work_dir / f"{module.rsplit('.', 1)[-1]}.yaml"
-        config_path.write_text(
-            yaml.safe_dump(dict(config), sort_keys=True, allow_unicode=True), encoding="utf-8"
-        )
-        kind = self.resolved_kind
-        context.log.info(f"training {module} via {kind}, config {config_path}")
-        command = [self.python or sys.executable, "-m", module, "--config", str(config_path)]
-        if kind == "subprocess":
-            client = dg.PipesSubprocessClient(cwd=str(ROOT), env=child_env(data_root))
-            return client.run(
-                command=command, context=context, extras=dict(extras or {})
-            ).get_materialize_result()
-        if kind == "ray":
-            return self._on_ray(
-                context, command, env=child_env(data_root), cwd=ROOT, run_dir=work_dir, extras=extras
-            )
-
-        from dagster_k8s import PipesK8sClient
-
-        if not self.image:
-            raise ValueError("TrainingLauncher(kind='k8s') needs an image")
-        pod_config = rewrite_paths(dict(config), str(data_root), self.mount_path)
-        return (
-            PipesK8sClient()
-            .run(
-                context=context,
-                image=self.image,
-                namespace=self.namespace or None,
-                command=pod_command(
-                    self.pod_python, module, self.nproc_per_node if module in DISTRIBUTED_MODULES else 1
-                ),
-                env={
-                    CONFIG_ENV: yaml.safe_dump(pod_config, sort_keys=True, allow_unicode=True),
-                    "TRAJFORGE_DATA": self.mount_path,
-                },
-                base_pod_spec=build_pod_spec(self),
-                extras=dict(extras or {}),
-                pod_wait_timeout=self.pod_wait_timeout_s,
-            )
-            .get_materialize_result()
-        )
 
     def run_launch(
         self,
@@ -307,33 +244,6 @@ def rewrite_text(text: str, local_root: str, pod_root: str) -> str:
     """Every occurrence of the local data root in a text (a config, a command) moved to the mount."""
     local_root = local_root.rstrip("/")
     return text.replace(local_root + "/", pod_root.rstrip("/") + "/")
-
-
-def pod_command(python: str, module: str, nproc_per_node: int = 1) -> list[str]:
-    """Write the config from the environment to a file, then exec the entry point
-    (exec: the trainer replaces the shell and gets the pod's SIGTERM). With
-    nproc_per_node > 1, torchrun starts one rank per GPU (rank 0 reports)."""
-    runner = shlex.quote(python)
-    if nproc_per_node > 1:
-        runner += f" -m torch.distributed.run --standalone --nproc_per_node {int(nproc_per_node)}"
-    return [
-        "/bin/sh",
-        "-c",
-        f'printf "%s" "${CONFIG_ENV}" > {POD_CONFIG_PATH} && '
-        f"exec {runner} -m {shlex.quote(module)} --config {POD_CONFIG_PATH}",
-    ]
-
-
-def rewrite_paths(value: Any, local_root: str, pod_root: str) -> Any:
-    """Every string under the local data root, re-rooted at the pod's mount."""
-    local_root = local_root.rstrip("/")
-    if isinstance(value, dict):
-        return {k: rewrite_paths(v, local_root, pod_root) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rewrite_paths(v, local_root, pod_root) for v in value]
-    if isinstance(value, str) and (value == local_root or value.startswith(local_root + "/")):
-        return pod_root.rstrip("/") + value[len(local_root) :]
-    return value
 
 
 def build_pod_spec(cfg: TrainingLauncher) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from dagster_project.assets.training import (
     TRAINING_ASSETS,
@@ -24,12 +25,10 @@ from dagster_project.assets.training import (
 )
 from dagster_project.resources import StorageResource
 from dagster_project.training_launcher import (
-    CONFIG_ENV,
     K8sToleration,
     TrainingLauncher,
     build_pod_spec,
-    pod_command,
-    rewrite_paths,
+    launch_pod_command,
 )
 from tests.training.conftest import TINY_IMAGE_PIXELS, build_small_reasoning_set
 from tests.vlm.helpers import tiny_model_path
@@ -145,8 +144,10 @@ def test_tiny_mode_is_the_default_without_a_model(monkeypatch, tmp_path):
     assert loss_fell([3.0, 2.9, float("nan")])[0] is False and loss_fell([3.0, 3.1])[0] is False
 
 
-def test_k8s_pod_spec_is_a_valid_gpu_pod():
+def test_k8s_pod_spec_is_a_valid_gpu_pod(tmp_path):
     from dagster_k8s.pipes import build_pod_body
+
+    from training.engines import TrainRequest, plan
 
     launcher = TrainingLauncher(
         kind="k8s",
@@ -162,18 +163,19 @@ def test_k8s_pod_spec_is_a_valid_gpu_pod():
         env_secret="trajforge-train-env",
     )
     spec = build_pod_spec(launcher)
+    # the builtin engine's SFT as the sft_checkpoint asset launches it, its paths under the data root
+    data = tmp_path / "data"
+    out = data / "training" / "sft"
+    launch = plan("builtin", TrainRequest("sft", data / "shards" / "rs", "/models/q", out, gpus=8))
+    command, env = launch_pod_command(launch, out, "python", str(data), "/data")
     # the same path PipesK8sClient takes: snake-cased and parsed into kubernetes.client models
     pod = build_pod_body(
-        "train-pod",
-        launcher.image,
-        pod_command("python", "training.sft"),
-        {"DAGSTER_PIPES_CONTEXT": "x"},
-        None,
-        spec,
+        "train-pod", launcher.image, command, {"DAGSTER_PIPES_CONTEXT": "x", **env}, None, spec
     )
     c = pod.spec.containers[0]
     assert c.image == launcher.image and c.command[-1].endswith(
-        "-m training.sft --config /tmp/trajforge-train-config.yaml"
+        "exec python -m torch.distributed.run --standalone --nproc_per_node=8 "
+        "-m training.sft --config /data/training/sft/sft.yaml"
     )
     assert c.resources.limits == {"cpu": "32", "memory": "512Gi", "nvidia.com/gpu": "8"}
     assert "nvidia.com/gpu" not in c.resources.requests
@@ -192,21 +194,13 @@ def test_k8s_pod_spec_is_a_valid_gpu_pod():
     with pytest.raises(Exception, match="volumeMount"):  # a typo fails
         build_pod_body("p", "i", None, {}, None, {**spec, "volumeMount": []})
     # config paths under the local data root move to the PVC mount; others stay
-    assert rewrite_paths(
-        {
-            "shards": "/srv/data/shards/rs",
-            "out_dir": "/srv/data",
-            "model_path": "/models/q",
-            "tasks": ["/srv/data/x"],
-        },
-        "/srv/data",
-        "/data",
-    ) == {"shards": "/data/shards/rs", "out_dir": "/data", "model_path": "/models/q", "tasks": ["/data/x"]}
-    assert CONFIG_ENV in pod_command("python", "training.rl")[-1]
-    assert (
-        "torch.distributed.run --standalone --nproc_per_node 8 -m training.sft"
-        in pod_command("python", "training.sft", 8)[-1]
-    )
+    config = yaml.safe_load(next(iter(env.values())))
+    assert config == {
+        "shards": "/data/shards/rs",
+        "out_dir": "/data/training/sft/checkpoints",
+        "model_path": "/models/q",
+    }
+    assert str(data) not in c.command[-1]
     with pytest.raises(ValueError, match="not one of"):
         TrainingLauncher(kind="slurm").resolved_kind
 

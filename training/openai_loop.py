@@ -239,7 +239,7 @@ def _ask(client, policy: OpenAIPolicy, prompt: GuiPrompt, screenshot, seed: int 
 def _abandon(env, reason: str) -> None:
     """End the episode in play as an error where the environment can say so (GuiEnv);
     elsewhere the next reset (or close) ends it."""
-    abandon = getattr(getattr(env, "unwrapped", env), "abandon", None)
+    abandon = getattr(getattr(env, "unwrapped", env), "end_with_env_failure", None)
     if callable(abandon):
         try:
             abandon(reason)

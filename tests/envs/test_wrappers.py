@@ -132,10 +132,10 @@ def test_a_gui_env_records_only_inside_record_episodes(tiny_file, tmp_path):
         info = _press_add(env)
         assert info["recorded"] is False and env.recorder is None and "reward_parts" not in info
         assert env.last_trajectory.trajectory_id == info["trajectory_id"]
-        recording = RecordEpisodes(env, tmp_path, collection="mine")
+        recording = RecordEpisodes(env, tmp_path, collection="mine", policy_id="mine-v1")
         info = _press_add(recording)
         assert info["recorded"] is True
     finally:
         (recording or env).close()
     (traj,) = RawStore(tmp_path / "raw").iter_trajectories("mine")
-    assert traj.trajectory_id == info["trajectory_id"] and traj.source_name == "tiny:agent:gym"
+    assert traj.trajectory_id == info["trajectory_id"] and traj.source_name == "tiny:agent:mine-v1"

@@ -108,9 +108,10 @@ def make(
     """A GuiEnv over `env_file` (a YAML environment file or an Environment), composed with
     its wrappers: PlayTask (`task_id`: the task every reset plays unless its options name
     another), ShapedReward (`alpha`, `beta`, `gamma`, `reflection`: info["reward_parts"]),
-    RecordEpisodes (`record_to`, `collection`: every episode recorded; `record_to` a data
-    root, a RawStore or a shared EpisodeRecorder). `overrides` are GuiEnv's settings
-    (tasks, max_steps, device, screen_size, policy_id, retries, render_mode,
+    RecordEpisodes (`record_to`, `collection`, `policy_id`: every episode recorded;
+    `record_to` a data root, a RawStore or a shared EpisodeRecorder; without it
+    `collection` and `policy_id` name nothing). `overrides` are GuiEnv's settings
+    (tasks, max_steps, device, screen_size, retries, render_mode,
     decode_screenshots, guard) and where it plays: `env` (one live env) or `pool` (a
     source of leases), else an env of its own started with `headless`, `image_format`,
     `step_timeout_s`; `tasks_file` replaces the file's tasks; `judge` judges `judge`
@@ -164,6 +165,7 @@ def _compose(
     task_id: str | None = None,
     record_to: Any = None,
     collection: str | None = None,
+    policy_id: str = "gym",
     **settings: Any,
 ) -> gymnasium.Env:
     """The GuiEnv of `settings` (its source among them), wrapped as make() says."""
@@ -175,7 +177,7 @@ def _compose(
         env = PlayTask(env, task_id)
     env = ShapedReward(env, **shaping)
     if record_to is not None:
-        env = RecordEpisodes(env, record_to, collection)
+        env = RecordEpisodes(env, record_to, collection, policy_id)
     return env
 
 

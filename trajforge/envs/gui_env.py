@@ -109,8 +109,7 @@ class GuiEnv(gym.Env):
     `Launch` settings for an env of its own (the default), or a source of leases
     (a pool: WebEnvPool, DevicePool, RayEnvPool; `OneEnv(env)` for one live
     env). guard: the SafetyGuard that judges actions. retries: how often a reset
-    is retried. policy_id: who plays, in the trajectory's id and its source_name
-    "<environment source>:agent:<policy_id>". decode_screenshots: False (the
+    is retried. decode_screenshots: False (the
     server's sessions) leaves an observation's screenshot None when the captured
     PNG is it (`observation.screenshot` holds the PNG).
     """
@@ -130,7 +129,6 @@ class GuiEnv(gym.Env):
         guard: SafetyGuard | None = None,
         render_mode: str | None = None,
         retries: int = 1,
-        policy_id: str = "gym",
         decode_screenshots: bool = True,
     ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -150,14 +148,15 @@ class GuiEnv(gym.Env):
         self.tasks = list(tasks) if tasks is not None else environment.as_tasks()
         self.profile = model_profile(profile)
         self.max_steps, self.guard, self.retries = max_steps, guard or SafetyGuard(), retries
-        self.render_mode, self.policy_id, self.decode_screenshots = render_mode, policy_id, decode_screenshots
+        self.render_mode, self.decode_screenshots = render_mode, decode_screenshots
         self._pinned, self._fixed_device = _pin_device(environment, device)
         width, height = screen_size or _screen_of(self._pinned, self._fixed_device)
         self.screen_size = (int(width), int(height))
         self.observation_space = observation_space(*self.screen_size)
         self.action_space = GuiActions(*self.screen_size)
         self._own_env: Any = None  # the env this one started (Launch), closed with it
-        self.recorder: EpisodeRecorder | None = None  # RecordEpisodes sets it (record_with)
+        self.recorder: EpisodeRecorder | None = None  # RecordEpisodes sets both (record_with)
+        self.policy_id = "gym"
         self._run = uuid.uuid4().hex[:12]  # episode ids (and sandbox sessions) never repeat
         self._episodes = 0
         self._episode: EnvEpisode | None = None
@@ -168,10 +167,12 @@ class GuiEnv(gym.Env):
         self._closed = False
         self.last_trajectory: Trajectory | None = None
 
-    def record_with(self, recorder: EpisodeRecorder) -> None:
+    def record_with(self, recorder: EpisodeRecorder, policy_id: str) -> None:
         """Record every episode from the next reset on into `recorder` (its blobs hold the
-        screenshots, its audit log the guard's decisions): what RecordEpisodes does."""
-        self.recorder = recorder
+        screenshots, its audit log the guard's decisions) as played by `policy_id` (in the
+        trajectory's id and its source_name "<environment source>:agent:<policy_id>"):
+        what RecordEpisodes does."""
+        self.recorder, self.policy_id = recorder, policy_id
 
     # ------------------------------------------------------------------ the Gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:

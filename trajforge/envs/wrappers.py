@@ -6,9 +6,9 @@
   step in info["reward_parts"] and, when the episode ends, the whole episode's in
   info["episode_reward_parts"] (trajforge/envs/rewards.py). The reward returned
   stays the verifier's: the trainer decides whether to add the terms.
-- `RecordEpisodes(env, record_to, collection)`: every episode of the GuiEnv
-  inside, recorded into a raw store (trajforge/envs/recording.py). A GuiEnv
-  without it records nothing.
+- `RecordEpisodes(env, record_to, collection, policy_id)`: every episode of the
+  GuiEnv inside, recorded into a raw store (trajforge/envs/recording.py) as
+  played by `policy_id`. A GuiEnv without it records nothing.
 
 Read a GuiEnv's attributes through `env.unwrapped` (gymnasium 1.x wrappers do
 not forward attribute reads).
@@ -98,16 +98,23 @@ class ShapedReward(gym.Wrapper):
 
 class RecordEpisodes(gym.Wrapper):
     """Every episode of the GuiEnv inside recorded, as source "rollout", policy "agent",
-    source_name "<environment source>:agent:<the env's policy_id>", with its screenshots
-    and the guard's audit log.
+    source_name "<environment source>:agent:<policy_id>", with its screenshots and the
+    guard's audit log.
 
     record_to: a data root (its raw store, <record_to>/raw), a RawStore, or an
     EpisodeRecorder shared with other envs (one writer per collection for envs on many
     threads, a collection chosen per episode; it stays open when this env closes).
     collection: where episodes go (default "gym/<environment>"; not with a recorder).
+    policy_id: who plays (a checkpoint's id), also in the trajectory's id.
     """
 
-    def __init__(self, env: gym.Env, record_to: str | Path | RawStore | EpisodeRecorder, collection=None):
+    def __init__(
+        self,
+        env: gym.Env,
+        record_to: str | Path | RawStore | EpisodeRecorder,
+        collection: str | None = None,
+        policy_id: str = "gym",
+    ):
         super().__init__(env)
         self.collection = collection or f"gym/{env.unwrapped.environment.name}"
         self._owns_recorder = not isinstance(record_to, EpisodeRecorder)
@@ -118,7 +125,8 @@ class RecordEpisodes(gym.Wrapper):
         else:
             self.recorder = EpisodeRecorder(RawStore(Path(record_to) / "raw"), self.collection)
         self.store = self.recorder.store
-        env.unwrapped.record_with(self.recorder)
+        self.policy_id = policy_id
+        env.unwrapped.record_with(self.recorder, policy_id)
 
     def close(self) -> None:
         """Close the env (its episode in play is recorded), then commit what the store holds."""

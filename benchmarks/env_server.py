@@ -422,7 +422,7 @@ class Player:
 
 
 def step_overhead(local, remote, blocks: int, block_steps: int) -> dict:
-    width, height = local.screen_size
+    width, height = local.unwrapped.screen_size
     actions = overhead_actions(width, height, blocks * block_steps)
     ours, theirs = Player(local, actions, 100), Player(remote, actions, 100)
     for p in (ours, theirs):  # the first step of each (and the remote's first reset) untimed

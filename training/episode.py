@@ -135,7 +135,7 @@ def _fail(result: EpisodeResult, where: str, e: Exception) -> None:
 def abandon(env: Any, reason: str) -> None:
     """End the episode in play as an error where the env can say so (GuiEnv); elsewhere the
     next reset (or close) ends it."""
-    end = getattr(getattr(env, "unwrapped", env), "abandon", None)
+    end = getattr(getattr(env, "unwrapped", env), "end_with_env_failure", None)
     if callable(end):
         try:
             end(reason)

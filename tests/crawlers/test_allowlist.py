@@ -103,7 +103,7 @@ def test_the_browsers_own_lookups_are_not_counted_as_the_pages_blocked_requests(
         try:
             for seed in range(3):
                 env.reset(seed=seed)
-                assert env.browser.blocked_requests == [], env.browser.blocked_requests
+                assert env.unwrapped.browser.blocked_requests == [], env.unwrapped.browser.blocked_requests
         finally:
             env.close()
 

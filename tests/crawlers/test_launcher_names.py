@@ -27,7 +27,7 @@ def test_cards_are_recorded_with_the_names_chromium_gives(pages_url, tmp_path):
     env = _launcher_env(pages_url, tmp_path)
     try:
         env.reset(seed=0)
-        elements = env.observation.elements
+        elements = env.unwrapped.observation.elements
     finally:
         env.close()
     named = {(e.role, e.name) for e in elements}
@@ -46,12 +46,12 @@ def test_a_tap_on_the_second_of_two_same_named_cards_reaches_it(pages_url, tmp_p
     try:
         env.reset(seed=0)
         second = find_element(
-            env.observation.elements, {"role": "clickable", "name": "Python File", "nth": 1}
+            env.unwrapped.observation.elements, {"role": "clickable", "name": "Python File", "nth": 1}
         )
         x0, y0, x1, y1 = second.bbox
-        width, height = env.screen_size
+        width, height = env.unwrapped.screen_size
         env.step({"type": "tap", "x": (x0 + x1) / 2 * width, "y": (y0 + y1) / 2 * height})
-        made = env.browser.page.evaluate("document.body.dataset.made")
+        made = env.unwrapped.browser.page.evaluate("document.body.dataset.made")
     finally:
         env.close()
     assert made == "py2"

@@ -39,10 +39,11 @@ def centre(e: dict) -> tuple[float, float]:
 
 
 def _checked(env) -> list[str]:
+    """check_env's warnings on make()'s env, but the one that says it is wrapped."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         check_env(env, skip_render_check=env.spec.id != tf_envs.SANDBOX_ID)
-    return [str(w.message) for w in seen]
+    return [str(w.message) for w in seen if "different from the unwrapped version" not in str(w.message)]
 
 
 def test_check_env_passes_on_the_sandbox_environment(sandbox):
@@ -154,7 +155,7 @@ def test_without_a_task_the_file_gives_the_instruction_and_verdict_and_bad_answe
         assert obs["screenshot"].shape == (600, 800, 3)
         add = element(info, "button", "Add")
         # The boxes are in screenshot pixels: the page's own layout says where the button is.
-        box = env.browser.page.evaluate(
+        box = env.unwrapped.browser.page.evaluate(
             "() => { const r = [...document.querySelectorAll('button')][0].getBoundingClientRect();"
             " return [r.left, r.top, r.right, r.bottom]; }"
         )
@@ -166,7 +167,7 @@ def test_without_a_task_the_file_gives_the_instruction_and_verdict_and_bad_answe
             assert info["format_error"] and not info["executed"] and info["action"] is None
             assert info["reward_parts"]["format"] == -0.25 and info["reward_parts"]["shaped"] == -0.25
             assert np.array_equal(obs["screenshot"], before) and obs["screenshot"] is not before
-        assert env.browser.page.evaluate("document.body.dataset.n") is None  # nothing ran
+        assert env.unwrapped.browser.page.evaluate("document.body.dataset.n") is None  # nothing ran
         obs, reward, terminated, truncated, info = env.step(
             {"type": "tap", "x": centre(add)[0], "y": centre(add)[1]}
         )
@@ -188,7 +189,7 @@ def test_the_guard_refuses_a_payment_and_the_episode_ends(tiny_file):
         assert info["guard"].startswith("blocked:payment") and not info["executed"]
         assert info["reward_parts"]["invalid"] == -2.0 and info["outcome"] == "failure"
         assert info["episode_reward_parts"]["invalid"] is True
-        assert env.browser.page.evaluate("document.body.dataset.paid") is None  # never pressed
+        assert env.unwrapped.browser.page.evaluate("document.body.dataset.paid") is None  # never pressed
     finally:
         env.close()
 
@@ -210,10 +211,10 @@ def test_an_episode_is_truncated_at_max_steps(tiny_file):
 def _oracle_episode(env) -> tuple[float, bool, dict]:
     """Play the sandbox's planner through step(), its actions given as pixel dicts."""
     _, info = env.reset(seed=0)
-    oracle = oracle_policy(env.task)
-    width, height = env.screen_size
+    oracle = oracle_policy(env.unwrapped.task)
+    width, height = env.unwrapped.screen_size
     for _ in range(info["max_steps"]):
-        action = oracle.act(env.observation).model_dump(exclude_none=True)
+        action = oracle.act(env.unwrapped.observation).model_dump(exclude_none=True)
         for key, size in (("x", width), ("y", height), ("x2", width), ("y2", height)):
             if key in action:
                 action[key] *= size
@@ -283,12 +284,12 @@ def test_a_browser_killed_mid_episode_raises_is_recorded_as_error_and_the_next_r
         _, info = env.reset(seed=0)
         add = centre(element(info, "button", "Add"))
         env.step({"type": "wait", "duration_ms": 50})
-        dead = env.browser.browser_pid
+        dead = env.unwrapped.browser.browser_pid
         os.kill(dead, signal.SIGKILL)
         with pytest.raises(BrowserCrashed):
             env.step({"type": "tap", "x": add[0], "y": add[1]})
         _, info = env.reset(seed=1)  # the lost episode is recorded; the browser restarted
-        assert env.browser.browser_pid != dead
+        assert env.unwrapped.browser.browser_pid != dead
         _, reward, terminated, _, _ = env.step({"type": "tap", "x": add[0], "y": add[1]})
         assert (reward, terminated) == (1.0, True)
     finally:

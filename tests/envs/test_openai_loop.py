@@ -43,7 +43,7 @@ def add_button_in_frame(env_file) -> tuple[int, int]:
     try:
         _, info = probe.reset(seed=0)
         x, y = centre(element(info, "button", "Add"))
-        (w, h), (fw, fh) = probe.screen_size, info["profile"]["frame"]
+        (w, h), (fw, fh) = probe.unwrapped.screen_size, info["profile"]["frame"]
         return round(x * fw / w), round(y * fh / h)
     finally:
         probe.close()

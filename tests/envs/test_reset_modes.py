@@ -23,7 +23,7 @@ def _with_reset(path, block: str):
 
 
 def _local(env, expression: str):
-    return env.browser.page.evaluate(expression)
+    return env.unwrapped.browser.page.evaluate(expression)
 
 
 def test_page_mode_keeps_the_page_runs_the_apps_reset_and_starts_over(tiny_url, tmp_path):
@@ -32,21 +32,21 @@ def test_page_mode_keeps_the_page_runs_the_apps_reset_and_starts_over(tiny_url, 
     env = tf_envs.make(path)
     try:
         _, info = env.reset(seed=0)
-        context, page = env.browser.context, env.browser.page
+        context, page = env.unwrapped.browser.context, env.unwrapped.browser.page
         add = next(e for e in info["elements"] if e["name"] == "Add")["bbox"]
         env.step({"type": "tap", "x": (add[0] + add[2]) / 2, "y": (add[1] + add[3]) / 2})
         assert _local(env, "document.body.dataset.n") == "1"
         # The theme asked for (info records the one the page showed: this page has no dark style).
-        timings, themes = [], {env.browser.device.theme}
+        timings, themes = [], {env.unwrapped.browser.device.theme}
         for seed in (1, 2, 3, 4):
             t = time.perf_counter()
             env.reset(seed=seed)
             timings.append(time.perf_counter() - t)
             # The same context and page; the start page loaded again (the counter is back at 0).
-            assert env.browser.context is context and env.browser.page is page
+            assert env.unwrapped.browser.context is context and env.unwrapped.browser.page is page
             assert _local(env, "document.body.dataset.n || '0'") == "0"
             # A theme drawn for the episode is set in the kept page.
-            theme = env.browser.device.theme
+            theme = env.unwrapped.browser.device.theme
             themes.add(theme)
             assert _local(env, "matchMedia('(prefers-color-scheme: dark)').matches") == (theme == "dark")
         assert themes == {"light", "dark"}  # the seeds drew both: the page was kept across a theme change
@@ -73,12 +73,12 @@ def test_context_mode_starts_each_episode_from_the_storage_state(tiny_url, tmp_p
     env = tf_envs.make(path)
     try:
         env.reset(seed=0)
-        first = env.browser.context
+        first = env.unwrapped.browser.context
         assert _local(env, "localStorage.getItem('user')") == "ada"
         _local(env, "localStorage.setItem('user', 'changed')")
         env.reset(seed=1)
         # A fresh context, seeded again: what the last episode wrote is gone.
-        assert env.browser.context is not first
+        assert env.unwrapped.browser.context is not first
         assert _local(env, "localStorage.getItem('user')") == "ada"
     finally:
         env.close()
@@ -89,9 +89,9 @@ def test_relaunch_mode_plays_each_episode_in_a_new_browser(tiny_url, tmp_path):
     env = tf_envs.make(path)
     try:
         env.reset(seed=0)
-        first = env.browser.browser_pid
+        first = env.unwrapped.browser.browser_pid
         env.reset(seed=1)
-        assert env.browser.browser_pid != first
+        assert env.unwrapped.browser.browser_pid != first
         deadline = time.monotonic() + 10
         while process_running(first) and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -75,7 +75,7 @@ def play(env, actions_for) -> list[tuple[float, bool, bool]]:
 
 
 def env_is_tw(env) -> bool:
-    name = env.env_name if isinstance(env, RemoteEnv) else env.environment.name
+    name = env.env_name if isinstance(env, RemoteEnv) else env.unwrapped.environment.name
     return name == "tiddlywiki"
 
 

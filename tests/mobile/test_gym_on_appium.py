@@ -37,7 +37,7 @@ def test_a_mobile_web_environment_through_appium_as_a_gym_env(appium_server):
             env = tf_envs.make(environment, pool=pool)
             try:
                 obs, info = env.reset(seed=0)
-                width, height = env.screen_size
+                width, height = env.unwrapped.screen_size
                 assert obs["screenshot"].shape == (height, width, 3)
                 assert (info["device"]["name"], info["device"]["viewport_width"]) == ("pixel_8", width)
                 assert info["platform"] == "mobile_web"

@@ -83,7 +83,7 @@ tasks:
     env = tf_envs.make(env_file)
     try:
         obs, _ = env.reset(seed=0)
-        blocked = list(env.browser.blocked_requests)
+        blocked = list(env.unwrapped.browser.blocked_requests)
         _, reward, terminated, _, info = env.step({"type": "wait", "duration_ms": 50})
         return obs["a11y"], reward, blocked
     finally:

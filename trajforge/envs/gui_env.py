@@ -3,22 +3,22 @@
 An episode is crawlers.env_episode.EnvEpisode, the same object a crawl plays:
 `reset` opens it (the environment runtime's start page, setup, wait_for and
 instruction_js; retried on a lost browser or a start page that did not load,
-as a crawl retries), each `step` is one `EnvEpisode.take` (the safety guard
-judges, the env executes, the step is recorded, the verifier is asked), and
-the end is `EnvEpisode.finish` (the outcome, the reward, the reason), so a
-rollout through this API is verified and recorded exactly as a crawl is.
+as a crawl retries: trajforge/envs/launch.py), each `step` is one
+`EnvEpisode.take` (the safety guard judges, the env executes, the step is
+recorded, the verifier is asked), and the end is `EnvEpisode.finish` (the
+outcome, the reward, the reason), so a rollout through this API is verified
+exactly as a crawl is. Recording and the shaped reward terms are wrappers
+(trajforge/envs/wrappers.py: RecordEpisodes, ShapedReward) that
+`trajforge.envs.make` composes around it.
 
-Observation (a dict): `screenshot` (uint8 H x W x 3, the screen in the
-env's fixed frame), `a11y` (the accessibility tree as text), `instruction`
-(the task's, or the one the app made up through `instruction_js`) and `url`.
-info: the task, the device, timings, and `elements` (index, role, name, bbox
-x0, y0, x1, y1 in screenshot pixels, visibility) for prompting with marks.
+Observation: trajforge/envs/observations.py (the screenshot, the a11y tree, the
+instruction, the url). info: the task, the device, timings, and `elements`.
 
 Action: a unified action dict in screenshot pixels (trajforge.envs.spaces),
 or a model's text answer read in `profile`'s frame (trajforge.envs.answers).
 An answer that does not parse is a format failure: nothing is executed, the
-step costs its place in the budget, and info["reward_parts"]["format"] is the
-penalty (trajforge.envs.rewards); it never raises.
+step costs its place in the budget, and info["format_error"] says why; it
+never raises.
 
 Reward: the verifier's (0 until the episode ends). `terminated` when the
 episode ends: the verifier said done, the policy gave a final action (done,
@@ -36,14 +36,12 @@ seeding of `np_random`, fresh data on every call, close twice).
 
 Threads: Playwright's sync API is bound to the thread that launched the
 browser, which happens at the first `reset`: use the env on that thread.
-`close()` frees the browser (and the Playwright driver) it launched; an env or
-pool handed in stays open, each episode's browser context is closed.
+`close()` frees the browser (and the Playwright driver) it launched; a source
+handed in stays open, each episode's browser context is closed.
 """
 
 from __future__ import annotations
 
-import io
-import logging
 import time
 import uuid
 from contextlib import ExitStack
@@ -52,197 +50,129 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
-from PIL import Image
 
 from crawlers.agent import target_of
-from crawlers.allowlist import Allowlist
 from crawlers.crawl_episode import EpisodeContext, StepResult
-from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
-from crawlers.device_pool import PoolError
+from crawlers.crawl_tasks import close_episode_quietly
 from crawlers.env_crawl import device_for, environment_tasks
 from crawlers.env_episode import EnvEpisode
-from crawlers.env_runtime import EnvironmentRuntime, SetupError, StartPageError
+from crawlers.env_runtime import EnvironmentRuntime
 from crawlers.guard import SafetyGuard
-from crawlers.web_env import BrowserCrashed, WebEnv
+from crawlers.pool_slots import EnvSource
+from crawlers.web_env import BrowserCrashed
 from schemas.actions import Action
 from schemas.environment import Environment, load_environment
 from schemas.errors import SchemaError
 from schemas.model_profiles import ModelProfile, model_profile
 from schemas.observation import Observation
-from schemas.records import DeviceProfile, Element, Task, Trajectory, trajectory_id_for
-from trajforge.store.raw import RawStore
+from schemas.records import DeviceProfile, Task, Trajectory, trajectory_id_for
 
-from .answers import action_from_dict, parse_answer, reflection_of
+from .answers import action_from_dict, parse_answer
 from .blobs import DigestBlobs
+from .launch import LAUNCHED, Launch, open_episode, open_source
+from .observations import (
+    copied,
+    element_info,
+    elements_info,
+    observation_of,
+    observation_space,
+    pixels,
+    verdict_info,
+)
 from .recording import EpisodeRecorder
-from .rewards import RewardWeights, episode_parts, step_parts
-from .spaces import AnyText, GuiActions, screenshot_space
-from .wire import png_size
+from .spaces import GuiActions
 
-log = logging.getLogger(__name__)
-
-A11Y_MAX_CHARS = 200_000
 # How an episode whose env failed under it (a crashed browser, a lost actor) ends: its
 # error starts so (an RL loop that replays such a rollout leaves this attempt unrecorded).
 ENV_FAILED = "the environment failed"
-TEXT_MAX_CHARS = 8_192
-_CLIPPED = " …(clipped)"
-
-
-class ByReference:
-    """A make() argument a re-make from the spec shares rather than copies (a live env,
-    a pool, a runtime): gymnasium deep-copies a spec's kwargs."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __deepcopy__(self, memo) -> ByReference:
-        return self
-
-
-def _unwrap(value: Any) -> Any:
-    return value.value if isinstance(value, ByReference) else value
 
 
 class GuiEnv(gym.Env):
     """A GUI task of an environment file as a gymnasium.Env (see the module docstring).
 
-    env_file: a YAML environment file (path) or an `Environment` (the sandbox's:
-    sandbox.environment.sandbox_environment; or see trajforge.envs.make_sandbox).
-    task_id: the task every reset plays (reset's options={"task_id": ...} wins);
-    None: a task drawn with the env's seeded generator, or, where the file has
-    no tasks, an exploration episode (the instruction and the verdict then come
-    from the file: `instruction_js`, `explore.verifier`). tasks / tasks_file:
-    replace the file's tasks. profile: the model profile text answers are read
-    in (schemas.model_profiles; default qwen2.5-vl). record_to: a data root;
-    every episode is written to its raw store (<record_to>/raw, collection
-    `collection`, default "gym/<environment>") as source "rollout", policy
-    "agent", source_name "<environment source>:agent:<policy_id>"; or a RawStore
-    (that store), or an EpisodeRecorder shared with other envs (trajforge/envs/
-    recording.py: one writer per collection for envs on many threads, a
-    collection chosen per episode; it stays open when this env closes).
-    max_steps: calls to step() per episode (default the file's; an
-    exploration episode's explore.max_steps). device: a profile name
-    (crawlers.randomise) or a DeviceProfile; default the file's viewport or its
-    first device: the screenshot's frame is fixed for the spaces (the theme is
+    env_file: a YAML environment file (path), an `Environment`, or an
+    `EnvironmentRuntime` (an environment with its own way to start and verify
+    episodes: the sandbox's, see trajforge.envs.make_sandbox; or one given a VLM
+    judge for `judge` verifiers). tasks: replace the file's tasks. The task is
+    chosen at reset (options={"task_id": ...}); without one, a task drawn with the
+    env's seeded generator, or, where the file has no tasks, an exploration
+    episode (the instruction and the verdict then come from the file:
+    `instruction_js`, `explore.verifier`). profile: the model profile text answers
+    are read in (schemas.model_profiles; default qwen2.5-vl). device: a profile
+    name (crawlers.randomise) or a DeviceProfile; default the file's viewport or
+    its first device: the screenshot's frame is fixed for the spaces (the theme is
     still drawn by the seed). screen_size: (width, height) of the observation's
     screenshot when it should differ from the device's CSS viewport (an Appium
-    phone's device-pixel screenshots are resized to it). alpha, beta, gamma,
-    reflection: the shaped terms (trajforge.envs.rewards). env / pool: play on
-    this env (a WebEnv, a MobileEnv on an Appium phone) or on leases of this
-    EnvSource (WebEnvPool, DevicePool, RayEnvPool); default a headless Chromium allowed
-    only the environment's origins, or, for a `platform: desktop` file, a DesktopEnv of
-    its own (its own Xvfb, accessibility bus and app; crawlers/desktop_env.py). runtime: an EnvironmentRuntime to use instead of
-    the file's (the sandbox's). judge: the VLM judge of `judge` verifiers.
+    phone's device-pixel screenshots are resized to it). max_steps: calls to
+    step() per episode (default the file's; an exploration episode's
+    explore.max_steps). source: where episodes play (trajforge/envs/launch.py):
+    `Launch` settings for an env of its own (the default), or a source of leases
+    (a pool: WebEnvPool, DevicePool, RayEnvPool; `OneEnv(env)` for one live
+    env). guard: the SafetyGuard that judges actions. retries: how often a reset
+    is retried. decode_screenshots: False (the
+    server's sessions) leaves an observation's screenshot None when the captured
+    PNG is it (`observation.screenshot` holds the PNG).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
-        env_file: str | Path | Environment,
+        env_file: str | Path | Environment | EnvironmentRuntime,
         *,
-        task_id: str | None = None,
-        profile: str | ModelProfile | None = None,
-        record_to: str | Path | RawStore | EpisodeRecorder | None = None,
         tasks: list[Task] | None = None,
-        tasks_file: str | Path | None = None,
-        max_steps: int | None = None,
+        profile: str | ModelProfile | None = None,
         device: str | DeviceProfile | None = None,
         screen_size: tuple[int, int] | None = None,
-        policy_id: str = "gym",
-        collection: str | None = None,
-        alpha: float | None = None,
-        beta: float | None = None,
-        gamma: float | None = None,
-        reflection: bool = True,
-        env: Any = None,
-        pool: Any = None,
-        runtime: EnvironmentRuntime | None = None,
-        judge: Any = None,
+        max_steps: int | None = None,
+        source: Launch | EnvSource | None = None,
         guard: SafetyGuard | None = None,
-        image_format: str = "png",
-        step_timeout_s: float = 10.0,
-        headless: bool = True,
-        retries: int = 1,
         render_mode: str | None = None,
+        retries: int = 1,
+        decode_screenshots: bool = True,
     ):
-        env, pool, runtime, judge, guard, record_to = map(
-            _unwrap, (env, pool, runtime, judge, guard, record_to)
-        )
-        if env is not None and pool is not None:
-            raise ValueError("GuiEnv: give env= or pool=, not both")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode={render_mode!r}: expected one of {self.metadata['render_modes']}")
-        if isinstance(env_file, Environment):
-            environment = env_file
-        else:
-            environment = load_environment(env_file, tasks_file=tasks_file)
-        if environment.platform not in ("web", "mobile_web", "desktop") and env is None and pool is None:
-            raise ValueError(
-                f"environment '{environment.name}': platform {environment.platform} runs on an "
-                f"Appium device; pass env= (a MobileEnv) or pool= (a DevicePool)"
-            )
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps={max_steps} must be >= 1")
-        self.environment = environment
-        self.runtime = runtime or EnvironmentRuntime(environment, judge=judge)
+        if isinstance(env_file, EnvironmentRuntime):
+            self.runtime = env_file
+        else:
+            given = env_file if isinstance(env_file, Environment) else load_environment(env_file)
+            self.runtime = EnvironmentRuntime(given)
+        self.environment = environment = self.runtime.environment
+        self._launch = source if isinstance(source, Launch) else Launch()
+        self._source: EnvSource | None = None if source is None or isinstance(source, Launch) else source
+        if self._source is None and environment.platform not in LAUNCHED:
+            open_source(environment, self._launch)  # raises: an Appium platform needs a source
         self.tasks = list(tasks) if tasks is not None else environment.as_tasks()
-        self.task_id = task_id
-        if task_id is not None:
-            self._task(task_id)  # an unknown id fails here, not at the first reset
         self.profile = model_profile(profile)
-        self.max_steps = max_steps
-        self.policy_id = policy_id
-        given = {"alpha": alpha, "beta": beta, "gamma": gamma}
-        self.weights = RewardWeights(**{k: float(v) for k, v in given.items() if v is not None})
-        self.reflection = reflection
-        self.guard = guard or SafetyGuard()
-        self.retries = retries
-        self.image_format, self.step_timeout_s, self.headless = image_format, step_timeout_s, headless
-        self.render_mode = render_mode
+        self.max_steps, self.guard, self.retries = max_steps, guard or SafetyGuard(), retries
+        self.render_mode, self.decode_screenshots = render_mode, decode_screenshots
         self._pinned, self._fixed_device = _pin_device(environment, device)
         width, height = screen_size or _screen_of(self._pinned, self._fixed_device)
         self.screen_size = (int(width), int(height))
-        self.observation_space = spaces.Dict(
-            {
-                "screenshot": screenshot_space(*self.screen_size),
-                "a11y": AnyText(A11Y_MAX_CHARS),
-                "instruction": AnyText(TEXT_MAX_CHARS),
-                "url": AnyText(TEXT_MAX_CHARS),
-            }
-        )
+        self.observation_space = observation_space(*self.screen_size)
         self.action_space = GuiActions(*self.screen_size)
-        # Where episodes play: the caller's env, the caller's pool, or our own browser.
-        self._own_env: WebEnv | None = None
-        self._source = pool if pool is not None else (OneEnv(env) if env is not None else None)
-        # The raw store episodes are recorded into.
-        self.collection = collection or f"gym/{environment.name}"
-        self._own_recorder = not isinstance(record_to, EpisodeRecorder)
-        if isinstance(record_to, EpisodeRecorder):
-            self.recorder: EpisodeRecorder | None = record_to
-        elif isinstance(record_to, RawStore):
-            self.recorder = EpisodeRecorder(record_to, self.collection)
-        elif record_to is not None:
-            self.recorder = EpisodeRecorder(RawStore(Path(record_to) / "raw"), self.collection)
-        else:
-            self.recorder = None
-        self.store = self.recorder.store if self.recorder is not None else None
-        self._audit = self.recorder.audit if self.recorder is not None else None
-        self._blobs = self.recorder.blobs if self.recorder is not None else DigestBlobs()
+        self._own_env: Any = None  # the env this one started (Launch), closed with it
+        self.recorder: EpisodeRecorder | None = None  # RecordEpisodes sets both (record_with)
+        self.policy_id = "gym"
         self._run = uuid.uuid4().hex[:12]  # episode ids (and sandbox sessions) never repeat
         self._episodes = 0
         self._episode: EnvEpisode | None = None
         self._lease: ExitStack | None = None
         self._lost: BaseException | None = None  # the env died during the episode
         self._last: dict | None = None  # the last observation returned
-        # False (the server's sessions): an observation's screenshot is None when the
-        # captured PNG is it; `observation.screenshot` holds the PNG.
-        self.decode_screenshots = True
         self._state: dict = {}
         self._closed = False
         self.last_trajectory: Trajectory | None = None
+
+    def record_with(self, recorder: EpisodeRecorder, policy_id: str) -> None:
+        """Record every episode from the next reset on into `recorder` (its blobs hold the
+        screenshots, its audit log the guard's decisions) as played by `policy_id` (in the
+        trajectory's id and its source_name "<environment source>:agent:<policy_id>"):
+        what RecordEpisodes does."""
+        self.recorder, self.policy_id = recorder, policy_id
 
     # ------------------------------------------------------------------ the Gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
@@ -255,7 +185,7 @@ class GuiEnv(gym.Env):
         if self._closed:
             raise RuntimeError("this GuiEnv is closed")
         t0 = time.perf_counter()
-        self._abandon("reset() before the episode ended")
+        self._end_by_caller("reset() before the episode ended")
         options = dict(options or {})
         unknown = set(options) - {"task_id", "explore", "trajectory_id"}
         if unknown:
@@ -263,34 +193,33 @@ class GuiEnv(gym.Env):
         ep_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31))
         task = self._pick_task(options.get("task_id"), bool(options.get("explore")))
         exploring = bool(task.params.get("explore"))
+        explore = self.environment.explore
         budget = self.max_steps or (
-            self.environment.explore.max_steps
-            if exploring and self.environment.explore
-            else self.environment.max_steps
+            explore.max_steps if exploring and explore else self.environment.max_steps
         )
         self._episodes += 1
+        source, policy = self.environment.source, self.policy_id
         tid = options.get("trajectory_id") or trajectory_id_for(
-            self.environment.source,
-            task.task_id,
-            "rollout",
-            self.policy_id,
-            ep_seed,
-            self._run,
-            self._episodes,
+            source, task.task_id, "rollout", policy, ep_seed, self._run, self._episodes
         )
         device = self._fixed_device or device_for(self._pinned, task, ep_seed)
+        recorder = self.recorder
         ctx = EpisodeContext(
             trajectory_id=tid,
             seed=ep_seed,
             device=device,
-            blobs=self._blobs,
+            blobs=recorder.blobs if recorder is not None else DigestBlobs(),
             guard=self.guard,
             max_steps=budget,
-            audit=self._audit,
+            audit=recorder.audit if recorder is not None else None,
         )
-        episode, obs, attempts = self._open(task, ctx)
+        if self._source is None:
+            self._source, self._own_env = open_source(self.environment, self._launch)
+        episode, obs, self._lease, attempts = open_episode(
+            self._source, self.runtime, task, ctx, self.retries
+        )
         self._episode = episode
-        self._state = {"calls": 0, "budget": budget, "format_failures": 0, "reflections": 0, "blocked": 0}
+        self._state = {"calls": 0, "budget": budget}
         t_obs = time.perf_counter()
         observation = self._observation(obs)
         decode_ms = (time.perf_counter() - t_obs) * 1000
@@ -305,7 +234,7 @@ class GuiEnv(gym.Env):
             "max_steps": budget,
             "verifier": spec.kind if spec is not None else None,
             "profile": self._profile_info(),
-            "elements": self._elements(obs.elements),
+            "elements": elements_info(obs.elements, self.screen_size),
             "error": obs.last_action_error,
             "attempts": attempts,
             "timings": {
@@ -327,32 +256,16 @@ class GuiEnv(gym.Env):
         state = self._state
         state["calls"] += 1
         before = episode.obs
-        width, height = self.screen_size
-        parsed: Action | None = None
-        thought = format_error = None
-        try:
-            if isinstance(action, str):
-                parsed, thought = parse_answer(action, self.profile, width, height)
-            else:
-                parsed = action_from_dict(action, width, height)
-        except SchemaError as e:
-            format_error = str(e)
-            state["format_failures"] += 1
+        parsed, thought, format_error = self._parse(action)
         parse_ms = (time.perf_counter() - t0) * 1000
         result: StepResult | None = None
-        reflected = False
         if parsed is not None:
-            previous = episode.steps[-1] if episode.steps else None
             try:
                 result = episode.take(parsed, target=target_of(parsed, before.elements), thought=thought)
             except BrowserCrashed as e:
                 self._lost = e  # the lease is given back with it: the env is restarted or dropped
-                self.abandon(f"{ENV_FAILED}: {e}")
+                self.end_with_env_failure(f"{ENV_FAILED}: {e}")
                 raise
-            said = action if isinstance(action, str) else thought
-            reflected = self.reflection and _corrects(previous, result, reflection_of(said))
-            state["reflections"] += reflected
-            state["blocked"] += result.step.guard is not None
         terminated = episode.ended
         truncated = not terminated and state["calls"] >= state["budget"]
         obs = result.obs if result is not None else before
@@ -361,7 +274,9 @@ class GuiEnv(gym.Env):
             "action": parsed.model_dump(mode="json", exclude_none=True) if parsed is not None else None,
             "thought": thought,
             "format_error": format_error,
-            "target": self._element(result.step.target) if result and result.step.target else None,
+            "target": element_info(result.step.target, self.screen_size)
+            if result and result.step.target
+            else None,
             "executed": bool(result and result.executed),
             "error": result.step.error if result else None,
             "guard": result.step.guard if result else None,
@@ -372,17 +287,10 @@ class GuiEnv(gym.Env):
             traj = self._finish()
             task_reward = float(traj.reward) if traj.reward is not None else 0.0
             info.update(self._ending(traj))
-        info["verdict"] = _verdict(episode)
-        info["reward_parts"] = step_parts(
-            task_reward,
-            format_ok=format_error is None,
-            reflection=reflected,
-            invalid=bool(result and result.step.guard),
-            w=self.weights,
-        )
+        info["verdict"] = verdict_info(episode)
         t_obs = time.perf_counter()
-        observation = self._observation(obs, copy_of=None if result is not None else self._last)
-        info["elements"] = self._elements(obs.elements)
+        observation = self._observation(obs, same_screen=result is None)
+        info["elements"] = elements_info(obs.elements, self.screen_size)
         info["timings"] = {
             "step_ms": round((time.perf_counter() - t0) * 1000, 1),
             "parse_ms": round(parse_ms, 2),
@@ -391,28 +299,36 @@ class GuiEnv(gym.Env):
         }
         return observation, task_reward, bool(terminated), bool(truncated), info
 
+    def _parse(self, action: dict | str | Action) -> tuple[Action | None, str | None, str | None]:
+        """(the action, the thought, None) or, for one that does not parse, (None, None, why)."""
+        width, height = self.screen_size
+        try:
+            if isinstance(action, str):
+                return (*parse_answer(action, self.profile, width, height), None)
+            return action_from_dict(action, width, height), None, None
+        except SchemaError as e:
+            return None, None, str(e)
+
     def render(self) -> np.ndarray | None:
         """The last screenshot (render_mode "rgb_array"), None before the first reset."""
         if self.render_mode != "rgb_array" or self._last is None:
             return None
         shot = self._last["screenshot"]
-        return shot.copy() if shot is not None else self._pixels(self.observation)
+        return shot.copy() if shot is not None else pixels(self.observation, self.screen_size)
 
     def close(self) -> None:
         """End the episode in play (recorded when it has steps), close its browser context,
-        close the browser this env launched; the store's writer commits what it holds."""
+        close the browser this env launched (RecordEpisodes then commits what its store holds)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._abandon("close() before the episode ended")
+            self._end_by_caller("close() before the episode ended")
         finally:
             self._release()
             if self._own_env is not None:
                 self._own_env.close()
                 self._own_env = None
-            if self.recorder is not None and self._own_recorder:
-                self.recorder.close()
 
     # ------------------------------------------------------------------ what a policy may read
     @property
@@ -431,10 +347,20 @@ class GuiEnv(gym.Env):
         return self._episode.env if self._episode is not None else None
 
     # ------------------------------------------------------------------ episodes
+    def task_named(self, task_id: str) -> Task:
+        """The env's task `task_id` (ValueError naming the known ones when there is none)."""
+        for t in self.tasks:
+            if t.task_id == task_id:
+                return t
+        known = [t.task_id for t in self.tasks]
+        raise ValueError(
+            f"environment '{self.environment.name}': no task {task_id!r}; known: {known[:20]}"
+            + (" …" if len(known) > 20 else "")
+        )
+
     def _pick_task(self, task_id: str | None, explore: bool) -> Task:
-        task_id = task_id or self.task_id
         if task_id is not None and not explore:
-            return self._task(task_id)
+            return self.task_named(task_id)
         if self.tasks and not explore:
             return self.tasks[int(self.np_random.integers(0, len(self.tasks)))]
         made = environment_tasks(self.environment, episodes=1, explore=True)
@@ -451,96 +377,32 @@ class GuiEnv(gym.Env):
             }
         )
 
-    def _task(self, task_id: str) -> Task:
-        for t in self.tasks:
-            if t.task_id == task_id:
-                return t
-        known = [t.task_id for t in self.tasks]
-        raise ValueError(
-            f"environment '{self.environment.name}': no task {task_id!r}; known: {known[:20]}"
-            + (" …" if len(known) > 20 else "")
-        )
-
-    def _open(self, task: Task, ctx: EpisodeContext) -> tuple[EnvEpisode, Observation, int]:
-        """The episode opened on a fresh lease, retried as a crawl retries an attempt;
-        (episode, first observation, attempts it took)."""
-        if self._source is None and self.environment.platform == "desktop":
-            from crawlers.desktop_env import DesktopEnv  # python-xlib: the `desktop` extra
-
-            self._own_env = DesktopEnv(
-                self.environment, image_format=self.image_format, step_timeout_s=self.step_timeout_s
-            )
-            self._source = OneEnv(self._own_env)
-        if self._source is None:
-            self._own_env = WebEnv.launch(
-                headless=self.headless,
-                image_format=self.image_format,
-                step_timeout_s=self.step_timeout_s,
-                request_filter=Allowlist(self.environment.origins()),
-            )
-            self._source = OneEnv(self._own_env)
-
-        def attempt(n: int) -> tuple[EnvEpisode, Observation, int]:
-            stack = ExitStack()
-            env = stack.enter_context(self._source.lease())
-            try:
-                episode = EnvEpisode(env, self.runtime, task, ctx)
-                obs = episode.open()
-            except BaseException as e:
-                close_episode_quietly(env)
-                stack.__exit__(type(e), e, e.__traceback__)
-                raise
-            self._lease = stack
-            return episode, obs, n + 1
-
-        retry = RetryPolicy(
-            self.retries, fatal=(PoolError,), retry_on=(BrowserCrashed, StartPageError, SetupError)
-        )
-        opened, error = retry.run(
-            attempt,
-            what=f"{self.environment.name} task {task.task_id}",
-            on_retry=lambda message: log.warning("reset: retrying after %s", message),
-        )
-        if error is not None:
-            raise error
-        return opened
-
     def _finish(self) -> Trajectory:
-        """The episode's trajectory (recorded when a store is set)."""
-        episode, state = self._episode, self._state
-        traj, steps = episode.finish(
+        """The episode's trajectory (recorded when a recorder is set)."""
+        traj, steps = self._episode.finish(
             "agent",
             source="rollout",
             source_name=f"{self.environment.source}:agent:{self.policy_id}",
         )
-        recorded = False
-        if self.recorder is not None:
-            recorded = self.recorder.add(traj, steps)
-        state.update(done=True, recorded=recorded)
+        recorded = self.recorder.add(traj, steps) if self.recorder is not None else False
+        self._state.update(done=True, recorded=recorded)
         self.last_trajectory = traj
         return traj
 
     def _ending(self, traj: Trajectory) -> dict:
-        state = self._state
         return {
             "outcome": traj.outcome,
             "verified_by": traj.verified_by,
             "reason": traj.verifier_reason,
             "episode_error": traj.error,
             "trajectory_id": traj.trajectory_id,
-            "recorded": state.get("recorded", False),
-            "episode_reward_parts": episode_parts(
-                success=traj.outcome == "success",
-                format_ok=state["format_failures"] == 0,
-                reflection=state["reflections"] > 0,
-                invalid=state["blocked"] > 0,
-                w=self.weights,
-            ),
+            "recorded": self._state.get("recorded", False),
         }
 
-    def abandon(self, reason: str) -> None:
-        """End the episode in play as `error` (the environment failed, or the session
-        serving it was lost), recorded even without steps: never scored as a failure."""
+    def end_with_env_failure(self, reason: str) -> None:
+        """End the episode in play because the environment failed under it (or the session
+        serving it was lost): recorded as `error` even without steps, never scored as a
+        failure of the policy."""
         episode = self._episode
         if episode is None:
             return
@@ -552,8 +414,9 @@ class GuiEnv(gym.Env):
             self._release()
             self._episode = None
 
-    def _abandon(self, why: str) -> None:
-        """End the episode in play: recorded (as a failure that says why) when it took steps."""
+    def _end_by_caller(self, why: str) -> None:
+        """End the episode in play because the caller moved on (reset, close): recorded as a
+        failure that says why, when it took steps."""
         episode = self._episode
         if episode is None:
             return
@@ -580,47 +443,15 @@ class GuiEnv(gym.Env):
             else:
                 stack.close()
 
-    # ------------------------------------------------------------------ observations
-    def _observation(self, obs: Observation, copy_of: dict | None = None) -> dict:
-        if copy_of is not None:  # nothing ran: the same screen, as new objects
-            out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in copy_of.items()}
+    def _observation(self, obs: Observation, same_screen: bool = False) -> dict:
+        if same_screen and self._last is not None:  # nothing ran: the same screen, as new objects
+            out = copied(self._last)
         else:
-            out = {
-                "screenshot": self._pixels(obs) if self._decodes(obs) else None,
-                "a11y": _clip(obs.a11y_tree or "", A11Y_MAX_CHARS),
-                "instruction": _clip(self._episode.task.instruction, TEXT_MAX_CHARS),
-                "url": _clip(obs.url or "", TEXT_MAX_CHARS),
-            }
-        self._last = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in out.items()}
+            out = observation_of(
+                obs, self._episode.task.instruction, self.screen_size, self.decode_screenshots
+            )
+        self._last = copied(out)
         return out
-
-    def _decodes(self, obs: Observation) -> bool:
-        """False only where the captured PNG is the screenshot already and nobody here
-        needs its pixels (a server sends the PNG as is: decoding it would be wasted)."""
-        if self.decode_screenshots or obs.image_format != "png":
-            return True
-        return png_size(obs.screenshot) != self.screen_size
-
-    def _pixels(self, obs: Observation) -> np.ndarray:
-        image = Image.open(io.BytesIO(obs.screenshot)).convert("RGB")
-        if image.size != self.screen_size:
-            image = image.resize(self.screen_size, Image.Resampling.BILINEAR)
-        return np.array(image, dtype=np.uint8)
-
-    def _element(self, e: Element, index: int | None = None) -> dict:
-        width, height = self.screen_size
-        box = None
-        if e.bbox is not None:
-            x0, y0, x1, y1 = e.bbox
-            box = [round(x0 * width, 1), round(y0 * height, 1), round(x1 * width, 1), round(y1 * height, 1)]
-        out = {"role": e.role, "name": e.name, "bbox": box}
-        out["visibility"] = e.visibility.model_dump() if e.visibility is not None else None
-        if index is not None:
-            out = {"index": index, **out}
-        return out
-
-    def _elements(self, elements: list[Element]) -> list[dict]:
-        return [self._element(e, i) for i, e in enumerate(elements)]
 
     def _profile_info(self) -> dict:
         """The frame text answers are read in: the observation's screenshot resized to it is
@@ -645,25 +476,3 @@ def _screen_of(environment: Environment, fixed: DeviceProfile | None) -> tuple[i
     probe = Task(task_id="probe", instruction="probe", language="en", app=environment.name)
     profile = fixed or device_for(environment, probe, 0)
     return profile.viewport_width, profile.viewport_height
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - len(_CLIPPED)] + _CLIPPED
-
-
-def _verdict(episode: EnvEpisode) -> dict | None:
-    v = episode.verdict
-    if episode.verifier_error is not None:
-        return {"error": episode.verifier_error}
-    if v is None:
-        return None
-    return {"done": v.done, "success": v.success, "reward": v.reward, "reason": v.reason, "kind": v.kind}
-
-
-def _corrects(previous, result: StepResult, reflection: str | None) -> bool:
-    """A reflection that corrected something: after a step that went wrong, this step's
-    answer reflects and its action ran without error and changed the screen."""
-    if reflection is None or previous is None or not result.executed:
-        return False
-    went_wrong = previous.error is not None or previous.screen_changed is False
-    return went_wrong and result.step.error is None and bool(result.step.screen_changed)

@@ -1,7 +1,8 @@
 """Where GuiEnvs record their episodes: a raw store's collection, or one chosen per episode.
 
-A GuiEnv given `record_to=DATA_DIR` records into `DATA_DIR/raw`, collection
-`gym/<environment>`, through an EpisodeRecorder of its own. An RL loop that plays
+`make(record_to=DATA_DIR)` records into `DATA_DIR/raw`, collection
+`gym/<environment>`, through an EpisodeRecorder of its own (RecordEpisodes,
+trajforge/envs/wrappers.py). An RL loop that plays
 many envs at once, or routes each episode by its verdict (rejection sampling:
 verified successes to one collection, everything else to another), makes one
 EpisodeRecorder and hands it to every env (`record_to=recorder`):

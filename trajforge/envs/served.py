@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import gymnasium
+
 from sandbox.environment import sandbox_environment
 from sandbox.server import SandboxServer
 from schemas.environment import load_environment
-from trajforge.envs import GuiEnv, make, make_sandbox
+from trajforge.envs import make, make_sandbox
 from trajforge.envs.server import ServedEnv
 from trajforge.envs.sources import SANDBOX
 
@@ -84,48 +86,42 @@ def _served(open_env) -> ServedEnv:
     # A GuiEnv launches nothing before its first reset: this probe only reads the file.
     probe = open_env(None, None)
     try:
-        environment = probe.environment
-        width, height = probe.screen_size
+        gui = probe.unwrapped
+        environment = gui.environment
+        width, height = gui.screen_size
         return ServedEnv(
             name=environment.name,
             open=open_env,
             platform=environment.platform,
             description=environment.description or "",
-            tasks=tuple(t.task_id for t in probe.tasks),
+            tasks=tuple(t.task_id for t in gui.tasks),
             screen=(height, width),
         )
     finally:
         probe.close()
 
 
-def _file(path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
-    return _sends_png(
-        make(
-            path,
-            profile=profile,
-            pool=pool,
-            record_to=record_to,
-            max_steps=max_steps,
-            policy_id=policy or DEFAULT_POLICY,
-        )
+# A served env's captured PNG travels as is (decode_screenshots=False): no need to decode it.
+def _file(path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None) -> gymnasium.Env:
+    return make(
+        path,
+        profile=profile,
+        pool=pool,
+        record_to=record_to,
+        max_steps=max_steps,
+        policy_id=policy or DEFAULT_POLICY,
+        decode_screenshots=False,
     )
 
 
-def _sandbox(url: str, pool, record_to, max_steps, policy: str | None, profile: str | None) -> GuiEnv:
-    return _sends_png(
-        make_sandbox(
-            url,
-            profile=profile,
-            languages=("en", "zh"),
-            pool=pool,
-            record_to=record_to,
-            max_steps=max_steps,
-            policy_id=policy or DEFAULT_POLICY,
-        )
+def _sandbox(url: str, pool, record_to, max_steps, policy: str | None, profile: str | None) -> gymnasium.Env:
+    return make_sandbox(
+        url,
+        profile=profile,
+        languages=("en", "zh"),
+        pool=pool,
+        record_to=record_to,
+        max_steps=max_steps,
+        policy_id=policy or DEFAULT_POLICY,
+        decode_screenshots=False,
     )
-
-
-def _sends_png(env: GuiEnv) -> GuiEnv:
-    """A served env: the captured PNG travels as is, so the env need not decode it."""
-    env.decode_screenshots = False
-    return env

@@ -242,7 +242,7 @@ class SessionPool:
 def _close_quietly(env: gymnasium.Env, lost: str | None = None) -> None:
     try:
         if lost is not None and isinstance(env.unwrapped, GuiEnv):
-            env.unwrapped.abandon(f"session {lost}")
+            env.unwrapped.end_with_env_failure(f"session {lost}")
         env.close()
     except Exception as exc:  # a crashed browser's close fails too; the session goes anyway
         log.warning("closing a session's environment failed: %s: %s", type(exc).__name__, exc)

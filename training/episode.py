@@ -93,13 +93,13 @@ def play_episode(
             result.error = (
                 f"the loop's max_steps={max_steps} ran out before the environment ended the episode"
             )
-            abandon(env, result.error)
+            _end_with_error(env, result.error)
             break
         try:
             answer = answer_fn(obs, info)
         except Exception as e:  # noqa: BLE001 - the policy's failure: the caller stops or reports it
             _fail(result, "policy", e)
-            abandon(env, result.error)
+            _end_with_error(env, result.error)
             break
         result.answers.append(answer)
         try:
@@ -132,7 +132,7 @@ def _fail(result: EpisodeResult, where: str, e: Exception) -> None:
     result.error = f"{where}: {type(e).__name__}: {e}"
 
 
-def abandon(env: Any, reason: str) -> None:
+def _end_with_error(env: Any, reason: str) -> None:
     """End the episode in play as an error where the env can say so (GuiEnv); elsewhere the
     next reset (or close) ends it."""
     end = getattr(getattr(env, "unwrapped", env), "end_with_env_failure", None)
@@ -140,4 +140,4 @@ def abandon(env: Any, reason: str) -> None:
         try:
             end(reason)
         except Exception as e:  # noqa: BLE001 - the episode is already lost
-            log.warning("could not abandon the episode: %s", e)
+            log.warning("could not end the episode: %s", e)

@@ -35,7 +35,8 @@ from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend
 
 from . import prompts
-from .cot import TEMPLATE, StepCoT, StepItem, supported
+from .cot import StepItem, supported
+from .step_cot import TEMPLATE, StepCoT
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from trajforge.publish.plan import committed_trajectories, group_by_trajectory, 
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
 from .alignment import check_alignment
-from .cot import COT_SCHEMA, StepItem, VLMCoT, generate_cot, supported
+from .cot import StepItem, VLMCoT, generate_cot, supported
+from .step_cot import COT_SCHEMA
 
 ALIGNMENT_TYPE = pa.struct(
     [

@@ -87,7 +87,7 @@ def iter_reasoning_samples(
         n += 1
 
 
-TEMPLATE_BACKEND = "template"  # synthesis.cot.TEMPLATE: the thoughts a template wrote
+TEMPLATE_BACKEND = "template"  # synthesis.step_cot.TEMPLATE: the thoughts a template wrote
 
 
 class TemplateThoughtsError(ValueError):

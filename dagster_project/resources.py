@@ -244,7 +244,7 @@ class VLMResource(dg.ConfigurableResource):
         """A trajforge.vlm backend, or None when no model is configured."""
         if not self.configured:
             return None
-        from trajforge.vlm.backends import backend_from_config
+        from trajforge.vlm.backend_config import backend_from_config
 
         kind = self._get("kind")
         if kind == "transformers":

@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from trajforge.store.object_store import open_raw_store
 from trajforge.store.raw import RawStore
 
 
@@ -44,7 +45,7 @@ class StorageResource(dg.ConfigurableResource):
     @property
     def raw(self) -> RawStore:
         url = self.raw_url or os.environ.get("TRAJFORGE_RAW_URL", "")
-        return RawStore(url) if url else RawStore(self.path / "raw")
+        return open_raw_store(url) if url else RawStore(self.path / "raw")
 
     @property
     def catalog_path(self) -> Path:

@@ -25,6 +25,7 @@ from common import Row, machine_short, pick  # noqa: E402
 
 from tests.s3_server import start_server, stop_server  # noqa: E402
 from tests.storage.records import make_traj, png  # noqa: E402
+from trajforge.store.object_store import open_raw_store  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
 TRAJS_PER_PART, STEPS = 4, 5
@@ -70,7 +71,7 @@ def measure(parts: int, blobs: int, samples: int) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             stores = {
                 "local": RawStore(Path(tmp) / "raw"),
-                "s3": RawStore(server.url("bench"), storage_options=server.storage_options),
+                "s3": open_raw_store(server.url("bench"), storage_options=server.storage_options),
             }
             figs = {k: [commit_parts(s, parts), put_blobs(s, blobs)] for k, s in stores.items()}
             source = RawStore(Path(tmp) / "export-source")

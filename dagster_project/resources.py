@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from trajforge.store.object_store import open_raw_store
 from trajforge.store.raw import RawStore
 
 
@@ -44,7 +45,7 @@ class StorageResource(dg.ConfigurableResource):
     @property
     def raw(self) -> RawStore:
         url = self.raw_url or os.environ.get("TRAJFORGE_RAW_URL", "")
-        return RawStore(url) if url else RawStore(self.path / "raw")
+        return open_raw_store(url) if url else RawStore(self.path / "raw")
 
     @property
     def catalog_path(self) -> Path:
@@ -244,7 +245,7 @@ class VLMResource(dg.ConfigurableResource):
         """A trajforge.vlm backend, or None when no model is configured."""
         if not self.configured:
             return None
-        from trajforge.vlm.backends import backend_from_config
+        from trajforge.vlm.backend_config import backend_from_config
 
         kind = self._get("kind")
         if kind == "transformers":

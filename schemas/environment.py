@@ -23,72 +23,33 @@ other brace (JavaScript's objects and blocks) stays as written.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from .records import Language, Task, VerifierKind
+from .environment_file import EnvironmentFileError, expand_variables, read_task_file
+from .environment_specs import (
+    DOTTED_FUNCTION,
+    AppSpec,
+    Commands,
+    DesktopWaitFor,
+    Display,
+    ExploreSpec,
+    ResetSpec,
+    StrictModel,
+    TaskSpec,
+    VerifierSpec,
+    Viewport,
+)
+from .records import Language, Task
 
 PLATFORMS = ("web", "mobile_web", "android", "ios", "desktop")
 EXPLORE_POLICIES = ("random_walk", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
-_ENV_VAR = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}")
-_DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-class EnvironmentFileError(ValueError):
-    """A bad environment or task file; the message names file, environment and field."""
-
-    def __init__(
-        self, message: str, *, source: str, environment: str | None = None, field: str | None = None
-    ):
-        self.reason, self.source, self.environment, self.field = message, source, environment, field
-        where = [f"file {source}"]
-        if environment:
-            where.append(f"environment '{environment}'")
-        if field:
-            where.append(f"field '{field}'")
-        super().__init__(f"{', '.join(where)}: {message}")
-
-
-def expand_variables(value: Any, *, source: str, environment: str | None = None, path: str = "") -> Any:
-    """`value` with ${NAME} / ${NAME:-default} replaced from os.environ in every string."""
-    import os
-
-    if isinstance(value, str):
-
-        def sub(m: re.Match) -> str:
-            name, default = m.group(1), m.group(2)
-            if name in os.environ:
-                return os.environ[name]
-            if default is not None:
-                return default
-            raise EnvironmentFileError(
-                f"${{{name}}} is not set (give a default: ${{{name}:-value}})",
-                source=source,
-                environment=environment,
-                field=path or None,
-            )
-
-        return _ENV_VAR.sub(sub, value)
-    if isinstance(value, dict):
-        return {
-            k: expand_variables(
-                v, source=source, environment=environment, path=f"{path}.{k}" if path else str(k)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [
-            expand_variables(v, source=source, environment=environment, path=f"{path}.{i}")
-            for i, v in enumerate(value)
-        ]
-    return value
 
 
 def mask_volatile(text: str | None, patterns: list[str]) -> str:
@@ -116,179 +77,7 @@ def fill(template: str, **values: Any) -> str:
     return _PLACEHOLDER.sub(sub, template)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class VerifierSpec(_Strict):
-    """How a task's outcome is decided, after every step.
-
-    - js: `expression`, evaluated in the page, gives {done, success, reward, reason}
-      (a boolean alone means success; `done` defaults to false).
-    - http: GET `url` (placeholders filled); a JSON answer of the same shape, or
-      any answer mapped by `expression`, a JS function of the parsed body (or the
-      text) evaluated in the page: `(r) => ({success: r.count > 0})`. An answer
-      with a status of `not_done_status` (default [404]: what the task creates
-      does not exist yet) is "not done" ({done: false, success: false}); any
-      other 4xx/5xx is an error.
-    - python: `function` is "module:function", called with
-      (task, observation, history, env) and returning a verdict or a dict.
-    - judge: the VLM judge of the configured backend reads the last screens.
-    - state: a python verifier of the app's state: `url` (placeholders filled) is
-      fetched and its JSON handed to `function` as `state=`.
-    - command (desktop): `run`, a shell command run in the session's environment
-      (its DISPLAY and HOME; the task's params as TASK_PARAM_<NAME>); exit status 0
-      means done and successful, non-zero not done yet (and, at the episode's end,
-      failure); or a JSON verdict {done, success, reward, reason} on stdout.
-    A python function may also take `session` and `seed` keywords.
-    """
-
-    kind: VerifierKind
-    expression: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    function: str | None = None
-    run: str | None = None
-    timeout_s: float = Field(default=5.0, gt=0, le=120)
-    # Every step (the default), or only once the policy stops (an expensive judge).
-    every_step: bool = True
-    # http: the HTTP statuses that mean "not done yet" rather than an error.
-    not_done_status: list[int] = Field(default_factory=lambda: [404])
-
-    @model_validator(mode="after")
-    def _fields_of_kind(self) -> VerifierSpec:
-        need = {
-            "js": "expression",
-            "http": "url",
-            "python": "function",
-            "state": "function",
-            "command": "run",
-        }
-        field = need.get(self.kind)
-        if field and not getattr(self, field):
-            raise ValueError(f"a {self.kind} verifier needs '{field}'")
-        if self.run is not None and self.kind != "command":
-            raise ValueError(f"'run' is for command verifiers, not {self.kind}")
-        if self.function is not None and not _DOTTED.match(self.function):
-            raise ValueError(f"function {self.function!r}: expected 'module:function'")
-        # Compared with the default, not "was it given": a dumped spec is read back whole.
-        if self.kind != "http" and self.not_done_status != [404]:
-            raise ValueError(f"'not_done_status' is for http verifiers, not {self.kind}")
-        bad = [s for s in self.not_done_status if not 400 <= s <= 599]
-        if bad:
-            raise ValueError(f"not_done_status {bad}: expected HTTP error statuses (400-599)")
-        if self.kind == "judge":
-            self.every_step = False  # one judgement of the whole episode
-        return self
-
-
-class TaskSpec(_Strict):
-    task_id: str = Field(min_length=1)
-    instruction: str | None = None
-    language: Language = "en"
-    params: dict[str, Any] = Field(default_factory=dict)
-    start_url: str | None = None
-    verifier: VerifierSpec | None = None
-    # Sandbox-style tasks keep their template (the oracle plans from it).
-    template_id: str | None = None
-
-
-class ExploreSpec(_Strict):
-    """Episodes without a task: the walk records, reverse synthesis names the task later.
-
-    They are verified by their own `verifier` (the app's "done" signal, say),
-    else by the environment's; `verifier: null` records them unverified (a
-    default verifier that needs a task's params cannot judge a walk).
-    """
-
-    policy: Literal["random_walk", "agent"] = "random_walk"
-    episodes: int = Field(default=10, ge=1, le=100_000)
-    max_steps: int = Field(default=15, ge=1, le=1_000)
-    verifier: VerifierSpec | None = None
-
-
-class AppSpec(_Strict):
-    """A native app: Android package (+ activity) or iOS bundle id."""
-
-    package: str | None = None
-    activity: str | None = None
-    bundle_id: str | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> AppSpec:
-        if not (self.package or self.bundle_id):
-            raise ValueError("give 'package' (Android) or 'bundle_id' (iOS)")
-        return self
-
-
-class ResetSpec(_Strict):
-    """How an episode starts over in a browser (web, mobile_web in Chromium).
-
-    context (default): a fresh browser context per episode, nothing carried over;
-    with `storage_state` (a Playwright storage-state JSON: cookies, localStorage)
-    every context starts logged in. page: the context and page are kept between
-    episodes of the same device and `script` (the app's own reset, JavaScript; a
-    promise is awaited) runs before the start page loads again: no context to
-    build, the HTTP cache warm. relaunch: a new browser per episode.
-    """
-
-    mode: Literal["context", "page", "relaunch"] = "context"
-    storage_state: str | None = None
-    script: str | None = None
-
-    @model_validator(mode="after")
-    def _fits_mode(self) -> ResetSpec:
-        if self.script is not None and self.mode != "page":
-            raise ValueError(
-                "'script' is the app's own reset in mode 'page'; other modes start a fresh context"
-            )
-        if self.storage_state is not None and self.mode == "page":
-            raise ValueError(
-                "'storage_state' seeds a fresh context (mode 'context' or 'relaunch'); mode 'page' keeps its own"
-            )
-        return self
-
-
-class Viewport(_Strict):
-    width: int = Field(gt=0, le=10_000)
-    height: int = Field(gt=0, le=10_000)
-    pixel_ratio: float = Field(default=1.0, gt=0, le=8)
-    is_mobile: bool = False
-
-
-class Display(_Strict):
-    """A desktop environment's X screen (platform: desktop)."""
-
-    width: int = Field(default=1280, ge=200, le=8192)
-    height: int = Field(default=800, ge=200, le=8192)
-    dpi: int = Field(default=96, ge=48, le=480)
-
-
-class DesktopWaitFor(_Strict):
-    """What a desktop episode waits for after `launch`: one of a window title, an
-    accessibility node (role and/or name) or a shell condition (exit status 0)."""
-
-    window: str | None = None
-    role: str | None = None
-    name: str | None = None
-    run: str | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> DesktopWaitFor:
-        kinds = [
-            k
-            for k, on in (("window", self.window), ("node", self.role or self.name), ("run", self.run))
-            if on
-        ]
-        if len(kinds) != 1:
-            raise ValueError("give one of {window: TITLE}, {role: ROLE, name: NAME} or {run: CMD}")
-        return self
-
-
-Commands = str | list[str]
-
-
-class Environment(_Strict):
+class Environment(StrictModel):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][\w.-]*$")
     platform: Literal["web", "mobile_web", "android", "ios", "desktop"] = "web"
     start_url: str | None = None
@@ -366,7 +155,7 @@ class Environment(_Strict):
     @field_validator("oracle")
     @classmethod
     def _dotted(cls, v: str | None) -> str | None:
-        if v is not None and not _DOTTED.match(v):
+        if v is not None and not DOTTED_FUNCTION.match(v):
             raise ValueError(f"{v!r}: expected 'module:function'")
         return v
 
@@ -600,47 +389,3 @@ def _model_of(annotation) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
-
-
-def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
-    """Task rows from a JSONL or Parquet file (validated with the environment)."""
-    source = str(path)
-    if not path.exists():
-        raise EnvironmentFileError(
-            "the tasks file does not exist", source=source, environment=environment, field="tasks"
-        )
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-        for row in rows:
-            if isinstance(row.get("params"), str):  # params stored as JSON text
-                row["params"] = json.loads(row["params"] or "{}")
-            if isinstance(row.get("verifier"), str):
-                row["verifier"] = json.loads(row["verifier"])
-            for key in [k for k, v in row.items() if v is None]:
-                del row[key]
-        return rows
-    if path.suffix not in (".jsonl", ".json"):
-        raise EnvironmentFileError(
-            f"tasks file {path.name}: expected .jsonl or .parquet",
-            source=source,
-            environment=environment,
-            field="tasks",
-        )
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise EnvironmentFileError(
-                f"line {n} is not JSON: {e.msg}", source=source, environment=environment, field="tasks"
-            ) from None
-        if not isinstance(row, dict):
-            raise EnvironmentFileError(
-                f"line {n}: expected an object", source=source, environment=environment, field="tasks"
-            )
-        rows.append(row)
-    return rows

@@ -35,7 +35,8 @@ from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend
 
 from . import prompts
-from .cot import TEMPLATE, StepCoT, StepItem, supported
+from .cot import StepItem, supported
+from .step_cot import TEMPLATE, StepCoT
 
 log = logging.getLogger(__name__)
 
@@ -183,126 +184,130 @@ def _is_template(backend) -> bool:
     return backend is None or getattr(backend, "model_id", None) == TEMPLATE
 
 
+@dataclass(frozen=True)
+class AlignmentSettings:
+    """How the check samples and decides: `n` re-predictions at `temperature` (seeded by
+    `seed`, plus each batch's offset), kept at match_rate >= `min_match`; the box check
+    (`check_box`) answers greedily in at most `box_max_new_tokens`; `batch_size` items
+    go to the backend at once; `point_tolerance` and `min_value_f1` are the match rules
+    (module docstring); `max_page_chars` bounds the page text in the prompt."""
+
+    n: int = 10
+    min_match: float = 0.3
+    check_box: bool = True
+    temperature: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 256
+    box_max_new_tokens: int = 48
+    batch_size: int = 16
+    point_tolerance: float = 0.04
+    min_value_f1: float = 0.5
+    max_page_chars: int = prompts.MAX_PAGE_CHARS
+
+    def __post_init__(self):
+        if self.n < 1 or not 0.0 <= self.min_match <= 1.0 or self.batch_size < 1:
+            raise ValueError(
+                f"need n >= 1, 0 <= min_match <= 1, batch_size >= 1 "
+                f"(got n={self.n}, min_match={self.min_match}, batch_size={self.batch_size})"
+            )
+
+
 def check_alignment(
     backend: VLMBackend | None,
     items: Sequence[StepItem],
-    n: int = 10,
-    min_match: float = 0.3,
+    settings: AlignmentSettings = AlignmentSettings(),
     *,
     cots: Sequence[StepCoT] | None = None,
-    check_box: bool = True,
-    temperature: float = 1.0,
-    seed: int = 0,
-    max_new_tokens: int = 256,
-    box_max_new_tokens: int = 48,
-    batch_size: int = 16,
-    point_tolerance: float = 0.04,
-    min_value_f1: float = 0.5,
-    max_page_chars: int = prompts.MAX_PAGE_CHARS,
 ) -> list[AlignmentResult]:
     """One AlignmentResult per item, in order.
 
     cots[i] (optional): item i's CoT; its answer's action_description is the target
     described in the box question (else the recorded action in words).
     """
-    if n < 1 or not 0.0 <= min_match <= 1.0 or batch_size < 1:
-        raise ValueError(
-            f"need n >= 1, 0 <= min_match <= 1, batch_size >= 1 "
-            f"(got n={n}, min_match={min_match}, batch_size={batch_size})"
-        )
     if cots is not None and len(cots) != len(items):
         raise ValueError(f"{len(cots)} cots for {len(items)} items")
     if _is_template(backend):
         return [unchecked() for _ in items]
     results: list[AlignmentResult] = []
-    for start in range(0, len(items), batch_size):
-        chunk = list(items[start : start + batch_size])
-        chunk_cots = list(cots[start : start + batch_size]) if cots is not None else [None] * len(chunk)
-        results += _check_chunk(
-            backend,
-            chunk,
-            chunk_cots,
-            n,
-            min_match,
-            check_box,
-            temperature,
-            seed + start,
-            max_new_tokens,
-            box_max_new_tokens,
-            point_tolerance,
-            min_value_f1,
-            max_page_chars,
-        )
+    size = settings.batch_size
+    for start in range(0, len(items), size):
+        chunk = list(items[start : start + size])
+        chunk_cots = list(cots[start : start + size]) if cots is not None else [None] * len(chunk)
+        results += _check_chunk(backend, chunk, chunk_cots, settings, settings.seed + start)
     kept = sum(r.keep for r in results)
     log.info("%s: alignment kept %d of %d steps", backend.model_id, kept, len(results))
     return results
 
 
-def _check_chunk(
-    backend,
-    items,
-    cots,
-    n,
-    min_match,
-    check_box,
-    temperature,
-    seed,
-    max_new_tokens,
-    box_max_new_tokens,
-    point_tolerance,
-    min_value_f1,
-    max_page_chars,
-) -> list[AlignmentResult]:
+def _check_chunk(backend, items, cots, settings: AlignmentSettings, seed: int) -> list[AlignmentResult]:
     checkable = [i for i, it in enumerate(items) if supported(it.step)]
-    samples: dict[int, list[str]] = {}
-    if checkable:
-        reqs = [_request("predict", items[i], None, max_page_chars) for i in checkable]
-        out = backend.generate(reqs, max_new_tokens, temperature=temperature, n=n, seed=seed)
-        if n == 1:
-            out = [[s] if isinstance(s, str) else s for s in out]
-        if len(out) != len(reqs) or any(len(s) != n for s in out):
-            raise RuntimeError(f"{backend.model_id}: expected {n} samples for each of {len(reqs)} requests")
-        samples = dict(zip(checkable, out))
+    samples = _predictions(backend, items, checkable, settings, seed)
     boxed = [
         i
         for i in checkable
-        if check_box and items[i].step.action.x is not None and items[i].step.action.type in BOX_CHECKED
+        if settings.check_box
+        and items[i].step.action.x is not None
+        and items[i].step.action.type in BOX_CHECKED
     ]
-    boxes: dict[int, str] = {}
-    if boxed:
-        answers = backend.generate(
-            [_request("box", items[i], cots[i], max_page_chars) for i in boxed], box_max_new_tokens
-        )
-        if len(answers) != len(boxed):
-            raise RuntimeError(f"{backend.model_id}: {len(answers)} box answers for {len(boxed)} requests")
-        boxes = dict(zip(boxed, answers))
+    boxes = _boxes(backend, items, cots, boxed, settings)
+    return [
+        _decide(item.step, samples[i], boxes.get(i), settings)
+        if i in samples
+        else unchecked("unsupported_action")
+        for i, item in enumerate(items)
+    ]
 
-    results = []
-    for i, item in enumerate(items):
-        if i not in samples:
-            results.append(unchecked("unsupported_action"))
+
+def _predictions(backend, items, checkable, settings: AlignmentSettings, seed: int) -> dict[int, list[str]]:
+    """The n re-predicted answers of each checkable item, by position."""
+    if not checkable:
+        return {}
+    n = settings.n
+    reqs = [_request("predict", items[i], None, settings.max_page_chars) for i in checkable]
+    out = backend.generate(reqs, settings.max_new_tokens, temperature=settings.temperature, n=n, seed=seed)
+    if n == 1:
+        out = [[s] if isinstance(s, str) else s for s in out]
+    if len(out) != len(reqs) or any(len(s) != n for s in out):
+        raise RuntimeError(f"{backend.model_id}: expected {n} samples for each of {len(reqs)} requests")
+    return dict(zip(checkable, out))
+
+
+def _boxes(backend, items, cots, boxed, settings: AlignmentSettings) -> dict[int, str]:
+    """The box answer of each item asked for one, by position."""
+    if not boxed:
+        return {}
+    answers = backend.generate(
+        [_request("box", items[i], cots[i], settings.max_page_chars) for i in boxed],
+        settings.box_max_new_tokens,
+    )
+    if len(answers) != len(boxed):
+        raise RuntimeError(f"{backend.model_id}: {len(answers)} box answers for {len(boxed)} requests")
+    return dict(zip(boxed, answers))
+
+
+def _decide(
+    step: Step, samples: list[str], box_text: str | None, settings: AlignmentSettings
+) -> AlignmentResult:
+    matches = unparsed = 0
+    for text in samples:
+        try:
+            pred, _ = from_gui_libra(text, step.width, step.height)
+        except SchemaError:
+            unparsed += 1
             continue
-        step = item.step
-        matches = unparsed = 0
-        for text in samples[i]:
-            try:
-                pred, _ = from_gui_libra(text, step.width, step.height)
-            except SchemaError:
-                unparsed += 1
-                continue
-            matches += actions_match(pred, step, point_tolerance, min_value_f1)
-        rate = matches / n
-        box = in_box = None
-        if i in boxes:
-            box = parse_box(boxes[i], step.width, step.height)
-            in_box = box is not None and _in_box(box, step.action.x, step.action.y)
-        reason = None
-        if rate < min_match:
-            reason = "low_match"
-        elif in_box is False:
-            reason = "box_unparsed" if box is None else "point_outside_box"
-        results.append(AlignmentResult(rate, n, box, in_box, reason is None, reason, unparsed))
-    return results
+        matches += actions_match(pred, step, settings.point_tolerance, settings.min_value_f1)
+    n = settings.n
+    rate = matches / n
+    box = in_box = None
+    if box_text is not None:
+        box = parse_box(box_text, step.width, step.height)
+        in_box = box is not None and _in_box(box, step.action.x, step.action.y)
+    reason = None
+    if rate < settings.min_match:
+        reason = "low_match"
+    elif in_box is False:
+        reason = "box_unparsed" if box is None else "point_outside_box"
+    return AlignmentResult(rate, n, box, in_box, reason is None, reason, unparsed)
 
 
 def _request(kind: str, item: StepItem, cot: StepCoT | None, max_page_chars: int = prompts.MAX_PAGE_CHARS):

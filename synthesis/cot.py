@@ -14,87 +14,23 @@ Either way the answer's action type, value and point come from the recording
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-import pyarrow as pa
-
-from schemas.converters.gui_libra import TO_NAME, to_gui_libra
-from schemas.errors import SchemaError
+from schemas.converters.gui_libra import TO_NAME
 from schemas.records import Step, Trajectory
 from trajforge.vlm.answers import json_objects
 from trajforge.vlm.backends import VLMBackend
 
 from . import prompts
-from .prompts import history_text
+from .step_cot import StepCoT, gui_libra_answer
+from .template_cot import TemplateCoT
 
-__all__ = [
-    "COT_SCHEMA",
-    "StepCoT",
-    "StepItem",
-    "VLMCoT",
-    "blob_loader",
-    "generate_cot",
-    "gui_libra_answer",
-    "history_text",
-    "parse_cot",
-    "supported",
-]
+__all__ = ["StepItem", "VLMCoT", "blob_loader", "generate_cot", "parse_cot", "supported"]
 log = logging.getLogger(__name__)
-
-TEMPLATE = "template"
-LABELS = {"en": ("Observation:", "Reflection:", "Plan:"), "zh": ("观察：", "反思：", "计划：")}
-
-COT_SCHEMA = pa.schema(
-    [
-        ("trajectory_id", pa.string()),
-        ("index", pa.int32()),
-        ("language", pa.string()),
-        ("observation", pa.string()),
-        ("reflection", pa.string()),
-        ("plan", pa.string()),
-        ("answer", pa.string()),  # JSON of the GUI-Libra fields
-        ("backend", pa.string()),
-        ("parsed", pa.bool_()),
-        ("raw", pa.string()),
-    ]
-)
-
-
-@dataclass
-class StepCoT:
-    trajectory_id: str
-    index: int  # the step's own index (Step.index), not its position
-    language: str
-    observation: str
-    reflection: str
-    plan: str
-    answer: dict  # action_description, action_type, value, point_2d (pixels, from the recording)
-    backend: str  # "template" or the VLM's model_id
-    parsed: bool
-    raw: str = ""
-
-    @property
-    def thought(self) -> str:
-        o, r, p = LABELS[self.language]
-        return (
-            f"{o} {self.observation}\n{r} {self.reflection}\n{p} {self.plan}"
-            if self.language == "en"
-            else f"{o}{self.observation}\n{r}{self.reflection}\n{p}{self.plan}"
-        )
-
-    def to_row(self) -> dict:
-        row = asdict(self)
-        row["answer"] = json.dumps(self.answer, ensure_ascii=False, sort_keys=True)
-        return row
-
-    @classmethod
-    def from_row(cls, row: dict) -> StepCoT:
-        return cls(**{**row, "answer": json.loads(row["answer"])})
 
 
 @dataclass
@@ -113,19 +49,6 @@ class StepItem:
     @property
     def language(self) -> str:
         return self.trajectory.task.language
-
-
-def gui_libra_answer(step: Step, description: str) -> dict:
-    """The recorded action as GUI-Libra answer fields (point in pixels of the screenshot).
-
-    Raises SchemaError naming the step for an action GUI-Libra cannot express.
-    """
-    action = step.action.model_copy(update={"description": description})
-    try:
-        text = to_gui_libra(action, step.width, step.height)
-    except SchemaError as exc:
-        raise exc.located(record=f"{step.trajectory_id}#{step.index}") from None
-    return json.loads(text[text.index("{") : text.rindex("}") + 1])
 
 
 # ---------------------------------------------------------------- parsing model output
@@ -291,8 +214,6 @@ def generate_cot(
     """
     skipped = skipped if skipped is not None else Counter()
     if backend is None:
-        from .template_cot import TemplateCoT
-
         template = TemplateCoT()
         for traj, steps in trajectories_with_steps:
             for pos, step in enumerate(steps):
@@ -321,12 +242,3 @@ def generate_cot(
 def blob_loader(blobs) -> Callable[[Step], bytes]:
     """load_image for a trajforge.store.raw.BlobStore (the curated store's screenshots)."""
     return lambda step: blobs.get(step.screenshot, step.image_format)
-
-
-def __getattr__(name: str):
-    # TemplateCoT lives in template_cot.py (it imports this module): re-exported lazily.
-    if name == "TemplateCoT":
-        from .template_cot import TemplateCoT
-
-        return TemplateCoT
-    raise AttributeError(name)

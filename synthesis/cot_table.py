@@ -24,8 +24,9 @@ from schemas.records import Step, Trajectory
 from trajforge.publish.plan import committed_trajectories, group_by_trajectory, sorted_step_rows
 from trajforge.store.raw import RawStore, atomic_write_bytes
 
-from .alignment import check_alignment
-from .cot import COT_SCHEMA, StepItem, VLMCoT, generate_cot, supported
+from .alignment import AlignmentSettings, check_alignment
+from .cot import StepItem, VLMCoT, generate_cot, supported
+from .step_cot import COT_SCHEMA
 
 ALIGNMENT_TYPE = pa.struct(
     [
@@ -80,9 +81,8 @@ def _cot_rows(
                 image = store.blobs.get(step.screenshot, step.image_format) if step.screenshot else b""
                 items.append(StepItem(traj, steps, pos, image))
         cots = vlm.generate_many(items)
-        checks = check_alignment(
-            backend, items, n=align_n, min_match=min_match, cots=cots, batch_size=batch_size
-        )
+        settings = AlignmentSettings(n=align_n, min_match=min_match, batch_size=batch_size)
+        checks = check_alignment(backend, items, settings, cots=cots)
         yield [{**cot.to_row(), "alignment": check.to_row()} for cot, check in zip(cots, checks)]
 
 

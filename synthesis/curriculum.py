@@ -48,39 +48,53 @@ class EpochRecord:
     batch: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class CurriculumSettings:
+    """The eligible band [low, high], the estimate's prior (`prior`, weighing
+    `prior_count` attempts) and `memory`, and the frontier's `width`, `floor`, `rate`
+    and `target` (module docstring)."""
+
+    low: float = 0.3
+    high: float = 0.7
+    prior: float = 0.5
+    prior_count: float = 2.0
+    memory: float = 0.5
+    width: float = 0.5
+    floor: float = 0.05
+    rate: float = 0.5
+    target: float = 0.5
+
+    def __post_init__(self):
+        if not 0.0 <= self.low <= self.high <= 1.0:
+            raise ValueError(f"need 0 <= low <= high <= 1, got low={self.low}, high={self.high}")
+        if not 0.0 <= self.memory <= 1.0 or self.prior_count <= 0 or self.width <= 0:
+            raise ValueError("need 0 <= memory <= 1, prior_count > 0, width > 0")
+
+
 class CurriculumSampler:
     def __init__(
         self,
         tasks: Mapping[str, float],
+        settings: CurriculumSettings = CurriculumSettings(),
         *,
-        low: float = 0.3,
-        high: float = 0.7,
         seed: int = 0,
         batch_size: int = 16,
-        prior: float = 0.5,
-        prior_count: float = 2.0,
-        memory: float = 0.5,
-        width: float = 0.5,
-        floor: float = 0.05,
-        rate: float = 0.5,
-        target: float = 0.5,
         frontier: float | None = None,
     ):
         if not tasks:
             raise ValueError("CurriculumSampler needs at least one task")
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(f"need 0 <= low <= high <= 1, got low={low}, high={high}")
         for tid, d in tasks.items():
             if not 0.0 <= d <= 1.0:
                 raise ValueError(f"task {tid!r}: difficulty {d} is not in [0, 1]")
-        if not 0.0 <= memory <= 1.0 or prior_count <= 0 or width <= 0 or batch_size < 1:
-            raise ValueError("need 0 <= memory <= 1, prior_count > 0, width > 0, batch_size >= 1")
+        if batch_size < 1:
+            raise ValueError("need batch_size >= 1")
         # Sorted ids: the draw depends on the seed, never on dict order.
         self.difficulty = {tid: float(tasks[tid]) for tid in sorted(tasks)}
-        self.low, self.high = low, high
+        s = settings
+        self.low, self.high = s.low, s.high
         self.batch_size = batch_size
-        self.prior, self.prior_count, self.memory = prior, prior_count, memory
-        self.width, self.floor, self.rate, self.target = width, floor, rate, target
+        self.prior, self.prior_count, self.memory = s.prior, s.prior_count, s.memory
+        self.width, self.floor, self.rate, self.target = s.width, s.floor, s.rate, s.target
         self.frontier = min(self.difficulty.values()) if frontier is None else float(frontier)
         self.stats = {tid: TaskStats() for tid in self.difficulty}
         self.rng = np.random.default_rng(seed)

@@ -21,12 +21,10 @@ from typing import Any
 
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
-from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
+from schemas.model_profiles import ModelProfile, model_profile
 from schemas.provenance import provenance
 from trajforge.publish.manifest import code_versions, set_manifest
 from trajforge.publish.plan import (
-    DEFAULT_SPLITS,
-    check_splits,
     committed_trajectories,
     group_by_trajectory,
     sorted_step_rows,
@@ -34,10 +32,11 @@ from trajforge.publish.plan import (
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
 from trajforge.publish.samples import ShardSample, framed_sample
-from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
+from trajforge.publish.shard_set import SetPass, commit, write_set
 from trajforge.store.raw import RawStore
 
 from .grounding_samples import GroundingStats, screen_records
+from .set_options import SetOptions
 from .set_pii import PersonalData, audit_beside
 
 KIND = "grounding"
@@ -48,13 +47,9 @@ def write_grounding_set(
     out_dir: Path | str,
     *,
     dataset: str = "grounding_set",
-    profile: str | ModelProfile = DEFAULT_PROFILE,
+    options: SetOptions = SetOptions(),
     describe=None,
     collections=None,
-    splits=DEFAULT_SPLITS,
-    split_seed: str = "v1",
-    max_samples_per_shard: int = 1000,
-    max_bytes_per_shard: int = 500_000_000,
     pii_audit: Path | str | None = None,
     progress: Callable[[int], Any] | None = None,
 ) -> dict[str, Any]:
@@ -64,12 +59,13 @@ def write_grounding_set(
     written after each trajectory (a tqdm's `update` fits). `describe`: the functional
     describer (synthesis.grounding_samples.template_describer by default; see
     vlm_describer for a VLM). A resumed run must be given the same describer (by name:
-    a VLM's answers are not in the fingerprint)."""
+    a VLM's answers are not in the fingerprint). `options`: the model profile, the
+    splits and shard limits (synthesis.set_options)."""
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
-    layout = SetLayout(check_splits(splits), split_seed, max_samples_per_shard, max_bytes_per_shard)
+    layout = options.layout()
     out_dir = Path(out_dir)
-    prof = model_profile(profile)
+    prof = model_profile(options.profile)
     chosen, bad = committed_trajectories(store, collections)
     inputs = {
         "kind": KIND,

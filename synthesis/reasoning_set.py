@@ -1,7 +1,7 @@
 """The reasoning set: every kept step as two training samples, reason-then-act and direct-act.
 
 For each step of a curated trajectory that has a usable chain of thought
-(synthesis.cot.StepCoT), two samples come out, 1:1:
+(synthesis.step_cot.StepCoT), two samples come out, 1:1:
 
 - mode "reason": the gpt turn is `<think>thought</think>\\n<answer>\\n{…}\\n</answer>`;
 - mode "direct": the same answer without the thought.
@@ -43,7 +43,7 @@ Every step or trajectory left out is listed in `skipped` with its reason.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from filters.pii_sources import is_synthetic
@@ -55,9 +55,9 @@ from schemas.model_profiles import ModelProfile, model_profile
 from schemas.provenance import provenance
 from schemas.records import Step, Trajectory
 from schemas.set_prompt import MODES, human_prompt, system_prompt  # noqa: F401 (callers read them here)
-from synthesis.cot import StepCoT
 from synthesis.language import is_chinese
 from synthesis.prompts import executed_history
+from synthesis.step_cot import StepCoT
 
 MIN_STEPS, MAX_STEPS = 3, 50
 _TAGS = ("<think>", "</think>", "<thinking>", "</thinking>", "<answer>", "</answer>")
@@ -461,10 +461,3 @@ def frame_image(data: bytes, step: Step, sample: dict) -> bytes:
     if size == (step.width, step.height):
         return data
     return resize_image(data, step.image_format, size, source=f"{step.trajectory_id}#{step.index}")
-
-
-def write_reasoning_set(curated_store, cot_rows: Iterable, out_dir, **kw) -> dict:
-    """See synthesis.set_writer.write_reasoning_set (here too, as the contract names it)."""
-    from synthesis.set_writer import write_reasoning_set as write
-
-    return write(curated_store, cot_rows, out_dir, **kw)

@@ -16,7 +16,7 @@ same inputs (curated store, CoT rows, alignment, recorded steps, options): its
 finished shards are kept, and the set comes out byte-identical.
 
 One sample per (step, mode); see synthesis/reasoning_set.py. The set is
-written for one model profile (schemas.model_profiles; `profile`, default
+written for one model profile (schemas.model_profiles; `options.profile`, default
 qwen2.5-vl): each image is the curated store's blob resized to the frame that
 profile's trainer feeds (schemas.resolution.resize_image, LANCZOS, the stored
 format; the blob's bytes as they are when the frame is the screenshot's size),
@@ -46,14 +46,12 @@ import pyarrow as pa
 
 from schemas.arrow import row_to_step
 from schemas.errors import SchemaError
-from schemas.model_profiles import DEFAULT_PROFILE, ModelProfile, model_profile
+from schemas.model_profiles import model_profile
 from schemas.provenance import provenance
 from schemas.records import Step, Trajectory
 from trajforge.publish.manifest import code_versions, count_source, set_manifest, source_counts
 from trajforge.publish.plan import (
-    DEFAULT_SPLITS,
     DUCKDB_MEMORY,
-    check_splits,
     committed_trajectories,
     group_by_trajectory,
     sorted_step_rows,
@@ -61,10 +59,11 @@ from trajforge.publish.plan import (
 from trajforge.publish.quarantine import Unusable, quarantine_jsonl
 from trajforge.publish.resume import fingerprint
 from trajforge.publish.samples import ShardSample, framed_sample
-from trajforge.publish.shard_set import SetLayout, SetPass, commit, write_set
+from trajforge.publish.shard_set import SetPass, commit, write_set
 from trajforge.store.raw import RawStore
 
-from .reasoning_set import MAX_STEPS, MIN_STEPS, MODES, sample_jsons
+from .reasoning_set import MODES, sample_jsons
+from .set_options import ReasoningSetOptions
 from .set_pii import PersonalData, audit_beside
 from .set_stats import SetStats, set_checks
 
@@ -77,18 +76,10 @@ def write_reasoning_set(
     out_dir: Path | str,
     *,
     dataset: str,
-    language: str | None = None,
-    require_chinese_thought: bool = False,
+    options: ReasoningSetOptions = ReasoningSetOptions(),
     alignment: Mapping[tuple[str, int], Any] | None = None,
     collections=None,
-    splits=DEFAULT_SPLITS,
-    split_seed: str = "v1",
-    max_samples_per_shard: int = 1000,
-    max_bytes_per_shard: int = 500_000_000,
-    min_steps: int = MIN_STEPS,
-    max_steps: int = MAX_STEPS,
     recorded: RawStore | Path | str | list | None = None,
-    profile: str | ModelProfile = DEFAULT_PROFILE,
     progress: Callable[[int], Any] | None = None,
     pii_audit: Path | str | None = None,
 ) -> dict[str, Any]:
@@ -98,30 +89,25 @@ def write_reasoning_set(
     `cot_rows`: StepCoT records or rows of a CoT table (dicts with its fields;
     a row may carry an `alignment` dict). `alignment`: {(trajectory_id, index):
     AlignmentResult or its dict}; a step whose result says keep=False is
-    dropped as "misaligned". `language` keeps only tasks in that language;
-    `require_chinese_thought` drops a step whose thought is not Chinese
-    (synthesis.language.is_chinese). Trajectories of fewer than `min_steps` or
-    more than `max_steps` steps (num_steps, as recorded) are skipped, counted.
+    dropped as "misaligned". `options`: the model profile (the manifest names
+    it), the splits and shard limits, and which steps go in (synthesis.set_options).
     `recorded`: the steps as recorded, dropped ones included (a RawStore, or a
     steps Parquet file or list of them, e.g. raw_steps/steps.parquet): every
     sample's history lists all executed steps before it. Without it, a step
-    after a dropped one is skipped as "history_incomplete". `profile`: the model
-    profile (schemas.model_profiles name or ModelProfile) whose frame the images
-    and coordinates are written in; the manifest names it. `pii_audit`: the
+    after a dropped one is skipped as "history_incomplete". `pii_audit`: the
     curation's audit (default: the one beside the curated store); the manifest's
     `personal_data` counts its lines for the set's own steps (synthesis.set_pii).
     """
     started = time.perf_counter()
     store = curated_store if isinstance(curated_store, RawStore) else RawStore(Path(curated_store))
-    splits = check_splits(splits)
-    layout = SetLayout(splits, split_seed, max_samples_per_shard, max_bytes_per_shard)
+    layout = options.layout()
     out_dir = Path(out_dir)
-    prof = model_profile(profile)
-    options = {
-        "language": language,
-        "require_chinese_thought": require_chinese_thought,
-        "min_steps": min_steps,
-        "max_steps": max_steps,
+    prof = model_profile(options.profile)
+    manifest_options = {
+        "language": options.language,
+        "require_chinese_thought": options.require_chinese_thought,
+        "min_steps": options.min_steps,
+        "max_steps": options.max_steps,
         "modes": list(MODES),
         "model_profile": prof.name,
     }
@@ -131,7 +117,7 @@ def write_reasoning_set(
     chosen, bad_trajs = committed_trajectories(store, collections)
     refused += [dict(q, index=None) for q in bad_trajs]
     inputs = {
-        **options,
+        **manifest_options,
         "kind": KIND,
         "dataset": dataset,
         "layout": dataclasses.asdict(layout),
@@ -141,7 +127,9 @@ def write_reasoning_set(
         **code_versions(),
         "provenance": provenance(),
     }  # every sample names the code that made it
-    fill = _ReasoningPass(store, chosen, cots, aligned, {**options, "profile": prof}, recorded, progress)
+    fill = _ReasoningPass(
+        store, chosen, cots, aligned, {**manifest_options, "profile": prof}, recorded, progress
+    )
     written = write_set(
         out_dir, fingerprint(store, chosen, inputs), layout, (t.task for t, _ in chosen.values()), fill
     )
@@ -160,7 +148,7 @@ def write_reasoning_set(
     quarantine.sort(key=lambda q: (q["trajectory_id"], -1 if q["index"] is None else q["index"], q["reason"]))
     skipped_steps = Counter(q["reason"] for q in quarantine if q["index"] is not None)
     figures = found.stats.result()
-    manifest = _manifest(dataset, written, options, figures, quarantine, store, collections)
+    manifest = _manifest(dataset, written, manifest_options, figures, quarantine, store, collections)
     manifest["model_profile"] = prof.describe()
     manifest["provenance"] = provenance(model_profile=prof.name)
     manifest.update(source_counts(found.sources))
@@ -180,8 +168,8 @@ def write_reasoning_set(
         "verifiers": manifest["verifiers"],
         "checks": set_checks(
             figures,
-            language=language,
-            require_chinese_thought=require_chinese_thought,
+            language=options.language,
+            require_chinese_thought=options.require_chinese_thought,
             skipped_steps=dict(skipped_steps),
         ),
         "seconds": time.perf_counter() - started,
@@ -190,12 +178,17 @@ def write_reasoning_set(
 
 
 def write_chinese_gui_set(
-    curated_store, cot_rows: Iterable, out_dir, *, dataset: str = "chinese_gui", **kw
+    curated_store,
+    cot_rows: Iterable,
+    out_dir,
+    *,
+    dataset: str = "chinese_gui",
+    options: ReasoningSetOptions = ReasoningSetOptions(),
+    **kw,
 ) -> dict[str, Any]:
     """The Chinese GUI set: zh tasks only, and every kept thought written in Chinese."""
-    return write_reasoning_set(
-        curated_store, cot_rows, out_dir, dataset=dataset, language="zh", require_chinese_thought=True, **kw
-    )
+    zh = dataclasses.replace(options, language="zh", require_chinese_thought=True)
+    return write_reasoning_set(curated_store, cot_rows, out_dir, dataset=dataset, options=zh, **kw)
 
 
 def _index_cot_rows(cot_rows, alignment, quarantine) -> tuple[dict, dict]:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from schemas.a11y import parse_snapshot
 from schemas.records import Element, Step, Trajectory
 
-from .cot import TEMPLATE, StepCoT, gui_libra_answer
 from .prompts import action_description, element_words, page_path, step_phrase
+from .step_cot import TEMPLATE, StepCoT, gui_libra_answer
 
 SALIENT_ROLES = {
     "button",

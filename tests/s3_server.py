@@ -6,11 +6,11 @@ pytest process, on a free port, stopped by its PID at the end of the session.
 
 Pointing a store at it:
 
-    RawStore(s3_server.url("my-test"), storage_options=s3_server.storage_options)
+    open_raw_store(s3_server.url("my-test"), storage_options=s3_server.storage_options)
 
 or, in a subprocess or a Ray worker, the environment `s3_server.env`
 (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION):
-botocore, hence s3fs, reads them, and a plain `RawStore("s3://...")` then
+botocore, hence s3fs, reads them, and a plain `open_raw_store("s3://...")` then
 talks to this server. `url(name)` gives a fresh prefix each call, so tests
 sharing the server never see each other's objects.
 

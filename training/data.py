@@ -87,7 +87,7 @@ def iter_reasoning_samples(
         n += 1
 
 
-TEMPLATE_BACKEND = "template"  # synthesis.cot.TEMPLATE: the thoughts a template wrote
+TEMPLATE_BACKEND = "template"  # synthesis.step_cot.TEMPLATE: the thoughts a template wrote
 
 
 class TemplateThoughtsError(ValueError):
@@ -177,7 +177,7 @@ def frame_gate(shards_dir: str | Path, image_max_pixels: int | None, *, full_run
             (
                 "its manifest names no model profile: the answers are pixels of the "
                 "stored screenshot, and the processor's smart_resize moves them; write "
-                "the set again (write_reasoning_set(profile=...))"
+                "the set again (write_reasoning_set with ReasoningSetOptions(profile=...))"
             ),
             "no profile",
         )

@@ -62,7 +62,7 @@ import torch
 from pydantic import field_validator
 
 from schemas.records import Task
-from synthesis.curriculum import CurriculumSampler
+from synthesis.curriculum import CurriculumSampler, CurriculumSettings
 from training.config import PPOReuse, resolve_model_path
 from training.rollouts import (
     FAILED_PREFIX,
@@ -400,8 +400,7 @@ def run_online_rl(cfg: OnlineRLConfig, report=None, *, env=None, pool=None) -> d
     )
     sampler = CurriculumSampler(
         task_difficulty(store, tasks),
-        low=cfg.curriculum_low,
-        high=cfg.curriculum_high,
+        CurriculumSettings(low=cfg.curriculum_low, high=cfg.curriculum_high),
         seed=cfg.seed,
         batch_size=cfg.tasks_per_iteration,
     )

@@ -8,6 +8,7 @@ from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.grounding_checks import grounding_checks
 from synthesis.grounding_samples import vlm_describer
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import SetOptions
 from trajforge.report import plots
 
 GROUNDING_SET = "grounding_set"
@@ -40,7 +41,11 @@ def grounding_set(
     describe = None if backend is None else vlm_describer(backend, storage.curated.blobs)
     with storage.shard_destination(GROUNDING_SET) as out:
         r = write_grounding_set(
-            storage.curated, out, dataset=GROUNDING_SET, profile=config.profile, describe=describe
+            storage.curated,
+            out,
+            dataset=GROUNDING_SET,
+            options=SetOptions(profile=config.profile),
+            describe=describe,
         )
     s = r["summary"]
     context.log.info(

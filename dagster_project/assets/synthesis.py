@@ -9,6 +9,7 @@ from dagster_project.schedules import AFTER_CRAWL
 from schemas.model_profiles import DEFAULT_PROFILE
 from synthesis.cot_table import read_cot_rows, write_cot_table
 from synthesis.difficulty import difficulty_table
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from trajforge.report import plots
 from trajforge.store.raw import atomic_write_table
@@ -109,8 +110,8 @@ def reasoning_set(
             read_cot_rows(storage.synthesis_dir / "cot"),
             out,
             dataset=REASONING_SET,
+            options=ReasoningSetOptions(profile=config.profile),
             recorded=recorded_steps(storage),
-            profile=config.profile,
             progress=context.log.info,
         )
     context.log.info(
@@ -130,8 +131,8 @@ def chinese_gui_set(
             storage.curated,
             read_cot_rows(storage.synthesis_dir / "cot"),
             out,
+            options=ReasoningSetOptions(profile=config.profile),
             recorded=recorded_steps(storage),
-            profile=config.profile,
             progress=context.log.info,
         )
     return dg.MaterializeResult(metadata=set_metadata(summary))

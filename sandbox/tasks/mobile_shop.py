@@ -16,7 +16,8 @@ from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.mobile_shop import FAMILY_QUERY, cart_qty, cheapest_offer, find_product, in_transit, latest_status
+from ..apps._mobile_shop_catalogue import FAMILY_QUERY
+from ..apps._mobile_shop_state import cart_qty, cheapest_offer, find_product, in_transit, latest_status
 from .base import Answer, Fill, Finish, Swipe, Tap, Target, TaskTemplate, When
 
 PRICE_RE = re.compile(r"[$¥]\s?(\d[\d,]*(?:\.\d+)?)")

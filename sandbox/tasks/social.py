@@ -14,7 +14,8 @@ import re
 from schemas.observation import Observation
 from schemas.records import Element
 
-from ..apps.social import count_label, feed, post_by_id, search_posts, snippet, topic_posts, user_by_id
+from ..apps._social_content import count_label, snippet
+from ..apps._social_state import feed, post_by_id, search_posts, topic_posts, user_by_id
 from .base import Answer, Choose, Fill, Finish, Tap, Target, TaskTemplate
 
 SEARCH_BOX = {"en": "Search Chirp", "zh": "搜索微言"}

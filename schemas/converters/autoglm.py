@@ -45,7 +45,7 @@ from typing import Any
 from ..actions import Action, ActionType
 from ..errors import SchemaError
 from ..grids import GRID_999, point_from_grid, point_to_grid
-from . import make_action, ms_from_seconds, seconds_text, unsupported
+from .common import make_action, ms_from_seconds, seconds_text, unsupported
 
 _POINT_NAMES = {
     ActionType.TAP: "Tap",

@@ -67,7 +67,7 @@ from typing import Any, Literal
 from ..actions import Action, ActionType
 from ..errors import SchemaError
 from ..grids import GRID_999, GRID_1000, point_from_grid, point_from_pixels, point_to_grid, point_to_pixels
-from . import (
+from .common import (
     direction_from,
     make_action,
     ms_from_seconds,

@@ -48,7 +48,7 @@ from ..actions import Action, ActionType
 from ..errors import SchemaError
 from ..grids import point_from_pixels, point_to_pixels
 from ..keys import canonical_or_raw
-from . import make_action, ms_from_seconds, seconds_number, unsupported
+from .common import make_action, ms_from_seconds, seconds_number, unsupported
 
 # Qwen2.5-VL's defaults (qwen-vl-utils): 4 and 16384 patches of 28 x 28 pixels.
 IMAGE_FACTOR = 28

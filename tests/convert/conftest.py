@@ -8,6 +8,7 @@ import pytest
 
 from synthesis.cot import generate_cot
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import ReasoningSetOptions, SetOptions
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.grounding_fixtures import build_grounding_store
@@ -23,9 +24,8 @@ def reasoning_dir(tmp_path_factory):
         c.to_row()
         for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
     ]
-    write_reasoning_set(
-        built.store, rows, root / "set", dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
-    )
+    options = ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=10)
+    write_reasoning_set(built.store, rows, root / "set", dataset="reasoning", options=options)
     return root / "set"
 
 
@@ -33,7 +33,7 @@ def reasoning_dir(tmp_path_factory):
 def grounding_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("convert-grounding")
     b = build_grounding_store(root / "curated")
-    write_grounding_set(b.store, root / "set", splits=(("train", 0.5), ("test", 0.5)))
+    write_grounding_set(b.store, root / "set", options=SetOptions(splits=(("train", 0.5), ("test", 0.5))))
     return root / "set"
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from schemas.model_profiles import model_profile
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import SetOptions
 from tests.convert.trainer_venvs import ROOT, TRAINERS, run_in_venv
 from tests.synthesis.grounding_fixtures import build_grounding_store
 from trajforge.convert import convert
@@ -53,7 +54,9 @@ END = "<|im_end|>\n"
 
 def _profile_set(tmp_path, profile: str):
     b = build_grounding_store(tmp_path / f"curated-{profile}")
-    write_grounding_set(b.store, tmp_path / f"set-{profile}", profile=profile, splits=(("train", 1.0),))
+    write_grounding_set(
+        b.store, tmp_path / f"set-{profile}", options=SetOptions(profile, splits=(("train", 1.0),))
+    )
     return tmp_path / f"set-{profile}"
 
 

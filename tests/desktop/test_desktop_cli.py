@@ -152,9 +152,12 @@ def test_the_desktop_trajectories_make_a_grounding_set_whose_boxes_hold_their_po
     and Chinese expressions, no top-level window as a target."""
     from synthesis.grounding_checks import iter_records
     from synthesis.grounding_writer import write_grounding_set
+    from synthesis.set_options import SetOptions
 
     cwd, _ = ran
-    got = write_grounding_set(cwd / "data" / "raw", tmp_path / "g", splits=(("train", 1.0),))
+    got = write_grounding_set(
+        cwd / "data" / "raw", tmp_path / "g", options=SetOptions(splits=(("train", 1.0),))
+    )
     summary = got["summary"]
     assert got["grounding_samples"] >= 100 and summary["box_sources"] == {
         "visibility": got["grounding_samples"]

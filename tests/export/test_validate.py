@@ -260,7 +260,7 @@ def test_bad_manifest_is_one_line_exit_2(tmp_path):
 def test_sample_key_of_the_fixture_is_safe():
     # The fixture's imported-style id has a dot, a slash and CJK: the key must still pass.
     assert validate.__module__ == "trajforge.read.validate"
-    from trajforge.read.validate import KEY
+    from trajforge.read.sample_checks import KEY
 
     assert KEY.match(sample_key("aitw/ep.7-中", 3))
 

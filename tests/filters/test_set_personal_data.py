@@ -11,6 +11,7 @@ import pytest
 from filters.config import CurateConfig
 from filters.pipeline import curate
 from synthesis.cot import generate_cot
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_reasoning_set
 from trajforge.convert import convert
 from trajforge.convert.source import iter_items
@@ -24,7 +25,8 @@ def _set_from(curated_dir, out, **kw):
     for s in store.iter_steps():
         steps.setdefault(s.trajectory_id, []).append(s)
     rows = [c.to_row() for c in generate_cot([(trajs[t], steps[t]) for t in sorted(steps)])]
-    write_reasoning_set(store, rows, out, dataset="pd", splits=(("train", 1.0),), min_steps=1, **kw)
+    options = ReasoningSetOptions(splits=(("train", 1.0),), min_steps=1)
+    write_reasoning_set(store, rows, out, dataset="pd", options=options, **kw)
     return json.loads((out / "manifest.json").read_text())
 
 

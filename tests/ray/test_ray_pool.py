@@ -42,6 +42,7 @@ from sandbox.server import SandboxServer
 from sandbox.tasks import build_catalog
 from tests.crawlers.test_runner import check_store, pick_tasks
 from tests.ray.conftest import DEVICE_RESOURCE
+from trajforge.store.object_store import open_raw_store
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
@@ -273,7 +274,7 @@ def test_the_ray_pool_records_what_the_local_pool_records_into_the_s3_store(
     workers = {w.node_id for w in ray_cluster.workers}
     assert set(nodes.values()) == workers and len(nodes) == 4
     # Into the S3-compatible server (moto on loopback): parts, blobs, commit markers.
-    store = RawStore(s3_server.url("ray"), storage_options=s3_server.storage_options)
+    store = open_raw_store(s3_server.url("ray"), storage_options=s3_server.storage_options)
     stats = _crawl(ray_pool, tasks, sandbox, store, "web/ray")
     got = _summary(store, "web/ray")
     assert got == local_reference

@@ -29,12 +29,9 @@ from sandbox.apps.delivery import (
 )
 from sandbox.distractions import KINDS_MOBILE
 from sandbox.server import start_url
-from sandbox.tasks.base import Answer, Finish, Swipe, Tap
-from sandbox.tasks.delivery import (
-    TEMPLATES,
+from sandbox.tasks._delivery_screen import (
     PhoneOracle,
     TapFixed,
-    Target,
     cheapest,
     fee_in,
     lowest_fee_shop,
@@ -42,6 +39,8 @@ from sandbox.tasks.delivery import (
     promo_threshold,
     shop_name_of_card,
 )
+from sandbox.tasks.base import Answer, Finish, Swipe, Tap, Target
+from sandbox.tasks.delivery import TEMPLATES
 from schemas.actions import ActionType
 from schemas.observation import Observation
 from schemas.records import Element

@@ -17,17 +17,16 @@ import re
 
 import pytest
 
-from sandbox.apps._personal_data import resolve_path
-from sandbox.apps.mobile_shop import (
-    CATALOGUE,
+from sandbox.apps._mobile_shop_catalogue import CATALOGUE, money
+from sandbox.apps._mobile_shop_state import (
     cart_total,
     find_product,
     in_transit,
     initial_state,
     latest_status,
-    money,
     search,
 )
+from sandbox.apps._personal_data import resolve_path
 from sandbox.distractions import KINDS_MOBILE, kinds_for
 from sandbox.server import start_url
 from sandbox.tasks import TEMPLATES

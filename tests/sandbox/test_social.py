@@ -18,17 +18,8 @@ import re
 import pytest
 
 from sandbox.apps._personal_data import resolve_path
-from sandbox.apps.social import (
-    POSTS,
-    feed,
-    initial_state,
-    post_by_id,
-    search_posts,
-    snippet,
-    text_parts,
-    topic_posts,
-    user_by_id,
-)
+from sandbox.apps._social_content import POSTS, snippet, text_parts
+from sandbox.apps._social_state import feed, initial_state, post_by_id, search_posts, topic_posts, user_by_id
 from sandbox.server import create_app
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.social import TEMPLATES as SOCIAL_TEMPLATES

@@ -21,15 +21,13 @@ from schemas.actions import Action
 from schemas.converters import (
     SWIPE_SPAN,
     from_qwen25vl,
-    ms_from_seconds,
     scroll_to_swipe,
-    seconds_number,
-    seconds_text,
     smart_resize,
     split_type_focus,
     swipe_direction,
     to_qwen25vl,
 )
+from schemas.converters.common import ms_from_seconds, seconds_number, seconds_text
 from schemas.grids import GRID_999, GRID_1000, point_from_pixels
 from tests.schemas.converter_helpers import SCREEN, T, directions, ms, raises_field, unit
 

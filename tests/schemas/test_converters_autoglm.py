@@ -12,14 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.actions import Action
-from schemas.converters import (
-    from_autoglm,
-    parse_autoglm,
-    scroll_to_swipe,
-    seconds_text,
-    split_type_focus,
-    to_autoglm,
-)
+from schemas.converters import from_autoglm, parse_autoglm, scroll_to_swipe, split_type_focus, to_autoglm
+from schemas.converters.common import seconds_text
 from tests.schemas.converter_helpers import SCREEN, T, assert_same, ms, raises_field, raw_texts, texts, unit
 
 # --- Open-AutoGLM ------------------------------------------------------------------------

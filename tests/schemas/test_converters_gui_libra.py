@@ -13,7 +13,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from schemas.actions import Action
-from schemas.converters import SWIPE_SPAN, from_gui_libra, seconds_text, swipe_direction, to_gui_libra
+from schemas.converters import SWIPE_SPAN, from_gui_libra, swipe_direction, to_gui_libra
+from schemas.converters.common import seconds_text
 from schemas.converters.gui_libra import NO_POINT, TO_NAME
 from tests.schemas.converter_helpers import (
     SCREEN,

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.actions import Action
-from schemas.converters import from_qwen25vl, qwen25vl_tool_call, seconds_number, to_qwen25vl
+from schemas.converters import from_qwen25vl, qwen25vl_tool_call, to_qwen25vl
+from schemas.converters.common import seconds_number
 from tests.schemas.converter_helpers import SCREEN, T, assert_same, ms, raises_field, sizes, texts, unit
 
 # --- Qwen2.5-VL ------------------------------------------------------------------------

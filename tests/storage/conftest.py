@@ -3,10 +3,10 @@
 
 import pytest
 
-from trajforge.store.raw import RawStore
+from trajforge.store.object_store import open_raw_store
 
 
 @pytest.fixture
 def s3_store(s3_server):
-    """A RawStore on a fresh s3:// prefix of the session's moto server."""
-    return RawStore(s3_server.url("store"), storage_options=s3_server.storage_options)
+    """An ObjectRawStore on a fresh s3:// prefix of the session's moto server."""
+    return open_raw_store(s3_server.url("store"), storage_options=s3_server.storage_options)

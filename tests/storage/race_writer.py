@@ -11,11 +11,11 @@ import random
 import sys
 
 from tests.storage.records import make_traj
-from trajforge.store.raw import RawStore
+from trajforge.store.object_store import open_raw_store
 
 
 def main(url: str, n: int, seed: int) -> None:
-    store = RawStore(url)
+    store = open_raw_store(url)
     ids = [f"task-{i:03d}" for i in range(n)]
     random.Random(seed).shuffle(ids)
     added, skipped = [], []

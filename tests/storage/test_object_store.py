@@ -11,16 +11,18 @@ import pyarrow.parquet as pq
 
 from tests.storage.records import make_traj, png
 from trajforge.store.consolidate import consolidate
-from trajforge.store.object_store import ObjectRawStore
+from trajforge.store.object_store import ObjectRawStore, open_raw_store
 from trajforge.store.raw import RawStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_url_gives_the_object_store_and_a_path_the_local_one(s3_server, tmp_path):
-    assert type(RawStore(tmp_path)) is RawStore
-    assert type(RawStore(f"file://{tmp_path}")) is RawStore
-    assert isinstance(RawStore(s3_server.url(), storage_options=s3_server.storage_options), ObjectRawStore)
+    assert type(open_raw_store(tmp_path)) is RawStore
+    assert type(open_raw_store(f"file://{tmp_path}")) is RawStore
+    assert isinstance(
+        open_raw_store(s3_server.url(), storage_options=s3_server.storage_options), ObjectRawStore
+    )
 
 
 def test_round_trip_resume_and_consolidate(s3_store, s3_server, tmp_path):
@@ -28,7 +30,7 @@ def test_round_trip_resume_and_consolidate(s3_store, s3_server, tmp_path):
         for i in range(5):
             assert w.add(*make_traj(s3_store, f"a{i}", seed=i))
     # A fresh store object (another node) sees three committed parts and every blob.
-    again = RawStore(s3_store.url, storage_options=s3_server.storage_options)
+    again = open_raw_store(s3_store.url, storage_options=s3_server.storage_options)
     assert again.collections() == ["web/notes"]
     assert len(again.commits("web/notes")) == 3
     assert again.committed_ids() == {f"a{i}" for i in range(5)}
@@ -93,6 +95,6 @@ def test_two_writer_processes_never_claim_the_same_id(s3_server):
     assert not a & b, f"both writers committed {sorted(a & b)}"
     assert a | b == {f"task-{i:03d}" for i in range(16)}
     assert a and b, "one writer did everything: the race did not happen"
-    store = RawStore(url, storage_options=s3_server.storage_options)
+    store = open_raw_store(url, storage_options=s3_server.storage_options)
     tids = [t.trajectory_id for t in store.iter_trajectories("race")]
     assert sorted(tids) == sorted(a | b)  # each id stored once

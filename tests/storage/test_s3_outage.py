@@ -8,8 +8,7 @@ import time
 import pytest
 
 from tests.storage.records import make_traj
-from trajforge.store.object_store import ObjectStoreError
-from trajforge.store.raw import RawStore
+from trajforge.store.object_store import ObjectStoreError, open_raw_store
 
 
 @pytest.fixture
@@ -46,7 +45,7 @@ def _assert_whole_parts(store, collection, expected_ids):
 
 
 def test_writes_retry_through_a_short_outage(s3_server, impatient):
-    store = RawStore(s3_server.url("outage"), storage_options=impatient, timeout=2)
+    store = open_raw_store(s3_server.url("outage"), storage_options=impatient, timeout=2)
     records = [make_traj(store, f"o{i}", n=2, seed=100 + i) for i in range(6)]
     outage = _outage(s3_server, after_s=0.2, for_s=2.5)
     t0 = time.monotonic()
@@ -60,7 +59,7 @@ def test_writes_retry_through_a_short_outage(s3_server, impatient):
 
 
 def test_a_long_outage_fails_naming_the_part_and_commits_nothing_half(s3_server, impatient):
-    store = RawStore(s3_server.url("outage"), storage_options=impatient, attempts=2, timeout=2)
+    store = open_raw_store(s3_server.url("outage"), storage_options=impatient, attempts=2, timeout=2)
     w = store.writer("c", batch_size=100)
     for i in range(4):
         assert w.add(*make_traj(store, f"p{i}", n=2, seed=200 + i))

@@ -10,6 +10,7 @@ import webdataset as wds
 
 from synthesis.cot import generate_cot
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import ReasoningSetOptions, SetOptions
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.grounding_fixtures import build_grounding_store
@@ -47,25 +48,18 @@ def test_reasoning_and_grounding_sets_stream_from_s3_as_from_the_folder(s3_serve
         for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
     ]
     reasoning_url = s3_server.url("reasoning")
-    write_reasoning_set(
-        built.store,
-        rows,
-        tmp_path / "reasoning-local",
-        dataset="reasoning",
-        splits=SPLITS,
-        max_samples_per_shard=10,
-    )
+    options = ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=10)
+    write_reasoning_set(built.store, rows, tmp_path / "reasoning-local", dataset="reasoning", options=options)
     with shard_destination(reasoning_url, local=tmp_path / "reasoning-mirror") as out:
-        write_reasoning_set(
-            built.store, rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
-        )
+        write_reasoning_set(built.store, rows, out, dataset="reasoning", options=options)
     _same_set(tmp_path / "reasoning-local", reasoning_url)
     again = publish_set(tmp_path / "reasoning-mirror", reasoning_url)
     assert again.unchanged and again.shards == 0
 
     g = build_grounding_store(tmp_path / "grounding-curated")
     grounding_url = s3_server.url("grounding")
-    write_grounding_set(g.store, tmp_path / "grounding-local", splits=(("train", 0.5), ("test", 0.5)))
+    grounding_options = SetOptions(splits=(("train", 0.5), ("test", 0.5)))
+    write_grounding_set(g.store, tmp_path / "grounding-local", options=grounding_options)
     with shard_destination(grounding_url, local=tmp_path / "grounding-mirror") as out:
-        write_grounding_set(g.store, out, splits=(("train", 0.5), ("test", 0.5)))
+        write_grounding_set(g.store, out, options=grounding_options)
     _same_set(tmp_path / "grounding-local", grounding_url)

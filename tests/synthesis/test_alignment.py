@@ -8,7 +8,7 @@ import pytest
 
 from filters.judge import DATA_CLOSE, DATA_OPEN
 from schemas.actions import Action, ActionType
-from synthesis.alignment import AlignmentResult, check_alignment, parse_box, token_f1
+from synthesis.alignment import AlignmentResult, AlignmentSettings, check_alignment, parse_box, token_f1
 from synthesis.cot import StepItem
 from synthesis.prompts import SYSTEM_BOX, SYSTEM_PREDICT
 from synthesis.template_cot import TemplateCoT
@@ -48,7 +48,7 @@ def scripted(samples_by_key: dict[str, list[str]], boxes: dict[str, str]):
 def test_match_rate_and_box_by_hand():
     items = items_for()
     backend = scripted({"t-en#0": TAP_SAMPLES}, {"t-en#0": 'The box: {"box": [400, 300, 380, 280]}'})
-    res = check_alignment(backend, items, n=10, min_match=0.3, seed=5)[0]
+    res = check_alignment(backend, items, AlignmentSettings(n=10, min_match=0.3, seed=5))[0]
     # 4 of 10 samples tap inside the target's box; 2 unreadable answers count as misses.
     assert res.match_rate == pytest.approx(0.4) and res.n == 10 and res.unparsed == 2
     # The box came in pixels with its corners swapped: stored normalised and ordered.
@@ -77,7 +77,9 @@ def test_keep_decisions():
     ]
     for min_match, box_text, keep, reason, in_box in cases:
         res = check_alignment(
-            scripted({"t-en#0": TAP_SAMPLES}, {"t-en#0": box_text}), items, min_match=min_match
+            scripted({"t-en#0": TAP_SAMPLES}, {"t-en#0": box_text}),
+            items,
+            AlignmentSettings(min_match=min_match),
         )[0]
         assert (res.keep, res.reason, res.point_in_box) == (keep, reason, in_box), box_text
     # With the step's CoT, the box question asks for the target its answer describes.
@@ -88,7 +90,7 @@ def test_keep_decisions():
     assert '"target": "Tap the big cart button"' in user_text(backend.calls[1]["requests"][0])
     # The box check can be switched off: no box asked, only the match rate decides.
     backend = scripted({"t-en#0": TAP_SAMPLES}, {})
-    res = check_alignment(backend, items, check_box=False)[0]
+    res = check_alignment(backend, items, AlignmentSettings(check_box=False))[0]
     assert res.keep and res.box is None and res.point_in_box is None and len(backend.calls) == 1
 
 
@@ -110,7 +112,7 @@ def test_text_direction_and_point_rules():
         "t-zh#4": [libra("Terminate"), libra("NavigateBack")],
     }
     backend = scripted(samples, {"t-zh#0": "[80, 210, 100, 230]", "t-zh#2": "[20, 160, 140, 190]"})
-    res = check_alignment(backend, items, n=2, min_match=0.5)
+    res = check_alignment(backend, items, AlignmentSettings(n=2, min_match=0.5))
     assert [r.match_rate for r in res] == [0.5] * 5
     assert all(r.keep for r in res)
     # Only the steps that act at a point on an element get the box question (not the
@@ -136,12 +138,12 @@ def test_n_1_and_unsupported_and_bad_arguments():
     steps[2] = steps[2].model_copy(update={"action": Action(type=ActionType.DOUBLE_TAP, x=0.1, y=0.1)})
     items = [StepItem(traj, steps, k, b"") for k in (0, 2)]
     backend = scripted({"t-en#0": [libra("Click", point=IN)]}, {"t-en#0": "[20, 200, 160, 240]"})
-    res = check_alignment(backend, items, n=1)
+    res = check_alignment(backend, items, AlignmentSettings(n=1))
     assert res[0].match_rate == 1.0 and res[0].keep
     assert (res[1].reason, res[1].match_rate, res[1].keep) == ("unsupported_action", None, True)
     assert [len(c["requests"]) for c in backend.calls] == [1, 1]
     with pytest.raises(ValueError):
-        check_alignment(backend, items, n=0)
+        check_alignment(backend, items, AlignmentSettings(n=0))
     with pytest.raises(ValueError):
         check_alignment(backend, items, cots=[])
 

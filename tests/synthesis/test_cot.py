@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 
 from filters.judge import DATA_CLOSE, DATA_OPEN
-from synthesis.cot import COT_SCHEMA, StepCoT, StepItem, VLMCoT, generate_cot, history_text, parse_cot
+from synthesis.cot import StepItem, VLMCoT, generate_cot, parse_cot
 from synthesis.language import cjk_ratio, is_chinese
-from synthesis.prompts import SYSTEM_COT
+from synthesis.prompts import SYSTEM_COT, history_text
+from synthesis.step_cot import COT_SCHEMA, StepCoT
 from tests.vlm.helpers import screenshot
 
 from . import INJECTION, ScriptedBackend, make_traj, user_text

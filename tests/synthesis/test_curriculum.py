@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from synthesis.curriculum import CurriculumSampler
+from synthesis.curriculum import CurriculumSampler, CurriculumSettings
 
 TASKS = {"c": 1.0, "a": 0.0, "b": 0.5}
 
@@ -72,10 +72,10 @@ def test_epochs_are_seeded_distinct_and_follow_the_weights():
 
 
 def test_no_eligible_task_gives_an_empty_batch_and_bad_input_is_refused():
-    s = CurriculumSampler({"x": 0.2}, seed=0, memory=1.0)
+    s = CurriculumSampler({"x": 0.2}, CurriculumSettings(memory=1.0), seed=0)
     s.update([("x", True)] * 10)  # (10 + 1) / (10 + 2) = 0.917
     assert s.eligible() == [] and s.epoch() == []
     with pytest.raises(ValueError, match="'y'.*1.5"):
         CurriculumSampler({"y": 1.5})
     with pytest.raises(ValueError, match="low"):
-        CurriculumSampler({"y": 0.5}, low=0.8, high=0.2)
+        CurriculumSampler({"y": 0.5}, CurriculumSettings(low=0.8, high=0.2))

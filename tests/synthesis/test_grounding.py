@@ -25,6 +25,7 @@ from synthesis.grounding_samples import GroundingStats, screen_records, vlm_desc
 from synthesis.grounding_text import expressions
 from synthesis.grounding_writer import write_grounding_set
 from synthesis.language import is_chinese
+from synthesis.set_options import SetOptions
 from tests.synthesis.grounding_fixtures import build_grounding_store, dialog, el, inbox
 from trajforge.importers import import_path
 from trajforge.read.stats import format_table, shard_stats
@@ -39,7 +40,7 @@ SPLITS = (("train", 0.5), ("test", 0.5))
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("grounding")
     b = build_grounding_store(root / "curated")
-    result = write_grounding_set(b.store, root / "set", splits=SPLITS)
+    result = write_grounding_set(b.store, root / "set", options=SetOptions(splits=SPLITS))
     return b, root / "set", result
 
 
@@ -78,7 +79,7 @@ def test_set_figures_drops_dedup_and_languages(built):
 
 def test_points_and_boxes_in_the_profile_frame(tmp_path, built):
     b, _, _ = built
-    out = write_grounding_set(b.store, tmp_path / "q3", splits=SPLITS, profile="qwen3-vl")
+    out = write_grounding_set(b.store, tmp_path / "q3", options=SetOptions("qwen3-vl", splits=SPLITS))
     [(_, rec, _)] = [r for r in iter_records(tmp_path / "q3") if r[1]["language"] == "en"][:1]
     smp = next(s for s in rec["samples"] if s["element"]["name"] == "Compose")
     # box (0.02, 0.25, 0.22, 0.35) on qwen3-vl's 0-1000 grid, rounded outwards; centre (0.12, 0.30)
@@ -251,7 +252,7 @@ def test_stats_and_validate_understand_the_set(built, tmp_path):
 def test_imports_with_boxes_yield_samples_and_never_guess(tmp_path, fmt, folder, samples):
     store = RawStore(tmp_path / "raw")
     import_path(fmt, SAMPLES / folder, store)
-    r = write_grounding_set(store, tmp_path / "g", splits=SPLITS)
+    r = write_grounding_set(store, tmp_path / "g", options=SetOptions(splits=SPLITS))
     assert r["summary"]["samples"] == samples
     records = list(iter_records(tmp_path / "g"))
     assert all(s["box_source"] == "dataset" for _, rec, _ in records for s in rec["samples"])

@@ -9,6 +9,7 @@ import pytest
 
 from synthesis.grounding_checks import iter_records
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import SetOptions
 from tests.synthesis.grounding_fixtures import build_grounding_store
 from training.evaluate import offline_grounding_accuracy
 from training.grounding_eval import predicted_point
@@ -18,7 +19,7 @@ from training.grounding_eval import predicted_point
 def gset(tmp_path_factory):
     root = tmp_path_factory.mktemp("geval")
     b = build_grounding_store(root / "curated")
-    write_grounding_set(b.store, root / "set", splits=(("test", 1.0),))
+    write_grounding_set(b.store, root / "set", options=SetOptions(splits=(("test", 1.0),)))
     return root / "set"
 
 

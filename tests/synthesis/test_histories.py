@@ -20,6 +20,7 @@ from schemas.records import DeviceProfile, Step, Task, Trajectory
 from synthesis.cot import generate_cot
 from synthesis.prompts import executed_history
 from synthesis.reasoning_set import human_prompt, sample_jsons
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_reasoning_set
 from tests.filters.conftest import build_raw
 from trajforge.publish.shards import iter_samples
@@ -50,8 +51,9 @@ def test_sample_k_lists_k_executed_actions_with_the_dropped_ones(curated_set, tm
     gaps = {t.trajectory_id: sorted(set(range(t.num_steps)) - {s.index for s in kept}) for t, kept in pairs}
     assert any(gaps.values()), "the fixture must curate some step out of a kept trajectory"
     out = tmp_path / "set"
+    options = ReasoningSetOptions(splits=(("train", 1.0),))
     summary = write_reasoning_set(
-        store, rows, out, dataset="h", splits=(("train", 1.0),), recorded=raw.dir / "steps.parquet"
+        store, rows, out, dataset="h", options=options, recorded=raw.dir / "steps.parquet"
     )
     recorded, invalid = {}, {}
     for r in pq.read_table(raw.dir / "steps.parquet").to_pylist():
@@ -85,7 +87,8 @@ def test_sample_k_lists_k_executed_actions_with_the_dropped_ones(curated_set, tm
 
 def test_without_the_recording_a_step_after_a_gap_is_skipped_not_mis_told(curated_set, tmp_path):
     raw, result, store, pairs, rows = curated_set
-    summary = write_reasoning_set(store, rows, tmp_path / "set", dataset="h", splits=(("train", 1.0),))
+    options = ReasoningSetOptions(splits=(("train", 1.0),))
+    summary = write_reasoning_set(store, rows, tmp_path / "set", dataset="h", options=options)
     n_after = sum(
         1 for t, kept in pairs for s in kept if s.index != sum(1 for k in kept if k.index < s.index)
     )

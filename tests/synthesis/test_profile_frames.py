@@ -16,6 +16,7 @@ from schemas.provenance import git_commit, pipeline_version
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 from synthesis.cot import generate_cot
 from synthesis.frame_check import tap_answers_in_box
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_reasoning_set
 from trajforge.publish.shards import MANIFEST, iter_samples
 from trajforge.store.raw import RawStore
@@ -116,7 +117,8 @@ def before_after(root) -> dict[str, dict[str, int]]:
 
 
 def _write(store, rows, out, profile):
-    return write_reasoning_set(store, rows, out, dataset="frames", splits=(("train", 1.0),), profile=profile)
+    options = ReasoningSetOptions(profile, splits=(("train", 1.0),))
+    return write_reasoning_set(store, rows, out, dataset="frames", options=options)
 
 
 def _old_way_set(store, rows, out):

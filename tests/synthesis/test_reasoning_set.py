@@ -14,10 +14,10 @@ from schemas.actions import Action, ActionType
 from schemas.converters.gui_libra import from_gui_libra, to_gui_libra
 from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
 from synthesis.alignment import AlignmentResult
-from synthesis.cot import StepCoT
 from synthesis.language import is_chinese
 from synthesis.reasoning_set import answer_spans, build_samples, system_prompt
 from synthesis.set_stats import same_action, set_checks, summarise
+from synthesis.step_cot import StepCoT
 
 W, H = 390, 844
 SHA = "ab" * 32

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from synthesis.cot import generate_cot
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import ReasoningSetOptions, SetOptions
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.grounding_fixtures import build_grounding_store
@@ -56,13 +57,11 @@ def write_sets(root: Path) -> Path:
         c.to_row()
         for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
     ]
-    write_reasoning_set(
-        built.store, rows, out / "reasoning", dataset="reasoning", splits=SPLITS, max_samples_per_shard=5
-    )
-    write_chinese_gui_set(built.store, rows, out / "chinese", splits=SPLITS, max_samples_per_shard=5)
-    write_grounding_set(
-        grounding.store, out / "grounding", splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=2
-    )
+    options = ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=5)
+    write_reasoning_set(built.store, rows, out / "reasoning", dataset="reasoning", options=options)
+    write_chinese_gui_set(built.store, rows, out / "chinese", options=options)
+    grounding_options = SetOptions(splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=2)
+    write_grounding_set(grounding.store, out / "grounding", options=grounding_options)
     return out
 
 

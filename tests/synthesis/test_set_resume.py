@@ -15,6 +15,7 @@ import pytest
 
 from synthesis.cot import generate_cot
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import ReasoningSetOptions, SetOptions
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from tests.synthesis.grounding_fixtures import build_grounding_store
@@ -26,9 +27,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 # Small shards, so that a trajectory straddles them and a killed run leaves several.
 WRITERS = {
-    "reasoning": (write_reasoning_set, dict(dataset="reasoning", splits=SPLITS, max_samples_per_shard=3)),
-    "chinese": (write_chinese_gui_set, dict(splits=SPLITS, max_samples_per_shard=2)),
-    "grounding": (write_grounding_set, dict(splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=1)),
+    "reasoning": (
+        write_reasoning_set,
+        dict(dataset="reasoning", options=ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=3)),
+    ),
+    "chinese": (
+        write_chinese_gui_set,
+        dict(options=ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=2)),
+    ),
+    "grounding": (
+        write_grounding_set,
+        dict(options=SetOptions(splits=(("train", 0.5), ("test", 0.5)), max_samples_per_shard=1)),
+    ),
 }
 
 # Writes one set in a child process that SIGKILLs itself after trajectory n.
@@ -36,6 +46,7 @@ CHILD = """
 import json, os, signal, sys
 from pathlib import Path
 from synthesis.grounding_writer import write_grounding_set
+from synthesis.set_options import ReasoningSetOptions, SetOptions
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from trajforge.store.raw import RawStore
 kind, root, out, n, cot_file, options = sys.argv[1:7]

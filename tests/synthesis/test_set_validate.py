@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from synthesis.cot import generate_cot
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
@@ -25,7 +26,9 @@ def reasoning_set(tmp_path_factory):
         for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
     ]
     out = tmp_path_factory.mktemp("sets") / "reasoning"
-    write_reasoning_set(built.store, rows, out, dataset="reasoning", max_samples_per_shard=10)
+    write_reasoning_set(
+        built.store, rows, out, dataset="reasoning", options=ReasoningSetOptions(max_samples_per_shard=10)
+    )
     return out
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from schemas.resolution import resize_image
 from synthesis.cot import generate_cot
 from synthesis.language import is_chinese
+from synthesis.set_options import ReasoningSetOptions
 from synthesis.set_writer import write_chinese_gui_set, write_reasoning_set
 from tests.export.shard_fixtures import build_store
 from trajforge.cli import app
@@ -39,9 +40,8 @@ def cot_rows(built):
 @pytest.fixture(scope="module")
 def written(built, cot_rows, tmp_path_factory):
     out = tmp_path_factory.mktemp("sets") / "reasoning"
-    summary = write_reasoning_set(
-        built.store, cot_rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=10
-    )
+    options = ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=10)
+    summary = write_reasoning_set(built.store, cot_rows, out, dataset="reasoning", options=options)
     return out, summary
 
 
@@ -99,8 +99,7 @@ def test_two_runs_give_identical_bytes(built, cot_rows, written, tmp_path):
         list(reversed(cot_rows)),
         again,
         dataset="reasoning",
-        splits=SPLITS,
-        max_samples_per_shard=10,
+        options=ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=10),
     )
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(p.name for p in again.iterdir())
@@ -117,7 +116,9 @@ def test_chinese_set_keeps_zh_tasks_with_chinese_thoughts(built, cot_rows, tmp_p
         else r
         for r in cot_rows
     ]
-    summary = write_chinese_gui_set(built.store, rows, tmp_path / "zh", splits=SPLITS)
+    summary = write_chinese_gui_set(
+        built.store, rows, tmp_path / "zh", options=ReasoningSetOptions(splits=SPLITS)
+    )
     assert summary["skipped_steps"] == {"thought_not_chinese": 1}
     assert summary["skipped_trajectories"]["other_language"] == sum(
         t.task.language == "en" for t in built.trajectories.values()

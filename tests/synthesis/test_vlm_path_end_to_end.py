@@ -6,7 +6,7 @@ dressed up as results."""
 from __future__ import annotations
 
 from filters.judge import Judge, JudgeInput
-from synthesis.alignment import check_alignment
+from synthesis.alignment import AlignmentSettings, check_alignment
 from synthesis.cot import StepItem, VLMCoT
 from tests.vlm.helpers import screenshot, tiny_backend
 
@@ -62,7 +62,10 @@ def test_tiny_model_cot_alignment_and_judge():
 
     backend.calls.clear()
     results = check_alignment(
-        backend, items, n=3, cots=cots, seed=11, max_new_tokens=12, box_max_new_tokens=10, max_page_chars=PAGE
+        backend,
+        items,
+        AlignmentSettings(n=3, seed=11, max_new_tokens=12, box_max_new_tokens=10, max_page_chars=PAGE),
+        cots=cots,
     )
     # One sampled call (4 requests x 3) and one greedy box call for the 3 steps with a point.
     assert backend.calls == [(4, 3), (3, 1)]

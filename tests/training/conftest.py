@@ -26,6 +26,7 @@ def build_small_reasoning_set(root: Path, n_traj: int = 12) -> Path:
     """A reasoning set (template CoT, both modes, splits train/val/test) from the export
     fixture's store (96x60 screenshots, EN and ZH, varied actions); returns its folder."""
     from synthesis.cot import generate_cot
+    from synthesis.set_options import ReasoningSetOptions
     from synthesis.set_writer import write_reasoning_set
     from tests.export.shard_fixtures import build_store
 
@@ -35,7 +36,8 @@ def build_small_reasoning_set(root: Path, n_traj: int = 12) -> Path:
         for c in generate_cot([(built.trajectories[t], built.steps[t]) for t in sorted(built.trajectories)])
     ]
     out = root / "reasoning"
-    write_reasoning_set(built.store, rows, out, dataset="reasoning", splits=SPLITS, max_samples_per_shard=16)
+    options = ReasoningSetOptions(splits=SPLITS, max_samples_per_shard=16)
+    write_reasoning_set(built.store, rows, out, dataset="reasoning", options=options)
     return out
 
 

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 
-from trajforge.vlm.backends import VLMRequest, backend_from_config
+from trajforge.vlm.backend_config import backend_from_config
+from trajforge.vlm.backends import VLMRequest
 from trajforge.vlm.messages import image_part, text_part
 from trajforge.vlm.openai_backend import OpenAIBackend
 

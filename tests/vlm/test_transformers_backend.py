@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trajforge.vlm.backends import VLMBackend, VLMRequest, backend_from_config
+from trajforge.vlm.backend_config import backend_from_config
+from trajforge.vlm.backends import VLMBackend, VLMRequest
 from trajforge.vlm.messages import image_part, split_images, text_part
 from trajforge.vlm.transformers_backend import TransformersBackend, resolve_dtype
 

@@ -172,7 +172,7 @@ def _vlm_from(config_path: Path, store):
     """(backend, judge callable) from a JSON backend config: the agent's model and the
     episode judge of `judge` verifiers (the curation's VLM judge, one episode at a time)."""
     from filters.judge import episode_judge
-    from trajforge.vlm.backends import backend_from_config
+    from trajforge.vlm.backend_config import backend_from_config
 
     try:
         backend = backend_from_config(json.loads(config_path.read_text()))

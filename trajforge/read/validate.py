@@ -27,34 +27,15 @@ The scan goes on past a problem so one run lists them all; each problem is a
 from __future__ import annotations
 
 import hashlib
-import io
-import json
-import re
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.arrow import STEP_SCHEMA, TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory
 from schemas.errors import SchemaError
-from synthesis.grounding_checks import record_problems
-from synthesis.reasoning_set import MODES
-from synthesis.set_stats import SetStats
-from trajforge.publish.holdout import normalise_instruction
-from trajforge.publish.shards import IMAGE_EXT, IMAGE_EXTS, MANIFEST, read_manifest, sample_key
-
-KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}$")
-SET_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_(reason|direct)$")
-REASONING_SET = "reasoning_set"
-GROUNDING = "grounding"
-GROUND_KEY = re.compile(r"^[A-Za-z0-9_-]+_s\d{4}_ground$")
-_STEP_FIELDS = frozenset(STEP_SCHEMA.names)
-# The sample JSON holds the trajectory row too: its id once, its error renamed.
-_TRAJ_FIELDS = {
-    ("trajectory_error" if n == "error" else n): n for n in TRAJECTORY_SCHEMA.names if n != "trajectory_id"
-}
-# PIL's format name for each image member extension.
-_PIL_FORMAT = {"png": "PNG", "jpg": "JPEG", "webp": "WEBP"}
+from trajforge.publish.shards import MANIFEST, read_manifest
+from trajforge.read.sample_checks import sample_checker
+from trajforge.read.split_groups import SplitGroups
 
 
 @dataclass
@@ -99,7 +80,6 @@ def validate(shard_dir: Path | str, *, images: bool = True, allow_index_gaps: bo
     manifest = read_manifest(shard_dir)
     report = Report(shard_dir=shard_dir)
     problem = report.problems.append
-    schema_version = manifest.get("schema_version")
     if allow_index_gaps is None:
         allow_index_gaps = manifest.get("index_gaps") is True
     _check_manifest_totals(manifest, shard_dir / MANIFEST, problem)
@@ -110,14 +90,8 @@ def validate(shard_dir: Path | str, *, images: bool = True, allow_index_gaps: bo
 
     keys: set[str] = set()
     trajs: dict[str, _Traj] = {}
-    check = (
-        _SetSamples()
-        if manifest.get("kind") == REASONING_SET
-        else _GroundingRecords()
-        if manifest.get("kind") == GROUNDING
-        else _RecordSamples(schema_version)
-    )
-    groups = check.groups = _SplitGroups()
+    check = sample_checker(manifest)
+    groups = check.groups = SplitGroups()
     for entry in manifest["shards"]:
         path = shard_dir / entry["name"]
         src = str(path)
@@ -316,280 +290,6 @@ def _tar_samples(stream) -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
             members.append((ext, tar.extractfile(member).read()))
         if key is not None:
             yield key, members
-
-
-def _sample_members(key, members, images, bad, key_re, key_form):
-    """The sample's JSON object and its image member (ext, bytes), after the member checks;
-    the object is None when there is no single valid JSON object."""
-    if not key_re.match(key):
-        bad(f"key must be {key_form} with only [A-Za-z0-9_-] (no dots)", "__key__")
-    exts = [e for e, _ in members]
-    jsons = [d for e, d in members if e == "json"]
-    imgs = [(e, d) for e, d in members if e in IMAGE_EXTS]
-    other = sorted(set(exts) - IMAGE_EXTS - {"json"})
-    if other:
-        bad(f"unexpected member(s) {other}", "__key__")
-    if len(jsons) != 1:
-        bad(f"{len(jsons)} json members, want 1", "json")
-    if len(imgs) != 1:
-        bad(f"{len(imgs)} image members ({[e for e, _ in imgs]}), want 1 of {sorted(IMAGE_EXTS)}", "image")
-    if images and imgs:
-        _check_image(*imgs[0], bad)
-    image = imgs[0] if len(imgs) == 1 else None
-    if len(jsons) != 1:
-        return None, image
-    try:
-        obj = json.loads(jsons[0])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        bad(f"not valid JSON: {exc}", "json")
-        return None, image
-    if not isinstance(obj, dict):
-        bad("is not a JSON object", "json")
-        return None, image
-    return obj, image
-
-
-class _RecordSamples:
-    """Samples of a trajectory export: one step record each."""
-
-    def __init__(self, schema_version):
-        self.schema_version = schema_version
-
-    def __call__(self, key, members, src, images, problem):
-        return _check_sample(
-            key,
-            members,
-            src,
-            self.schema_version,
-            images,
-            problem,
-            seen=lambda obj: self.groups.note(obj, src, key),
-        )
-
-    def finish(self, problem) -> None:
-        pass
-
-
-class _SetSamples:
-    """Samples of a reasoning set: the answer, its spans and the 1:1 mix of modes."""
-
-    def __init__(self):
-        self.stats = SetStats()
-        self.modes: dict[tuple[str, int], set[str]] = {}
-        self.where: dict[tuple[str, int], tuple[str, str]] = {}
-
-    def __call__(self, key, members, src, images, problem):
-        def bad(msg, fld):
-            problem(SchemaError(msg, source=src, record=key, field=fld))
-
-        obj, image = _sample_members(key, members, images, bad, SET_KEY, "<trajectory>_sNNNN_<reason|direct>")
-        if obj is None:
-            return None
-        self.groups.note(obj, src, key)
-        failures = self.stats.failures
-        self.stats.failures = []  # every failure of this sample, not the first five overall
-        try:
-            self.stats.add(key, obj)
-        except SchemaError as err:
-            bad(err.reason, "json")
-            return None
-        finally:
-            mine, self.stats.failures = self.stats.failures, failures
-        for f in mine:
-            bad(f"{f['kind']}: {f['detail']}", "conversations.gpt")
-        tid, index, mode = obj["trajectory_id"], obj["index"], obj["mode"]
-        if not isinstance(tid, str) or not isinstance(index, int) or isinstance(index, bool):
-            bad("trajectory_id must be a string and index an integer", "trajectory_id/index")
-            return None
-        want = f"{sample_key(tid, index)}_{mode}"
-        if want != key:
-            bad(
-                f"trajectory_id {tid!r}, index {index} and mode {mode!r} give key {want!r}",
-                "trajectory_id/index/mode",
-            )
-        fmt = (obj.get("image") or {}).get("format")
-        if image is not None and IMAGE_EXT.get(fmt) != image[0]:
-            bad(f"image.format {fmt!r} but the image member is .{image[0]}", "image.format")
-        self.modes.setdefault((tid, index), set()).add(mode)
-        self.where.setdefault((tid, index), (src, key))
-        return tid, index, None  # a set keeps some steps only: no index completeness
-
-    def finish(self, problem) -> None:
-        for step, modes in sorted(self.modes.items()):
-            if modes != set(MODES):
-                src, key = self.where[step]
-                problem(
-                    SchemaError(
-                        f"step has mode(s) {sorted(modes)}, the mix wants {sorted(MODES)}",
-                        source=src,
-                        record=key,
-                        field="mode",
-                    )
-                )
-
-
-class _GroundingRecords:
-    """Records of a grounding set (synthesis/grounding_checks.record_problems)."""
-
-    def __call__(self, key, members, src, images, problem):
-
-        obj, _ = _sample_members(
-            key,
-            members,
-            images,
-            lambda m, f: problem(SchemaError(m, source=src, record=key, field=f)),
-            GROUND_KEY,
-            "<trajectory>_sNNNN_ground",
-        )
-        if obj is None:
-            return None
-        self.groups.note(obj, src, key)
-        found = record_problems(obj)
-        for msg, fld in found:
-            problem(SchemaError(msg, source=src, record=key, field=fld))
-        if found and any(f in ("trajectory_id", "index") for _, f in found):
-            return None
-        if f"{sample_key(str(obj['trajectory_id']), int(obj['index']))}_ground" != key:
-            problem(
-                SchemaError(
-                    "trajectory_id and index do not give the key",
-                    source=src,
-                    record=key,
-                    field="trajectory_id/index",
-                )
-            )
-        return obj["trajectory_id"], obj["index"], None
-
-    def finish(self, problem) -> None:
-        pass
-
-
-class _SplitGroups:
-    """Which splits hold each task template and each instruction (once per trajectory)."""
-
-    def __init__(self):
-        self.split = ""
-        self.done: set[str] = set()
-        self.where: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
-
-    def note(self, obj: dict, src: str, key: str) -> None:
-
-        tid = obj.get("trajectory_id")
-        if not isinstance(tid, str) or tid in self.done:
-            return
-        self.done.add(tid)
-        task = obj.get("task") if isinstance(obj.get("task"), dict) else {}
-        template = task.get("template_id") or obj.get("template_id")
-        instruction = task.get("instruction") or obj.get("instruction") or _set_task(obj)
-        for kind, value in (("template", template), ("instruction", instruction)):
-            if isinstance(value, str) and value.strip():
-                if kind == "instruction":
-                    value = normalise_instruction(value)
-                self.where.setdefault((kind, value), {}).setdefault(self.split, (src, key))
-
-    def finish(self, problem) -> tuple[int, int]:
-        counts = {"template": 0, "instruction": 0}
-        for (kind, value), splits in sorted(self.where.items()):
-            if len(splits) < 2:
-                continue
-            counts[kind] += 1
-            src, key = splits[sorted(splits)[-1]]
-            fld = "task.template_id" if kind == "template" else "task.instruction"
-            problem(
-                SchemaError(
-                    f"{kind} {value[:80]!r} is in splits {sorted(splits)}: "
-                    "evaluation must hold out what training sees",
-                    source=src,
-                    record=key,
-                    field=fld,
-                )
-            )
-        return counts["template"], counts["instruction"]
-
-
-def _set_task(obj: dict) -> str | None:
-    """The task line of a reasoning-set sample's human turn (sets written before the
-    sample carried its instruction)."""
-    for turn in obj.get("conversations") or ():
-        if isinstance(turn, dict) and turn.get("from") == "human":
-            for line in str(turn.get("value", "")).splitlines():
-                for head in ("Task: ", "任务："):
-                    if line.startswith(head):
-                        return line[len(head) :]
-    return None
-
-
-def _check_sample(key, members, src, schema_version, images, problem, seen=None):
-    """Report its problems; (trajectory_id, index, num_steps or None when invalid) or None."""
-
-    def bad(msg, fld):
-        problem(SchemaError(msg, source=src, record=key, field=fld))
-
-    obj, image = _sample_members(key, members, images, bad, KEY, "<trajectory>_sNNNN")
-    if obj is None:
-        return None
-    if seen is not None:
-        seen(obj)
-    imgs = [image] if image is not None else []
-    parsed = _parse_sample_json(obj, schema_version, bad)
-    if parsed is None:
-        # The step is there but invalid: still count it as present, so the
-        # trajectory is not reported a second time as missing a step.
-        tid, index = obj.get("trajectory_id"), obj.get("index")
-        ok = isinstance(tid, str) and isinstance(index, int)
-        return (tid, index, None) if ok else None
-    step, traj = parsed
-    want = sample_key(step.trajectory_id, step.index)
-    if want != key:
-        bad(
-            f"trajectory_id {step.trajectory_id!r} and index {step.index} give key {want!r}",
-            "trajectory_id/index",
-        )
-    if imgs and IMAGE_EXT[step.image_format] != imgs[0][0]:
-        bad(f"image_format {step.image_format!r} but the image member is .{imgs[0][0]}", "image_format")
-    return step.trajectory_id, step.index, traj.num_steps
-
-
-def _parse_sample_json(obj: dict, schema_version, bad):
-    """The sample's (Step, Trajectory), or None after reporting the first bad field."""
-    unknown = sorted(set(obj) - _STEP_FIELDS - set(_TRAJ_FIELDS) - {"schema_version"})
-    if unknown:
-        bad(f"unexpected field(s) {unknown}", unknown[0])
-        return None
-    if schema_version is not None and obj.get("schema_version") != schema_version:
-        bad(f"{obj.get('schema_version')!r}, manifest says {schema_version!r}", "schema_version")
-    step_row = {k: v for k, v in obj.items() if k in _STEP_FIELDS}
-    traj_row = {col: obj[k] for k, col in _TRAJ_FIELDS.items() if k in obj}
-    traj_row["trajectory_id"] = obj.get("trajectory_id")
-    try:
-        step = row_to_step(step_row)
-    except SchemaError as err:
-        bad(err.reason, err.field or "json")
-        return None
-    except (TypeError, AttributeError) as exc:  # a struct field that is not an object
-        bad(f"cannot be read: {exc}", "json")
-        return None
-    try:
-        return step, row_to_trajectory(traj_row)
-    except SchemaError as err:
-        fld = err.field or "json"
-        bad(err.reason, "trajectory_error" if fld == "error" else fld)
-    except (ValueError, TypeError, AttributeError) as exc:  # e.g. task.params_json not JSON
-        bad(f"cannot be read: {exc}", "task.params_json")
-    return None
-
-
-def _check_image(ext: str, data: bytes, bad) -> None:
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as im:  # reads the header only
-            fmt = im.format
-    except (UnidentifiedImageError, OSError) as exc:
-        bad(f"the .{ext} member is not an image: {exc}", ext)
-        return
-    if fmt != _PIL_FORMAT[ext]:
-        bad(f"the .{ext} member holds a {fmt} image", ext)
 
 
 def _note(

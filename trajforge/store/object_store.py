@@ -1,6 +1,6 @@
 """The raw store and its blobs on object storage (an fsspec URL: s3://bucket/prefix).
 
-`RawStore("s3://...")` returns an `ObjectRawStore`; a local path keeps the
+`open_raw_store("s3://...")` returns an `ObjectRawStore`; a local path keeps the
 local store (trajforge/store/raw.py) as it is. Object storage has no rename, so a
 batch is committed by a marker written last instead:
 
@@ -68,6 +68,15 @@ def is_url(root) -> bool:
     if not isinstance(root, str) or "://" not in root:
         return False
     return root.split("://", 1)[0] not in ("file", "local")
+
+
+def open_raw_store(root, storage_options: dict | None = None, **options) -> RawStore:
+    """The raw store `root` names: an ObjectRawStore on an fsspec URL (`storage_options`
+    go to fsspec, `options` are ObjectRawStore's attempts and timeout), else the local
+    store under that folder."""
+    if is_url(root):
+        return ObjectRawStore(root, storage_options, **options)
+    return RawStore(root)
 
 
 def retry(op: Callable[[], T], what: str, attempts: int = RETRIES) -> T:

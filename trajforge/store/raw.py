@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from schemas.arrow import TRAJECTORY_SCHEMA, row_to_step, row_to_trajectory, steps_table, trajectories_table
@@ -167,18 +168,11 @@ class BlobStore:
 
 
 class RawStore:
-    """The store under a local folder, or (an fsspec URL such as s3://bucket/prefix)
-    an ObjectRawStore (trajforge/store/object_store.py); `storage_options` go to fsspec."""
+    """The store under a local folder (or a file:// URL). On an fsspec URL such as
+    s3://bucket/prefix it is an ObjectRawStore: `open_raw_store` (object_store.py)
+    gives the one a root names."""
 
-    def __new__(cls, root=None, *args, **kwargs):
-        if cls is RawStore and root is not None:
-            from trajforge.store.object_store import ObjectRawStore, is_url
-
-            if is_url(root):
-                return super().__new__(ObjectRawStore)
-        return super().__new__(cls)
-
-    def __init__(self, root: Path, storage_options: dict | None = None):
+    def __init__(self, root: Path):
         if isinstance(root, str) and root.startswith("file://"):
             root = root[len("file://") :]
         self.root = Path(root)
@@ -253,18 +247,57 @@ class RawStore:
         return TrajectoryWriter(self, collection, batch_size)
 
     # -- replacing -----------------------------------------------------------
+    # A crawl stores an episode that ran out of retries as an `error` under its stable
+    # id, and a re-run skips every id already committed. To play such a task again
+    # (`trajforge crawl --retry-errors`), its error record is uncommitted first, then the
+    # crawl records the new episode under the same id: readers see the latest episode
+    # only, never two records of one id. A crash after the error records are out and
+    # before the new episodes are committed leaves those tasks unstored: the next crawl
+    # plays them, as it resumes any crawl. Object storage is not covered (its parts are
+    # claimed per id by their writer and committed by a marker that is never rewritten).
     def errored_ids(self, collection: str) -> set[str]:
         """The committed trajectories of `collection` whose outcome is `error`."""
-        from trajforge.store.uncommit import errored_ids
-
-        return errored_ids(self, collection)
+        out: set[str] = set()
+        for path in self.trajectory_files(collection):
+            table = self.read_table(path, columns=["trajectory_id", "outcome"])
+            errored = table.filter(pc.equal(table.column("outcome"), "error"))
+            out.update(errored.column("trajectory_id").to_pylist())
+        return out
 
     def uncommit(self, collection: str, ids: Iterable[str]) -> int:
-        """Take trajectories out of `collection` so that a writer records them again
-        under the same ids (trajforge/store/uncommit.py); how many went."""
-        from trajforge.store.uncommit import uncommit
+        """Take trajectories (and their steps) out of `collection` so that a writer opened
+        afterwards records them again under the same ids; how many went.
 
-        return uncommit(self, collection, ids)
+        Each file is replaced by an atomic rename. When every trajectory of a part goes,
+        its trajectories file (the commit) is removed first, then its steps file. When
+        some go, the steps file without their steps is written first (skipped when they
+        had none, as an episode out of retries has), then the trajectories file without
+        their rows: a crash between the two leaves the part's other trajectories whole
+        and an uncommitted one listed without its steps; it is still an `error`, so the
+        next `--retry-errors` takes it out again.
+        """
+        drop = pa.array(sorted(set(ids)), pa.string())
+        if len(drop) == 0:
+            return 0
+        with writers_lock(self.root / collection):  # no writer commits a part while it is rewritten
+            return sum(self._uncommit_part(steps, trajs, drop) for steps, trajs in self._parts(collection))
+
+    def _uncommit_part(self, steps_path: Path, trajs_path: Path, drop: pa.Array) -> int:
+        trajs = self.read_table(trajs_path)
+        gone = pc.is_in(trajs.column("trajectory_id"), value_set=drop)
+        n = pc.sum(gone).as_py() or 0
+        if n == 0:
+            return 0
+        if n == trajs.num_rows:
+            trajs_path.unlink()  # the part is uncommitted at once
+            steps_path.unlink(missing_ok=True)
+            return n
+        steps = self.read_table(steps_path)
+        kept_steps = steps.filter(pc.invert(pc.is_in(steps.column("trajectory_id"), value_set=drop)))
+        if kept_steps.num_rows != steps.num_rows:
+            atomic_write_table(steps_path, kept_steps)
+        atomic_write_table(trajs_path, trajs.filter(pc.invert(gone)))
+        return n
 
 
 @contextmanager

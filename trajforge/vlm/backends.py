@@ -4,8 +4,8 @@
 (see `messages.py` for the message layout) with one text each, in the caller's
 order. With `n > 1` it returns n samples per request (a list of n texts each).
 
-TransformersBackend (transformers_backend.py) loads torch lazily, so code that
-only talks to an endpoint never imports it.
+The two backends (transformers_backend.py, openai_backend.py) import this module;
+`backend_from_config` (backend_config.py) builds either from a plain dict.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from trajforge.vlm.messages import validate_messages
 
-__all__ = ["VLMRequest", "VLMBackend", "backend_from_config"]  # + the lazy TransformersBackend, OpenAIBackend
+__all__ = ["VLMRequest", "VLMBackend", "check_sampling"]
 
 
 @dataclass(frozen=True)
@@ -55,39 +55,3 @@ def check_sampling(n: int, temperature: float) -> None:
         raise ValueError(f"n={n} must be >= 1")
     if n > 1 and temperature <= 0:
         raise ValueError("n > 1 samples need temperature > 0 (greedy decoding gives n equal answers)")
-
-
-def backend_from_config(config: dict) -> VLMBackend:
-    """Build a backend from a plain dict, e.g. a Dagster resource's config.
-
-    {"kind": "transformers", "path": ..., "device": "auto", "dtype": "auto", "batch_size": 8,
-     "max_image_pixels": ...} or {"kind": "openai", "base_url": ..., "model": ...,
-     "api_key_env": "OPENAI_API_KEY", "timeout_s": 60, "max_concurrency": 8}.
-    The API key itself is never part of a config: only the variable's name.
-    """
-    cfg = dict(config)
-    kind = cfg.pop("kind", None)
-    if "api_key" in cfg:
-        raise ValueError("backend config: pass api_key_env (the variable's name), never the key itself")
-    if kind == "transformers":
-        from trajforge.vlm.transformers_backend import TransformersBackend
-
-        return TransformersBackend(**cfg)
-    if kind == "openai":
-        from trajforge.vlm.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(**cfg)
-    raise ValueError(f"backend config: kind={kind!r} is not 'transformers' or 'openai'")
-
-
-def __getattr__(name: str):
-    # Lazy re-exports: importing this module must not import torch.
-    if name == "TransformersBackend":
-        from trajforge.vlm.transformers_backend import TransformersBackend
-
-        return TransformersBackend
-    if name == "OpenAIBackend":
-        from trajforge.vlm.openai_backend import OpenAIBackend
-
-        return OpenAIBackend
-    raise AttributeError(name)

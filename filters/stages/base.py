@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from schemas.records import Trajectory
+from schemas.records import Task, Trajectory
 
 from ..base import ScreenInfo
 
@@ -29,9 +29,10 @@ class Work:
     screens: list[ScreenInfo] = field(default_factory=list)  # one per raw row
     rows: list[dict] = field(default_factory=list)  # scores, then the decision
     verdict: dict | None = None  # its trajectories.parquet row
-    scrubbed: list[Any] = field(default_factory=list)  # the kept steps, scrubbed
-    policy: Any = None  # the scrub policy
-    task: Any = None  # the scrubbed task of a kept trajectory
+    # What the scrub found (its ScrubbedSteps, of the kept steps, and its Policy).
+    scrubbed: list[Any] = field(default_factory=list)
+    policy: Any = None
+    task: Task | None = None  # a kept trajectory's task, scrubbed
     task_records: list[dict] = field(default_factory=list)
 
 

@@ -53,15 +53,16 @@ class Judging(Stage):
     def run(self, items: Iterator[Work]) -> Iterator[Work]:
         pending: list[JudgeInput] = []
         for work in items:
+            if work.traj is not None and wants_judge(self.config, work.traj, len(work.raws)):
+                self._add(pending, judge_input(self.source, work.traj, work.raws))
             yield work
-            if work.traj is None or not wants_judge(self.config, work.traj, len(work.raws)):
-                continue
-            item = judge_input(self.source, work.traj, work.raws)
-            if item is not None:
-                pending.append(item)
-            if len(pending) >= self.config.judge_batch:
-                self._judge(pending)
         if pending:
+            self._judge(pending)
+
+    def _add(self, pending: list[JudgeInput], item: JudgeInput | None) -> None:
+        if item is not None:
+            pending.append(item)
+        if len(pending) >= self.config.judge_batch:
             self._judge(pending)
 
     def _judge(self, pending: list[JudgeInput]) -> None:

@@ -70,6 +70,7 @@ class Scrubber(Stage):
                 yield work
 
     def trajectory(self, pool: ThreadPoolExecutor, work: Work) -> None:
+        """The kept steps scrubbed and their rows' columns set; a kept trajectory's task."""
         for row in work.rows:
             row.update(pii_kinds=None, pii_count=None, screenshot_out=None)
         kept_rows = [row for row in work.rows if row["keep"]]

@@ -177,10 +177,10 @@ class CurationWriter(Stage):
     def run(self, items: Iterator[Work]) -> Iterator[Work]:
         with self:
             for work in items:
-                self.work(work)
+                self.write(work)
                 yield work
 
-    def work(self, work: Work) -> None:
+    def write(self, work: Work) -> None:
         """A trajectory's kept steps (their screenshots pointing into the curated store),
         its task if kept, their audit lines and its decided rows."""
         kept_rows = [row for row in work.rows if row["keep"]]

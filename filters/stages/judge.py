@@ -1,15 +1,18 @@
 """Judge (only with a Judge): the VLM's verdicts on the trajectories it should see, a few
-trajectories per call. It runs before scoring: JudgeFailure and JudgeIrrelevant
+trajectories per call, in a pass of its own before scoring: JudgeFailure and JudgeIrrelevant
 (filters/steps.py) score from its verdicts like any other score.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from schemas.errors import SchemaError
 from schemas.records import Trajectory
 
 from ..config import CurateConfig
 from ..judge import Judge, JudgeInput, JudgeVerdict, agreement
+from .base import Stage, Work
 from .read import RawSteps
 
 
@@ -36,30 +39,40 @@ def judge_input(source: RawSteps, traj: Trajectory, rows: list[dict]) -> JudgeIn
     return JudgeInput(trajectory=traj, steps=steps, images=images) if steps else None
 
 
-def judge_trajectories(
-    judge: Judge, source: RawSteps, trajs: dict[str, Trajectory], config: CurateConfig
-) -> dict[str, JudgeVerdict]:
-    """trajectory_id -> the judge's verdict, for each trajectory it wants to see."""
-    verdicts: dict[str, JudgeVerdict] = {}
-    pending: list[JudgeInput] = []
+class Judging(Stage):
+    """trajectory_id -> the judge's verdict (`verdicts`), for each trajectory it wants
+    to see, `judge_batch` trajectories per call; without a judge, none. Counts the
+    verdicts and those parsed."""
 
-    def flush():
-        for v in judge.judge(pending):
-            verdicts[v.trajectory_id] = v
-        pending.clear()
+    name = "judge"
 
-    for tid, rows in source.groups("judge"):
-        traj = trajs.get(tid)
-        if traj is None or not wants_judge(config, traj, len(rows)):
-            continue
-        item = judge_input(source, traj, rows)
+    def __init__(self, judge: Judge | None, source: RawSteps, config: CurateConfig):
+        self.judge, self.source, self.config = judge, source, config
+        self.verdicts: dict[str, JudgeVerdict] = {}
+
+    def run(self, items: Iterator[Work]) -> Iterator[Work]:
+        pending: list[JudgeInput] = []
+        for work in items:
+            if work.traj is not None and wants_judge(self.config, work.traj, len(work.raws)):
+                self._add(pending, judge_input(self.source, work.traj, work.raws))
+            yield work
+        if pending:
+            self._judge(pending)
+
+    def _add(self, pending: list[JudgeInput], item: JudgeInput | None) -> None:
         if item is not None:
             pending.append(item)
-        if len(pending) >= config.judge_batch:
-            flush()
-    if pending:
-        flush()
-    return verdicts
+        if len(pending) >= self.config.judge_batch:
+            self._judge(pending)
+
+    def _judge(self, pending: list[JudgeInput]) -> None:
+        for v in self.judge.judge(pending):
+            self.verdicts[v.trajectory_id] = v
+        pending.clear()
+
+    def stats(self) -> dict:
+        verdicts = self.verdicts.values()
+        return {"judged": len(verdicts), "parsed": sum(1 for v in verdicts if v.parsed)}
 
 
 def verdict_columns(v: JudgeVerdict | None) -> dict:

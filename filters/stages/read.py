@@ -1,5 +1,5 @@
 """Read: the raw tables, a trajectory at a time in (trajectory_id, index) order, each row
-checked, and each distinct screenshot decoded once.
+checked, and each distinct screenshot decoded once (the `Read` stage, first of every pass).
 
 DuckDB sorts out of core (spilling past its memory limit), so "earlier" is the same
 whatever the store's batching, and memory stays flat; the file row number breaks ties
@@ -23,6 +23,7 @@ from trajforge.store.raw import BlobStore
 
 from ..base import ScreenInfo, StepView
 from ..steps import read_screen
+from .base import Stage, Work
 
 DUCKDB_MEMORY = "512MB"
 
@@ -48,13 +49,12 @@ def sorted_groups(steps_path: Path, tmp_dir: Path, batch_size: int = 512) -> Ite
 
 class RawSteps:
     """A raw_steps folder (steps.parquet + trajectories.parquet) and the blobs its
-    screenshots are in. Counts the trajectories it loaded."""
+    screenshots are in."""
 
     def __init__(self, raw_steps_dir: Path, blobs: BlobStore, work: Path, batch_rows: int):
         self.steps_path = raw_steps_dir / "steps.parquet"
         self.trajs_path = raw_steps_dir / "trajectories.parquet"
         self.blobs, self.work, self.batch_rows = blobs, work, batch_rows
-        self.trajectories_read = 0
 
     def trajectories(self) -> dict[str, Trajectory]:
         for p in (self.steps_path, self.trajs_path):
@@ -70,24 +70,11 @@ class RawSteps:
                         "duplicate trajectory id", source=src, record=t.trajectory_id, field="trajectory_id"
                     )
                 out[t.trajectory_id] = t
-        self.trajectories_read = len(out)
         return out
 
     def groups(self, name: str) -> Iterator[tuple[str, list[dict]]]:
         """One ordered pass; `name` names its DuckDB spill folder under the work folder."""
         return sorted_groups(self.steps_path, self.work / name, self.batch_rows)
-
-    def chunks(self, name: str) -> Iterator[list[tuple[str, list[dict]]]]:
-        """Lists of whole trajectories of about batch_rows steps."""
-        chunk, n = [], 0
-        for tid, rows in self.groups(name):
-            chunk.append((tid, rows))
-            n += len(rows)
-            if n >= self.batch_rows:
-                yield chunk
-                chunk, n = [], 0
-        if chunk:
-            yield chunk
 
     def step(self, raw: dict) -> Step:
         return row_to_step(raw, source=str(self.steps_path))
@@ -135,14 +122,50 @@ def _screen_key(raw: dict) -> tuple[str, str]:
     return raw.get("screenshot") or "", raw.get("image_format") or "png"
 
 
-def step_views(
-    source: RawSteps, screens: Screens, rows: list[dict], row0: int, traj: Trajectory | None
-) -> list[StepView]:
+def step_views(source: RawSteps, work: Work, row0: int) -> list[StepView]:
     """A trajectory's raw rows as the filters see them; `row0` is the first one's row id."""
     views, seen = [], set()
-    for i, raw in enumerate(rows):
-        step, error = source.validate(raw, traj, seen)
+    for i, (raw, screen) in enumerate(zip(work.raws, work.screens)):
+        step, error = source.validate(raw, work.traj, seen)
         if step is not None:
             seen.add(step.index)
-        views.append(StepView(row=row0 + i, raw=raw, step=step, error=error, screen=screens.of(raw)))
+        views.append(StepView(row=row0 + i, raw=raw, step=step, error=error, screen=screen))
     return views
+
+
+class Read(Stage):
+    """A pass's raw rows as Work items, each with its trajectory row and the
+    ScreenInfo of each step; each distinct screenshot decoded once, a chunk of about
+    batch_rows steps at a time. Counts the trajectories loaded and screens decoded."""
+
+    name = "read"
+
+    def __init__(self, source: RawSteps, workers: int):
+        self.source, self.workers = source, workers
+        self.trajectories = source.trajectories()
+        self.screens = Screens(source.blobs)
+
+    def run(self, items: Iterator[tuple[str, list[dict]]]) -> Iterator[Work]:
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            for chunk in _chunks(items, self.source.batch_rows):
+                self.screens.decode(pool, chunk)
+                for tid, raws in chunk:
+                    yield Work(tid, raws, self.trajectories.get(tid), [self.screens.of(r) for r in raws])
+
+    def stats(self) -> dict:
+        return {"trajectories": len(self.trajectories), "screens_decoded": len(self.screens)}
+
+
+def _chunks(
+    groups: Iterator[tuple[str, list[dict]]], batch_rows: int
+) -> Iterator[list[tuple[str, list[dict]]]]:
+    """Lists of whole trajectories of about batch_rows steps."""
+    chunk, n = [], 0
+    for tid, rows in groups:
+        chunk.append((tid, rows))
+        n += len(rows)
+        if n >= batch_rows:
+            yield chunk
+            chunk, n = [], 0
+    if chunk:
+        yield chunk

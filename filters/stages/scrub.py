@@ -12,6 +12,8 @@ text is, filters/pii_ocr.py). The records name what was found where; the audit f
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from schemas.records import Step, Task, Trajectory
@@ -22,6 +24,7 @@ from ..pii_blur import needs_ocr, scrub_step
 from ..pii_ocr import OcrEngine, default_engine
 from ..pii_sources import is_synthetic
 from ..pii_surrogate import Surrogates
+from .base import Stage, Work
 from .read import RawSteps
 
 
@@ -43,9 +46,12 @@ class ScrubbedStep:
     read_by_ocr: bool
 
 
-class Scrubber:
-    """Scrubs by policy and counts what it found: replaced (real data), kept (synthetic),
-    steps with any, trajectories per policy and screens OCR read."""
+class Scrubber(Stage):
+    """Scrubs the kept steps and the kept trajectory's task by policy, setting the rows'
+    and the verdict's personal-data columns; counts what it found: replaced (real data),
+    kept (synthetic), steps with any, trajectories per policy and screens OCR read."""
+
+    name = "scrub"
 
     def __init__(self, config: CurateConfig, source: RawSteps):
         self.config, self.source = config, source
@@ -55,6 +61,28 @@ class Scrubber:
         self.policies: Counter[str] = Counter()
         self.ocr_screens = 0
         self.ocr_engine: OcrEngine | None = None  # loaded on the first screen OCR reads
+
+    def run(self, items: Iterator[Work]) -> Iterator[Work]:
+        # Decoding, blurring and encoding let go of the GIL: a kept step per thread.
+        with ThreadPoolExecutor(max_workers=max(1, self.config.workers)) as pool:
+            for work in items:
+                self.trajectory(pool, work)
+                yield work
+
+    def trajectory(self, pool: ThreadPoolExecutor, work: Work) -> None:
+        """The kept steps scrubbed and their rows' columns set; a kept trajectory's task."""
+        for row in work.rows:
+            row.update(pii_kinds=None, pii_count=None, screenshot_out=None)
+        kept_rows = [row for row in work.rows if row["keep"]]
+        kept_raws = [raw for raw, row in zip(work.raws, work.rows) if row["keep"]]
+        policy = work.policy = self.policy(work.traj, kept_raws)
+        work.scrubbed = list(pool.map(lambda raw: self.step(raw, policy), kept_raws))
+        for scrubbed, row in zip(work.scrubbed, kept_rows):
+            kinds = self.count_step(scrubbed, policy)
+            row.update(pii_kinds=sorted(kinds), pii_count=len(scrubbed.records))
+        if work.verdict["keep"] and work.traj is not None:
+            work.task, work.task_records = self.task(work.traj, policy)
+            work.verdict.update(task_columns(policy, work.task_records))
 
     def policy(self, traj: Trajectory | None, kept_raws: list[dict]) -> Policy:
         """The surrogates learn the values of the task and of the typed text first, so
@@ -125,6 +153,15 @@ class Scrubber:
         return task, [
             {"kind": m.kind, "field": "task", "box": None, "note": "not_on_screen"} for m in matches
         ]
+
+    def stats(self) -> dict:
+        return {
+            "steps_with_pii": self.steps_with_pii,
+            "replaced": dict(sorted(self.replaced.items())),
+            "synthetic_kept": dict(sorted(self.synthetic_kept.items())),
+            "trajectories": dict(sorted(self.policies.items())),
+            "ocr_screens": self.ocr_screens,
+        }
 
     def summary(self) -> dict:
         """summary.json's personal-data figures (besides "pii", the replaced kinds)."""

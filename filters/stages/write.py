@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +26,7 @@ from schemas.records import Step, Trajectory
 from trajforge.store.raw import BlobStore, RawStore, TrajectoryWriter, atomic_write_bytes
 
 from ..base import BASE_COLUMNS
+from .base import Stage, Work
 
 COLLECTION = "curated"
 PII_AUDIT = "pii_audit.jsonl"
@@ -129,13 +132,26 @@ def audit_line(tid: str, index: int | None, action: str, record: dict) -> str:
     )
 
 
-class CurationWriter:
-    """The outputs of one run under their temporary names, until `commit`. Counts the
-    step rows, curated trajectories and steps, and audit lines it wrote."""
+class CurationWriter(Stage):
+    """The outputs of one run under their temporary names, until `commit`: each
+    trajectory's decided rows, its kept steps and task, their audit lines. Counts the
+    step rows, curated trajectories and steps, and audit lines it wrote. `progress`
+    hears how many steps are decided each time rows go to the table."""
 
-    def __init__(self, out_dir: Path, work: Path, raw_blobs: BlobStore, schema: pa.Schema, batch_rows: int):
+    name = "write"
+
+    def __init__(
+        self,
+        out_dir: Path,
+        work: Path,
+        raw_blobs: BlobStore,
+        schema: pa.Schema,
+        batch_rows: int,
+        *,
+        progress: Callable[[int], Any],
+    ):
         self.out_dir, self.raw_blobs = out_dir, raw_blobs
-        self.schema, self.batch_rows = schema, batch_rows
+        self.schema, self.batch_rows, self.progress = schema, batch_rows, progress
         self.store_tmp = work / "store"
         self.store = RawStore(self.store_tmp)
         self.steps_tmp = out_dir / ".steps.parquet.tmp"
@@ -157,6 +173,28 @@ class CurationWriter:
         finally:
             self._audit.close()
             self._steps.close()
+
+    def run(self, items: Iterator[Work]) -> Iterator[Work]:
+        with self:
+            for work in items:
+                self.write(work)
+                yield work
+
+    def write(self, work: Work) -> None:
+        """A trajectory's kept steps (their screenshots pointing into the curated store),
+        its task if kept, their audit lines and its decided rows."""
+        kept_rows = [row for row in work.rows if row["keep"]]
+        steps = []
+        for scrubbed, row in zip(work.scrubbed, kept_rows):
+            step = self.screenshot(scrubbed.step, scrubbed.image)
+            self.audit(step.trajectory_id, step.index, work.policy.audit_action, scrubbed.records)
+            row["screenshot_out"] = step.screenshot
+            steps.append(step)
+        if work.task is not None:
+            self.audit(work.tid, None, work.policy.audit_action, work.task_records)
+            self.trajectory(work.traj.model_copy(update={"task": work.task}), steps)
+        if self.step_rows(work.rows):
+            self.progress(work.rows[-1]["row"] + 1)
 
     def step_rows(self, rows: list[dict]) -> bool:
         """A trajectory's decided rows; True when the buffer went to the table."""
@@ -189,6 +227,14 @@ class CurationWriter:
         self._curated.add(traj, steps)
         self.trajectories_stored += 1
         self.steps_stored += len(steps)
+
+    def stats(self) -> dict:
+        return {
+            "step_rows": self.rows_written,
+            "trajectories": self.trajectories_stored,
+            "steps": self.steps_stored,
+            "audit_lines": self.audit_lines,
+        }
 
     def commit(self, traj_rows: list[dict], summary: dict) -> None:
         """Move everything into place; summary.json last."""

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from schemas.actions import Action, ActionType
+from schemas.environment import ResetSpec
 from schemas.observation import Observation
-from schemas.records import DeviceProfile, Element, Step
+from schemas.records import DeviceProfile, Element, Step, Task
 from trajforge.store.audit import AuditLog
 from trajforge.store.raw import BlobStore
 
@@ -32,11 +33,20 @@ class CrawlEnv(Protocol):
     """What the runner needs of an environment: WebEnv's interface (MobileEnv has it too).
 
     Optional: `platform` (the trajectory's platform, "web" when absent) and
-    `blocked_requests` (URLs its request filter refused). `reset` takes `how`
-    (the environment file's `reset`) only when the file gives one.
+    `blocked_requests` (URLs its request filter refused). Every platform's env
+    resets alike: `how` is the environment file's `reset` (a browser's), `task`
+    and `values` fill a desktop's setup commands; an env ignores what is not its own.
     """
 
-    def reset(self, url: str, device: DeviceProfile | None = None, how=None) -> Observation: ...
+    def reset(
+        self,
+        url: str,
+        device: DeviceProfile | None = None,
+        *,
+        how: ResetSpec | None = None,
+        task: Task | None = None,
+        values: dict | None = None,
+    ) -> Observation: ...
     def step(self, action) -> Observation: ...
     def observe(self) -> Observation: ...
     def is_alive(self) -> bool: ...

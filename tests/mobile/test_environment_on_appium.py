@@ -97,7 +97,7 @@ class _NativeEnv:
         self.driver = _RecordingDriver()
         self.reset_to = None
 
-    def reset(self, url, device=None):
+    def reset(self, url, device=None, **start):
         from schemas.observation import Observation
 
         self.reset_to = url

@@ -28,7 +28,7 @@ from schemas.records import Element, Task, Trajectory
 from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
-from .crawl_episode import element_at
+from .episode import element_at
 from .guard import ACTIVATABLE_ROLES
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,9 @@ from typing import Protocol
 
 from crawlers.agent import AgentPolicy, settle_unparseable
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
+from crawlers.crawl_driver import RetryPolicy
+from crawlers.env_source import OneEnv, close_episode_quietly
+from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.web_env import BrowserCrashed, WebEnv
 from sandbox.crawl import draw_task_device

@@ -170,7 +170,8 @@ def test_save_as_through_gtk_file_chooser_records_verified_english_and_chinese_f
     document's field is under the dialog) and taps its Save button. (Enter in the field
     saved in a bare driver loop, 16 of 16, but in only 2 of 6 crawled episodes; the
     button, 6 of 6: see docs/crawl-your-own-app.md.)"""
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from schemas.environment import environment_from_dict
     from trajforge.store.raw import RawStore
 

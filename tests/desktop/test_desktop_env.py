@@ -137,7 +137,8 @@ def test_reset_gives_a_fresh_home(desktop):
 
 # ---------------------------------------------------------------- crawls
 def crawl(environment, tmp_path, policy="oracle", **how):
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from trajforge.store.raw import RawStore
 
     store = RawStore(tmp_path / "raw")

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
-from crawlers.crawl_episode import EpisodeContext
+from crawlers.episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.randomise import fixed
 from sandbox.episode import fetch_state, run_episode

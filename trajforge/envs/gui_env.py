@@ -57,12 +57,12 @@ from PIL import Image
 
 from crawlers.agent import target_of
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import EpisodeContext, StepResult
-from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
+from crawlers.crawl_driver import RetryPolicy
 from crawlers.device_pool import PoolError
 from crawlers.env_crawl import device_for, environment_tasks
-from crawlers.env_episode import EnvEpisode
 from crawlers.env_runtime import EnvironmentRuntime, SetupError, StartPageError
+from crawlers.env_source import OneEnv, close_episode_quietly
+from crawlers.episode import EnvEpisode, EpisodeContext, StepResult
 from crawlers.guard import SafetyGuard
 from crawlers.web_env import BrowserCrashed, WebEnv
 from schemas.actions import Action

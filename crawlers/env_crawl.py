@@ -22,7 +22,7 @@ from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id
 from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
-from .agent import AgentPolicy
+from .agent import AgentPolicy, AgentSettings
 from .crawl_driver import CrawlJob, CrawlRun, CrawlStats, EnvCrawl, ProgressEvent, RetryPolicy, run_crawl
 from .device_pool import PoolError
 from .env_runtime import EnvironmentRuntime, load_callable
@@ -198,7 +198,7 @@ def make_env_policy(
     if policy == "agent":
         if backend is None:
             raise ValueError("the agent policy needs a VLM backend (--vlm-config)")
-        return AgentPolicy(backend, task, max_steps=max_steps, seed=ep_seed)
+        return AgentPolicy(backend, task, AgentSettings(max_steps=max_steps, seed=ep_seed))
     raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
 
 

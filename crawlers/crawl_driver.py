@@ -2,8 +2,8 @@
 
 `EnvCrawl` is a crawl's one configuration (policy, seed, budget, retries, the
 crawl's own env, the writer's batch); `CrawlRun` is one crawl under way (its
-configuration, where it writes, its provenance, retries and figures);
-`CrawlJob` one task of it (its episode's context and what each attempt plays).
+configuration, where it writes, its provenance, what each attempt plays, its
+figures); each episode is played with its own `EpisodeContext` (crawlers/episode.py).
 
 `run_crawl` is the loop around the tasks of a crawl (the sandbox's and an
 environment file's alike): `Recorder` claims each trajectory id once
@@ -36,7 +36,8 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from schemas.actions import Action
-from schemas.records import DeviceProfile, Step, Task, Trajectory, is_verified
+from schemas.records import DeviceProfile, Step, Task, Trajectory, is_verified, trajectory_id_for
+from trajforge.store.audit import AuditLog
 from trajforge.store.raw import RawStore
 
 from .crawl_profiles import draw_device
@@ -125,7 +126,7 @@ def error_reason(traj: Trajectory) -> str:
 
 
 # One attempt of a task on an env: (trajectory, steps); raises BrowserCrashed and the like.
-Play = Callable[[CrawlEnv, EpisodeContext], tuple[Trajectory, list[Step]]]
+Play = Callable[[Task, CrawlEnv, EpisodeContext], tuple[Trajectory, list[Step]]]
 # A crawl's progress report: emit(kind, task, trajectory id, **ProgressEvent fields).
 Emit = Callable[..., None]
 
@@ -216,9 +217,11 @@ class CrawlRun:
     """One crawl under way: its configuration, where it writes, its provenance
     (`source_name`, the policy), how a task is retried, its figures.
 
-    `platform` is recorded when no lease succeeds (None: the source's);
+    `play(task, env, ctx)` is one attempt of a task (an environment's episode);
+    `verifier_of(task)` names the verifier an error trajectory records. `platform` is recorded when no lease succeeds (None: the source's);
     `progress` sees every event, `on_write` every trajectory written; `run_crawl`
-    sets `emit` and `lock` (its Recorder's: pool workers report from their threads).
+    sets `emit` and `lock` (its Recorder's: pool workers report from their threads)
+    and `audit` (the guard's audit log of the collection).
     """
 
     config: EnvCrawl
@@ -226,6 +229,8 @@ class CrawlRun:
     collection: str
     source_name: str
     retry: RetryPolicy
+    play: Play
+    verifier_of: Callable[[Task], str | None] = lambda task: None  # recorded on an error trajectory
     stats: CrawlStats = field(default_factory=CrawlStats)
     progress: Callable[[ProgressEvent], None] | None = None
     on_write: Callable[[Trajectory, list[Step]], None] | None = None
@@ -233,39 +238,32 @@ class CrawlRun:
     started: float = field(default_factory=time.perf_counter)
     emit: Emit = _quiet
     lock: threading.RLock = field(default_factory=threading.RLock)
+    audit: AuditLog | None = None
 
 
-@dataclass(frozen=True)
-class CrawlJob:
-    """One task of a crawl: its episode's context and what each attempt plays.
+def crawl_task(
+    source: EnvSource, task: Task, episode: EpisodeContext, crawl: CrawlRun
+) -> tuple[Trajectory, list[Step]]:
+    """One task, each attempt on a fresh lease; out of retries, an error trajectory.
 
     `episode.device` None: the leased device's own profile (a pool of phones),
-    with the theme and font scale the seed draws. `verifier` is recorded on the
-    error trajectory.
+    with the theme and font scale the seed draws.
     """
-
-    task: Task
-    episode: EpisodeContext
-    play: Play
-    verifier: str | None = None
-
-
-def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlRun) -> tuple[Trajectory, list[Step]]:
-    """One task, each attempt on a fresh lease; out of retries, an error trajectory."""
-    task, tid = job.task, job.episode.trajectory_id
-    leased: dict = {"platform": crawl.platform or source.platform, "device": job.episode.device}
+    tid = episode.trajectory_id
+    leased: dict = {"platform": crawl.platform or source.platform, "device": episode.device}
 
     def attempt(n: int) -> tuple[Trajectory, list[Step]]:
         info = EpisodeInfo()
         with source.lease() as env:
             slot = source.slot_name(env)
             leased["platform"] = env_platform(env)
-            device = job.episode.device
+            device = episode.device
             if device is None:  # the leased phone is the profile; the seed draws the rest
-                device = leased["device"] = _on_device(job, source.device_of(env).profile)
+                device = leased["device"] = _on_device(task, episode, source.device_of(env).profile)
             ctx = dataclasses.replace(
-                job.episode,
+                episode,
                 device=device,
+                audit=crawl.audit,
                 attempt=n,
                 info=info,
                 on_step=lambda s: crawl.emit(
@@ -273,7 +271,7 @@ def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlRun) -> tuple[Traje
                 ),
             )
             try:
-                played = job.play(env, ctx)
+                played = crawl.play(task, env, ctx)
             finally:
                 close_episode_quietly(env)
         with crawl.lock:
@@ -291,24 +289,23 @@ def crawl_task(source: EnvSource, job: CrawlJob, crawl: CrawlRun) -> tuple[Traje
         return played
     device = leased["device"]
     if device is None:  # never leased: record the pool's first phone
-        device = _on_device(job, source.devices[0].profile)
+        device = _on_device(task, episode, source.devices[0].profile)
     return error_trajectory(
-        job, crawl, device=device, platform=leased["platform"], error=crawl.retry.error_text(error)
+        task, episode, crawl, device=device, platform=leased["platform"], error=crawl.retry.error_text(error)
     ), []
 
 
-def _on_device(job: CrawlJob, profile: DeviceProfile) -> DeviceProfile:
-    return draw_device(job.episode.seed, job.task, {profile.name: profile}, mobile=True)[0]
+def _on_device(task: Task, episode: EpisodeContext, profile: DeviceProfile) -> DeviceProfile:
+    return draw_device(episode.seed, task, {profile.name: profile}, mobile=True)[0]
 
 
 def error_trajectory(
-    job: CrawlJob, crawl: CrawlRun, *, device: DeviceProfile, platform: str, error: str
+    task: Task, episode: EpisodeContext, crawl: CrawlRun, *, device: DeviceProfile, platform: str, error: str
 ) -> Trajectory:
     # Out of retries: stored as an error, with no steps,
     # so that the next crawl does not try the same broken task forever.
-    task = job.task
     return Trajectory(
-        trajectory_id=job.episode.trajectory_id,
+        trajectory_id=episode.trajectory_id,
         task=task,
         platform=platform,
         app=task.app,
@@ -316,12 +313,12 @@ def error_trajectory(
         source="crawl",
         source_name=crawl.source_name,
         policy=crawl.config.policy,
-        seed=job.episode.seed,
+        seed=episode.seed,
         outcome="error",
         verified_by="none",
         num_steps=0,
         error=error,
-        verifier=job.verifier,
+        verifier=crawl.verifier_of(task),
         created_at=time.time(),
     )
 
@@ -437,18 +434,29 @@ def run_pooled(pool: EnvPool, todo: list[tuple], work: Callable, write: Callable
 def run_crawl(
     crawl: CrawlRun,
     tasks: list[Task],
-    id_of: Callable[[Task], str],
-    job_for: Callable[[Task, str], CrawlJob],
+    episode_for: Callable[[Task, str], EpisodeContext],
     source: EnvSource,
 ) -> None:
     """Play every task not yet stored into `crawl.collection`; figures in `crawl.stats`.
 
-    A OneEnv plays the tasks one after the other; a pool plays up to its size at once.
-    With `retry_errors`, the tasks whose stored episode is an `error` are taken
-    out of the store first (RawStore.uncommit) and played again under the same ids.
+    Each task's trajectory id is stable (its source, task, policy and seed), so
+    a re-run resumes; `episode_for(task, id)` is the context its episode is
+    played with (the crawl adds its audit log: the guard's decisions go to
+    `<store>/audit/<collection>.jsonl`). A OneEnv plays the tasks one after the
+    other; a pool plays up to its size at once. With `retry_errors`, the tasks
+    whose stored episode is an `error` are taken out of the store first
+    (RawStore.uncommit) and played again under the same ids.
     """
+    config = crawl.config
+
+    def id_of(task: Task) -> str:
+        return trajectory_id_for(crawl.source_name, task.task_id, config.policy, config.seed)
+
+    def play(task: Task, tid: str) -> tuple[Trajectory, list[Step]]:
+        return crawl_task(source, task, episode_for(task, tid), crawl)
+
     stats, store, collection = crawl.stats, crawl.store, crawl.collection
-    if crawl.config.retry_errors:
+    if config.retry_errors:
         errored = store.errored_ids(collection) & {id_of(t) for t in tasks}
         stats.replayed_errors = store.uncommit(collection, errored)
     rec = Recorder(
@@ -458,15 +466,16 @@ def run_crawl(
     pooled = not isinstance(source, OneEnv)
     pool_before = source.stats() if pooled else None
     try:
-        with store.writer(collection, batch_size=crawl.config.batch_size) as rec.writer:
+        with (
+            store.audit_log(collection) as crawl.audit,
+            store.writer(collection, batch_size=config.batch_size) as rec.writer,
+        ):
             todo = rec.claim(((t,) for t in tasks), id_of)
             if not pooled:
                 for task, tid in todo:
-                    rec.write(task, *crawl_task(source, job_for(task, tid), crawl))
+                    rec.write(task, *play(task, tid))
             else:
-                run_pooled(
-                    source, todo, lambda task, tid: crawl_task(source, job_for(task, tid), crawl), rec.write
-                )
+                run_pooled(source, todo, play, rec.write)
     finally:
         rec.close(crawl.started)
         if pooled:

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 
 from schemas.actions import Action
 from schemas.environment import Display, Environment
-from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
-from trajforge.store.audit import AuditLog
+from schemas.records import DeviceProfile, Step, Task, Trajectory
 from trajforge.store.raw import RawStore
 
 from .agent import AgentPolicy, AgentSettings
-from .crawl_driver import CrawlJob, CrawlRun, CrawlStats, EnvCrawl, ProgressEvent, RetryPolicy, run_crawl
+from .crawl_driver import CrawlRun, CrawlStats, EnvCrawl, ProgressEvent, RetryPolicy, run_crawl
 from .device_pool import PoolError
 from .env_runtime import EnvironmentRuntime, load_callable
 from .env_source import open_env_source
@@ -250,6 +249,31 @@ def crawl_environment(
         stats.noop_steps += sum(1 for s in steps if s.screen_changed is False and s.act_ms is not None)
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
+    def make_policy(task: Task) -> Policy:
+        return make_env_policy(
+            policy,
+            task,
+            environment,
+            seed=seed,
+            max_steps=steps_budget,
+            guard=guard,
+            backend=how.backend,
+            replay=replay,
+        )
+
+    def play(task: Task, env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+        t0 = time.perf_counter()
+        traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
+        with crawl.lock:
+            stats.reset_ms.append(
+                round(steps[0].observe_ms, 1) if steps else round((time.perf_counter() - t0) * 1000, 1)
+            )
+        return traj, steps
+
+    def verifier_of(task: Task) -> str | None:
+        spec = runtime.verifier_for(task)
+        return spec.kind if spec else None
+
     # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
     crawl = CrawlRun(
         config=how,
@@ -257,57 +281,26 @@ def crawl_environment(
         collection=collection,
         source_name=environment.source,
         retry=RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed"),
+        play=play,
+        verifier_of=verifier_of,
         stats=stats,
         progress=progress,
         on_write=figures,
         platform=environment.platform,
     )
 
-    def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
-        def make_policy(t: Task) -> Policy:
-            return make_env_policy(
-                policy,
-                t,
-                environment,
-                seed=seed,
-                max_steps=steps_budget,
-                guard=guard,
-                backend=how.backend,
-                replay=replay,
-            )
-
-        def play(env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
-            t0 = time.perf_counter()
-            traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
-            with crawl.lock:
-                stats.reset_ms.append(
-                    round(steps[0].observe_ms, 1) if steps else round((time.perf_counter() - t0) * 1000, 1)
-                )
-            return traj, steps
-
-        episode = EpisodeContext(
+    def episode_for(task: Task, tid: str) -> EpisodeContext:
+        return EpisodeContext(
             trajectory_id=tid,
             seed=seed,
             device=device_for(environment, task, seed),
             blobs=store.blobs,
             guard=guard,
             max_steps=steps_budget,
-            audit=audit,
         )
-        spec = runtime.verifier_for(task)
-        return CrawlJob(task, episode, play, verifier=spec.kind if spec else None)
 
-    with (
-        open_env_source(
-            environment, env=env, pool=pool, image_format=how.image_format, step_timeout_s=how.step_timeout_s
-        ) as source,
-        store.audit_log(collection) as audit,
-    ):
-        run_crawl(
-            crawl,
-            tasks,
-            lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
-            lambda task, tid: job_for(task, tid, audit),
-            source,
-        )
+    with open_env_source(
+        environment, env=env, pool=pool, image_format=how.image_format, step_timeout_s=how.step_timeout_s
+    ) as source:
+        run_crawl(crawl, tasks, episode_for, source)
     return stats

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from crawlers.crawl_driver import (
-    CrawlJob,
     CrawlRun,
     CrawlStats,
     EnvCrawl,
@@ -39,8 +38,7 @@ from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
-from schemas.records import DeviceProfile, Task, trajectory_id_for
-from trajforge.store.audit import AuditLog
+from schemas.records import DeviceProfile, Task
 from trajforge.store.raw import RawStore
 
 POLICIES = ("oracle", "random_walk")
@@ -150,6 +148,39 @@ def crawl(
     drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None for t in tasks}
     guard = how.guard or SafetyGuard()
     stats = CrawlStats()
+    check = policy == "oracle" or how.verify_random_walk
+
+    def play(task: Task, env: CrawlEnv, ctx: EpisodeContext):
+        """One attempt: the policy made fresh, the sandbox episode played."""
+        template = template_for(task, templates)
+        pol = (
+            OraclePolicy(template, task)
+            if policy == "oracle"
+            # The walk says `done` on its last step, inside the runner's step budget.
+            else RandomWalkPolicy(
+                episode_seed(seed, task.task_id), max_steps=max_steps, lang=task.language, guard=guard
+            )
+        )
+        return run_episode(
+            env,
+            task,
+            pol,
+            ctx,
+            server_url=how.server_url,
+            distraction_rate=how.distraction_rate,
+            template=template if check else None,
+        )
+
+    def episode_for(task: Task, tid: str) -> EpisodeContext:
+        return EpisodeContext(
+            trajectory_id=tid,
+            seed=seed,
+            device=drawn[task.task_id],
+            blobs=store.blobs,
+            guard=guard,
+            max_steps=max_steps,
+        )
+
     # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
     crawl_run = CrawlRun(
         config=EnvCrawl(
@@ -166,61 +197,17 @@ def crawl(
         collection=collection,
         source_name=SOURCE_NAME,
         retry=RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed"),
+        play=play,
         stats=stats,
         progress=progress,
     )
-    check = policy == "oracle" or how.verify_random_walk
-
-    def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
-        """One task: each attempt makes the policy fresh and plays the sandbox episode."""
-        template = template_for(task, templates)
-
-        def play(env: CrawlEnv, ctx: EpisodeContext):
-            pol = (
-                OraclePolicy(template, task)
-                if policy == "oracle"
-                # The walk says `done` on its last step, inside the runner's step budget.
-                else RandomWalkPolicy(
-                    episode_seed(seed, task.task_id), max_steps=max_steps, lang=task.language, guard=guard
-                )
-            )
-            return run_episode(
-                env,
-                task,
-                pol,
-                ctx,
-                server_url=how.server_url,
-                distraction_rate=how.distraction_rate,
-                template=template if check else None,
-            )
-
-        episode = EpisodeContext(
-            trajectory_id=tid,
-            seed=seed,
-            device=drawn[task.task_id],
-            blobs=store.blobs,
-            guard=guard,
-            max_steps=max_steps,
-            audit=audit,
-        )
-        return CrawlJob(task, episode, play)
-
-    with (
-        open_env_source(
-            sandbox_environment(how.server_url, how.distraction_rate),
-            env=env,
-            pool=pool,
-            image_format=how.image_format,
-            step_timeout_s=how.step_timeout_s,
-            extra_origins=how.extra_origins or (),
-        ) as source,
-        store.audit_log(collection) as audit,
-    ):
-        run_crawl(
-            crawl_run,
-            tasks,
-            lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
-            lambda task, tid: job_for(task, tid, audit),
-            source,
-        )
+    with open_env_source(
+        sandbox_environment(how.server_url, how.distraction_rate),
+        env=env,
+        pool=pool,
+        image_format=how.image_format,
+        step_timeout_s=how.step_timeout_s,
+        extra_origins=how.extra_origins or (),
+    ) as source:
+        run_crawl(crawl_run, tasks, episode_for, source)
     return stats

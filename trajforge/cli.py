@@ -374,7 +374,7 @@ def crawl(
     if policy not in ENV_POLICIES:
         _fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     if not verbose:  # the progress lines name every retry and error; tracebacks on request
-        logging.getLogger("crawlers.crawl_tasks").setLevel(logging.CRITICAL)
+        logging.getLogger("crawlers.crawl_driver").setLevel(logging.CRITICAL)
     try:
         environment = load_environment(env_file, tasks_file=tasks)
     except EnvironmentFileError as err:

@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import BarePage, Row, check_baseline, fmt_num, fmt_ratio, machine_short, pick  # noqa: E402
 
-from crawlers.env_crawl import EnvCrawl, crawl_environment  # noqa: E402
+from crawlers.crawl_driver import EnvCrawl  # noqa: E402
+from crawlers.env_crawl import crawl_environment  # noqa: E402
 from schemas.environment import load_environment  # noqa: E402
 from schemas.keys import to_playwright  # noqa: E402
 from tests.thirdparty.apps import ENVIRONMENTS, datasette, tiddlywiki  # noqa: E402

@@ -81,8 +81,8 @@ class TimedWebEnv(WebEnv):
         finally:
             self.phase_s[phase] += time.perf_counter() - t
 
-    def reset(self, url, device):
-        return self._timed("reset", super().reset, url, device)
+    def reset(self, url, device=None, **start):
+        return self._timed("reset", super().reset, url, device, **start)
 
     def step(self, action):
         self.steps += 1

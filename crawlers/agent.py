@@ -16,6 +16,7 @@ which the runner stores as the step's thought.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from schemas.action_words import action_phrase
 from schemas.actions import Action, ActionType
@@ -28,7 +29,7 @@ from schemas.records import Element, Task, Trajectory, step_seed
 from schemas.resolution import resize_image
 from trajforge.vlm.backends import VLMBackend, VLMRequest
 
-from .crawl_episode import element_at
+from .episode import element_at
 from .guard import ACTIVATABLE_ROLES
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,17 @@ SET_MODES = ("direct", "reason")
 TARGET_ROLES = ACTIVATABLE_ROLES | {"textbox", "searchbox", "slider", "spinbutton"}
 
 
-class AgentPolicy:
-    """Asks `backend` for each action of `task`.
+@dataclass(frozen=True)
+class AgentSettings:
+    """How an AgentPolicy asks its model.
 
     language: of the prompt (default: the task's). max_steps: the step budget
     the prompt announces (give the runner the same one). coords: the frame of
     the model's points ("pixels" of the screenshot, or "grid1000").
-    history_len: how many earlier actions the prompt lists. seed: with
-    temperature > 0, step k samples with (seed * 1009 + k) mod 2^31, so rollouts with
-    different seeds differ and each is reproducible.
+    history_len: how many earlier actions the prompt lists. max_new_tokens,
+    temperature: the generation's. seed: with temperature > 0, step k samples
+    with (seed * 1009 + k) mod 2^31, so rollouts with different seeds differ and
+    each is reproducible.
     prompt: "agent" or "reasoning_set" (None: the backend's `prompt` attribute, else
     "agent"); set_mode: the reasoning set's mode ("direct" or "reason", None: the
     backend's `set_mode`, else "direct"). The reasoning-set prompt lists the whole
@@ -63,27 +66,32 @@ class AgentPolicy:
     (training.policy_backend.PolicyBackend.take_generations(episode=...)).
     """
 
+    language: str | None = None
+    max_steps: int = 30
+    coords: Coords = "pixels"
+    history_len: int = 8
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    prompt: str | None = None
+    set_mode: str | None = None
+    profile: ModelProfile | str | None = None
+    episode: str | None = None
+
+
+class AgentPolicy:
+    """Asks `backend` for each action of `task`, as `settings` say (AgentSettings).
+
+    A policy plays one episode: a replay from scratch takes a fresh one with the
+    same settings (`AgentPolicy(p.backend, p.task, p.settings)`).
+    """
+
     name = "agent"
 
-    def __init__(
-        self,
-        backend: VLMBackend,
-        task: Task,
-        *,
-        language: str | None = None,
-        max_steps: int = 30,
-        coords: Coords = "pixels",
-        history_len: int = 8,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        prompt: str | None = None,
-        set_mode: str | None = None,
-        profile: ModelProfile | str | None = None,
-        episode: str | None = None,
-    ):
-        prompt = prompt or getattr(backend, "prompt", None) or "agent"
-        set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
+    def __init__(self, backend: VLMBackend, task: Task, settings: AgentSettings = AgentSettings()):
+        prompt = settings.prompt or getattr(backend, "prompt", None) or "agent"
+        set_mode = settings.set_mode or getattr(backend, "set_mode", None) or "direct"
+        coords, max_steps, history_len = settings.coords, settings.max_steps, settings.history_len
         if prompt not in PROMPTS or set_mode not in SET_MODES:
             raise ValueError(
                 f"prompt={prompt!r}, set_mode={set_mode!r}: expected a prompt in "
@@ -97,17 +105,18 @@ class AgentPolicy:
             raise ValueError(f"coords={coords!r}: expected 'pixels' or 'grid1000'")
         self.backend = backend
         self.task = task
-        self.language = language or task.language
+        self.settings = settings
+        self.language = settings.language or task.language
         self.max_steps = max_steps
         self.coords: Coords = coords
         self.history_len = history_len
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.seed = seed
-        self.episode = episode
+        self.max_new_tokens = settings.max_new_tokens
+        self.temperature = settings.temperature
+        self.seed = settings.seed
+        self.episode = settings.episode
         self.prompt = prompt
         self.set_mode = set_mode
-        self.profile = model_profile(profile or getattr(backend, "profile", None))
+        self.profile = model_profile(settings.profile or getattr(backend, "profile", None))
         self.steps = 0
         self.history: list[str] = []
         self.set_history: list[str] = []  # the reasoning set's "Step k: ..." lines

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from schemas.records import DeviceProfile, Task
 
-from .crawl_episode import CrawlEnv, env_platform
+from .episode import CrawlEnv, env_platform
 from .randomise import DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task, randomise
 
 

@@ -8,7 +8,7 @@ writes them to stderr; stdout keeps the crawl's one JSON line.
 
 from __future__ import annotations
 
-from .crawl_tasks import CrawlStats, ProgressEvent
+from .crawl_driver import CrawlStats, ProgressEvent
 
 
 def progress_line(event: ProgressEvent, name: str) -> str | None:

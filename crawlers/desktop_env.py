@@ -33,7 +33,7 @@ from pathlib import Path
 from PIL import Image
 
 from schemas.actions import Action, ActionType
-from schemas.environment import Commands, DesktopWaitFor, Environment
+from schemas.environment import Commands, DesktopWaitFor, Environment, ResetSpec
 from schemas.observation import Observation
 from schemas.records import DeviceProfile, Task
 
@@ -161,13 +161,19 @@ class DesktopEnv:
     # ------------------------------------------------------------------ episode
     def reset(
         self,
-        url: str | None = None,
+        url: str,
         device: DeviceProfile | None = None,
         *,
+        how: ResetSpec | None = None,
         task: Task | None = None,
         values: dict | None = None,
     ) -> Observation:
-        """A fresh episode: app killed, fresh HOME, setup, launch, wait_for; observe."""
+        """A fresh episode: app killed, fresh HOME, setup, launch, wait_for; observe.
+
+        `url` is the app's (`desktop://<environment>`: the environment names what is
+        launched); `how` is a browser's (a desktop always starts the app afresh);
+        `task` and `values` fill the setup and verifier commands.
+        """
         if self._closed:
             raise RuntimeError("this DesktopEnv is closed")
         if not self.is_alive():

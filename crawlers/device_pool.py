@@ -31,8 +31,6 @@ import logging
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -47,7 +45,6 @@ log = logging.getLogger(__name__)
 # (first delay, maximum delay) in seconds; the delay doubles with each
 # consecutive failure of the device.
 DEFAULT_BACKOFF_S = (1.0, 30.0)
-_HEALTH_TIMEOUT_S = 3.0
 
 
 class PoolError(RuntimeError):
@@ -102,17 +99,6 @@ def allocate_port() -> int:
 def release_port(port: int) -> None:
     with _ports_lock:
         _ports_taken.discard(port)
-
-
-def server_is_up(url: str, timeout_s: float = _HEALTH_TIMEOUT_S) -> bool:
-    """GET <url>/status answers with ready (or at least 200): Appium's health check."""
-    try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/status", timeout=timeout_s) as r:
-            body = json.loads(r.read().decode("utf-8") or "{}")
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-    value = body.get("value") if isinstance(body, dict) else None
-    return not isinstance(value, dict) or value.get("ready", True) is not False
 
 
 @dataclass

@@ -18,17 +18,15 @@ from dataclasses import dataclass, field
 
 from schemas.actions import Action
 from schemas.environment import Display, Environment
-from schemas.records import DeviceProfile, Step, Task, Trajectory, trajectory_id_for
-from trajforge.store.audit import AuditLog
+from schemas.records import DeviceProfile, Step, Task, Trajectory
 from trajforge.store.raw import RawStore
 
-from .agent import AgentPolicy
-from .crawl_episode import CrawlEnv, EpisodeContext
-from .crawl_loop import CrawlPlan, crawl_source, run_crawl
-from .crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
+from .agent import AgentPolicy, AgentSettings
+from .crawl_driver import CrawlRun, CrawlStats, EnvCrawl, ProgressEvent, RetryPolicy, run_crawl
 from .device_pool import PoolError
-from .env_episode import run_env_episode
-from .env_runtime import EnvironmentRuntime, JudgeFn, load_callable
+from .env_runtime import EnvironmentRuntime, load_callable
+from .env_source import open_env_source
+from .episode import CrawlEnv, EpisodeContext, run_env_episode
 from .guard import SafetyGuard
 from .policies import Policy, RandomWalkPolicy, ReplayPolicy
 from .pool_slots import EnvPool
@@ -199,39 +197,8 @@ def make_env_policy(
     if policy == "agent":
         if backend is None:
             raise ValueError("the agent policy needs a VLM backend (--vlm-config)")
-        return AgentPolicy(backend, task, max_steps=max_steps, seed=ep_seed)
+        return AgentPolicy(backend, task, AgentSettings(max_steps=max_steps, seed=ep_seed))
     raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
-
-
-@dataclass(frozen=True)
-class EnvCrawl:
-    """How an environment is crawled: its policy, seed, budget and retries.
-
-    `tasks` replaces the environment's own (or its exploration episodes);
-    `episodes` caps them, or sets the number of exploration episodes;
-    `max_steps` defaults to the file's. `retries`: how often a task is tried
-    again after an attempt failed (the browser died, the start page or
-    `wait_for` failed); `retry_errors`: play again the tasks whose stored episode
-    is an `error`, replacing that record. `judge` verifies where the file says
-    so; `backend` is the agent policy's VLM; `replay` maps task ids to the
-    actions to play back (policy replay). `image_format` and `step_timeout_s`
-    configure the crawl's own browser.
-    """
-
-    policy: str = "random_walk"
-    seed: int = 0
-    episodes: int | None = None
-    tasks: list[Task] | None = None
-    max_steps: int | None = None
-    retries: int = 2
-    retry_errors: bool = False
-    judge: JudgeFn | None = None
-    backend: object = None
-    replay: dict[str, list[Action]] | None = None
-    guard: SafetyGuard | None = None
-    image_format: str = "png"
-    step_timeout_s: float = 10.0
-    batch_size: int = 16
 
 
 def crawl_environment(
@@ -249,25 +216,14 @@ def crawl_environment(
 
     `env`, when given, is used as is (its own request filter); `pool` (an
     EnvPool: WebEnvPool, DevicePool, RayEnvPool) plays up to `pool.size`
-    episodes at once, each attempt on a fresh lease; otherwise one headless
-    Chromium is launched, allowed to reach only the environment's origins.
+    episodes at once, each attempt on a fresh lease; otherwise the crawl opens
+    its own (env_source.open_env_source: a headless Chromium allowed to reach
+    only the environment's origins, or a desktop file's DesktopEnv).
     The trajectories do not depend on which.
     """
     policy, seed, replay = how.policy, how.seed, how.replay
-    if pool is not None and env is not None:
-        raise ValueError("crawl_environment: give env= or pool=, not both")
     if policy not in ENV_POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
-    own_desktop = None
-    if environment.platform == "desktop" and env is None and pool is None:
-        from .desktop_env import DesktopEnv  # python-xlib: the `desktop` extra
-
-        env = own_desktop = DesktopEnv(environment, image_format=how.image_format)
-    if environment.platform not in ("web", "mobile_web", "desktop") and env is None and pool is None:
-        raise ValueError(
-            f"environment '{environment.name}': platform {environment.platform} "
-            f"runs on an Appium device; pass env= (a MobileEnv) for it"
-        )
     runtime = EnvironmentRuntime(environment, judge=how.judge)
     collection = collection or environment.name
     tasks = how.tasks
@@ -293,75 +249,58 @@ def crawl_environment(
         stats.noop_steps += sum(1 for s in steps if s.screen_changed is False and s.act_ms is not None)
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
 
-    plan = CrawlPlan(
+    def make_policy(task: Task) -> Policy:
+        return make_env_policy(
+            policy,
+            task,
+            environment,
+            seed=seed,
+            max_steps=steps_budget,
+            guard=guard,
+            backend=how.backend,
+            replay=replay,
+        )
+
+    def play(task: Task, env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
+        t0 = time.perf_counter()
+        traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
+        with crawl.lock:
+            stats.reset_ms.append(
+                round(steps[0].observe_ms, 1) if steps else round((time.perf_counter() - t0) * 1000, 1)
+            )
+        return traj, steps
+
+    def verifier_of(task: Task) -> str | None:
+        spec = runtime.verifier_for(task)
+        return spec.kind if spec else None
+
+    # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
+    crawl = CrawlRun(
+        config=how,
         store=store,
         collection=collection,
-        desc=f"crawl {environment.name}",
-        batch_size=how.batch_size,
+        source_name=environment.source,
+        retry=RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed"),
+        play=play,
+        verifier_of=verifier_of,
+        stats=stats,
         progress=progress,
         on_write=figures,
-        retry_errors=how.retry_errors,
+        platform=environment.platform,
     )
 
-    def job_for(task: Task, tid: str, audit: AuditLog, crawl: CrawlContext) -> CrawlJob:
-        def make_policy(t: Task) -> Policy:
-            return make_env_policy(
-                policy,
-                t,
-                environment,
-                seed=seed,
-                max_steps=steps_budget,
-                guard=guard,
-                backend=how.backend,
-                replay=replay,
-            )
-
-        def play(env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:
-            t0 = time.perf_counter()
-            traj, steps = run_env_episode(env, runtime, task, make_policy, ctx)
-            with crawl.lock:
-                stats.reset_ms.append(
-                    round(steps[0].observe_ms, 1) if steps else round((time.perf_counter() - t0) * 1000, 1)
-                )
-            return traj, steps
-
-        episode = EpisodeContext(
+    def episode_for(task: Task, tid: str) -> EpisodeContext:
+        return EpisodeContext(
             trajectory_id=tid,
             seed=seed,
             device=device_for(environment, task, seed),
             blobs=store.blobs,
             guard=guard,
             max_steps=steps_budget,
-            audit=audit,
         )
-        spec = runtime.verifier_for(task)
-        return CrawlJob(task, episode, play, verifier=spec.kind if spec else None)
 
-    # A configuration error (policy, oracle) stops the crawl, as does a pool with no env left.
-    retry = RetryPolicy(how.retries, fatal=(PoolError, ValueError), crash_name="BrowserCrashed")
-    crawl = CrawlContext(
-        policy=policy, source_name=environment.source, retry=retry, stats=stats, platform=environment.platform
-    )
-    try:
-        with (
-            crawl_source(
-                env,
-                pool,
-                environment.origins(),
-                image_format=how.image_format,
-                step_timeout_s=how.step_timeout_s,
-            ) as source,
-            store.audit_log(collection) as audit,
-        ):
-            run_crawl(
-                plan,
-                tasks,
-                lambda t: trajectory_id_for(environment.source, t.task_id, policy, seed),
-                lambda task, tid: job_for(task, tid, audit, crawl),
-                crawl,
-                source,
-            )
-    finally:
-        if own_desktop is not None:  # its X server, bus and apps: nothing left running
-            own_desktop.close()
+    with open_env_source(
+        environment, env=env, pool=pool, image_format=how.image_format, step_timeout_s=how.step_timeout_s
+    ) as source:
+        run_crawl(crawl, tasks, episode_for, source)
     return stats

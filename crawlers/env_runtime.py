@@ -233,12 +233,10 @@ class EnvironmentRuntime:
         """
         self._device = device
         url = self.start_url(task, session=session, seed=seed)
-        if self.environment.platform == "desktop":
-            # The desktop env runs setup, launch and wait_for itself: they come before the app.
-            values = self.values(task, session=session, seed=seed)
-            return env.reset(url, device=device, task=task, values=values), task
+        env_file = self.environment
+        values = self.values(task, session=session, seed=seed)
         hooks = getattr(env, "context_hooks", None)
-        frozen = self.environment.freeze_time
+        frozen = env_file.freeze_time
         hook = None
         if hooks is not None and frozen is not None:
 
@@ -246,17 +244,13 @@ class EnvironmentRuntime:
                 context.clock.set_fixed_time(frozen)
 
             hooks.append(hook)
-        how = self.environment.reset
         try:
-            # Only a browser takes `how` (the file's validation refuses `reset` on a native app).
-            obs = (
-                env.reset(url, device=device, how=how)
-                if "reset" in self.environment.model_fields_set
-                else env.reset(url, device=device)
-            )
+            obs = env.reset(url, device=device, how=env_file.reset, task=task, values=values)
         finally:
             if hook is not None:
                 hooks.remove(hook)
+        if env_file.platform == "desktop":
+            return obs, task  # the desktop env ran setup, launch and wait_for: they come before the app
         if obs.last_action_error:
             raise StartPageError(
                 f"{self.where(task, 'start_url')}: the start page {url} did not load: {obs.last_action_error}"
@@ -268,8 +262,6 @@ class EnvironmentRuntime:
                 raise StartPageError(
                     f"{self.where(task, 'start_url')}: the start page {url} answered HTTP {status}"
                 )
-        env_file = self.environment
-        values = self.values(task, session=session, seed=seed)
         if env_file.setup:
             self._run_setup(env, fill(env_file.setup, **values), task)
         if env_file.wait_for:

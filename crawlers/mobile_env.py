@@ -40,8 +40,9 @@ from appium.webdriver.client_config import AppiumClientConfig
 from selenium.common.exceptions import InvalidSessionIdException, WebDriverException
 
 from schemas.actions import Action, ActionType
+from schemas.environment import ResetSpec
 from schemas.observation import Observation
-from schemas.records import DeviceProfile
+from schemas.records import DeviceProfile, Task
 
 from .capabilities import DeviceSpec, build_capabilities
 from .mobile_actions import MobileActions, action_seconds
@@ -233,13 +234,23 @@ class MobileEnv(MobileActions, MobileScreen):
         self._origins = set()
 
     # ------------------------------------------------------------------ episode
-    def reset(self, url: str, device: DeviceProfile | None = None, how=None) -> Observation:
+    def reset(
+        self,
+        url: str,
+        device: DeviceProfile | None = None,
+        *,
+        how: ResetSpec | None = None,
+        task: Task | None = None,
+        values: dict | None = None,
+    ) -> Observation:
         """Start an episode at `url` (Chromium) or in app `url` (a name of
         spec.apps, a package or bundle id) and observe it.
 
         `device` (default: the spec's profile) is what the trajectory records;
         its screen must be the device's own. A Chromium phone also takes the
         episode's theme and locale; a phone keeps those of its settings.
+        `how` may only be the default (a fresh page); `task` and `values` are the
+        desktop's (its setup commands): a phone ignores them.
         """
         if how is not None and (how.mode != "context" or how.storage_state):
             raise ValueError(

@@ -47,7 +47,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from schemas.actions import Action, ActionType
 from schemas.environment import ResetSpec
 from schemas.observation import Observation
-from schemas.records import DeviceProfile
+from schemas.records import DeviceProfile, Task
 
 from .browser import (
     CHROMIUM_ARGS,
@@ -260,13 +260,24 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self._zoom = (1.0, 0.0, 0.0)
 
     # ------------------------------------------------------------------ episode
-    def reset(self, url: str, device: DeviceProfile, how: ResetSpec | None = None) -> Observation:
+    def reset(
+        self,
+        url: str,
+        device: DeviceProfile | None = None,
+        *,
+        how: ResetSpec | None = None,
+        task: Task | None = None,
+        values: dict | None = None,
+    ) -> Observation:
         """A fresh context for `device`, a new page at `url`, and its observation.
 
         `how` (the environment file's `reset`): mode `page` keeps the context and
         page of the last episode when the device is the same and runs the app's own
         reset script; `relaunch` starts a new browser; `storage_state` seeds the context.
+        `task` and `values` are the desktop's (its setup commands): a page ignores them.
         """
+        if device is None:
+            raise ValueError("WebEnv.reset: a browser episode needs its device profile")
         how = how or _CONTEXT_RESET
         if how.mode == "relaunch" and self._reset_once:
             self.restart()

@@ -3,8 +3,8 @@
 `crawl` runs a list of sandbox tasks through one browser, or concurrently
 through a pool: a WebEnvPool of browsers (one WebEnv per worker thread) or a
 DevicePool of Appium sessions. Each episode is the sandbox environment's
-(sandbox/episode.py, on crawlers.env_episode), the attempts and retries are
-crawlers.crawl_tasks', stable trajectory ids (a re-run resumes without
+(sandbox/episode.py, on crawlers.episode), the attempts and retries are
+crawlers.crawl_driver's, stable trajectory ids (a re-run resumes without
 duplicates), every trajectory written whole through the store's writer.
 Progress goes to tqdm (on a terminal) and to an optional callback.
 
@@ -16,23 +16,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.crawl_loop import CrawlPlan, crawl_source, run_crawl
+from crawlers.crawl_driver import (
+    CrawlRun,
+    CrawlStats,
+    EnvCrawl,
+    ProgressEvent,
+    RetryPolicy,
+    run_crawl,
+)
 from crawlers.crawl_profiles import check_devices, draw_device, profiles_for
 from crawlers.crawl_profiles import is_mobile_task as _is_mobile_task
-from crawlers.crawl_tasks import CrawlContext, CrawlJob, CrawlStats, ProgressEvent, RetryPolicy
+from crawlers.env_source import open_env_source
+from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.policies import RandomWalkPolicy
 from crawlers.pool_slots import EnvPool
 from crawlers.randomise import episode_seed
 from sandbox.apps import MOBILE_APPS
-from sandbox.environment import SOURCE_NAME
+from sandbox.environment import SOURCE_NAME, sandbox_environment
 from sandbox.episode import run_episode
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
 from sandbox.tasks.base import TaskTemplate
-from schemas.records import DeviceProfile, Task, trajectory_id_for
-from trajforge.store.audit import AuditLog
+from schemas.records import DeviceProfile, Task
 from trajforge.store.raw import RawStore
 
 POLICIES = ("oracle", "random_walk")
@@ -140,70 +146,68 @@ def crawl(
     # Each task's device, drawn from the seed, unless a DevicePool's leased phone decides.
     seed_draws = pool is None or pool.profiles is None
     drawn = {t.task_id: draw_task_device(t, seed, devices, env) if seed_draws else None for t in tasks}
-    plan = CrawlPlan(
-        store=store,
-        collection=collection,
-        desc=f"crawl {collection}",
-        batch_size=how.batch_size,
-        progress=progress,
-    )
-    stats = CrawlStats()
     guard = how.guard or SafetyGuard()
+    stats = CrawlStats()
     check = policy == "oracle" or how.verify_random_walk
 
-    def job_for(task: Task, tid: str, audit: AuditLog) -> CrawlJob:
-        """One task: each attempt makes the policy fresh and plays the sandbox episode."""
+    def play(task: Task, env: CrawlEnv, ctx: EpisodeContext):
+        """One attempt: the policy made fresh, the sandbox episode played."""
         template = template_for(task, templates)
-
-        def play(env: CrawlEnv, ctx: EpisodeContext):
-            pol = (
-                OraclePolicy(template, task)
-                if policy == "oracle"
-                # The walk says `done` on its last step, inside the runner's step budget.
-                else RandomWalkPolicy(
-                    episode_seed(seed, task.task_id), max_steps=max_steps, lang=task.language, guard=guard
-                )
+        pol = (
+            OraclePolicy(template, task)
+            if policy == "oracle"
+            # The walk says `done` on its last step, inside the runner's step budget.
+            else RandomWalkPolicy(
+                episode_seed(seed, task.task_id), max_steps=max_steps, lang=task.language, guard=guard
             )
-            return run_episode(
-                env,
-                task,
-                pol,
-                ctx,
-                server_url=how.server_url,
-                distraction_rate=how.distraction_rate,
-                template=template if check else None,
-            )
+        )
+        return run_episode(
+            env,
+            task,
+            pol,
+            ctx,
+            server_url=how.server_url,
+            distraction_rate=how.distraction_rate,
+            template=template if check else None,
+        )
 
-        episode = EpisodeContext(
+    def episode_for(task: Task, tid: str) -> EpisodeContext:
+        return EpisodeContext(
             trajectory_id=tid,
             seed=seed,
             device=drawn[task.task_id],
             blobs=store.blobs,
             guard=guard,
             max_steps=max_steps,
-            audit=audit,
         )
-        return CrawlJob(task, episode, play)
 
     # The crawl's own browser (or the env given) records "BrowserCrashed" for any loss.
-    retry = RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed")
-    crawl_ctx = CrawlContext(policy=policy, source_name=SOURCE_NAME, retry=retry, stats=stats)
-    with (
-        crawl_source(
-            env,
-            pool,
-            [how.server_url, *(how.extra_origins or [])],
+    crawl_run = CrawlRun(
+        config=EnvCrawl(
+            policy=policy,
+            seed=seed,
+            max_steps=max_steps,
+            retries=how.retries,
+            guard=guard,
             image_format=how.image_format,
             step_timeout_s=how.step_timeout_s,
-        ) as source,
-        store.audit_log(collection) as audit,
-    ):
-        run_crawl(
-            plan,
-            tasks,
-            lambda t: trajectory_id_for(SOURCE_NAME, t.task_id, policy, seed),
-            lambda task, tid: job_for(task, tid, audit),
-            crawl_ctx,
-            source,
-        )
+            batch_size=how.batch_size,
+        ),
+        store=store,
+        collection=collection,
+        source_name=SOURCE_NAME,
+        retry=RetryPolicy(how.retries, crash_name=None if pool is not None else "BrowserCrashed"),
+        play=play,
+        stats=stats,
+        progress=progress,
+    )
+    with open_env_source(
+        sandbox_environment(how.server_url, how.distraction_rate),
+        env=env,
+        pool=pool,
+        image_format=how.image_format,
+        step_timeout_s=how.step_timeout_s,
+        extra_origins=how.extra_origins or (),
+    ) as source:
+        run_crawl(crawl_run, tasks, episode_for, source)
     return stats

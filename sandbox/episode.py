@@ -2,7 +2,7 @@
 
 `run_episode` is what the sandbox's callers (the crawl, reflection episodes,
 rollouts, reverse replays) play through: it plays `task` in the sandbox environment
-(sandbox/environment.py) with crawlers.env_episode.run_env_episode, verified
+(sandbox/environment.py) with crawlers.episode.run_env_episode, verified
 by the template's state check when `template` is given and recorded
 unverified otherwise.
 """
@@ -15,9 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from functools import partial
 
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.env_episode import run_env_episode
 from crawlers.env_runtime import EnvironmentRuntime
+from crawlers.episode import CrawlEnv, EpisodeContext, run_env_episode
 from crawlers.guard import SafetyGuard
 from crawlers.policies import Policy
 from sandbox.environment import CHECK_STATE, check_state, sandbox_environment

@@ -39,8 +39,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.crawl_tasks import close_episode_quietly
+from crawlers.env_source import close_episode_quietly
+from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.web_env import BrowserCrashed, WebEnv
 from sandbox import reflection_words as say

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crawlers.crawl_episode import CrawlEnv
+from crawlers.episode import CrawlEnv
 from sandbox.server import start_url
 from schemas.observation import Observation
 from schemas.records import Step, Trajectory, session_seed

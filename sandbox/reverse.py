@@ -24,10 +24,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
-from crawlers.agent import AgentPolicy, settle_unparseable
+from crawlers.agent import AgentPolicy, AgentSettings, settle_unparseable
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import CrawlEnv, EpisodeContext
-from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
+from crawlers.crawl_driver import RetryPolicy
+from crawlers.env_source import OneEnv, close_episode_quietly
+from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.web_env import BrowserCrashed, WebEnv
 from sandbox.crawl import draw_task_device
@@ -218,7 +219,9 @@ def _play_chunk(
             yield ReverseItem(walk.trajectory_id, tid, None, False, "instruction unparseable"), None, []
             continue
         task = reverse_task(walk, instruction, how.language or walk.task.language)
-        policy = AgentPolicy(agent_backend, task, max_steps=run.max_steps, coords=how.coords, seed=how.seed)
+        policy = AgentPolicy(
+            agent_backend, task, AgentSettings(max_steps=run.max_steps, coords=how.coords, seed=how.seed)
+        )
         traj, rsteps = _replay(env, policy, task, run.episode(tid, how.seed, walk.device), run)
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
@@ -278,17 +281,7 @@ def _replay(
     def attempt(n: int) -> tuple[Trajectory, list[Step]]:
         if n:  # the same agent from its first step: the episode is replayed from scratch
             p = held["policy"]
-            held["policy"] = AgentPolicy(
-                p.backend,
-                p.task,
-                language=p.language,
-                max_steps=p.max_steps,
-                coords=p.coords,
-                history_len=p.history_len,
-                max_new_tokens=p.max_new_tokens,
-                temperature=p.temperature,
-                seed=p.seed,
-            )
+            held["policy"] = AgentPolicy(p.backend, p.task, p.settings)
         with one.lease() as live:
             try:
                 traj, steps = run.play(live, task, held["policy"], replace(ctx, attempt=n), None)

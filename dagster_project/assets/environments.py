@@ -18,8 +18,8 @@ from pathlib import Path
 import dagster as dg
 
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_tasks import ProgressEvent
-from crawlers.env_crawl import EnvCrawl, crawl_environment
+from crawlers.crawl_driver import EnvCrawl, ProgressEvent
+from crawlers.env_crawl import crawl_environment
 from dagster_project.assets.crawl import CRAWL_RETRY_POLICY
 from dagster_project.ray_resource import RayResource
 from dagster_project.resources import BrowserResource, StorageResource, VLMResource

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import EpisodeContext, element_at
-from crawlers.crawl_tasks import CrawlStats, ProgressEvent
+from crawlers.crawl_driver import CrawlStats, ProgressEvent
+from crawlers.episode import EpisodeContext, element_at
 from crawlers.guard import SafetyGuard
 from crawlers.policies import ReplayPolicy
 from crawlers.randomise import DEVICE_PROFILES, FONT_SCALES, episode_seed, fixed, randomise

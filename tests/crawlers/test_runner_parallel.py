@@ -18,7 +18,7 @@ import pytest
 
 from crawlers.allowlist import Allowlist
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.crawl_tasks import ProgressEvent
+from crawlers.crawl_driver import ProgressEvent
 from crawlers.device_pool import PoolError
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer

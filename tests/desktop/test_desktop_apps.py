@@ -72,7 +72,7 @@ def textboxes(obs) -> list[str]:
 
 # ---------------------------------------------------------------- gnumeric
 def test_gnumeric_cells_take_english_and_chinese_and_the_saved_book_has_them(gnumeric):
-    obs = gnumeric.reset()
+    obs = gnumeric.reset(f"desktop://{gnumeric.environment.name}")
     assert obs.url == "desktop://gnumeric/book.gnumeric - Gnumeric"
     # The name box shows the current cell; the formula bar what it holds (A1: the header).
     assert textboxes(obs)[1:] == ["A1", "Item"], obs.a11y_tree
@@ -98,10 +98,10 @@ def test_gnumeric_cells_take_english_and_chinese_and_the_saved_book_has_them(gnu
 
 
 def test_gnumeric_reset_restores_the_book(gnumeric):
-    obs = gnumeric.reset()
+    obs = gnumeric.reset(f"desktop://{gnumeric.environment.name}")
     gnumeric.step(Action(type=ActionType.TYPE, text="changed\n"))
     gnumeric.step(Action(type=ActionType.KEY, text="ctrl+s"))
-    obs = gnumeric.reset()
+    obs = gnumeric.reset(f"desktop://{gnumeric.environment.name}")
     assert textboxes(obs)[1:] == ["A1", "Item"]
     status, out, _ = gnumeric.run_command(
         'ssconvert "$HOME/book.gnumeric" "$TMPDIR/o.csv" 2>/dev/null && cat "$TMPDIR/o.csv"', timeout_s=30
@@ -111,7 +111,7 @@ def test_gnumeric_reset_restores_the_book(gnumeric):
 
 # ---------------------------------------------------------------- pcmanfm
 def test_pcmanfm_creates_a_folder_with_a_chinese_name(pcmanfm):
-    obs = pcmanfm.reset()
+    obs = pcmanfm.reset(f"desktop://{pcmanfm.environment.name}")
     assert obs.url == "desktop://pcmanfm/docs"
     assert textboxes(obs) == ["~/docs"]  # the location bar, HOME shown as ~
     assert obs.find(role="status", name="1 item") and obs.find(role="cell", name="Home Folder")
@@ -131,9 +131,9 @@ def test_pcmanfm_creates_a_folder_with_a_chinese_name(pcmanfm):
 
 
 def test_pcmanfm_reset_gives_a_fresh_docs_folder(pcmanfm):
-    pcmanfm.reset()
+    pcmanfm.reset(f"desktop://{pcmanfm.environment.name}")
     pcmanfm.run_command('mkdir "$HOME/docs/stale"', timeout_s=10)
-    obs = pcmanfm.reset()
+    obs = pcmanfm.reset(f"desktop://{pcmanfm.environment.name}")
     assert obs.find(role="status", name="1 item"), obs.a11y_tree
     status, out, _ = pcmanfm.run_command('ls "$HOME/docs"', timeout_s=10)
     assert (status, out) == (0, "report.txt\n")
@@ -170,7 +170,8 @@ def test_save_as_through_gtk_file_chooser_records_verified_english_and_chinese_f
     document's field is under the dialog) and taps its Save button. (Enter in the field
     saved in a bare driver loop, 16 of 16, but in only 2 of 6 crawled episodes; the
     button, 6 of 6: see docs/crawl-your-own-app.md.)"""
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from schemas.environment import environment_from_dict
     from trajforge.store.raw import RawStore
 

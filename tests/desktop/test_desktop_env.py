@@ -73,7 +73,7 @@ def test_a_desktop_file_needs_launch_not_start_url():
 
 # ---------------------------------------------------------------- the driver
 def test_reset_shows_the_app_tree_in_the_shared_element_form(desktop):
-    obs = desktop.reset()
+    obs = desktop.reset(f"desktop://{desktop.environment.name}")
     assert (obs.width, obs.height) == (1024, 768) and obs.screenshot[:4] == b"\x89PNG"
     assert obs.url == "desktop://mousepad-test/~/note.txt - Mousepad"
     box = obs.find(role="textbox")[0]
@@ -84,7 +84,7 @@ def test_reset_shows_the_app_tree_in_the_shared_element_form(desktop):
 
 
 def test_typing_english_and_chinese_is_read_back_and_saved(desktop):
-    obs = desktop.reset()
+    obs = desktop.reset(f"desktop://{desktop.environment.name}")
     x, y = obs.find(role="textbox")[0].centre()
     obs = desktop.step(Action(type=ActionType.TYPE, x=x, y=y, text="Hello 世界\n你好，2024!"))
     assert obs.last_action_error is None
@@ -95,7 +95,7 @@ def test_typing_english_and_chinese_is_read_back_and_saved(desktop):
 
 
 def test_pointer_actions_and_chords(desktop):
-    obs = desktop.reset()
+    obs = desktop.reset(f"desktop://{desktop.environment.name}")
     x, y = obs.find(role="textbox")[0].centre()
     obs = desktop.step(Action(type=ActionType.TYPE, x=x, y=y, text="alpha beta"))
     # ctrl+a, then typing replaces the selection.
@@ -125,10 +125,10 @@ def test_pointer_actions_and_chords(desktop):
 
 
 def test_reset_gives_a_fresh_home(desktop):
-    desktop.reset()
+    desktop.reset(f"desktop://{desktop.environment.name}")
     reader = desktop.reader.proc.pid
     desktop.run_command('echo stale > "$HOME/left.txt"', timeout_s=5)
-    obs = desktop.reset()
+    obs = desktop.reset(f"desktop://{desktop.environment.name}")
     status, _, _ = desktop.run_command('test -e "$HOME/left.txt"', timeout_s=5)
     assert status == 1
     # The accessibility reader outlives the episode and reads the relaunched app's tree.
@@ -137,7 +137,8 @@ def test_reset_gives_a_fresh_home(desktop):
 
 # ---------------------------------------------------------------- crawls
 def crawl(environment, tmp_path, policy="oracle", **how):
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from trajforge.store.raw import RawStore
 
     store = RawStore(tmp_path / "raw")
@@ -225,7 +226,7 @@ def test_network_off_puts_the_app_where_nothing_is_reachable(tmp_path, loopback_
     over = {"launch": launch} if network == "off" else {"launch": launch, "network": [loopback_http[:-1]]}
     env = DesktopEnv(environment_from_dict(mousepad(**over)))
     try:
-        obs = env.reset()
+        obs = env.reset(f"desktop://{env.environment.name}")
         said = (env.session.home / "net.txt").read_text()
         assert any(e.role == "textbox" for e in obs.elements)  # the app runs and shows its tree
         app_net = os.readlink(f"/proc/{env.app.pid}/ns/net")

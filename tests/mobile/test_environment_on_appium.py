@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from crawlers.capabilities import chromium_device
+from crawlers.crawl_driver import EnvCrawl
 from crawlers.device_pool import DevicePool
-from crawlers.env_crawl import EnvCrawl, crawl_environment
+from crawlers.env_crawl import crawl_environment
 from schemas.environment import environment_from_dict
 from tests.thirdparty.apps import counter_server
 from trajforge.store.raw import RawStore
@@ -97,7 +98,7 @@ class _NativeEnv:
         self.driver = _RecordingDriver()
         self.reset_to = None
 
-    def reset(self, url, device=None):
+    def reset(self, url, device=None, **start):
         from schemas.observation import Observation
 
         self.reset_to = url

@@ -21,8 +21,8 @@ import pytest
 
 from crawlers.appium_server import AppiumServer
 from crawlers.capabilities import chromium_device
+from crawlers.crawl_driver import ProgressEvent
 from crawlers.crawl_profiles import draw_device, profiles_for
-from crawlers.crawl_tasks import ProgressEvent
 from crawlers.device_pool import DevicePool, PoolExhausted
 from crawlers.randomise import DEVICE_PROFILES, MOBILE_PROFILES, episode_seed, profile_for_task, randomise
 from sandbox.crawl import SandboxCrawl, crawl

@@ -35,7 +35,7 @@ import pytest
 from crawlers.allowlist import Allowlist
 from crawlers.capabilities import chromium_device
 from crawlers.crawl_browser_pool import WebEnvPool
-from crawlers.crawl_tasks import ProgressEvent
+from crawlers.crawl_driver import ProgressEvent
 from crawlers.ray_pool import AppiumSessionFactory, RayEnvPool
 from sandbox.crawl import SandboxCrawl, crawl
 from sandbox.server import SandboxServer
@@ -426,7 +426,8 @@ def test_an_environment_file_crawls_on_the_ray_pool_as_on_a_local_pool(
 ):
     # crawl_environment, the path of any lab's app: here the sandbox's own environment
     # file (sandbox/environment.py: start URL, state verifier, oracle plugin).
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from sandbox.environment import sandbox_environment
 
     environment = sandbox_environment(sandbox.url, distraction_rate=0.5)
@@ -529,7 +530,8 @@ def test_desktop_sessions_play_on_ray_actors_placed_by_the_desktop_resource(ray_
     import shutil
 
     import trajforge.envs as tf_envs
-    from crawlers.env_crawl import EnvCrawl, crawl_environment
+    from crawlers.crawl_driver import EnvCrawl
+    from crawlers.env_crawl import crawl_environment
     from crawlers.ray_pool import DesktopEnvFactory
     from schemas.environment import load_environment
     from tests.desktop.procs import assert_nothing_left, session_pids

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BLOCKED = ("torch", "transformers", "tokenizers", "dagster_k8s", "dagster_postgres")
 CRAWL_PATH = (
-    "crawlers.crawl_loop",
+    "crawlers.crawl_driver",
     "crawlers.env_crawl",
     "sandbox.crawl",
     "trajforge.store.raw",

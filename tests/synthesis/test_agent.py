@@ -16,8 +16,8 @@ import re
 import pytest
 from PIL import Image
 
-from crawlers.agent import UNPARSEABLE, AgentPolicy, settle_unparseable
-from crawlers.crawl_episode import EpisodeContext
+from crawlers.agent import UNPARSEABLE, AgentPolicy, AgentSettings, settle_unparseable
+from crawlers.episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.randomise import fixed
 from sandbox.episode import fetch_state, run_episode
@@ -193,7 +193,7 @@ def test_act_parses_pixels_counts_failures_and_never_guesses():
     els = [Element(role="switch", name="Wi-Fi", bbox=(0.1, 0.2, 0.3, 0.3))]
     backend = ScriptedAgent([("switch", "Wi-Fi"), "I think I should click somewhere nice."])
     assert isinstance(backend, VLMBackend)
-    policy = AgentPolicy(backend, TASK, max_steps=5, temperature=0.7, seed=3)
+    policy = AgentPolicy(backend, TASK, AgentSettings(max_steps=5, temperature=0.7, seed=3))
     obs = observation(elements=els)
     tap = policy.act(obs)
     assert tap.type == ActionType.TAP and (tap.x, tap.y) == (0.2, 0.25)
@@ -233,7 +233,7 @@ def test_scripted_agent_solves_a_task_verified_by_state(sandbox, env, tmp_path, 
     task = next(t for t in build_catalog(1, (lang,)) if t.template_id == "settings.wifi")
     switch = "Wi-Fi" if lang == "en" else "WLAN"
     backend = ScriptedAgent([("switch", switch), "Terminate"])
-    policy = AgentPolicy(backend, task, max_steps=6)
+    policy = AgentPolicy(backend, task, AgentSettings(max_steps=6))
     store = RawStore(tmp_path / "raw")
     traj, steps = play(
         env, sandbox, store, task, policy, f"agent-{lang}", template=TEMPLATES[task.template_id]
@@ -279,7 +279,7 @@ def test_tiny_model_end_to_end_garbage_is_a_counted_parse_failure(sandbox, env, 
 
     task = next(t for t in build_catalog(1, ("en",)) if t.template_id == "settings.wifi")
     backend = tiny_backend()
-    policy = AgentPolicy(backend, task, max_steps=3, max_new_tokens=16)
+    policy = AgentPolicy(backend, task, AgentSettings(max_steps=3, max_new_tokens=16))
     store = RawStore(tmp_path / "raw")
     traj, steps = play(
         env, sandbox, store, task, policy, "agent-tiny", template=TEMPLATES[task.template_id], max_steps=3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.crawl_episode import EpisodeContext
+from crawlers.episode import EpisodeContext
 from crawlers.guard import SafetyGuard
 from crawlers.randomise import fixed
 from sandbox.episode import fetch_state, run_episode

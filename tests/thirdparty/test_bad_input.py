@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.env_crawl import EnvCrawl, crawl_environment
+from crawlers.crawl_driver import EnvCrawl
+from crawlers.env_crawl import crawl_environment
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
 from trajforge.store.raw import RawStore
 

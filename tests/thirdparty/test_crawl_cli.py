@@ -115,7 +115,7 @@ def test_every_episode_errored_exits_3_and_says_why_once(app, tmp_path):
 
 
 def test_one_cause_of_many_episodes_is_counted_once():
-    from crawlers.crawl_tasks import CrawlStats
+    from crawlers.crawl_driver import CrawlStats
     from crawlers.randomise import fixed
     from schemas.records import Task, Trajectory
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.env_crawl import EnvCrawl, crawl_environment, device_for
+from crawlers.crawl_driver import EnvCrawl
+from crawlers.env_crawl import crawl_environment, device_for
 from crawlers.env_device import observed_locale
 from schemas.environment import environment_from_dict
 from trajforge.store.raw import RawStore

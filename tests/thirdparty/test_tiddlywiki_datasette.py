@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crawlers.env_crawl import EnvCrawl, crawl_environment
+from crawlers.crawl_driver import EnvCrawl
+from crawlers.env_crawl import crawl_environment
 from schemas.environment import load_environment
 from trajforge.store.raw import RawStore
 

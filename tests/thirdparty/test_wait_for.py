@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.env_crawl import EnvCrawl, crawl_environment
+from crawlers.crawl_driver import EnvCrawl
+from crawlers.env_crawl import crawl_environment
 from crawlers.env_wait import condition_kind, wait_for_condition
 from crawlers.randomise import fixed
 from crawlers.web_env import WebEnv

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from crawlers.agent import AgentPolicy
+from crawlers.agent import AgentPolicy, AgentSettings
 from schemas.converters.gui_libra import from_gui_libra
 from schemas.model_profiles import DEFAULT_PROFILE
 from schemas.observation import Observation
@@ -50,7 +50,7 @@ def test_reasoning_set_prompt_is_the_one_the_set_writes(tmp_path, tiny_model, t)
         backend = Replay(
             [answer_text(s.action, s.width, s.height, profile=DEFAULT_PROFILE) for s in recorded]
         )
-        agent = AgentPolicy(backend, traj.task, prompt="reasoning_set", set_mode=mode)
+        agent = AgentPolicy(backend, traj.task, AgentSettings(prompt="reasoning_set", set_mode=mode))
         played = []  # the steps as the runner records what the agent did
         for s in recorded:
             obs = Observation(
@@ -97,7 +97,7 @@ def test_a_backend_that_carries_the_prompt_chooses_it():
     assert (agent.prompt, agent.set_mode) == ("reasoning_set", "reason")
     assert AgentPolicy(Replay([]), task).prompt == "agent"
     with pytest.raises(ValueError, match="coords"):
-        AgentPolicy(Trained([]), task, coords="grid1000")
+        AgentPolicy(Trained([]), task, AgentSettings(coords="grid1000"))
 
 
 class Scripted:

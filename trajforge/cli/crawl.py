@@ -65,7 +65,7 @@ def crawl(
     if policy not in ENV_POLICIES:
         fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     if not verbose:  # the progress lines name every retry and error; tracebacks on request
-        logging.getLogger("crawlers.crawl_tasks").setLevel(logging.CRITICAL)
+        logging.getLogger("crawlers.crawl_driver").setLevel(logging.CRITICAL)
     environment = _environment(env_file, tasks)
     store = RawStore((data or data_root()).resolve() / "raw")
     backend, judge = _vlm_from(vlm_config, store) if vlm_config is not None else (None, None)

@@ -17,7 +17,7 @@ or through gymnasium, once this package is imported:
 task chosen at reset) with gymnasium wrappers (trajforge/envs/wrappers.py):
 `ShapedReward` (the shaped reward terms), `RecordEpisodes` (`record_to` writes
 every episode to the raw store as a crawl does) and `PlayTask` (`task_id`).
-GuiEnv plays on the crawl's own episode code (crawlers.env_episode.EnvEpisode):
+GuiEnv plays on the crawl's own episode code (crawlers.episode.EnvEpisode):
 the same start, setup, guard and verification; what it plays on is opened in
 trajforge/envs/launch.py, its observations built in trajforge/envs/observations.py.
 Read a GuiEnv's attributes through `env.unwrapped`. The spaces are in trajforge/envs/spaces.py, the text answers in
@@ -48,9 +48,9 @@ from typing import Any
 import gymnasium
 from gymnasium.envs.registration import EnvSpec
 
-from crawlers.crawl_tasks import OneEnv
 from crawlers.device_pool import PoolError
 from crawlers.env_runtime import EnvironmentRuntime
+from crawlers.env_source import OneEnv
 from schemas.environment import Environment, load_environment
 from schemas.model_profiles import ModelProfile
 

@@ -1,6 +1,6 @@
 """`GuiEnv`: a gymnasium.Env over any environment file, on the crawl's own episode code.
 
-An episode is crawlers.env_episode.EnvEpisode, the same object a crawl plays:
+An episode is crawlers.episode.EnvEpisode, the same object a crawl plays:
 `reset` opens it (the environment runtime's start page, setup, wait_for and
 instruction_js; retried on a lost browser or a start page that did not load,
 as a crawl retries: trajforge/envs/launch.py), each `step` is one
@@ -42,6 +42,7 @@ handed in stays open, each episode's browser context is closed.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from contextlib import ExitStack
@@ -52,11 +53,10 @@ import gymnasium as gym
 import numpy as np
 
 from crawlers.agent import target_of
-from crawlers.crawl_episode import EpisodeContext, StepResult
-from crawlers.crawl_tasks import close_episode_quietly
 from crawlers.env_crawl import device_for, environment_tasks
-from crawlers.env_episode import EnvEpisode
 from crawlers.env_runtime import EnvironmentRuntime
+from crawlers.env_source import close_episode_quietly, open_env_source
+from crawlers.episode import EnvEpisode, EpisodeContext, StepResult
 from crawlers.guard import SafetyGuard
 from crawlers.pool_slots import EnvSource
 from crawlers.web_env import BrowserCrashed
@@ -69,7 +69,7 @@ from schemas.records import DeviceProfile, Task, Trajectory, trajectory_id_for
 
 from .answers import action_from_dict, parse_answer
 from .blobs import DigestBlobs
-from .launch import LAUNCHED, Launch, open_episode, open_source
+from .launch import Launch, open_episode, require_launchable
 from .observations import (
     copied,
     element_info,
@@ -143,8 +143,8 @@ class GuiEnv(gym.Env):
         self.environment = environment = self.runtime.environment
         self._launch = source if isinstance(source, Launch) else Launch()
         self._source: EnvSource | None = None if source is None or isinstance(source, Launch) else source
-        if self._source is None and environment.platform not in LAUNCHED:
-            open_source(environment, self._launch)  # raises: an Appium platform needs a source
+        if self._source is None:
+            require_launchable(environment)  # an Appium platform needs a source: fail here
         self.tasks = list(tasks) if tasks is not None else environment.as_tasks()
         self.profile = model_profile(profile)
         self.max_steps, self.guard, self.retries = max_steps, guard or SafetyGuard(), retries
@@ -154,7 +154,7 @@ class GuiEnv(gym.Env):
         self.screen_size = (int(width), int(height))
         self.observation_space = observation_space(*self.screen_size)
         self.action_space = GuiActions(*self.screen_size)
-        self._own_env: Any = None  # the env this one started (Launch), closed with it
+        self._own = ExitStack()  # the env this one starts (Launch settings), closed with it
         self.recorder: EpisodeRecorder | None = None  # RecordEpisodes sets both (record_with)
         self.policy_id = "gym"
         self._run = uuid.uuid4().hex[:12]  # episode ids (and sandbox sessions) never repeat
@@ -214,7 +214,8 @@ class GuiEnv(gym.Env):
             audit=recorder.audit if recorder is not None else None,
         )
         if self._source is None:
-            self._source, self._own_env = open_source(self.environment, self._launch)
+            launch = dataclasses.asdict(self._launch)
+            self._source = self._own.enter_context(open_env_source(self.environment, **launch))
         episode, obs, self._lease, attempts = open_episode(
             self._source, self.runtime, task, ctx, self.retries
         )
@@ -326,9 +327,7 @@ class GuiEnv(gym.Env):
             self._end_by_caller("close() before the episode ended")
         finally:
             self._release()
-            if self._own_env is not None:
-                self._own_env.close()
-                self._own_env = None
+            self._own.close()
 
     # ------------------------------------------------------------------ what a policy may read
     @property

@@ -2,10 +2,11 @@
 
 A GuiEnv plays on a source the caller hands it (a pool: WebEnvPool, DevicePool,
 RayEnvPool; or `OneEnv(env)` for one live env: a WebEnv, a MobileEnv on an Appium
-phone), or on an env of its own that `open_source` starts at the first reset from
-plain `Launch` settings: a headless Chromium allowed only the environment's origins
-(web, mobile_web, the sandbox), or for a `platform: desktop` file a DesktopEnv
-of its own (its own Xvfb, accessibility bus and app; crawlers/desktop_env.py).
+phone), or on an env of its own that crawlers.env_source.open_env_source (the crawl's
+too) starts at the first reset from plain `Launch` settings: a headless Chromium
+allowed only the environment's origins (web, mobile_web, the sandbox), or for a
+`platform: desktop` file a DesktopEnv of its own (its own Xvfb, accessibility bus
+and app; crawlers/desktop_env.py).
 `open_episode` opens an episode on a fresh lease, retried as a crawl retries.
 """
 
@@ -15,14 +16,13 @@ import logging
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from crawlers.allowlist import Allowlist
-from crawlers.crawl_episode import EpisodeContext
-from crawlers.crawl_tasks import OneEnv, RetryPolicy, close_episode_quietly
+from crawlers.crawl_driver import RetryPolicy
 from crawlers.device_pool import PoolError
-from crawlers.env_episode import EnvEpisode
 from crawlers.env_runtime import EnvironmentRuntime, SetupError, StartPageError
+from crawlers.env_source import close_episode_quietly
+from crawlers.episode import EnvEpisode, EpisodeContext
 from crawlers.pool_slots import EnvSource
-from crawlers.web_env import BrowserCrashed, WebEnv
+from crawlers.web_env import BrowserCrashed
 from schemas.environment import Environment
 from schemas.observation import Observation
 from schemas.records import Task
@@ -43,25 +43,13 @@ class Launch:
     step_timeout_s: float = 10.0
 
 
-def open_source(environment: Environment, launch: Launch):
-    """(a source of leases on an env started for `environment`, that env: its owner closes it)."""
-    if environment.platform == "desktop":
-        from crawlers.desktop_env import DesktopEnv  # python-xlib: the `desktop` extra
-
-        env = DesktopEnv(environment, image_format=launch.image_format, step_timeout_s=launch.step_timeout_s)
-    elif environment.platform in LAUNCHED:
-        env = WebEnv.launch(
-            headless=launch.headless,
-            image_format=launch.image_format,
-            step_timeout_s=launch.step_timeout_s,
-            request_filter=Allowlist(environment.origins()),
-        )
-    else:
+def require_launchable(environment: Environment) -> None:
+    """An environment a GuiEnv can start an env of its own for (crawlers.env_source)."""
+    if environment.platform not in LAUNCHED:
         raise ValueError(
             f"environment '{environment.name}': platform {environment.platform} runs on an "
             f"Appium device; pass env= (a MobileEnv) or pool= (a DevicePool)"
         )
-    return OneEnv(env), env
 
 
 def open_episode(

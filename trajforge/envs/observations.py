@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 from PIL import Image
 
-from crawlers.env_episode import EnvEpisode
+from crawlers.episode import EnvEpisode
 from schemas.observation import Observation
 from schemas.records import Element
 

@@ -67,6 +67,11 @@ def open_env(app: str, *, bridge: bool = True):
     return DesktopEnv(environment), environment
 
 
+def app_url(environment) -> str:
+    """What a desktop env's reset takes for its app (crawlers.env_runtime.start_url)."""
+    return f"desktop://{environment.name}"
+
+
 def first_task(environment):
     tasks = environment.as_tasks()
     return (tasks[0], dict(tasks[0].params)) if tasks else (None, {})
@@ -79,7 +84,7 @@ def step_latency(blocks: int, block_steps: int) -> dict:
     env, environment = open_env("mousepad")
     try:
         task, values = first_task(environment)
-        obs = env.reset(task=task, values=values)
+        obs = env.reset(app_url(environment), task=task, values=values)
         box = obs.find(role="textbox")[0]
         x, y = box.centre()
         px, py = env._px(x, y)
@@ -141,14 +146,14 @@ def reset_latency(app: str, resets: int) -> dict:
     try:
         task, values = first_task(environment)
         t = time.perf_counter()
-        env.reset(task=task, values=values)  # the session's start (X, buses) apart
+        env.reset(app_url(environment), task=task, values=values)  # the session's start (X, buses) apart
         first = time.perf_counter() - t
         bare_reset(env, environment, task, values)  # warm
         ours, bare, tree_ms, nodes = [], [], [], []
         for _ in range(resets):
             env.tree_ms.clear()
             t = time.perf_counter()
-            obs = env.reset(task=task, values=values)
+            obs = env.reset(app_url(environment), task=task, values=values)
             ours.append(time.perf_counter() - t)
             tree_ms.extend(env.tree_ms)
             nodes.append(len(obs.elements))
@@ -199,7 +204,7 @@ def density(n: int, *, bridge: bool) -> dict:
             envs.append(env)
             task, values = first_task(environment)
             if bridge:
-                env.reset(task=task, values=values)
+                env.reset(app_url(environment), task=task, values=values)
             else:  # no tree to wait on: the app's window, as the bare reset waits for it
                 env._open_session()
                 bare_reset(env, environment, task, values)

@@ -18,7 +18,7 @@ import gymnasium
 from sandbox.environment import sandbox_environment
 from sandbox.server import SandboxServer
 from schemas.environment import load_environment
-from trajforge.envs import make, make_sandbox
+from trajforge.envs.compose import make, make_sandbox
 from trajforge.envs.server import ServedEnv
 from trajforge.envs.sources import SANDBOX
 

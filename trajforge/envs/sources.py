@@ -74,7 +74,7 @@ def env_factories(
     error); `devices` names the screen (the first profile of the right family); `kwargs`
     go to every env (trajforge.envs.make / make_sandbox: env, pool, guard, image_format,
     ...). The sandbox runs at `server_url`, else is started for the block."""
-    from trajforge.envs import make
+    from trajforge.envs.compose import make
 
     if not sources:
         raise ValueError("env_factories: no environment named (a file's path, or 'sandbox')")
@@ -135,7 +135,7 @@ def _sandbox_factories(
     """The sandbox's web apps on a desktop-family screen, its phone apps on a phone."""
     from crawlers.randomise import DEVICE_PROFILES, MOBILE_PROFILES
     from sandbox.apps import MOBILE_APPS
-    from trajforge.envs import make_sandbox
+    from trajforge.envs.compose import make_sandbox
 
     out = []
     for family, profiles, default in (("web", DEVICE_PROFILES, None), ("mobile", MOBILE_PROFILES, "pixel_8")):

@@ -79,7 +79,8 @@ def element_words(element: Element, language: str) -> str:
     """'the button "Add to cart"' / '“加入购物车”按钮'."""
     if language == "zh":
         return f"“{element.name}”{_ROLE_ZH.get(element.role, '元素')}"
-    return f'the {_ROLE_EN.get(element.role, element.role)} "{element.name}"'
+    role = _ROLE_EN.get(element.role, element.role) or "element"  # a role-less element (some desktop trees)
+    return f'the {role} "{element.name}"'
 
 
 def _where(

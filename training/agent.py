@@ -1,39 +1,24 @@
 """A VLM backend as a policy of the Gym API: it reads the observation and answers in text.
 
 `TextAgent` plays any gymnasium env of trajforge.envs (a GuiEnv over an environment
-file or the sandbox, a RemoteEnv): each step it builds one chat request from the
-observation with the prompt the crawl's agent uses (schemas.agent_prompt: the
-task, the earlier actions, the screen's elements quoted as data, the screenshot)
-or, for a backend trained on a reasoning set (`prompt = "reasoning_set"`, e.g.
-training.policy_backend.PolicyBackend), that set's own prompt; it asks the backend
-and hands the env the answer's text. The env parses it in its model profile
-(trajforge.envs.answers) and counts what does not parse as a format failure.
+file or the sandbox, a RemoteEnv): each step it asks the backend one chat request
+built by the one prompt builder (training.gui_prompt.GuiPrompt: the crawl agent's
+prompt, or for a backend trained on a reasoning set, `prompt = "reasoning_set"`
+e.g. training.policy_backend.PolicyBackend, that set's own) and hands the env the
+answer's text. The env parses it in its model profile (trajforge.envs.answers) and
+counts what does not parse as a format failure.
 
-The frame is the env's: the screenshot is resized to the profile's frame
-(`info["profile"]`) and the prompt's points and boxes are in that frame, so the
-env reads the answer in the frame the model saw. Sampling is seeded per step as
-the crawl's agent seeds it (schemas.records.step_seed), and every request's
-metadata carries `episode` (the rollout's trajectory id), so a recording backend
-hands back one rollout's generations (PolicyBackend.take_generations(episode=...)).
+Sampling is seeded per step as the crawl's agent seeds it (schemas.records.step_seed),
+and every request's metadata carries `episode` (the rollout's trajectory id), so a
+recording backend hands back one rollout's generations
+(PolicyBackend.take_generations(episode=...)).
 """
 
 from __future__ import annotations
 
-import io
-from typing import Any
-
-import numpy as np
-from PIL import Image
-
-from schemas.actions import Action
-from schemas.agent_prompt import agent_messages, history_line, reasoning_set_messages
-from schemas.model_profiles import model_profile
-from schemas.records import Element, step_seed
-from training.gui_prompt import element_of, set_history_line
+from schemas.records import step_seed
+from training.gui_prompt import GuiPrompt, PromptSettings
 from trajforge.vlm.backends import VLMBackend, VLMRequest
-
-PROMPTS = ("agent", "reasoning_set")
-SET_MODES = ("direct", "reason")
 
 
 class TextAgent:
@@ -41,121 +26,64 @@ class TextAgent:
 
     Call it with each step's observation and info (the reset's first: training.episode's
     answer_fn), or `begin(obs, info)` after `env.reset`, `answer(obs, info)` for each
-    step's text and `observe(info)` with each step's info. max_steps: the budget the
-    agent prompt announces (None: the env's, `info["max_steps"]`); history_len:
-    earlier actions the agent prompt lists; prompt / set_mode: as the backend's
-    attributes say (else "agent" / "direct").
+    step's text and `observe(info)` with each step's info. `settings`: the prompt (its
+    prompt and mode default to the backend's `prompt` / `set_mode` attributes, else the
+    agent prompt in "direct" mode).
     """
 
     def __init__(
         self,
         backend: VLMBackend,
+        settings: PromptSettings | None = None,
         *,
-        max_steps: int | None = None,
-        history_len: int = 8,
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        prompt: str | None = None,
-        set_mode: str | None = None,
+        sampling: tuple[int, float, int | None] = (256, 0.0, None),
         episode: str | None = None,
     ):
-        prompt = prompt or getattr(backend, "prompt", None) or "agent"
-        set_mode = set_mode or getattr(backend, "set_mode", None) or "direct"
-        if prompt not in PROMPTS or set_mode not in SET_MODES:
-            raise ValueError(
-                f"prompt={prompt!r}, set_mode={set_mode!r}: expected a prompt in {PROMPTS} "
-                f"and a set_mode in {SET_MODES}"
+        if settings is None:
+            settings = PromptSettings(
+                prompt=getattr(backend, "prompt", None) or "agent",
+                mode=getattr(backend, "set_mode", None) or "direct",
             )
-        if history_len < 0 or (max_steps is not None and max_steps < 1):
-            raise ValueError(f"max_steps={max_steps} must be >= 1, history_len={history_len} >= 0")
         self.backend = backend
-        self.prompt, self.set_mode = prompt, set_mode
-        self.max_steps, self.history_len = max_steps, history_len
-        self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
+        self.settings = settings
+        self.max_new_tokens, self.temperature, self.seed = sampling
         self.episode = episode
         self.steps = 0
-        self.history: list[str] = []  # the agent prompt's earlier actions
-        self.set_history: list[str] = []  # the reasoning set's "Step k: ..." lines
         self.answers: list[str] = []
-        self.begun = False
+        self.prompt: GuiPrompt | None = None
 
     @property
     def model_id(self) -> str:
         return self.backend.model_id
 
-    # ------------------------------------------------------------------ the episode
     def __call__(self, obs: dict, info: dict) -> str:
         """This step's answer: the reset's info begins the episode, a step's joins the history."""
-        if self.begun:
-            self.observe(info)
-        else:
+        if self.prompt is None:
             self.begin(obs, info)
+        else:
+            self.observe(info)
         return self.answer(obs, info)
 
     def begin(self, obs: dict, info: dict) -> None:
         """A new episode: its task and frame from the reset's info."""
-        task = info.get("task") or {}
-        self.task_id = str(task.get("task_id", ""))
-        self.language = task.get("language") or "en"
-        self.instruction = obs.get("instruction") or task.get("instruction", "")
-        self.budget = self.max_steps or int(info.get("max_steps") or 30)
-        self.height, self.width = obs["screenshot"].shape[:2]
-        profile = info.get("profile") or {}
-        self.profile = model_profile(profile.get("name"))
-        self.coords = profile.get("coords") or self.profile.coords
-        if self.prompt == "agent" and self.coords not in ("pixels", "grid1000"):
-            raise ValueError(
-                f"profile {self.profile.name}: the agent prompt gives points in pixels or on the "
-                f"0-1000 grid, not {self.coords!r} (use a reasoning-set backend)"
-            )
-        self.steps, self.begun = 0, True
-        self.history, self.set_history, self.answers = [], [], []
+        self.prompt = GuiPrompt.from_reset(obs, info, self.settings)
+        self.task_id = str((info.get("task") or {}).get("task_id", ""))
+        self.steps, self.answers = 0, []
 
     def request(self, obs: dict, info: dict) -> VLMRequest:
         """The chat request of this step."""
-        height, width = obs["screenshot"].shape[:2]
-        fw, fh = self.profile.frame(width, height)
-        image = _png(obs["screenshot"], (fw, fh))
-        if self.prompt == "reasoning_set":
-            messages = reasoning_set_messages(
-                task=self.instruction,
-                language=self.language,
-                mode=self.set_mode,
-                history=self.set_history,
-                screenshot=image,
-                width=fw,
-                height=fh,
-                coords=self.coords,
-            )
-        else:
-            start = max(0, len(self.history) - self.history_len)
-            shown = (
-                [history_line(i, h) for i, h in enumerate(self.history)][start:] if self.history_len else []
-            )
-            messages = agent_messages(
-                task=self.instruction,
-                language=self.language,
-                step=self.steps + 1,
-                max_steps=self.budget,
-                url=obs.get("url") or "",
-                history=shown,
-                screenshot=image,
-                width=fw,
-                height=fh,
-                elements=elements_of(info, width, height),
-                coords=self.coords,
-            )
+        prompt = self._begun()
+        fw, fh = prompt.frame
         return VLMRequest(
-            messages=messages,
+            messages=prompt.messages(obs, info, self.steps),
             key=f"{self.task_id}#{self.steps}",
             metadata={
                 "task_id": self.task_id,
                 "step": self.steps,
                 "width": fw,
                 "height": fh,
-                "prompt": self.prompt,
-                "coords": self.coords,
+                "prompt": self.settings.prompt,
+                "coords": prompt.coords,
                 **({"episode": self.episode} if self.episode else {}),
             },
         )
@@ -172,34 +100,10 @@ class TextAgent:
         return raw
 
     def observe(self, info: dict) -> None:
-        """The step's outcome: an action the env parsed joins the history."""
-        if not info.get("action"):
-            return
-        action = Action.model_validate(info["action"])
-        self.history.append(action.description or action.brief())
-        target = element_of(info.get("target"), self.width, self.height)
-        profile = self.profile if self.prompt == "reasoning_set" else None
-        k = len(self.set_history) + 1
-        self.set_history.append(
-            set_history_line(k, action, target, (self.width, self.height), self.language, profile)
-        )
+        """The step's outcome: an action that ran joins the history."""
+        self._begun().record(info)
 
-
-def elements_of(info: dict, width: int, height: int) -> list[Element]:
-    """info["elements"] (boxes in screenshot pixels) as normalised Elements."""
-    out = []
-    for e in info.get("elements") or ():
-        made = element_of(e, width, height)
-        if made is not None:
-            out.append(made)
-    return out
-
-
-def _png(pixels: Any, size: tuple[int, int]) -> bytes:
-    """The screenshot as PNG at `size` (LANCZOS, as the set writer resizes: schemas.resolution)."""
-    image = Image.fromarray(np.asarray(pixels, dtype=np.uint8)).convert("RGB")
-    if image.size != tuple(size):
-        image = image.resize(size, Image.Resampling.LANCZOS)
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
+    def _begun(self) -> GuiPrompt:
+        if self.prompt is None:
+            raise RuntimeError("TextAgent: begin(obs, info) with the reset's observation first")
+        return self.prompt

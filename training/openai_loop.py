@@ -34,7 +34,6 @@ that call's client: an `OpenAIPolicy` holds the variable's name, never the key.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import queue
@@ -45,7 +44,7 @@ from typing import Any
 
 from schemas.records import step_seed
 from training.episode import EpisodeResult, play_episode
-from training.gui_prompt import GuiPrompt
+from training.gui_prompt import GuiPrompt, PromptSettings
 from trajforge.vlm.messages import to_openai_messages
 
 log = logging.getLogger(__name__)
@@ -140,17 +139,18 @@ def _play_one(
     env, index: int, spec: dict, policy: OpenAIPolicy, client, max_steps: int | None
 ) -> EpisodeResult:
     task_id, seed = spec.get("task_id"), spec.get("seed")
+    settings = PromptSettings(mode=policy.mode, language=policy.language)
     prompt: GuiPrompt | None = None
     step = 0
 
     def answer(obs: dict, info: dict) -> str:
         nonlocal prompt, step
         if prompt is None:
-            prompt = GuiPrompt.from_reset(obs, info, language=policy.language, mode=policy.mode)
+            prompt = GuiPrompt.from_reset(obs, info, settings)
         else:
             prompt.record(info)
         step += 1
-        return _ask(client, policy, prompt, obs["screenshot"], seed, step - 1)
+        return _ask(client, policy, prompt.messages(obs, info, step - 1), seed, step - 1)
 
     result = play_episode(
         env, answer, max_steps, seed=seed, options={"task_id": task_id} if task_id else None
@@ -159,20 +159,7 @@ def _play_one(
     return result
 
 
-def _ask(client, policy: OpenAIPolicy, prompt: GuiPrompt, screenshot, seed: int | None, step: int) -> str:
-    image = prompt.framed(screenshot)
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    messages = [
-        {"role": "system", "content": prompt.system()},
-        {
-            "role": "user",
-            "content": [
-                {"type": "image", "image": buf.getvalue()},
-                {"type": "text", "text": prompt.human_text()},
-            ],
-        },
-    ]
+def _ask(client, policy: OpenAIPolicy, messages: list[dict], seed: int | None, step: int) -> str:
     body: dict[str, Any] = {
         "model": policy.model,
         "messages": to_openai_messages(messages),

@@ -49,6 +49,7 @@ from schemas.environment import Environment
 from schemas.records import DeviceProfile, Task, Trajectory, episode_seed, trajectory_id_for
 from training.agent import TextAgent
 from training.episode import play_episode
+from training.gui_prompt import PromptSettings
 from trajforge.envs import ENV_FAILED, EpisodeRecorder, GuiEnv, PoolError, make
 from trajforge.store.raw import RawStore, model_slug
 from trajforge.vlm.backends import VLMBackend
@@ -186,6 +187,12 @@ class _Sampler:
         self.dropped: set[str] = set()  # rollouts the model broke off: never recorded
         self.recorder = EpisodeRecorder(store, route=self.route, audit=result.collection)
         self.lock = threading.Lock()
+        self.prompt = PromptSettings(
+            prompt=getattr(backend, "prompt", None) or "agent",
+            mode=getattr(backend, "set_mode", None) or "direct",
+            max_steps=how.max_steps,
+            history_len=how.history_len,
+        )
 
     def route(self, traj: Trajectory) -> str | None:
         tid = traj.trajectory_id
@@ -211,11 +218,8 @@ class _Sampler:
             (self.replaying.discard if last else self.replaying.add)(item.tid)
             agent = TextAgent(
                 self.backend,
-                max_steps=how.max_steps,
-                history_len=how.history_len,
-                max_new_tokens=how.max_new_tokens,
-                temperature=how.temperature,
-                seed=item.seed,
+                self.prompt,
+                sampling=(how.max_new_tokens, how.temperature, item.seed),
                 episode=item.tid,
             )
             try:

@@ -38,14 +38,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from crawlers.allowlist import Allowlist
-from crawlers.env_source import close_episode_quietly
+from crawlers.env_source import close_episode_quietly, open_env_source
 from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
-from crawlers.web_env import BrowserCrashed, WebEnv
+from crawlers.web_env import BrowserCrashed
 from sandbox import reflection_words as say
 from sandbox.crawl import draw_task_device
 from sandbox.distractions import DISMISS_NAMES
+from sandbox.environment import sandbox_environment
 from sandbox.episode import SandboxRun
 from sandbox.oracle_policy import OraclePolicy
 from sandbox.tasks import TEMPLATES
@@ -394,9 +394,6 @@ def reflect_tasks(
     guard = how.guard or SafetyGuard()
     result = ReflectionResult()
     started = time.perf_counter()
-    own_env = env is None
-    if own_env:
-        env = WebEnv.launch(headless=True, image_format="png", request_filter=Allowlist([server_url]))
     jsonl, _ = sidecar_paths(store, collection)
     audit = store.audit_log(collection)
     run = SandboxRun(
@@ -409,7 +406,10 @@ def reflect_tasks(
         devices=how.devices,
     )
     try:
-        with store.writer(collection) as writer:
+        with (
+            open_env_source(sandbox_environment(server_url), env=env) as source,
+            store.writer(collection) as writer,
+        ):
             for task in tasks:
                 tid = trajectory_id_for("reflection", task.task_id, seed)
                 if writer.has(tid):
@@ -430,7 +430,8 @@ def reflect_tasks(
                     language=task.language,
                     guard=guard,
                 )
-                played = _play(env, task, template, policy, run.episode(tid, seed, None), run, result)
+                with source.lease() as live:
+                    played = _play(live, task, template, policy, run.episode(tid, seed, None), run, result)
                 if played is None:
                     continue
                 traj, steps, row = played
@@ -448,8 +449,6 @@ def reflect_tasks(
                     result.failure += 1
     finally:
         audit.close()
-        if own_env:
-            env.close()
     result.sidecar = write_sidecar(store, collection)
     result.seconds = round(time.perf_counter() - started, 3)
     return result

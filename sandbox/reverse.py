@@ -19,20 +19,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Protocol
 
 from crawlers.agent import AgentPolicy, AgentSettings, settle_unparseable
-from crawlers.allowlist import Allowlist
 from crawlers.crawl_driver import RetryPolicy
-from crawlers.env_source import OneEnv, close_episode_quietly
+from crawlers.env_source import OneEnv, close_episode_quietly, open_env_source
 from crawlers.episode import CrawlEnv, EpisodeContext
 from crawlers.guard import SafetyGuard
-from crawlers.web_env import BrowserCrashed, WebEnv
+from crawlers.web_env import BrowserCrashed
 from sandbox.crawl import draw_task_device
-from sandbox.environment import SOURCE_NAME
+from sandbox.environment import SOURCE_NAME, sandbox_environment
 from sandbox.episode import SandboxRun
 from schemas.converters.gui_libra import Coords
 from schemas.records import Step, Task, Trajectory, trajectory_id_for
@@ -168,7 +166,7 @@ def reverse_tasks(
         run = SandboxRun(
             server_url=how.server_url, store=store, max_steps=how.max_steps, guard=guard, audit=audit
         )
-        with _sandbox_env(env, how.server_url) as live:
+        with open_env_source(sandbox_environment(how.server_url), env=env) as source:
             for start in range(0, len(todo), how.batch_size):
                 chunk = todo[start : start + how.batch_size]
                 for item, traj, steps in _play_chunk(
@@ -177,7 +175,7 @@ def reverse_tasks(
                     verify_replays=verify_replays,
                     agent_backend=agent_backend,
                     run=run,
-                    env=live,
+                    source=source,
                     how=how,
                 ):
                     result.items.append(item)
@@ -206,7 +204,7 @@ def _why_unfinished(traj: Trajectory) -> str:
 
 
 def _play_chunk(
-    chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, env, how: ReverseReplays
+    chunk, *, name_walks, verify_replays, agent_backend, run: SandboxRun, source: OneEnv, how: ReverseReplays
 ):
     """Yield (ReverseItem, replay trajectory or None, its steps) for each walk of the chunk."""
     named = name_walks([(walk, steps, how.language or walk.task.language) for walk, steps, _ in chunk])
@@ -222,7 +220,7 @@ def _play_chunk(
         policy = AgentPolicy(
             agent_backend, task, AgentSettings(max_steps=run.max_steps, coords=how.coords, seed=how.seed)
         )
-        traj, rsteps = _replay(env, policy, task, run.episode(tid, how.seed, walk.device), run)
+        traj, rsteps = _replay(source, policy, task, run.episode(tid, how.seed, walk.device), run)
         if traj.outcome != "unknown":  # guard block, max steps, take-over, unparseable
             reason = f"replay did not finish: {_why_unfinished(traj)}"
             yield ReverseItem(walk.trajectory_id, tid, instruction, False, reason), traj, rsteps
@@ -255,28 +253,14 @@ def _play_chunk(
         yield item, traj, rsteps
 
 
-@contextmanager
-def _sandbox_env(env: CrawlEnv | None, server_url: str) -> Iterator[CrawlEnv]:
-    """`env` as given, or a headless Chromium allowed to reach only the sandbox."""
-    if env is not None:
-        yield env
-        return
-    own = WebEnv.launch(headless=True, request_filter=Allowlist([server_url]))
-    try:
-        yield own
-    finally:
-        own.close()
-
-
 def _replay(
-    env: CrawlEnv, policy: AgentPolicy, task: Task, ctx: EpisodeContext, run: SandboxRun
+    one: OneEnv, policy: AgentPolicy, task: Task, ctx: EpisodeContext, run: SandboxRun
 ) -> tuple[Trajectory, list[Step]]:
     """One agent episode of the named task (no template: the judge verifies it later),
     replayed from scratch when the browser dies; out of retries, the env's loss is raised."""
     if ctx.device is None:
-        ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, env))
+        ctx = replace(ctx, device=draw_task_device(task, ctx.seed, run.devices, one.env))
     held = {"policy": policy}
-    one = OneEnv(env)
 
     def attempt(n: int) -> tuple[Trajectory, list[Step]]:
         if n:  # the same agent from its first step: the episode is replayed from scratch

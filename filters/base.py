@@ -12,7 +12,7 @@ anyway, so a drop can be looked at and recounted under other thresholds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -78,6 +78,12 @@ class Filter:
     def keep(self, scores: Mapping[str, Any]) -> bool:
         """From stored scores and thresholds only (never the image or the step)."""
         raise NotImplementedError
+
+    def settle(self) -> Callable[[dict[str, Any]], None] | None:
+        """Once every step is scored: what completes a scored row's columns, for a filter
+        whose score needs the whole dataset (the near-duplicate search: "earlier" spans
+        every trajectory); None for one whose `score` said it all."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

@@ -348,6 +348,18 @@ class NearDuplicate(Filter):
             out.append({"phash": to_signed(h), "neardup_of": None, "neardup_distance": None})
         return out
 
+    def settle(self):
+        """Each row's nearest earlier match, searched once over every scored step."""
+        dup_of, distance = self.resolve()
+
+        def fill(row: dict) -> None:
+            i = row["row"]
+            if dup_of[i] >= 0:
+                row["neardup_of"] = int(dup_of[i])
+                row["neardup_distance"] = int(distance[i])
+
+        return fill
+
     def resolve(self) -> tuple[np.ndarray, np.ndarray]:
         """(dup_of, distance) per scored step, in scoring order (-1: none)."""
         hashes = np.asarray(self.hashes, dtype=np.uint64)

@@ -2,9 +2,9 @@
 its reason.
 
 A step's reason is the first failing filter in FILTER_ORDER (filters.base.decide), read
-from the stored scores only, as filters.base.decide_table re-decides them later. The
-near-duplicate search runs once as the stage sets out, over the hashes scoring
-recorded. A trajectory is
+from the stored scores only, as filters.base.decide_table re-decides them later. Filters
+whose score needs the whole dataset settle as the stage sets out (`Filter.settle`:
+the near-duplicate search, over the hashes scoring recorded). A trajectory is
 dropped for its trajectory-level reason, for "no_steps_kept" when every step is dropped,
 or for "no_steps" when it has no step row at all.
 """
@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 
 from schemas.records import Trajectory
@@ -45,35 +44,33 @@ class Decider(Stage):
         self.filters, self.scores, self.batch_rows = filters, scores, batch_rows
         self.trajectories, self.verdicts = trajectories, verdicts
         self.traj_filters = [f for f in filters if f.level == "trajectory"]
-        self.near = next(f for f in filters if isinstance(f, NearDuplicate))
+        self.near = next(f for f in filters if isinstance(f, NearDuplicate))  # for the report's histogram
         self.steps_kept = 0
         self.dropped: Counter[str] = Counter({r: 0 for r in FILTER_ORDER})
         self.trajectories_kept = 0
         self.trajectories_dropped: Counter[str] = Counter()
 
     def run(self, items: Iterator[Work]) -> Iterator[Work]:
-        # "Earlier" spans the whole dataset: the search needs every hash scored.
-        dup_of, distance = self.near.resolve()
+        # Every step is scored by now: the filters that need the whole dataset settle.
+        settlers = [fill for f in self.filters if (fill := f.settle()) is not None]
         scored = _rows_of(pq.ParquetFile(self.scores), self.batch_rows)
         seen = set()
         for work in items:
             work.rows = [next(scored) for _ in work.raws]
             for raw, row in zip(work.raws, work.rows):
                 assert (row["trajectory_id"], row["index"]) == (raw["trajectory_id"], raw["index"])
-                self.step(row, dup_of, distance)
+                self.step(row, settlers)
             work.verdict = self.trajectory(work.traj, work.rows)
             seen.add(work.tid)
             yield work
-        assert next(scored, None) is None and len(dup_of) == self.steps_kept + sum(self.dropped.values())
+        assert next(scored, None) is None
         for tid in sorted(set(self.trajectories) - seen):
             yield Work(tid, [], self.trajectories[tid], verdict=self.without_steps(self.trajectories[tid]))
 
-    def step(self, row: dict, dup_of: np.ndarray, distance: np.ndarray) -> None:
-        """Sets the row's near-duplicate match, keep and reason."""
-        i = row["row"]
-        if dup_of[i] >= 0:
-            row["neardup_of"] = int(dup_of[i])
-            row["neardup_distance"] = int(distance[i])
+    def step(self, row: dict, settlers: list) -> None:
+        """Completes the row (the settled filters' columns) and sets its keep and reason."""
+        for fill in settlers:
+            fill(row)
         row["keep"], row["reason"] = decide(self.filters, row)
         if row["keep"]:
             self.steps_kept += 1

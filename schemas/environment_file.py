@@ -61,7 +61,23 @@ def expand_variables(value: Any, *, source: str, environment: str | None = None,
 
 
 def read_task_file(path: Path, *, environment: str | None = None) -> list[dict]:
-    """Task rows from a JSONL or Parquet file (validated with the environment)."""
+    """Task rows from a JSONL or Parquet file (validated with the environment); a row
+    that names another environment (`environment`) refuses the file."""
+    rows = _task_rows(path, environment)
+    for n, row in enumerate(rows, start=1):
+        made_for = row.get("environment")
+        if environment and made_for and made_for != environment:
+            raise EnvironmentFileError(
+                f"task {row.get('task_id')!r} (row {n}) was made for environment '{made_for}', "
+                f"not '{environment}': give the task file of '{environment}'",
+                source=str(path),
+                environment=environment,
+                field="tasks.environment",
+            )
+    return rows
+
+
+def _task_rows(path: Path, environment: str | None) -> list[dict]:
     source = str(path)
     if not path.exists():
         raise EnvironmentFileError(

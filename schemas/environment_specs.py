@@ -91,6 +91,9 @@ class TaskSpec(StrictModel):
     verifier: VerifierSpec | None = None
     # Sandbox-style tasks keep their template (the oracle plans from it).
     template_id: str | None = None
+    # The environment a task file was made for (a synthesised one names it): a file
+    # for another environment is refused when it is loaded.
+    environment: str | None = None
 
 
 class ExploreSpec(StrictModel):

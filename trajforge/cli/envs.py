@@ -32,6 +32,9 @@ def serve(
     ray_address: str | None = typer.Option(
         None, help="a Ray cluster: sessions play on browser actors there (nodes with the `browser` resource)"
     ),
+    tasks: Path | None = typer.Option(
+        None, help="a task file (.jsonl / .parquet) that replaces the one ENV_FILE's tasks"
+    ),
 ) -> None:
     """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
 
@@ -49,7 +52,12 @@ def serve(
         fail("--max-sessions must be >= 1 and --idle-timeout > 0")
     try:
         with served_envs(
-            sources, record_to=record_to, max_steps=max_steps, ray_address=ray_address, sessions=max_sessions
+            sources,
+            record_to=record_to,
+            max_steps=max_steps,
+            ray_address=ray_address,
+            sessions=max_sessions,
+            tasks_file=tasks,
         ) as envs:
             app = create_app(envs, max_sessions=max_sessions, idle_timeout=idle_timeout)
             sock = socket.create_server((host, port))  # bound here: --port 0 names its port

@@ -45,7 +45,8 @@ def make(
     (tasks, max_steps, device, screen_size, retries, render_mode,
     decode_screenshots, guard) and where it plays: `env` (one live env) or `pool` (a
     source of leases), else an env of its own started with `headless`, `image_format`,
-    `step_timeout_s`; `tasks_file` replaces the file's tasks; `judge` judges `judge`
+    `step_timeout_s`; `tasks=FILE` (a .jsonl, .json or .parquet task file, also
+    `tasks_file=`) replaces the file's tasks; `judge` judges `judge`
     verifiers. Read the GuiEnv's attributes through `.unwrapped`.
 
     Its `spec` is the registered one with the plain settings only: the live objects
@@ -53,14 +54,26 @@ def make(
     re-make from the spec (gymnasium.make(env.spec)) plays on a browser of its own,
     judged by the default guard, and records only into a data root."""
     settings = {"task_id": task_id, "profile": profile, "record_to": record_to, **overrides}
+    if _is_task_file(settings.get("tasks")):  # tasks=FILE: a task file replaces the file's tasks
+        settings["tasks_file"] = str(settings.pop("tasks"))
     tasks_file = settings.pop("tasks_file", None)
     environment = env_file
+    if isinstance(env_file, Environment) and tasks_file:
+        raise ValueError(
+            f"tasks={tasks_file}: a task file replaces an environment file's tasks, not an Environment's"
+        )
     if not isinstance(env_file, Environment):
         environment = load_environment(env_file, tasks_file=tasks_file)
     judge = settings.pop("judge", None)
     given = EnvironmentRuntime(environment, judge=judge) if judge is not None else environment
     spec = {"env_file": env_file, **({"tasks_file": tasks_file} if tasks_file else {}), **settings}
     return _compose(given, _spec(ENV_ID, spec), **settings)
+
+
+def _is_task_file(tasks: Any) -> bool:
+    return isinstance(tasks, Path) or (
+        isinstance(tasks, str) and Path(tasks).suffix in (".jsonl", ".json", ".parquet")
+    )
 
 
 def make_sandbox(

@@ -33,14 +33,23 @@ def served_envs(
     max_steps: int | None = None,
     ray_address: str | None = None,
     sessions: int = 8,
+    tasks_file: Path | None = None,
 ) -> Iterator[dict[str, ServedEnv]]:
     """{name: ServedEnv} for `sources`; the sandbox (if asked for) runs until the exit.
+
+    `tasks_file` (a synthesised or hand-written task file) replaces the tasks of the one
+    environment file in `sources`.
 
     With `ray_address`, each environment's sessions play on a RayEnvPool of
     `sessions` actors on that cluster (browsers on the nodes that declare the
     `browser` resource, desktop sessions on those that declare `desktop`) instead
     of a browser (or desktop session) in this process per session.
     """
+    files = [s for s in sources if s != SANDBOX]
+    if tasks_file is not None and len(files) != 1:
+        raise ValueError(
+            f"--tasks {tasks_file}: serve exactly one environment file with it, got {len(files)}"
+        )
     with ExitStack() as stack:
         envs: dict[str, ServedEnv] = {}
         for source in sources:
@@ -56,10 +65,10 @@ def served_envs(
                 path = Path(source)
                 if not path.is_file():
                     raise FileNotFoundError(f"environment file {path} does not exist")
-                pool = _ray_pool(stack, load_environment(path), ray_address, sessions)
+                pool = _ray_pool(stack, load_environment(path, tasks_file=tasks_file), ray_address, sessions)
                 served = _served(
                     lambda policy, profile, path=path, pool=pool: _file(
-                        path, pool, record_to, max_steps, policy, profile
+                        path, pool, record_to, max_steps, policy, profile, tasks_file
                     )
                 )
             if served.name in envs:
@@ -102,9 +111,12 @@ def _served(open_env) -> ServedEnv:
 
 
 # A served env's captured PNG travels as is (decode_screenshots=False): no need to decode it.
-def _file(path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None) -> gymnasium.Env:
+def _file(
+    path: Path, pool, record_to, max_steps, policy: str | None, profile: str | None, tasks_file: Path | None
+) -> gymnasium.Env:
     return make(
         path,
+        tasks_file=tasks_file,
         profile=profile,
         pool=pool,
         record_to=record_to,

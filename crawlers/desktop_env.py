@@ -49,6 +49,8 @@ _DEFAULT_SCROLL_NOTCHES = 5
 _SETTLE_MIN_S = 0.08
 _SETTLE_MAX_S = 1.5
 _POLL_S = 0.15
+# Actions that send the app no input: an exit after one is the app's own doing.
+_NO_INPUT = (ActionType.WAIT, ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER)
 
 
 class AppStartError(RuntimeError):
@@ -278,16 +280,23 @@ class DesktopEnv:
                 self._settle(before)
         except (ActionError, InputError) as e:
             error = f"{action.type.value}: {e}"
-        return self.observe(error)
+        return self.observe(error, acted=action.type not in _NO_INPUT)
 
-    def observe(self, error: str | None = None) -> Observation:
+    def observe(self, error: str | None = None, *, acted: bool = False) -> Observation:
+        """The screen now. `acted`: an input action came just before (a step's), so an app
+        that exited by itself after it was closed by it (Quit, Cancel): the observation
+        says so (`app_exit`) and the episode ends. An exit with no input before it, or a
+        death by a signal, is the environment's failure (AppCrashed)."""
         self._require()
         pixels, answer = self._capture()
+        exited = None
         if self.app is not None and self.app.poll() is not None and not _windows(answer):
-            raise AppCrashed(
-                f"the app exited mid-episode (launch {self._launch_text()!r}, status {self.app.returncode})"
-                f"{self._app_log()}"
-            )
+            exited = self.app.returncode
+            if not acted or _by_signal(exited):
+                raise AppCrashed(
+                    f"the app exited mid-episode (launch {self._launch_text()!r}, status {exited})"
+                    f"{self._app_log()}"
+                )
         h, w = pixels.shape[:2]
         # The session's folder differs per session: shown as ~ so that replays compare equal.
         answer = json.loads(json.dumps(answer).replace(json.dumps(str(self.session.home))[1:-1], "~"))
@@ -302,6 +311,7 @@ class DesktopEnv:
             a11y_tree=tree,
             elements=elements,
             last_action_error=error,
+            app_exit=exited,
         )
 
     def _capture(self):
@@ -463,6 +473,11 @@ def _is_dotted(cmd: str) -> bool:
     import re
 
     return re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", cmd.strip()) is not None
+
+
+def _by_signal(status: int) -> bool:
+    """Killed by a signal: Popen's negative status, or a shell's 128 + the signal's number."""
+    return status < 0 or status > 128
 
 
 def _windows(answer: dict) -> list[dict]:

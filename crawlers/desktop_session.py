@@ -36,6 +36,43 @@ class DesktopSessionError(RuntimeError):
     """The X server, the bus or an app of a desktop session could not be started."""
 
 
+# The one service the session's bus may start: the accessibility bus. The default session
+# configuration activates whatever the machine installed (xdg-desktop-portal and its
+# backends, dconf, printing): each session would start other processes on each machine.
+A11Y_SERVICE = "org.a11y.Bus.service"
+_SERVICE_DIRS = ("/usr/share/dbus-1/services", "/usr/local/share/dbus-1/services")
+_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <keep_umask/>
+  <listen>unix:tmpdir={tmp}</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>{services}</servicedir>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
+def _write_bus_config(root: Path) -> Path:
+    """A session bus configuration whose only activatable service is the accessibility bus."""
+    found = [Path(d) / A11Y_SERVICE for d in _SERVICE_DIRS if (Path(d) / A11Y_SERVICE).is_file()]
+    if not found:
+        raise DesktopSessionError(
+            f"no {A11Y_SERVICE} in {' or '.join(_SERVICE_DIRS)}: install at-spi2-core (the accessibility bus)"
+        )
+    services = root / "bus-services"
+    services.mkdir(exist_ok=True)
+    shutil.copyfile(found[0], services / A11Y_SERVICE)
+    config = root / "session-bus.conf"
+    config.write_text(_BUS_CONFIG.format(tmp=tempfile.gettempdir(), services=services), encoding="utf-8")
+    return config
+
+
 def _read_line(fd: int, timeout_s: float, what: str, proc: subprocess.Popen) -> str:
     """A line a child writes to `fd` (a display number, a bus address), bounded in time."""
     deadline = time.monotonic() + timeout_s
@@ -118,7 +155,14 @@ class DesktopSession:
     def _start_bus(self) -> None:
         r, w = os.pipe()
         try:
-            argv = ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--print-address={w}"]
+            config = _write_bus_config(self.root)
+            argv = [
+                "dbus-daemon",
+                f"--config-file={config}",
+                "--nofork",
+                "--nopidfile",
+                f"--print-address={w}",
+            ]
             proc = self._spawn(
                 argv,
                 env=self._base_env(),
@@ -156,6 +200,8 @@ class DesktopSession:
             NO_AT_BRIDGE="0",
             ACCESSIBILITY_ENABLED="1",
             GTK_MODULES="gail:atk-bridge",
+            # File choosers and the like in the app's own process, never a desktop portal's.
+            GTK_USE_PORTAL="0",
             QT_ACCESSIBILITY="1",
             QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
         )

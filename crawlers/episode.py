@@ -137,6 +137,7 @@ class Played:
     failure: str | None = None  # why the episode ended without finishing
     stopped: bool = False  # `after_step` ended it (a verifier said done)
     obs: Observation | None = None  # the last observation (after the last action)
+    app_exit: int | None = None  # the exit status of an app the last action closed
 
 
 @dataclass
@@ -174,6 +175,7 @@ class EpisodeSteps:
         self.failure: str | None = None  # why the episode ended without finishing
         self.stopped = False  # `after_step` ended it
         self.ended = False
+        self.app_exit: int | None = None  # the last action closed the app, with this status
 
     @property
     def budget_left(self) -> int:
@@ -262,6 +264,11 @@ class EpisodeSteps:
         self.obs, self.shot_sha, self.observe_ms = after, after_sha, act_ms
         if self.after_step is not None and self.after_step(after, self.steps):
             self.stopped = self.ended = True
+        if after.app_exit is not None:
+            # The action closed the app (Quit, a dialog's Cancel): the agent ended the
+            # episode, as with `done`, and the verifier judges what the app left.
+            self.app_exit = after.app_exit
+            self.terminated = self.ended = True
         return StepResult(step, after, executed=True, ended=self.ended)
 
     def played(self) -> Played:
@@ -270,7 +277,12 @@ class EpisodeSteps:
         if not self.ended:
             failure = f"max_steps={self.ctx.max_steps} reached without a final action"
         return Played(
-            self.steps, terminated=self.terminated, failure=failure, stopped=self.stopped, obs=self.obs
+            self.steps,
+            terminated=self.terminated,
+            failure=failure,
+            stopped=self.stopped,
+            obs=self.obs,
+            app_exit=self.app_exit,
         )
 
 
@@ -469,11 +481,20 @@ class EnvEpisode:
             error=error,
             reward=verdict.reward if verified else None,
             verifier=kind,
-            verifier_reason=(verdict.reason if verdict is not None else None),
+            verifier_reason=_reason(verdict, played),
             distractions=list(verdict.distractions or []) if verdict is not None else [],
             created_at=time.time(),
         )
         return traj, played.steps
+
+
+def _reason(verdict: Verdict | None, played: Played) -> str | None:
+    """The verifier's reason, after how the episode ended when the app closed."""
+    said = verdict.reason if verdict is not None else None
+    if played.app_exit is None:
+        return said
+    closed = f"the app exited (status {played.app_exit}) after step {len(played.steps) - 1}"
+    return f"{closed}; {said}" if said else closed
 
 
 def run_env_episode(

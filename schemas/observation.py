@@ -21,6 +21,9 @@ class Observation:
     a11y_tree: str  # text form of the accessibility tree
     elements: list[Element] = field(default_factory=list)  # with normalised boxes
     last_action_error: str | None = None
+    # The app's exit status when the last action closed it (a desktop app's Quit or a
+    # dialog's Cancel): the episode ends there and its verifier judges what is left.
+    app_exit: int | None = None
 
     def find(self, name: str | None = None, role: str | None = None, *, exact: bool = False) -> list[Element]:
         """Elements whose role matches and whose name equals/contains `name`."""

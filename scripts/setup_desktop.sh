@@ -3,7 +3,8 @@
 # without a screen (Xvfb), the accessibility bus (AT-SPI) and its introspection data,
 # the headers PyGObject builds against, and the Debian applications the tests play:
 # mousepad (text editor), gnumeric (spreadsheet; ssconvert comes with it), pcmanfm
-# (file manager, GTK 2: libatk-adaptor bridges it to the bus). Then
+# (file manager, GTK 2: libatk-adaptor bridges it to the bus), yad (a GTK dialog that
+# closes: tests/desktop/test_apps_that_close.py). Then
 # PyGObject and python-xlib into .venv (the `desktop` extra). Idempotent: each step
 # skips itself when its result is there.
 set -euo pipefail
@@ -22,7 +23,7 @@ pkg-config --exists gobject-introspection-1.0 2>/dev/null || need_apt+=(libgirep
 pkg-config --exists cairo 2>/dev/null || need_apt+=(libcairo2-dev pkg-config)
 # GTK 2 apps (pcmanfm) reach the accessibility bus through this module; GTK 3 has it built in.
 ls /usr/lib/*/gtk-2.0/modules/libatk-bridge.so >/dev/null 2>&1 || need_apt+=(libatk-adaptor)
-for app in mousepad gnumeric pcmanfm; do
+for app in mousepad gnumeric pcmanfm yad; do
   command -v "$app" >/dev/null 2>&1 || need_apt+=("$app")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

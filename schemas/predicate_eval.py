@@ -181,10 +181,15 @@ def _check_url(url: str, u: UrlCheck) -> tuple[bool, str]:
 # ------------------------------------------------------------------ probes
 def pick(value: Any, path: str | None) -> Any:
     """Walk into a JSON value: "rows.0.title"; "length" of a list, text or object
-    (where it is not a key). A step that does not exist gives None."""
+    (where it is not a key); "*" maps the rest over a list ("*.title": every title).
+    A step that does not exist gives None."""
     if not path:
         return value
-    for step in path.split("."):
+    steps = path.split(".")
+    for n, step in enumerate(steps):
+        if step == "*" and isinstance(value, list):
+            rest = ".".join(steps[n + 1 :])
+            return [pick(item, rest) for item in value]
         if isinstance(value, dict) and step in value:
             value = value[step]
         elif isinstance(value, list) and step.lstrip("-").isdigit() and -len(value) <= int(step) < len(value):

@@ -11,16 +11,16 @@ an episode, never the path it took (schemas.predicate_eval evaluates them):
         - element: {role: dialog}
           present: false
         - url: {path: /world/cities, query: {_sort: population}}
-        - probe: tiddler_count                      # one of the file's `probes`
-          greater_than: 3
+        - probe: saved                              # one of the file's `probes`
+          contains: milk
 
 A predicate is one of three kinds, told by its key: `element`, `url` or `probe`;
 each kind takes only its own checks (unknown fields are errors). An environment
 file's `probes` name values read from the app at verification time:
 
     probes:
-      tiddler_count: {js: "$tw.wiki.filterTiddlers('[!is[system]]').length"}
-      cities: {http: "http://127.0.0.1:8092/world/cities.json?_shape=array", pick: length}
+      titles: {js: "$tw.wiki.filterTiddlers('[!is[system]]')"}
+      saved: {http: "http://127.0.0.1:8091/recipes/default/tiddlers.json", pick: "*.title"}
       note: {command: cat "$HOME/note.txt"}
 """
 
@@ -149,7 +149,7 @@ class ProbeSpec(_Strict):
     evaluated in the page (web, mobile_web), an HTTP GET (the JSON body, else the
     text; a 404 answer is null), or a shell command in a desktop session (its stdout,
     stripped). Placeholders are filled; `pick` walks into the value ("rows.0.title",
-    "length": the length of a list, text or object)."""
+    "length": the length of a list, text or object; "*.title": every item's title)."""
 
     js: str | None = None
     http: str | None = None

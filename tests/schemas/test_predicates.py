@@ -101,6 +101,9 @@ def test_probe_comparisons_and_pick():
     assert pick(body, "length") == 7  # a key wins over the length
     assert pick(body, "rows.5.title") is None and pick(body, "nope.x") is None
     assert pick("abc", "length") == 3 and pick(body, None) is body
+    assert pick(body, "rows.*.title") == ["milk", "eggs"] and pick(body["rows"], "*") == body["rows"]
+    assert holds(EndState(probes={"saved": pick(body, "rows.*.title")}), probe="saved", contains="milk")
+    assert not holds(EndState(probes={"saved": ["Draft of 'milk'"]}), probe="saved", contains="milk")
 
 
 def test_the_verdict_names_the_first_failing_predicate(web):

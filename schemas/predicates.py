@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 _ELEMENT_CHECKS = ("present", "checked", "selected", "expanded", "value", "value_contains")
 _PROBE_CHECKS = ("equals", "not_equals", "contains", "greater_than", "less_than")
@@ -131,6 +131,20 @@ class Predicate(_Strict):
             if self.value is not None and self.value_contains is not None:
                 raise ValueError("give 'value' or 'value_contains', not both")
         return self
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler) -> Any:
+        """Only the fields given: a dumped predicate reads back as the same predicate (a
+        comparison with null stays, whatever `exclude_none` says)."""
+        out = handler(self)
+        if not isinstance(out, dict):
+            return out
+        given = self.model_fields_set
+        kept = {k: v for k, v in out.items() if k in given}
+        for k in _PROBE_CHECKS:
+            if k in given and k not in kept:
+                kept[k] = None
+        return kept
 
     @property
     def kind(self) -> str:

@@ -248,3 +248,30 @@ def test_verifier_and_probe_shapes_are_checked(tmp_path):
     with pytest.raises(EnvironmentFileError, match="task 'bad': probe 'cuont' is not declared") as e:
         load_environment(tmp_path / "env.yaml")
     assert e.value.field == "tasks.1.verifier.predicates.0.probe"
+
+
+def test_a_dumped_file_reads_back_with_the_same_predicates():
+    """Environments travel dumped (the Dagster assets, task files): every predicate
+    comes back as written, a comparison with null included."""
+    preds = [
+        {"element": {"role": "switch", "name": "Wi-Fi"}, "checked": True},
+        {"url": {"query": {"q": None}}},
+        {"probe": "count", "equals": None},
+        {"probe": "count", "greater_than": 2},
+    ]
+    raw = {
+        **BASE,
+        "tasks": [
+            {"task_id": "t", "instruction": "x", "verifier": {"kind": "predicates", "predicates": preds}}
+        ],
+    }
+    env = environment_from_dict(raw)
+    for dump in (env.model_dump(), env.model_dump(exclude_none=True), env.model_dump(mode="json")):
+        again = environment_from_dict(dump)
+        assert again.tasks[0].verifier.predicates == env.tasks[0].verifier.predicates
+    assert env.model_dump(exclude_none=True)["tasks"][0]["verifier"]["predicates"] == [
+        {"element": {"role": "switch", "name": "Wi-Fi"}, "checked": True},
+        {"url": {"query": {"q": None}}},
+        {"probe": "count", "equals": None},
+        {"probe": "count", "greater_than": 2.0},
+    ]

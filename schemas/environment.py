@@ -212,7 +212,7 @@ class Environment(StrictModel):
             if any(s is not None and s.kind == "js" for s in specs) or self.instruction_js:
                 raise ValueError(
                     f"an {self.platform} app has no page for JavaScript: use an "
-                    f"http, python or judge verifier (and no instruction_js)"
+                    f"http, predicates, python or judge verifier (and no instruction_js)"
                 )
         if not self.tasks and self.explore is None and self.instruction_js is None:
             raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
@@ -248,7 +248,7 @@ class Environment(StrictModel):
                 f"not a string ({self.wait_for!r})"
             )
         if any(s is not None and s.kind in ("js", "http", "state") for s in specs):
-            raise ValueError("a desktop app has no page: use a command, python or judge verifier")
+            raise ValueError("a desktop app has no page: use a command, predicates, python or judge verifier")
         if isinstance(self.network, list):
             for origin in self.network:
                 if not re.match(r"^(https?|wss?)://[^/\s]+", origin):

@@ -110,7 +110,7 @@ def node_value(nodes: list[AriaNode], i: int) -> str | None:
             break
         if n.depth == node.depth + 1 and n.role == "text" and n.text is not None:
             return n.text
-        if n.role == "option" and "selected" in n.attrs:
+        if node.role in ("combobox", "listbox") and n.role == "option" and "selected" in n.attrs:
             return n.name
     return None
 

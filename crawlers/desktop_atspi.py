@@ -30,6 +30,7 @@ _STATES = (
     "sensitive",
     "checked",
     "selected",
+    "expanded",
     "editable",
     "active",
 )

@@ -5,7 +5,7 @@ and asks it for the tree with a bounded wait: a hung accessibility bus is a
 `TreeTimeout`, never a hung crawl. `normalise_tree` turns its answer into the
 shared node form (crawlers.page_nodes): roles in the web's words (AT-SPI's
 "push button" is a `button`, "text" a `textbox`), boxes in screen pixels,
-states (focused, checked, selected, disabled); then the same text, Elements
+states (focused, checked, selected, expanded, disabled); then the same text, Elements
 and visibility record as every other platform (page_render, page_visibility).
 Windows are the roots, drawn in order: frames first, dialogs and menus over
 them, the active window last.
@@ -167,7 +167,7 @@ def _convert(raw: dict) -> Node | list[Node]:
     box = raw.get("box")
     if box is not None and (box[2] <= 0 or box[3] <= 0 or box[0] < -10_000):
         box = None  # AT-SPI's -1 extents: no component
-    flags = [s for s in ("focused", "checked", "selected") if s in states]
+    flags = [s for s in ("focused", "checked", "selected", "expanded") if s in states]
     if "enabled" not in states or "sensitive" not in states:
         flags.append("disabled")
     value = raw.get("value")

@@ -15,7 +15,9 @@ Verifiers (`Verdict`: done, success, reward, reason):
   of `not_done_status` (default 404) is "not done", another error status an error;
 - python / state: "module:function"(task, observation, history, env);
 - judge: a callable given by the caller (the VLM judge lives in curation,
-  above this layer) reads the episode once the policy stops.
+  above this layer) reads the episode once the policy stops;
+- predicates: checks of the observation's tree and URL and of the file's probes
+  (read by crawlers.env_probes, judged by schemas.predicate_eval).
 A verifier that raises or times out is a `VerifierError`: the episode is
 stored as an error that names the environment, the task and the verifier.
 """
@@ -38,6 +40,7 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task
 
 from .env_page import bounded_js, web_page
+from .env_probes import predicates_verdict
 from .env_wait import wait_for_condition
 
 # The HTTP status of the document that is shown (Chromium 109+).
@@ -397,6 +400,8 @@ class EnvironmentRuntime:
             return self.judge(task, history, obs)
         if spec.kind == "command":
             return self._command(spec, env, task)
+        if spec.kind == "predicates":
+            return predicates_verdict(spec.predicates, self.environment.probes, env, obs, values)
         raise VerifierError(f"unknown verifier kind {spec.kind!r}")
 
     def _command(self, spec: VerifierSpec, env, task: Task) -> Any:

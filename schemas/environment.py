@@ -44,6 +44,7 @@ from .environment_specs import (
     VerifierSpec,
     Viewport,
 )
+from .predicates import PROBE_NAME, FieldError, ProbeSpec, check_probes
 from .records import Language, Task
 
 PLATFORMS = ("web", "mobile_web", "android", "ios", "desktop")
@@ -103,6 +104,8 @@ class Environment(StrictModel):
     instruction_js: str | None = None
     explore: ExploreSpec | None = None
     verifier: VerifierSpec | None = None
+    # Values read from the app that `predicates` verifiers compare (schemas.predicates).
+    probes: dict[str, ProbeSpec] = Field(default_factory=dict)
     max_steps: int = Field(default=30, ge=1, le=1_000)
     # Date.now() and new Date() fixed at this ISO time (timers still run), so that
     # replays of an app that shows clocks or "5 minutes ago" give the same screens.
@@ -150,6 +153,14 @@ class Environment(StrictModel):
                 re.compile(pattern)
             except re.error as e:
                 raise ValueError(f"volatile pattern {pattern!r} is not a regex: {e}") from None
+        return v
+
+    @field_validator("probes")
+    @classmethod
+    def _probe_names(cls, v: dict[str, ProbeSpec]) -> dict[str, ProbeSpec]:
+        for name in v:
+            if not re.match(PROBE_NAME, name):
+                raise ValueError(f"probe name {name!r}: expected letters, digits, '_' or '-'")
         return v
 
     @field_validator("oracle")
@@ -201,12 +212,25 @@ class Environment(StrictModel):
             if any(s is not None and s.kind == "js" for s in specs) or self.instruction_js:
                 raise ValueError(
                     f"an {self.platform} app has no page for JavaScript: use an "
-                    f"http, python or judge verifier (and no instruction_js)"
+                    f"http, predicates, python or judge verifier (and no instruction_js)"
                 )
         if not self.tasks and self.explore is None and self.instruction_js is None:
             raise ValueError("give 'tasks', 'explore' or 'instruction_js': nothing to crawl")
         self._check_tasks()
+        self._check_predicates()
         return self
+
+    def _check_predicates(self) -> None:
+        """Every probe a predicates verifier names is declared and runs on this platform."""
+        at = [("verifier", None, self.verifier)]
+        if self.explore is not None:
+            at.append(("explore.verifier", None, self.explore.verifier))
+        at += [(f"tasks.{i}.verifier", t.task_id, t.verifier) for i, t in enumerate(self.tasks)]
+        check_probes(
+            [(where, tid, s.predicates) for where, tid, s in at if s is not None and s.kind == "predicates"],
+            self.probes,
+            self.platform,
+        )
 
     def _desktop_fields(self, specs: list[VerifierSpec | None]) -> None:
         if not self.launch:
@@ -224,7 +248,7 @@ class Environment(StrictModel):
                 f"not a string ({self.wait_for!r})"
             )
         if any(s is not None and s.kind in ("js", "http", "state") for s in specs):
-            raise ValueError("a desktop app has no page: use a command, python or judge verifier")
+            raise ValueError("a desktop app has no page: use a command, predicates, python or judge verifier")
         if isinstance(self.network, list):
             for origin in self.network:
                 if not re.match(r"^(https?|wss?)://[^/\s]+", origin):
@@ -358,12 +382,25 @@ def environment_from_dict(raw: dict, *, source: str = "<dict>") -> Environment:
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or None
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = f"unknown field; known: {_known_fields(err['loc'])}"
-        raise EnvironmentFileError(
-            msg.removeprefix("Value error, "), source=source, environment=name, field=field
-        ) from None
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldError):
+            field = cause.field
+        elif field and err["loc"][0] == "tasks" and len(err["loc"]) > 2:
+            msg = _task_named(raw, err["loc"][1]) + msg
+        raise EnvironmentFileError(msg, source=source, environment=name, field=field) from None
+
+
+def _task_named(raw: dict, index: Any) -> str:
+    """ "task 'ID': " for the task at `index` of the raw file, when it has an id."""
+    tasks = raw.get("tasks")
+    if isinstance(index, int) and isinstance(tasks, list) and index < len(tasks):
+        task_id = tasks[index].get("task_id") if isinstance(tasks[index], dict) else None
+        if isinstance(task_id, str):
+            return f"task '{task_id}': "
+    return ""
 
 
 def _known_fields(loc: tuple) -> str:

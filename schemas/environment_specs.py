@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .predicates import Predicate
 from .records import Language, VerifierKind
 
 # A python verifier's or an oracle's "module:function".
@@ -40,6 +41,9 @@ class VerifierSpec(StrictModel):
       (its DISPLAY and HOME; the task's params as TASK_PARAM_<NAME>); exit status 0
       means done and successful, non-zero not done yet (and, at the episode's end,
       failure); or a JSON verdict {done, success, reward, reason} on stdout.
+    - predicates: `predicates`, checks of the end state (the accessibility tree, the
+      URL, the environment's `probes`; schemas.predicates), all true: done and
+      successful; the reason names the first that fails.
     A python function may also take `session` and `seed` keywords.
     """
 
@@ -54,6 +58,8 @@ class VerifierSpec(StrictModel):
     every_step: bool = True
     # http: the HTTP statuses that mean "not done yet" rather than an error.
     not_done_status: list[int] = Field(default_factory=lambda: [404])
+    # predicates: a conjunction of checks of the end state.
+    predicates: list[Predicate] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> VerifierSpec:
@@ -63,10 +69,13 @@ class VerifierSpec(StrictModel):
             "python": "function",
             "state": "function",
             "command": "run",
+            "predicates": "predicates",
         }
         field = need.get(self.kind)
         if field and not getattr(self, field):
             raise ValueError(f"a {self.kind} verifier needs '{field}'")
+        if self.predicates and self.kind != "predicates":
+            raise ValueError(f"'predicates' is for predicates verifiers, not {self.kind}")
         if self.run is not None and self.kind != "command":
             raise ValueError(f"'run' is for command verifiers, not {self.kind}")
         if self.function is not None and not DOTTED_FUNCTION.match(self.function):

@@ -41,7 +41,7 @@ Outcome = Literal["success", "failure", "error", "unknown"]
 Source = Literal["crawl", "import", "rollout"]
 LIVE_SOURCES = ("crawl", "rollout")
 # The verifiers an environment file may name (schemas.environment.VerifierSpec.kind).
-VerifierKind = Literal["state", "js", "http", "python", "judge", "command"]
+VerifierKind = Literal["state", "js", "http", "python", "judge", "command", "predicates"]
 VERIFIER_KINDS: tuple[str, ...] = get_args(VerifierKind)
 # Who decided the outcome: a verifier of one of those kinds, a dataset's own label
 # (imported data: the source says so, nobody checked), or nobody.

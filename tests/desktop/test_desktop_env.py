@@ -135,6 +135,41 @@ def test_reset_gives_a_fresh_home(desktop):
     assert desktop.reader.proc.pid == reader and obs.find(role="textbox")
 
 
+def test_predicates_read_the_tree_and_a_command_probe(desktop):
+    """A predicates verifier on the live desktop: the textbox's value in the AT-SPI tree,
+    the saved file through a command probe, the window title through the URL."""
+    from crawlers.env_runtime import EnvironmentRuntime
+
+    text = "Buy milk 买牛奶"
+    checks = [
+        {"element": {"role": "textbox"}, "value": text},
+        {"probe": "note", "equals": text},
+        {"url": {"path_contains": "note.txt"}},
+    ]
+    verifier = {"kind": "predicates", "predicates": checks}
+    raw = mousepad(
+        probes={"note": {"command": 'cat "$HOME/note.txt"'}},
+        tasks=[{"task_id": "note", "instruction": "Write it and save", "verifier": verifier}],
+    )
+    runtime = EnvironmentRuntime(environment_from_dict(raw))
+    [task] = runtime.environment.as_tasks()
+
+    def verdict(obs):
+        return runtime.verify(desktop, task, obs, [], final=False, session="d1", seed=0)
+
+    obs, task = runtime.start(desktop, task, session="d1", seed=0, device=None)
+    at_reset = verdict(obs)
+    assert (at_reset.done, at_reset.success) == (False, False)
+    assert at_reset.reason.startswith("predicate 0 (textbox value 'Buy milk 买牛奶') fails: found 1")
+    x, y = obs.find(role="textbox")[0].centre()
+    obs = desktop.step(Action(type=ActionType.TYPE, x=x, y=y, text=text))
+    typed = verdict(obs)  # on the screen, not saved yet
+    assert typed.reason == "predicate 1 (probe note equals 'Buy milk 买牛奶') fails: value ''"
+    obs = desktop.step(Action(type=ActionType.KEY, text="ctrl+s"))
+    saved = verdict(obs)
+    assert (saved.done, saved.success, saved.reason) == (True, True, "all 3 predicates hold"), obs.a11y_tree
+
+
 # ---------------------------------------------------------------- crawls
 def crawl(environment, tmp_path, policy="oracle", **how):
     from crawlers.crawl_driver import EnvCrawl

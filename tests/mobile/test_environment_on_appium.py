@@ -60,6 +60,43 @@ def test_a_mobile_web_environment_through_appium(appium_server, tmp_path):
     assert (once.outcome, once.verified_by, once.reward) == ("failure", "js", 0.0)
 
 
+def test_a_predicates_verifier_on_a_phone_reads_its_tree_and_a_js_probe(appium_server, tmp_path):
+    """The phone's page source (HTML through Appium) and a js probe in its session."""
+    press = {"tap": {"role": "button", "name": "Add"}}
+    with counter_server() as url:
+        env = environment_from_dict(
+            {
+                "name": "counter-phone-predicates",
+                "platform": "mobile_web",
+                "start_url": f"{url}/?from=phone",
+                "devices": ["pixel_8"],
+                "max_steps": 4,
+                "probes": {"presses": {"js": "+(document.body.dataset.n || 0)"}},
+                "tasks": [
+                    {"task_id": "twice", "instruction": "Press Add twice", "params": {"script": [press] * 2}},
+                    {"task_id": "once", "instruction": "Press Add twice", "params": {"script": [press]}},
+                ],
+                "verifier": {
+                    "kind": "predicates",
+                    "predicates": [
+                        {"probe": "presses", "greater_than": 1},
+                        {"element": {"role": "button", "name": "Add"}},
+                        {"url": {"path": "/", "query": {"from": "phone"}}},
+                    ],
+                },
+            }
+        )
+        store = RawStore(tmp_path / "raw")
+        with DevicePool([chromium_device("pixel_8")], server=appium_server) as pool:
+            crawl_environment(env, EnvCrawl(policy="oracle", retries=0), store=store, pool=pool)
+    trajs = {t.task.task_id: t for t in store.iter_trajectories()}
+    twice, once = trajs["twice"], trajs["once"]
+    assert (twice.outcome, twice.verified_by, twice.num_steps) == ("success", "predicates", 2), twice.error
+    assert twice.verifier_reason == "all 3 predicates hold"
+    assert (once.outcome, once.verified_by, once.reward) == ("failure", "predicates", 0.0), once.error
+    assert once.verifier_reason == "predicate 0 (probe presses greater than 1.0) fails: value 1"
+
+
 def test_a_native_app_refuses_what_needs_a_page():
     from schemas.environment import EnvironmentFileError
 

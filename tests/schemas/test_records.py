@@ -323,7 +323,7 @@ def test_one_definition_of_the_verifier_kinds():
     from schemas.environment import VerifierSpec
     from schemas.records import VERIFIER_KINDS, VerifiedBy, is_verified, is_verified_success
 
-    assert set(VERIFIER_KINDS) == {"state", "js", "http", "python", "judge", "command"}
+    assert set(VERIFIER_KINDS) == {"state", "js", "http", "python", "judge", "command", "predicates"}
     assert get_args(VerifierSpec.model_fields["kind"].annotation) == VERIFIER_KINDS
     flat = {a for part in get_args(VerifiedBy) for a in get_args(part)}
     assert flat == {*VERIFIER_KINDS, "dataset", "none"}

@@ -1,0 +1,79 @@
+"""An environment's `probes` read on the live app, for its `predicates` verifiers.
+
+Each driver answers the probes it can: a js probe is evaluated in the page (a
+WebEnv's Playwright page, a Chromium phone's Appium session: crawlers.env_page), an
+http probe is fetched by the crawler (the app's API; JSON, else text; a 404 is
+null), a command probe runs in the desktop session (DesktopEnv.run_command; its
+stdout, stripped). `pick` then walks into the value (schemas.predicate_eval.pick).
+Only the probes a verifier's predicates name are read, once per verdict. A probe
+that cannot be read (an exception, a refused connection, another error status)
+raises; the runtime makes it a VerifierError naming environment, task and probe.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from schemas.environment import fill
+from schemas.predicate_eval import EndState, pick, verdict
+from schemas.predicates import Predicate, ProbeSpec
+
+from .env_page import bounded_js, web_page
+
+
+class ProbeError(RuntimeError):
+    """A probe could not be read (not a value: an error of the environment)."""
+
+
+def read_probe(name: str, spec: ProbeSpec, env, values: dict) -> Any:
+    """The value of probe `name` now, placeholders filled with `values`."""
+    if spec.js is not None:
+        page = web_page(env)
+        if page is None:
+            raise ProbeError(f"probe '{name}': a js probe needs a page; {type(env).__name__} has none")
+        raw = page.evaluate(bounded_js(fill(spec.js, **values), spec.timeout_s), None)
+    elif spec.http is not None:
+        raw = _get(name, spec, fill(spec.http, **values))
+    else:
+        run = getattr(env, "run_command", None)
+        if run is None:
+            raise ProbeError(f"probe '{name}': a command probe needs a desktop session")
+        _status, out, _err = run(fill(spec.command, **values), timeout_s=spec.timeout_s)
+        raw = out.strip()
+        if spec.pick:
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError:
+                pass  # text: `length` still reads it
+    return pick(raw, spec.pick)
+
+
+def _get(name: str, spec: ProbeSpec, url: str) -> Any:
+    req = urllib.request.Request(url, headers={"Accept": "application/json", **spec.headers})
+    try:
+        with urllib.request.urlopen(req, timeout=spec.timeout_s) as resp:
+            text = resp.read(10_000_000).decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None  # what the probe reads is not there
+        raise ProbeError(f"probe '{name}': GET {url} answered HTTP {e.code}") from e
+    except (urllib.error.URLError, OSError) as e:
+        raise ProbeError(f"probe '{name}': GET {url} failed: {e}") from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def predicates_verdict(
+    predicates: list[Predicate], probes: dict[str, ProbeSpec], env, observation, values: dict
+) -> dict:
+    """The verdict of `predicates` on the env's current state (its observation, the
+    probes they name read now)."""
+    names = sorted({p.probe for p in predicates if p.probe is not None})
+    read = {name: read_probe(name, probes[name], env, values) for name in names}
+    state = EndState(url=observation.url or "", a11y_tree=observation.a11y_tree or "", probes=read)
+    return verdict(predicates, state)

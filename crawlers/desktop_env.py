@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import subprocess
 import time
 from pathlib import Path
 
@@ -49,6 +50,7 @@ _DEFAULT_SCROLL_NOTCHES = 5
 _SETTLE_MIN_S = 0.08
 _SETTLE_MAX_S = 1.5
 _POLL_S = 0.15
+_EXIT_WAIT_S = 2.0  # an app with no window left after an input: how long it may take to exit
 # Actions that send the app no input: an exit after one is the app's own doing.
 _NO_INPUT = (ActionType.WAIT, ActionType.DONE, ActionType.ANSWER, ActionType.TAKE_OVER)
 
@@ -290,8 +292,10 @@ class DesktopEnv:
         self._require()
         pixels, answer = self._capture()
         exited = None
-        if self.app is not None and self.app.poll() is not None and not _windows(answer):
-            exited = self.app.returncode
+        if self.app is not None and not _windows(answer):
+            # A closing app unmaps its windows a moment before its process ends.
+            exited = self._exit_status(_EXIT_WAIT_S if acted else 0.0)
+        if exited is not None:
             if not acted or _by_signal(exited):
                 raise AppCrashed(
                     f"the app exited mid-episode (launch {self._launch_text()!r}, status {exited})"
@@ -313,6 +317,13 @@ class DesktopEnv:
             last_action_error=error,
             app_exit=exited,
         )
+
+    def _exit_status(self, wait_s: float) -> int | None:
+        """The app's exit status once it has exited, waiting up to `wait_s`; None while it runs."""
+        try:
+            return self.app.wait(timeout=wait_s) if wait_s > 0 else self.app.poll()
+        except subprocess.TimeoutExpired:
+            return None
 
     def _capture(self):
         """The screen's pixels and tree. A window the tree shows off the screen (mapped

@@ -1,0 +1,424 @@
+"""Candidate goal tasks from recorded walks: what a step changed becomes a task's goal.
+
+A walk's steps each hold the screen before their action, so step j+1 holds what step j
+left. Every change between the two (a tab now selected, a box now checked, a text box
+now holding a text, a dialog now open or gone, a new path or query in the URL) that was
+not already so right after the reset is a goal: a `predicates` verifier
+(schemas/predicates.py) of the end state, never of the path. A goal's demonstration is
+the step that made it and the steps it needs: one that made the element it acted on
+appear (a field inside a dialog needs the tap that opened the dialog), and, for an
+action with no element (a key, a scroll), the step before it. The demonstration is
+written as element-named script steps (crawlers/scripted.py, what the oracle plays)
+when every step names its element, and as the recorded actions always.
+
+Instructions are written from the predicates, in English and Chinese (labelled
+`template`). Candidates are only candidates: crawlers.task_validation decides which
+are kept (non-trivial, achievable, specific, new).
+
+Pure data: nothing here drives an app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from schemas.a11y import AriaNode, parse_snapshot
+from schemas.actions import ActionType
+from schemas.environment import Environment, mask_volatile
+from schemas.predicate_eval import EndState, check, node_value
+from schemas.predicates import Predicate
+from schemas.records import Element, Step, Trajectory
+
+# Roles whose appearance or disappearance is a goal a user would name, by rank: a
+# dialog or heading names a view, a list's item or a table's cell is the view's content.
+SHOWN_RANK = {
+    "dialog": 1, "alertdialog": 1, "heading": 1, "alert": 1,
+    "tabpanel": 2, "article": 2, "region": 2,
+    "listitem": 3, "row": 3, "treeitem": 3, "option": 3, "menuitem": 3,
+    "cell": 4,
+}  # fmt: skip
+# More new items of one role than this at once: a new view's content, not a goal.
+MAX_SHOWN_OF_A_ROLE = 3
+VALUE_ROLES = ("textbox", "searchbox", "combobox", "spinbutton", "slider")
+MAX_NAME = 60
+# Script verbs for the recorded action types that scripted.ScriptedPolicy plays.
+_POINT_VERBS = {
+    ActionType.TAP: "tap",
+    ActionType.DOUBLE_TAP: "double_tap",
+    ActionType.LONG_PRESS: "long_press",
+}
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One change a step made: its predicate and its words in each language."""
+
+    predicate: dict
+    words: dict[str, str]  # {"en": ..., "zh": ...}: the goal as an instruction's clause
+    rank: int  # lower first: a state or value change says more than an appearance
+
+
+@dataclass
+class Candidate:
+    """A candidate task: its goals, the demonstration's steps (indices in the walk)."""
+
+    goals: list[Goal]
+    walk: str  # the walk's trajectory id
+    steps: list[int]
+    script: list[dict] | None
+    actions: list[dict]
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key = predicates_key([g.predicate for g in self.goals])
+
+
+def predicates_key(predicates: list[dict]) -> str:
+    """The same goal, written in any order, has the same key."""
+    canon = sorted(json.dumps(p, sort_keys=True, ensure_ascii=False) for p in predicates)
+    return hashlib.sha1("\n".join(canon).encode("utf-8")).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ state changes
+@dataclass
+class _Screen:
+    url: str
+    tree: str
+    nodes: list[AriaNode]
+
+    @classmethod
+    def of(cls, step: Step, volatile: list[str]) -> _Screen:
+        return cls(step.url, step.a11y_tree, parse_snapshot(mask_volatile(step.a11y_tree, volatile)))
+
+    def count(self, role: str, name: str) -> int:
+        return sum(1 for n in self.nodes if n.role == role and n.name == name)
+
+    def state(self) -> EndState:
+        return EndState(url=self.url, a11y_tree=self.tree)
+
+
+def _nameable(node: AriaNode) -> bool:
+    name = node.name or ""
+    return 0 < len(name) <= MAX_NAME and "<volatile>" not in name and "\n" not in name
+
+
+def goals_between(before: _Screen, after: _Screen) -> list[Goal]:
+    """What differs from `before` in `after`, as goals, the most telling first: a state or
+    value change, then a new path, then a view that opened or closed, then its content."""
+    goals = _state_goals(before, after) + _shown_goals(before, after) + _url_goals(before.url, after.url)
+    return sorted(goals, key=lambda g: g.rank)
+
+
+def main_goals(goals: list[Goal], most: int = 2) -> list[Goal]:
+    """The goals of the best rank (at most `most`): what a step did, not its side effects
+    (closing a tiddler also removes every item in it)."""
+    if not goals:
+        return []
+    best = goals[0].rank
+    return [g for g in goals if g.rank == best][:most]
+
+
+def _keyed(nodes: list[AriaNode]) -> dict[tuple[str, str], int]:
+    """The first node of each (role, name) that is unique on its screen."""
+    counts = Counter((n.role, n.name) for n in nodes)
+    return {
+        (n.role, n.name): i for i, n in enumerate(nodes) if counts[(n.role, n.name)] == 1 and _nameable(n)
+    }
+
+
+def _state_goals(before: _Screen, after: _Screen) -> list[Goal]:
+    was, now = _keyed(before.nodes), _keyed(after.nodes)
+    goals = []
+    for (role, name), i in now.items():
+        if (role, name) not in was:
+            continue
+        old, new = before.nodes[was[(role, name)]], after.nodes[i]
+        for state in ("checked", "selected", "expanded"):
+            a, b = _state(old, state), _state(new, state)
+            if a != b and b in (True, False) and not (state == "selected" and role == "tab" and not b):
+                # (a tab loses its selection only to another: that one is the goal)
+                goals.append(_state_goal(role, name, state, b))
+        if role in VALUE_ROLES:
+            value = node_value(after.nodes, i)
+            if value and value != node_value(before.nodes, was[(role, name)]) and len(value) <= MAX_NAME:
+                goals.append(_value_goal(role, name, value))
+    return goals
+
+
+def _state(node: AriaNode, state: str) -> bool | str:
+    if state == "checked":
+        v = node.attrs.get("checked")
+        return False if v in (None, "false") else ("mixed" if v == "mixed" else True)
+    return state in node.attrs
+
+
+def _shown_goals(before: _Screen, after: _Screen) -> list[Goal]:
+    goals = _appeared(before, after, True) + _appeared(after, before, False)
+    unique = {json.dumps(g.predicate, sort_keys=True): g for g in goals}
+    return list(unique.values())
+
+
+def _appeared(before: _Screen, after: _Screen, shown: bool) -> list[Goal]:
+    """Goals for the nameable nodes of `after` that `before` lacks (shown, or, with the
+    screens swapped, gone); a role with many at once is a view's content and skipped."""
+    new = [
+        n for n in after.nodes if n.role in SHOWN_RANK and _nameable(n) and before.count(n.role, n.name) == 0
+    ]
+    per_role = Counter(n.role for n in new)
+    keep = [n for n in new if per_role[n.role] <= MAX_SHOWN_OF_A_ROLE or SHOWN_RANK[n.role] == 1]
+    return [_shown_goal(n.role, n.name, shown) for n in keep]
+
+
+def _url_goals(before: str, after: str) -> list[Goal]:
+    a, b = urlsplit(before or ""), urlsplit(after or "")
+    if not b.scheme.startswith("http"):
+        return []  # a desktop title or an activity: the tree says what changed
+    goals = []
+    path = unquote(b.path) or "/"
+    if path != (unquote(a.path) or "/"):
+        goals.append(_goal({"url": {"path": path}}, f"go to the page {path}", f"前往页面 {path}", 2))
+    old = dict(parse_qsl(a.query, keep_blank_values=True))
+    for k, v in parse_qsl(b.query, keep_blank_values=True):
+        if old.get(k) != v and len(v) <= MAX_NAME:
+            goals.append(
+                _goal(
+                    {"url": {"query": {k: v}}},
+                    f'show the page with {k} = "{v}"',
+                    f"显示 {k} 为“{v}”的页面",
+                    2,
+                )
+            )
+    return goals
+
+
+# ------------------------------------------------------------------ goals in words
+_ROLE_ZH = {"tab": "标签页", "checkbox": "复选框", "switch": "开关", "radio": "单选项", "textbox": "输入框"}
+
+
+def _goal(predicate: dict, en: str, zh: str, rank: int) -> Goal:
+    return Goal(predicate=predicate, words={"en": en, "zh": zh}, rank=rank)
+
+
+def _state_goal(role: str, name: str, state: str, on: bool) -> Goal:
+    predicate = {"element": {"role": role, "name": name}, state: on}
+    if state == "selected":
+        return _goal(
+            predicate,
+            *(_selected_words(role, name) if on else (f'deselect "{name}"', f"取消选中“{name}”")),
+            0,
+        )
+    if state == "expanded":
+        return _goal(
+            predicate,
+            *((f'expand "{name}"', f"展开“{name}”") if on else (f'collapse "{name}"', f"收起“{name}”")),
+            0,
+        )
+    if role == "switch":
+        words = (
+            (f'turn on "{name}"', f"打开“{name}”开关") if on else (f'turn off "{name}"', f"关闭“{name}”开关")
+        )
+    elif role == "radio":
+        words = (f'choose "{name}"', f"选择“{name}”") if on else (f'clear "{name}"', f"取消选择“{name}”")
+    else:
+        words = (f'check "{name}"', f"勾选“{name}”") if on else (f'uncheck "{name}"', f"取消勾选“{name}”")
+    return _goal(predicate, *words, 0)
+
+
+def _selected_words(role: str, name: str) -> tuple[str, str]:
+    if role == "tab":
+        return f'open the "{name}" tab', f"打开“{name}”标签页"
+    return f'select "{name}"', f"选中“{name}”"
+
+
+def _value_goal(role: str, name: str, value: str) -> Goal:
+    element = {"role": role, "name": name} if name else {"role": role}
+    where_en = f'the "{name}" field' if name else "the text field"
+    where_zh = f"“{name}”输入框" if name else "输入框"
+    return _goal(
+        {"element": element, "value": value},
+        f'set {where_en} to "{value}"',
+        f"将{where_zh}设为“{value}”",
+        0,
+    )
+
+
+def _shown_goal(role: str, name: str, shown: bool) -> Goal:
+    predicate = {"element": {"role": role, "name": name}, "present": shown}
+    rank = SHOWN_RANK[role]
+    if shown:
+        if rank <= 2:
+            return _goal(predicate, f'open "{name}"', f"打开“{name}”", rank)
+        return _goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
+    if rank >= 3:
+        return _goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
+    return _goal(predicate, f'close "{name}"', f"关闭“{name}”", rank)
+
+
+def instruction(goals: list[Goal], language: str) -> str:
+    """The goals as one instruction: 'Open the "Tools" tab and set the "Title" field to "milk"'."""
+    clauses = [g.words[language] for g in goals]
+    if language == "zh":
+        return "，并".join(clauses)
+    text = " and ".join(clauses)
+    return text[:1].upper() + text[1:]
+
+
+# ------------------------------------------------------------------ demonstrations
+def _target_key(step: Step) -> tuple[str, str] | None:
+    t = step.target
+    return (t.role, t.name) if t is not None and t.role and t.name else None
+
+
+def demonstration(steps: list[Step], screens: list[_Screen], last: int) -> list[int]:
+    """The steps goal-making step `last` needs (see the module docstring), in order."""
+    needed, todo = set(), [last]
+    while todo:
+        k = todo.pop()
+        if k in needed:
+            continue
+        needed.add(k)
+        key = _target_key(steps[k])
+        if key is None:
+            if k > 0 and steps[k].action.type not in _POINT_VERBS:
+                todo.append(k - 1)  # a key or text with no element acts on what the step before focused
+            continue
+        if screens[0].count(*key) > 0:
+            continue  # there after the reset: nothing before is needed to reach it
+        maker = next(
+            (
+                m
+                for m in range(k - 1, -1, -1)
+                if screens[m].count(*key) == 0 and screens[m + 1].count(*key) > 0
+            ),
+            None,
+        )
+        if maker is not None:
+            todo.append(maker)
+    return sorted(needed)
+
+
+def script_step(step: Step) -> dict | None:
+    """The step as a script step that names its element; None when it cannot."""
+    a, key = step.action, _target_key(step)
+    ref = _ref(step, key) if key is not None else None
+    if a.type in _POINT_VERBS:
+        return {_POINT_VERBS[a.type]: ref} if ref is not None else None
+    if a.type == ActionType.TYPE:
+        return {"type": a.text or "", **({"into": ref} if ref is not None else {})}
+    if a.type == ActionType.KEY:
+        return {"key": a.text}
+    if a.type == ActionType.SELECT:
+        return {"select": a.text, "on": ref} if ref is not None else None
+    if a.type == ActionType.SCROLL:
+        return {"scroll": a.direction}
+    if a.type == ActionType.BACK:
+        return {"back": True}
+    return None
+
+
+def _ref(step: Step, key: tuple[str, str]) -> dict:
+    """{role, name} of the step's target, with `nth` among same-named elements."""
+    same = [e for e in step.elements if (e.role, e.name) == key and e.bbox is not None]
+    nth = next((i for i, e in enumerate(same) if _same_box(e, step.target)), 0)
+    return {"role": key[0], "name": key[1], **({"nth": nth} if nth else {})}
+
+
+def _same_box(a: Element, b: Element | None) -> bool:
+    return (
+        b is not None
+        and b.bbox is not None
+        and a.bbox is not None
+        and all(abs(x - y) < 1e-6 for x, y in zip(a.bbox, b.bbox))
+    )
+
+
+# ------------------------------------------------------------------ walks -> candidates
+def walk_candidates(
+    traj: Trajectory, steps: list[Step], environment: Environment, *, max_goals: int = 2
+) -> list[Candidate]:
+    """The candidates of one walk: one per goal a step made that still holds a step
+    later and was not so after the reset, and one for each pair of such goals made by
+    different steps that both hold at the later one (a goal of two parts, `max_goals`)."""
+    steps = sorted(steps, key=lambda s: s.index)
+    volatile = environment.volatile
+    screens = [_Screen.of(s, volatile) for s in steps]
+    reset = screens[0].state()
+    made: list[tuple[int, Goal]] = []
+    out: list[Candidate] = []
+    for j in range(len(steps) - 1):
+        step = steps[j]
+        if step.guard or step.error or step.screen_changed is False:
+            continue
+        for goal in main_goals(goals_between(screens[j], screens[j + 1])):
+            predicate = Predicate.model_validate(goal.predicate)
+            if check(predicate, reset).holds:
+                continue  # already so after the reset: trivial
+            made.append((j, goal))
+            out.append(_candidate(traj, steps, screens, [goal], [j]))
+        if max_goals >= 2:
+            now = screens[j + 1].state()
+            for i, (k, earlier) in enumerate(made):
+                if k >= j or not check(Predicate.model_validate(earlier.predicate), now).holds:
+                    continue
+                if k in demonstration(steps, screens, j):
+                    continue  # the later goal needs the earlier: one goal, said once
+                for _, goal in (m for m in made[i + 1 :] if m[0] == j):
+                    out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
+    return out
+
+
+def _candidate(
+    traj: Trajectory, steps: list[Step], screens: list[_Screen], goals: list[Goal], makers: list[int]
+) -> Candidate:
+    needed = sorted({i for m in makers for i in demonstration(steps, screens, m)})
+    script = [script_step(steps[i]) for i in needed]
+    actions = [steps[i].action.model_dump(mode="json", exclude_none=True) for i in needed]
+    return Candidate(
+        goals=goals,
+        walk=traj.trajectory_id,
+        steps=needed,
+        script=script if all(s is not None for s in script) else None,
+        actions=actions,
+    )
+
+
+def candidate_tasks(
+    walks: Iterable[tuple[Trajectory, list[Step]]],
+    environment: Environment,
+    languages: tuple[str, ...] = ("en", "zh"),
+    *,
+    max_goals: int = 2,
+) -> list[dict]:
+    """Task rows (the environment file's task shape) of every distinct goal the walks
+    made, one per language; the shortest demonstration of a goal is kept."""
+    best: dict[str, Candidate] = {}
+    for traj, steps in walks:
+        for c in walk_candidates(traj, steps, environment, max_goals=max_goals):
+            held = best.get(c.key)
+            if held is None or len(c.steps) < len(held.steps):
+                best[c.key] = c
+    return [task_row(c, environment, lang) for c in best.values() for lang in languages]
+
+
+def task_row(c: Candidate, environment: Environment, language: str) -> dict:
+    params: dict = {
+        "actions": c.actions,
+        "instruction_source": "template",
+        "walk": c.walk,
+        "walk_steps": c.steps,
+    }
+    if c.script is not None:
+        params["script"] = c.script
+    return {
+        "task_id": f"{environment.name}-goal-{c.key}-{language}",
+        "instruction": instruction(c.goals, language),
+        "language": language,
+        "environment": environment.name,
+        "params": params,
+        "verifier": {"kind": "predicates", "predicates": [g.predicate for g in c.goals]},
+    }

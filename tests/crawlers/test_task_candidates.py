@@ -1,0 +1,175 @@
+"""Candidate goal tasks from recorded walks (crawlers/task_candidates.py): what a step
+changed becomes a `predicates` goal of the end state, with the steps it needs as its
+demonstration. Pure data: walks written as a recorder writes them."""
+
+from __future__ import annotations
+
+from crawlers.task_candidates import candidate_tasks, walk_candidates
+from schemas.actions import Action
+from schemas.environment import environment_from_dict
+from schemas.predicate_eval import EndState, verdict
+from schemas.predicates import Predicate
+from schemas.records import DeviceProfile, Element, Step, Task, Trajectory
+
+ENV = environment_from_dict(
+    {"name": "notes", "platform": "web", "start_url": "http://127.0.0.1:9/", "explore": {"episodes": 1}}
+)
+
+HOME = """- main:
+  - heading "Notes" [level=1]
+  - button "New note"
+  - tablist:
+    - tab "All" [selected]
+    - tab "Starred"
+  - heading "Welcome"
+  - list:
+    - listitem "Read the guide"
+    - listitem "Star a note"
+  - button "Close welcome"
+"""
+
+
+def screen(*, starred=False, welcome=True, dialog=False, title=""):
+    tree = (
+        HOME.replace('tab "All" [selected]', 'tab "All"').replace('tab "Starred"', 'tab "Starred" [selected]')
+        if starred
+        else HOME
+    )
+    if not welcome:
+        tree = (
+            "\n".join(
+                ln
+                for ln in tree.splitlines()
+                if "Welcome" not in ln and "listitem" not in ln and "welcome" not in ln
+            )
+            + "\n"
+        )
+    if dialog:
+        value = f": {title}" if title else ""
+        tree += f'  - dialog "New note":\n    - textbox "Title"{value}\n    - button "Save"\n'
+    return tree
+
+
+def step(i, tree, action, target=None, url="http://127.0.0.1:9/"):
+    return Step(
+        trajectory_id="w1", index=i, screenshot="", width=800, height=600, url=url, a11y_tree=tree,
+        elements=[target] if target else [], action=action, target=target, screen_changed=True,
+    )  # fmt: skip
+
+
+def walk(steps, tid="w1"):
+    traj = Trajectory(
+        trajectory_id=tid, task=Task(task_id="explore", instruction="Explore", app="notes", language="en"),
+        platform="web", app="notes", device=DeviceProfile(name="desktop", viewport_width=800, viewport_height=600), policy="random_walk",
+        num_steps=len(steps),
+    )  # fmt: skip
+    return traj, [s.model_copy(update={"trajectory_id": tid}) for s in steps]
+
+
+def el(role, name):
+    return Element(role=role, name=name, bbox=(0.1, 0.1, 0.2, 0.2))
+
+
+def tap(x=0.15):
+    return Action(type="tap", x=x, y=0.15)
+
+
+def holds(row, tree, url="http://127.0.0.1:9/"):
+    predicates = [Predicate.model_validate(p) for p in row["verifier"]["predicates"]]
+    return verdict(predicates, EndState(url=url, a11y_tree=tree))["success"]
+
+
+def test_a_tab_a_step_selected_is_a_one_step_goal_of_the_end_state():
+    steps = [
+        step(0, screen(), tap(), el("tab", "Starred")),
+        step(1, screen(starred=True), Action(type="done")),
+    ]
+    rows = candidate_tasks([walk(steps)], ENV, ("en", "zh"))
+    assert [r["instruction"] for r in rows] == ['Open the "Starred" tab', "打开“Starred”标签页"]
+    row = rows[0]
+    assert row["verifier"] == {
+        "kind": "predicates",
+        "predicates": [{"element": {"role": "tab", "name": "Starred"}, "selected": True}],
+    }
+    assert row["params"]["script"] == [{"tap": {"role": "tab", "name": "Starred"}}]
+    assert row["params"]["instruction_source"] == "template" and row["environment"] == "notes"
+    # The goal is the end state: false after the reset, true where the walk ended.
+    assert not holds(row, screen()) and holds(row, screen(starred=True))
+
+
+def test_a_field_in_a_dialog_needs_the_tap_that_opened_it():
+    steps = [
+        step(0, screen(), tap(), el("tab", "Starred")),  # not needed by the note
+        step(1, screen(starred=True), tap(), el("button", "New note")),
+        step(2, screen(starred=True, dialog=True), Action(type="type", text="milk", x=0.5, y=0.5), el("textbox", "Title")),
+        step(3, screen(starred=True, dialog=True, title="milk"), Action(type="done")),
+    ]  # fmt: skip
+    rows = {r["instruction"]: r for r in candidate_tasks([walk(steps)], ENV, ("en",))}
+    typed = rows['Set the "Title" field to "milk"']
+    assert typed["params"]["walk_steps"] == [1, 2]
+    assert typed["params"]["script"] == [
+        {"tap": {"role": "button", "name": "New note"}},
+        {"type": "milk", "into": {"role": "textbox", "name": "Title"}},
+    ]
+    opened = rows['Open "New note"']
+    assert opened["params"]["walk_steps"] == [1]
+    # Two goals of different steps that both hold at the later one: a goal of two parts.
+    both = rows['Open the "Starred" tab and set the "Title" field to "milk"']
+    assert both["params"]["walk_steps"] == [0, 1, 2] and len(both["verifier"]["predicates"]) == 2
+    # ... but not a goal and what it needs (the dialog opened by the typing's demonstration).
+    assert 'Open "New note" and set the "Title" field to "milk"' not in rows
+
+
+def test_side_effects_and_goals_already_true_after_the_reset_are_left_out():
+    steps = [
+        step(0, screen(), tap(), el("button", "Close welcome")),
+        step(1, screen(welcome=False), tap(), el("tab", "Starred")),
+        step(2, screen(welcome=False, starred=True), tap(), el("tab", "All")),
+        step(3, screen(welcome=False), Action(type="done")),
+    ]
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    said = sorted(r["instruction"] for r in rows)
+    # Closing the welcome also removed its list's items: the heading is the goal, once.
+    assert 'Close "Welcome"' in said and not any("Read the guide" in s for s in said)
+    # "All" selected again is how the reset left it: no goal. A tab losing its
+    # selection to another is not a goal either.
+    assert not any('"All"' in s for s in said)
+    assert 'Open the "Starred" tab' in said
+
+
+def test_the_shortest_demonstration_of_a_goal_is_kept_across_walks():
+    # A key with no element acts on what the step before left: it needs that step too.
+    long = [
+        step(0, screen(), tap(), el("tab", "Starred")),
+        step(1, screen(starred=True), Action(type="key", text="Escape")),
+        step(2, screen(starred=True, welcome=False), Action(type="done")),
+    ]
+    short = [
+        step(0, screen(), tap(), el("button", "Close welcome")),
+        step(1, screen(welcome=False), Action(type="done")),
+    ]
+    cands = walk_candidates(*walk(long, "w-long"), ENV) + walk_candidates(*walk(short, "w-short"), ENV)
+    closed = {c.walk: c.steps for c in cands if [g.words["en"] for g in c.goals] == ['close "Welcome"']}
+    assert closed == {"w-long": [0, 1], "w-short": [0]}
+    rows = candidate_tasks([walk(long, "w-long"), walk(short, "w-short")], ENV, ("en",))
+    kept = next(r for r in rows if r["instruction"] == 'Close "Welcome"')
+    assert kept["params"]["walk"] == "w-short" and len({r["task_id"] for r in rows}) == len(rows)
+
+
+def test_a_step_on_an_unnamed_element_keeps_the_recorded_actions_only():
+    steps = [
+        step(0, screen(), Action(type="tap", x=0.3, y=0.3), Element(role="generic", name="")),
+        step(1, screen(starred=True), Action(type="done")),
+    ]
+    row = candidate_tasks([walk(steps)], ENV, ("en",))[0]
+    assert "script" not in row["params"] and row["params"]["actions"][0]["type"] == "tap"
+
+
+def test_a_new_path_or_query_is_a_goal():
+    steps = [
+        step(0, screen(), tap(), el("link", "Starred")),
+        step(1, screen(), Action(type="done"), url="http://127.0.0.1:9/starred?sort=date"),
+    ]
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    goals = sorted(p for r in rows for p in map(str, r["verifier"]["predicates"]))
+    assert "{'url': {'path': '/starred'}}" in goals and "{'url': {'query': {'sort': 'date'}}}" in goals

@@ -125,3 +125,21 @@ def test_a_native_app_refuses_a_reset_block(tmp_path):
     )
     with pytest.raises(EnvironmentFileError, match="relaunched by Appium"):
         load_environment(path)
+
+
+def test_a_seed_draws_the_same_screen_in_every_env_that_explores(tiny_url, tmp_path):
+    """An exploration task's id names its env's run; the theme must follow the seed alone
+    (it had followed the run id too: two envs drew different themes for one seed)."""
+    path = tiny_env_file(tmp_path, tiny_url)
+    drawn = []
+    for _ in range(2):
+        env = tf_envs.make(path)
+        try:
+            themes = []
+            for seed in (0, 1, 3):
+                env.reset(seed=seed)
+                themes.append(env.unwrapped.browser.device.theme)
+            drawn.append(themes)
+        finally:
+            env.close()
+    assert drawn[0] == drawn[1] and set(drawn[0]) == {"light", "dark"}, drawn

@@ -202,7 +202,11 @@ class GuiEnv(gym.Env):
         tid = options.get("trajectory_id") or trajectory_id_for(
             source, task.task_id, "rollout", policy, ep_seed, self._run, self._episodes
         )
-        device = self._fixed_device or device_for(self._pinned, task, ep_seed)
+        # A made-up exploration task's id names this env's run: the seed alone draws its screen.
+        drawn_as = (
+            task.model_copy(update={"task_id": f"{self.environment.name}-explore"}) if exploring else task
+        )
+        device = self._fixed_device or device_for(self._pinned, drawn_as, ep_seed)
         recorder = self.recorder
         ctx = EpisodeContext(
             trajectory_id=tid,

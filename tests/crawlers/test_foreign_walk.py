@@ -205,24 +205,19 @@ def test_the_image_wait_is_bounded(web_env, site):
     assert 1.3 <= took < 4.0, took  # IMAGES_WAIT_CAP_S = 1.5, then the screenshot
 
 
-def test_a_page_without_pending_images_is_not_slowed(web_env, site, capsys):
+def test_a_page_without_pending_images_is_not_slowed(web_env, site):
+    """The observation's image wait finds no loading image on this page, so it resolves at
+    once (what it waits on is counted, not timed: a timed assertion fails on a busy machine)."""
+    from crawlers.web_settle import IMAGES_WAIT_JS
+
     web_env.reset(f"{site}/", DESKTOP)
-    times = {}
-    for label, scan, wait in (("plain", False, 0.0), ("scan+wait", True, 1.5)):
-        web_env.scan_clickables, web_env.image_wait_s = scan, wait
-        try:
-            web_env.observe()
-            t = []
-            for _ in range(10):
-                t0 = time.perf_counter()
-                web_env.observe()
-                t.append((time.perf_counter() - t0) * 1000)
-            times[label] = sorted(t)[len(t) // 2]
-        finally:
-            del web_env.scan_clickables, web_env.image_wait_s
-    with capsys.disabled():
-        print(f"\n[observe] median ms: {times}")
-    assert times["scan+wait"] < times["plain"] + 150
+    assert web_env.page.evaluate(IMAGES_WAIT_JS, 1500) == 0
+    web_env.scan_clickables, web_env.image_wait_s = True, 1.5
+    try:
+        obs = web_env.observe()  # the scan and the (empty) wait, as a crawl observes
+    finally:
+        del web_env.scan_clickables, web_env.image_wait_s
+    assert obs.elements
 
 
 # ---------------------------------------------------------------- the walk

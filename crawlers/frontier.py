@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 
-from schemas.actions import Action, ActionType
+from schemas.actions import SCROLL_NOTCH_PX, Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
@@ -121,13 +121,17 @@ class FrontierPolicy:
         return key, edge["verb"], edge["text"]
 
     def _untried(self, screen: str, keyed: dict[str, Element]) -> tuple[str, None, None] | None:
+        """An untried element: one no screen has tried first, one on the screen (no scroll
+        needed) before one off it."""
         untried = [k for k in self.graph.untried(screen) if k in keyed and (screen, k) not in self.skip]
         if not untried:
             return None
         anywhere = self.graph.tried_anywhere()
-        novel = [k for k in untried if k not in anywhere]
+        ranked: dict[tuple[bool, bool], list[str]] = {}
+        for k in untried:
+            ranked.setdefault((k in anywhere, not _in_view(keyed[k])), []).append(k)
         self.untried_steps += 1
-        return self.rng.choice(sorted(novel or untried)), None, None
+        return self.rng.choice(sorted(ranked[min(ranked)])), None, None
 
     def _to_frontier(
         self, screen: str, keyed: dict[str, Element]
@@ -166,7 +170,7 @@ class FrontierPolicy:
         if el is None:
             return self._pseudo(screen, key, verb, text)
         _, cy = el.centre()
-        if not _TOP <= cy <= _BOTTOM:
+        if not _in_view(el):
             if self.scrolls >= MAX_SCROLLS:
                 self.skip.add((screen, key))
                 self.scrolls = 0
@@ -176,7 +180,12 @@ class FrontierPolicy:
             self.intent = (key, verb, text)
             direction = "down" if cy > _BOTTOM else "up"
             self._last = (screen, f"scroll:{direction}", "scroll", direction)
-            return Action.scroll(direction, 0.5, 0.5, description=f"Scroll {direction} to '{el.name}'")
+            # Wheel notches that bring it to the middle at one CSS px per screenshot px
+            # (a denser screen overshoots, and the next scroll comes back).
+            notches = min(max(round(abs(cy - 0.5) * obs.height / SCROLL_NOTCH_PX), 1), 20)
+            return Action.scroll(
+                direction, 0.5, 0.5, amount=notches, description=f"Scroll {direction} to '{el.name}'"
+            )
         self.scrolls = 0
         verb, text = self._verb_for(obs, el, verb, text)
         x, y = (min(max(c, 0.0), 1.0) for c in el.centre())
@@ -221,3 +230,8 @@ class FrontierPolicy:
             return Action.scroll(text, 0.5, 0.5, description=f"Scroll {text}")
         self._last = (screen, "back", "back", None)
         return Action(type=ActionType.BACK, description="Go back")
+
+
+def _in_view(el: Element) -> bool:
+    """Whether an element can be touched without scrolling."""
+    return _TOP <= el.centre()[1] <= _BOTTOM

@@ -29,7 +29,7 @@ from common import Row, fmt_num, fmt_ratio, machine_short, pick  # noqa: E402
 from crawlers.crawl_driver import EnvCrawl  # noqa: E402
 from crawlers.env_crawl import crawl_environment  # noqa: E402
 from crawlers.screen_graph import ScreenGraph, absorb_store  # noqa: E402
-from schemas.environment import Environment, load_environment  # noqa: E402
+from schemas.environment import load_environment  # noqa: E402
 from trajforge.store.raw import RawStore  # noqa: E402
 
 SIZES = {
@@ -40,22 +40,15 @@ SIZES = {
 POLICIES = ("random_walk", "frontier")
 
 
-def sandbox_app(url: str, app: str = "shop") -> Environment:
-    """The sandbox environment with one app's start page and no pop-ups (exploration episodes)."""
-    from sandbox.environment import sandbox_environment
-
-    env = sandbox_environment(url, 0.0)
-    return env.model_copy(update={"name": f"sandbox-{app}", "start_url": env.start_url.replace("{app}", app)})
-
-
 @contextmanager
 def app_environment(name: str, folder: Path):
     """(the environment, served) for 'sandbox' (its shop) or 'datasette'."""
     if name == "sandbox":
+        from sandbox.environment import sandbox_app_environment
         from sandbox.server import SandboxServer
 
         with SandboxServer() as server:
-            yield sandbox_app(server.url)
+            yield sandbox_app_environment(server.url, "shop")
         return
     import os
 

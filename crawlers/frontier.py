@@ -9,7 +9,8 @@ crawl's screen graph (crawlers/screen_graph.py), learning into it as it goes:
    edge by edge from the current screen: every episode starts at the reset, so
    the path from the start screen is the known action prefix to a deep screen.
    A replayed step that lands elsewhere drops the path;
-3. else the least-tried element here; with nothing to touch, `back`.
+3. else the least-tried element here that ever changed the screen; with none
+   (a dead end: an error page, a screen whose controls change nothing), `back`.
 
 An element below or above the viewport is scrolled to first (a few scrolls at
 most). Text fields are typed into (a word of the task's language, then Enter
@@ -149,7 +150,14 @@ class FrontierPolicy:
         return self._along_path(screen, keyed)
 
     def _least_tried(self, screen: str, keyed: dict[str, Element]) -> tuple[str, None, None] | None:
-        keys = sorted(k for k in keyed if (screen, k) not in self.skip)
+        """The least-tried element here that ever led elsewhere; None (go back) when every
+        one only ever left the screen as it was (an error page's Reload, a dead end)."""
+        edges = self.graph.edges.get(screen, {})
+        keys = sorted(
+            k
+            for k in keyed
+            if (screen, k) not in self.skip and (k not in edges or set(edges[k]["to"]) != {screen})
+        )
         if not keys:
             return None
         fewest = min(self.graph.tries(screen, k) for k in keys)

@@ -51,6 +51,11 @@ def summary_lines(stats: CrawlStats) -> list[str]:
             f"explored: {graph_words(graph)}, over {graph['episodes']} episodes; "
             f"the graph: {getattr(stats, 'graph_file', None)}"
         )
+        if graph["episodes"] and graph["screens"] <= 1 and not graph["untried"] and graph["pairs"] <= 1:
+            out.append(
+                "nothing to explore: every episode stayed on one screen with no control a walk may "
+                "touch (no link, button, field or clickable in its accessibility tree)"
+            )
     if stats.not_started:
         out.append(f"time budget spent: {stats.not_started} episode(s) not started (a re-run plays them)")
     return out

@@ -13,9 +13,11 @@ import json
 import pytest
 
 from crawlers.crawl_driver import EnvCrawl
+from crawlers.crawl_report import summary_lines
 from crawlers.env_crawl import crawl_environment
 from crawlers.screen_graph import ScreenGraph, absorb_store, graph_path
 from sandbox.environment import sandbox_app_environment
+from schemas.environment import environment_from_dict
 from tests.sandbox_fixtures import sandbox_fixtures
 from trajforge.store.raw import RawStore
 
@@ -68,3 +70,14 @@ def test_each_walk_is_a_trajectory_and_the_graph_file_is_the_graph_of_what_was_r
     # The random walk keeps no graph.
     assert "graph" not in stats["random_walk"].summary()
     assert not graph_path(store, "random_walk").exists()
+
+
+def test_a_page_with_nothing_to_touch_says_so(pages_url, tmp_path):
+    environment = environment_from_dict(
+        {"name": "bare", "start_url": f"{pages_url}/second.html", "explore": {"episodes": 2, "max_steps": 3}}
+    )
+    how = EnvCrawl(policy="frontier", retries=0)
+    stats = crawl_environment(environment, how, store=RawStore(tmp_path / "raw"))
+    assert stats.trajectories == 2 and stats.error == 0
+    assert stats.graph["screens"] == 1 and stats.graph["untried"] == 0
+    assert any(line.startswith("nothing to explore: ") for line in summary_lines(stats))

@@ -1,8 +1,8 @@
 """The frontier walk on Datasette (PyPI), through examples/environments/datasette.yaml.
 
 In process: more screens than the random walk at the same budget and seed, the
-same walk twice for the same seed, and a phone (mobile_web) crawl of the same
-file. Through the CLI as a user runs it: a crawl killed (SIGKILL) half-way and
+same walk twice for the same seed, a phone (mobile_web) crawl of the same file,
+and two browsers at once absorbing into one graph. Through the CLI as a user runs it: a crawl killed (SIGKILL) half-way and
 run again ends with every episode recorded once and the graph of exactly
 those, the same as a crawl never interrupted; `--minutes` stops starting
 episodes when the time is spent.
@@ -96,6 +96,23 @@ def test_a_phone_explores_the_same_file(datasette_env, tmp_path):
     assert all(t.device.is_mobile and t.device.viewport_width == 412 for t in walks)
     assert stats.graph["episodes"] == 2 and stats.graph["screens"] >= 4
     assert stats.graph["pairs"] >= 6
+
+
+def test_two_browsers_share_one_graph(datasette_env, tmp_path):
+    from crawlers.allowlist import Allowlist
+    from crawlers.crawl_browser_pool import WebEnvPool
+
+    store = RawStore(tmp_path / "raw")
+    how = EnvCrawl(policy="frontier", seed=0, episodes=4, max_steps=4, retries=1)
+    with WebEnvPool(2, request_filter=Allowlist(datasette_env.origins())) as pool:
+        stats = crawl_environment(datasette_env, how, store=store, pool=pool)
+    ids = {t.trajectory_id for t in store.iter_trajectories()}
+    assert len(ids) == 4 and stats.error == 0
+    saved = json.loads(graph_path(store, "datasette").read_text())
+    assert set(saved["trajectories"]) == ids
+    rebuilt = ScreenGraph(datasette_env.volatile)
+    absorb_store(rebuilt, store, "datasette")
+    assert saved == json.loads(json.dumps(rebuilt.to_json()))
 
 
 def _cli(data, *extra: str, url: str) -> list[str]:

@@ -163,3 +163,20 @@ def test_the_graph_file_resumes_and_is_rebuilt_from_the_store_when_it_disagrees(
     assert load_graph(store, "c").to_json() == both.to_json()
     # Other volatile masks: other digests, so rebuilt too.
     assert load_graph(store, "c", volatile=["Item"]).volatile == ["Item"]
+
+
+def test_a_time_budget_alone_is_not_capped_by_the_default_episodes():
+    from crawlers.env_crawl import TIMED_EPISODES, environment_tasks
+    from schemas.environment import environment_from_dict
+
+    timed = environment_from_dict({"name": "a", "start_url": "http://a/", "explore": {"minutes": 5}})
+    assert len(environment_tasks(timed, explore=True, timed=True)) == TIMED_EPISODES
+    assert len(environment_tasks(timed, explore=True, timed=True, episodes=7)) == 7
+    capped = environment_from_dict({"name": "a", "start_url": "http://a/", "explore": {"episodes": 3}})
+    assert len(environment_tasks(capped, explore=True, timed=True)) == 3
+    # The frontier walk explores a file of tasks without `explore` too (its defaults).
+    tasks = environment_from_dict(
+        {"name": "a", "start_url": "http://a/", "tasks": [{"task_id": "t", "instruction": "x"}]}
+    )
+    assert [t.task_id for t in environment_tasks(tasks)] == ["t"]
+    assert len(environment_tasks(tasks, explore=True)) == 10

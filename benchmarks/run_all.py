@@ -69,6 +69,12 @@ REGISTRY = [
         timeout_s={"smoke": 180, "quick": 300, "full": 480},
     ),
     Bench(
+        "explore_coverage",
+        "explore_coverage.py",
+        "Exploration coverage: the frontier walk against the random walk",
+        timeout_s={"smoke": 180, "quick": 420, "full": 900},
+    ),
+    Bench(
         "env_server",
         "env_server.py",
         "The Gym API and the environment server",

@@ -74,6 +74,7 @@ class CrawlStats:
     by_language: dict[str, int] = field(default_factory=dict)
     success_by_language: dict[str, int] = field(default_factory=dict)
     verified: int = 0  # outcomes a verifier decided (success or failure)
+    not_started: int = 0  # episodes left when the time budget (EnvCrawl.minutes) was spent
     # Why episodes errored: each cause once (the task's own name taken out), with its count.
     error_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -189,7 +190,9 @@ class EnvCrawl:
     is an `error`, replacing that record. `judge` verifies where the file says
     so; `backend` is the agent policy's VLM; `replay` maps task ids to the
     actions to play back (policy replay). `image_format` and `step_timeout_s`
-    configure the crawl's own env; `batch_size` is the writer's.
+    configure the crawl's own env; `batch_size` is the writer's. `minutes`: a
+    time budget; no episode starts once it is spent (those left are counted in
+    `not_started` and a re-run plays them).
     """
 
     policy: str = "random_walk"
@@ -206,6 +209,7 @@ class EnvCrawl:
     image_format: str = "png"
     step_timeout_s: float = 10.0
     batch_size: int = 16
+    minutes: float | None = None
 
 
 def _quiet(*event, **fields) -> None:
@@ -445,14 +449,20 @@ def run_crawl(
     `<store>/audit/<collection>.jsonl`). A OneEnv plays the tasks one after the
     other; a pool plays up to its size at once. With `retry_errors`, the tasks
     whose stored episode is an `error` are taken out of the store first
-    (RawStore.uncommit) and played again under the same ids.
+    (RawStore.uncommit) and played again under the same ids. With
+    `config.minutes`, no episode starts after that time (since `crawl.started`).
     """
     config = crawl.config
+    deadline = None if config.minutes is None else crawl.started + config.minutes * 60
 
     def id_of(task: Task) -> str:
         return trajectory_id_for(crawl.source_name, task.task_id, config.policy, config.seed)
 
-    def play(task: Task, tid: str) -> tuple[Trajectory, list[Step]]:
+    def play(task: Task, tid: str) -> tuple[Trajectory, list[Step]] | None:
+        if deadline is not None and time.perf_counter() >= deadline:
+            with crawl.lock:
+                stats.not_started += 1
+            return None  # the time budget is spent: left for a re-run
         return crawl_task(source, task, episode_for(task, tid), crawl)
 
     stats, store, collection = crawl.stats, crawl.store, crawl.collection
@@ -473,7 +483,9 @@ def run_crawl(
             todo = rec.claim(((t,) for t in tasks), id_of)
             if not pooled:
                 for task, tid in todo:
-                    rec.write(task, *play(task, tid))
+                    played = play(task, tid)
+                    if played is not None:
+                        rec.write(task, *played)
             else:
                 run_pooled(source, todo, play, rec.write)
     finally:

@@ -2,22 +2,29 @@
 
 `crawl_environment` is what `trajforge crawl ENV_FILE` runs: one browser
 allowed to reach only the environment's origins (the filtering proxy), each
-task played by a policy (random_walk, replay, oracle through the
+task played by a policy (random_walk, frontier, replay, oracle through the
 environment's plugin, agent through a VLM backend), verified by the
 environment's verifier, written whole with a stable id (a re-run resumes
 without duplicates), retried when the browser dies or the start page fails,
 and stored as an error trajectory that says why once out of retries.
+
+The frontier walk (crawlers/frontier.py) always explores: its episodes share
+the collection's screen graph (crawlers/screen_graph.py), read at the start
+(so a re-run resumes it), each episode's policy playing on a copy of it, the
+graph absorbing each episode once committed (one episode per batch) and saved
+beside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.actions import Action
-from schemas.environment import Display, Environment
+from schemas.environment import Display, Environment, ExploreSpec
 from schemas.records import DeviceProfile, Step, Task, Trajectory
 from trajforge.store.raw import RawStore
 
@@ -27,13 +34,17 @@ from .device_pool import PoolError
 from .env_runtime import EnvironmentRuntime, load_callable
 from .env_source import open_env_source
 from .episode import CrawlEnv, EpisodeContext, run_env_episode
+from .frontier import FrontierPolicy
 from .guard import SafetyGuard
 from .policies import Policy, RandomWalkPolicy, ReplayPolicy
 from .pool_slots import EnvPool
 from .randomise import DEVICE_PROFILES, LOCALES, MOBILE_PROFILES, THEMES, episode_seed
+from .screen_graph import ScreenGraph, graph_path, load_graph
 from .scripted import ScriptedPolicy
 
-ENV_POLICIES = ("oracle", "random_walk", "replay", "agent")
+ENV_POLICIES = ("oracle", "random_walk", "frontier", "replay", "agent")
+# Exploration episodes made when only a time budget is given (`minutes`, no `episodes`).
+TIMED_EPISODES = 10_000
 
 
 @dataclass
@@ -44,6 +55,8 @@ class EnvCrawlStats(CrawlStats):
     noop_steps: int = 0
     step_ms: list[float] = field(default_factory=list)
     reset_ms: list[float] = field(default_factory=list)
+    graph: dict | None = None  # the frontier walk's screen graph: ScreenGraph.summary()
+    graph_file: str | None = None
 
     def summary(self) -> dict:
         def pct(values: list[float], q: float) -> float | None:
@@ -54,7 +67,10 @@ class EnvCrawlStats(CrawlStats):
 
         acted = len(self.step_ms)
         verified = self.success + self.failure
+        extra = {"graph": self.graph, "graph_file": self.graph_file} if self.graph is not None else {}
         return {
+            **extra,
+            "not_started": self.not_started,
             "environment": self.environment,
             "episodes": self.trajectories,
             "skipped": self.skipped,
@@ -79,19 +95,24 @@ class EnvCrawlStats(CrawlStats):
 
 
 def environment_tasks(
-    environment: Environment, *, episodes: int | None = None, explore: bool = False
+    environment: Environment, *, episodes: int | None = None, explore: bool = False, timed: bool = False
 ) -> list[Task]:
     """The tasks to play: the environment's own, or `explore.episodes` exploration tasks
     (with `explore`, or when the file has no tasks).
 
     `episodes` caps the task list, or sets the number of exploration episodes.
+    `timed` (a time budget): without `episodes` here or in the file's `explore`,
+    TIMED_EPISODES exploration episodes (the time stops them).
     """
     tasks = environment.as_tasks()
     if tasks and not explore:
         return tasks[:episodes] if episodes else tasks
-    if environment.explore is None and environment.instruction_js is None:
+    spec = environment.explore or (ExploreSpec() if explore else None)
+    if spec is None and environment.instruction_js is None:
         return []
-    count = episodes or (environment.explore.episodes if environment.explore else 1)
+    count = episodes or (spec.episodes if spec else 1)
+    if timed and not episodes and (spec is None or "episodes" not in spec.model_fields_set):
+        count = TIMED_EPISODES
     langs = environment.languages or ["en"]
     made = []
     for i in range(count):
@@ -173,11 +194,15 @@ def make_env_policy(
     guard: SafetyGuard,
     backend=None,
     replay: dict[str, list[Action]] | None = None,
+    graph: ScreenGraph | None = None,
 ) -> Policy:
     ep_seed = episode_seed(seed, task.task_id)
     if policy == "random_walk":
         # The walk says `done` on its last step, inside the runner's step budget.
         return RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
+    if policy == "frontier":
+        graph = graph if graph is not None else ScreenGraph(environment.volatile, guard)
+        return FrontierPolicy(graph, ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
     if policy == "replay":
         actions = (replay or {}).get(task.task_id)
         if actions is None:
@@ -227,10 +252,14 @@ def crawl_environment(
     runtime = EnvironmentRuntime(environment, judge=how.judge)
     collection = collection or environment.name
     tasks = how.tasks
+    spec = environment.explore
+    file_minutes = spec.minutes if spec is not None else None
     if tasks is None:
-        # The walk explores where the file says how; a replay plays what it was given.
-        explore = environment.explore is not None and policy == environment.explore.policy
-        tasks = environment_tasks(environment, episodes=how.episodes, explore=explore)
+        # The walk explores where the file says how (the frontier walk always does);
+        # a replay plays what it was given.
+        explore = policy == "frontier" or (spec is not None and policy == spec.policy)
+        timed = how.minutes is not None or (explore and file_minutes is not None)
+        tasks = environment_tasks(environment, episodes=how.episodes, explore=explore, timed=timed)
         if replay is not None:
             tasks = [
                 t
@@ -239,17 +268,32 @@ def crawl_environment(
             ]
     tasks = list(tasks)
     exploring = bool(tasks) and all(t.params.get("explore") for t in tasks)
+    if exploring and how.minutes is None and file_minutes is not None:
+        how = dataclasses.replace(how, minutes=file_minutes)  # the file's time budget for walks
     # An app that makes up its own task may have no `explore`: its walks take max_steps.
     walk_steps = environment.explore.max_steps if environment.explore else environment.max_steps
     steps_budget = how.max_steps or (walk_steps if exploring else environment.max_steps)
     guard = how.guard or SafetyGuard()
     stats = EnvCrawlStats(environment=environment.name)
+    graph = None
+    if policy == "frontier":  # the shared graph: each episode committed alone, then absorbed
+        how = dataclasses.replace(how, batch_size=1)
+        graph = load_graph(store, collection, environment.volatile, guard)
+        stats.graph, stats.graph_file = graph.summary(), str(graph_path(store, collection))
 
     def figures(traj: Trajectory, steps: list[Step]) -> None:
         stats.noop_steps += sum(1 for s in steps if s.screen_changed is False and s.act_ms is not None)
         stats.step_ms.extend(s.act_ms for s in steps if s.act_ms is not None)
+        if graph is not None:
+            graph.absorb(traj.trajectory_id, steps)
+            graph.save(graph_path(store, collection))
+            stats.graph = graph.summary()
 
     def make_policy(task: Task) -> Policy:
+        own = None
+        if graph is not None:
+            with crawl.lock:  # pool workers absorb from their threads
+                own = graph.copy()
         return make_env_policy(
             policy,
             task,
@@ -259,6 +303,7 @@ def crawl_environment(
             guard=guard,
             backend=how.backend,
             replay=replay,
+            graph=own,
         )
 
     def play(task: Task, env, ctx: EpisodeContext) -> tuple[Trajectory, list[Step]]:

@@ -57,6 +57,13 @@ def sandbox_environment(server_url: str, distraction_rate: float = 0.25) -> Envi
     )
 
 
+def sandbox_app_environment(server_url: str, app: str, distraction_rate: float = 0.0) -> Environment:
+    """One sandbox app as an environment of its own (named sandbox-<app>): its start page
+    for every episode, so exploration walks (which name no task template) play it."""
+    env = sandbox_environment(server_url, distraction_rate)
+    return env.model_copy(update={"name": f"sandbox-{app}", "start_url": env.start_url.replace("{app}", app)})
+
+
 def last_answer(history: list[Step]) -> str | None:
     answers = [s.action.text for s in history if s.action.type == ActionType.ANSWER]
     return answers[-1] if answers else None

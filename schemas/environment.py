@@ -48,7 +48,7 @@ from .predicates import PROBE_NAME, FieldError, ProbeSpec, check_probes
 from .records import Language, Task
 
 PLATFORMS = ("web", "mobile_web", "android", "ios", "desktop")
-EXPLORE_POLICIES = ("random_walk", "agent")
+EXPLORE_POLICIES = ("random_walk", "frontier", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 

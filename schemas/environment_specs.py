@@ -108,14 +108,21 @@ class TaskSpec(StrictModel):
 class ExploreSpec(StrictModel):
     """Episodes without a task: the walk records, reverse synthesis names the task later.
 
+    `policy`: random_walk (uniform over the visible controls, less-tapped ones
+    preferred), frontier (coverage-guided: untried elements and screens first, over
+    a screen graph kept beside the recording; crawlers/frontier.py) or agent.
+
     They are verified by their own `verifier` (the app's "done" signal, say),
     else by the environment's; `verifier: null` records them unverified (a
     default verifier that needs a task's params cannot judge a walk).
     """
 
-    policy: Literal["random_walk", "agent"] = "random_walk"
+    policy: Literal["random_walk", "frontier", "agent"] = "random_walk"
     episodes: int = Field(default=10, ge=1, le=100_000)
     max_steps: int = Field(default=15, ge=1, le=1_000)
+    # A time budget: no episode starts once it is spent (a re-run goes on where it stopped).
+    # With `minutes` and no `episodes` given, the episodes are capped only by the time.
+    minutes: float | None = Field(default=None, gt=0, le=100_000)
     verifier: VerifierSpec | None = None
 
 

@@ -33,7 +33,7 @@ Language = Literal["en", "zh"]
 # "mobile_web": a phone emulated in Chromium and driven through Appium (touch events,
 # mobile viewport); "android"/"ios": a real device or emulator through Appium.
 Platform = Literal["web", "mobile_web", "android", "ios", "desktop"]
-Policy = Literal["oracle", "random_walk", "replay", "agent", "imported"]
+Policy = Literal["oracle", "random_walk", "frontier", "replay", "agent", "imported"]
 Outcome = Literal["success", "failure", "error", "unknown"]
 # Where a trajectory comes from: a crawl, an imported dataset, or a rollout of a policy
 # that drove an environment through the Gym API (trajforge.envs). Crawls and rollouts

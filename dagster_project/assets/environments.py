@@ -63,7 +63,7 @@ def day_seed(day: dt.date) -> int:
 
 
 class EnvironmentCrawlConfig(dg.Config):
-    policy: str = ""  # "" = the file's explore.policy if it has no tasks, else oracle
+    policy: str = ""  # "" = a walk (frontier where explore.policy says so) if it has no tasks, else oracle
     seed: int = 0
     episodes: int = 0  # 0 = every task (or explore.episodes)
     max_steps: int = 0  # 0 = the file's max_steps / explore.max_steps
@@ -106,7 +106,9 @@ def environment_trajectories(
             + (f"; problems: {problems}" if problems else "")
         )
     environment = load_environment(files[name])
-    policy = config.policy or ("random_walk" if not environment.tasks and environment.explore else "oracle")
+    explore = environment.explore
+    walk = "frontier" if explore is not None and explore.policy == "frontier" else "random_walk"
+    policy = config.policy or (walk if not environment.tasks and explore else "oracle")
     unknown: list[Task] = []  # the tasks of the episodes left unknown, for the check
 
     def progress(ev: ProgressEvent) -> None:

@@ -131,3 +131,16 @@ def test_trajectory_parts_written_before_the_reward_columns_still_read(tmp_path)
     assert table.schema == TRAJECTORY_SCHEMA
     new = _traj(reward=0.5, verifier="http", verifier_reason="half", verified_by="http", outcome="failure")
     assert trajectory_to_row(new)["reward"] == 0.5
+
+
+def test_explore_takes_the_frontier_walk_and_a_time_budget(tmp_path):
+    (tmp_path / "env.yaml").write_text(BASE + "explore: {policy: frontier, minutes: 30}\n")
+    env = load_environment(tmp_path / "env.yaml")
+    assert (env.explore.policy, env.explore.minutes, env.explore.episodes) == ("frontier", 30, 10)
+    assert "episodes" not in env.explore.model_fields_set  # only the time stops the walk
+    (tmp_path / "env.yaml").write_text(BASE + "explore: {policy: frontier, minutes: 0}\n")
+    with pytest.raises(EnvironmentFileError, match=r"env.yaml.*explore.minutes"):
+        load_environment(tmp_path / "env.yaml")
+    (tmp_path / "env.yaml").write_text(BASE + "explore: {policy: bfs}\n")
+    with pytest.raises(EnvironmentFileError, match=r"explore.policy.*frontier"):
+        load_environment(tmp_path / "env.yaml")

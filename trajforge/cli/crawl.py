@@ -15,13 +15,20 @@ from trajforge.config import data_root
 app = typer.Typer()
 
 
-# typer reads one parameter per option: the 17 stay, and meet in one EnvCrawl below.
+# typer reads one parameter per option: the 18 stay, and meet in one EnvCrawl below.
 @app.command()
 def crawl(
     env_file: Path = typer.Argument(..., metavar="ENV_FILE", help="an environment file (YAML)"),
     tasks: Path | None = typer.Option(None, help="a JSONL or Parquet task file (replaces the file's tasks)"),
-    policy: str = typer.Option("random_walk", help="oracle, random_walk, replay or agent"),
+    policy: str | None = typer.Option(
+        None,
+        help="oracle, random_walk, frontier (coverage-guided exploration), replay or agent; "
+        "default random_walk (frontier when the file's explore.policy says so)",
+    ),
     episodes: int | None = typer.Option(None, help="exploration episodes (or the first N tasks)"),
+    minutes: float | None = typer.Option(
+        None, min=0.001, help="a time budget: no episode starts after it (default the file's explore.minutes)"
+    ),
     seed: int = typer.Option(0, help="the crawl seed (ids, devices, the walk)"),
     max_steps: int | None = typer.Option(
         None, help="steps per episode; default the file's max_steps / explore.max_steps"
@@ -62,11 +69,14 @@ def crawl(
     from crawlers.env_crawl import ENV_POLICIES, EnvCrawl
     from trajforge.store.raw import RawStore
 
-    if policy not in ENV_POLICIES:
+    if policy is not None and policy not in ENV_POLICIES:
         fail(f"--policy {policy!r}: expected one of {', '.join(ENV_POLICIES)}")
     if not verbose:  # the progress lines name every retry and error; tracebacks on request
         logging.getLogger("crawlers.crawl_driver").setLevel(logging.CRITICAL)
     environment = _environment(env_file, tasks)
+    if policy is None:
+        explore = environment.explore
+        policy = "frontier" if explore is not None and explore.policy == "frontier" else "random_walk"
     store = RawStore((data or data_root()).resolve() / "raw")
     backend, judge = _vlm_from(vlm_config, store) if vlm_config is not None else (None, None)
     replay = _recorded_actions(store, replay_from) if replay_from else None
@@ -76,6 +86,7 @@ def crawl(
         policy=policy,
         seed=seed,
         episodes=episodes,
+        minutes=minutes,
         max_steps=max_steps,
         retries=retries,
         retry_errors=retry_errors,
@@ -120,10 +131,10 @@ def _run(environment, how, store, collection: str, pool):
 
 def _report(stats) -> None:
     """The figures on stdout, the causes of errors on stderr; exit 3 when every episode errored."""
-    from crawlers.crawl_report import all_errored, error_lines
+    from crawlers.crawl_report import all_errored, error_lines, summary_lines
 
     typer.echo(json.dumps(stats.summary(), sort_keys=True))
-    for line in error_lines(stats):
+    for line in [*summary_lines(stats), *error_lines(stats)]:
         to_stderr(line)
     if all_errored(stats):
         to_stderr(f"error: every episode errored ({stats.error}); exit code {EXIT_ALL_ERRORED}")

@@ -140,8 +140,8 @@ def _state_goals(before: _Screen, after: _Screen) -> list[Goal]:
         old, new = before.nodes[was[(role, name)]], after.nodes[i]
         for state in ("checked", "selected", "expanded"):
             a, b = _state(old, state), _state(new, state)
-            if a != b and b in (True, False) and not (state == "selected" and role == "tab" and not b):
-                # (a tab loses its selection only to another: that one is the goal)
+            if a != b and b in (True, False) and not (state == "selected" and not b):
+                # (a tab or an option loses its selection to another: that one is the goal)
                 goals.append(_state_goal(role, name, state, b))
         if role in VALUE_ROLES:
             value = node_value(after.nodes, i)
@@ -352,7 +352,7 @@ def walk_candidates(
     out: list[Candidate] = []
     for j in range(len(steps) - 1):
         step = steps[j]
-        if step.guard or step.error or step.screen_changed is False:
+        if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
             continue
         for goal in main_goals(goals_between(screens[j], screens[j + 1])):
             predicate = Predicate.model_validate(goal.predicate)
@@ -370,6 +370,11 @@ def walk_candidates(
                 for _, goal in (m for m in made[i + 1 :] if m[0] == j):
                     out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
     return out
+
+
+def _error_page(url: str) -> bool:
+    """The browser's own error page (a refused or failed load): no goal of the app's."""
+    return url.startswith(("chrome-error:", "about:neterror", "about:blank"))
 
 
 def _candidate(

@@ -414,6 +414,7 @@ def task_row(c: Candidate, environment: Environment, language: str) -> dict:
     params: dict = {
         "actions": c.actions,
         "instruction_source": "template",
+        "instructions": {lang: instruction(c.goals, lang) for lang in ("en", "zh")},
         "walk": c.walk,
         "walk_steps": c.steps,
     }

@@ -71,6 +71,7 @@ PROVENANCE_KEYS = ("walk", "walk_steps", "instruction_source")
 # Verifier kinds that read the task's params (a python function gets the task, a
 # command its TASK_PARAM_* variables): for them the params are part of the goal.
 PARAM_READERS = ("python", "state", "command", "judge")
+DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _VALUES = re.compile(r"\"[^\"]*\"|'[^']*'|“[^”]*”|「[^」]*」|‘[^’]*’|\d+(?:[.,]\d+)*")
 
 
@@ -263,9 +264,17 @@ def start_key(environment: Environment, runtime: EnvironmentRuntime, task: Task)
         [fill(c, **values) for c in ([setup] if isinstance(setup, str) else setup or [])],
         fill(environment.wait_for, **values) if isinstance(environment.wait_for, str) else None,
     ]
-    if environment.platform == "desktop":  # its setup reads the task's params
+    if environment.platform == "desktop" and _reads_task(environment):
         parts.append({k: v for k, v in task.params.items() if k not in DEMONSTRATION_KEYS + PROVENANCE_KEYS})
     return json.dumps(parts, sort_keys=True, default=str)
+
+
+def _reads_task(environment: Environment) -> bool:
+    """Whether a desktop's setup or launch reads the task (TASK_* variables, a plugin)."""
+    commands = []
+    for value in (environment.setup, environment.launch):
+        commands += [value] if isinstance(value, str) else list(value or [])
+    return any("TASK_" in c or DOTTED.match(c.strip()) for c in commands)
 
 
 @dataclass

@@ -344,11 +344,16 @@ def validate_tasks(
 def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Progress) -> None:
     """Each playable task on `resets` fresh resets: false at reset, true after its
     demonstration; every playable task judged on each end state."""
-    settings, judged = run.settings, [run.tasks[t] for t in playable]
+    settings = run.settings
     errors: dict[str, str] = {}
+    out: set[str] = set()  # rejected already: no longer judged
     for n, task_id in enumerate(playable):
         task = run.tasks[task_id]
         progress("demonstration", n, len(playable), task_id)
+        if task_id in errors:  # its verifier raised on an earlier task's end state
+            run.reject(task_id, "error", errors[task_id])
+            continue
+        judged = [run.tasks[t] for t in playable if t not in out and t not in errors]
         verdict = None
         lengths = []
         for r in range(settings.resets):
@@ -383,6 +388,7 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
             run.candidates.append(task_id)
         else:
             run.reject(task_id, *verdict)
+            out.add(task_id)
     progress("demonstration", len(playable), len(playable), None)
     # A verifier that raised on another task's end state is broken there too.
     for task_id in list(run.candidates):

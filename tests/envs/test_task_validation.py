@@ -108,8 +108,9 @@ def test_the_figures_of_the_kept_and_the_shortcut_task(mixed):
     assert (good.demo_steps, good.checks, good.random_tries, good.random_success) == (3, 1, 10, 0)
     assert good.difficulty == difficulty(3, 1, 0.0) == 0.49
     assert lucky.demo_steps == 1 and lucky.random_rate > 0.05 and lucky.difficulty is None
-    # 2 resets per playable task (a trivial one stops at its first), 10 walks from the one start
-    assert mixed.episodes == 2 * 4 + 1 + 10 and mixed.tasks_per_core_hour > 0
+    # 2 resets for each achievable task, 1 for the trivial and the unachievable one, none for
+    # the broken one (its verifier already raised on an earlier end state); 10 walks, one start
+    assert mixed.episodes == 2 * 3 + 1 + 1 + 10 and mixed.tasks_per_core_hour > 0
 
 
 def test_duplicates_goals_and_difficulty_without_a_browser():

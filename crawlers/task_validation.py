@@ -166,6 +166,7 @@ class ValidationReport:
             "rejected": {k: len(v) for k, v in self.by_reason().items()},
             "episodes": self.episodes,
             "seconds": round(self.seconds, 1),
+            "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
             "cores": self.cores,
             "tasks_per_core_hour": self.tasks_per_core_hour,
         }

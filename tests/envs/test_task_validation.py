@@ -156,7 +156,7 @@ def test_cli_writes_the_kept_tasks_with_difficulty_and_a_summary(tiny, tmp_path)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert (summary["tasks_in"], summary["kept"], summary["rejected"]) == (2, 1, {"duplicate": 1})
-    assert summary["seconds"] > 0 and summary["tasks_per_core_hour"] > 0
+    assert summary["seconds"] > 0 and summary["seconds_per_task"] > 0 and summary["tasks_per_core_hour"] > 0
     assert "rejected again: duplicate" in run.stderr and "2 tasks in, 1 kept" in run.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["task_id"], r["difficulty"]) for r in rows] == [("press-add-3", 0.49)]

@@ -79,7 +79,7 @@ def _summary_line(s: dict) -> str:
     rejected = ", ".join(f"{k} {v}" for k, v in s["rejected"].items()) or "none"
     return (
         f"{s['environment']}: {s['tasks_in']} tasks in, {s['kept']} kept; rejected: {rejected}; "
-        f"{s['episodes']} episodes in {s['seconds']} s on {s['cores']} cores "
+        f"{s['episodes']} episodes in {s['seconds']} s ({s['seconds_per_task']} s per task) on {s['cores']} cores "
         f"({s['tasks_per_core_hour']} kept tasks per core-hour)"
     )
 

@@ -41,6 +41,7 @@ import json
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,6 +103,7 @@ class TaskFigures:
 
     task_id: str
     checks: int
+    language: str = "en"
     demo_steps: int | None = None  # executed steps of its demonstration (the fewest)
     random_success: int = 0
     random_tries: int = 0
@@ -114,6 +116,7 @@ class TaskFigures:
     def as_dict(self) -> dict:
         return {
             "task_id": self.task_id,
+            "language": self.language,
             "checks": self.checks,
             "demo_steps": self.demo_steps,
             "random_success": self.random_success,
@@ -159,6 +162,7 @@ class ValidationReport:
         return round(len(self.kept) / hours, 1) if hours > 0 else None
 
     def summary(self) -> dict:
+        kept = [self.figures[t] for t in self.kept]
         return {
             "environment": self.environment,
             "tasks_in": self.tasks_in,
@@ -169,6 +173,8 @@ class ValidationReport:
             "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
             "cores": self.cores,
             "tasks_per_core_hour": self.tasks_per_core_hour,
+            "kept_3_steps_or_more": sum(1 for f in kept if (f.demo_steps or 0) >= 3),
+            "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
         }
 
     def as_dict(self) -> dict:
@@ -315,7 +321,9 @@ def validate_tasks(
     specs = list(environment.tasks)
     for spec in specs:
         verifier = environment.verifier_for(spec)
-        report.figures[spec.task_id] = TaskFigures(spec.task_id, checks=check_count(verifier))
+        report.figures[spec.task_id] = TaskFigures(
+            spec.task_id, checks=check_count(verifier), language=spec.language
+        )
     dup = duplicates(environment)
     playable = []
     for spec in specs:

@@ -101,6 +101,7 @@ def test_the_mixed_file_keeps_the_good_task_and_names_every_rejection(mixed):
     summary = mixed.summary()
     assert summary["tasks_in"] == 8 and summary["kept"] == 1
     assert summary["rejected"] == {reason: 1 for reason in EXPECTED.values()}
+    assert (summary["kept_3_steps_or_more"], summary["kept_languages"]) == (1, {"en": 1})
 
 
 def test_the_figures_of_the_kept_and_the_shortcut_task(mixed):
@@ -135,6 +136,8 @@ def test_duplicates_goals_and_difficulty_without_a_browser():
     assert difficulty(1, 1, 0.05) == 0.09 and difficulty(30, 9, 0.0) == 1.0
     with pytest.raises(ValueError, match="at least 2 resets"):
         ValidationSettings(resets=1)
+    with pytest.raises(EnvironmentFileError, match="tasks.0.difficulty"):
+        environment_from_dict({**raw, "tasks": [{**press(3), "difficulty": 1.5}]})
 
 
 def cli(*args):

@@ -155,7 +155,8 @@ def test_cli_writes_the_kept_tasks_with_difficulty_and_a_summary(tiny, tmp_path)
     folder, env_file = tiny
     tasks = write(tmp_path / "two.jsonl", [press(3), press(3, "again", "Press Add 5 times", taps=5)])
     out = tmp_path / "kept" / "tasks.jsonl"
-    run = cli(tasks, env_file, "--out", out, "--random-tries", 3, "--random-steps", 1)
+    report = tmp_path / "report.json"
+    run = cli(tasks, env_file, "--out", out, "--report", report, "--random-tries", 3, "--random-steps", 1)
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert (summary["tasks_in"], summary["kept"], summary["rejected"]) == (2, 1, {"duplicate": 1})
@@ -164,6 +165,9 @@ def test_cli_writes_the_kept_tasks_with_difficulty_and_a_summary(tiny, tmp_path)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["task_id"], r["difficulty"]) for r in rows] == [("press-add-3", 0.49)]
     assert rows[0]["params"] == {"script": [ADD] * 3} and rows[0]["environment"] == "tiny"
+    figures = {f["task_id"]: f for f in json.loads(report.read_text())["figures"]}
+    assert figures["press-add-3"]["demo_steps"] == 3 and figures["press-add-3"]["random_tries"] == 3
+    assert figures["again"]["demo_steps"] is None  # a duplicate is not played
     reloaded = load_environment(env_file, tasks_file=out)
     assert [(t.task_id, t.difficulty) for t in reloaded.tasks] == [("press-add-3", 0.49)]
 

@@ -197,3 +197,17 @@ def test_tiddlywikis_example_tasks(tiddlywiki_file):
     for task_id in ("open-control-panel", "open-recent"):
         assert task_id in report.kept or reasons[task_id] in ("random_shortcut", "not_specific")
     assert set(report.kept) | set(reasons) == {t.task_id for t in environment.tasks}
+
+
+def test_played_on_the_callers_env_which_stays_open(tiny, tmp_path):
+    from crawlers.web_env import WebEnv
+
+    folder, env_file = tiny
+    environment = load_environment(env_file, tasks_file=write(tmp_path / "one.jsonl", [press(2)]))
+    env = WebEnv.launch()
+    try:
+        report = validate_tasks(environment, ValidationSettings(random_tries=2, random_steps=1), env=env)
+        assert report.kept == ["press-add-2"] and report.episodes == 2 + 2
+        assert env.is_alive()  # the caller's: not closed
+    finally:
+        env.close()

@@ -103,6 +103,9 @@ class TaskSpec(StrictModel):
     # The environment a task file was made for (a synthesised one names it): a file
     # for another environment is refused when it is loaded.
     environment: str | None = None
+    # In [0, 1], written by `trajforge tasks validate` (crawlers/task_validation.py);
+    # the curriculum sampler and online RL read it.
+    difficulty: float | None = Field(default=None, ge=0, le=1)
 
 
 class ExploreSpec(StrictModel):

@@ -2,9 +2,10 @@
 
 One module per command group, joined here (typer's `add_typer`; a group added
 without a name puts its commands at the top level): data.py, crawl.py, envs.py,
-train.py; output.py holds how a command fails (exit code 2, one line on stderr,
+tasks.py, train.py; output.py holds how a command fails (exit code 2, one line on stderr,
 never a traceback). `trajforge crawl` exits with 3 when every episode it played
-errored (the causes are on stderr).
+errored (the causes are on stderr); `trajforge tasks validate` with 4 when it keeps no
+task.
 
 Each command imports its stage inside its function, on purpose: `trajforge stats`
 must not pay for Playwright, Appium, DuckDB, fsspec or torch, which other commands
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import typer
 
-from trajforge.cli import crawl, data, envs, train
+from trajforge.cli import crawl, data, envs, tasks, train
 
 app = typer.Typer(
     help="trajforge: GUI-agent trajectories to training data.",
@@ -23,5 +24,5 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-for group in (data, crawl, envs, train):
+for group in (data, crawl, envs, tasks, train):
     app.add_typer(group.app)

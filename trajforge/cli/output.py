@@ -12,6 +12,7 @@ import typer
 
 EXIT_BAD_INPUT = 2
 EXIT_ALL_ERRORED = 3  # crawl: every episode played errored
+EXIT_NONE_KEPT = 4  # tasks validate: no task kept
 
 
 def fail(message: str) -> None:

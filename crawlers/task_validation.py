@@ -1,0 +1,492 @@
+"""Validating tasks before they are kept: non-trivial, achievable, specific, new.
+
+`validate_tasks(environment, settings)` plays an environment's tasks (any verifier
+kind: js, http, python, state, command, predicates, judge with a judge given) and
+keeps a task only when
+- new: no earlier task has the same goal (its verifier spec canonicalised, with the
+  task's placeholders filled and, for verifiers that read a task's params, those
+  params) and the same instruction up to its values (numbers and quoted strings
+  masked), in the same language; else `duplicate` (the first is kept);
+- it has a demonstration: what the oracle plays (the environment's oracle plugin,
+  else `params.script`, crawlers/scripted.py), else `params.actions` replayed;
+  else `no_demonstration`;
+- non-trivial: its verifier is false right after reset on each of `resets` resets
+  (seeds seed, seed+1, ...); else `trivial`;
+- achievable and stable: true after its demonstration on each of those resets;
+  else `unachievable`;
+- specific: false on the end state of every other kept task's demonstration whose
+  goal differs (greedily in file order: a task loses to the kept tasks before it and
+  the candidates after it, so of two tasks that satisfy each other the later is
+  kept); else `not_specific`. And false after `random_steps` random steps from reset
+  in at least 1 - max_random_rate (95%) of `random_tries` walks; else
+  `random_shortcut`;
+- its verifier never raised and its episodes started; else `error`.
+
+Every episode's end state is judged by every task's verifier at once (the
+runtime's own verification, crawlers/env_runtime.py), so the cost is one episode
+per reset per task plus `random_tries` walks per distinct start, not T x T episodes.
+
+Difficulty of a kept task, in [0, 1]:
+    0.5 * min(L, 10) / 10  +  0.2 * min(C, 5) / 5  +  0.3 * (1 - min(1, r / max_random_rate))
+with L the demonstration's executed steps (the fewest over the resets), C its
+verifier's checks (a predicates verifier's predicates, 1 for any other kind) and r
+the random walks' success rate (a kept task has r <= max_random_rate; one that no
+walk reached gets the full 0.3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.environment import Environment, TaskSpec, fill
+from schemas.records import Task
+
+from .env_runtime import EnvironmentRuntime, JudgeFn
+from .env_source import open_env_source
+from .episode import CrawlEnv
+from .guard import SafetyGuard
+from .policies import Policy, RandomWalkPolicy
+from .pool_slots import EnvPool
+from .task_validation_play import EpisodeFailed, Player, demonstration, has_demonstration
+
+REASONS = (
+    "duplicate",
+    "no_demonstration",
+    "trivial",
+    "unachievable",
+    "not_specific",
+    "random_shortcut",
+    "error",
+)
+DEMONSTRATION_KEYS = ("script", "actions")
+# What a synthesised task's params record about where it came from: not its goal.
+PROVENANCE_KEYS = ("walk", "walk_steps", "instruction_source")
+# Verifier kinds that read the task's params (a python function gets the task, a
+# command its TASK_PARAM_* variables): for them the params are part of the goal.
+PARAM_READERS = ("python", "state", "command", "judge")
+DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_VALUES = re.compile(r"\"[^\"]*\"|'[^']*'|“[^”]*”|「[^」]*」|‘[^’]*’|\d+(?:[.,]\d+)*")
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """How hard a task is tested: `resets` fresh resets (non-trivial, achievable),
+    `random_tries` walks of `random_steps` steps (no shortcut), from `seed`."""
+
+    resets: int = 2
+    random_tries: int = 20
+    random_steps: int = 5
+    seed: int = 0
+    max_random_rate: float = 0.05
+    retries: int = 1  # a crashed browser or a start page that failed: played again
+
+    def __post_init__(self) -> None:
+        if self.resets < 2:
+            raise ValueError(f"resets={self.resets}: a task is checked on at least 2 resets")
+        if self.random_tries < 1 or self.random_steps < 1:
+            raise ValueError("random_tries and random_steps must be at least 1")
+        if not 0 <= self.max_random_rate < 1:
+            raise ValueError(f"max_random_rate={self.max_random_rate}: expected [0, 1)")
+
+
+@dataclass
+class TaskFigures:
+    """What validation measured of one task."""
+
+    task_id: str
+    checks: int
+    language: str = "en"
+    demo_steps: int | None = None  # executed steps of its demonstration (the fewest)
+    random_success: int = 0
+    random_tries: int = 0
+    difficulty: float | None = None
+
+    @property
+    def random_rate(self) -> float | None:
+        return self.random_success / self.random_tries if self.random_tries else None
+
+    def as_dict(self) -> dict:
+        return {
+            "task_id": self.task_id,
+            "language": self.language,
+            "checks": self.checks,
+            "demo_steps": self.demo_steps,
+            "random_success": self.random_success,
+            "random_tries": self.random_tries,
+            "random_rate": None if self.random_rate is None else round(self.random_rate, 3),
+            "difficulty": self.difficulty,
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    task_id: str
+    reason: str  # one of REASONS
+    detail: str
+
+
+@dataclass
+class ValidationReport:
+    """Kept tasks (in file order), rejections by reason, per-task figures, cost."""
+
+    environment: str
+    tasks_in: int
+    kept: list[str] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    figures: dict[str, TaskFigures] = field(default_factory=dict)
+    episodes: int = 0
+    seconds: float = 0.0
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    def by_reason(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for r in self.rejections:
+            out.setdefault(r.reason, []).append(r.task_id)
+        return out
+
+    def reason_of(self, task_id: str) -> Rejection | None:
+        return next((r for r in self.rejections if r.task_id == task_id), None)
+
+    @property
+    def tasks_per_core_hour(self) -> float | None:
+        """Kept tasks per core-hour of validation (the machine's cores)."""
+        hours = self.seconds * self.cores / 3600
+        return round(len(self.kept) / hours, 1) if hours > 0 else None
+
+    def summary(self) -> dict:
+        kept = [self.figures[t] for t in self.kept]
+        return {
+            "environment": self.environment,
+            "tasks_in": self.tasks_in,
+            "kept": len(self.kept),
+            "rejected": {k: len(v) for k, v in self.by_reason().items()},
+            "episodes": self.episodes,
+            "seconds": round(self.seconds, 1),
+            "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
+            "cores": self.cores,
+            "tasks_per_core_hour": self.tasks_per_core_hour,
+            "kept_3_steps_or_more": sum(1 for f in kept if (f.demo_steps or 0) >= 3),
+            "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
+        }
+
+    def as_dict(self) -> dict:
+        return {
+            **self.summary(),
+            "kept_tasks": list(self.kept),
+            "rejections": [r.__dict__ for r in self.rejections],
+            "figures": [f.as_dict() for f in self.figures.values()],
+        }
+
+
+# One progress event: (what, done, total, task_id or None).
+Progress = Callable[[str, int, int, str | None], None]
+
+
+def _quiet(what: str, done: int, total: int, task_id: str | None) -> None:
+    pass
+
+
+# ------------------------------------------------------------------ pure parts
+def check_count(spec) -> int:
+    """A verifier's checks: a predicates verifier's predicates, else 1 (0: none)."""
+    if spec is None:
+        return 0
+    return max(1, len(getattr(spec, "predicates", None) or []))
+
+
+def _canonical(value: Any) -> Any:
+    """Sorted keys, whitespace collapsed in strings, lists ordered (a verifier's lists
+    are sets: a conjunction's checks, statuses, headers)."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False))
+    if isinstance(value, str):
+        return " ".join(value.split())
+    return value
+
+
+def goal_key(environment: Environment, spec: TaskSpec) -> str:
+    """What a task asks for: its verifier (its own, else the environment's), its
+    placeholders filled but {session}, and the params its verifier reads."""
+    verifier = environment.verifier_for(spec)
+    dumped = verifier.model_dump(mode="json", exclude_defaults=True) if verifier else None
+    values = {"task_id": spec.task_id, "language": spec.language, "app": environment.name}
+    if "seed" in spec.params:
+        values["seed"] = spec.params["seed"]
+    text = fill(json.dumps(dumped, sort_keys=True, ensure_ascii=False), **values)
+    goal: dict[str, Any] = {"verifier": _canonical(json.loads(text)), "start_url": spec.start_url}
+    params = {k: v for k, v in spec.params.items() if k not in DEMONSTRATION_KEYS + PROVENANCE_KEYS}
+    if verifier is not None and verifier.kind in PARAM_READERS:
+        goal["params"] = _canonical(params)
+    elif "seed" in params:
+        goal["seed"] = params["seed"]  # another start state
+    blob = json.dumps(goal, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def masked_instruction(text: str | None) -> str:
+    """An instruction up to its values: quoted strings and numbers masked, case and
+    spaces folded."""
+    return " ".join(_VALUES.sub("<v>", text or "").lower().split())
+
+
+def duplicates(environment: Environment) -> dict[str, str]:
+    """task_id -> the earlier task it duplicates (same goal, language, masked instruction)."""
+    first: dict[tuple, str] = {}
+    out = {}
+    for spec in environment.tasks:
+        key = (goal_key(environment, spec), spec.language, masked_instruction(spec.instruction))
+        if key in first:
+            out[spec.task_id] = first[key]
+        else:
+            first[key] = spec.task_id
+    return out
+
+
+def difficulty(demo_steps: int, checks: int, random_rate: float, max_random_rate: float = 0.05) -> float:
+    """The module docstring's formula, in [0, 1]."""
+    length = min(max(demo_steps, 0), 10) / 10
+    many = min(max(checks, 0), 5) / 5
+    luck = min(1.0, random_rate / max_random_rate) if max_random_rate > 0 else float(random_rate > 0)
+    return round(0.5 * length + 0.2 * many + 0.3 * (1 - luck), 3)
+
+
+# ------------------------------------------------------------------ validation
+def start_key(environment: Environment, runtime: EnvironmentRuntime, task: Task) -> str:
+    """Tasks with the same key start from the same state: one random walk serves them all."""
+    values = runtime.values(task, session=None, seed=-1)
+    setup = environment.setup
+    parts: list[Any] = [
+        runtime.start_url(task, session=None, seed=-1),
+        [fill(c, **values) for c in ([setup] if isinstance(setup, str) else setup or [])],
+        fill(environment.wait_for, **values) if isinstance(environment.wait_for, str) else None,
+    ]
+    if environment.platform == "desktop" and _reads_task(environment):
+        parts.append({k: v for k, v in task.params.items() if k not in DEMONSTRATION_KEYS + PROVENANCE_KEYS})
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def _reads_task(environment: Environment) -> bool:
+    """Whether a desktop's setup or launch reads the task (TASK_* variables, a plugin)."""
+    commands = []
+    for value in (environment.setup, environment.launch):
+        commands += [value] if isinstance(value, str) else list(value or [])
+    return any("TASK_" in c or DOTTED.match(c.strip()) for c in commands)
+
+
+@dataclass
+class _Run:
+    """One validation's state: the tasks, what was found, the report."""
+
+    environment: Environment
+    settings: ValidationSettings
+    report: ValidationReport
+    tasks: dict[str, Task]
+    # task -> the demonstrations (by task id) whose end state satisfied it
+    satisfied_by: dict[str, set[str]] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
+
+    def reject(self, task_id: str, reason: str, detail: str) -> None:
+        self.report.rejections.append(Rejection(task_id, reason, detail))
+
+
+def validate_tasks(
+    environment: Environment,
+    settings: ValidationSettings = ValidationSettings(),
+    *,
+    env: CrawlEnv | None = None,
+    pool: EnvPool | None = None,
+    judge: JudgeFn | None = None,
+    progress: Progress | None = None,
+) -> ValidationReport:
+    """Validate `environment`'s tasks (see the module docstring); the report.
+
+    Played on `env` or `pool` when given (crawlers.env_source.open_env_source), else on
+    an env of its own. `progress(what, done, total, task_id)` sees every episode.
+    """
+    started = time.perf_counter()
+    progress = progress or _quiet
+    report = ValidationReport(environment=environment.name, tasks_in=len(environment.tasks))
+    run = _Run(environment, settings, report, {t.task_id: t for t in environment.as_tasks()})
+    specs = list(environment.tasks)
+    for spec in specs:
+        verifier = environment.verifier_for(spec)
+        report.figures[spec.task_id] = TaskFigures(
+            spec.task_id, checks=check_count(verifier), language=spec.language
+        )
+    dup = duplicates(environment)
+    playable = []
+    for spec in specs:
+        if spec.task_id in dup:
+            run.reject(spec.task_id, "duplicate", f"same goal and instruction as '{dup[spec.task_id]}'")
+        elif environment.verifier_for(spec) is None:
+            run.reject(spec.task_id, "error", "no verifier (neither the task's nor the environment's)")
+        elif not has_demonstration(environment, spec):
+            run.reject(
+                spec.task_id,
+                "no_demonstration",
+                "no params.script, no params.actions and no oracle plugin in the environment file",
+            )
+        else:
+            playable.append(spec.task_id)
+    runtime = EnvironmentRuntime(environment, judge=judge)
+    with open_env_source(environment, env=env, pool=pool) as source:
+        player = Player(environment, source, runtime, settings.retries)
+        _demonstrations(run, player, playable, progress)
+        _random_walks(run, player, runtime, progress)
+    _specific(run)
+    report.episodes = player.episodes
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Progress) -> None:
+    """Each playable task on `resets` fresh resets: false at reset, true after its
+    demonstration; every playable task judged on each end state."""
+    settings = run.settings
+    errors: dict[str, str] = {}
+    out: set[str] = set()  # rejected already: no longer judged
+    for n, task_id in enumerate(playable):
+        task = run.tasks[task_id]
+        progress("demonstration", n, len(playable), task_id)
+        if task_id in errors:  # its verifier raised on an earlier task's end state
+            run.reject(task_id, "error", errors[task_id])
+            continue
+        judged = [run.tasks[t] for t in playable if t not in out and t not in errors]
+        verdict = None
+        lengths = []
+        for r in range(settings.resets):
+            seed = settings.seed + r
+            try:
+                end = player.play(
+                    task,
+                    lambda: demonstration(run.environment, task),
+                    seed=seed,
+                    label=task_id,
+                    judged=judged,
+                )
+            except (EpisodeFailed, ValueError) as e:
+                verdict = ("error", str(e))
+                break
+            for other, message in end.errors.items():
+                errors.setdefault(other, message)
+            if task_id in errors:
+                verdict = ("error", errors[task_id])
+                break
+            if end.true_at_reset:
+                verdict = ("trivial", f"its verifier holds right after reset (seed {seed})")
+                break
+            if task_id not in end.true_for:
+                verdict = ("unachievable", f"false after its demonstration ({end.steps} steps, seed {seed})")
+                break
+            lengths.append(end.steps)
+            for other in end.true_for - {task_id}:
+                run.satisfied_by.setdefault(other, set()).add(task_id)
+        if verdict is None:
+            run.report.figures[task_id].demo_steps = min(lengths)
+            run.candidates.append(task_id)
+        else:
+            run.reject(task_id, *verdict)
+            out.add(task_id)
+    progress("demonstration", len(playable), len(playable), None)
+    # A verifier that raised on another task's end state is broken there too.
+    for task_id in list(run.candidates):
+        if task_id in errors:
+            run.candidates.remove(task_id)
+            run.reject(task_id, "error", errors[task_id])
+
+
+def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progress: Progress) -> None:
+    """`random_tries` walks of `random_steps` steps from each distinct start of the
+    candidates; each candidate's verifier judged on every walk's end."""
+    settings = run.settings
+    groups: dict[str, list[Task]] = {}
+    for task_id in run.candidates:
+        task = run.tasks[task_id]
+        groups.setdefault(start_key(run.environment, runtime, task), []).append(task)
+    total, done = settings.random_tries * len(groups), 0
+    errors: dict[str, str] = {}
+    for tasks in groups.values():
+        first = tasks[0]
+        for i in range(settings.random_tries):
+            progress("random walk", done, total, None)
+            seed = settings.seed + 1000 + i
+
+            def walk(seed: int = seed, first: Task = first) -> Policy:
+                steps = settings.random_steps + 1  # the walk says done after its k actions
+                return RandomWalkPolicy(seed, max_steps=steps, lang=first.language, guard=SafetyGuard())
+
+            try:
+                end = player.play(first, walk, seed=seed, label="walk", judged=tasks, own=False)
+            except EpisodeFailed as e:
+                for t in tasks:
+                    errors.setdefault(t.task_id, f"random walk: {e}")
+                break
+            done += 1
+            for t in tasks:
+                run.report.figures[t.task_id].random_tries += 1
+                run.report.figures[t.task_id].random_success += t.task_id in end.true_for
+            for other, message in end.errors.items():
+                errors.setdefault(other, f"on a random walk's end state: {message}")
+    progress("random walk", total, total, None)
+    for task_id in list(run.candidates):
+        figures = run.report.figures[task_id]
+        if task_id in errors:
+            run.candidates.remove(task_id)
+            run.reject(task_id, "error", errors[task_id])
+        elif figures.random_rate is not None and figures.random_rate > settings.max_random_rate:
+            run.candidates.remove(task_id)
+            run.reject(
+                task_id,
+                "random_shortcut",
+                f"true after {settings.random_steps} random steps in {figures.random_success} of "
+                f"{figures.random_tries} walks (at most {settings.max_random_rate:.0%} allowed)",
+            )
+
+
+def _specific(run: _Run) -> None:
+    """Greedy, in file order: a candidate is rejected when the demonstration of a task
+    kept before it, or of a candidate after it, with another goal, satisfies it."""
+    environment = run.environment
+    goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
+    order = list(run.candidates)
+    kept: list[str] = []
+    for n, task_id in enumerate(order):
+        rivals = [t for t in kept + order[n + 1 :] if goal[t] != goal[task_id]]
+        by = [t for t in rivals if t in run.satisfied_by.get(task_id, set())]
+        if by:
+            run.reject(task_id, "not_specific", f"true after the demonstration of '{by[0]}'")
+            continue
+        kept.append(task_id)
+        figures = run.report.figures[task_id]
+        figures.difficulty = difficulty(
+            figures.demo_steps or 0, figures.checks, figures.random_rate or 0.0, run.settings.max_random_rate
+        )
+    run.report.kept = kept
+
+
+def kept_rows(report: ValidationReport, rows: list[dict]) -> list[dict]:
+    """The kept tasks' rows (a task file's, or TaskSpec dumps) with their `difficulty`,
+    every other field as it was, in the rows' order."""
+    kept = set(report.kept)
+    out = []
+    for row in rows:
+        task_id = row.get("task_id")
+        if task_id in kept:
+            out.append({**row, "difficulty": report.figures[task_id].difficulty})
+    return out
+
+
+def task_rows(environment: Environment) -> list[dict]:
+    """An environment's tasks as task-file rows (when it has no task file to keep)."""
+    return [t.model_dump(mode="json", exclude_defaults=True) for t in environment.tasks]

@@ -456,13 +456,21 @@ def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progre
 
 def _specific(run: _Run) -> None:
     """Greedy, in file order: a candidate is rejected when the demonstration of a task
-    kept before it, or of a candidate after it, with another goal, satisfies it."""
+    kept before it, or of a candidate after it, with another goal, satisfies it. A goal
+    that holds all of the candidate's checks and more (a goal of two parts, one of them
+    the candidate's) is no rival: reaching it reaches the candidate's, by design."""
     environment = run.environment
     goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
+    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
     order = list(run.candidates)
     kept: list[str] = []
     for n, task_id in enumerate(order):
-        rivals = [t for t in kept + order[n + 1 :] if goal[t] != goal[task_id]]
+        mine = checks[task_id]
+        rivals = [
+            t
+            for t in kept + order[n + 1 :]
+            if goal[t] != goal[task_id] and not (mine and checks[t] and mine < checks[t])
+        ]
         by = [t for t in rivals if t in run.satisfied_by.get(task_id, set())]
         if by:
             run.reject(task_id, "not_specific", f"true after the demonstration of '{by[0]}'")
@@ -473,6 +481,16 @@ def _specific(run: _Run) -> None:
             figures.demo_steps or 0, figures.checks, figures.random_rate or 0.0, run.settings.max_random_rate
         )
     run.report.kept = kept
+
+
+def _predicate_set(environment: Environment, spec: TaskSpec) -> frozenset[str]:
+    """A predicates verifier's checks, each as canonical JSON (empty for other kinds)."""
+    verifier = environment.verifier_for(spec)
+    if verifier is None or verifier.kind != "predicates":
+        return frozenset()
+    return frozenset(
+        json.dumps(p.model_dump(mode="json", exclude_unset=True), sort_keys=True) for p in verifier.predicates
+    )
 
 
 def kept_rows(report: ValidationReport, rows: list[dict]) -> list[dict]:

@@ -1,5 +1,7 @@
-"""`trajforge tasks`: goal tasks for an environment file. `tasks validate` keeps the tasks
-of a task file that are non-trivial, achievable, specific and new (crawlers/task_validation.py)."""
+"""`trajforge tasks`: goal tasks for an environment file. `tasks synthesize` explores the
+app and writes the goals it validated (crawlers/task_synthesis.py); `tasks validate` keeps
+the tasks of a task file that are non-trivial, achievable, specific and new
+(crawlers/task_validation.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,70 @@ from trajforge.cli.output import EXIT_NONE_KEPT, fail, to_stderr
 
 app = typer.Typer()
 group = typer.Typer(
-    name="tasks", help="Goal tasks: validate a task file (hand-written or synthesised).", no_args_is_help=True
+    name="tasks",
+    help="Goal tasks: synthesise them from an app, validate a task file (hand-written or synthesised).",
+    no_args_is_help=True,
 )
 app.add_typer(group)
+
+
+@group.command()
+def synthesize(
+    env_file: Path = typer.Argument(..., metavar="ENV_FILE", help="the environment file (YAML)"),
+    minutes: float = typer.Option(..., min=0.1, help="the whole budget: exploring, then validating"),
+    languages: str = typer.Option("en,zh", help="the kept tasks' languages, comma-separated"),
+    out: Path | None = typer.Option(
+        None, help="the task file to write (default DATA/tasks/<environment>.jsonl)"
+    ),
+    data: Path = typer.Option(Path("data"), help="the data root: walks go to its raw store"),
+    explore_share: float = typer.Option(0.5, help="the share of the budget spent exploring"),
+    seed: int = typer.Option(0, help="the walks' and validation's seed"),
+    random_tries: int = typer.Option(20, min=1, help="random walks per start state (no shortcut)"),
+) -> None:
+    """Explore an app, propose goal tasks from what the walks changed, keep the validated.
+
+    Walks are recorded in DATA's raw store (`<environment>-explore`) and resumed by a
+    re-run; the task file is written whole (never appended), with its report
+    (`.report.json`) and difficulty histogram (`.difficulty.png`) beside it.
+    Progress goes to stderr, the summary (one JSON line) to stdout. Exit code 4 when
+    no task is kept, with the reasons.
+    """
+    from crawlers.task_synthesis import SynthesisSettings, synthesize_tasks
+    from crawlers.task_validation import ValidationSettings
+    from schemas.environment import EnvironmentFileError, load_environment
+    from trajforge.report.task_report import write_synthesis
+    from trajforge.store.raw import RawStore
+
+    try:
+        environment = load_environment(env_file)
+        settings = SynthesisSettings(
+            minutes=minutes,
+            languages=tuple(x.strip() for x in languages.split(",") if x.strip()),
+            explore_share=explore_share,
+            seed=seed,
+            validation=ValidationSettings(random_tries=random_tries, seed=seed),
+        )
+    except (EnvironmentFileError, ValueError) as err:
+        fail(str(err))
+    out = out or data / "tasks" / f"{environment.name}.jsonl"
+    try:
+        result = synthesize_tasks(
+            environment, settings, store=RawStore(data / "raw"), progress=lambda s, m: to_stderr(f"[{s}] {m}")
+        )
+    except ValueError as err:
+        fail(str(err))
+    summary = result.summary()
+    paths = write_synthesis(result, out)
+    to_stderr(f"{summary['kept_tasks']} tasks -> {paths['tasks']} (report {paths['report']})")
+    typer.echo(json.dumps(summary, sort_keys=True, ensure_ascii=False))
+    if not result.rows:
+        why = (
+            "the walks changed nothing a goal could name (nothing to explore?)"
+            if not summary["candidates"]
+            else ", ".join(f"{k} {v}" for k, v in summary["rejected"].items())
+        )
+        to_stderr(f"error: no task of {environment.name} kept ({why}); exit code {EXIT_NONE_KEPT}")
+        raise typer.Exit(EXIT_NONE_KEPT)
 
 
 @group.command()

@@ -96,7 +96,9 @@ def int_bins(counts: Mapping[int | str, int], max_bars: int = 40) -> dict[str, i
     return out
 
 
-def histogram_png(counts: Mapping[int | str, int], title: str, xlabel: str) -> bytes:
+def histogram_png(
+    counts: Mapping[int | str, int], title: str, xlabel: str, ylabel: str = "trajectories"
+) -> bytes:
     """Vertical bars over ordered numeric bins (e.g. steps per trajectory)."""
     plt = _pyplot()
     items = list(counts.items())
@@ -106,7 +108,7 @@ def histogram_png(counts: Mapping[int | str, int], title: str, xlabel: str) -> b
         _no_data(ax)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("trajectories")
+    ax.set_ylabel(ylabel)
     if len(items) > 16:  # keep the tick labels legible
         ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     fig.tight_layout()

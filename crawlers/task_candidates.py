@@ -284,8 +284,8 @@ def demonstration(steps: list[Step], screens: list[_Screen], last: int) -> list[
         needed.add(k)
         key = _target_key(steps[k])
         if key is None:
-            if k > 0 and steps[k].action.type not in _POINT_VERBS:
-                todo.append(k - 1)  # a key or text with no element acts on what the step before focused
+            if k > 0:  # a key, or a tap on an unnamed element: what the step before left is needed
+                todo.append(k - 1)
             continue
         if screens[0].count(*key) > 0:
             continue  # there after the reset: nothing before is needed to reach it
@@ -377,9 +377,27 @@ def _error_page(url: str) -> bool:
     return url.startswith(("chrome-error:", "about:neterror", "about:blank"))
 
 
+def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
+    """The steps before `before` that changed the goal's element (its value or states): a
+    text box's value is what every edit of it left, not only the last."""
+    ref = goal.predicate.get("element")
+    if not ref or "name" not in ref:
+        return []
+    key = (ref["role"], ref["name"])
+
+    def seen(screen: _Screen) -> tuple | None:
+        for i, n in enumerate(screen.nodes):
+            if (n.role, n.name) == key:
+                return node_value(screen.nodes, i), tuple(sorted(n.attrs.items()))
+        return None
+
+    return [m for m in range(before) if seen(screens[m]) != seen(screens[m + 1]) and seen(screens[m + 1])]
+
+
 def _candidate(
     traj: Trajectory, steps: list[Step], screens: list[_Screen], goals: list[Goal], makers: list[int]
 ) -> Candidate:
+    makers = makers + [m for goal, last in zip(goals, makers) for m in _touched(screens, goal, last)]
     needed = sorted({i for m in makers for i in demonstration(steps, screens, m)})
     script = [script_step(steps[i]) for i in needed]
     actions = [steps[i].action.model_dump(mode="json", exclude_none=True) for i in needed]

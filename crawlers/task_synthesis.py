@@ -39,6 +39,7 @@ from .task_validation import ValidationReport, ValidationSettings, kept_rows, va
 LANGUAGES = ("en", "zh")
 # Seconds a candidate's validation is assumed to cost before anything was measured.
 _FIRST_GUESS_S = 10.0
+_MANY = 100_000  # walks: as many as the time allows
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,13 @@ def synthesize_tasks(
     deadline = started + settings.minutes * 60
     report = SynthesisReport(environment=environment.name, languages=settings.languages)
     collection = f"{environment.name}-explore"
-    walk = EnvCrawl(policy="frontier", minutes=settings.minutes * settings.explore_share, seed=settings.seed)
+    # The time budget ends the exploration, not the file's `explore.episodes`.
+    walk = EnvCrawl(
+        policy="frontier",
+        minutes=settings.minutes * settings.explore_share,
+        seed=settings.seed,
+        episodes=_MANY,
+    )
     say("explore", f"frontier walks for {walk.minutes:.1f} min into {collection}")
     stats = crawl_environment(
         environment, walk, store=store, collection=collection, env=env, pool=pool,

@@ -173,3 +173,19 @@ def test_a_new_path_or_query_is_a_goal():
     rows = candidate_tasks([walk(steps)], ENV, ("en",))
     goals = sorted(p for r in rows for p in map(str, r["verifier"]["predicates"]))
     assert "{'url': {'path': '/starred'}}" in goals and "{'url': {'query': {'sort': 'date'}}}" in goals
+
+
+def test_a_value_needs_every_edit_of_its_field_and_a_nameless_tap_its_step_before():
+    steps = [
+        step(0, screen(), tap(), el("button", "New note")),
+        step(1, screen(dialog=True), Action(type="type", text="milk", x=0.5, y=0.5), el("textbox", "Title")),
+        step(2, screen(dialog=True, title="milk"), tap(), el("tab", "Starred")),
+        step(3, screen(starred=True, dialog=True, title="milk"), tap(0.4), el("button", "")),
+        step(4, screen(starred=True, dialog=True, title="milk, eggs"), Action(type="done")),
+    ]  # fmt: skip
+    rows = {r["instruction"]: r for r in candidate_tasks([walk(steps)], ENV, ("en",))}
+    eggs = rows['Set the "Title" field to "milk, eggs"']
+    # The nameless button's tap needs the step before it (what it sits on is unknown), and
+    # the field's value needs the typing that began it and the tap that opened the dialog.
+    assert eggs["params"]["walk_steps"] == [0, 1, 2, 3] and "script" not in eggs["params"]
+    assert [a["type"] for a in eggs["params"]["actions"]] == ["tap", "type", "tap", "tap"]

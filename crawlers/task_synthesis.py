@@ -30,6 +30,7 @@ from schemas.records import Step, Trajectory
 from trajforge.store.raw import RawStore
 
 from .crawl_driver import EnvCrawl
+from .crawl_report import progress_line, summary_lines
 from .env_crawl import crawl_environment
 from .episode import CrawlEnv
 from .pool_slots import EnvPool
@@ -68,7 +69,8 @@ class SynthesisReport:
 
     environment: str
     languages: tuple[str, ...]
-    exploration: dict = field(default_factory=dict)  # the crawl's summary (graph figures included)
+    exploration: dict = field(default_factory=dict)  # this run's crawl summary (graph figures included)
+    walks: int = 0  # every recorded walk the candidates came from (a re-run's earlier ones too)
     candidates: int = 0  # distinct goals proposed
     validated: int = 0  # goals validated within the budget
     validation: ValidationReport | None = None
@@ -90,7 +92,8 @@ class SynthesisReport:
         graph = self.exploration.get("graph") or {}
         return {
             "environment": self.environment,
-            "walks": self.exploration.get("episodes", 0),
+            "walks": self.walks,
+            "new_walks": self.exploration.get("episodes", 0),
             "screens": graph.get("screens"),
             "elements_tried": graph.get("pairs"),
             "candidates": self.candidates,
@@ -142,10 +145,13 @@ def synthesize_tasks(
     say("explore", f"frontier walks for {walk.minutes:.1f} min into {collection}")
     stats = crawl_environment(
         environment, walk, store=store, collection=collection, env=env, pool=pool,
-        progress=lambda event: say("explore", str(event)),
+        progress=lambda event: _said(say, progress_line(event, environment.name)),
     )  # fmt: skip
+    for line in summary_lines(stats):
+        say("explore", line)
     report.exploration = stats.summary()
     walks = recorded_walks(store, collection)
+    report.walks = len(walks)
     rows = candidate_tasks(walks, environment, (settings.languages[0],), max_goals=settings.max_goals)
     report.candidates = len(rows)
     say("propose", f"{len(rows)} candidate goals from {len(walks)} walks")
@@ -164,6 +170,11 @@ def synthesize_tasks(
         report.rows = [_in_language(row, lang) for row in kept for lang in settings.languages]
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _said(say: Progress, line: str | None) -> None:
+    if line:
+        say("explore", line)
 
 
 def recorded_walks(store: RawStore, collection: str) -> list[tuple[Trajectory, list[Step]]]:

@@ -333,7 +333,9 @@ class Environment(StrictModel):
                 language=t.language,
                 app=self.name,
                 template_id=t.template_id,
-                params=dict(t.params),
+                # A task file's difficulty (a synthesised task's) rides in the params: the
+                # curriculum reads it where no crawl has measured the task.
+                params={**t.params, **({"difficulty": t.difficulty} if t.difficulty is not None else {})},
                 start_url=t.start_url,
             )
             for t in self.tasks

@@ -139,14 +139,18 @@ class OnlineRLConfig(PPOReuse):
 
 def task_difficulty(store: RawStore, tasks: list[Task]) -> dict[str, float]:
     """task_id -> difficulty in [0, 1]: synthesis.difficulty's score over the store's
-    crawls (rollout collections left out) where they hold the task, else 0.5."""
+    crawls (rollout collections left out) where they hold the task, else the difficulty
+    its task file declares (a synthesised task's, params.difficulty), else 0.5."""
     from synthesis.difficulty import difficulty_rows
 
     crawls = [c for c in store.collections() if not c.startswith((SUCCESS_PREFIX, FAILED_PREFIX))]
     scores = {}
     if crawls:
         scores = {r["task_id"]: r["score"] for r in difficulty_rows(store, collections=crawls)}
-    return {t.task_id: min(max(float(scores.get(t.task_id, 0.5)), 0.0), 1.0) for t in tasks}
+    return {
+        t.task_id: min(max(float(scores.get(t.task_id, t.params.get("difficulty", 0.5))), 0.0), 1.0)
+        for t in tasks
+    }
 
 
 def pick_tasks(sampler: CurriculumSampler, n: int) -> list[str]:

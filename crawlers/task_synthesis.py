@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.environment import Environment, TaskSpec
 from schemas.records import Step, Trajectory
 from trajforge.store.raw import RawStore
+from trajforge.vlm.backends import VLMBackend
 
 from .crawl_driver import EnvCrawl
 from .crawl_report import progress_line, summary_lines
@@ -35,6 +36,7 @@ from .env_crawl import crawl_environment
 from .episode import CrawlEnv
 from .pool_slots import EnvPool
 from .task_candidates import candidate_tasks
+from .task_instructions import vlm_instructions
 from .task_validation import ValidationReport, ValidationSettings, kept_rows, validate_tasks
 
 LANGUAGES = ("en", "zh")
@@ -71,6 +73,7 @@ class SynthesisReport:
     languages: tuple[str, ...]
     exploration: dict = field(default_factory=dict)  # this run's crawl summary (graph figures included)
     walks: int = 0  # every recorded walk the candidates came from (a re-run's earlier ones too)
+    instructions: dict = field(default_factory=dict)  # the VLM's answers: kept, refused by reason
     candidates: int = 0  # distinct goals proposed
     validated: int = 0  # goals validated within the budget
     validation: ValidationReport | None = None
@@ -102,6 +105,10 @@ class SynthesisReport:
             "kept_goals": self.kept_goals,
             "kept_tasks": len(self.rows),
             "languages": list(self.languages),
+            "instruction_sources": dict(
+                Counter(r["params"]["instruction_source"] for r in self._one_language())
+            ),
+            "vlm_instructions": self.instructions,
             "rejected": rejected,
             "three_or_more_steps": round(sum(d >= 3 for d in demo) / len(demo), 3) if demo else None,
             "seconds": round(self.seconds, 1),
@@ -127,9 +134,12 @@ def synthesize_tasks(
     store: RawStore,
     env: CrawlEnv | None = None,
     pool: EnvPool | None = None,
+    backend: VLMBackend | None = None,
     progress: Progress | None = None,
 ) -> SynthesisReport:
-    """Explore, propose and validate within `settings.minutes` (see the module docstring)."""
+    """Explore, propose and validate within `settings.minutes` (see the module docstring).
+    With a VLM `backend`, the kept goals' instructions are the model's where they name
+    what the goal checks (crawlers/task_instructions.py), else the template's."""
     say = progress or (lambda stage, message: None)
     started = time.perf_counter()
     deadline = started + settings.minutes * 60
@@ -167,6 +177,9 @@ def synthesize_tasks(
             progress=lambda what, done, total, task: say("validate", f"{what} {done}/{total} {task or ''}".rstrip()),
         )  # fmt: skip
         kept = kept_rows(report.validation, chosen)
+        if backend is not None and kept:
+            report.instructions = dict(vlm_instructions(kept, backend, settings.languages))
+            say("instructions", f"{backend.model_id}: {report.instructions}")
         report.rows = [_in_language(row, lang) for row in kept for lang in settings.languages]
     report.seconds = time.perf_counter() - started
     return report

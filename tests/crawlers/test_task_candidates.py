@@ -189,3 +189,46 @@ def test_a_value_needs_every_edit_of_its_field_and_a_nameless_tap_its_step_befor
     # the field's value needs the typing that began it and the tap that opened the dialog.
     assert eggs["params"]["walk_steps"] == [0, 1, 2, 3] and "script" not in eggs["params"]
     assert [a["type"] for a in eggs["params"]["actions"]] == ["tap", "type", "tap", "tap"]
+
+
+def test_a_vlm_instruction_is_kept_only_when_it_names_what_the_goal_checks():
+    """A real HTTP server speaking the OpenAI API answers for the model: an instruction that
+    names the checked element is kept (`vlm:<model>`); one that names another is refused and
+    the task keeps the template's words in every language."""
+    import json
+
+    from crawlers.task_instructions import vlm_instructions
+    from tests.vlm.helpers import FakeOpenAIServer
+    from trajforge.vlm.openai_backend import OpenAIBackend
+
+    steps = [
+        step(0, screen(), tap(), el("tab", "Starred")),
+        step(1, screen(starred=True), tap(), el("button", "Close welcome")),
+        step(2, screen(starred=True, welcome=False), Action(type="done")),
+    ]
+    rows = {r["instruction"]: r for r in candidate_tasks([walk(steps)], ENV, ("en",), max_goals=1)}
+    tab, welcome = rows['Open the "Starred" tab'], rows['Close "Welcome"']
+
+    def answer(body: dict) -> list[str]:
+        asked = json.loads(body["messages"][-1]["content"])["a_plain_wording"]
+        said = {
+            'Open the "Starred" tab': "Switch to the Starred tab",
+            "打开“Starred”标签页": "切换到 Starred 标签页",
+            'Close "Welcome"': "Dismiss the banner",  # names nothing the goal checks
+            "关闭“Welcome”": "关闭 Welcome 欢迎信息",
+        }[asked]
+        return [json.dumps({"instruction": said}, ensure_ascii=False)]
+
+    with FakeOpenAIServer(answer) as server:
+        backend = OpenAIBackend(server.base_url, "writer-1")
+        counts = vlm_instructions([tab, welcome], backend, ("en", "zh"))
+    assert counts == {"kept": 3, "names_other_things": 1}
+    assert (
+        tab["params"]["instruction_source"] == "vlm:writer-1"
+        and tab["instruction"] == "Switch to the Starred tab"
+    )
+    assert tab["params"]["instructions"]["zh"] == "切换到 Starred 标签页"
+    assert (
+        welcome["params"]["instruction_source"] == "template" and welcome["instruction"] == 'Close "Welcome"'
+    )
+    assert welcome["params"]["instructions"] == {"en": 'Close "Welcome"', "zh": "关闭“Welcome”"}

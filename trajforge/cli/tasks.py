@@ -35,6 +35,9 @@ def synthesize(
     explore_share: float = typer.Option(0.5, help="the share of the budget spent exploring"),
     seed: int = typer.Option(0, help="the walks' and validation's seed"),
     random_tries: int = typer.Option(20, min=1, help="random walks per start state (no shortcut)"),
+    vlm_config: Path | None = typer.Option(
+        None, help="a VLM backend's JSON config: it writes the instructions (kept where they name the checks)"
+    ),
 ) -> None:
     """Explore an app, propose goal tasks from what the walks changed, keep the validated.
 
@@ -62,9 +65,21 @@ def synthesize(
     except (EnvironmentFileError, ValueError) as err:
         fail(str(err))
     out = out or data / "tasks" / f"{environment.name}.jsonl"
+    backend = None
+    if vlm_config is not None:
+        from trajforge.vlm.backend_config import backend_from_config
+
+        try:
+            backend = backend_from_config(json.loads(vlm_config.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError) as err:
+            fail(f"--vlm-config {vlm_config}: {err}")
     try:
         result = synthesize_tasks(
-            environment, settings, store=RawStore(data / "raw"), progress=lambda s, m: to_stderr(f"[{s}] {m}")
+            environment,
+            settings,
+            store=RawStore(data / "raw"),
+            backend=backend,
+            progress=lambda s, m: to_stderr(f"[{s}] {m}"),
         )
     except ValueError as err:
         fail(str(err))

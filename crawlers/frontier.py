@@ -30,7 +30,7 @@ from schemas.records import Element
 
 from .guard import SafetyGuard
 from .policies import TEXT_ROLES, VOCABULARY, select_options
-from .screen_graph import ScreenGraph, explorable
+from .screen_graph import ScreenGraph, explorable, out_of_reach_words
 
 # An element whose centre is outside these is scrolled to before it is touched.
 _TOP, _BOTTOM = 0.01, 0.97
@@ -156,7 +156,8 @@ class FrontierPolicy:
         keys = sorted(
             k
             for k in keyed
-            if (screen, k) not in self.skip and (k not in edges or set(edges[k]["to"]) != {screen})
+            if (screen, k) not in self.skip | self.graph.out_of_reach
+            and (k not in edges or set(edges[k]["to"]) != {screen})
         )
         if not keys:
             return None
@@ -181,9 +182,12 @@ class FrontierPolicy:
         if not _in_view(el):
             if self.scrolls >= MAX_SCROLLS:
                 self.skip.add((screen, key))
+                self.graph.out_of_reach.add((screen, key))
                 self.scrolls = 0
                 self.path = []
-                return self._pseudo(screen, "back", "back", None)
+                self._last = (screen, "back", "back", None)
+                # Recorded in words the graph reads back: no later episode scrolls for it.
+                return Action(type=ActionType.BACK, description=out_of_reach_words(key))
             self.scrolls += 1
             self.intent = (key, verb, text)
             direction = "down" if cy > _BOTTOM else "up"

@@ -109,6 +109,8 @@ class ScreenGraph:
         self.screens: dict[str, dict] = {}
         self.edges: dict[str, dict[str, dict]] = {}
         self.trajectories: set[str] = set()
+        # (screen, key) a walk could not scroll into view: no longer untried, never a target.
+        self.out_of_reach: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------ learning
     def digest(self, tree: str | None) -> str:
@@ -139,6 +141,9 @@ class ScreenGraph:
         for i, step in enumerate(steps[:-1]):
             if step.act_ms is None or step.guard or step.action.type.value in TERMINAL_VERBS:
                 continue  # not executed: it led nowhere
+            gave_up = out_of_reach_key(step.action.description)
+            if gave_up is not None:
+                self.out_of_reach.add((digests[i], gave_up))
             key, verb, text = step_key(step)
             self.add_edge(digests[i], key, digests[i + 1], verb, text)
 
@@ -155,7 +160,7 @@ class ScreenGraph:
         if info is None:
             return []
         done = self.edges.get(screen, {})
-        return [k for k in info["elements"] if k not in done]
+        return [k for k in info["elements"] if k not in done and (screen, k) not in self.out_of_reach]
 
     def tried_anywhere(self) -> set[str]:
         return {k for keys in self.edges.values() for k in keys}
@@ -208,6 +213,7 @@ class ScreenGraph:
         out = ScreenGraph(self.volatile, self.guard)
         out.screens, out.edges = copy.deepcopy(self.screens), copy.deepcopy(self.edges)
         out.trajectories = set(self.trajectories)
+        out.out_of_reach = set(self.out_of_reach)
         return out
 
     # ------------------------------------------------------------------ persisting
@@ -218,6 +224,7 @@ class ScreenGraph:
             "trajectories": sorted(self.trajectories),
             "screens": self.screens,
             "edges": self.edges,
+            "out_of_reach": sorted(list(p) for p in self.out_of_reach),
         }
 
     def save(self, path: Path) -> None:
@@ -230,7 +237,22 @@ class ScreenGraph:
         out = cls(data.get("volatile") or [], guard)
         out.screens, out.edges = data["screens"], data["edges"]
         out.trajectories = set(data["trajectories"])
+        out.out_of_reach = {tuple(p) for p in data.get("out_of_reach") or ()}
         return out
+
+
+_OUT_OF_REACH = "Go back: out of reach by scrolling: "
+
+
+def out_of_reach_words(key: str) -> str:
+    """The description of the step that gave an element up (the graph reads it back)."""
+    return _OUT_OF_REACH + key
+
+
+def out_of_reach_key(description: str | None) -> str | None:
+    if description and description.startswith(_OUT_OF_REACH):
+        return description[len(_OUT_OF_REACH) :]
+    return None
 
 
 def _unwind(prev: dict, end: str) -> list[tuple[str, str, str]]:

@@ -180,3 +180,42 @@ def test_a_time_budget_alone_is_not_capped_by_the_default_episodes():
     )
     assert [t.task_id for t in environment_tasks(tasks)] == ["t"]
     assert len(environment_tasks(tasks, explore=True)) == 10
+
+
+def test_an_element_no_scroll_brings_into_view_is_given_up_once_for_every_later_walk():
+    """A control below the fold of a page that does not scroll: the walk scrolls for it a
+    few times, gives it up in words the graph reads back from the recorded steps, and no
+    later episode (nor a graph rebuilt from the store's steps) scrolls for it again."""
+    APP["stuck"] = {("button", "Far away"): None}
+    stuck = _el("button", "Far away", 1.5)  # below the screen; FakeApp ignores scrolls
+
+    def obs() -> Observation:
+        tree = '- heading stuck\n- button "Far away" [ref=e0] [box=10,1200,100,30]'
+        return Observation(b"", "png", 1280, 800, "http://app/stuck", tree, [stuck])
+
+    def episode(graph: ScreenGraph, tid: str) -> list[Step]:
+        policy, steps = FrontierPolicy(graph.copy(), 0, 8), []
+        for i in range(8):
+            action = policy.act(obs())
+            steps.append(
+                Step(trajectory_id=tid, index=i, screenshot=SHA, width=1280, height=800, url="http://app/stuck",
+                     a11y_tree=obs().a11y_tree, elements=[stuck], action=action)
+            )  # fmt: skip
+            if action.type == ActionType.DONE:
+                break
+        return steps
+
+    try:
+        graph = ScreenGraph()
+        first = episode(graph, "s0")
+        graph.absorb("s0", first)
+        assert [s.action.type.value for s in first[:4]] == ["scroll", "scroll", "scroll", "back"]
+        assert len(graph.out_of_reach) == 1 and not any(graph.untried(d) for d in graph.screens)
+        second = episode(graph, "s1")
+        assert "scroll" not in [s.action.type.value for s in second]
+        rebuilt = ScreenGraph()
+        rebuilt.absorb("s0", first)
+        assert rebuilt.out_of_reach == graph.out_of_reach
+        assert ScreenGraph.from_json(graph.to_json()).out_of_reach == graph.out_of_reach
+    finally:
+        del APP["stuck"]

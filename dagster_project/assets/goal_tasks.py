@@ -77,21 +77,24 @@ def environment_goal_tasks(
             + (f"; problems: {problems}" if problems else "")
         )
     environment = load_environment(files[name])
-    settings = SynthesisSettings(
-        minutes=config.minutes,
-        languages=tuple(config.languages),
-        seed=config.seed,
-        validation=ValidationSettings(random_tries=config.random_tries, seed=config.seed),
-    )
-    # Its own headless Chromium, allowed only the environment's origins: validation
-    # leases envs from the calling thread, which a WebEnvPool refuses (its browsers
-    # are bound to the pool's threads).
-    report = synthesize_tasks(
-        environment,
-        settings,
-        store=storage.raw,
-        progress=lambda stage, message: context.log.debug(f"{name} [{stage}] {message}"),
-    )
+    try:
+        settings = SynthesisSettings(
+            minutes=config.minutes,
+            languages=tuple(config.languages),
+            seed=config.seed,
+            validation=ValidationSettings(random_tries=config.random_tries, seed=config.seed),
+        )
+        # Its own headless Chromium, allowed only the environment's origins: validation
+        # leases envs from the calling thread, which a WebEnvPool refuses (its browsers
+        # are bound to the pool's threads).
+        report = synthesize_tasks(
+            environment,
+            settings,
+            store=storage.raw,
+            progress=lambda stage, message: context.log.debug(f"{name} [{stage}] {message}"),
+        )
+    except ValueError as err:  # bad settings, or an environment it cannot synthesise for
+        raise dg.Failure(f"{files[name]}: {err}") from err
     paths = write_synthesis(report, storage.path / "tasks" / f"{name}.jsonl")
     summary = report.summary()
     context.log.info(json.dumps(summary, sort_keys=True, ensure_ascii=False))

@@ -106,3 +106,24 @@ def test_each_check_fails_on_a_validation_that_fails_it():
     lenient = GoalTasksConfig(min_non_trivial_rate=0.3, min_achievable_rate=0.5)
     assert all(c.passed for c in goal_checks(_report(10, trivial=6), lenient))
     assert all(c.passed for c in goal_checks(_report(10, unachievable=5), lenient))
+
+
+def test_a_language_it_cannot_write_fails_the_run_naming_the_file(tmp_path, monkeypatch):
+    folder = tmp_path / "environments"
+    folder.mkdir()
+    shutil.copy(ENVIRONMENTS / "datasette.yaml", folder / "datasette.yaml")
+    monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(environment_partitions.name, ["datasette"])
+        run = dg.materialize(
+            [environment_goal_tasks],
+            partition_key="datasette",
+            instance=instance,
+            resources={"storage": StorageResource(root=str(tmp_path / "data"))},
+            run_config={"ops": {"environment_goal_tasks": {"config": {"languages": ["en", "fr"]}}}},
+            raise_on_error=False,
+        )
+    assert not run.success
+    [failure] = [e for e in run.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert str(folder / "datasette.yaml") in message and "languages" in message and "fr" in message

@@ -177,6 +177,20 @@ class ValidationReport:
             "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
         }
 
+    def rates(self) -> dict:
+        """The funnel's two rates (None when nothing reached that stage):
+        `non_trivial_rate` = 1 - trivial / played, `achievable_rate` = 1 - unachievable /
+        (played - trivial), where `played` counts the tasks whose demonstration was
+        played (neither a duplicate nor without one)."""
+        n = {k: len(v) for k, v in self.by_reason().items()}
+        played = self.tasks_in - n.get("duplicate", 0) - n.get("no_demonstration", 0)
+        reached = played - n.get("trivial", 0)
+        return {
+            "played": played,
+            "non_trivial_rate": round(1 - n.get("trivial", 0) / played, 3) if played > 0 else None,
+            "achievable_rate": round(1 - n.get("unachievable", 0) / reached, 3) if reached > 0 else None,
+        }
+
     def as_dict(self) -> dict:
         return {
             **self.summary(),

@@ -14,6 +14,7 @@ from dagster_project.assets.environments import (
     environment_trajectories,
 )
 from dagster_project.assets.export import web_shards
+from dagster_project.assets.goal_tasks import environment_goal_tasks
 from dagster_project.assets.grounding import GROUNDING_CHECKS, grounding_set
 from dagster_project.assets.imports import imported_trajectories
 from dagster_project.assets.mobile import mobile_trajectories
@@ -43,6 +44,7 @@ defs = dg.Definitions(
         mobile_trajectories,
         environment_trajectories,
         environment_reverse_tasks,
+        environment_goal_tasks,
         imported_trajectories,
         reflection_trajectories,
         raw_steps,

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.actions import Action, ActionType
+from schemas.actions import SCROLL_NOTCH_PX, Action, ActionType
 from schemas.observation import Observation
 from schemas.records import Element
 
 from .policy_errors import PolicyError
+
+MAX_SCROLLS = 4  # scrolls towards an element out of view before the step gives up
 
 _VERBS = (
     "tap",
@@ -68,6 +70,12 @@ def find_element(elements: list[Element], ref: dict[str, Any]) -> Element | None
     return boxed[nth] if 0 <= nth < len(boxed) else None
 
 
+def _in_view(e: Element) -> bool:
+    """Whether an element's centre is on the screen (a tap there reaches it)."""
+    x, y = e.centre()
+    return 0.0 <= x <= 1.0 and 0.01 <= y <= 0.97
+
+
 def _covered(e: Element) -> bool:
     return e.visibility is not None and e.visibility.modal_covered
 
@@ -87,6 +95,7 @@ class ScriptedPolicy:
         self.patience = patience
         self.waited = 0
         self.pending: list[Action] = []
+        self.scrolled = 0
         self.last_target: Element | None = None
 
     def act(self, obs: Observation) -> Action:
@@ -111,11 +120,28 @@ class ScriptedPolicy:
                 self.waited += 1
                 return Action(type=ActionType.WAIT, duration_ms=500, description=f"Wait for {ref!r}")
         self.waited = 0
+        if target is not None and verb != "wait" and not _in_view(target):
+            return self._scroll_to(target, obs)  # below or above the fold: bring it in first
+        self.scrolled = 0
         self.pos += 1
         if verb == "wait" and target is not None:
             return self.act(obs)  # what it waited for is there: go on at once
         self.last_target = target
         return self._action(verb, value, target, step)
+
+    def _scroll_to(self, target: Element, obs: Observation) -> Action:
+        if self.scrolled >= MAX_SCROLLS:
+            raise PolicyError(
+                f"script step {self.pos}: {target.role} '{target.name}' stays out of view "
+                f"after {self.scrolled} scrolls"
+            )
+        self.scrolled += 1
+        cy = target.centre()[1]
+        direction = "down" if cy > 0.5 else "up"
+        notches = min(max(round(abs(cy - 0.5) * obs.height / SCROLL_NOTCH_PX), 1), 20)
+        return Action.scroll(
+            direction, 0.5, 0.5, amount=notches, description=f"Scroll {direction} to '{target.name}'"
+        )
 
     def _action(self, verb: str, value: Any, target: Element | None, step: dict) -> Action:
         point = target.centre() if target is not None else (None, None)

@@ -52,3 +52,19 @@ def test_a_plain_wait_still_sleeps():
         800,
         ActionType.DONE,
     )
+
+
+def test_an_element_below_the_fold_is_scrolled_to_then_tapped_and_one_that_stays_out_names_its_step():
+    below = Element(role="button", name="Save", bbox=(0.4, 1.4, 0.6, 1.5))
+    shown = Element(role="button", name="Save", bbox=(0.4, 0.4, 0.6, 0.5))
+    policy = ScriptedPolicy([{"tap": {"role": "button", "name": "Save"}}])
+    first = policy.act(screen(below))
+    assert (first.type, first.direction) == (ActionType.SCROLL, "down")
+    tap = policy.act(screen(shown))
+    assert (
+        tap.type == ActionType.TAP and 0.4 < tap.y < 0.5 and policy.act(screen(shown)).type == ActionType.DONE
+    )
+    stuck = ScriptedPolicy([{"tap": {"role": "button", "name": "Save"}}])
+    with pytest.raises(PolicyError, match="script step 0: button 'Save' stays out of view after 4 scrolls"):
+        for _ in range(6):
+            stuck.act(screen(below))

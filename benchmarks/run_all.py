@@ -75,6 +75,12 @@ REGISTRY = [
         timeout_s={"smoke": 180, "quick": 420, "full": 900},
     ),
     Bench(
+        "predicate_agreement",
+        "predicate_agreement.py",
+        "Predicate verifiers against the sandbox's state verifiers",
+        timeout_s={"smoke": 180, "quick": 600, "full": 1200},
+    ),
+    Bench(
         "env_server",
         "env_server.py",
         "The Gym API and the environment server",

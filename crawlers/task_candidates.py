@@ -345,19 +345,12 @@ def walk_candidates(
     later and was not so after the reset, and one for each pair of such goals made by
     different steps that both hold at the later one (a goal of two parts, `max_goals`)."""
     steps = sorted(steps, key=lambda s: s.index)
-    volatile = environment.volatile
-    screens = [_Screen.of(s, volatile) for s in steps]
+    screens = [_Screen.of(s, environment.volatile) for s in steps]
     reset = screens[0].state()
     made: list[tuple[int, Goal]] = []
     out: list[Candidate] = []
     for j in range(len(steps) - 1):
-        step = steps[j]
-        if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
-            continue
-        for goal in main_goals(goals_between(screens[j], screens[j + 1])):
-            predicate = Predicate.model_validate(goal.predicate)
-            if check(predicate, reset).holds:
-                continue  # already so after the reset: trivial
+        for goal in _made_at(steps, screens, j, reset):
             made.append((j, goal))
             out.append(_candidate(traj, steps, screens, [goal], [j]))
         if max_goals >= 2:
@@ -370,6 +363,37 @@ def walk_candidates(
                 for _, goal in (m for m in made[i + 1 :] if m[0] == j):
                     out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
     return out
+
+
+def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
+    """The goals step j made (its main changes) that were not so after the reset."""
+    step = steps[j]
+    if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
+        return []
+    return [
+        goal
+        for goal in main_goals(goals_between(screens[j], screens[j + 1]))
+        if not check(Predicate.model_validate(goal.predicate), reset).holds  # trivial otherwise
+    ]
+
+
+def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:
+    """Every goal a walk's steps made that holds on its last step's screen (its end
+    state) and was not so after the reset, each once, in the order made: what the
+    whole walk achieved, as one conjunction (an oracle episode's goal, in words a
+    `predicates` verifier checks). Empty when the end state shows none."""
+    steps = sorted(steps, key=lambda s: s.index)
+    screens = [_Screen.of(s, environment.volatile) for s in steps]
+    if not screens:
+        return []
+    reset, end = screens[0].state(), screens[-1].state()
+    out: dict[str, Goal] = {}
+    for j in range(len(steps) - 1):
+        for goal in _made_at(steps, screens, j, reset):
+            key = json.dumps(goal.predicate, sort_keys=True, ensure_ascii=False)
+            if key not in out and check(Predicate.model_validate(goal.predicate), end).holds:
+                out[key] = goal
+    return list(out.values())
 
 
 def _error_page(url: str) -> bool:

@@ -4,7 +4,7 @@ demonstration. Pure data: walks written as a recorder writes them."""
 
 from __future__ import annotations
 
-from crawlers.task_candidates import candidate_tasks, walk_candidates
+from crawlers.task_candidates import candidate_tasks, final_goals, walk_candidates
 from schemas.actions import Action
 from schemas.environment import environment_from_dict
 from schemas.predicate_eval import EndState, verdict
@@ -173,3 +173,26 @@ def test_a_new_path_or_query_is_a_goal():
     rows = candidate_tasks([walk(steps)], ENV, ("en",))
     goals = sorted(p for r in rows for p in map(str, r["verifier"]["predicates"]))
     assert "{'url': {'path': '/starred'}}" in goals and "{'url': {'query': {'sort': 'date'}}}" in goals
+
+
+def test_final_goals_are_what_still_holds_at_the_end_and_not_after_the_reset():
+    steps = [
+        step(0, screen(), tap(), el("tab", "Starred")),
+        step(1, screen(starred=True), tap(), el("button", "New note")),
+        step(2, screen(starred=True, dialog=True), Action(type="type", text="milk", x=0.5, y=0.5), el("textbox", "Title")),
+        step(3, screen(starred=True, dialog=True, title="milk"), tap(), el("button", "Close welcome")),
+        step(4, screen(starred=True, dialog=True, title="milk", welcome=False), tap(), el("tab", "All")),
+        step(5, screen(dialog=True, title="milk", welcome=False), Action(type="done")),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    goals = final_goals(recorded, ENV)
+    # In the order made; the Starred tab, selected and then left, is not a goal of the end,
+    # nor is "All" (selected after the reset too).
+    assert [g.predicate for g in goals] == [
+        {"element": {"role": "dialog", "name": "New note"}, "present": True},
+        {"element": {"role": "textbox", "name": "Title"}, "value": "milk"},
+        {"element": {"role": "heading", "name": "Welcome"}, "present": False},
+    ]
+    end = EndState(url="http://127.0.0.1:9/", a11y_tree=steps[-1].a11y_tree)
+    assert verdict([Predicate.model_validate(g.predicate) for g in goals], end)["success"]
+    assert final_goals(recorded[:1], ENV) == []  # one screen: nothing made

@@ -366,15 +366,18 @@ def walk_candidates(
 
 
 def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
-    """The goals step j made (its main changes) that were not so after the reset."""
+    """The goals step j made that were not so after the reset, the best rank of them."""
     step = steps[j]
     if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
         return []
-    return [
+    # Trivial goals (already so after the reset) go before the best rank is chosen: a
+    # closed view that was closed at the reset must not hide what the step did.
+    made = [
         goal
-        for goal in main_goals(goals_between(screens[j], screens[j + 1]))
-        if not check(Predicate.model_validate(goal.predicate), reset).holds  # trivial otherwise
+        for goal in goals_between(screens[j], screens[j + 1])
+        if not check(Predicate.model_validate(goal.predicate), reset).holds
     ]
+    return main_goals(made)
 
 
 def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:

@@ -196,3 +196,18 @@ def test_final_goals_are_what_still_holds_at_the_end_and_not_after_the_reset():
     end = EndState(url="http://127.0.0.1:9/", a11y_tree=steps[-1].a11y_tree)
     assert verdict([Predicate.model_validate(g.predicate) for g in goals], end)["success"]
     assert final_goals(recorded[:1], ENV) == []  # one screen: nothing made
+
+
+def test_a_goal_already_so_after_the_reset_does_not_hide_what_the_step_did():
+    # Deleting from a message view: back on the list, the message's heading is gone (as it
+    # was after the reset: trivial) and the URL says what happened (the step's goal).
+    message = screen() + '  - heading "Book club"\n  - button "Delete"\n'
+    steps = [
+        step(0, screen(), tap(), el("link", "Book club")),
+        step(1, message, tap(), el("button", "Delete"), url="http://127.0.0.1:9/m/9"),
+        step(2, screen(), Action(type="done"), url="http://127.0.0.1:9/?msg=deleted"),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    assert [g.predicate for g in final_goals(recorded, ENV)] == [{"url": {"query": {"msg": "deleted"}}}]
+    said = [r["instruction"] for r in candidate_tasks([walk(steps)], ENV, ("en",))]
+    assert 'Show the page with msg = "deleted"' in said

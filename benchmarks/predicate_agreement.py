@@ -50,6 +50,7 @@ from crawlers.episode import EpisodeContext  # noqa: E402
 from crawlers.guard import SafetyGuard  # noqa: E402
 from crawlers.policies import RandomWalkPolicy  # noqa: E402
 from crawlers.task_candidates import final_goals  # noqa: E402
+from sandbox.apps import APPS  # noqa: E402
 from sandbox.crawl import draw_task_device  # noqa: E402
 from sandbox.environment import sandbox_app_environment  # noqa: E402
 from sandbox.episode import fetch_state, run_episode  # noqa: E402
@@ -64,24 +65,34 @@ from trajforge.store.raw import RawStore  # noqa: E402
 
 BENCH = "predicate_agreement"
 SIZES = {
-    "smoke": {"apps": ("settings",), "languages": ("en",), "templates": 3, "walks": 1, "walk_steps": 4},
+    "smoke": {
+        "apps": ("settings",),
+        "languages": ("en",),
+        "templates": 3,
+        "siblings": 0,
+        "walks": 1,
+        "walk_steps": 4,
+    },
     "quick": {
         "apps": ("settings", "notes", "mail"),
         "languages": ("en", "zh"),
         "templates": 4,
+        "siblings": 1,
         "walks": 2,
         "walk_steps": 6,
     },
     "full": {
         "apps": ("settings", "notes", "mail", "shop", "social"),
         "languages": ("en", "zh"),
-        "templates": 6,
+        "templates": 5,
+        "siblings": 1,
         "walks": 3,
         "walk_steps": 8,
     },
 }
 AGREEMENT_TARGET, FALSE_ACCEPT_TARGET = ">= 0.97", "<= 0.01"
 _FINAL = (ActionType.DONE, ActionType.ANSWER)
+AGAINST = ("own", "same_template", "other_template", "walk")
 
 
 @dataclass
@@ -92,6 +103,7 @@ class End:
     url: str
     tree: str
     state: dict
+    template_id: str | None = None  # an oracle's end: its task's template
 
 
 @dataclass
@@ -110,12 +122,43 @@ def is_information(task: Task) -> bool:
     return any(isinstance(s.step if isinstance(s, When) else s, Answer) for s in plan)
 
 
-def sample_tasks(app: str, language: str, seed: int, n: int | None) -> list[Task]:
-    """`n` goal templates of `app` (information templates left out), one instance each."""
+def sample_tasks(app: str, language: str, seed: int, n: int | None, siblings: int = 0) -> list[Task]:
+    """`n` goal templates of `app` (information templates left out), one instance each,
+    and up to `siblings` more instances of each on the same start state."""
     tasks = [t for t in build_catalog(1, (language,), seed, apps=[app]) if not is_information(t)]
     if n is not None and n < len(tasks):
         tasks = sorted(random.Random(f"{app}:{seed}").sample(tasks, n), key=lambda t: t.task_id)
-    return tasks
+    out = []
+    for task in tasks:
+        out.append(task)
+        seen = [task.params]
+        for k in range(siblings):
+            other = sibling(task, k)
+            if other is not None and other.params not in seen:
+                seen.append(other.params)
+                out.append(other)
+    return out
+
+
+def sibling(task: Task, k: int) -> Task | None:
+    """Another instance of `task`'s template on the same start state (the app's data for
+    its language and seed), its parameters drawn anew (the hardest other task: same
+    kind of change, another target); None when the template draws none."""
+    template = TEMPLATES[task.template_id]
+    seed = task.params["seed"]
+    data = APPS[template.app].initial_state(task.language, seed)
+    try:
+        params = template.sample_params(data, random.Random(f"{task.task_id}~{k}"), task.language)
+    except (ValueError, IndexError):
+        return None
+    params = {**params, "seed": seed}
+    return task.model_copy(
+        update={
+            "task_id": f"{task.task_id}~{k + 1}",
+            "instruction": template.instruction(params, task.language),
+            "params": params,
+        }
+    )
 
 
 class Recorder:
@@ -145,14 +188,18 @@ class Recorder:
         last = steps[-1] if steps else None
         if last is None or last.action.type not in _FINAL:
             return traj, steps, None
-        return traj, steps, End(label, last.url, last.a11y_tree, state)
+        return (
+            traj,
+            steps,
+            End(label, last.url, last.a11y_tree, state, template.template_id if template else None),
+        )
 
 
 def record_group(rec: Recorder, app: str, language: str, sizes: dict) -> tuple[list[Instance], list[End]]:
     """One (app, language): its instances played by the oracle, then its random walks."""
     environment = sandbox_app_environment(rec.server_url, app)
     instances = []
-    for task in sample_tasks(app, language, rec.seed, sizes["templates"]):
+    for task in sample_tasks(app, language, rec.seed, sizes["templates"], sizes["siblings"]):
         template = TEMPLATES[task.template_id]
         traj, steps, end = rec.play(
             task, OraclePolicy(template, task), f"oracle {task.task_id}", 30, template
@@ -182,6 +229,7 @@ class Pair:
     language: str
     task_id: str
     end: str
+    against: str  # the end state's kind: own, same_template, other_template, walk
     state: bool
     predicates: bool
     reason: str
@@ -199,17 +247,35 @@ def judge_group(app: str, language: str, instances: list[Instance], walks: list[
         for end in ends:
             state_ok = bool(template.check(inst.task, end.state, None))
             v = verdict(preds, EndState(url=end.url, a11y_tree=end.tree))
+            against = (
+                "walk"
+                if end.template_id is None
+                else "own"
+                if end is inst.end
+                else "same_template"
+                if end.template_id == inst.task.template_id
+                else "other_template"
+            )
             pairs.append(
-                Pair(app, language, inst.task.task_id, end.label, state_ok, bool(v["success"]), v["reason"])
+                Pair(
+                    app,
+                    language,
+                    inst.task.task_id,
+                    end.label,
+                    against,
+                    state_ok,
+                    bool(v["success"]),
+                    v["reason"],
+                )
             )
     return pairs
 
 
-def measure(apps, languages, templates, walks, walk_steps, seed: int = 0) -> dict:
+def measure(apps, languages, templates, siblings, walks, walk_steps, seed: int = 0) -> dict:
     from crawlers.web_env import WebEnv
     from sandbox.server import SandboxServer
 
-    sizes = {"templates": templates, "walks": walks, "walk_steps": walk_steps}
+    sizes = {"templates": templates, "siblings": siblings, "walks": walks, "walk_steps": walk_steps}
     t0 = time.perf_counter()
     pairs: list[Pair] = []
     instances_out = []
@@ -279,7 +345,8 @@ def rows_from(result: dict) -> list[Row]:
         f"({len(usable)} with predicates), {result['episodes']} episodes, seed {result['seed']}, "
         f"{result['seconds']} s; {t['fa']} false accepts, {t['fr']} false rejects"
     )
-    extra = {"tally": t, "instances": inst, "disagreements": wrong[:50]}
+    by_kind = {k: tally([p for p in result["pairs"] if p["against"] == k]) for k in AGAINST}
+    extra = {"tally": t, "by_end": by_kind, "instances": inst, "disagreements": wrong[:50]}
 
     def row(name, fig, base, unit, base_name, target="", ex=None):
         return Row(BENCH, name, fig, base, unit, base_name, target=target, note=note, machine=machine_short(),
@@ -326,6 +393,8 @@ def report(result: dict) -> None:
             f"{r.name}: {fmt_num(r.figure)} vs {fmt_num(r.baseline)} {r.unit} = {fmt_ratio(r.ratio)} {r.target}"
         )
     print(f"  {rows_from(result)[0].note}")
+    for kind, t in rows_from(result)[0].extra["by_end"].items():
+        print(f"  against {kind} ends: {t}")
 
 
 def main(argv=None) -> None:

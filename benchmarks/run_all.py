@@ -156,6 +156,7 @@ def registry() -> list[Bench]:
 def load(bench: Bench):
     spec = importlib.util.spec_from_file_location(f"bench_{bench.key}", HERE / bench.file)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass of the module looks its module up there
     spec.loader.exec_module(mod)
     return mod
 

@@ -366,18 +366,71 @@ def walk_candidates(
 
 
 def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
-    """The goals step j made that were not so after the reset, the best rank of them."""
+    """The goals step j made that were not so after the reset, the best rank of them; and,
+    when step j came back to a page the walk saw before, the best of what differs from
+    that visit (`revisit_goals`)."""
     step = steps[j]
     if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
         return []
     # Trivial goals (already so after the reset) go before the best rank is chosen: a
     # closed view that was closed at the reset must not hide what the step did.
-    made = [
-        goal
-        for goal in goals_between(screens[j], screens[j + 1])
-        if not check(Predicate.model_validate(goal.predicate), reset).holds
-    ]
-    return main_goals(made)
+    made = main_goals(_not_trivial(goals_between(screens[j], screens[j + 1]), reset))
+    k = _last_visit(screens, j + 1)
+    if k is not None and k < j:
+        seen = {json.dumps(g.predicate, sort_keys=True) for g in made}
+        again = _not_trivial(revisit_goals(screens[k], screens[j + 1]), reset)
+        made += [g for g in main_goals(again) if json.dumps(g.predicate, sort_keys=True) not in seen]
+    return made
+
+
+def _not_trivial(goals: list[Goal], reset: EndState) -> list[Goal]:
+    return [g for g in goals if not check(Predicate.model_validate(g.predicate), reset).holds]
+
+
+def _last_visit(screens: list[_Screen], i: int) -> int | None:
+    """The last screen before screens[i] on the same page (URL path), if any."""
+    path = urlsplit(screens[i].url or "").path
+    if not urlsplit(screens[i].url or "").scheme.startswith("http"):
+        return None
+    return next((k for k in range(i - 1, -1, -1) if urlsplit(screens[k].url or "").path == path), None)
+
+
+def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
+    """What is new or gone on a page since the walk last saw it (a list's row after an
+    edit elsewhere: the deleted email's link, the renamed note's): items and links, a
+    long name checked by its first MAX_NAME characters (`name_contains`); a role with
+    many at once is a new view's content and skipped."""
+    goals = []
+    for shown, was, now in ((True, before, after), (False, after, before)):
+        new = []
+        for n in now.nodes:
+            name = n.name or ""
+            if (n.role not in SHOWN_RANK and n.role != "link") or not name or "<volatile>" in name:
+                continue
+            if "\n" in name:
+                continue
+            ref = (
+                {"role": n.role, "name": name}
+                if len(name) <= MAX_NAME
+                else {"role": n.role, "name_contains": name[:MAX_NAME]}
+            )
+            if not check(Predicate.model_validate({"element": ref}), was.state()).holds:
+                new.append(ref)
+        per_role = Counter(r["role"] for r in new)
+        goals += [_ref_goal(r, shown) for r in new if per_role[r["role"]] <= MAX_SHOWN_OF_A_ROLE]
+    unique = {json.dumps(g.predicate, sort_keys=True): g for g in goals}
+    return sorted(unique.values(), key=lambda g: g.rank)
+
+
+def _ref_goal(ref: dict, shown: bool) -> Goal:
+    if "name" in ref and ref["role"] in SHOWN_RANK:
+        return _shown_goal(ref["role"], ref["name"], shown)
+    name = ref.get("name") or ref["name_contains"] + "…"
+    predicate = {"element": ref, "present": shown}
+    rank = SHOWN_RANK.get(ref["role"], 3)
+    if shown:
+        return _goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
+    return _goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
 
 
 def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:

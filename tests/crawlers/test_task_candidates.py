@@ -211,3 +211,29 @@ def test_a_goal_already_so_after_the_reset_does_not_hide_what_the_step_did():
     assert [g.predicate for g in final_goals(recorded, ENV)] == [{"url": {"query": {"msg": "deleted"}}}]
     said = [r["instruction"] for r in candidate_tasks([walk(steps)], ENV, ("en",))]
     assert 'Show the page with msg = "deleted"' in said
+
+
+def test_back_on_a_page_seen_before_what_changed_since_is_a_goal():
+    # A list of long links (sender, subject, preview); the walk opens one, deletes it and
+    # lands on the list again: the direct change is a new view, the goal is the row gone.
+    rows = [f"Sender {i} Subject {i} " + "a preview long enough to pass sixty characters" for i in range(4)]
+    inbox = '- main:\n  - heading "Inbox"\n  - list:\n' + "".join(
+        f'    - listitem:\n      - link "{r}"\n' for r in rows
+    )
+    after = inbox.replace(f'    - listitem:\n      - link "{rows[2]}"\n', "")
+    message = '- main:\n  - heading "Subject 2"\n  - button "Delete"\n'
+    steps = [
+        step(0, inbox, tap(), el("link", rows[2])),
+        step(1, message, tap(), el("button", "Delete"), url="http://127.0.0.1:9/m/2"),
+        step(2, after, Action(type="done")),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    gone = {"element": {"role": "link", "name_contains": rows[2][:60]}, "present": False}
+    assert gone in [g.predicate for g in final_goals(recorded, ENV)]
+    row = next(
+        r for r in candidate_tasks([walk(steps)], ENV, ("en",)) if r["verifier"]["predicates"] == [gone]
+    )
+    assert row["instruction"] == f'Remove "{rows[2][:60]}…"' and row["params"]["walk_steps"] == [0, 1]
+    # Another row deleted instead: not this goal.
+    other = inbox.replace(f'    - listitem:\n      - link "{rows[1]}"\n', "")
+    assert holds(row, after) and not holds(row, other) and not holds(row, inbox)

@@ -75,6 +75,12 @@ REGISTRY = [
         timeout_s={"smoke": 180, "quick": 420, "full": 900},
     ),
     Bench(
+        "predicate_agreement",
+        "predicate_agreement.py",
+        "Predicate verifiers against the sandbox's state verifiers",
+        timeout_s={"smoke": 180, "quick": 600, "full": 1200},
+    ),
+    Bench(
         "env_server",
         "env_server.py",
         "The Gym API and the environment server",
@@ -150,6 +156,7 @@ def registry() -> list[Bench]:
 def load(bench: Bench):
     spec = importlib.util.spec_from_file_location(f"bench_{bench.key}", HERE / bench.file)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # a dataclass of the module looks its module up there
     spec.loader.exec_module(mod)
     return mod
 

@@ -345,19 +345,12 @@ def walk_candidates(
     later and was not so after the reset, and one for each pair of such goals made by
     different steps that both hold at the later one (a goal of two parts, `max_goals`)."""
     steps = sorted(steps, key=lambda s: s.index)
-    volatile = environment.volatile
-    screens = [_Screen.of(s, volatile) for s in steps]
+    screens = [_Screen.of(s, environment.volatile) for s in steps]
     reset = screens[0].state()
     made: list[tuple[int, Goal]] = []
     out: list[Candidate] = []
     for j in range(len(steps) - 1):
-        step = steps[j]
-        if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
-            continue
-        for goal in main_goals(goals_between(screens[j], screens[j + 1])):
-            predicate = Predicate.model_validate(goal.predicate)
-            if check(predicate, reset).holds:
-                continue  # already so after the reset: trivial
+        for goal in _made_at(steps, screens, j, reset):
             made.append((j, goal))
             out.append(_candidate(traj, steps, screens, [goal], [j]))
         if max_goals >= 2:
@@ -370,6 +363,93 @@ def walk_candidates(
                 for _, goal in (m for m in made[i + 1 :] if m[0] == j):
                     out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
     return out
+
+
+def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
+    """The goals step j made that were not so after the reset, the best rank of them; and,
+    when step j came back to a page the walk saw before, the best of what differs from
+    that visit (`revisit_goals`)."""
+    step = steps[j]
+    if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
+        return []
+    # Trivial goals (already so after the reset) go before the best rank is chosen: a
+    # closed view that was closed at the reset must not hide what the step did.
+    made = main_goals(_not_trivial(goals_between(screens[j], screens[j + 1]), reset))
+    k = _last_visit(screens, j + 1)
+    if k is not None and k < j:
+        seen = {json.dumps(g.predicate, sort_keys=True) for g in made}
+        again = _not_trivial(revisit_goals(screens[k], screens[j + 1]), reset)
+        made += [g for g in main_goals(again) if json.dumps(g.predicate, sort_keys=True) not in seen]
+    return made
+
+
+def _not_trivial(goals: list[Goal], reset: EndState) -> list[Goal]:
+    return [g for g in goals if not check(Predicate.model_validate(g.predicate), reset).holds]
+
+
+def _last_visit(screens: list[_Screen], i: int) -> int | None:
+    """The last screen before screens[i] on the same page (URL path), if any."""
+    path = urlsplit(screens[i].url or "").path
+    if not urlsplit(screens[i].url or "").scheme.startswith("http"):
+        return None
+    return next((k for k in range(i - 1, -1, -1) if urlsplit(screens[k].url or "").path == path), None)
+
+
+def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
+    """What is new or gone on a page since the walk last saw it (a list's row after an
+    edit elsewhere: the deleted email's link, the renamed note's): items and links, a
+    long name checked by its first MAX_NAME characters (`name_contains`); a role with
+    many at once is a new view's content and skipped."""
+    goals = []
+    for shown, was, now in ((True, before, after), (False, after, before)):
+        new = []
+        for n in now.nodes:
+            name = n.name or ""
+            if (n.role not in SHOWN_RANK and n.role != "link") or not name or "<volatile>" in name:
+                continue
+            if "\n" in name:
+                continue
+            ref = (
+                {"role": n.role, "name": name}
+                if len(name) <= MAX_NAME
+                else {"role": n.role, "name_contains": name[:MAX_NAME]}
+            )
+            if not check(Predicate.model_validate({"element": ref}), was.state()).holds:
+                new.append(ref)
+        per_role = Counter(r["role"] for r in new)
+        goals += [_ref_goal(r, shown) for r in new if per_role[r["role"]] <= MAX_SHOWN_OF_A_ROLE]
+    unique = {json.dumps(g.predicate, sort_keys=True): g for g in goals}
+    return sorted(unique.values(), key=lambda g: g.rank)
+
+
+def _ref_goal(ref: dict, shown: bool) -> Goal:
+    if "name" in ref and ref["role"] in SHOWN_RANK:
+        return _shown_goal(ref["role"], ref["name"], shown)
+    name = ref.get("name") or ref["name_contains"] + "…"
+    predicate = {"element": ref, "present": shown}
+    rank = SHOWN_RANK.get(ref["role"], 3)
+    if shown:
+        return _goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
+    return _goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
+
+
+def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:
+    """Every goal a walk's steps made that holds on its last step's screen (its end
+    state) and was not so after the reset, each once, in the order made: what the
+    whole walk achieved, as one conjunction (an oracle episode's goal, in words a
+    `predicates` verifier checks). Empty when the end state shows none."""
+    steps = sorted(steps, key=lambda s: s.index)
+    screens = [_Screen.of(s, environment.volatile) for s in steps]
+    if not screens:
+        return []
+    reset, end = screens[0].state(), screens[-1].state()
+    out: dict[str, Goal] = {}
+    for j in range(len(steps) - 1):
+        for goal in _made_at(steps, screens, j, reset):
+            key = json.dumps(goal.predicate, sort_keys=True, ensure_ascii=False)
+            if key not in out and check(Predicate.model_validate(goal.predicate), end).holds:
+                out[key] = goal
+    return list(out.values())
 
 
 def _error_page(url: str) -> bool:

@@ -4,7 +4,7 @@ demonstration. Pure data: walks written as a recorder writes them."""
 
 from __future__ import annotations
 
-from crawlers.task_candidates import candidate_tasks, walk_candidates
+from crawlers.task_candidates import candidate_tasks, final_goals, walk_candidates
 from schemas.actions import Action
 from schemas.environment import environment_from_dict
 from schemas.predicate_eval import EndState, verdict
@@ -232,3 +232,65 @@ def test_a_vlm_instruction_is_kept_only_when_it_names_what_the_goal_checks():
         welcome["params"]["instruction_source"] == "template" and welcome["instruction"] == 'Close "Welcome"'
     )
     assert welcome["params"]["instructions"] == {"en": 'Close "Welcome"', "zh": "关闭“Welcome”"}
+def test_final_goals_are_what_still_holds_at_the_end_and_not_after_the_reset():
+    steps = [
+        step(0, screen(), tap(), el("tab", "Starred")),
+        step(1, screen(starred=True), tap(), el("button", "New note")),
+        step(2, screen(starred=True, dialog=True), Action(type="type", text="milk", x=0.5, y=0.5), el("textbox", "Title")),
+        step(3, screen(starred=True, dialog=True, title="milk"), tap(), el("button", "Close welcome")),
+        step(4, screen(starred=True, dialog=True, title="milk", welcome=False), tap(), el("tab", "All")),
+        step(5, screen(dialog=True, title="milk", welcome=False), Action(type="done")),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    goals = final_goals(recorded, ENV)
+    # In the order made; the Starred tab, selected and then left, is not a goal of the end,
+    # nor is "All" (selected after the reset too).
+    assert [g.predicate for g in goals] == [
+        {"element": {"role": "dialog", "name": "New note"}, "present": True},
+        {"element": {"role": "textbox", "name": "Title"}, "value": "milk"},
+        {"element": {"role": "heading", "name": "Welcome"}, "present": False},
+    ]
+    end = EndState(url="http://127.0.0.1:9/", a11y_tree=steps[-1].a11y_tree)
+    assert verdict([Predicate.model_validate(g.predicate) for g in goals], end)["success"]
+    assert final_goals(recorded[:1], ENV) == []  # one screen: nothing made
+
+
+def test_a_goal_already_so_after_the_reset_does_not_hide_what_the_step_did():
+    # Deleting from a message view: back on the list, the message's heading is gone (as it
+    # was after the reset: trivial) and the URL says what happened (the step's goal).
+    message = screen() + '  - heading "Book club"\n  - button "Delete"\n'
+    steps = [
+        step(0, screen(), tap(), el("link", "Book club")),
+        step(1, message, tap(), el("button", "Delete"), url="http://127.0.0.1:9/m/9"),
+        step(2, screen(), Action(type="done"), url="http://127.0.0.1:9/?msg=deleted"),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    assert [g.predicate for g in final_goals(recorded, ENV)] == [{"url": {"query": {"msg": "deleted"}}}]
+    said = [r["instruction"] for r in candidate_tasks([walk(steps)], ENV, ("en",))]
+    assert 'Show the page with msg = "deleted"' in said
+
+
+def test_back_on_a_page_seen_before_what_changed_since_is_a_goal():
+    # A list of long links (sender, subject, preview); the walk opens one, deletes it and
+    # lands on the list again: the direct change is a new view, the goal is the row gone.
+    rows = [f"Sender {i} Subject {i} " + "a preview long enough to pass sixty characters" for i in range(4)]
+    inbox = '- main:\n  - heading "Inbox"\n  - list:\n' + "".join(
+        f'    - listitem:\n      - link "{r}"\n' for r in rows
+    )
+    after = inbox.replace(f'    - listitem:\n      - link "{rows[2]}"\n', "")
+    message = '- main:\n  - heading "Subject 2"\n  - button "Delete"\n'
+    steps = [
+        step(0, inbox, tap(), el("link", rows[2])),
+        step(1, message, tap(), el("button", "Delete"), url="http://127.0.0.1:9/m/2"),
+        step(2, after, Action(type="done")),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    gone = {"element": {"role": "link", "name_contains": rows[2][:60]}, "present": False}
+    assert gone in [g.predicate for g in final_goals(recorded, ENV)]
+    row = next(
+        r for r in candidate_tasks([walk(steps)], ENV, ("en",)) if r["verifier"]["predicates"] == [gone]
+    )
+    assert row["instruction"] == f'Remove "{rows[2][:60]}…"' and row["params"]["walk_steps"] == [0, 1]
+    # Another row deleted instead: not this goal.
+    other = inbox.replace(f'    - listitem:\n      - link "{rows[1]}"\n', "")
+    assert holds(row, after) and not holds(row, other) and not holds(row, inbox)

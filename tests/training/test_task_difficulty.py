@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from schemas.environment import environment_from_dict
-from trajforge.store.raw import RawStore
 from training.online import task_difficulty
+from trajforge.store.raw import RawStore
 
 
 def test_a_task_files_difficulty_reaches_the_curriculum(tmp_path):

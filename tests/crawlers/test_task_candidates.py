@@ -232,6 +232,8 @@ def test_a_vlm_instruction_is_kept_only_when_it_names_what_the_goal_checks():
         welcome["params"]["instruction_source"] == "template" and welcome["instruction"] == 'Close "Welcome"'
     )
     assert welcome["params"]["instructions"] == {"en": 'Close "Welcome"', "zh": "关闭“Welcome”"}
+
+
 def test_final_goals_are_what_still_holds_at_the_end_and_not_after_the_reset():
     steps = [
         step(0, screen(), tap(), el("tab", "Starred")),

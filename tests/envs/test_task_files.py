@@ -19,7 +19,9 @@ from tests.envs import serving
 from tests.envs.test_gui_env import centre, element
 from trajforge.envs.remote import RemoteEnv
 
-PRESSED = "(() => {{ const ok = +(document.body.dataset.n || 0) >= {n}; return {{done: ok, success: ok}}; }})()"
+PRESSED = (
+    "(() => {{ const ok = +(document.body.dataset.n || 0) >= {n}; return {{done: ok, success: ok}}; }})()"
+)
 
 
 def task_file(folder, environment="tiny"):

@@ -71,9 +71,10 @@ def find_element(elements: list[Element], ref: dict[str, Any]) -> Element | None
 
 
 def _in_view(e: Element) -> bool:
-    """Whether an element's centre is on the screen (a tap there reaches it)."""
+    """Whether an element's centre is on the screen (a tap there reaches it; a button at
+    a dialog's bottom edge is)."""
     x, y = e.centre()
-    return 0.0 <= x <= 1.0 and 0.01 <= y <= 0.97
+    return 0.0 <= x <= 1.0 and 0.0 <= y <= 1.0
 
 
 def _covered(e: Element) -> bool:

@@ -57,6 +57,18 @@ def environment_files(folder: "Path | None" = None) -> "tuple[dict[str, Path], l
     return found, problems
 
 
+def partition_environment(name: str) -> tuple[Path, Environment]:
+    """The environment file a partition names and its environment; a Failure naming the
+    folder (and the files that did not load) when there is none."""
+    files, problems = environment_files()
+    if name not in files:
+        raise dg.Failure(
+            f"no valid environment file named {name!r} in {environments_dir()}"
+            + (f"; problems: {problems}" if problems else "")
+        )
+    return files[name], load_environment(files[name])
+
+
 def day_seed(day: dt.date) -> int:
     """The seed of a day's scheduled crawl: days since 2000-01-01, new every day."""
     return (day - dt.date(2000, 1, 1)).days
@@ -99,13 +111,7 @@ def environment_trajectories(
     Resumable (stable ids): a retry or a re-run with the same seed adds nothing.
     """
     name = context.partition_key
-    files, problems = environment_files()
-    if name not in files:
-        raise dg.Failure(
-            f"no valid environment file named {name!r} in {environments_dir()}"
-            + (f"; problems: {problems}" if problems else "")
-        )
-    environment = load_environment(files[name])
+    path, environment = partition_environment(name)
     explore = environment.explore
     walk = "frontier" if explore is not None and explore.policy == "frontier" else "random_walk"
     policy = config.policy or (walk if not environment.tasks and explore else "oracle")
@@ -142,7 +148,7 @@ def environment_trajectories(
     yield dg.MaterializeResult(
         metadata={
             **{k: v for k, v in summary.items() if v is not None},
-            "file": str(files[name]),
+            "file": str(path),
             "policy": policy,
             "seed": config.seed,
             "browsers": dg.MetadataValue.json(browsers),
@@ -268,10 +274,7 @@ def environment_reverse_tasks(
     environment file's tasks; the replays land in `env-reverse/<name>`.
     """
     name = context.partition_key
-    files, _ = environment_files()
-    if name not in files:
-        raise dg.Failure(f"no valid environment file named {name!r} in {environments_dir()}")
-    environment = load_environment(files[name])
+    _, environment = partition_environment(name)
     store = storage.raw
     backend = vlm.backend()
     walks = explore_walks(store, f"env/{name}")

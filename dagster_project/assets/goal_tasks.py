@@ -16,13 +16,8 @@ import dagster as dg
 
 from crawlers.task_synthesis import SynthesisReport, SynthesisSettings, synthesize_tasks
 from crawlers.task_validation import ValidationReport, ValidationSettings
-from dagster_project.assets.environments import (
-    environment_files,
-    environment_partitions,
-    environments_dir,
-)
+from dagster_project.assets.environments import environment_partitions, partition_environment
 from dagster_project.resources import StorageResource
-from schemas.environment import load_environment
 from trajforge.report import plots
 from trajforge.report.task_report import write_synthesis
 
@@ -70,13 +65,7 @@ def environment_goal_tasks(
     task file is written whole.
     """
     name = context.partition_key
-    files, problems = environment_files()
-    if name not in files:
-        raise dg.Failure(
-            f"no valid environment file named {name!r} in {environments_dir()}"
-            + (f"; problems: {problems}" if problems else "")
-        )
-    environment = load_environment(files[name])
+    path, environment = partition_environment(name)
     try:
         settings = SynthesisSettings(
             minutes=config.minutes,
@@ -94,7 +83,7 @@ def environment_goal_tasks(
             progress=lambda stage, message: context.log.debug(f"{name} [{stage}] {message}"),
         )
     except ValueError as err:  # bad settings, or an environment it cannot synthesise for
-        raise dg.Failure(f"{files[name]}: {err}") from err
+        raise dg.Failure(f"{path}: {err}") from err
     paths = write_synthesis(report, storage.path / "tasks" / f"{name}.jsonl")
     summary = report.summary()
     context.log.info(json.dumps(summary, sort_keys=True, ensure_ascii=False))

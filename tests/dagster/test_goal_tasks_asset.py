@@ -27,22 +27,29 @@ from tests.thirdparty.apps import ENVIRONMENTS
 pytestmark = pytest.mark.slow
 
 
-def test_materialise_goal_tasks_on_datasette(datasette_url, tmp_path, monkeypatch):
-    folder, data = tmp_path / "environments", tmp_path / "data"
+def _materialise(tmp_path, monkeypatch, config: dict, **kw) -> dg.ExecuteInProcessResult:
+    """environment_goal_tasks on the Datasette example file's partition (a folder of one
+    file under tmp_path/environments, the data root tmp_path/data)."""
+    folder = tmp_path / "environments"
     folder.mkdir()
     shutil.copy(ENVIRONMENTS / "datasette.yaml", folder / "datasette.yaml")
     monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
-    monkeypatch.setenv("DATASETTE_URL", datasette_url)
-    config = {"minutes": 0.5, "random_tries": 5, "languages": ["en", "zh"]}
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(environment_partitions.name, ["datasette"])
-        run = dg.materialize(
+        return dg.materialize(
             [environment_goal_tasks],
             partition_key="datasette",
             instance=instance,
-            resources={"storage": StorageResource(root=str(data))},
+            resources={"storage": StorageResource(root=str(tmp_path / "data"))},
             run_config={"ops": {"environment_goal_tasks": {"config": config}}},
+            **kw,
         )
+
+
+def test_materialise_goal_tasks_on_datasette(datasette_url, tmp_path, monkeypatch):
+    folder, data = tmp_path / "environments", tmp_path / "data"
+    monkeypatch.setenv("DATASETTE_URL", datasette_url)
+    run = _materialise(tmp_path, monkeypatch, {"minutes": 0.5, "random_tries": 5, "languages": ["en", "zh"]})
     assert run.success
     [mat] = run.asset_materializations_for_node("environment_goal_tasks")
     meta = {k: v.value for k, v in mat.metadata.items()}
@@ -110,19 +117,7 @@ def test_each_check_fails_on_a_validation_that_fails_it():
 
 def test_a_language_it_cannot_write_fails_the_run_naming_the_file(tmp_path, monkeypatch):
     folder = tmp_path / "environments"
-    folder.mkdir()
-    shutil.copy(ENVIRONMENTS / "datasette.yaml", folder / "datasette.yaml")
-    monkeypatch.setenv("TRAJFORGE_ENVIRONMENTS", str(folder))
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(environment_partitions.name, ["datasette"])
-        run = dg.materialize(
-            [environment_goal_tasks],
-            partition_key="datasette",
-            instance=instance,
-            resources={"storage": StorageResource(root=str(tmp_path / "data"))},
-            run_config={"ops": {"environment_goal_tasks": {"config": {"languages": ["en", "fr"]}}}},
-            raise_on_error=False,
-        )
+    run = _materialise(tmp_path, monkeypatch, {"languages": ["en", "fr"]}, raise_on_error=False)
     assert not run.success
     [failure] = [e for e in run.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message

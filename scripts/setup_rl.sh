@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Idempotent: .venv-rl, a venv with the RL frameworks whose own classes the protocol
+# adapters' tests drive (tests/envs/protocols/): OpenEnv, SkyRL-Gym, GEM, OpenRLHF's
+# agent API. Their pins (gradio, omegaconf, reasoning_gym, ...) stay out of .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+V=.venv-rl
+stamp=$V/.rl-installed
+if [ -f "$stamp" ] && [ "$stamp" -nt "$0" ]; then exit 0; fi
+[ -x $V/bin/python ] || { echo "[setup-rl] creating $V"; "$PY" -m venv $V; }
+P="$V/bin/python -m pip install -q"
+$P "openenv-core==0.3.0" "skyrl-gym==0.4.0" "gem-llm==0.1.0" httpx requests pillow numpy pytest
+# OpenRLHF's agent API (openrlhf.utils.agent) is plain asyncio + aiohttp; the package's
+# own requirements (deepspeed, vllm, flash-attn) build only on a GPU machine.
+$P --no-deps "openrlhf==0.11.2"
+$P aiohttp
+touch "$stamp"
+echo "[setup-rl] ready"

@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_trainers.sh
 bash scripts/setup_llamafactory.sh
+# The RL frameworks whose own classes the protocol adapters are tested with.
+bash scripts/setup_rl.sh
 # Desktop environments: Xvfb, the AT-SPI bus, Debian apps, PyGObject and python-xlib.
 bash scripts/setup_desktop.sh

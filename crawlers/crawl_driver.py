@@ -334,7 +334,7 @@ class Recorder:
         self,
         stats: CrawlStats,
         *,
-        total: int,
+        total: int | None,
         desc: str,
         progress: Callable[[ProgressEvent], None] | None = None,
         on_write: Callable[[Trajectory, list[Step]], None] | None = None,
@@ -469,8 +469,10 @@ def run_crawl(
     if config.retry_errors:
         errored = store.errored_ids(collection) & {id_of(t) for t in tasks}
         stats.replayed_errors = store.uncommit(collection, errored)
+    # A time-bound crawl's task list is only an upper bound (exploration lists 100,000).
+    total = None if deadline is not None else len(tasks)
     rec = Recorder(
-        stats, total=len(tasks), desc=f"crawl {collection}", progress=crawl.progress, on_write=crawl.on_write
+        stats, total=total, desc=f"crawl {collection}", progress=crawl.progress, on_write=crawl.on_write
     )
     crawl.emit, crawl.lock = rec.emit, rec.lock
     pooled = not isinstance(source, OneEnv)

@@ -166,9 +166,8 @@ def synthesize_tasks(
     report.candidates = len(rows)
     say("propose", f"{len(rows)} candidate goals from {len(walks)} walks")
     if rows:
-        chosen = within_budget(
-            rows, deadline - time.perf_counter(), _cost_per_candidate(stats.summary(), settings)
-        )
+        fixed_s, per_candidate_s = _validation_costs(stats.summary(), settings, rows)
+        chosen = within_budget(rows, deadline - time.perf_counter() - fixed_s, per_candidate_s)
         report.validated = len(chosen)
         say("validate", f"validating {len(chosen)} of {len(rows)} candidates")
         with_tasks = _with_tasks(environment, chosen)
@@ -215,13 +214,19 @@ def within_budget(rows: list[dict], seconds_left: float, per_candidate_s: float)
     return chosen
 
 
-def _cost_per_candidate(crawl: dict, settings: SynthesisSettings) -> float:
-    """A candidate's validation: `resets` episodes of a reset and a few steps each."""
+def _validation_costs(crawl: dict, settings: SynthesisSettings, rows: list[dict]) -> tuple[float, float]:
+    """(seconds whatever the candidates: the random walks from the start state; seconds
+    a candidate: `resets` episodes of a reset and its demonstration), from the
+    exploration's own reset and step times."""
     reset_s = (crawl.get("reset_ms_p50") or 0) / 1000
     step_s = (crawl.get("step_ms_p50") or 0) / 1000
     if not reset_s:
-        return _FIRST_GUESS_S
-    return settings.validation.resets * (reset_s + 3 * step_s) * 1.5  # and a share of the random walks
+        return 0.0, _FIRST_GUESS_S
+    v = settings.validation
+    random_walks_s = v.random_tries * (reset_s + v.random_steps * step_s)
+    demo_steps = sum(len(r["params"].get("walk_steps") or [1]) for r in rows) / len(rows)
+    # 1.2: the replays' own waits (a demonstration step settles like an exploring one, plus judging)
+    return random_walks_s, v.resets * (reset_s + demo_steps * step_s) * 1.2
 
 
 def _with_tasks(environment: Environment, rows: list[dict]) -> Environment:

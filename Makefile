@@ -16,7 +16,7 @@ demo: setup
 # tests wait on Chromium and Appium as much as they compute. A fixed hash seed
 # keeps the workers' collection order identical (sets in parametrize lists).
 test: setup-test lint
-	@PYTHONHASHSEED=0 .venv/bin/python -m pytest -q -n 2 --dist loadfile
+	@PYTHONHASHSEED=0 .venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=25
 
 lint: setup
 	@.venv/bin/ruff check .

@@ -367,8 +367,8 @@ def walk_candidates(
 
 def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
     """The goals step j made that were not so after the reset, the best rank of them; and,
-    when step j came back to a page the walk saw before, the best of what differs from
-    that visit (`revisit_goals`)."""
+    when step j ended on a page the walk saw before (its own included), the best of what
+    differs from that visit (`revisit_goals`)."""
     step = steps[j]
     if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
         return []
@@ -376,10 +376,13 @@ def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState)
     # closed view that was closed at the reset must not hide what the step did.
     made = main_goals(_not_trivial(goals_between(screens[j], screens[j + 1]), reset))
     k = _last_visit(screens, j + 1)
-    if k is not None and k < j:
+    if k is not None:
+        # k == j: the step stayed on its page (a list's bulk action): its rows and links
+        # are compared too, which goals_between leaves out (links, names over MAX_NAME).
         seen = {json.dumps(g.predicate, sort_keys=True) for g in made}
         again = _not_trivial(revisit_goals(screens[k], screens[j + 1]), reset)
-        made += [g for g in main_goals(again) if json.dumps(g.predicate, sort_keys=True) not in seen]
+        # Three: a list's changed row besides the counts that changed with it ("Inbox 3").
+        made += [g for g in main_goals(again, most=3) if json.dumps(g.predicate, sort_keys=True) not in seen]
     return made
 
 

@@ -104,7 +104,13 @@ class _Screen:
 
 def _nameable(node: AriaNode) -> bool:
     name = node.name or ""
-    return 0 < len(name) <= MAX_NAME and "<volatile>" not in name and "\n" not in name
+    return 0 < len(name) <= MAX_NAME and "<volatile>" not in name and "\n" not in name and _worded(name)
+
+
+def _worded(name: str) -> bool:
+    """A name with a letter in it: a bare number (a count, a table's cell "21") names
+    nothing a person would ask for, and changes with the data."""
+    return any(ch.isalpha() for ch in name)
 
 
 def goals_between(before: _Screen, after: _Screen) -> list[Goal]:
@@ -287,14 +293,12 @@ def demonstration(steps: list[Step], screens: list[_Screen], last: int) -> list[
             if k > 0:  # a key, or a tap on an unnamed element: what the step before left is needed
                 todo.append(k - 1)
             continue
-        if screens[0].count(*key) > 0:
+        # The nth of its name (a second "advanced search" button) needs what made the nth.
+        nth = _ref(steps[k], key).get("nth", 0)
+        if screens[0].count(*key) > nth:
             continue  # there after the reset: nothing before is needed to reach it
         maker = next(
-            (
-                m
-                for m in range(k - 1, -1, -1)
-                if screens[m].count(*key) == 0 and screens[m + 1].count(*key) > 0
-            ),
+            (m for m in range(k - 1, -1, -1) if screens[m].count(*key) <= nth < screens[m + 1].count(*key)),
             None,
         )
         if maker is not None:
@@ -410,7 +414,7 @@ def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
             name = n.name or ""
             if (n.role not in SHOWN_RANK and n.role != "link") or not name or "<volatile>" in name:
                 continue
-            if "\n" in name:
+            if "\n" in name or not _worded(name):
                 continue
             ref = (
                 {"role": n.role, "name": name}

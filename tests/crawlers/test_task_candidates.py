@@ -296,3 +296,26 @@ def test_back_on_a_page_seen_before_what_changed_since_is_a_goal():
     # Another row deleted instead: not this goal.
     other = inbox.replace(f'    - listitem:\n      - link "{rows[1]}"\n', "")
     assert holds(row, after) and not holds(row, other) and not holds(row, inbox)
+
+
+def test_a_bare_number_is_no_goal_and_a_second_button_of_a_name_needs_what_made_it():
+    more = HOME + '  - button "New note"\n  - cell "21"\n'
+    second = Element(role="button", name="New note", bbox=(0.5, 0.5, 0.6, 0.6))
+    steps = [
+        step(0, HOME, tap(), el("button", "Close welcome")),
+        # The second "New note" button (and a count) appears; tapping it opens the dialog.
+        step(1, more, tap(0.55), second),
+        step(2, more + screen(dialog=True)[len(HOME) :], Action(type="done")),
+    ]
+    steps[1] = steps[1].model_copy(update={"elements": [el("button", "New note"), second]})
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    checked = [p for r in rows for p in r["verifier"]["predicates"]]
+    assert checked and not any(p.get("element", {}).get("name") == "21" for p in checked), checked
+    dialog = next(
+        r
+        for r in rows
+        if {"element": {"role": "dialog", "name": "New note"}, "present": True} in r["verifier"]["predicates"]
+    )
+    # The tap names the second button (nth 1): the step that made it is in the demonstration.
+    assert dialog["params"]["script"][-1] == {"tap": {"role": "button", "name": "New note", "nth": 1}}
+    assert len(dialog["params"]["script"]) == 2, dialog["params"]["script"]

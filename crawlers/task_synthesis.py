@@ -158,7 +158,9 @@ def synthesize_tasks(
         progress=lambda event: _said(say, progress_line(event, environment.name)),
     )  # fmt: skip
     for line in summary_lines(stats):
-        say("explore", line)
+        if not line.startswith("time budget spent"):  # exploration has no episode count to finish
+            say("explore", line)
+    say("explore", f"time budget spent after {stats.trajectories} new walks")
     report.exploration = stats.summary()
     walks = recorded_walks(store, collection)
     report.walks = len(walks)

@@ -25,8 +25,27 @@ TINY = "tiny"
 # allow_template_thoughts only gates the run (it changes nothing in what is trained);
 # data_dir is a converted copy of `shards`, which identifies the data.
 NON_IDENTITY_FIELDS = frozenset(
-    {"out_dir", "device", "log_every", "skip_bad_samples", "compile", "allow_template_thoughts", "data_dir"}
+    {
+        "out_dir",
+        "device",
+        "log_every",
+        "skip_bad_samples",
+        "compile",
+        "allow_template_thoughts",
+        "data_dir",
+        "cache_dir",
+        "prefetch_batches",
+        "data_workers",
+        "liger_kernels",
+        "checkpoint_every",
+        "trained_logits_only",
+    }
 )
+
+
+# Fields added after checkpoints were named: counted only when set, so an older config's
+# checkpoint id does not change.
+IDENTITY_IF_SET = {"pack_tokens": None, "master_weights": False}
 
 
 class ConfigError(SchemaError):
@@ -88,7 +107,11 @@ class TrainConfig(BaseModel):
 
     def identity(self) -> dict[str, Any]:
         """The fields that decide what gets trained (for the checkpoint id)."""
-        return {k: v for k, v in self.model_dump(mode="json").items() if k not in NON_IDENTITY_FIELDS}
+        return {
+            k: v
+            for k, v in self.model_dump(mode="json").items()
+            if k not in NON_IDENTITY_FIELDS and not (k in IDENTITY_IF_SET and v == IDENTITY_IF_SET[k])
+        }
 
 
 class SFTConfig(TrainConfig):
@@ -105,6 +128,34 @@ class SFTConfig(TrainConfig):
     # samples refuses a set with template-written thoughts (training.data.template_thought_gate)
     # unless this says so: templates teach a fixed phrasing, not reasoning.
     allow_template_thoughts: bool = False
+    # Padding-free packing (training.packing): a step's samples in one row of at most this
+    # many tokens (batch_size then caps the samples per row); None = padded batches.
+    pack_tokens: int | None = None
+    # Encoded samples cached here once per set x profile x processor (training.sample_cache)
+    cache_dir: str | None = None
+    prefetch_batches: int = 0  # builtin loop: batches prepared ahead in a background thread
+    data_workers: int = 0  # TRL engine: dataloader worker processes that run the collator
+    # bf16 weights with fp32 master copies in the optimiser (dtype: bfloat16 only)
+    master_weights: bool = False
+    liger_kernels: bool = True  # RMSNorm/RoPE/SwiGLU kernels when liger-kernel is installed
+    # with gradient_checkpointing: checkpoint every n-th text layer only (training.kernels)
+    checkpoint_every: int = 1
+    # builtin loop: LM-head logits at the trained positions only (training.loss.trained_positions_loss)
+    trained_logits_only: bool = False
+
+    @field_validator("checkpoint_every")
+    @classmethod
+    def _every_positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("must be >= 1")
+        return v
+
+    @field_validator("pack_tokens")
+    @classmethod
+    def _budget_positive(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError("must be >= 1 (or null for padded batches)")
+        return v
 
     @field_validator("alpha_action", "alpha_coord")
     @classmethod

@@ -74,3 +74,22 @@ def weighted_nll(
         "loss": float(loss.detach()),
     }
     return loss, stats
+
+
+def trained_positions_loss(
+    model, inputs: dict[str, torch.Tensor], labels: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """weighted_token_loss without the [B, T, V] logits: the backbone's hidden states, then
+    the LM head on the positions whose next label is trained only (the answers: a few
+    hundred of a sample's thousand-odd tokens, whose image and prompt logits at a 150k
+    vocabulary are most of a VLM step's activation memory). The same loss, to float
+    rounding (tests/training/test_packing.py). `model` is a *ForConditionalGeneration with
+    `.model` (the backbone) and an output embedding; not for a DDP-wrapped model (its
+    forward hooks would be skipped)."""
+    hidden = model.model(**inputs, use_cache=False).last_hidden_state[:, :-1]
+    shifted = labels[:, 1:]
+    mask = shifted != IGNORE
+    logits = model.get_output_embeddings()(hidden[mask])
+    nll = torch.zeros(shifted.shape, dtype=torch.float32, device=hidden.device)
+    nll[mask] = F.cross_entropy(logits.float(), shifted[mask], reduction="none")
+    return weighted_nll(nll, shifted, weights[:, 1:])

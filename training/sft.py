@@ -9,6 +9,14 @@ autocast and fused AdamW (training.precision), gradient checkpointing (config
 `gradient_checkpointing`, default on for cuda). On CPU (the tests, the tiny model):
 fp32, no checkpointing. Deterministic for a seed.
 
+Speed (issue 35; docs/benchmarks.md "GPU training speed"): `pack_tokens` packs a step's
+samples into one padding-free row (training.packing), `cache_dir` encodes the split once
+(training.sample_cache), `prefetch_batches` prepares batches in a background thread
+(training.data_feed); the metrics report data_wait_share, the share of wall time the loop
+waited for data. `trained_logits_only` runs the LM head on the answer positions only,
+`checkpoint_every` checkpoints every n-th layer, `master_weights` keeps fp32 copies of
+bf16 weights in AdamW, and Liger's kernels are applied when liger-kernel is installed.
+
 The checkpoint lands in <out_dir>/<checkpoint_id>; its id hashes the config, the
 data's manifest and the base model, so a re-run with the same inputs returns the
 finished checkpoint without training (idempotent materialisation).
@@ -53,10 +61,14 @@ from .checkpoint import (
 from .compile import compile_blocks
 from .config import SFTConfig
 from .data import collate, encoded_stream, frame_gate, iter_reasoning_samples, shuffled, template_thought_gate
+from .data_feed import Prefetcher
 from .entry import entry_point
-from .loss import weighted_token_loss
+from .kernels import apply_liger, thin_checkpointing
+from .loss import trained_positions_loss, weighted_token_loss
+from .packing import attention_kernel, bins, pack, spatial_merge_size
 from .pipes_report import Reporter, StdoutReporter
 from .precision import adamw, forward_context, low_precision_warning, training_dtype
+from .sample_cache import cached_encodings, read_entry
 
 KIND = "sft"
 
@@ -77,35 +89,55 @@ def _dist() -> tuple[int, int, int]:
     )
 
 
+def _encodings(cfg: SFTConfig, processor, skipped: dict[str, int], rank: int, world_size: int, epoch: int):
+    """One pass's encoded samples, shuffled: from the cache (encoded once; training.sample_cache)
+    when cfg.cache_dir is set, else encoded as they stream past."""
+    if cfg.cache_dir:
+        entry, _ = cached_encodings(cfg, processor, skipped, rank, world_size)
+        return shuffled(read_entry(entry), cfg.shuffle_buffer, cfg.seed + epoch)
+    samples = iter_reasoning_samples(cfg.shards, cfg.split, cfg.mode_filter, rank=rank, world_size=world_size)
+    if cfg.max_samples is not None:
+        samples = itertools.islice(samples, cfg.max_samples)
+    return encoded_stream(
+        shuffled(samples, cfg.shuffle_buffer, cfg.seed + epoch),
+        processor,
+        max_length=cfg.max_length,
+        image_max_pixels=cfg.image_max_pixels,
+        alpha_action=cfg.alpha_action,
+        alpha_coord=cfg.alpha_coord,
+        skip_bad=cfg.skip_bad_samples,
+        skipped=skipped,
+    )
+
+
 def batches(
     cfg: SFTConfig, processor, pad_id: int, skipped: dict[str, int], rank: int = 0, world_size: int = 1
 ) -> Iterator[tuple[dict[str, torch.Tensor], int]]:
-    """(batch, samples in it) forever: passes over the split, reshuffled per pass."""
+    """(batch, samples in it) forever: passes over the split, reshuffled per pass. A batch
+    is batch_size padded rows, or with pack_tokens one packed row (training.packing) of at
+    most that many tokens and at most batch_size samples."""
+    merge = spatial_merge_size(processor)
     for epoch in itertools.count():
-        samples = iter_reasoning_samples(
-            cfg.shards, cfg.split, cfg.mode_filter, rank=rank, world_size=world_size
-        )
-        if cfg.max_samples is not None:
-            samples = itertools.islice(samples, cfg.max_samples)
-        stream = encoded_stream(
-            shuffled(samples, cfg.shuffle_buffer, cfg.seed + epoch),
-            processor,
-            max_length=cfg.max_length,
-            image_max_pixels=cfg.image_max_pixels,
-            alpha_action=cfg.alpha_action,
-            alpha_coord=cfg.alpha_coord,
-            skip_bad=cfg.skip_bad_samples,
-            skipped=skipped,
-        )
+        stream = _encodings(cfg, processor, skipped, rank, world_size, epoch)
+        if cfg.pack_tokens:
+            groups = bins(stream, cfg.pack_tokens, cfg.batch_size)
+        else:
+            groups = iter(lambda: list(itertools.islice(stream, cfg.batch_size)), [])
         produced = False
-        while chunk := list(itertools.islice(stream, cfg.batch_size)):
+        for chunk in groups:
             produced = True
-            yield collate(chunk, pad_id), len(chunk)
+            yield (pack(chunk, merge) if cfg.pack_tokens else collate(chunk, pad_id)), len(chunk)
         if not produced:
             raise ValueError(
                 f"{cfg.shards}: no usable sample in split {cfg.split!r}"
                 f" (mode {cfg.mode_filter}, skipped {skipped})"
             )
+
+
+def batch_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """The real (not padding) tokens of a padded or packed batch."""
+    mask = batch.get("attention_mask")
+    return int(mask.sum()) if mask is not None else int(batch["input_ids"].numel())
 
 
 def thought_gate(cfg: SFTConfig) -> dict[str, Any]:
@@ -171,19 +203,26 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
     model_dtype = next(model.parameters()).dtype
     if cfg.compile and on_cuda:
         report.log(f"{cid}: compiled {compile_blocks(model)} blocks")
-    warning = low_precision_warning(model, cfg.lr)
+    report.log(f"{cid}: {apply_liger(model, cfg.liger_kernels)}")
+    if cfg.checkpoint_every > 1:
+        kept, layers = thin_checkpointing(model, cfg.checkpoint_every)
+        report.log(f"{cid}: activation checkpointing on {kept} of {layers} text layers")
+    if cfg.pack_tokens:
+        report.log(f"{cid}: packing {cfg.pack_tokens} tokens a row; attention {attention_kernel(model)}")
+    warning = None if cfg.master_weights else low_precision_warning(model, cfg.lr)
     if warning:
         report.log(f"{cid}: warning: {warning}")
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank] if on_cuda else None)
+    head_only = cfg.trained_logits_only and world == 1  # DDP needs its wrapper's forward
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = adamw(params, cfg, device)
+    optimizer = adamw(params, cfg, device, master_weights=cfg.master_weights)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
     )
     pad_id = processor.tokenizer.pad_token_id or 0
     skipped: dict[str, int] = {}
-    stream = batches(cfg, processor, pad_id, skipped, rank, world)
+    stream = Prefetcher(batches(cfg, processor, pad_id, skipped, rank, world), cfg.prefetch_batches)
     report.log(
         f"{cid}: SFT of {model_path} on {cfg.shards}/{cfg.split}, {cfg.max_steps} steps, "
         f"batch {cfg.batch_size} x {world}, device {device}, dtype {model_dtype}"
@@ -191,23 +230,30 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
 
     losses: list[float] = []
     tokens = trained = samples = 0
+    data_wait = 0.0  # seconds the step loop waited for its next batch (the GPU idles meanwhile)
     t0 = time.perf_counter()
     for step in range(1, cfg.max_steps + 1):
+        t_wait = time.perf_counter()
         batch, n = next(stream)
+        data_wait += time.perf_counter() - t_wait
         labels, weights = batch.pop("labels").to(device), batch.pop("weights").to(device)
         batch = {k: v.to(device) for k, v in batch.items()}
         if "pixel_values" in batch:
             batch["pixel_values"] = batch["pixel_values"].to(model_dtype)
-        with forward_context(model, cfg.mixed_precision):
-            logits = model(**batch, use_cache=False).logits
-        loss, stats = weighted_token_loss(logits, labels, weights)
+        if head_only:
+            with forward_context(model, cfg.mixed_precision):
+                loss, stats = trained_positions_loss(model, batch, labels, weights)
+        else:
+            with forward_context(model, cfg.mixed_precision):
+                logits = model(**batch, use_cache=False).logits
+            loss, stats = weighted_token_loss(logits, labels, weights)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(stats["loss"])
-        tokens += int(batch["attention_mask"].sum())
+        tokens += batch_tokens(batch)
         trained += stats["tokens"]
         samples += n
         if step % cfg.log_every == 0 or step == cfg.max_steps:
@@ -219,6 +265,7 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
                 lr=scheduler.get_last_lr()[0],
             )
     wall = time.perf_counter() - t0
+    stream.close()
 
     metrics = {
         "kind": KIND,
@@ -235,6 +282,8 @@ def train_sft(cfg: SFTConfig, report: Reporter | None = None) -> tuple[dict[str,
         "tokens_per_s": tokens * world / wall if wall > 0 else 0.0,
         "samples": samples * world,
         "wall_s": wall,
+        "data_wait_s": data_wait,
+        "data_wait_share": data_wait / wall if wall > 0 else 0.0,
         "skipped": dict(skipped),
         "world_size": world,
         "device": device,

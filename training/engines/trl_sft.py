@@ -10,6 +10,9 @@ the TRL conversion of a reasoning set (trajforge.convert, format trl: `messages`
 own encoder (training.data.encode_sample: the chat template, the prompt labelled -100,
 one weight per answer token from its character span: reasoning 1, action alpha_action,
 coordinates alpha_coord), so both engines train on the same tokens and weights.
+With `pack_tokens` each micro-batch is one padding-free row (training.packing: per-sample
+positions, attention kept inside each sample); `data_workers` runs the collator in
+dataloader worker processes, off the GPU's path (a worker's skipped rows are not counted).
 `WeightedSFTTrainer.compute_loss` keeps TRL's fused LM head (per-token log-probabilities
 without the [B, T, V] logits) and reduces them with training.loss.weighted_nll: the
 loss of training.loss.weighted_token_loss, per micro-batch (tests/training/
@@ -48,6 +51,7 @@ from training.config import TrlSFTConfig
 from training.data import IMAGE_MARKER, collate, encode_sample, frame_gate
 from training.entry import entry_point
 from training.loss import weighted_nll
+from training.packing import pack, spatial_merge_size
 from training.pipes_report import Reporter, StdoutReporter
 from training.sft import thought_gate
 
@@ -97,6 +101,7 @@ class SpanWeightCollator:
     def __init__(self, processor, cfg: TrlSFTConfig, source: str):
         self.processor, self.cfg, self.source = processor, cfg, source
         self.pad_id = processor.tokenizer.pad_token_id or 0
+        self.merge = spatial_merge_size(processor)
         self.skipped: dict[str, int] = {}
 
     def __call__(self, rows: list[dict]) -> dict[str, torch.Tensor]:
@@ -123,7 +128,15 @@ class SpanWeightCollator:
             raise ValueError(
                 f"{self.source}: no usable row in a batch of {len(rows)} (skipped {self.skipped})"
             )
-        return collate(encodings, self.pad_id)
+        if not self.cfg.pack_tokens:
+            return collate(encodings, self.pad_id)
+        length = sum(int(e["input_ids"].shape[0]) for e in encodings)
+        if length > self.cfg.pack_tokens:
+            raise ValueError(
+                f"{self.source}: a micro-batch of {len(encodings)} rows is {length} tokens, over "
+                f"pack_tokens={self.cfg.pack_tokens} (raise pack_tokens or lower batch_size)"
+            )
+        return pack(encodings, self.merge)
 
 
 class WeightedSFTTrainer(SFTTrainer):
@@ -135,6 +148,14 @@ class WeightedSFTTrainer(SFTTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.trained_tokens = 0  # answer tokens (labels != -100), all ranks
+        self.data_wait_s = 0.0  # seconds the training loop waited for its batches
+
+    def get_batch_samples(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return super().get_batch_samples(*args, **kwargs)
+        finally:
+            self.data_wait_s += time.perf_counter() - t0
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         weights = inputs.pop("weights")
@@ -147,7 +168,12 @@ class WeightedSFTTrainer(SFTTrainer):
         correct = gather(outputs.is_top1.sum()).sum()
         self._metrics[mode]["mean_token_accuracy"].append(float(correct / valid.clamp(min=1)))
         if mode == "train":
-            self._total_train_tokens += int(gather(inputs["attention_mask"].sum()).sum())
+            real = (
+                inputs["attention_mask"].sum()
+                if "attention_mask" in inputs
+                else inputs["labels"].new_tensor(inputs["input_ids"].numel())
+            )
+            self._total_train_tokens += int(gather(real).sum())
             self.trained_tokens += int(valid)
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
         return (loss, outputs) if return_outputs else loss
@@ -212,7 +238,7 @@ def trainer_args(cfg: TrlSFTConfig, output_dir: Path):
             cfg.gradient_checkpointing if cfg.gradient_checkpointing is not None else not cpu
         ),
         remove_unused_columns=False,  # the collator needs `spans` and `id`
-        dataloader_num_workers=0,
+        dataloader_num_workers=cfg.data_workers,  # workers run the collator (encode_sample)
         max_length=None,  # the collator refuses over-long rows (encode_sample)
         model_init_kwargs={"dtype": "bfloat16" if cfg.dtype == "bfloat16" else "float32"},
         **cfg.trainer,
@@ -302,6 +328,8 @@ def run_trl_sft(cfg: TrlSFTConfig, report: Reporter | None = None) -> dict[str, 
         "tokens_per_s": trainer._total_train_tokens / wall if wall > 0 else 0.0,
         "samples": trainer.state.global_step * cfg.batch_size * cfg.gradient_accumulation_steps * world,
         "wall_s": wall,
+        "data_wait_s": trainer.data_wait_s,
+        "data_wait_share": trainer.data_wait_s / wall if wall > 0 else 0.0,
         "skipped": dict(collator.skipped),
         "world_size": world,
         "device": str(trainer.args.device),

@@ -60,6 +60,7 @@ from .browser import (
     release_playwright,
     replace_playwright,
 )
+from .shared_browser import REGISTRY, SharedChromium, default_contexts_per_browser
 from .web_actions import _SELECT_AT_JS, ActionsMixin, _own_duration_s
 from .web_errors import CLOSED_MARKERS, ActionError, BrowserCrashed, PageUnresponsive, short_error
 from .web_observe import _WATCHDOG_GRACE_S, ObserveMixin
@@ -100,6 +101,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         request_filter: Callable[[str], bool] | None = None,
         jpeg_quality: int = 80,
         screenshot_scale: str = "css",
+        contexts_per_browser: int | None = None,
     ):
         if image_format not in ("png", "jpeg"):
             raise ValueError(f"image_format={image_format!r}: expected 'png' or 'jpeg'")
@@ -107,6 +109,13 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
             raise ValueError(f"screenshot_scale={screenshot_scale!r}: expected 'css' or 'device'")
         if step_timeout_s <= 0:
             raise ValueError(f"step_timeout_s={step_timeout_s} must be positive")
+        # 1: a Chromium of its own; N > 1: a context in a Chromium shared by up to N envs.
+        self.contexts_per_browser = (
+            default_contexts_per_browser() if contexts_per_browser is None else contexts_per_browser
+        )
+        if self.contexts_per_browser < 1:
+            raise ValueError(f"contexts_per_browser={self.contexts_per_browser} must be >= 1")
+        self._shared: SharedChromium | None = None
         self._pw = pw
         self.headless = headless
         self.executable_path = executable_path
@@ -170,10 +179,30 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         return env
 
     def _start_browser(self) -> None:
-        self.browser = launch_chromium(self._pw, headless=self.headless, executable_path=self.executable_path)
+        if self.contexts_per_browser > 1:
+            self._shared = REGISTRY.lease(
+                self.contexts_per_browser,
+                executable=self.executable_path or DEFAULT_EXECUTABLE,
+                headless=self.headless,
+            )
+            try:
+                self.browser = self._pw.chromium.connect_over_cdp(self._shared.endpoint)
+            except BaseException:
+                self._release_shared()
+                raise
+            self._browser_pid = self._shared.pid
+        else:
+            self.browser = launch_chromium(
+                self._pw, headless=self.headless, executable_path=self.executable_path
+            )
+            self._browser_pid = browser_pid(self.browser)
         self._disconnected = False
         self.browser.on("disconnected", self._on_disconnected)
-        self._browser_pid = browser_pid(self.browser)
+
+    def _release_shared(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            REGISTRY.release(shared)  # the last env on it stops it
 
     def _on_disconnected(self, _browser=None) -> None:
         self._disconnected = True
@@ -203,6 +232,7 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
             except Exception:
                 pass  # already dead: nothing to close
         self.browser = None
+        self._release_shared()  # a crashed shared browser: lease a live one
         try:
             self._start_browser()
         except PlaywrightError:
@@ -234,9 +264,10 @@ class WebEnv(SettleMixin, ActionsMixin, ObserveMixin):
         self.close_episode()
         try:
             if self.browser is not None:
-                self.browser.close()
+                self.browser.close()  # over CDP: disconnects, the shared browser stays
         except Exception:
             pass
+        self._release_shared()
         if self._owns_pw:
             release_playwright(self._pw)
         if self._proxy is not None:

@@ -35,6 +35,11 @@ def serve(
     tasks: Path | None = typer.Option(
         None, help="a task file (.jsonl / .parquet) that replaces the one ENV_FILE's tasks"
     ),
+    contexts_per_browser: int = typer.Option(
+        1,
+        help="web sessions per Chromium: each its own context (storage, cookies, permissions apart); "
+        "a crash of a shared Chromium fails all of its sessions (env_failed)",
+    ),
 ) -> None:
     """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
 
@@ -50,6 +55,13 @@ def serve(
 
     if max_sessions < 1 or idle_timeout <= 0:
         fail("--max-sessions must be >= 1 and --idle-timeout > 0")
+    if contexts_per_browser < 1:
+        fail("--contexts-per-browser must be >= 1")
+    import os
+
+    from crawlers.shared_browser import ENV_VAR
+
+    os.environ[ENV_VAR] = str(contexts_per_browser)  # every WebEnv the sessions launch reads it
     try:
         with served_envs(
             sources,

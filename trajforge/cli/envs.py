@@ -35,6 +35,11 @@ def serve(
     tasks: Path | None = typer.Option(
         None, help="a task file (.jsonl / .parquet) that replaces the one ENV_FILE's tasks"
     ),
+    warm_pool: bool = typer.Option(
+        True,
+        help="prepare a session's announced next episode on a spare environment (a second browser); "
+        "off with --ray-address",
+    ),
 ) -> None:
     """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
 
@@ -59,7 +64,9 @@ def serve(
             sessions=max_sessions,
             tasks_file=tasks,
         ) as envs:
-            app = create_app(envs, max_sessions=max_sessions, idle_timeout=idle_timeout)
+            app = create_app(
+                envs, max_sessions=max_sessions, idle_timeout=idle_timeout, warm=warm_pool and not ray_address
+            )
             sock = socket.create_server((host, port))  # bound here: --port 0 names its port
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
             to_stderr(f"serving {', '.join(envs)} on http://{host}:{sock.getsockname()[1]} (Ctrl-C stops)")

@@ -40,6 +40,11 @@ def serve(
         help="web sessions per Chromium: each its own context (storage, cookies, permissions apart); "
         "a crash of a shared Chromium fails all of its sessions (env_failed)",
     ),
+    warm_pool: bool = typer.Option(
+        True,
+        help="prepare a session's announced next episode on a spare environment (a second browser); "
+        "off with --ray-address",
+    ),
 ) -> None:
     """Serve environments over HTTP for any RL trainer (docs/rl-environments.md).
 
@@ -71,7 +76,9 @@ def serve(
             sessions=max_sessions,
             tasks_file=tasks,
         ) as envs:
-            app = create_app(envs, max_sessions=max_sessions, idle_timeout=idle_timeout)
+            app = create_app(
+                envs, max_sessions=max_sessions, idle_timeout=idle_timeout, warm=warm_pool and not ray_address
+            )
             sock = socket.create_server((host, port))  # bound here: --port 0 names its port
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
             to_stderr(f"serving {', '.join(envs)} on http://{host}:{sock.getsockname()[1]} (Ctrl-C stops)")

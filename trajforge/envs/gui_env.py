@@ -417,6 +417,12 @@ class GuiEnv(gym.Env):
             self._release()
             self._episode = None
 
+    def end_episode(self, why: str) -> None:
+        """End the episode in play as a reset would (recorded as a failure that says why
+        when it took steps) and give its lease back; the env stays open for the next reset
+        (the server's warm pool, when a prepared episode replaces this one)."""
+        self._end_by_caller(why)
+
     def _end_by_caller(self, why: str) -> None:
         """End the episode in play because the caller moved on (reset, close): recorded as a
         failure that says why, when it took steps."""

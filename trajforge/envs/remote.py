@@ -5,6 +5,12 @@
     obs, reward, terminated, truncated, info = env.step({"type": "tap", "x": 512, "y": 300})
     env.close()
 
+A trainer that knows its next episode announces it, and the server prepares it
+while this one plays (the warm pool: the reset that asks for it is a hand-over):
+
+    env.announce_next(task_id="create_tiddler", seed=8)   # sent with the next request
+    obs, info = env.reset(seed=8, options={"task_id": "create_tiddler"})
+
 The server's errors come back as RemoteEnvError with its status, kind and
 field; a 503 (the environment failed) is never turned into a reward.
 """
@@ -46,6 +52,7 @@ class RemoteEnv(gymnasium.Env):
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
         self.session_id: str | None = None
         self._last: dict | None = None
+        self._next: dict | None = None  # the next episode, to announce with the next request
         height, width = self._screen()
         self.observation_space = spaces.Dict(
             {
@@ -71,20 +78,34 @@ class RemoteEnv(gymnasium.Env):
                     "policy_id": self.policy_id,
                     "profile": self.profile,
                     "image_format": self.image_format,
+                    **self._announced(),
                 },
             )
             self.session_id = body["session_id"]
         else:
-            body = self._post(f"/v1/sessions/{self.session_id}/reset", {"task_id": task_id, "seed": seed})
+            body = self._post(
+                f"/v1/sessions/{self.session_id}/reset",
+                {"task_id": task_id, "seed": seed, **self._announced()},
+            )
         obs = self._observe(body)
         return obs, body["info"]
 
     def step(self, action: dict | str):
         if self.session_id is None:
             raise RuntimeError("call reset() before step()")
-        body = self._post(f"/v1/sessions/{self.session_id}/step", {"action": action})
+        body = self._post(f"/v1/sessions/{self.session_id}/step", {"action": action, **self._announced()})
         obs = self._observe(body)
         return obs, body["reward"], body["terminated"], body["truncated"], body["info"]
+
+    def announce_next(self, task_id: str | None = None, seed: int | None = None) -> None:
+        """Name the episode the next reset will ask for (`options={"task_id": task_id}`,
+        `seed`): sent with the next request, the server prepares it meanwhile. A reset that
+        asks for another one is a cold reset, as without an announcement."""
+        self._next = {"task_id": task_id, "seed": seed}
+
+    def _announced(self) -> dict:
+        announced, self._next = self._next, None
+        return {"next": announced} if announced is not None else {}
 
     def render(self):
         return None if self._last is None else self._last["screenshot"]

@@ -1,9 +1,9 @@
 """The environment server: any environment, over HTTP + JSON, for any RL trainer.
 
-    POST   /v1/sessions               {env, task_id?, seed?, policy_id?, profile?, image_format?}
+    POST   /v1/sessions               {env, task_id?, seed?, policy_id?, profile?, image_format?, next?}
                                       -> {session_id, observation, info}
-    POST   /v1/sessions/{id}/step     {action} -> {observation, reward, terminated, truncated, info}
-    POST   /v1/sessions/{id}/reset    {task_id?, seed?} -> {observation, info}
+    POST   /v1/sessions/{id}/step     {action, next?} -> {observation, reward, terminated, truncated, info}
+    POST   /v1/sessions/{id}/reset    {task_id?, seed?, next?} -> {observation, info}
     DELETE /v1/sessions/{id}
     GET    /v1/envs                   environments and their tasks
     GET    /v1/health
@@ -14,6 +14,12 @@ Errors answer `{"error": {"kind", "message", "field"}}`: 4xx for the request
 session reaped or deleted, 429 with Retry-After when every session is in use,
 503 when the environment itself failed (the episode is recorded as `error`,
 never as a reward of 0; the next reset opens a fresh environment).
+
+`next: {task_id?, seed?}` names the session's next episode: it is prepared in the
+background (trajforge/envs/sessions.py, the warm pool), and the reset that asks for
+exactly it is a hand-over; any other reset is cold. Counted by how each reset
+started (warm, cold; cold ones that missed an announced episode) in /metrics and
+/v1/health.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ from prometheus_client import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.model_profiles import PROFILES
-from trajforge.envs.sessions import BadRequest, EpisodeEnded, SessionError, SessionPool, UnknownName
+from trajforge.envs.sessions import (
+    BadRequest,
+    EpisodeEnded,
+    EpisodeKey,
+    SessionError,
+    SessionPool,
+    UnknownName,
+)
 from trajforge.envs.wire import ImageFormat, encode_observation, json_safe
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32)
@@ -59,11 +72,20 @@ class ServedEnv:
     screen: tuple[int, int] | None = None  # (height, width) of its screenshots, when fixed
 
 
+class NextEpisode(BaseModel):
+    """The episode the client will ask for at its next reset (prepared meanwhile)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str | None = None
+    seed: int | None = None
+
+
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     env: str
     task_id: str | None = None
     seed: int | None = None
+    next: NextEpisode | None = None
     policy_id: str | None = None
     profile: str | None = None  # the model profile text answers are read in (default the env's)
     image_format: ImageFormat = "png"
@@ -73,12 +95,14 @@ class NewSession(BaseModel):
 class StepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: dict[str, Any] | str
+    next: NextEpisode | None = None
 
 
 class ResetRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str | None = None
     seed: int | None = None
+    next: NextEpisode | None = None
 
 
 class Metrics:
@@ -94,14 +118,36 @@ class Metrics:
         )
         self.errors = Counter("trajforge_env_errors", "Errors answered, by kind", ["kind"], registry=r)
         self.reaped = Counter("trajforge_env_sessions_reaped", "Sessions reaped when idle", registry=r)
+        self.resets = Counter(
+            "trajforge_env_resets",
+            "Resets by how they started (warm: a hand-over)",
+            ["env", "start"],
+            registry=r,
+        )
+        self.missed = Counter(
+            "trajforge_env_warm_misses", "Cold resets that asked for another episode than the one announced",
+            ["env"], registry=r,
+        )  # fmt: skip
+        self.counts = {"warm": 0, "cold": 0, "missed": 0}  # the same, for /v1/health
+
+    def count_reset(self, env: str, start: str, missed: bool) -> None:
+        self.resets.labels(env, start).inc()
+        self.counts[start] += 1
+        if missed:
+            self.missed.labels(env).inc()
+            self.counts["missed"] += 1
 
 
-def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeout: float = 300.0) -> FastAPI:
-    """The ASGI app over `envs`; sessions on local threads (serve it with uvicorn)."""
+def create_app(
+    envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeout: float = 300.0, warm: bool = True
+) -> FastAPI:
+    """The ASGI app over `envs`; sessions on local threads (serve it with uvicorn). `warm`:
+    announced next episodes are prepared on a spare environment per session."""
     pool = SessionPool(
         lambda name, policy, profile: envs[name].open(policy, profile),
         max_sessions=max_sessions,
         idle_timeout=idle_timeout,
+        warm=warm,
     )
     metrics = Metrics(pool)
 
@@ -138,18 +184,53 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
         except ValueError as exc:  # the environment refused the request's values
             raise BadRequest(str(exc), field="task_id" if reset else "action") from exc
 
-    def answer_reset(session, task_id, seed):
+    def answer_reset(session, task_id, seed, field="task_id"):
         served = envs[session.env_name]
         if task_id is not None and served.tasks and task_id not in served.tasks:
-            raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field="task_id")
+            raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field=field)
         options = {"task_id": task_id} if task_id is not None else None
         return lambda env: (*env.reset(seed=seed, options=options), captured_png(env))
 
-    async def timed_reset(session, task_id, seed) -> dict:
+    def next_of(session, nxt: NextEpisode | None):
+        """(the announced episode, how to reset to it), checked before the request runs."""
+        if nxt is None:
+            return None
+        return (nxt.task_id, nxt.seed), answer_reset(session, nxt.task_id, nxt.seed, "next.task_id")
+
+    def announce(session, announced) -> None:
+        if announced is not None:
+            pool.announce(session, *announced)
+
+    async def handed_over(session, key: EpisodeKey):
+        """The prepared episode's answer, or None when the reset is cold."""
+        future = pool.hand_over(session, key)
+        if future is None:
+            return None
+        try:
+            answer = await asyncio.wrap_future(future)
+        except BaseException as exc:
+            pool.handed_over(session, ok=False)
+            if isinstance(exc, ValueError):  # as a cold reset answers it
+                raise BadRequest(str(exc), field="task_id") from exc
+            raise
+        pool.handed_over(session, ok=True)
+        return answer
+
+    async def timed_reset(session, task_id, seed, nxt: NextEpisode | None = None) -> dict:
         t = time.perf_counter()
-        obs, info, png = await on_session(session, answer_reset(session, task_id, seed), reset=True)
+        fn = answer_reset(session, task_id, seed)
+        announced = next_of(session, nxt)
+        key = (task_id, seed)
+        missed = pool.is_prepared(session) not in (None, key)
+        answer = await handed_over(session, key)
+        start = "warm" if answer is not None else "cold"
+        if answer is None:
+            answer = await on_session(session, fn, reset=True)
+        obs, info, png = answer
         session.ended = False
         metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
+        metrics.count_reset(session.env_name, start, missed)
+        announce(session, announced)
         return {"observation": encode_observation(obs, **session.wire, captured=png), "info": json_safe(info)}
 
     @app.post("/v1/sessions")
@@ -163,7 +244,7 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
             )
         session = pool.open(req.env, req.policy_id, wire, req.profile)
         try:
-            body = await timed_reset(session, req.task_id, req.seed)
+            body = await timed_reset(session, req.task_id, req.seed, req.next)
         except BaseException:
             await run_in_threadpool(pool.close, session.id, "its first reset failed")
             raise
@@ -172,19 +253,21 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
     @app.post("/v1/sessions/{session_id}/reset")
     async def reset(session_id: str, req: ResetRequest | None = None):
         req = req or ResetRequest()
-        return JSONResponse(await timed_reset(pool.get(session_id), req.task_id, req.seed))
+        return JSONResponse(await timed_reset(pool.get(session_id), req.task_id, req.seed, req.next))
 
     @app.post("/v1/sessions/{session_id}/step")
     async def step(session_id: str, req: StepRequest):
         session = pool.get(session_id)
         if session.ended:
             raise EpisodeEnded(f"session {session_id}: the episode has ended; reset it", field="session_id")
+        announced = next_of(session, req.next)
         t = time.perf_counter()
         obs, reward, terminated, truncated, info, png = await on_session(
             session, lambda env: (*env.step(req.action), captured_png(env)), reset=False
         )
         session.ended = bool(terminated or truncated)
         metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
+        announce(session, announced)
         # Already JSON-safe: a JSONResponse skips FastAPI's jsonable_encoder (about as long
         # again as json_safe on an info with a hundred elements).
         return JSONResponse(
@@ -219,7 +302,13 @@ def create_app(envs: dict[str, ServedEnv], *, max_sessions: int = 8, idle_timeou
 
     @app.get("/v1/health")
     async def health():
-        return {"status": "ok", "sessions_open": pool.open_count(), "max_sessions": max_sessions}
+        return {
+            "status": "ok",
+            "sessions_open": pool.open_count(),
+            "max_sessions": max_sessions,
+            "warm_pool": warm,
+            "resets": dict(metrics.counts),
+        }
 
     @app.get("/metrics")
     async def prometheus():

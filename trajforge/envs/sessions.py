@@ -9,6 +9,17 @@ every step with that failure until it is reset; the reset opens a fresh
 environment. A session idle past the timeout is reaped: its environment is
 closed (an open episode is recorded as `error` by the environment) and its id
 answers 410 from then on.
+
+The warm pool: a client that names its next episode (task, seed) has it prepared
+in the background on the session's spare environment (its own thread, its own
+browser) while the current episode plays, so a reset that asks for exactly that
+episode is a hand-over: the two environments swap places and the old one ends its
+episode (as a cold reset would) and waits for the next preparation. A reset that
+asks for anything else is a cold reset on the active environment. A prepared
+episode takes no step before it is handed over, so one that is never used is never
+recorded (an episode with no steps is not; a spare is closed as a client closes an
+env, not as a lost one). A preparation that failed answers the reset that asks for
+it with env_failed, never earlier.
 """
 
 from __future__ import annotations
@@ -79,6 +90,27 @@ class EnvFailed(SessionError):
     status, kind = 503, "env_failed"
 
 
+# An episode as a client names it: (task id, seed); None draws one.
+EpisodeKey = tuple["str | None", "int | None"]
+
+
+@dataclass
+class Slot:
+    """An environment and the one thread every call on it runs on."""
+
+    worker: ThreadPoolExecutor
+    env: gymnasium.Env | None = None
+    failure: str | None = None  # why the environment failed; cleared when it is replaced
+
+
+@dataclass
+class Prepared:
+    """The episode `key`, being (or already) reset on the session's spare environment."""
+
+    key: EpisodeKey
+    future: Future  # the reset's answer, or its failure
+
+
 # What opens an environment for a session: (env name, policy id, model profile) -> a gymnasium.Env.
 OpenEnv = Callable[[str, "str | None", "str | None"], gymnasium.Env]
 
@@ -88,21 +120,31 @@ class Session:
     id: str
     env_name: str
     policy_id: str | None
-    worker: ThreadPoolExecutor
-    env: gymnasium.Env | None = None
+    active: Slot  # where the episode in play runs
     last_used: float = field(default_factory=time.monotonic)
     busy: bool = False
-    failure: str | None = None  # why the environment failed; cleared by a reset
     wire: dict = field(default_factory=dict)  # how observations travel (image format)
     profile: str | None = None  # the model profile its text answers are read in
     ended: bool = False  # the episode terminated or was truncated: only a reset goes on
+    spare: Slot | None = None  # the warm pool's: where the next episode is prepared
+    prepared: Prepared | None = None
+    closed: bool = False
+
+    @property
+    def env(self) -> gymnasium.Env | None:
+        return self.active.env
+
+    @property
+    def failure(self) -> str | None:
+        return self.active.failure
 
 
 class SessionPool:
     """At most `max_sessions` sessions; idle ones reaped after `idle_timeout` s."""
 
-    def __init__(self, open_env: OpenEnv, *, max_sessions: int, idle_timeout: float):
+    def __init__(self, open_env: OpenEnv, *, max_sessions: int, idle_timeout: float, warm: bool = True):
         self.open_env, self.max_sessions, self.idle_timeout = open_env, max_sessions, idle_timeout
+        self.warm = warm  # False: announced episodes are not prepared (every reset is cold)
         self._sessions: dict[str, Session] = {}
         self._gone: dict[str, str] = {}  # id -> why it went
         self._lock = threading.Lock()
@@ -121,8 +163,8 @@ class SessionPool:
                     retry_after=self._retry_after(),
                 )
             sid = uuid.uuid4().hex
-            worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{sid[:8]}")
-            session = Session(sid, env_name, policy_id, worker, wire=wire or {}, profile=profile)
+            slot = Slot(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{sid[:8]}"))
+            session = Session(sid, env_name, policy_id, slot, wire=wire or {}, profile=profile)
             self._sessions[sid] = session
         return session
 
@@ -179,39 +221,92 @@ class SessionPool:
         with self._lock:
             if session.busy:
                 raise SessionBusy(f"session {session.id} is already running a call", field="session_id")
-            if session.failure and not reset:
+            if session.active.failure and not reset:
                 raise EnvFailed(
-                    f"session {session.id}: the environment failed ({session.failure}); reset it",
+                    f"session {session.id}: the environment failed ({session.active.failure}); reset it",
                     field="session_id",
                 )
             session.busy = True
-        return session.worker.submit(self._run, session, fn, reset)
+            slot = session.active
+        return slot.worker.submit(self._run, session, slot, fn, reset)
 
-    def _run(self, session: Session, fn, reset: bool):
+    def _run(self, session: Session, slot: Slot, fn, reset: bool):
         try:
-            if reset and (session.env is None or session.failure):
-                self._replace_env(session)
-            try:
-                return fn(session.env)
-            except (SessionError, ValueError):
-                raise  # the request was wrong, not the environment
-            except Exception as exc:
-                session.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-                raise EnvFailed(f"session {session.id}: {session.failure}", field="session_id") from exc
+            return self._on_slot(session, slot, fn, reset)
         finally:
             session.last_used = time.monotonic()
             session.busy = False
 
-    def _replace_env(self, session: Session) -> None:
-        if session.env is not None:
-            _close_quietly(session.env)
-            session.env = None
+    def _on_slot(self, session: Session, slot: Slot, fn, reset: bool):
+        if reset and (slot.env is None or slot.failure):
+            self._replace_env(session, slot)
         try:
-            session.env = self.open_env(session.env_name, session.policy_id, session.profile)
+            return fn(slot.env)
+        except (SessionError, ValueError):
+            raise  # the request was wrong, not the environment
         except Exception as exc:
-            session.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            raise EnvFailed(f"cannot open environment {session.env_name!r}: {session.failure}") from exc
-        session.failure = None
+            slot.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            raise EnvFailed(f"session {session.id}: {slot.failure}", field="session_id") from exc
+
+    def _replace_env(self, session: Session, slot: Slot) -> None:
+        if slot.env is not None:
+            _close_quietly(slot.env)
+            slot.env = None
+        try:
+            slot.env = self.open_env(session.env_name, session.policy_id, session.profile)
+        except Exception as exc:
+            slot.failure = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            raise EnvFailed(f"cannot open environment {session.env_name!r}: {slot.failure}") from exc
+        slot.failure = None
+
+    # -- the warm pool ------------------------------------------------------
+
+    def announce(self, session: Session, key: EpisodeKey, fn: Callable[[gymnasium.Env], Any]) -> bool:
+        """Prepare the episode `key` (`fn` resets an env to it) on the session's spare
+        environment in the background; a different one announced before is dropped (it
+        took no step: nothing is recorded). False when the pool is off or the session closed."""
+        with self._lock:
+            if not self.warm or session.closed:
+                return False
+            if session.prepared is not None and session.prepared.key == key:
+                return True
+            if session.spare is None:
+                worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spare-{session.id[:8]}")
+                session.spare = Slot(worker)
+            spare = session.spare
+            future = spare.worker.submit(self._on_slot, session, spare, fn, True)
+            session.prepared = Prepared(key, future)
+        return True
+
+    def hand_over(self, session: Session, key: EpisodeKey) -> Future | None:
+        """The prepared episode's answer when it is `key` (the session is busy until
+        `handed_over`), else None: the reset is cold."""
+        with self._lock:
+            if session.busy:
+                raise SessionBusy(f"session {session.id} is already running a call", field="session_id")
+            prepared = session.prepared
+            if prepared is None or prepared.key != key:
+                return None
+            session.busy, session.prepared = True, None
+        return prepared.future
+
+    def handed_over(self, session: Session, ok: bool) -> None:
+        """After `hand_over`'s answer came: when it is good, the spare becomes the active
+        environment and the old one ends its episode (recorded as a cold reset would
+        record it) on its own thread, behind the next preparation's back."""
+        with self._lock:
+            session.busy = False
+            session.last_used = time.monotonic()
+            if not ok or session.spare is None:
+                return
+            old, session.active, session.spare = session.active, session.spare, session.active
+            if old.env is not None and not session.closed:
+                old.worker.submit(_end_episode, old.env, "reset() before the episode ended")
+
+    def is_prepared(self, session: Session) -> EpisodeKey | None:
+        """The episode prepared (or being prepared) for the session, if any."""
+        prepared = session.prepared
+        return prepared.key if prepared is not None else None
 
     # -- internals --------------------------------------------------------
 
@@ -222,21 +317,43 @@ class SessionPool:
                 if sid in self._gone:
                     raise SessionGone(f"session {sid} is gone: {self._gone[sid]}", field="session_id")
                 raise UnknownSession(f"no session {sid}", field="session_id")
+            session.closed, session.prepared = True, None
             self._gone[sid] = why
             while len(self._gone) > GONE_MEMORY:
                 self._gone.pop(next(iter(self._gone)))
         return session
 
     def _shut(self, session: Session, lost: str | None) -> None:
-        # Closing runs on the session's own thread, after any call in flight.
-        if session.env is not None:
-            session.worker.submit(_close_quietly, session.env, lost).result()
-        session.worker.shutdown(wait=True)
+        # Closing runs on each environment's own thread, after any call in flight. A spare
+        # holds no episode a client played (one prepared took no step): it closes as a
+        # client closes an env, so nothing of it is recorded as an error.
+        slots = [(session.active, lost), (session.spare, None)]
+        closing = [slot.worker.submit(_close_slot, slot, why) for slot, why in slots if slot is not None]
+        for done in closing:
+            done.result()
+        for slot, _ in slots:
+            if slot is not None:
+                slot.worker.shutdown(wait=True)
 
     def _retry_after(self) -> float:
         now = time.monotonic()
         waits = [max(0.0, self.idle_timeout - (now - s.last_used)) for s in self._sessions.values()]
         return max(1.0, min(waits, default=self.idle_timeout))
+
+
+def _close_slot(slot: Slot, lost: str | None) -> None:
+    # Read on the slot's thread: a preparation queued before may have opened its env.
+    if slot.env is not None:
+        _close_quietly(slot.env, lost)
+
+
+def _end_episode(env: gymnasium.Env, why: str) -> None:
+    """End the episode in play as a reset would (recorded when it took steps); env stays open."""
+    try:
+        if isinstance(env.unwrapped, GuiEnv):
+            env.unwrapped.end_episode(why)
+    except Exception as exc:  # its next reset or close finds the env broken and says so
+        log.warning("ending a handed-over episode failed: %s: %s", type(exc).__name__, exc)
 
 
 def _close_quietly(env: gymnasium.Env, lost: str | None = None) -> None:

@@ -1,0 +1,100 @@
+"""NeMo Gym's resources-server contract on `trajforge serve`, driven as NeMo Gym's
+`simple_agent` (nemo_gym 0.4.0) drives a resources server: the row to /seed_session, each
+function call's arguments to /{tool}, then /verify, forwarding the cookies each answer set.
+nemo-gym itself needs Python 3.12 (this machine has 3.11), so its agent does not run here:
+the calls are made with httpx in its shapes (docs/rl-environments.md, Other RL frameworks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+
+from crawlers.browser import descendant_pids
+from tests.envs.test_server import _is_browser
+from trajforge.store.raw import RawStore
+
+pytestmark = pytest.mark.slow
+
+ROW = {"responses_create_params": {"input": [{"role": "user", "content": "Press Add once"}]}}
+
+
+def rollout(url: str, row: dict, actions: list) -> tuple[dict, list[httpx.Response]]:
+    """A NeMo Gym rollout: seed, one tool call per action, verify. (verdict, tool answers)."""
+    seeded = post(url, "/seed_session", row)
+    assert seeded.status_code == 200, seeded.text
+    cookie = cookie_of(seeded)
+    answers = [post(url, "/step", {"action": action}, cookie) for action in actions]
+    response = {"id": "resp-1", "output": [{"type": "message", "role": "assistant", "content": "done"}]}
+    verified = post(url, "/verify", {**row, "response": response}, cookie)
+    assert verified.status_code == 200, verified.text
+    return verified.json(), answers
+
+
+def post(url: str, path: str, body: dict, cookie: str | None = None) -> httpx.Response:
+    """A POST with the cookie forwarded by hand, as NeMo Gym's agents forward theirs."""
+    return httpx.post(url + path, json=body, headers={"Cookie": cookie} if cookie else None, timeout=120)
+
+
+def cookie_of(answer: httpx.Response) -> str:
+    return "; ".join(f"{k}={v}" for k, v in answer.cookies.items())
+
+
+def test_verify_rewards_equal_make_for_the_same_actions(served_tiny, scripted):
+    url = served_tiny["url"]
+    row = {**ROW, "env": "tiny", "seed": 0, "policy_id": "nemo-test"}
+    for name, actions in scripted["episodes"].items():
+        verdict, answers = rollout(url, row, actions)
+        assert [a.json()["reward"] for a in answers] == scripted["rewards"][name], name
+        assert verdict["reward"] == sum(scripted["rewards"][name]) and verdict["mask_sample"] is False
+        assert (
+            verdict["responses_create_params"] == ROW["responses_create_params"]
+        )  # the request's fields kept
+        assert verdict["trajectory_id"] and verdict["env_steps"] == len(actions)
+    trajs = list(RawStore(served_tiny["data"] / "raw").iter_trajectories("gym/tiny"))
+    assert sorted(t.outcome for t in trajs if t.source_name.endswith(":agent:nemo-test")) == [
+        "failure",
+        "success",
+    ]
+
+
+def test_verify_judges_an_episode_the_policy_left_open(served_tiny, scripted):
+    # One wait, then the model stops answering with calls: /verify ends it with `done`.
+    verdict, _ = rollout(served_tiny["url"], {**ROW, "env": "tiny", "seed": 0}, [{"type": "wait"}])
+    assert verdict["reward"] == 0.0 and verdict["outcome"] == "failure" and verdict["env_steps"] == 2
+    assert verdict["mask_sample"] is False
+
+
+def test_an_environment_failure_verifies_as_mask_sample(served_tiny):
+    url, proc = served_tiny["url"], served_tiny["proc"]
+    before = set(descendant_pids(proc.pid))
+    cookie = cookie_of(post(url, "/seed_session", {**ROW, "env": "tiny", "policy_id": "nemo-crash"}))
+    browsers = [p for p in set(descendant_pids(proc.pid)) - before if _is_browser(p)]
+    assert browsers, "the session's Chromium was not found"
+    for pid in browsers:
+        os.kill(pid, signal.SIGKILL)
+    failed = post(url, "/step", {"action": {"type": "tap", "x": 5, "y": 5}}, cookie)
+    assert failed.status_code == 503 and failed.json()["error"]["kind"] == "env_failed"
+    verdict = post(url, "/verify", {**ROW, "response": {}}, cookie).json()
+    assert verdict["mask_sample"] is True and verdict["reward"] == 0.0 and verdict["outcome"] == "error"
+    assert verdict["failure"] == failed.json()["error"]["message"]
+    crashed = [
+        t
+        for t in RawStore(served_tiny["data"] / "raw").iter_trajectories("gym/tiny")
+        if t.source_name.endswith(":agent:nemo-crash")
+    ]
+    assert [(t.outcome, t.reward) for t in crashed] == [("error", None)]
+
+
+def test_calls_without_a_seeded_session_say_so(served_tiny):
+    url = served_tiny["url"]
+    bare = post(url, "/step", {"action": {"type": "wait"}})
+    assert bare.status_code == 404 and bare.json()["error"]["field"] == "trajforge_session"
+    cookie = cookie_of(post(url, "/seed_session", {**ROW, "env": "tiny"}))
+    assert post(url, "/close_session", {}, cookie).json()["closed"]
+    gone = post(url, "/verify", ROW, cookie)
+    assert gone.status_code == 410 and gone.json()["error"]["kind"] == "session_gone"
+    unknown = post(url, "/seed_session", {**ROW, "env": "nosuch"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "env"

@@ -15,9 +15,24 @@ REPO = serving.REPO
 RL_PYTHON = REPO / ".venv-rl" / "bin" / "python"  # scripts/setup_rl.sh: the frameworks' own classes
 
 
+TASK = "press-add"
+
+
 @pytest.fixture(scope="module")
 def tiny_file(tiny_url, tmp_path_factory) -> Path:
-    return serving.tiny_env_file(tmp_path_factory.mktemp("protocol-env"), tiny_url, max_steps=4)
+    """The tiny app with one task (`press-add`: a success when Add was pressed once)."""
+    path = serving.tiny_env_file(tmp_path_factory.mktemp("protocol-env"), tiny_url, max_steps=4)
+    verdict = (
+        "(() => { const n = +(document.body.dataset.n || 0); "
+        "return {done: n >= 1, success: n === 1, reason: 'pressed ' + n}; })()"
+    )
+    task = f"""tasks:
+  - task_id: {TASK}
+    instruction: Press Add once
+    verifier: {{kind: js, expression: "{verdict}"}}
+"""
+    path.write_text(path.read_text(encoding="utf-8") + task, encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +49,7 @@ def scripted(tiny_file) -> dict:
     Add once (the verifier's success), `idle` waits, then says done (a failure)."""
     env = tf_envs.make(tiny_file)
     try:
-        _, info = env.reset(seed=0)
+        _, info = env.reset(seed=0, options={"task_id": TASK})
         episodes = {
             "add": [_tap(info, "Add")],
             "idle": [{"type": "wait", "duration_ms": 10}, {"type": "done"}],
@@ -46,7 +61,7 @@ def scripted(tiny_file) -> dict:
 
 
 def play_in_process(env, actions: list) -> list[float]:
-    env.reset(seed=0)
+    env.reset(seed=0, options={"task_id": TASK})
     rewards = []
     for action in actions:
         _, reward, terminated, truncated, _ = env.step(action)

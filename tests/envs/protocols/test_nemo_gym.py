@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from crawlers.browser import descendant_pids
+from tests.envs.protocols.conftest import TASK
 from tests.envs.test_server import _is_browser
 from trajforge.store.raw import RawStore
 
@@ -44,7 +45,7 @@ def cookie_of(answer: httpx.Response) -> str:
 
 def test_verify_rewards_equal_make_for_the_same_actions(served_tiny, scripted):
     url = served_tiny["url"]
-    row = {**ROW, "env": "tiny", "seed": 0, "policy_id": "nemo-test"}
+    row = {**ROW, "env": "tiny", "task_id": TASK, "seed": 0, "policy_id": "nemo-test"}
     for name, actions in scripted["episodes"].items():
         verdict, answers = rollout(url, row, actions)
         assert [a.json()["reward"] for a in answers] == scripted["rewards"][name], name
@@ -62,7 +63,8 @@ def test_verify_rewards_equal_make_for_the_same_actions(served_tiny, scripted):
 
 def test_verify_judges_an_episode_the_policy_left_open(served_tiny, scripted):
     # One wait, then the model stops answering with calls: /verify ends it with `done`.
-    verdict, _ = rollout(served_tiny["url"], {**ROW, "env": "tiny", "seed": 0}, [{"type": "wait"}])
+    row = {**ROW, "env": "tiny", "task_id": TASK, "seed": 0}
+    verdict, _ = rollout(served_tiny["url"], row, [{"type": "wait"}])
     assert verdict["reward"] == 0.0 and verdict["outcome"] == "failure" and verdict["env_steps"] == 2
     assert verdict["mask_sample"] is False
 

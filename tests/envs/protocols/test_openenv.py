@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.envs.protocols.conftest import REPO, RL_PYTHON
+from tests.envs.protocols.conftest import REPO, RL_PYTHON, TASK
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
@@ -24,6 +24,7 @@ def played(served_tiny, scripted):
     spec = {
         "base_url": served_tiny["url"] + "/openenv/tiny",
         "bad_url": served_tiny["url"] + "/openenv/nosuch",
+        "task_id": TASK,
         "episodes": scripted["episodes"],
     }
     run = subprocess.run(
@@ -42,13 +43,21 @@ def test_openenv_client_gets_make_rewards_for_the_same_actions(played, scripted)
     assert [played["episodes"][n]["outcome"] for n in ("add", "idle")] == ["success", "failure"]
 
 
+def test_async_openenv_clients_play_at_once_with_the_same_rewards(played, scripted):
+    assert played["concurrent"] == scripted["rewards"]
+
+
 def test_openenv_reset_observation_and_state(played, scripted):
     episode = played["episodes"]["add"]
     assert episode["reset_reward"] is None and episode["reset_done"] is False
     assert episode["screenshot"] == ["png", 800, 600] and episode["png"] == "89504e470d0a1a0a"
     assert episode["instruction"] == "Press Add once"
     state = played["episodes"]["idle"]["state"]
-    assert state["env"] == "tiny" and state["step_count"] == len(scripted["episodes"]["idle"])
+    assert (
+        state["env"] == "tiny"
+        and state["task_id"] == TASK
+        and state["step_count"] == len(scripted["episodes"]["idle"])
+    )
     assert state["episode_id"] and state["session_id"]
 
 
@@ -61,3 +70,4 @@ def test_openenv_episodes_are_recorded_under_the_policy_it_named(played, served_
     trajs = list(RawStore(served_tiny["data"] / "raw").iter_trajectories("gym/tiny"))
     mine = sorted(t.outcome for t in trajs if t.source_name.endswith(":agent:openenv-test"))
     assert mine == ["failure", "success"]
+    assert {t.task.task_id for t in trajs} == {TASK}

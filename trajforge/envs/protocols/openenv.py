@@ -71,6 +71,7 @@ class _Stream:
         self.session: Session | None = None
         self.steps = 0
         self.info: dict = {}
+        self.task_id: str | None = None
 
     async def reset(self, data: dict) -> dict:
         task_id, seed = data.get("task_id"), data.get("seed")
@@ -83,6 +84,7 @@ class _Stream:
         else:
             body = await self.calls.reset(self.session, task_id, seed)
         self.steps, self.info = 0, body["info"]
+        self.task_id = (self.info.get("task") or {}).get("task_id")
         return _result(body, reward=None, terminated=False, truncated=False)
 
     async def step(self, data: dict) -> dict:
@@ -100,7 +102,7 @@ class _Stream:
             "episode_id": self.info.get("trajectory_id"),
             "step_count": self.steps,
             "env": self.env,
-            "task_id": self.info.get("task_id"),
+            "task_id": self.task_id,
             "session_id": self.session.id if self.session else None,
         }
 

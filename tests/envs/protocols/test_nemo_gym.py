@@ -1,24 +1,28 @@
-"""NeMo Gym's resources-server contract on `trajforge serve`, driven as NeMo Gym's
-`simple_agent` (nemo_gym 0.4.0) drives a resources server: the row to /seed_session, each
-function call's arguments to /{tool}, then /verify, forwarding the cookies each answer set.
-nemo-gym itself needs Python 3.12 (this machine has 3.11), so its agent does not run here:
-the calls are made with httpx in its shapes (docs/rl-environments.md, Other RL frameworks)."""
+"""NeMo Gym's resources-server contract on `trajforge serve`: NeMo Gym's own `SimpleAgent`
+(nemo-gym 0.4.0 in .venv-nemo, scripts/setup_rl.sh) plays scripted episodes through its
+`/run`; the other tests make the agent's calls by hand (the row to /seed_session, each
+function call's arguments to /{tool}, then /verify, the cookies forwarded) to reach the
+failure paths."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 
 import httpx
 import pytest
 
 from crawlers.browser import descendant_pids
-from tests.envs.protocols.conftest import TASK
+from tests.envs.protocols.conftest import REPO, TASK
 from tests.envs.test_server import _is_browser
 from trajforge.store.raw import RawStore
 
 pytestmark = pytest.mark.slow
 
+NEMO_PYTHON = REPO / ".venv-nemo" / "bin" / "python"
+AGENT = REPO / "tests/envs/protocols/nemo_gym_agent.py"
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "Press Add once"}]}}
 
 
@@ -59,6 +63,34 @@ def test_verify_rewards_equal_make_for_the_same_actions(served_tiny, scripted):
         "failure",
         "success",
     ]
+
+
+def test_nemo_gyms_own_agent_gets_make_rewards(served_tiny, scripted, tmp_path):
+    if not NEMO_PYTHON.exists():
+        pytest.fail(f"{NEMO_PYTHON} is missing: run scripts/setup_rl.sh")
+    spec = {
+        "resources_url": served_tiny["url"],
+        "row": {"env": "tiny", "task_id": TASK, "seed": 0, "policy_id": "nemo-agent"},
+        "episodes": scripted["episodes"],
+    }
+    run = subprocess.run(
+        [str(NEMO_PYTHON), str(AGENT)],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,  # hydra, which nemo_gym imports, writes outputs/ where it runs
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    verified = json.loads(run.stdout)
+    for name, rewards in scripted["rewards"].items():
+        answer = verified[name]
+        assert "reward" in answer, (answer, run.stderr[-4000:])
+        assert answer["reward"] == sum(rewards) and answer["mask_sample"] is False, (name, answer)
+        assert answer["env_steps"] == len(scripted["episodes"][name]) and answer["task_id"] == TASK
+        calls = [o for o in answer["response"]["output"] if o["type"] == "function_call"]
+        assert [json.loads(c["arguments"])["action"] for c in calls] == scripted["episodes"][name]
+    assert [verified[n]["outcome"] for n in ("add", "idle")] == ["success", "failure"]
 
 
 def test_verify_judges_an_episode_the_policy_left_open(served_tiny, scripted):

@@ -7,7 +7,9 @@ arguments, then `{responses_create_params, response, ...row}` to `/verify`, forw
 the cookies each answer set. So:
 
     POST /seed_session   {env?, task_id?, seed?, policy_id?, ...row}  -> {session_id, observation, info}
-                         (sets the `trajforge_session` cookie; `env` may be left out when one is served)
+                         (sets the `trajforge_session` cookie, as every answer of the `step` tool
+                         does again: the agents forward the latest answer's cookies only;
+                         `env` may be left out when one is served)
     POST /step           {action}: the tool; a unified action dict or the model's text answer
                          -> {observation, reward, terminated, truncated, info}
     POST /verify         {responses_create_params, response, ...} -> the request's fields and
@@ -90,22 +92,24 @@ def add_nemo_gym_routes(app: FastAPI, calls: SessionCalls) -> None:
             env, task_id=req.task_id, seed=req.seed, policy_id=req.policy_id, profile=req.profile
         )
         episodes[session.id] = _Episode(session, info=body["info"])
-        answer = JSONResponse({"session_id": session.id, **body})
-        answer.set_cookie(COOKIE, session.id, httponly=True)
-        return answer
+        return _with_cookie(JSONResponse({"session_id": session.id, **body}), session.id)
 
     @app.post("/step")
     async def step_tool(req: StepTool, request: Request):
         episode = episode_of(request)
+        sid = episode.session.id
         try:
             body = await calls.step(episode.session, req.action)
-        except EnvFailed as exc:
-            episode.failure = episode.failure or str(exc)
-            raise
+        except SessionError as exc:  # the tool's answer to the model; the session goes on
+            if isinstance(exc, EnvFailed):
+                episode.failure = episode.failure or str(exc)
+            calls.count_error(exc.kind)
+            error = {"error": {"kind": exc.kind, "message": str(exc), "field": exc.field}}
+            return _with_cookie(JSONResponse(error, status_code=exc.status), sid)
         episode.episode_return += body["reward"]
         episode.steps += 1
         episode.info = body["info"]
-        return JSONResponse(body)
+        return _with_cookie(JSONResponse(body), sid)
 
     @app.post("/verify")
     async def verify(request: Request):
@@ -124,6 +128,13 @@ def add_nemo_gym_routes(app: FastAPI, calls: SessionCalls) -> None:
         episodes.pop(episode.session.id, None)
         await calls.close(episode.session.id)
         return {"closed": episode.session.id}
+
+
+def _with_cookie(answer: JSONResponse, session_id: str) -> JSONResponse:
+    # NeMo Gym's agents forward the cookies of the latest answer only (as its own session
+    # middleware sets them on every answer), so every answer sets it again.
+    answer.set_cookie(COOKIE, session_id, httponly=True)
+    return answer
 
 
 async def _judge(calls: SessionCalls, episode: _Episode) -> dict:

@@ -29,7 +29,9 @@ An episode the environment or the policy server failed has `error` set and
 `reward` None, never 0; the next episode on that thread starts on a fresh reset.
 
 The API key is read from `api_key_env` when `play_openai` starts and lives only in
-that call's client: an `OpenAIPolicy` holds the variable's name, never the key.
+that call's client: an `OpenAIPolicy` holds the variable's name, never your key. Only a
+key a proxy hands one rollout (AReaL's, docs/rl-environments.md) is held, as `api_key`,
+out of its repr.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.records import step_seed
@@ -68,11 +70,14 @@ class OpenAIPolicy:
     max_retries: int = 2
     max_tokens_field: str = "max_tokens"
     extra_body: dict | None = None
+    # A per-rollout key a proxy hands out (AReaL's proxy routes a rollout's requests by it),
+    # used instead of api_key_env's; never printed.
+    api_key: str | None = field(default=None, repr=False)
 
     def client(self):
         from openai import OpenAI
 
-        key = os.environ.get(self.api_key_env)
+        key = self.api_key or os.environ.get(self.api_key_env)
         if not key:  # a local vLLM server without --api-key takes any key
             log.info("%s is not set: calling %s without an API key", self.api_key_env, self.base_url)
             key = "EMPTY"

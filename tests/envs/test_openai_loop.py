@@ -140,11 +140,14 @@ def test_the_tiny_model_plays_over_the_server_and_the_reward_is_the_recorded_one
     env_file = tiny_env_file(tmp_path, tiny_url, max_steps=3)
     data = tmp_path / "data"
     with serve(env_file, record_to=data) as served, FakeOpenAIServer(tiny_model_answers) as server:
-        policy = OpenAIPolicy(server.base_url, "tiny", max_tokens=16)
+        # A per-rollout key, as AReaL's proxy hands one to each rollout (docs/rl-environments.md).
+        policy = OpenAIPolicy(server.base_url, "tiny", max_tokens=16, api_key="rollout-key-7")
         results = play_openai(
             lambda: RemoteEnv(served.url, "tiny", policy_id="tiny-remote"), 2, policy, concurrency=2
         )
     assert len(server.requests) == 6
+    assert {r["headers"]["authorization"] for r in server.requests} == {"Bearer rollout-key-7"}
+    assert "rollout-key-7" not in repr(policy)
     for r in results:
         # Noise never parses: every step is a format failure, the budget ends the episode.
         assert r.error is None and r.truncated and r.steps == 3 == r.format_failures == len(r.answers)

@@ -9,6 +9,9 @@
     GET    /v1/health
     GET    /metrics                   Prometheus text
 
+and the same sessions in other frameworks' protocols (trajforge/envs/protocols/): OpenEnv's
+WebSocket at /openenv/{env}/ws, NeMo Gym's /seed_session, /step, /verify, /close_session.
+
 Errors answer `{"error": {"kind", "message", "field"}}`: 4xx for the request
 (naming the field), 409 for a session already running a call, 410 for a
 session reaped or deleted, 429 with Retry-After when every session is in use,
@@ -47,10 +50,13 @@ from prometheus_client import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.model_profiles import PROFILES
+from trajforge.envs.protocols.nemo_gym import add_nemo_gym_routes
+from trajforge.envs.protocols.openenv import add_openenv_routes
 from trajforge.envs.sessions import (
     BadRequest,
     EpisodeEnded,
     EpisodeKey,
+    Session,
     SessionError,
     SessionPool,
     UnknownName,
@@ -85,11 +91,11 @@ class NewSession(BaseModel):
     env: str
     task_id: str | None = None
     seed: int | None = None
-    next: NextEpisode | None = None
     policy_id: str | None = None
     profile: str | None = None  # the model profile text answers are read in (default the env's)
     image_format: ImageFormat = "png"
     jpeg_quality: int = Field(85, ge=1, le=100)
+    next: NextEpisode | None = None
 
 
 class StepRequest(BaseModel):
@@ -178,111 +184,37 @@ def create_app(
         body = {"error": {"kind": "bad_request", "message": f"{where}: {first['msg']}", "field": where}}
         return JSONResponse(body, status_code=422)
 
-    async def on_session(session, fn, *, reset: bool):
-        try:
-            return await asyncio.wrap_future(pool.call(session, fn, reset=reset))
-        except ValueError as exc:  # the environment refused the request's values
-            raise BadRequest(str(exc), field="task_id" if reset else "action") from exc
-
-    def answer_reset(session, task_id, seed, field="task_id"):
-        served = envs[session.env_name]
-        if task_id is not None and served.tasks and task_id not in served.tasks:
-            raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field=field)
-        options = {"task_id": task_id} if task_id is not None else None
-        return lambda env: (*env.reset(seed=seed, options=options), captured_png(env))
-
-    def next_of(session, nxt: NextEpisode | None):
-        """(the announced episode, how to reset to it), checked before the request runs."""
-        if nxt is None:
-            return None
-        return (nxt.task_id, nxt.seed), answer_reset(session, nxt.task_id, nxt.seed, "next.task_id")
-
-    def announce(session, announced) -> None:
-        if announced is not None:
-            pool.announce(session, *announced)
-
-    async def handed_over(session, key: EpisodeKey):
-        """The prepared episode's answer, or None when the reset is cold."""
-        future = pool.hand_over(session, key)
-        if future is None:
-            return None
-        try:
-            answer = await asyncio.wrap_future(future)
-        except BaseException as exc:
-            pool.handed_over(session, ok=False)
-            if isinstance(exc, ValueError):  # as a cold reset answers it
-                raise BadRequest(str(exc), field="task_id") from exc
-            raise
-        pool.handed_over(session, ok=True)
-        return answer
-
-    async def timed_reset(session, task_id, seed, nxt: NextEpisode | None = None) -> dict:
-        t = time.perf_counter()
-        fn = answer_reset(session, task_id, seed)
-        announced = next_of(session, nxt)
-        key = (task_id, seed)
-        missed = pool.is_prepared(session) not in (None, key)
-        answer = await handed_over(session, key)
-        start = "warm" if answer is not None else "cold"
-        if answer is None:
-            answer = await on_session(session, fn, reset=True)
-        obs, info, png = answer
-        session.ended = False
-        metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
-        metrics.count_reset(session.env_name, start, missed)
-        announce(session, announced)
-        return {"observation": encode_observation(obs, **session.wire, captured=png), "info": json_safe(info)}
+    calls = SessionCalls(envs, pool, metrics)
+    app.state.calls = calls
 
     @app.post("/v1/sessions")
     async def new_session(req: NewSession):
-        if req.env not in envs:
-            raise _unknown_env(req.env, envs)
         wire = {"image_format": req.image_format, "jpeg_quality": req.jpeg_quality}
-        if req.profile is not None and req.profile not in PROFILES:
-            raise UnknownName(
-                f"no model profile {req.profile!r}; known: {', '.join(PROFILES)}", field="profile"
-            )
-        session = pool.open(req.env, req.policy_id, wire, req.profile)
-        try:
-            body = await timed_reset(session, req.task_id, req.seed, req.next)
-        except BaseException:
-            await run_in_threadpool(pool.close, session.id, "its first reset failed")
-            raise
+        session, body = await calls.open(
+            req.env,
+            task_id=req.task_id,
+            seed=req.seed,
+            policy_id=req.policy_id,
+            profile=req.profile,
+            wire=wire,
+            nxt=req.next,
+        )
         return JSONResponse({"session_id": session.id, **body})
 
     @app.post("/v1/sessions/{session_id}/reset")
     async def reset(session_id: str, req: ResetRequest | None = None):
         req = req or ResetRequest()
-        return JSONResponse(await timed_reset(pool.get(session_id), req.task_id, req.seed, req.next))
+        return JSONResponse(await calls.reset(pool.get(session_id), req.task_id, req.seed, req.next))
 
     @app.post("/v1/sessions/{session_id}/step")
     async def step(session_id: str, req: StepRequest):
-        session = pool.get(session_id)
-        if session.ended:
-            raise EpisodeEnded(f"session {session_id}: the episode has ended; reset it", field="session_id")
-        announced = next_of(session, req.next)
-        t = time.perf_counter()
-        obs, reward, terminated, truncated, info, png = await on_session(
-            session, lambda env: (*env.step(req.action), captured_png(env)), reset=False
-        )
-        session.ended = bool(terminated or truncated)
-        metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
-        announce(session, announced)
         # Already JSON-safe: a JSONResponse skips FastAPI's jsonable_encoder (about as long
         # again as json_safe on an info with a hundred elements).
-        return JSONResponse(
-            {
-                "observation": encode_observation(obs, **session.wire, captured=png),
-                "reward": float(reward),
-                "terminated": bool(terminated),
-                "truncated": bool(truncated),
-                "info": json_safe(info),
-            }
-        )
+        return JSONResponse(await calls.step(pool.get(session_id), req.action, req.next))
 
     @app.delete("/v1/sessions/{session_id}")
     async def delete(session_id: str):
-        await run_in_threadpool(pool.close, session_id)
+        await calls.close(session_id)
         return {"closed": session_id}
 
     @app.get("/v1/envs")
@@ -314,7 +246,125 @@ def create_app(
     async def prometheus():
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    add_openenv_routes(app, calls)
+    add_nemo_gym_routes(app, calls)
     return app
+
+
+class SessionCalls:
+    """What every protocol's routes do on a session (this server's own, OpenEnv's, NeMo
+    Gym's: trajforge/envs/protocols/): open, reset, step and close it, timed and counted."""
+
+    def __init__(self, envs: dict[str, ServedEnv], pool: SessionPool, metrics: Metrics):
+        self.envs, self.pool, self.metrics = envs, pool, metrics
+
+    async def open(
+        self,
+        env: str,
+        *,
+        task_id: str | None = None,
+        seed: int | None = None,
+        policy_id: str | None = None,
+        profile: str | None = None,
+        wire: dict | None = None,
+        nxt: NextEpisode | None = None,
+    ) -> tuple[Session, dict]:
+        """A new session and its first reset's `{observation, info}`."""
+        if env not in self.envs:
+            raise _unknown_env(env, self.envs)
+        if profile is not None and profile not in PROFILES:
+            raise UnknownName(f"no model profile {profile!r}; known: {', '.join(PROFILES)}", field="profile")
+        session = self.pool.open(env, policy_id, wire or {"image_format": "png"}, profile)
+        try:
+            return session, await self.reset(session, task_id, seed, nxt)
+        except BaseException:
+            await run_in_threadpool(self.pool.close, session.id, "its first reset failed")
+            raise
+
+    async def reset(
+        self, session: Session, task_id: str | None, seed: int | None, nxt: NextEpisode | None = None
+    ) -> dict:
+        """`{observation, info}`: the prepared episode when it is the one asked for (warm),
+        else a reset on the session's environment (cold); then `nxt` is prepared."""
+        t = time.perf_counter()
+        fn = self._answer_reset(session, task_id, seed)
+        announced = self._next_of(session, nxt)
+        key = (task_id, seed)
+        missed = self.pool.is_prepared(session) not in (None, key)
+        answer = await self._handed_over(session, key)
+        start = "warm" if answer is not None else "cold"
+        if answer is None:
+            answer = await self._on(session, fn, reset=True)
+        obs, info, png = answer
+        session.ended = False
+        self.metrics.reset_s.labels(session.env_name).observe(time.perf_counter() - t)
+        self.metrics.count_reset(session.env_name, start, missed)
+        self._announce(session, announced)
+        return {"observation": encode_observation(obs, **session.wire, captured=png), "info": json_safe(info)}
+
+    async def step(self, session: Session, action: dict | str, nxt: NextEpisode | None = None) -> dict:
+        """`{observation, reward, terminated, truncated, info}`, JSON-safe."""
+        if session.ended:
+            raise EpisodeEnded(f"session {session.id}: the episode has ended; reset it", field="session_id")
+        announced = self._next_of(session, nxt)
+        t = time.perf_counter()
+        obs, reward, terminated, truncated, info, png = await self._on(
+            session, lambda env: (*env.step(action), captured_png(env)), reset=False
+        )
+        session.ended = bool(terminated or truncated)
+        self.metrics.step_s.labels(session.env_name).observe(time.perf_counter() - t)
+        self._announce(session, announced)
+        return {
+            "observation": encode_observation(obs, **session.wire, captured=png),
+            "reward": float(reward),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "info": json_safe(info),
+        }
+
+    def _answer_reset(self, session: Session, task_id, seed, field: str = "task_id"):
+        served = self.envs[session.env_name]
+        if task_id is not None and served.tasks and task_id not in served.tasks:
+            raise UnknownName(f"environment {served.name!r} has no task {task_id!r}", field=field)
+        options = {"task_id": task_id} if task_id is not None else None
+        return lambda env: (*env.reset(seed=seed, options=options), captured_png(env))
+
+    def _next_of(self, session: Session, nxt: NextEpisode | None):
+        """(the announced episode, how to reset to it), checked before the request runs."""
+        if nxt is None:
+            return None
+        return (nxt.task_id, nxt.seed), self._answer_reset(session, nxt.task_id, nxt.seed, "next.task_id")
+
+    def _announce(self, session: Session, announced) -> None:
+        if announced is not None:
+            self.pool.announce(session, *announced)
+
+    async def _handed_over(self, session: Session, key: EpisodeKey):
+        """The prepared episode's answer, or None when the reset is cold."""
+        future = self.pool.hand_over(session, key)
+        if future is None:
+            return None
+        try:
+            answer = await asyncio.wrap_future(future)
+        except BaseException as exc:
+            self.pool.handed_over(session, ok=False)
+            if isinstance(exc, ValueError):  # as a cold reset answers it
+                raise BadRequest(str(exc), field="task_id") from exc
+            raise
+        self.pool.handed_over(session, ok=True)
+        return answer
+
+    async def close(self, session_id: str, why: str = "deleted by the client") -> None:
+        await run_in_threadpool(self.pool.close, session_id, why)
+
+    def count_error(self, kind: str) -> None:
+        self.metrics.errors.labels(kind).inc()
+
+    async def _on(self, session: Session, fn, *, reset: bool):
+        try:
+            return await asyncio.wrap_future(self.pool.call(session, fn, reset=reset))
+        except ValueError as exc:  # the environment refused the request's values
+            raise BadRequest(str(exc), field="task_id" if reset else "action") from exc
 
 
 async def _reap_forever(pool: SessionPool, metrics: Metrics, idle_timeout: float) -> None:

@@ -207,6 +207,10 @@ class SessionPool:
                 pass  # closed by its client meanwhile
         return len(idle)
 
+    def has(self, sid: str) -> bool:
+        with self._lock:
+            return sid in self._sessions
+
     def open_count(self) -> int:
         with self._lock:
             return len(self._sessions)

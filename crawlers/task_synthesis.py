@@ -170,13 +170,14 @@ def synthesize_tasks(
     if rows:
         fixed_s, per_candidate_s = _validation_costs(stats.summary(), settings, rows)
         chosen = within_budget(rows, deadline - time.perf_counter() - fixed_s, per_candidate_s)
-        report.validated = len(chosen)
         say("validate", f"validating {len(chosen)} of {len(rows)} candidates")
         with_tasks = _with_tasks(environment, chosen)
         report.validation = validate_tasks(
             with_tasks, settings.validation, env=env, pool=pool,
             progress=lambda what, done, total, task: say("validate", f"{what} {done}/{total} {task or ''}".rstrip()),
+            until=deadline - fixed_s,
         )  # fmt: skip
+        report.validated = len(chosen) - len(report.validation.not_played)
         kept = kept_rows(report.validation, chosen)
         if backend is not None and kept:
             report.instructions = dict(vlm_instructions(kept, backend, settings.languages))

@@ -52,6 +52,9 @@ class Bench:
     title: str  # the doc's section heading (without the file name)
     needs_gpu: bool = False
     optional: bool = False  # another helper's script: listed only when it exists
+    # Run by hand with its own command (its docstring): minutes per case, or a GPU
+    # machine's script (gpu_checks.sh); `make bench` lists it as not run.
+    manual: str | None = None
     timeout_s: dict | None = None
 
 
@@ -143,6 +146,27 @@ REGISTRY = [
         timeout_s={"smoke": 180, "quick": 300, "full": 420},
     ),
     Bench("train_gpu", "train_gpu.py", "GPU training (SFT and RL rollouts)", needs_gpu=True, optional=True),
+    Bench(
+        "tasks_synthesis",
+        "tasks_synthesis.py",
+        "Goal tasks from an app",
+        manual="30 minutes of `trajforge tasks synthesize` per app",
+    ),
+    Bench(
+        "env_server_warm",
+        "env_server_warm.py",
+        "Resets through the server, warm and cold",
+        manual="its own sessions x environments grid",
+    ),
+    Bench(
+        "web_density",
+        "web_density.py",
+        "Web sessions sharing Chromiums",
+        manual="up to 64 sessions x 2 servers",
+    ),
+    Bench(
+        "train_engines", "train_engines.py", "GPU training speed", manual="run by benchmarks/gpu_checks.sh"
+    ),
 ]
 DEFAULT_TIMEOUT = {"smoke": 90, "quick": 240, "full": 300}
 
@@ -162,6 +186,8 @@ def load(bench: Bench):
 
 
 def run_one(bench: Bench, mode: str) -> list[Row]:
+    if bench.manual:
+        return [not_run(bench.key, bench.title, f"run by hand ({bench.manual}): see its docstring")]
     if bench.needs_gpu and gpu_name() is None:
         from gpu_recorded import recorded_rows
 

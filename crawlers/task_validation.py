@@ -332,8 +332,9 @@ def validate_tasks(
 
     Played on `env` or `pool` when given (crawlers.env_source.open_env_source), else on
     an env of its own. `progress(what, done, total, task_id)` sees every episode. After
-    `until` (time.perf_counter()), no further task's demonstrations start: those left
-    are `report.not_played` (the random walks still run for the tasks played).
+    `until` (time.perf_counter()), no further task's demonstrations start (the first
+    task's always do): those left are `report.not_played` (the random walks still run
+    for the tasks played).
     """
     started = time.perf_counter()
     progress = progress or _quiet
@@ -380,7 +381,7 @@ def _demonstrations(
     errors: dict[str, str] = {}
     out: set[str] = set()  # rejected already: no longer judged
     for n, task_id in enumerate(playable):
-        if until is not None and time.perf_counter() >= until:
+        if until is not None and n > 0 and time.perf_counter() >= until:  # the first always plays
             run.report.not_played = playable[n:]
             break
         task = run.tasks[task_id]

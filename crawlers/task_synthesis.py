@@ -158,9 +158,7 @@ def synthesize_tasks(
         progress=lambda event: _said(say, progress_line(event, environment.name)),
     )  # fmt: skip
     for line in summary_lines(stats):
-        if not line.startswith("time budget spent"):  # exploration has no episode count to finish
-            say("explore", line)
-    say("explore", f"time budget spent after {stats.trajectories} new walks")
+        say("explore", line)
     report.exploration = stats.summary()
     walks = recorded_walks(store, collection)
     report.walks = len(walks)
@@ -168,16 +166,16 @@ def synthesize_tasks(
     report.candidates = len(rows)
     say("propose", f"{len(rows)} candidate goals from {len(walks)} walks")
     if rows:
-        fixed_s, per_candidate_s = _validation_costs(stats.summary(), settings, rows)
-        chosen = within_budget(rows, deadline - time.perf_counter() - fixed_s, per_candidate_s)
+        chosen = within_budget(
+            rows, deadline - time.perf_counter(), _cost_per_candidate(stats.summary(), settings)
+        )
+        report.validated = len(chosen)
         say("validate", f"validating {len(chosen)} of {len(rows)} candidates")
         with_tasks = _with_tasks(environment, chosen)
         report.validation = validate_tasks(
             with_tasks, settings.validation, env=env, pool=pool,
             progress=lambda what, done, total, task: say("validate", f"{what} {done}/{total} {task or ''}".rstrip()),
-            until=deadline - fixed_s,
         )  # fmt: skip
-        report.validated = len(chosen) - len(report.validation.not_played)
         kept = kept_rows(report.validation, chosen)
         if backend is not None and kept:
             report.instructions = dict(vlm_instructions(kept, backend, settings.languages))
@@ -217,19 +215,13 @@ def within_budget(rows: list[dict], seconds_left: float, per_candidate_s: float)
     return chosen
 
 
-def _validation_costs(crawl: dict, settings: SynthesisSettings, rows: list[dict]) -> tuple[float, float]:
-    """(seconds whatever the candidates: the random walks from the start state; seconds
-    a candidate: `resets` episodes of a reset and its demonstration), from the
-    exploration's own reset and step times."""
+def _cost_per_candidate(crawl: dict, settings: SynthesisSettings) -> float:
+    """A candidate's validation: `resets` episodes of a reset and a few steps each."""
     reset_s = (crawl.get("reset_ms_p50") or 0) / 1000
     step_s = (crawl.get("step_ms_p50") or 0) / 1000
     if not reset_s:
-        return 0.0, _FIRST_GUESS_S
-    v = settings.validation
-    random_walks_s = v.random_tries * (reset_s + v.random_steps * step_s)
-    demo_steps = sum(len(r["params"].get("walk_steps") or [1]) for r in rows) / len(rows)
-    # 1.2: the replays' own waits (a demonstration step settles like an exploring one, plus judging)
-    return random_walks_s, v.resets * (reset_s + demo_steps * step_s) * 1.2
+        return _FIRST_GUESS_S
+    return settings.validation.resets * (reset_s + 3 * step_s) * 1.5  # and a share of the random walks
 
 
 def _with_tasks(environment: Environment, rows: list[dict]) -> Environment:

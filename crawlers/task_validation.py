@@ -145,9 +145,6 @@ class ValidationReport:
     episodes: int = 0
     seconds: float = 0.0
     cores: int = field(default_factory=lambda: os.cpu_count() or 1)
-    # Tasks whose demonstrations the time (`validate_tasks(until=...)`) left unplayed:
-    # neither kept nor rejected.
-    not_played: list[str] = field(default_factory=list)
 
     def by_reason(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -171,7 +168,6 @@ class ValidationReport:
             "tasks_in": self.tasks_in,
             "kept": len(self.kept),
             "rejected": {k: len(v) for k, v in self.by_reason().items()},
-            "not_played": len(self.not_played),
             "episodes": self.episodes,
             "seconds": round(self.seconds, 1),
             "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
@@ -185,9 +181,9 @@ class ValidationReport:
         """The funnel's two rates (None when nothing reached that stage):
         `non_trivial_rate` = 1 - trivial / played, `achievable_rate` = 1 - unachievable /
         (played - trivial), where `played` counts the tasks whose demonstration was
-        played (neither a duplicate nor without one, nor left for time)."""
+        played (neither a duplicate nor without one)."""
         n = {k: len(v) for k, v in self.by_reason().items()}
-        played = self.tasks_in - n.get("duplicate", 0) - n.get("no_demonstration", 0) - len(self.not_played)
+        played = self.tasks_in - n.get("duplicate", 0) - n.get("no_demonstration", 0)
         reached = played - n.get("trivial", 0)
         return {
             "played": played,
@@ -326,15 +322,11 @@ def validate_tasks(
     pool: EnvPool | None = None,
     judge: JudgeFn | None = None,
     progress: Progress | None = None,
-    until: float | None = None,
 ) -> ValidationReport:
     """Validate `environment`'s tasks (see the module docstring); the report.
 
     Played on `env` or `pool` when given (crawlers.env_source.open_env_source), else on
-    an env of its own. `progress(what, done, total, task_id)` sees every episode. After
-    `until` (time.perf_counter()), no further task's demonstrations start (the first
-    task's always do): those left are `report.not_played` (the random walks still run
-    for the tasks played).
+    an env of its own. `progress(what, done, total, task_id)` sees every episode.
     """
     started = time.perf_counter()
     progress = progress or _quiet
@@ -364,7 +356,7 @@ def validate_tasks(
     runtime = EnvironmentRuntime(environment, judge=judge)
     with open_env_source(environment, env=env, pool=pool) as source:
         player = Player(environment, source, runtime, settings.retries)
-        _demonstrations(run, player, playable, progress, until)
+        _demonstrations(run, player, playable, progress)
         _random_walks(run, player, runtime, progress)
     _specific(run)
     report.episodes = player.episodes
@@ -372,18 +364,13 @@ def validate_tasks(
     return report
 
 
-def _demonstrations(
-    run: _Run, player: Player, playable: list[str], progress: Progress, until: float | None
-) -> None:
+def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Progress) -> None:
     """Each playable task on `resets` fresh resets: false at reset, true after its
     demonstration; every playable task judged on each end state."""
     settings = run.settings
     errors: dict[str, str] = {}
     out: set[str] = set()  # rejected already: no longer judged
     for n, task_id in enumerate(playable):
-        if until is not None and n > 0 and time.perf_counter() >= until:  # the first always plays
-            run.report.not_played = playable[n:]
-            break
         task = run.tasks[task_id]
         progress("demonstration", n, len(playable), task_id)
         if task_id in errors:  # its verifier raised on an earlier task's end state

@@ -211,16 +211,3 @@ def test_played_on_the_callers_env_which_stays_open(tiny, tmp_path):
         assert env.is_alive()  # the caller's: not closed
     finally:
         env.close()
-
-
-def test_tasks_past_the_time_are_left_unplayed_neither_kept_nor_rejected(tiny, tmp_path):
-    import time
-
-    folder, env_file = tiny
-    rows = [press(2), press(3)]
-    environment = load_environment(env_file, tasks_file=write(tmp_path / "two.jsonl", rows))
-    report = validate_tasks(
-        environment, ValidationSettings(random_tries=2, random_steps=1), until=time.perf_counter()
-    )
-    assert report.not_played == ["press-add-3"] and report.kept == ["press-add-2"] and report.rejections == []
-    assert report.summary()["not_played"] == 1 and report.rates()["played"] == 1

@@ -202,7 +202,8 @@ def make_env_policy(
         return RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
     if policy == "frontier":
         graph = graph if graph is not None else ScreenGraph(environment.volatile, guard)
-        return FrontierPolicy(graph, ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
+        keys = tuple(environment.explore.keys) if environment.explore else ()
+        return FrontierPolicy(graph, ep_seed, max_steps=max_steps, lang=task.language, guard=guard, keys=keys)
     if policy == "replay":
         actions = (replay or {}).get(task.task_id)
         if actions is None:

@@ -51,6 +51,18 @@ def read_probe(name: str, spec: ProbeSpec, env, values: dict) -> Any:
     return pick(raw, spec.pick)
 
 
+def read_probes(probes: dict[str, ProbeSpec], env, values: dict) -> dict[str, Any]:
+    """Every probe's value now, for a walk's record; one that cannot be read is left out
+    (a walk records what it can: a probe error ends no episode)."""
+    out = {}
+    for name, spec in sorted(probes.items()):
+        try:
+            out[name] = read_probe(name, spec, env, values)
+        except Exception:  # noqa: BLE001 - any failure to read is "not read", never a crash
+            continue
+    return out
+
+
 def _get(name: str, spec: ProbeSpec, url: str) -> Any:
     req = urllib.request.Request(url, headers={"Accept": "application/json", **spec.headers})
     try:

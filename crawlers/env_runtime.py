@@ -40,7 +40,7 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task
 
 from .env_page import bounded_js, web_page
-from .env_probes import predicates_verdict
+from .env_probes import predicates_verdict, read_probes
 from .env_wait import wait_for_condition
 
 # The HTTP status of the document that is shown (Chromium 109+).
@@ -403,6 +403,11 @@ class EnvironmentRuntime:
         if spec.kind == "predicates":
             return predicates_verdict(spec.predicates, self.environment.probes, env, obs, values)
         raise VerifierError(f"unknown verifier kind {spec.kind!r}")
+
+    def probe_values(self, env, task: Task, *, session: str, seed: int) -> dict[str, Any]:
+        """The environment's probes read now (those that can be), for a walk's record."""
+        values = self.values(task, session=session, seed=seed)
+        return read_probes(self.environment.probes, env, values)
 
     def _command(self, spec: VerifierSpec, env, task: Task) -> Any:
         """A command verifier: JSON on stdout is the verdict, else the exit status says."""

@@ -25,6 +25,7 @@ The trajectory's device records the theme and language the start page showed
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,8 +168,12 @@ class EpisodeSteps:
         opened: Opened,
         ctx: EpisodeContext,
         after_step: Callable[[Observation, list[Step]], bool] | None = None,
+        read_probes: Callable[[], dict] | None = None,
     ):
         self.env, self.ctx, self.after_step = env, ctx, after_step
+        # The environment's probes, read on each screen and recorded on its step.
+        self.read_probes = read_probes
+        self.probes = read_probes() if read_probes is not None else None
         self.obs, self.shot_sha, self.observe_ms = opened.obs, opened.shot_sha, opened.observe_ms
         self.steps: list[Step] = []
         self.terminated = False  # the policy finished (done / answer)
@@ -231,6 +236,9 @@ class EpisodeSteps:
             started_at=time.time() if started_at is None else started_at,
             observe_ms=round(self.observe_ms, 2),
             thought=thought,  # a VLM agent's reasoning
+            probes_json=None
+            if self.probes is None
+            else json.dumps(self.probes, ensure_ascii=False, default=str),
         )
         if not decision.allowed:
             # Not executed: the episode ends here, so no policy can loop on it.
@@ -262,6 +270,8 @@ class EpisodeSteps:
         self.steps.append(step)
         _notify(ctx.on_step, step)
         self.obs, self.shot_sha, self.observe_ms = after, after_sha, act_ms
+        if self.read_probes is not None:
+            self.probes = self.read_probes()
         if self.after_step is not None and self.after_step(after, self.steps):
             self.stopped = self.ended = True
         if after.app_exit is not None:
@@ -353,8 +363,20 @@ class EnvEpisode:
             self.device = observed_device(page, self.device)
         self.open_ms = (time.perf_counter() - t0) * 1000
         opened = Opened(obs, ctx.blobs.put(obs.screenshot, obs.image_format), self.open_ms)
-        self.loop = EpisodeSteps(self.env, opened, ctx, after_step=self._after_step)
+        self.loop = EpisodeSteps(
+            self.env, opened, ctx, after_step=self._after_step, read_probes=self._probes()
+        )
         return obs
+
+    def _probes(self) -> Callable[[], dict] | None:
+        """An exploration walk of an environment with `probes` records their values on
+        every step: the state a goal may name that the screen does not show."""
+        if not (self.task.params.get("explore") and self.runtime.environment.probes):
+            return None
+        ctx = self.ctx
+        return lambda: self.runtime.probe_values(
+            self.env, self.task, session=ctx.trajectory_id, seed=ctx.seed
+        )
 
     @property
     def obs(self) -> Observation:

@@ -14,7 +14,9 @@ crawl's screen graph (crawlers/screen_graph.py), learning into it as it goes:
 
 An element below or above the viewport is scrolled to first (a few scrolls at
 most). Text fields are typed into (a word of the task's language, then Enter
-half of the time), a <select> gets one of its options. Like the random walk it
+half of the time), a <select> gets one of its options. The environment's shortcut
+keys (`explore.keys`: an app's Save, its New Folder) are untried on every screen
+until pressed there. Like the random walk it
 knows no app, talks only through observations and actions, never picks a
 guarded control, and says `done` on its last step. Decisions read sorted keys
 and a seeded RNG: the same seed on the same graph plays the same episode.
@@ -56,6 +58,7 @@ class FrontierPolicy:
         lang: str = "en",
         guard: SafetyGuard | None = None,
         p_enter: float = 0.5,
+        keys: tuple[str, ...] = (),
     ):
         if max_steps < 1:
             raise ValueError(f"max_steps={max_steps} must be at least 1")
@@ -64,11 +67,14 @@ class FrontierPolicy:
         self.rng = random.Random(f"frontier:{seed}")
         self.max_steps, self.p_enter = max_steps, p_enter
         self.vocabulary = VOCABULARY.get(lang, VOCABULARY["en"])
+        # The environment's shortcut keys (`explore.keys`): untried on each screen too.
+        self.keys = [f"key:{k}" for k in keys]
         self.steps = 0
         self.pending: list[tuple[str, str, str | None]] = []
         self.path: list[tuple[str, str, str]] = []
         self.intent: tuple[str, str | None, str | None] | None = None  # scrolled towards
         self.scrolls = 0
+        self._scrolled_at: float | None = None  # the target's centre when it was last scrolled for
         self.skip: set[tuple[str, str]] = set()  # (screen, key) out of reach by scrolling
         self.last_target: Element | None = None
         self._last: tuple[str, str, str, str | None] | None = None
@@ -125,20 +131,23 @@ class FrontierPolicy:
         """An untried element: one no screen has tried first, one on the screen (no scroll
         needed) before one off it."""
         untried = [k for k in self.graph.untried(screen) if k in keyed and (screen, k) not in self.skip]
+        untried += [k for k in self.keys if not self.graph.tried(screen, k)]
         if not untried:
             return None
         anywhere = self.graph.tried_anywhere()
         ranked: dict[tuple[bool, bool], list[str]] = {}
         for k in untried:
-            ranked.setdefault((k in anywhere, not _in_view(keyed[k])), []).append(k)
+            ranked.setdefault((k in anywhere, k in keyed and not _in_view(keyed[k])), []).append(k)
         self.untried_steps += 1
         return self.rng.choice(sorted(ranked[min(ranked)])), None, None
 
     def _to_frontier(
         self, screen: str, keyed: dict[str, Element]
     ) -> tuple[str, str | None, str | None] | None:
-        # Leave a step at the end to try something there (and the final `done`).
-        room = self.max_steps - self.steps - 1
+        # Leave two steps at the end to try something there (a scroll to it, then it) and
+        # the final `done`: a path that leaves no step to scroll with is played again by
+        # every later walk, which never learns the element is out of reach.
+        room = self.max_steps - self.steps - 2
         if room < 1:
             return None
         anywhere = self.graph.tried_anywhere()
@@ -180,7 +189,10 @@ class FrontierPolicy:
             return self._pseudo(screen, key, verb, text)
         _, cy = el.centre()
         if not _in_view(el):
-            if self.scrolls >= MAX_SCROLLS:
+            # Give up after MAX_SCROLLS, or at once when the last scroll left it where it was
+            # (a text area that swallows the wheel): every later walk would scroll for it again.
+            stuck = self.scrolls and self._scrolled_at is not None and abs(cy - self._scrolled_at) < 1e-3
+            if self.scrolls >= MAX_SCROLLS or stuck:
                 self.skip.add((screen, key))
                 self.graph.out_of_reach.add((screen, key))
                 self.scrolls = 0
@@ -189,6 +201,7 @@ class FrontierPolicy:
                 # Recorded in words the graph reads back: no later episode scrolls for it.
                 return Action(type=ActionType.BACK, description=out_of_reach_words(key))
             self.scrolls += 1
+            self._scrolled_at = cy
             self.intent = (key, verb, text)
             direction = "down" if cy > _BOTTOM else "up"
             self._last = (screen, f"scroll:{direction}", "scroll", direction)
@@ -198,7 +211,7 @@ class FrontierPolicy:
             return Action.scroll(
                 direction, 0.5, 0.5, amount=notches, description=f"Scroll {direction} to '{el.name}'"
             )
-        self.scrolls = 0
+        self.scrolls, self._scrolled_at = 0, None
         verb, text = self._verb_for(obs, el, verb, text)
         x, y = (min(max(c, 0.0), 1.0) for c in el.centre())
         self.last_target = el
@@ -235,6 +248,8 @@ class FrontierPolicy:
 
     def _pseudo(self, screen: str, key: str, verb: str | None, text: str | None) -> Action:
         """An action without a target (a path's key press, scroll or back)."""
+        if verb is None and key.startswith("key:"):  # a shortcut key tried for the first time
+            verb, text = "key", key[len("key:") :]
         self._last = (screen, key, verb or key, text)
         if verb == "key" and text:
             return Action.key(text, description=f"Press {text}")

@@ -46,6 +46,7 @@ SHOWN_RANK = {
 MAX_SHOWN_OF_A_ROLE = 3
 VALUE_ROLES = ("textbox", "searchbox", "combobox", "spinbutton", "slider")
 MAX_NAME = 60
+MAX_PROBE_TEXT = 200  # a probe's text longer than this is a document, not a goal's value
 # Script verbs for the recorded action types that scripted.ScriptedPolicy plays.
 _POINT_VERBS = {
     ActionType.TAP: "tap",
@@ -90,16 +91,18 @@ class _Screen:
     url: str
     tree: str
     nodes: list[AriaNode]
+    probes: dict = field(default_factory=dict)  # the environment's probes, where the walk read them
 
     @classmethod
     def of(cls, step: Step, volatile: list[str]) -> _Screen:
-        return cls(step.url, step.a11y_tree, parse_snapshot(mask_volatile(step.a11y_tree, volatile)))
+        nodes = parse_snapshot(mask_volatile(step.a11y_tree, volatile))
+        return cls(step.url, step.a11y_tree, nodes, step.probes or {})
 
     def count(self, role: str, name: str) -> int:
         return sum(1 for n in self.nodes if n.role == role and n.name == name)
 
     def state(self) -> EndState:
-        return EndState(url=self.url, a11y_tree=self.tree)
+        return EndState(url=self.url, a11y_tree=self.tree, probes=self.probes)
 
 
 def _nameable(node: AriaNode) -> bool:
@@ -116,7 +119,12 @@ def _worded(name: str) -> bool:
 def goals_between(before: _Screen, after: _Screen) -> list[Goal]:
     """What differs from `before` in `after`, as goals, the most telling first: a state or
     value change, then a new path, then a view that opened or closed, then its content."""
-    goals = _state_goals(before, after) + _shown_goals(before, after) + _url_goals(before.url, after.url)
+    goals = (
+        _state_goals(before, after)
+        + _probe_goals(before.probes, after.probes)
+        + _shown_goals(before, after)
+        + _url_goals(before.url, after.url)
+    )
     return sorted(goals, key=lambda g: g.rank)
 
 
@@ -178,6 +186,48 @@ def _appeared(before: _Screen, after: _Screen, shown: bool) -> list[Goal]:
     per_role = Counter(n.role for n in new)
     keep = [n for n in new if per_role[n.role] <= MAX_SHOWN_OF_A_ROLE or SHOWN_RANK[n.role] == 1]
     return [_shown_goal(n.role, n.name, shown) for n in keep]
+
+
+def _probe_goals(before: dict, after: dict) -> list[Goal]:
+    """A probe's value that changed (state the screen may not show: a saved file, the
+    app's API): a short text it now equals, or the lines or list items it now holds
+    that it did not (a new file, a new row). Numbers, objects and removals name
+    nothing a person would ask for by value, and are left out."""
+    goals = []
+    for name in sorted(after.keys() & before.keys()):
+        old, new = before[name], after[name]
+        if new == old or new in (None, ""):
+            continue
+        label = name.replace("_", " ").replace("-", " ")
+        items = _items(new)
+        if items is None:
+            if isinstance(new, str) and len(new) <= MAX_PROBE_TEXT and _worded(new):
+                goals.append(
+                    _goal(
+                        {"probe": name, "equals": new},
+                        f'set the {label} to "{new}"',
+                        f"将{label}设为“{new}”",
+                        0,
+                    )
+                )
+            continue
+        was = set(_items(old) or [])
+        added = [i for i in dict.fromkeys(items) if i not in was and _worded(i) and len(i) <= MAX_NAME]
+        if len(added) <= MAX_SHOWN_OF_A_ROLE:
+            goals += [
+                _goal({"probe": name, "contains": i}, f'add "{i}" to the {label}', f"在{label}中添加“{i}”", 0)
+                for i in added
+            ]
+    return goals
+
+
+def _items(value) -> list[str] | None:
+    """A probe value's items: a list's scalars, a text's lines; None for one value."""
+    if isinstance(value, list):
+        return [str(v) for v in value if isinstance(v, str | int | float) and not isinstance(v, bool)]
+    if isinstance(value, str) and "\n" in value.strip():
+        return [line.strip() for line in value.splitlines() if line.strip()]
+    return None
 
 
 def _url_goals(before: str, after: str) -> list[Goal]:
@@ -374,8 +424,10 @@ def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState)
     when step j ended on a page the walk saw before (its own included), the best of what
     differs from that visit (`revisit_goals`)."""
     step = steps[j]
-    if step.guard or step.error or step.screen_changed is False or _error_page(steps[j + 1].url):
+    if step.guard or step.error or _error_page(steps[j + 1].url):
         return []
+    if step.screen_changed is False and screens[j].probes == screens[j + 1].probes:
+        return []  # (a save changes a probe, not the screen)
     # Trivial goals (already so after the reset) go before the best rank is chosen: a
     # closed view that was closed at the reset must not hide what the step did.
     made = main_goals(_not_trivial(goals_between(screens[j], screens[j + 1]), reset))
@@ -467,6 +519,8 @@ def _error_page(url: str) -> bool:
 def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
     """The steps before `before` that changed the goal's element (its value or states): a
     text box's value is what every edit of it left, not only the last."""
+    if "probe" in goal.predicate:
+        return _edits(screens, before)
     ref = goal.predicate.get("element")
     if not ref or "name" not in ref:
         return []
@@ -479,6 +533,20 @@ def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
         return None
 
     return [m for m in range(before) if seen(screens[m]) != seen(screens[m + 1]) and seen(screens[m + 1])]
+
+
+def _edits(screens: list[_Screen], before: int) -> list[int]:
+    """The steps before `before` that changed a field's value: what a save (a probe
+    goal) writes is every edit made before it, not only the last."""
+
+    def values(screen: _Screen) -> list[tuple]:
+        return [
+            (n.role, n.name, node_value(screen.nodes, i))
+            for i, n in enumerate(screen.nodes)
+            if n.role in VALUE_ROLES
+        ]
+
+    return [m for m in range(before) if values(screens[m]) != values(screens[m + 1])]
 
 
 def _candidate(

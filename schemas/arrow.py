@@ -73,8 +73,11 @@ STEP_SCHEMA = pa.schema(
         ("started_at", pa.float64()),
         ("observe_ms", pa.float64()),
         ("act_ms", pa.float64()),
+        ("probes_json", pa.large_string()),
     ]
 )
+# Columns a steps part written at an older schema version lacks (read as null).
+STEP_ADDED = {"1.2": ("probes_json",)}
 
 TASK_TYPE = pa.struct(
     [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .predicates import Predicate
 from .records import Language, VerifierKind
@@ -127,6 +127,17 @@ class ExploreSpec(StrictModel):
     # With `minutes` and no `episodes` given, the episodes are capped only by the time.
     minutes: float | None = Field(default=None, gt=0, le=100_000)
     verifier: VerifierSpec | None = None
+    # Shortcut keys the frontier walk may press on any screen ("ctrl+s"): what an app
+    # does from its keyboard and no control in the tree offers (GTK 2 menus show none).
+    keys: list[str] = Field(default_factory=list)
+
+    @field_validator("keys")
+    @classmethod
+    def _keys_named(cls, v: list[str]) -> list[str]:
+        bad = [k for k in v if not k.strip() or " " in k.strip()]
+        if bad:
+            raise ValueError(f"key {bad[0]!r}: expected a key or chord such as 'ctrl+s'")
+        return [k.strip() for k in v]
 
 
 class AppSpec(StrictModel):

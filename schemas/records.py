@@ -18,7 +18,8 @@ from .provenance import build_id
 
 # 1.1: trajectories gained reward, verifier and verifier_reason (parts written
 # at 1.0 read with those null: schemas.arrow.upgrade_trajectories).
-SCHEMA_VERSION = "1.1"
+# 1.2: steps gained probes_json (parts written before read it as null).
+SCHEMA_VERSION = "1.2"
 # The code a record was made with: the package version and its git commit,
 # "0.1.0+g<12 hex>" (schemas.provenance.build_id; "0.1.0" outside a checkout
 # without $TRAJFORGE_GIT_COMMIT).
@@ -170,6 +171,14 @@ class Step(BaseModel):
     started_at: float = 0.0  # unix seconds
     observe_ms: float = 0.0
     act_ms: float = 0.0
+    # The environment's `probes` read on this screen, as JSON ({name: value}): state the
+    # tree does not show (a saved file, the app's API), recorded on exploration walks so
+    # task synthesis can make goals of it (crawlers/task_candidates.py). None: not read.
+    probes_json: str | None = None
+
+    @property
+    def probes(self) -> dict[str, Any] | None:
+        return json.loads(self.probes_json) if self.probes_json else None
 
 
 class Trajectory(BaseModel):

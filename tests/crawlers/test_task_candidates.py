@@ -4,6 +4,8 @@ demonstration. Pure data: walks written as a recorder writes them."""
 
 from __future__ import annotations
 
+import json
+
 from crawlers.task_candidates import candidate_tasks, final_goals, walk_candidates
 from schemas.actions import Action
 from schemas.environment import environment_from_dict
@@ -319,3 +321,63 @@ def test_a_bare_number_is_no_goal_and_a_second_button_of_a_name_needs_what_made_
     # The tap names the second button (nth 1): the step that made it is in the demonstration.
     assert dialog["params"]["script"][-1] == {"tap": {"role": "button", "name": "New note", "nth": 1}}
     assert len(dialog["params"]["script"]) == 2, dialog["params"]["script"]
+
+
+# ------------------------------------------------------------------ probe goals
+EDITOR = """- frame "note.txt - Mousepad":
+  - textbox{value}
+"""
+DESK = environment_from_dict(
+    {
+        "name": "editor",
+        "platform": "desktop",
+        "launch": "mousepad note.txt",
+        "probes": {"saved_note": {"command": "cat note.txt"}, "files": {"command": "ls"}},
+        "explore": {"episodes": 1, "keys": ["ctrl+s"]},
+    }
+)
+
+
+def desk_step(i, value, action, probes, *, target=None, changed=True):
+    tree = EDITOR.format(value=f": {value}" if value else "")
+    return step(i, tree, action, target, url="desktop://editor").model_copy(
+        update={"probes_json": json.dumps(probes), "screen_changed": changed}
+    )
+
+
+def test_a_save_that_changes_no_screen_makes_a_probe_goal_with_every_edit_before_it():
+    box = el("textbox", "")
+    steps = [
+        desk_step(0, "", Action(type="type", x=0.15, y=0.15, text="milk"), {"saved_note": "", "files": "a.txt"}, target=box),
+        desk_step(1, "milk", Action(type="type", x=0.15, y=0.15, text=" eggs"), {"saved_note": "", "files": "a.txt"}, target=box),
+        desk_step(2, "milk eggs", Action.key("ctrl+s"), {"saved_note": "", "files": "a.txt"}, changed=False),
+        desk_step(3, "milk eggs", Action.key("ctrl+shift+n"), {"saved_note": "milk eggs", "files": "a.txt"}),
+        desk_step(4, "milk eggs", Action(type="done"), {"saved_note": "milk eggs", "files": "a.txt\nReports"}),
+    ]  # fmt: skip
+    rows = candidate_tasks([walk(steps)], DESK, ("en", "zh"), max_goals=1)
+    by = {json.dumps(r["verifier"]["predicates"]): r for r in rows if r["language"] == "en"}
+    saved = by[json.dumps([{"probe": "saved_note", "equals": "milk eggs"}])]
+    # The save changed no screen, yet it made the goal; both typings are in its demonstration.
+    assert saved["instruction"] == 'Set the saved note to "milk eggs"'
+    assert saved["params"]["walk_steps"] == [0, 1, 2]
+    assert saved["params"]["script"][-1] == {"key": "ctrl+s"}
+    # A new line of a listing probe is a `contains` goal; the lines already there are not.
+    folder = by[json.dumps([{"probe": "files", "contains": "Reports"}])]
+    assert folder["instruction"] == 'Add "Reports" to the files'
+    zh = next(r for r in rows if r["language"] == "zh" and r["task_id"].startswith(folder["task_id"][:-3]))
+    assert zh["instruction"] == "在files中添加“Reports”"
+    assert not any("a.txt" in json.dumps(r["verifier"]) for r in rows)
+
+
+def test_probe_values_that_name_nothing_make_no_goal():
+    box = el("textbox", "")
+    steps = [
+        desk_step(0, "", Action(type="type", x=0.15, y=0.15, text="1"), {"saved_note": "", "files": ["a"]}, target=box),
+        desk_step(1, "1", Action.key("ctrl+s"), {"saved_note": "", "files": ["a"]}, changed=False),
+        desk_step(2, "1", Action.key("ctrl+s"), {"saved_note": "12", "files": ["a", "b c"]}, changed=False),
+        desk_step(3, "1", Action(type="done"), {"saved_note": "12", "files": ["a", "b c"]}),
+    ]  # fmt: skip
+    rows = candidate_tasks([walk(steps)], DESK, ("en",), max_goals=1)
+    goals = [r["verifier"]["predicates"] for r in rows]
+    # A bare number is no goal; a list probe's new item is, unchanged steps make none.
+    assert goals == [[{"probe": "files", "contains": "b c"}]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pyarrow.parquet as pq
 import pytest
@@ -192,6 +193,7 @@ def steps(draw) -> Step:
         started_at=draw(finite),
         observe_ms=draw(finite),
         act_ms=draw(finite),
+        probes_json=draw(st.none() | st.dictionaries(names, names, max_size=2).map(json.dumps)),
     )
 
 
@@ -292,12 +294,20 @@ def test_parquet_file_round_trip(tmp_path):
         thought="先点 Go\n然后输入",
         started_at=1.7e9,
         observe_ms=12.5,
+        probes_json='{"saved_note": "买牛奶", "files": ["a.txt"]}',
     )
     path = tmp_path / "steps.parquet"
     pq.write_table(steps_table([step]), path)
     back = pq.read_table(path)
     assert back.schema == STEP_SCHEMA
     assert row_to_step(back.to_pylist()[0], source=str(path)) == step
+    assert step.probes == {"saved_note": "买牛奶", "files": ["a.txt"]}
+    # A part written before steps had probes (schema 1.1) reads them as not read.
+    old = back.drop_columns(["probes_json"])
+    pq.write_table(old, tmp_path / "old.parquet")
+    was = row_to_step(pq.read_table(tmp_path / "old.parquet").to_pylist()[0])
+    assert was.probes_json is None and was.probes is None
+    assert was == step.model_copy(update={"probes_json": None})
 
 
 def test_trajectory_id_for_is_stable_and_distinguishes_parts():

@@ -16,7 +16,8 @@ An element below or above the viewport is scrolled to first (a few scrolls at
 most). Text fields are typed into (a word of the task's language, then Enter
 half of the time), a <select> gets one of its options. The environment's shortcut
 keys (`explore.keys`: an app's Save, its New Folder) are untried on every screen
-until pressed there. Like the random walk it
+until pressed there, and pressed right after typing half the time (a save keeps an
+edit only once there is one). Like the random walk it
 knows no app, talks only through observations and actions, never picks a
 guarded control, and says `done` on its last step. Decisions read sorted keys
 and a seeded RNG: the same seed on the same graph plays the same episode.
@@ -37,6 +38,8 @@ from .screen_graph import ScreenGraph, explorable, out_of_reach_words
 # An element whose centre is outside these is scrolled to before it is touched.
 _TOP, _BOTTOM = 0.01, 0.97
 MAX_SCROLLS = 3
+# How often the walk presses one of the environment's shortcut keys right after typing.
+P_KEY_AFTER_EDIT = 0.5
 
 
 class FrontierPolicy:
@@ -69,6 +72,7 @@ class FrontierPolicy:
         self.vocabulary = VOCABULARY.get(lang, VOCABULARY["en"])
         # The environment's shortcut keys (`explore.keys`): untried on each screen too.
         self.keys = [f"key:{k}" for k in keys]
+        self.edited = False  # the last action typed: a shortcut key may keep it
         self.steps = 0
         self.pending: list[tuple[str, str, str | None]] = []
         self.path: list[tuple[str, str, str]] = []
@@ -102,6 +106,11 @@ class FrontierPolicy:
             self.intent = None
             if key in keyed:
                 return self._emit(obs, screen, keyed, key, verb, text)
+        if self.edited and self.keys and self.rng.random() < P_KEY_AFTER_EDIT:
+            # A save or submit shortcut does something only once there is an edit to keep.
+            self.edited = False
+            return self._pseudo(screen, self.rng.choice(self.keys), None, None)
+        self.edited = False
         choice = (
             self._along_path(screen, keyed)
             or self._untried(screen, keyed)
@@ -217,6 +226,7 @@ class FrontierPolicy:
         self.last_target = el
         self._last = (screen, key, verb, text)
         if verb == "type":
+            self.edited = True
             if self.rng.random() < self.p_enter:
                 self.pending.append(("key:Enter", "key", "Enter"))
             return Action(

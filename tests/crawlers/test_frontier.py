@@ -81,3 +81,19 @@ def test_a_page_with_nothing_to_touch_says_so(pages_url, tmp_path):
     assert stats.trajectories == 2 and stats.error == 0
     assert stats.graph["screens"] == 1 and stats.graph["untried"] == 0
     assert any(line.startswith("nothing to explore: ") for line in summary_lines(stats))
+
+
+def test_the_environments_shortcut_keys_are_pressed_on_a_screen_and_after_typing():
+    from crawlers.frontier import FrontierPolicy
+    from schemas.observation import Observation
+    from schemas.records import Element
+
+    box = Element(role="textbox", name="Note", bbox=(0.1, 0.1, 0.9, 0.9))
+    obs = Observation(b"", "png", 800, 600, "desktop://editor", '- textbox "Note"\n', [box])
+    for seed in range(5):
+        policy = FrontierPolicy(ScreenGraph(), seed, max_steps=7, keys=("ctrl+s",))
+        acts = [policy.act(obs) for _ in range(7)]
+        keys = [a.text for a in acts if a.type.value == "key"]
+        # The shortcut is untried on the screen until pressed (the text box is the other).
+        assert "ctrl+s" in keys, [a.description for a in acts]
+        assert acts[-1].type.value == "done"

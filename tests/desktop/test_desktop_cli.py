@@ -17,13 +17,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from trajforge.store.raw import RawStore
 
-from .procs import assert_nothing_left
+from .procs import assert_nothing_left, session_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "crawl-your-own-app.md"
@@ -188,3 +189,25 @@ def test_curation_keeps_every_verified_desktop_trajectory_and_counts_each_drop(r
     assert (got.trajectories_in, got.trajectories_kept, got.steps_in) == (6, 6, merged.steps)
     assert got.steps_kept + sum(got.dropped.values()) == got.steps_in and got.steps_kept >= 6
     assert got.dropped["blank_screenshot"] == got.dropped["missing_screenshot"] == 0
+
+
+def test_a_terminated_synthesis_leaves_no_desktop_session_running(tmp_path):
+    """SIGTERM (a scheduler's kill, `timeout`) unwinds the command: its X server, bus
+    and app go with it, and it exits with 128 + 15."""
+    argv = [
+        sys.executable, "-m", "trajforge.cli", "tasks", "synthesize",
+        str(ROOT / "examples" / "environments" / "mousepad.yaml"), "--minutes", "5", "--data", str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Terminated mid-walk: once its first session's processes are up.
+        deadline = time.monotonic() + 120
+        while not session_pids({proc.pid}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert session_pids({proc.pid}), "no desktop session started"
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err[-2000:]
+    assert_nothing_left(set(), {proc.pid})

@@ -14,6 +14,9 @@ import. The CLI is the top of the package graph, so none of these hides a cycle.
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import typer
 
 from trajforge.cli import crawl, data, envs, tasks, train
@@ -26,3 +29,11 @@ app = typer.Typer(
 )
 for group in (data, crawl, envs, tasks, train):
     app.add_typer(group.app)
+
+
+@app.callback()
+def _stop_cleanly_on_sigterm() -> None:
+    # A SIGTERM (a scheduler's kill, `timeout`) unwinds like Ctrl-C: the browsers,
+    # desktop sessions and servers a command opened are closed by their `finally`s,
+    # not left running. (`trajforge serve` replaces it with uvicorn's own.)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

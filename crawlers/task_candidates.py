@@ -415,7 +415,8 @@ def walk_candidates(
                 if k in demonstration(steps, screens, j):
                     continue  # the later goal needs the earlier: one goal, said once
                 for _, goal in (m for m in made[i + 1 :] if m[0] == j):
-                    out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
+                    if goal.predicate != earlier.predicate:  # (a dialog opened again is one goal)
+                        out.append(_candidate(traj, steps, screens, [earlier, goal], [k, j]))
     return out
 
 

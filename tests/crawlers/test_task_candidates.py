@@ -381,3 +381,19 @@ def test_probe_values_that_name_nothing_make_no_goal():
     goals = [r["verifier"]["predicates"] for r in rows]
     # A bare number is no goal; a list probe's new item is, unchanged steps make none.
     assert goals == [[{"probe": "files", "contains": "b c"}]]
+
+
+def test_a_goal_made_twice_in_a_walk_is_never_paired_with_itself():
+    new = el("button", "New note")
+    close = el("button", "Close")
+    steps = [
+        step(0, screen(), tap(), new),
+        step(1, screen(dialog=True), tap(0.16), close),
+        step(2, screen(), tap(), new),
+        step(3, screen(dialog=True), Action(type="done")),
+    ]
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    for r in rows:
+        predicates = [json.dumps(p, sort_keys=True) for p in r["verifier"]["predicates"]]
+        assert len(set(predicates)) == len(predicates), r["instruction"]
+    assert 'Open "New note"' in [r["instruction"] for r in rows]

@@ -6,7 +6,9 @@
    budget, recorded in the raw store (collection `<environment>-explore`, resumable:
    a killed run's walks are kept and its screen graph reloaded);
 2. proposes candidate goals from every recorded walk (crawlers/task_candidates.py: what
-   a step changed, as `predicates` of the end state, with its demonstration);
+   a step changed, as `predicates` of the end state, with its demonstration); while
+   validating them all would leave a minute or more unspent (an app whose walks change
+   little), explores again with half of that time and proposes again;
 3. validates as many as the rest of the budget allows (crawlers/task_validation.py:
    non-trivial, achievable, specific, new; each rejection counted by reason), one
    language's row per goal, since the goal and its demonstration are the same in
@@ -43,6 +45,10 @@ LANGUAGES = ("en", "zh")
 # Seconds a candidate's validation is assumed to cost before anything was measured.
 _FIRST_GUESS_S = 10.0
 _MANY = 100_000  # walks: as many as the time allows
+# Spare time (beyond validating every candidate, its estimate x _MARGIN) worth another
+# round of exploration.
+_MARGIN = 1.5
+_MIN_ROUND_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class SynthesisReport:
     languages: tuple[str, ...]
     exploration: dict = field(default_factory=dict)  # this run's crawl summary (graph figures included)
     walks: int = 0  # every recorded walk the candidates came from (a re-run's earlier ones too)
+    explore_rounds: int = 1  # more than one: validating every candidate left time to explore more
     instructions: dict = field(default_factory=dict)  # the VLM's answers: kept, refused by reason
     candidates: int = 0  # distinct goals proposed
     validated: int = 0  # goals validated within the budget
@@ -97,6 +104,7 @@ class SynthesisReport:
             "environment": self.environment,
             "walks": self.walks,
             "new_walks": self.exploration.get("episodes", 0),
+            "explore_rounds": self.explore_rounds,
             "screens": graph.get("screens"),
             "elements_tried": graph.get("pairs"),
             "candidates": self.candidates,
@@ -145,29 +153,50 @@ def synthesize_tasks(
     deadline = started + settings.minutes * 60
     report = SynthesisReport(environment=environment.name, languages=settings.languages)
     collection = f"{environment.name}-explore"
-    # The time budget ends the exploration, not the file's `explore.episodes`.
-    walk = EnvCrawl(
-        policy="frontier",
-        minutes=settings.minutes * settings.explore_share,
-        seed=settings.seed,
-        episodes=_MANY,
-    )
-    say("explore", f"frontier walks for {walk.minutes:.1f} min into {collection}")
-    stats = crawl_environment(
-        environment, walk, store=store, collection=collection, env=env, pool=pool,
-        progress=lambda event: _said(say, progress_line(event, environment.name)),
-    )  # fmt: skip
-    for line in summary_lines(stats):
-        say("explore", line)
-    report.exploration = stats.summary()
-    walks = recorded_walks(store, collection)
-    report.walks = len(walks)
-    rows = candidate_tasks(walks, environment, (settings.languages[0],), max_goals=settings.max_goals)
+
+    def explore(minutes: float) -> dict:
+        # The time budget ends the exploration, not the file's `explore.episodes`; a
+        # second round goes on from the walks stored (their ids are stable).
+        walk = EnvCrawl(policy="frontier", minutes=minutes, seed=settings.seed, episodes=_MANY)
+        say("explore", f"frontier walks for {walk.minutes:.1f} min into {collection}")
+        stats = crawl_environment(
+            environment, walk, store=store, collection=collection, env=env, pool=pool,
+            progress=lambda event: _said(say, progress_line(event, environment.name)),
+        )  # fmt: skip
+        for line in summary_lines(stats):
+            say("explore", line)
+        return stats.summary()
+
+    def propose() -> list[dict]:
+        walks = recorded_walks(store, collection)
+        report.walks = len(walks)
+        rows = candidate_tasks(walks, environment, (settings.languages[0],), max_goals=settings.max_goals)
+        say("propose", f"{len(rows)} candidate goals from {len(walks)} walks")
+        return rows
+
+    report.exploration = explore(settings.minutes * settings.explore_share)
+    rows = propose()
+    # Validating every candidate would leave time unspent (an app with few changes to
+    # make): explore more with half of what is spare, while that still finds candidates.
+    while True:
+        seconds = more_exploration(
+            deadline - time.perf_counter(), len(rows), _cost_per_candidate(report.exploration, settings)
+        )
+        if not seconds:
+            break
+        more = explore(seconds / 60)
+        report.exploration = {
+            **more,
+            "episodes": report.exploration.get("episodes", 0) + more.get("episodes", 0),
+        }
+        report.explore_rounds += 1
+        before, rows = len(rows), propose()
+        if not more.get("episodes") or len(rows) == before:
+            break
     report.candidates = len(rows)
-    say("propose", f"{len(rows)} candidate goals from {len(walks)} walks")
     if rows:
         chosen = within_budget(
-            rows, deadline - time.perf_counter(), _cost_per_candidate(stats.summary(), settings)
+            rows, deadline - time.perf_counter(), _cost_per_candidate(report.exploration, settings)
         )
         report.validated = len(chosen)
         say("validate", f"validating {len(chosen)} of {len(rows)} candidates")
@@ -197,6 +226,13 @@ def recorded_walks(store: RawStore, collection: str) -> list[tuple[Trajectory, l
         steps[step.trajectory_id].append(step)
     trajs = sorted(store.iter_trajectories(collection), key=lambda t: t.trajectory_id)
     return [(t, steps[t.trajectory_id]) for t in trajs if steps[t.trajectory_id]]
+
+
+def more_exploration(seconds_left: float, candidates: int, per_candidate_s: float) -> float:
+    """Seconds to explore again: half of what validating every candidate (with a margin)
+    would leave unspent; 0 when that is under a minute."""
+    spare = seconds_left - _MARGIN * candidates * per_candidate_s
+    return spare / 2 if spare >= _MIN_ROUND_S else 0.0
 
 
 def within_budget(rows: list[dict], seconds_left: float, per_candidate_s: float) -> list[dict]:

@@ -25,3 +25,15 @@ def test_settings_refuse_what_cannot_run():
         SynthesisSettings(minutes=1, languages=("fr",))
     with pytest.raises(ValueError, match="minutes"):
         SynthesisSettings(minutes=0)
+
+
+def test_time_that_validating_every_candidate_leaves_unspent_goes_back_to_exploring():
+    from crawlers.task_synthesis import more_exploration
+
+    # 900 s left, 20 candidates at 4 s each (x 1.5 margin = 120 s): explore half of 780 s.
+    assert more_exploration(900, 20, 4.0) == 390
+    # The next round: what is left after it, with the candidates it added.
+    assert more_exploration(480, 60, 4.0) == 60
+    # Under a minute spare, or already short: validate.
+    assert more_exploration(400, 60, 4.0) == 0
+    assert more_exploration(100, 60, 4.0) == 0

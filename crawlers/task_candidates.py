@@ -96,7 +96,7 @@ class _Screen:
     @classmethod
     def of(cls, step: Step, volatile: list[str]) -> _Screen:
         nodes = parse_snapshot(mask_volatile(step.a11y_tree, volatile))
-        return cls(step.url, step.a11y_tree, nodes, step.probes or {})
+        return cls(step.url, step.a11y_tree, nodes, _masked(step.probes or {}, volatile))
 
     def count(self, role: str, name: str) -> int:
         return sum(1 for n in self.nodes if n.role == role and n.name == name)
@@ -193,7 +193,8 @@ def _probe_goals(before: dict, after: dict) -> list[Goal]:
     app's API): a short text it now equals, or the lines or list items it now holds
     that it did not (a new file, a new row). Numbers, objects and removals name
     nothing a person would ask for by value, and are left out."""
-    goals = []
+    goals: list[Goal] = []
+    said: set[str] = set()  # one change seen by two probes (the page's list, the server's): one goal
     for name in sorted(after.keys() & before.keys()):
         old, new = before[name], after[name]
         if new == old or new in (None, ""):
@@ -201,7 +202,14 @@ def _probe_goals(before: dict, after: dict) -> list[Goal]:
         label = name.replace("_", " ").replace("-", " ")
         items = _items(new)
         if items is None:
-            if isinstance(new, str) and len(new) <= MAX_PROBE_TEXT and _worded(new):
+            if (
+                isinstance(new, str)
+                and len(new) <= MAX_PROBE_TEXT
+                and _worded(new)
+                and "<volatile>" not in new
+                and new not in said
+            ):
+                said.add(new)
                 goals.append(
                     _goal(
                         {"probe": name, "equals": new},
@@ -212,13 +220,32 @@ def _probe_goals(before: dict, after: dict) -> list[Goal]:
                 )
             continue
         was = set(_items(old) or [])
-        added = [i for i in dict.fromkeys(items) if i not in was and _worded(i) and len(i) <= MAX_NAME]
+        added = [
+            i
+            for i in dict.fromkeys(items)
+            if i not in was and _worded(i) and len(i) <= MAX_NAME and "<volatile>" not in i
+        ]
+        if added and set(added) <= said:
+            continue
+        said.update(added)
         if len(added) <= MAX_SHOWN_OF_A_ROLE:
             goals += [
                 _goal({"probe": name, "contains": i}, f'add "{i}" to the {label}', f"在{label}中添加“{i}”", 0)
                 for i in added
             ]
     return goals
+
+
+def _masked(probes: dict, volatile: list[str]) -> dict:
+    """Probe values with the environment's volatile text masked, as the tree's is (a
+    journal titled with today's date names nothing a task can ask for tomorrow)."""
+
+    def mask(v):
+        if isinstance(v, str):
+            return mask_volatile(v, volatile)
+        return [mask(x) for x in v] if isinstance(v, list) else v
+
+    return {name: mask(v) for name, v in probes.items()} if volatile else probes
 
 
 def _items(value) -> list[str] | None:

@@ -397,3 +397,26 @@ def test_a_goal_made_twice_in_a_walk_is_never_paired_with_itself():
         predicates = [json.dumps(p, sort_keys=True) for p in r["verifier"]["predicates"]]
         assert len(set(predicates)) == len(predicates), r["instruction"]
     assert 'Open "New note"' in [r["instruction"] for r in rows]
+
+
+def test_a_change_two_probes_see_is_one_goal_and_volatile_values_are_none():
+    env = environment_from_dict(
+        {
+            "name": "wiki", "platform": "web", "start_url": "http://127.0.0.1:9/", "explore": {"episodes": 1},
+            "volatile": [r"\d+(st|nd|rd|th) December \d{4}"],
+            "probes": {"saved": {"http": "http://127.0.0.1:9/t.json"}, "titles": {"js": "titles()"}},
+        }
+    )  # fmt: skip
+
+    def at(i, probes, action):
+        return step(i, screen(), action).model_copy(update={"probes_json": json.dumps(probes)})
+
+    steps = [
+        at(0, {"saved": [], "titles": []}, tap()),
+        at(1, {"saved": ["Milk"], "titles": ["Milk", "5th December 2026"]}, tap()),
+        at(2, {"saved": ["Milk"], "titles": ["Milk", "5th December 2026"]}, Action(type="done")),
+    ]
+    rows = candidate_tasks([walk(steps)], env, ("en",))
+    # The page's list and the server's saw the same new title: one goal, the first probe's;
+    # the journal named by today's date is no goal.
+    assert [r["verifier"]["predicates"] for r in rows] == [[{"probe": "saved", "contains": "Milk"}]]

@@ -27,9 +27,10 @@ from typing import Any
 from PIL import Image
 
 from training.env_client import Answer, EnvClient, EnvServerError
-from training.gui_prompt import GuiPrompt, PromptSettings
+from training.gui_prompt import IMAGE_SLOT, GuiPrompt, PromptSettings
 
 URL_ENV = "TRAJFORGE_ENV_URL"  # where `trajforge serve` answers, when a config does not say
+_ANSWER = "\x00trajforge-answer\x00"  # where the model's text sits in a rendered template
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,33 @@ class GuiEpisode:
         if self.prompt is None or self.last is None:
             raise RuntimeError("reset() the episode first")
         return self.prompt
+
+
+# ---------------------------------------------------------------- turns as a token stream's text
+def chat_text(tokenizer: Any, messages: list[dict]) -> str:
+    """The first turns as the model reads them: the processor's chat template with the
+    generation prompt; without a template, the plain text with an image slot per image."""
+    if hasattr(tokenizer, "apply_chat_template"):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return "\n".join(_plain(m["content"]) for m in messages) + "\n"
+
+
+def text_after_answer(tokenizer: Any, parts: list[dict]) -> str:
+    """What follows the model's text in the stream: its turn's end, the next user turn
+    (`parts`), the generation prompt. So the first turns + answer + this + answer + ... are
+    what the chat template makes of the whole conversation."""
+    if hasattr(tokenizer, "apply_chat_template"):
+        turns = [
+            {"role": "user", "content": "."},
+            {"role": "assistant", "content": _ANSWER},
+            {"role": "user", "content": parts},
+        ]
+        text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        return text.split(_ANSWER, 1)[1]
+    return "\n" + _plain(parts) + "\n"
+
+
+def _plain(content: str | list[dict]) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(IMAGE_SLOT if p.get("type") == "image" else p.get("text", "") for p in content)

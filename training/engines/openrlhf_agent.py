@@ -37,11 +37,9 @@ from typing import Any
 import numpy as np
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from training.engines.gui_episode import EpisodeSpec, GuiEpisode, server_url
+from training.engines.gui_episode import EpisodeSpec, GuiEpisode, chat_text, server_url, text_after_answer
 from training.env_client import EnvClient
-from training.gui_prompt import IMAGE_SLOT, PromptSettings
-
-_ACTION = "\x00trajforge-action\x00"  # where the model's text sits in a rendered template
+from training.gui_prompt import PromptSettings
 
 
 class GuiAgentInstance(AgentInstanceBase):
@@ -68,7 +66,7 @@ class GuiAgentInstance(AgentInstanceBase):
         await asyncio.to_thread(self.episode.reset)
         self.first_image, parts = self.episode.user_parts()
         messages = [{"role": "system", "content": self.episode.system()}, {"role": "user", "content": parts}]
-        return {"observation": _first_text(self.tokenizer, messages)}
+        return {"observation": chat_text(self.tokenizer, messages)}
 
     async def step(self, states: dict, **kwargs) -> dict:
         episode = self.episode
@@ -87,7 +85,7 @@ class GuiAgentInstance(AgentInstanceBase):
         image, parts = episode.user_parts()
         return {
             **result,
-            "environment_feedback": _next_turn_text(self.tokenizer, parts),
+            "environment_feedback": text_after_answer(self.tokenizer, parts),
             "environment_images": [image],
         }
 
@@ -139,28 +137,3 @@ class GuiAgentExecutor(MultiTurnAgentExecutor):
 
 
 AgentExecutor = GuiAgentExecutor  # the name `--train.agent_func_path` loads
-
-
-def _first_text(tokenizer: Any, messages: list[dict]) -> str:
-    if hasattr(tokenizer, "apply_chat_template"):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return "\n".join(_plain(m["content"]) for m in messages) + "\n"
-
-
-def _next_turn_text(tokenizer: Any, parts: list[dict]) -> str:
-    """What follows the model's text: its turn's end, the next user turn, the generation prompt."""
-    if hasattr(tokenizer, "apply_chat_template"):
-        turns = [
-            {"role": "user", "content": "."},
-            {"role": "assistant", "content": _ACTION},
-            {"role": "user", "content": parts},
-        ]
-        text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
-        return text.split(_ACTION, 1)[1]
-    return "\n" + _plain(parts) + "\n"
-
-
-def _plain(content: str | list[dict]) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(IMAGE_SLOT if p.get("type") == "image" else p.get("text", "") for p in content)

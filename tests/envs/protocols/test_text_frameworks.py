@@ -2,7 +2,8 @@
 classes (skyrl_gym.make, gem.make, OpenRLHF's MultiTurnAgentExecutor and its
 AgentInstanceBase contract; .venv-rl, scripts/setup_rl.sh) play the served tiny app
 through training/engines/{skyrl_gym_env,gem_env,openrlhf_agent}.py, with model answer
-texts whose rewards `make()` gives in process. The model is the only stand-in."""
+texts whose rewards `make()` gives in process. The model is the only stand-in. The last
+test renders the turns with a real processor's chat template (the tiny Qwen2-VL's, .venv)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import socket
 import subprocess
 
 import pytest
+from PIL import Image
 
 import trajforge.envs as tf_envs
 from schemas.converters.gui_libra import to_gui_libra
 from tests.envs.protocols.conftest import REPO, RL_PYTHON, TASK, play_in_process
+from tests.vlm.helpers import tiny_model_path
+from training.engines.gui_episode import chat_text, text_after_answer
 from trajforge.envs.answers import action_from_dict
 from trajforge.store.raw import RawStore
+from trajforge.vlm.transformers_backend import load_processor
 
 pytestmark = pytest.mark.slow
 
@@ -130,3 +135,24 @@ def test_openrlhf_executor_and_agent_instance_get_make_rewards(served_tiny, answ
     assert second.count("<image>") == 2 and "Step 1" in second[len(first) :]
     assert recorded(served_tiny, "openrlhf-test") == [("failure", TASK)] * 2 + [("success", TASK)]
     assert recorded(served_tiny, "openrlhf-instance") == [("failure", TASK)] * 2 + [("success", TASK)]
+
+
+def test_turns_in_a_token_stream_are_the_chat_templates_conversation():
+    """OpenRLHF's executor builds one stream: the first turns, then each answer and the text
+    after it. With a real processor (the tiny Qwen2-VL's) that stream is what its chat
+    template makes of the whole conversation, image placeholders included."""
+    processor = load_processor(tiny_model_path())
+    image = Image.new("RGB", (28, 28))
+    first = [
+        {"role": "system", "content": "Act."},
+        {
+            "role": "user",
+            "content": [{"type": "image", "image": image}, {"type": "text", "text": "Task: add"}],
+        },
+    ]
+    later = [{"type": "image", "image": image}, {"type": "text", "text": "Step 1: pressed"}]
+    answer = '<answer>{"action_type": "Wait"}</answer>'
+    stream = chat_text(processor, first) + answer + text_after_answer(processor, later)
+    whole = [*first, {"role": "assistant", "content": answer}, {"role": "user", "content": later}]
+    assert stream == processor.apply_chat_template(whole, tokenize=False, add_generation_prompt=True)
+    assert stream.count("<|image_pad|>") == 2 and stream.endswith("<|im_start|>assistant\n")

@@ -4,7 +4,9 @@ run as coroutines (verl's agent loops share one event loop per worker).
 `trajforge.envs.RemoteEnv` is the same API as a (blocking) gymnasium.Env; this client
 needs only httpx and PIL, so it loads in a trainer's venv where neither gymnasium nor
 a browser is installed. The wire format is docs/rl-environments.md's: the screenshot
-comes back as a PIL image, everything else as the server's JSON.
+comes back as a PIL image, everything else as the server's JSON. `EnvClient` is its
+blocking twin, for frameworks whose environments step synchronously (SkyRL-Gym, GEM;
+training/engines/gui_episode.py plays a session as a text policy's turns).
 
 The server's errors raise EnvServerError (status, kind, field); EnvFailed, one of them,
 when the environment itself failed (503: a crashed browser; the server records the
@@ -94,14 +96,7 @@ class AsyncEnvClient:
         image_format: str = "png",
     ) -> tuple[str, Answer]:
         """A new session and its first reset: (session id, the reset's answer)."""
-        body = {
-            "env": env,
-            "task_id": task_id,
-            "seed": seed,
-            "policy_id": policy_id,
-            "profile": profile,
-            "image_format": image_format,
-        }
+        body = _open_body(env, task_id, seed, policy_id, profile, image_format)
         deadline = time.monotonic() + self.open_timeout
         while True:
             answer = await self._send("POST", "/v1/sessions", body)
@@ -111,19 +106,12 @@ class AsyncEnvClient:
             await asyncio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
         _raise_for(answer)
         data = answer.json()
-        return data["session_id"], Answer(decode_observation(data["observation"]), data["info"])
+        return data["session_id"], _answer(data)
 
     async def step(self, session_id: str, action: dict | str) -> Answer:
         answer = await self._send("POST", f"/v1/sessions/{session_id}/step", {"action": action})
         _raise_for(answer)
-        data = answer.json()
-        return Answer(
-            decode_observation(data["observation"]),
-            data["info"],
-            float(data["reward"]),
-            bool(data["terminated"]),
-            bool(data["truncated"]),
-        )
+        return _answer(answer.json())
 
     async def close(self, session_id: str) -> None:
         """Delete the session (an episode still open is recorded as a failure that says so)."""
@@ -136,6 +124,91 @@ class AsyncEnvClient:
             return await self._http.request(method, path, json=body)
         except httpx.TransportError as e:
             raise EnvFailed(0, "unreachable", f"{method} {self.url}{path}: {type(e).__name__}: {e}") from e
+
+
+class EnvClient:
+    """AsyncEnvClient's blocking twin, plus `reset` of a session already open (an env object
+    that plays many episodes keeps its session). `with EnvClient(url) as c: ...`."""
+
+    def __init__(self, url: str, *, timeout: float = 120.0, open_timeout: float = 600.0):
+        self.url = url.rstrip("/")
+        self.open_timeout = open_timeout
+        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+
+    def __enter__(self) -> EnvClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        self._http.close()
+
+    def open(
+        self,
+        env: str,
+        *,
+        task_id: str | None = None,
+        seed: int | None = None,
+        policy_id: str | None = None,
+        profile: str | None = None,
+        image_format: str = "png",
+    ) -> tuple[str, Answer]:
+        """A new session and its first reset: (session id, the reset's answer)."""
+        body = _open_body(env, task_id, seed, policy_id, profile, image_format)
+        deadline = time.monotonic() + self.open_timeout
+        while True:
+            answer = self._send("POST", "/v1/sessions", body)
+            if answer.status_code != 429 or time.monotonic() >= deadline:
+                break
+            time.sleep(min(_retry_after(answer), max(0.0, deadline - time.monotonic())))
+        _raise_for(answer)
+        data = answer.json()
+        return data["session_id"], _answer(data)
+
+    def reset(self, session_id: str, *, task_id: str | None = None, seed: int | None = None) -> Answer:
+        answer = self._send("POST", f"/v1/sessions/{session_id}/reset", {"task_id": task_id, "seed": seed})
+        _raise_for(answer)
+        return _answer(answer.json())
+
+    def step(self, session_id: str, action: dict | str) -> Answer:
+        answer = self._send("POST", f"/v1/sessions/{session_id}/step", {"action": action})
+        _raise_for(answer)
+        return _answer(answer.json())
+
+    def close(self, session_id: str) -> None:
+        """Delete the session (an episode still open is recorded as a failure that says so)."""
+        answer = self._send("DELETE", f"/v1/sessions/{session_id}")
+        if answer.status_code not in (200, 404, 410):
+            _raise_for(answer)
+
+    def _send(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
+        try:
+            return self._http.request(method, path, json=body)
+        except httpx.TransportError as e:
+            raise EnvFailed(0, "unreachable", f"{method} {self.url}{path}: {type(e).__name__}: {e}") from e
+
+
+def _open_body(env, task_id, seed, policy_id, profile, image_format) -> dict:
+    return {
+        "env": env,
+        "task_id": task_id,
+        "seed": seed,
+        "policy_id": policy_id,
+        "profile": profile,
+        "image_format": image_format,
+    }
+
+
+def _answer(data: dict) -> Answer:
+    """A reset's or a step's JSON as an Answer (a reset has no reward)."""
+    return Answer(
+        decode_observation(data["observation"]),
+        data["info"],
+        float(data.get("reward") or 0.0),
+        bool(data.get("terminated", False)),
+        bool(data.get("truncated", False)),
+    )
 
 
 def decode_observation(wire: dict) -> dict:

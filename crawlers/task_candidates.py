@@ -4,7 +4,9 @@ A walk's steps each hold the screen before their action, so step j+1 holds what 
 left. Every change between the two (a tab now selected, a box now checked, a text box
 now holding a text, a dialog now open or gone, a new path or query in the URL) that was
 not already so right after the reset is a goal: a `predicates` verifier
-(schemas/predicates.py) of the end state, never of the path. A goal's demonstration is
+(schemas/predicates.py) of the end state, never of the path; so is what the walk typed
+or an item it acted on, shown anew (`echo_goals`: which post, which item, where the URL
+or a flash says only the kind of change). A goal's demonstration is
 the step that made it and the steps it needs: one that made the element it acted on
 appear (a field inside a dialog needs the tap that opened the dialog), and, for an
 action with no element (a key, a scroll), the step before it. The demonstration is

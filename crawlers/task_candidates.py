@@ -4,7 +4,9 @@ A walk's steps each hold the screen before their action, so step j+1 holds what 
 left. Every change between the two (a tab now selected, a box now checked, a text box
 now holding a text, a dialog now open or gone, a new path or query in the URL) that was
 not already so right after the reset is a goal: a `predicates` verifier
-(schemas/predicates.py) of the end state, never of the path. A goal's demonstration is
+(schemas/predicates.py) of the end state, never of the path; so is what the walk typed
+or an item it acted on, shown anew (`echo_goals`: which post, which item, where the URL
+or a flash says only the kind of change). A goal's demonstration is
 the step that made it and the steps it needs: one that made the element it acted on
 appear (a field inside a dialog needs the tap that opened the dialog), and, for an
 action with no element (a key, a scroll), the step before it. The demonstration is
@@ -25,6 +27,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from schemas.a11y import AriaNode, parse_snapshot
@@ -44,6 +47,10 @@ SHOWN_RANK = {
 }  # fmt: skip
 # More new items of one role than this at once: a new view's content, not a goal.
 MAX_SHOWN_OF_A_ROLE = 3
+# Compared on a page seen again besides SHOWN_RANK's: a list's changed link ("Unread,
+# Carmen Diaz ..." -> "Carmen Diaz ..."), a toggle's new name ("Pin note: X" -> "Unpin
+# note: X", "Save to wishlist" -> "Remove from wishlist"): which item changed, and how.
+REVISIT_ROLES = ("link", "button")
 VALUE_ROLES = ("textbox", "searchbox", "combobox", "spinbutton", "slider")
 MAX_NAME = 60
 MAX_PROBE_TEXT = 200  # a probe's text longer than this is a document, not a goal's value
@@ -62,6 +69,7 @@ class Goal:
     predicate: dict
     words: dict[str, str]  # {"en": ..., "zh": ...}: the goal as an instruction's clause
     rank: int  # lower first: a state or value change says more than an appearance
+    echo: bool = False  # shows what the walk typed or acted on (echo_goals)
 
 
 @dataclass
@@ -467,7 +475,90 @@ def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState)
         again = _not_trivial(revisit_goals(screens[k], screens[j + 1]), reset)
         # Three: a list's changed row besides the counts that changed with it ("Inbox 3").
         made += [g for g in main_goals(again, most=3) if json.dumps(g.predicate, sort_keys=True) not in seen]
+    # What the walk typed or acted on, shown anew: unless a goal above names it already.
+    made += [g for g in _not_trivial(echo_goals(steps, screens, j), reset) if not _named_in(g, made)]
     return made
+
+
+# A typed text or an acted-on item's name shows as the part of a node's name it shares
+# with it, at least this long (or whole); an acted-on name shorter than ITEM_NAME is a
+# control's label ("Save", "Inbox"), not an item's.
+MIN_TYPED_PART = 8
+ITEM_NAME = 16
+ECHO_RANK = 1
+
+
+def echo_goals(steps: list[Step], screens: list[_Screen], j: int) -> list[Goal]:
+    """What the walk typed, or the name of an item it acted on, up to step j, that step
+    j's screen shows outside a text box and the screen before did not: the new post,
+    comment or note named by the user's own words ("Open post by Alex Morgan: Trying
+    the new coffee"), a repost quoting the post it reposts. It tells the change from
+    another of its kind (another post, another item). One goal per text: the first
+    new node showing all of it, else the one showing the longest part; checked by that
+    part, or, where the part showed before too (the reposted post itself), by the new
+    node's own name (the quote "：#dev# fought the compiler all afternoon")."""
+    # New: on neither the screen before nor the reset's (the feed the post was on).
+    earlier = [screens[j].state(), screens[0].state()]
+    seen = {(n.role, n.name) for e in earlier for n in e.nodes}
+    fresh = [n for n in screens[j + 1].nodes if (n.role, n.name) not in seen]
+    goals = []
+    for text in dict.fromkeys(_echoed_texts(steps[: j + 1])) if fresh else ():
+        shown = [(part, n) for n in fresh if (part := _shared_part(n, text)) is not None]
+        if not shown:
+            continue
+        part, node = max(shown, key=lambda pn: len(pn[0]))  # the first of the longest
+        for ref in ({"role": node.role, "name_contains": part}, _name_ref(node)):
+            predicate = {"element": ref, "present": True}
+            if not any(check(Predicate.model_validate(predicate), e).holds for e in earlier):
+                shown_as = ref.get("name") or ref["name_contains"]
+                words = {"en": f'show "{shown_as}"', "zh": f"显示“{shown_as}”"}
+                goals.append(Goal(predicate, words, ECHO_RANK, echo=True))
+                break
+    return goals
+
+
+def _name_ref(node: AriaNode) -> dict:
+    """{role, name}, or for a name over MAX_NAME {role, name_contains: its first MAX_NAME}."""
+    name = " ".join((node.name or "").split())
+    if len(name) <= MAX_NAME:
+        return {"role": node.role, "name": name}
+    return {"role": node.role, "name_contains": name[:MAX_NAME]}
+
+
+def _echoed_texts(steps: list[Step]) -> list[str]:
+    out = []
+    for s in steps:
+        if s.action.type == ActionType.TYPE and s.action.text and _worded(s.action.text):
+            out.append(" ".join(s.action.text.split()))
+        elif s.action.type in _POINT_VERBS and s.target is not None and len(s.target.name or "") >= ITEM_NAME:
+            out.append(" ".join(s.target.name.split()))
+    return out
+
+
+def _shared_part(node: AriaNode, text: str) -> str | None:
+    """The part of `text` (at most MAX_NAME long) that `node`'s name shows: all of it, or
+    a run of at least MIN_TYPED_PART characters (a name cut short); None when it shows
+    none, or the node is a text box (its value is a goal of its own)."""
+    name = " ".join((node.name or "").split())
+    if node.role in VALUE_ROLES or node.role == "option" or not name or "<volatile>" in name:
+        return None
+    if text[:MAX_NAME].casefold() in name.casefold():
+        return text[:MAX_NAME]
+    m = SequenceMatcher(None, name.casefold(), text.casefold(), autojunk=False).find_longest_match()
+    if m.size >= MIN_TYPED_PART and _worded(text[m.b : m.b + m.size]):
+        return text[m.b : m.b + min(m.size, MAX_NAME)].strip()
+    return None
+
+
+def _named_in(goal: Goal, goals: list[Goal]) -> bool:
+    """`goal`'s name part is in the name another of `goals` checks (the same node)."""
+    ref = goal.predicate["element"]
+    part = (ref.get("name") or ref.get("name_contains") or "").casefold()
+    return any(
+        part in ((g.predicate.get("element") or {}).get("name") or "").casefold()
+        or part in ((g.predicate.get("element") or {}).get("name_contains") or "").casefold()
+        for g in goals
+    )
 
 
 def _not_trivial(goals: list[Goal], reset: EndState) -> list[Goal]:
@@ -489,10 +580,11 @@ def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
     many at once is a new view's content and skipped."""
     goals = []
     for shown, was, now in ((True, before, after), (False, after, before)):
+        was_state = was.state()  # parsed once, not once per node
         new = []
         for n in now.nodes:
             name = n.name or ""
-            if (n.role not in SHOWN_RANK and n.role != "link") or not name or "<volatile>" in name:
+            if (n.role not in SHOWN_RANK and n.role not in REVISIT_ROLES) or not name or "<volatile>" in name:
                 continue
             if "\n" in name or not _worded(name):
                 continue
@@ -501,7 +593,7 @@ def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
                 if len(name) <= MAX_NAME
                 else {"role": n.role, "name_contains": name[:MAX_NAME]}
             )
-            if not check(Predicate.model_validate({"element": ref}), was.state()).holds:
+            if not check(Predicate.model_validate({"element": ref}), was_state).holds:
                 new.append(ref)
         per_role = Counter(r["role"] for r in new)
         goals += [_ref_goal(r, shown) for r in new if per_role[r["role"]] <= MAX_SHOWN_OF_A_ROLE]
@@ -577,10 +669,25 @@ def _edits(screens: list[_Screen], before: int) -> list[int]:
     return [m for m in range(before) if values(screens[m]) != values(screens[m + 1])]
 
 
+def _echoed_by(steps: list[Step], goal: Goal, before: int) -> list[int]:
+    """The steps before `before` whose typed text or acted-on item an echo goal shows
+    (`echo_goals`): the typing of a post is part of posting it."""
+    ref = goal.predicate.get("element") or {}
+    shown = ref.get("name_contains") or ref.get("name")
+    if not shown or not goal.echo:
+        return []
+    node = AriaNode(role="", name=shown)
+    return [m for m in range(before) if any(_shared_part(node, t) for t in _echoed_texts([steps[m]]))]
+
+
 def _candidate(
     traj: Trajectory, steps: list[Step], screens: list[_Screen], goals: list[Goal], makers: list[int]
 ) -> Candidate:
-    makers = makers + [m for goal, last in zip(goals, makers) for m in _touched(screens, goal, last)]
+    makers = makers + [
+        m
+        for goal, last in zip(goals, makers)
+        for m in _touched(screens, goal, last) + _echoed_by(steps, goal, last)
+    ]
     needed = sorted({i for m in makers for i in demonstration(steps, screens, m)})
     script = [script_step(steps[i]) for i in needed]
     actions = [steps[i].action.model_dump(mode="json", exclude_none=True) for i in needed]

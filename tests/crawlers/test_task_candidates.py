@@ -420,3 +420,106 @@ def test_a_change_two_probes_see_is_one_goal_and_volatile_values_are_none():
     # The page's list and the server's saw the same new title: one goal, the first probe's;
     # the journal named by today's date is no goal.
     assert [r["verifier"]["predicates"] for r in rows] == [[{"probe": "saved", "contains": "Milk"}]]
+
+
+def test_a_toggle_button_renamed_on_its_page_names_which_item_changed():
+    # Pinning a note from the list: the page and its items stay, the URL says only the
+    # kind of change (?msg=pin); the note's button "Pin note: A" is now "Unpin note: A".
+    notes = '- main:\n  - heading "Notes"\n' + "".join(
+        f'  - article "{n}":\n    - link "{n}"\n    - button "Pin note: {n}"\n' for n in "ABC"
+    )
+    pinned = {n: notes.replace(f'"Pin note: {n}"', f'"Unpin note: {n}"') for n in "ABC"}
+    steps = [
+        step(0, notes, tap(), el("button", "Pin note: A")),
+        step(1, pinned["A"], Action(type="done"), url="http://127.0.0.1:9/?msg=pin"),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    goals = [g.predicate for g in final_goals(recorded, ENV)]
+    assert {"element": {"role": "button", "name": "Unpin note: A"}, "present": True} in goals
+    assert {"element": {"role": "button", "name": "Pin note: A"}, "present": False} in goals
+    checks = [Predicate.model_validate(p) for p in goals]
+    url = "http://127.0.0.1:9/?msg=pin"
+    assert verdict(checks, EndState(url=url, a11y_tree=pinned["A"]))["success"]
+    # Another note pinned: the same flash, not this goal.
+    assert not verdict(checks, EndState(url=url, a11y_tree=pinned["B"]))["success"]
+
+
+FEED = """- main:
+  - heading "Home"
+  - textbox "What's happening?"
+  - button "Post"
+  - article "Post by City Transit":
+    - link "Repost post by City Transit: Weekend service: Line 4 trains run"
+    - paragraph:
+      - text: "Weekend service: Line 4 trains run every 8 minutes"
+"""
+
+
+def _post(text: str, quote: str = "") -> str:
+    """The feed with the user's new post on top (its links cut its text at 30)."""
+    quoted = f'    - generic: "{quote}"\n' if quote else ""
+    mine = (
+        '  - article "Post by Alex":\n'
+        f'    - link "Open post by Alex: {text[:30]}"\n'
+        f'    - paragraph: "{text}"\n' + quoted
+    )
+    return FEED.replace('  - article "Post by City Transit"', mine + '  - article "Post by City Transit"')
+
+
+def test_a_posted_text_names_the_new_post_and_its_typing_is_in_the_demonstration():
+    text = "Trying the new coffee place on Elm Street today"
+    steps = [
+        step(0, FEED, tap(), el("textbox", "What's happening?")),
+        step(1, FEED, Action(type="type", text=text, x=0.5, y=0.5), el("textbox", "What's happening?")),
+        step(2, FEED.replace('"What\'s happening?"', f"\"What's happening?\": {text}"), tap(),
+             el("button", "Post")),
+        step(3, _post(text), Action(type="done"), url="http://127.0.0.1:9/?msg=posted"),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    echo = {"element": {"role": "paragraph", "name_contains": text}, "present": True}
+    assert echo in [g.predicate for g in final_goals(recorded, ENV)]
+    row = next(
+        r for r in candidate_tasks([walk(steps)], ENV, ("en",)) if r["verifier"]["predicates"] == [echo]
+    )
+    # Posting it needs the typing (and the tap into the box the typing went to).
+    assert row["params"]["walk_steps"] == [1, 2], row["params"]["walk_steps"]
+    assert row["instruction"] == f'Show "{text}"'
+    assert holds(row, _post(text)) and not holds(row, _post("Another post about the weather")), row
+    assert not holds(row, FEED)
+
+
+def test_the_item_acted_on_names_the_change_it_shows_quoted():
+    # A repost: the feed gains the user's post quoting the one reposted. The reposted
+    # post's words were on the feed before (as a `text`), the quote is new (`generic`).
+    quote = "Weekend service: Line 4 trains run every 8 minutes"
+    target = el("link", "Repost post by City Transit: Weekend service: Line 4 trains run")
+    page = '- main:\n  - heading "Repost"\n  - textbox "Add a comment"\n  - button "Repost"\n'
+    steps = [
+        step(0, FEED, tap(), target),
+        step(1, page, tap(), el("button", "Repost"), url="http://127.0.0.1:9/repost/t22"),
+        step(2, _post("So true!", quote), Action(type="done"), url="http://127.0.0.1:9/?msg=reposted"),
+    ]  # fmt: skip
+    _, recorded = walk(steps)
+    goals = [g.predicate for g in final_goals(recorded, ENV)]
+    echo = {
+        "element": {"role": "generic", "name_contains": "Weekend service: Line 4 trains run"},
+        "present": True,
+    }
+    assert echo in goals, goals
+    other = _post("So true!", "Intervals at 6am in the rain. Who else is training?")
+    assert verdict([Predicate.model_validate(echo)], EndState(url="", a11y_tree=_post("So true!", quote)))[
+        "success"
+    ]
+    assert not verdict([Predicate.model_validate(echo)], EndState(url="", a11y_tree=other))["success"]
+    # Where the quote's role showed the words before too, the new node's own name is checked.
+    same_role = FEED.replace('      - text: "Weekend', '      - generic: "Weekend')
+    quoted = _post("So true!", "@metro — " + quote).replace(FEED, same_role)
+    steps[0] = step(0, same_role, tap(), target)
+    steps[2] = step(2, quoted, Action(type="done"), url="http://127.0.0.1:9/?msg=reposted")
+    _, recorded = walk(steps)
+    goals = [g.predicate for g in final_goals(recorded, ENV)]
+    own = {"element": {"role": "generic", "name": "@metro — " + quote}, "present": True}
+    assert own in goals, goals
+    # A short label tapped ("Repost", under ITEM_NAME) echoes nothing: the heading stays a
+    # goal of its own kind, not a second copy.
+    assert not any((g.get("element") or {}).get("name_contains") == "Repost" for g in goals)

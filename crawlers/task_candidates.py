@@ -35,7 +35,9 @@ from schemas.actions import ActionType
 from schemas.environment import Environment, mask_volatile
 from schemas.predicate_eval import EndState, check, node_value
 from schemas.predicates import Predicate
-from schemas.records import Element, Step, Trajectory
+from schemas.records import Step, Trajectory
+
+from .task_demonstrations import POINT_VERBS, demonstration, script_step
 
 # Roles whose appearance or disappearance is a goal a user would name, by rank: a
 # dialog or heading names a view, a list's item or a table's cell is the view's content.
@@ -54,12 +56,6 @@ REVISIT_ROLES = ("link", "button")
 VALUE_ROLES = ("textbox", "searchbox", "combobox", "spinbutton", "slider")
 MAX_NAME = 60
 MAX_PROBE_TEXT = 200  # a probe's text longer than this is a document, not a goal's value
-# Script verbs for the recorded action types that scripted.ScriptedPolicy plays.
-_POINT_VERBS = {
-    ActionType.TAP: "tap",
-    ActionType.DOUBLE_TAP: "double_tap",
-    ActionType.LONG_PRESS: "long_press",
-}
 
 
 @dataclass(frozen=True)
@@ -359,73 +355,6 @@ def instruction(goals: list[Goal], language: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-# ------------------------------------------------------------------ demonstrations
-def _target_key(step: Step) -> tuple[str, str] | None:
-    t = step.target
-    return (t.role, t.name) if t is not None and t.role and t.name else None
-
-
-def demonstration(steps: list[Step], screens: list[_Screen], last: int) -> list[int]:
-    """The steps goal-making step `last` needs (see the module docstring), in order."""
-    needed, todo = set(), [last]
-    while todo:
-        k = todo.pop()
-        if k in needed:
-            continue
-        needed.add(k)
-        key = _target_key(steps[k])
-        if key is None:
-            if k > 0:  # a key, or a tap on an unnamed element: what the step before left is needed
-                todo.append(k - 1)
-            continue
-        # The nth of its name (a second "advanced search" button) needs what made the nth.
-        nth = _ref(steps[k], key).get("nth", 0)
-        if screens[0].count(*key) > nth:
-            continue  # there after the reset: nothing before is needed to reach it
-        maker = next(
-            (m for m in range(k - 1, -1, -1) if screens[m].count(*key) <= nth < screens[m + 1].count(*key)),
-            None,
-        )
-        if maker is not None:
-            todo.append(maker)
-    return sorted(needed)
-
-
-def script_step(step: Step) -> dict | None:
-    """The step as a script step that names its element; None when it cannot."""
-    a, key = step.action, _target_key(step)
-    ref = _ref(step, key) if key is not None else None
-    if a.type in _POINT_VERBS:
-        return {_POINT_VERBS[a.type]: ref} if ref is not None else None
-    if a.type == ActionType.TYPE:
-        return {"type": a.text or "", **({"into": ref} if ref is not None else {})}
-    if a.type == ActionType.KEY:
-        return {"key": a.text}
-    if a.type == ActionType.SELECT:
-        return {"select": a.text, "on": ref} if ref is not None else None
-    if a.type == ActionType.SCROLL:
-        return {"scroll": a.direction}
-    if a.type == ActionType.BACK:
-        return {"back": True}
-    return None
-
-
-def _ref(step: Step, key: tuple[str, str]) -> dict:
-    """{role, name} of the step's target, with `nth` among same-named elements."""
-    same = [e for e in step.elements if (e.role, e.name) == key and e.bbox is not None]
-    nth = next((i for i, e in enumerate(same) if _same_box(e, step.target)), 0)
-    return {"role": key[0], "name": key[1], **({"nth": nth} if nth else {})}
-
-
-def _same_box(a: Element, b: Element | None) -> bool:
-    return (
-        b is not None
-        and b.bbox is not None
-        and a.bbox is not None
-        and all(abs(x - y) < 1e-6 for x, y in zip(a.bbox, b.bbox))
-    )
-
-
 # ------------------------------------------------------------------ walks -> candidates
 def walk_candidates(
     traj: Trajectory, steps: list[Step], environment: Environment, *, max_goals: int = 2
@@ -530,7 +459,7 @@ def _echoed_texts(steps: list[Step]) -> list[str]:
     for s in steps:
         if s.action.type == ActionType.TYPE and s.action.text and _worded(s.action.text):
             out.append(" ".join(s.action.text.split()))
-        elif s.action.type in _POINT_VERBS and s.target is not None and len(s.target.name or "") >= ITEM_NAME:
+        elif s.action.type in POINT_VERBS and s.target is not None and len(s.target.name or "") >= ITEM_NAME:
             out.append(" ".join(s.target.name.split()))
     return out
 

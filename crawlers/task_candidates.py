@@ -199,7 +199,7 @@ def _probe_goals(before: dict, after: dict) -> list[Goal]:
     nothing a person would ask for by value, and are left out."""
     goals: list[Goal] = []
     said: set[str] = set()  # one change seen by two probes (the page's list, the server's): one goal
-    for name in sorted(after.keys() & before.keys()):
+    for name in [n for n in after if n in before]:  # the file's order
         old, new = before[name], after[name]
         if new == old or new in (None, ""):
             continue

@@ -30,12 +30,13 @@ from trajforge.publish.export import export_shards
 SPLITS = (("train", 0.6), ("val", 0.2), ("test", 0.2))
 ROOT = Path(__file__).resolve().parents[2]
 # sha256 of the lines "<file> <sha256 of the file>" of each set (see digests), as
-# written by 9649b74 with the same pin.
+# written by 9649b74 with the same pin, then again at schema 1.2 (the samples' and
+# manifests' schema_version, and the step's new probes_json column, null here).
 GOLDEN = {
-    "chinese": "a3edd8c148241096341bd84d3f46c21cd7d0e0de077f158c86671408c8ed0d09",
-    "export": "acb3caf4321f6544bfa1cffb1deb587ef8a8601d9d180db1f9d72362eacf9467",
-    "grounding": "1fc7edf1c8f0bbac99cb6f7daab93972582c76507d43ed1e4d803064ff29c3a9",
-    "reasoning": "d06aec6ba6e45eb7bb11c138de7f2d28bcf8135d15be622ff9e3f53698c90909",
+    "chinese": "ba49f26f897923b7c8cab9b145bca60a2bc0bc24d85fe4aaf75e4bff6972a58f",
+    "export": "070d721dd2b515162398286cb6e30b120feb393663646d6e28bf40db18f93dd0",
+    "grounding": "17585fcdcd3d858d5007744a579090b0b001e312713610993a7b83dc327efa84",
+    "reasoning": "a5d66329ee3359ea6830ebe2c9c51ccb51e62b5ef725ab4ba3100aeccd78bf25",
 }
 
 

@@ -98,12 +98,10 @@ class AsyncEnvClient:
         """A new session and its first reset: (session id, the reset's answer)."""
         body = _open_body(env, task_id, seed, policy_id, profile, image_format)
         deadline = time.monotonic() + self.open_timeout
-        while True:
+        answer = await self._send("POST", "/v1/sessions", body)
+        while (wait := _full_wait(answer, deadline)) is not None:
+            await asyncio.sleep(wait)
             answer = await self._send("POST", "/v1/sessions", body)
-            if answer.status_code != 429 or time.monotonic() >= deadline:
-                break
-            wait = _retry_after(answer)
-            await asyncio.sleep(min(wait, max(0.0, deadline - time.monotonic())))
         _raise_for(answer)
         data = answer.json()
         return data["session_id"], _answer(data)
@@ -157,11 +155,10 @@ class EnvClient:
         """A new session and its first reset: (session id, the reset's answer)."""
         body = _open_body(env, task_id, seed, policy_id, profile, image_format)
         deadline = time.monotonic() + self.open_timeout
-        while True:
+        answer = self._send("POST", "/v1/sessions", body)
+        while (wait := _full_wait(answer, deadline)) is not None:
+            time.sleep(wait)
             answer = self._send("POST", "/v1/sessions", body)
-            if answer.status_code != 429 or time.monotonic() >= deadline:
-                break
-            time.sleep(min(_retry_after(answer), max(0.0, deadline - time.monotonic())))
         _raise_for(answer)
         data = answer.json()
         return data["session_id"], _answer(data)
@@ -217,6 +214,14 @@ def decode_observation(wire: dict) -> dict:
     shot = wire["screenshot"]
     obs["screenshot"] = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
     return obs
+
+
+def _full_wait(answer: httpx.Response, deadline: float) -> float | None:
+    """Seconds to wait before asking again for a session the full server refused (429),
+    within the deadline; None: ask no more (answered, or out of time)."""
+    if answer.status_code != 429 or time.monotonic() >= deadline:
+        return None
+    return min(_retry_after(answer), max(0.0, deadline - time.monotonic()))
 
 
 def _retry_after(answer: httpx.Response) -> float:

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from schemas.environment import DESKTOP_ROOT_PREFIX
+
 TOKEN_VAR = "TRAJFORGE_DESKTOP_SESSION"
 _START_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 3.0
@@ -105,7 +107,7 @@ class DesktopSession:
         self.width, self.height, self.dpi = width, height, dpi
         # "<pid of the process that owns the session>.<random>": whose sessions these are.
         self.token = f"{os.getpid()}.{secrets.token_hex(8)}"
-        self.root = Path(tempfile.mkdtemp(prefix="tf-desktop-"))
+        self.root = Path(tempfile.mkdtemp(prefix=DESKTOP_ROOT_PREFIX))
         self.procs: list[subprocess.Popen] = []
         self.display: str | None = None
         self.bus_address: str | None = None

@@ -136,9 +136,21 @@ def environment_tasks(
     return made
 
 
-def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile:
+def points_device(environment: Environment, task: Task) -> str | None:
+    """The device a task's demonstration of recorded points was recorded on (a
+    synthesised task's `params.device`): the points land on what they touched only on
+    that screen. None when the demonstration names its elements (a script, a plugin)."""
+    if environment.oracle or task.params.get("script"):
+        return None
+    return task.params.get("device")
+
+
+def device_for(
+    environment: Environment, task: Task, seed: int, *, profile: str | None = None
+) -> DeviceProfile:
     """The screen asked for a task's episode: the environment's viewport, or a profile it
-    names drawn by the seed; the locale follows the task's language, the theme the seed."""
+    names drawn by the seed (`profile`, one of them, when the episode must have that
+    screen); the locale follows the task's language, the theme the seed."""
     if environment.platform == "desktop":
         return desktop_device(environment)
     rng = random.Random(f"env-device:{episode_seed(seed, task.task_id)}")
@@ -161,7 +173,8 @@ def device_for(environment: Environment, task: Task, seed: int) -> DeviceProfile
                 f"environment '{environment.name}', field 'devices': unknown "
                 f"profile(s) {unknown}; known: {sorted(known)}"
             )
-        base = known[rng.choice(sorted(names))]
+        drawn = rng.choice(sorted(names))
+        base = known[profile if profile in names else drawn]
     # The theme (prefers-color-scheme) and locale are asked for; the episode records
     # the ones the page showed (env_device). A font scale is not applied to a
     # foreign page, so it is recorded as 1.0.
@@ -215,10 +228,12 @@ def make_env_policy(
             return load_callable(environment.oracle)(task, environment)
         if "script" in task.params:
             return ScriptedPolicy(task.params["script"])
+        if task.params.get("actions"):  # recorded points, played on their walk's screen (points_device)
+            return ReplayPolicy([Action.model_validate(a) for a in task.params["actions"]])
         raise ValueError(
             f"environment '{environment.name}', task '{task.task_id}': the oracle "
             f"policy needs 'oracle: module:function' in the environment file or "
-            f"a params.script demonstration in the task"
+            f"a params.script or params.actions demonstration in the task"
         )
     if policy == "agent":
         if backend is None:
@@ -248,6 +263,7 @@ def crawl_environment(
     The trajectories do not depend on which.
     """
     policy, seed, replay = how.policy, how.seed, how.replay
+    demo = policy in ("oracle", "replay")  # a task's demonstration is played
     if policy not in ENV_POLICIES:
         raise ValueError(f"policy={policy!r}: expected one of {ENV_POLICIES}")
     runtime = EnvironmentRuntime(environment, judge=how.judge)
@@ -339,7 +355,9 @@ def crawl_environment(
         return EpisodeContext(
             trajectory_id=tid,
             seed=seed,
-            device=device_for(environment, task, seed),
+            device=device_for(
+                environment, task, seed, profile=points_device(environment, task) if demo else None
+            ),
             blobs=store.blobs,
             guard=guard,
             max_steps=steps_budget,

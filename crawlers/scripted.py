@@ -9,6 +9,7 @@ changes:
       script:
         - {tap: {role: button, name: "new tiddler"}}
         - {type: "milk", into: {role: textbox, name: "Tiddler title"}}
+        - {type: "s", into: {role: textbox, name: "Name"}, at: [0.9, 0.5]}
         - {key: "ctrl+Enter"}
         - {select: "Paris", on: {role: combobox}}
         - {scroll: down}
@@ -16,7 +17,9 @@ changes:
         - {done: "created"}
 
 `name` matches the accessible name exactly, then case-insensitively as a
-substring; `nth` picks among several matches. A target that is not on the
+substring; `nth` picks among several matches. `at` is where in the field's box
+typing clicks first (fractions of its width and height; the centre if left
+out): where the caret lands decides what the typed text joins. A target that is not on the
 screen is waited for (`wait` steps, at most `patience`), then the episode
 ends with a PolicyError that names the step. A `wait` naming an element only
 waits for it (a dialog opening): once it is there, the next step is played on
@@ -75,6 +78,12 @@ def _in_view(e: Element) -> bool:
     a dialog's bottom edge is)."""
     x, y = e.centre()
     return 0.0 <= x <= 1.0 and 0.0 <= y <= 1.0
+
+
+def _point_in(e: Element, at: list[float]) -> tuple[float, float]:
+    """The point at fractions `at` of the element's box."""
+    x0, y0, x1, y1 = e.bbox
+    return x0 + float(at[0]) * (x1 - x0), y0 + float(at[1]) * (y1 - y0)
 
 
 def _covered(e: Element) -> bool:
@@ -160,7 +169,8 @@ class ScriptedPolicy:
                 return Action(type=ActionType.TYPE, text=text, description=f"Type '{text}'")
             # Focus the field first, then type: the walk and the oracle record it so.
             self.pending.append(Action(type=ActionType.TYPE, text=text, description=f"Type '{text}'"))
-            return Action(type=ActionType.TAP, x=point[0], y=point[1], description=f"Tap {label}")
+            x, y = _point_in(target, step.get("at")) if step.get("at") else point
+            return Action(type=ActionType.TAP, x=x, y=y, description=f"Tap {label}")
         if verb == "key":
             return Action(type=ActionType.KEY, text=str(value), description=f"Press {value}")
         if verb == "select":

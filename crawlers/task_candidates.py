@@ -37,7 +37,14 @@ from schemas.predicate_eval import EndState, check, node_value
 from schemas.predicates import Predicate
 from schemas.records import Step, Trajectory
 
-from .task_demonstrations import POINT_VERBS, demonstration, script_step
+from .task_demonstrations import (
+    POINT_VERBS,
+    demonstration,
+    loop_free_path,
+    plays_as_recorded,
+    script_step,
+    unexplained,
+)
 
 # Roles whose appearance or disappearance is a goal a user would name, by rank: a
 # dialog or heading names a view, a list's item or a table's cell is the view's content.
@@ -75,8 +82,10 @@ class Candidate:
     goals: list[Goal]
     walk: str  # the walk's trajectory id
     steps: list[int]
-    script: list[dict] | None
-    actions: list[dict]
+    # {walk_steps, script, actions} or {walk_steps, actions, device}: the walk's screen,
+    # where recorded points land on what they touched (_demonstration_of).
+    demo: dict
+    fallback: dict | None = None  # the same, of the walk's whole path (loops cut)
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -96,11 +105,14 @@ class _Screen:
     tree: str
     nodes: list[AriaNode]
     probes: dict = field(default_factory=dict)  # the environment's probes, where the walk read them
+    view: tuple = ()  # what tells two screens apart: url, masked tree, probes
 
     @classmethod
     def of(cls, step: Step, volatile: list[str]) -> _Screen:
-        nodes = parse_snapshot(mask_volatile(step.a11y_tree, volatile))
-        return cls(step.url, step.a11y_tree, nodes, _masked(step.probes or {}, volatile))
+        masked = mask_volatile(step.a11y_tree, volatile)
+        probes = _masked(step.probes or {}, volatile)
+        view = (step.url, masked, json.dumps(probes, sort_keys=True))
+        return cls(step.url, step.a11y_tree, parse_snapshot(masked), probes, view)
 
     def count(self, role: str, name: str) -> int:
         return sum(1 for n in self.nodes if n.role == role and n.name == name)
@@ -369,6 +381,8 @@ def walk_candidates(
     out: list[Candidate] = []
     for j in range(len(steps) - 1):
         for goal in _made_at(steps, screens, j, reset):
+            # Made again (the table left and opened again): this step is its maker now.
+            made = [(k, g) for k, g in made if g.predicate != goal.predicate]
             made.append((j, goal))
             out.append(_candidate(traj, steps, screens, [goal], [j]))
         if max_goals >= 2:
@@ -581,7 +595,13 @@ def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
                 return node_value(screen.nodes, i), tuple(sorted(n.attrs.items()))
         return None
 
-    return [m for m in range(before) if seen(screens[m]) != seen(screens[m + 1]) and seen(screens[m + 1])]
+    # Changed while shown: a step that only brought it (back) into view is its maker's
+    # business (task_demonstrations.demonstration), and a visit left since needs no replay.
+    return [
+        m
+        for m in range(before)
+        if None not in (seen(screens[m]), seen(screens[m + 1])) and seen(screens[m]) != seen(screens[m + 1])
+    ]
 
 
 def _edits(screens: list[_Screen], before: int) -> list[int]:
@@ -618,15 +638,33 @@ def _candidate(
         for m in _touched(screens, goal, last) + _echoed_by(steps, goal, last)
     ]
     needed = sorted({i for m in makers for i in demonstration(steps, screens, m)})
-    script = [script_step(steps[i]) for i in needed]
-    actions = [steps[i].action.model_dump(mode="json", exclude_none=True) for i in needed]
+    path = loop_free_path(screens, max(needed))
+    if any(steps[i].action.type == ActionType.BACK for i in needed):
+        needed = path  # back goes where the history says: the walk's own path made it
+    demo = _demonstration_of(steps, screens, needed, traj.device.name)
+    if "script" not in demo and (len(path) < len(needed) or not plays_as_recorded(screens, needed)):
+        # Played as recorded points, a step lands only on the screen the walk saw: the
+        # walk's own path to the goal, its loops cut, unless the steps needed are so.
+        needed, demo = path, _demonstration_of(steps, screens, path, traj.device.name)
     return Candidate(
         goals=goals,
         walk=traj.trajectory_id,
         steps=needed,
-        script=script if all(s is not None for s in script) else None,
-        actions=actions,
+        demo=demo,
+        # What validation plays when the steps found needed do not reach the goal (a view
+        # mode a key set that no screen showed): the walk's own path, loops cut.
+        fallback=None if path == needed else _demonstration_of(steps, screens, path, traj.device.name),
     )
+
+
+def _demonstration_of(steps: list[Step], screens: list[_Screen], indices: list[int], device: str) -> dict:
+    """The steps as a task's demonstration: a script naming their elements where every
+    one can, else the recorded points (`actions`) and the walk's `device`."""
+    script = [None if unexplained(steps, screens, i) else script_step(steps[i]) for i in indices]
+    actions = [steps[i].action.model_dump(mode="json", exclude_none=True) for i in indices]
+    if all(script):
+        return {"walk_steps": indices, "script": script, "actions": actions}
+    return {"walk_steps": indices, "actions": actions, **({"device": device} if device else {})}
 
 
 def candidate_tasks(
@@ -649,14 +687,13 @@ def candidate_tasks(
 
 def task_row(c: Candidate, environment: Environment, language: str) -> dict:
     params: dict = {
-        "actions": c.actions,
+        **c.demo,
         "instruction_source": "template",
         "instructions": {lang: instruction(c.goals, lang) for lang in ("en", "zh")},
         "walk": c.walk,
-        "walk_steps": c.steps,
     }
-    if c.script is not None:
-        params["script"] = c.script
+    if c.fallback is not None:
+        params["fallback"] = c.fallback
     return {
         "task_id": f"{environment.name}-goal-{c.key}-{language}",
         "instruction": instruction(c.goals, language),

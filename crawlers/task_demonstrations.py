@@ -7,7 +7,8 @@ with no element (a key, a scroll), the step before it. It is written as script s
 (crawlers/scripted.py, what the oracle plays) when every step names its element.
 
 Pure data (crawlers/task_candidates.py calls it); `screens` are anything with
-`count(role, name)`: how many elements of that role and name a step's screen shows.
+`count(role, name)` (how many elements of that role and name a step's screen shows) and
+`view` (equal for screens that are the same); screens[k] is what step k acted on.
 """
 
 from __future__ import annotations
@@ -41,17 +42,55 @@ def demonstration(steps: list[Step], screens: list, last: int) -> list[int]:
             if k > 0:  # a key, or a tap on an unnamed element: what the step before left is needed
                 todo.append(k - 1)
             continue
-        # The nth of its name (a second "advanced search" button) needs what made the nth.
-        nth = _ref(steps[k], key).get("nth", 0)
-        if screens[0].count(*key) > nth:
-            continue  # there after the reset: nothing before is needed to reach it
-        maker = next(
-            (m for m in range(k - 1, -1, -1) if screens[m].count(*key) <= nth < screens[m + 1].count(*key)),
-            None,
-        )
-        if maker is not None:
+        maker = _maker(steps, screens, k, key)
+        if maker is None and k > 0:  # nothing made it that the screens show: the step before
+            todo.append(k - 1)
+        elif maker is not None and maker >= 0:
             todo.append(maker)
     return sorted(needed)
+
+
+def unexplained(steps: list[Step], screens: list, k: int) -> bool:
+    """Whether step k acts on a named element no screen shows arriving: named by what it
+    held (a code editor's hidden field, named by its selected word) rather than by a
+    label, so its name finds it on no replay."""
+    key = _target_key(steps[k])
+    return key is not None and _maker(steps, screens, k, key) is None
+
+
+def _maker(steps: list[Step], screens: list, k: int, key: tuple[str, str]) -> int | None:
+    """The step that made step k's element appear: -1 when it is there after the reset,
+    None when no screen shows it arriving. The nth of its name (a second "advanced
+    search" button) needs what made the nth."""
+    nth = _ref(steps[k], key).get("nth", 0)
+    if screens[0].count(*key) > nth:
+        return -1
+    return next(
+        (m for m in range(k - 1, -1, -1) if screens[m].count(*key) <= nth < screens[m + 1].count(*key)),
+        None,
+    )
+
+
+def plays_as_recorded(screens: list, steps: list[int]) -> bool:
+    """Whether each of `steps`, played from the reset, acts on the screen it acted on in
+    the walk: what recorded points need to land on what they touched."""
+    at = screens[0].view
+    for k in steps:
+        if screens[k].view != at:
+            return False
+        at = screens[k + 1].view
+    return True
+
+
+def loop_free_path(screens: list, last: int) -> list[int]:
+    """Steps 0..`last` of a walk less its loops: from each screen, the walk goes on from
+    the last time it stood on that same screen (`view`) before step `last`."""
+    path, k = [], 0
+    while k <= last:
+        k = max(j for j in range(k, last + 1) if screens[j].view == screens[k].view)
+        path.append(k)
+        k += 1
+    return path
 
 
 def script_step(step: Step) -> dict | None:
@@ -61,7 +100,11 @@ def script_step(step: Step) -> dict | None:
     if a.type in POINT_VERBS:
         return {POINT_VERBS[a.type]: ref} if ref is not None else None
     if a.type == ActionType.TYPE:
-        return {"type": a.text or "", **({"into": ref} if ref is not None else {})}
+        if ref is None and a.x is not None:
+            return None  # typed at a point on an unnamed field: only the point finds it again
+        if ref is None:
+            return {"type": a.text or ""}
+        return {"type": a.text or "", "into": ref, **_at(step)}
     if a.type == ActionType.KEY:
         return {"key": a.text}
     if a.type == ActionType.SELECT:
@@ -71,6 +114,18 @@ def script_step(step: Step) -> dict | None:
     if a.type == ActionType.BACK:
         return {"back": True}
     return None
+
+
+def _at(step: Step) -> dict:
+    """Where in its field's box the walk typed ({at: [fx, fy]}): where the caret lands
+    decides what the text joins (a folder dialog's selected "New Folder")."""
+    a, box = step.action, step.target.bbox if step.target is not None else None
+    if a.x is None or box is None or box[2] <= box[0] or box[3] <= box[1]:
+        return {}
+    fx, fy = (a.x - box[0]) / (box[2] - box[0]), (a.y - box[1]) / (box[3] - box[1])
+    if not (0 <= fx <= 1 and 0 <= fy <= 1):
+        return {}  # typed beside the box it names: its centre is as good a guess
+    return {"at": [round(fx, 3), round(fy, 3)]}
 
 
 def _ref(step: Step, key: tuple[str, str]) -> dict:

@@ -13,7 +13,9 @@ keeps a task only when
 - non-trivial: its verifier is false right after reset on each of `resets` resets
   (seeds seed, seed+1, ...); else `trivial`;
 - achievable and stable: true after its demonstration on each of those resets;
-  else `unachievable`;
+  else `unachievable`. A synthesised task's `params.fallback` (its walk's whole
+  path, crawlers/task_candidates.py) is played where the shorter demonstration
+  misses, and is the demonstration of the kept task when it reaches the goal;
 - specific: false on the end state of every other kept task's demonstration whose
   goal differs (greedily in file order: a task loses to the kept tasks before it and
   the candidates after it, so of two tasks that satisfy each other the later is
@@ -105,6 +107,7 @@ class TaskFigures:
     checks: int
     language: str = "en"
     demo_steps: int | None = None  # executed steps of its demonstration (the fewest)
+    fallback: bool = False  # its params.fallback is the demonstration that reached it
     random_success: int = 0
     random_tries: int = 0
     difficulty: float | None = None
@@ -119,6 +122,7 @@ class TaskFigures:
             "language": self.language,
             "checks": self.checks,
             "demo_steps": self.demo_steps,
+            "fallback": self.fallback,
             "random_success": self.random_success,
             "random_tries": self.random_tries,
             "random_rate": None if self.random_rate is None else round(self.random_rate, 3),
@@ -379,8 +383,11 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
         judged = [run.tasks[t] for t in playable if t not in out and t not in errors]
         verdict = None
         lengths = []
-        for r in range(settings.resets):
+        figures = run.report.figures[task_id]
+        r = 0
+        while r < settings.resets:
             seed = settings.seed + r
+            r += 1
             try:
                 end = player.play(
                     task,
@@ -400,6 +407,13 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
             if end.true_at_reset:
                 verdict = ("trivial", f"its verifier holds right after reset (seed {seed})")
                 break
+            if task_id not in end.true_for and task.params.get("fallback") and not figures.fallback:
+                # The steps found needed missed: the walk's whole path, from this reset on.
+                task = run.tasks[task_id] = with_fallback(task)
+                figures.fallback = True
+                lengths.clear()
+                r = 0  # every reset again, with it
+                continue
             if task_id not in end.true_for:
                 verdict = ("unachievable", f"false after its demonstration ({end.steps} steps, seed {seed})")
                 break
@@ -407,7 +421,7 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
             for other in end.true_for - {task_id}:
                 run.satisfied_by.setdefault(other, set()).add(task_id)
         if verdict is None:
-            run.report.figures[task_id].demo_steps = min(lengths)
+            figures.demo_steps = min(lengths)
             run.candidates.append(task_id)
         else:
             run.reject(task_id, *verdict)
@@ -508,15 +522,38 @@ def _predicate_set(environment: Environment, spec: TaskSpec) -> frozenset[str]:
 
 
 def kept_rows(report: ValidationReport, rows: list[dict]) -> list[dict]:
-    """The kept tasks' rows (a task file's, or TaskSpec dumps) with their `difficulty`,
-    every other field as it was, in the rows' order."""
+    """The kept tasks' rows (a task file's, or TaskSpec dumps) with their `difficulty`
+    and the demonstration that reached their goal (`params.fallback` where it did, in
+    the place of the one that missed), every other field as it was, in the rows' order."""
     kept = set(report.kept)
     out = []
     for row in rows:
         task_id = row.get("task_id")
         if task_id in kept:
-            out.append({**row, "difficulty": report.figures[task_id].difficulty})
+            figures = report.figures[task_id]
+            params = row.get("params") or {}
+            if "fallback" in params:
+                params = _fallback_params(params) if figures.fallback else _without(params, "fallback")
+                row = {**row, "params": params}
+            out.append({**row, "difficulty": figures.difficulty})
     return out
+
+
+# What a fallback replaces: the demonstration and where it came from.
+_DEMONSTRATION_PARAMS = ("script", "actions", "device", "walk_steps", "fallback")
+
+
+def with_fallback(task: Task) -> Task:
+    """`task` with its `params.fallback` as its demonstration."""
+    return task.model_copy(update={"params": _fallback_params(task.params)})
+
+
+def _fallback_params(params: dict) -> dict:
+    return {**_without(params, *_DEMONSTRATION_PARAMS), **params["fallback"]}
+
+
+def _without(params: dict, *keys: str) -> dict:
+    return {k: v for k, v in params.items() if k not in keys}
 
 
 def task_rows(environment: Environment) -> list[dict]:

@@ -14,16 +14,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from schemas.actions import Action, ActionType
+from schemas.actions import ActionType
 from schemas.environment import Environment, TaskSpec
 from schemas.records import Task
 
-from .env_crawl import device_for, make_env_policy
+from .env_crawl import device_for, make_env_policy, points_device
 from .env_runtime import EnvironmentRuntime, SetupError, StartPageError, VerifierError
 from .env_source import close_episode_quietly
 from .episode import TERMINAL, CrawlEnv, EnvEpisode, EpisodeContext
 from .guard import SafetyGuard
-from .policies import Policy, RandomWalkPolicy, ReplayPolicy
+from .policies import Policy, RandomWalkPolicy
 from .pool_slots import EnvSource
 from .web_env import BrowserCrashed
 
@@ -36,12 +36,10 @@ def has_demonstration(environment: Environment, spec: TaskSpec) -> bool:
 
 
 def demonstration(environment: Environment, task: Task) -> Policy:
-    """What the oracle plays for `task` (plugin, else params.script), else params.actions."""
-    if environment.oracle or task.params.get("script"):
-        return make_env_policy(
-            "oracle", task, environment, seed=0, max_steps=environment.max_steps, guard=SafetyGuard()
-        )
-    return ReplayPolicy([Action.model_validate(a) for a in task.params.get("actions", [])])
+    """What the oracle plays for `task`: plugin, else params.script, else params.actions."""
+    return make_env_policy(
+        "oracle", task, environment, seed=0, max_steps=environment.max_steps, guard=SafetyGuard()
+    )
 
 
 class EpisodeFailed(RuntimeError):
@@ -102,13 +100,14 @@ class Player:
                 last = e
         raise EpisodeFailed(f"task '{task.task_id}' ({label}, seed {seed}): {last}")
 
-    def _device(self, env: CrawlEnv, task: Task, seed: int):
+    def _device(self, env: CrawlEnv, task: Task, seed: int, own: bool):
         if self.environment.platform in ("android", "ios"):
             from .crawl_profiles import draw_device
 
             profile = self.source.device_of(env).profile
             return draw_device(seed, task, {profile.name: profile}, mobile=True)[0]
-        return device_for(self.environment, task, seed)
+        pinned = points_device(self.environment, task) if own else None
+        return device_for(self.environment, task, seed, profile=pinned)
 
     def _play_on(
         self, env: CrawlEnv, task: Task, policy: Policy, tid: str, seed: int, judged: list[Task], own: bool
@@ -123,7 +122,7 @@ class Player:
         ctx = EpisodeContext(
             trajectory_id=tid,
             seed=seed,
-            device=self._device(env, task, seed),
+            device=self._device(env, task, seed, own),
             blobs=_Hashes(),
             guard=SafetyGuard(),
             max_steps=budget,

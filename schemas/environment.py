@@ -48,6 +48,11 @@ from .predicates import PROBE_NAME, FieldError, ProbeSpec, check_probes
 from .records import Language, Task
 
 PLATFORMS = ("web", "mobile_web", "android", "ios", "desktop")
+# A desktop session's own folder (crawlers/desktop_session.py), new for every session: an
+# app that shows a path under it (a file manager's location, a Save dialog) shows text
+# that no other session shows, so it is volatile on every desktop environment.
+DESKTOP_ROOT_PREFIX = "tf-desktop-"
+DESKTOP_VOLATILE = rf"/[^\s'\"]*{DESKTOP_ROOT_PREFIX}[A-Za-z0-9_]+[^\s'\"]*"
 EXPLORE_POLICIES = ("random_walk", "frontier", "agent")
 PLACEHOLDERS = ("seed", "task_id", "session", "language", "app", "theme", "font_scale")
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
@@ -235,6 +240,8 @@ class Environment(StrictModel):
     def _desktop_fields(self, specs: list[VerifierSpec | None]) -> None:
         if not self.launch:
             raise ValueError("a desktop environment needs 'launch' (the command that starts the app)")
+        if DESKTOP_VOLATILE not in self.volatile:
+            self.volatile.append(DESKTOP_VOLATILE)
         for name in ("start_url", "app", "instruction_js", "allow", "devices", "viewport"):
             if getattr(self, name):
                 raise ValueError(

@@ -68,3 +68,20 @@ def test_an_element_below_the_fold_is_scrolled_to_then_tapped_and_one_that_stays
     with pytest.raises(PolicyError, match="script step 0: button 'Save' stays out of view after 4 scrolls"):
         for _ in range(6):
             stuck.act(screen(below))
+
+
+def test_typing_clicks_the_field_where_at_says_else_its_centre():
+    """Where the caret lands decides what typed text joins: pcmanfm's new-folder dialog
+    holds "New Folder", and a click at its end appends rather than replaces a word."""
+    name = Element(role="textbox", name="Name", bbox=(0.2, 0.4, 0.6, 0.5))
+    for step, point in (
+        ({"type": "s", "into": {"role": "textbox", "name": "Name"}, "at": [0.9, 0.5]}, (0.56, 0.45)),
+        ({"type": "s", "into": {"role": "textbox", "name": "Name"}}, (0.4, 0.45)),
+    ):
+        policy = ScriptedPolicy([step])
+        tap = policy.act(screen(name))
+        assert tap.type == ActionType.TAP and (round(tap.x, 3), round(tap.y, 3)) == point
+        assert (policy.act(screen(name)).type, policy.act(screen(name)).type) == (
+            ActionType.TYPE,
+            ActionType.DONE,
+        )

@@ -103,18 +103,26 @@ def test_a_field_in_a_dialog_needs_the_tap_that_opened_it():
     steps = [
         step(0, screen(), tap(), el("tab", "Starred")),  # not needed by the note
         step(1, screen(starred=True), tap(), el("button", "New note")),
-        step(2, screen(starred=True, dialog=True), Action(type="type", text="milk", x=0.5, y=0.5), el("textbox", "Title")),
+        step(2, screen(starred=True, dialog=True), Action(type="type", text="milk", x=0.19, y=0.15), el("textbox", "Title")),
         step(3, screen(starred=True, dialog=True, title="milk"), Action(type="done")),
     ]  # fmt: skip
     rows = {r["instruction"]: r for r in candidate_tasks([walk(steps)], ENV, ("en",))}
     typed = rows['Set the "Title" field to "milk"']
     assert typed["params"]["walk_steps"] == [1, 2]
+    # Typed near the field's right end (where the caret lands decides what the text joins).
     assert typed["params"]["script"] == [
         {"tap": {"role": "button", "name": "New note"}},
-        {"type": "milk", "into": {"role": "textbox", "name": "Title"}},
+        {"type": "milk", "into": {"role": "textbox", "name": "Title"}, "at": [0.9, 0.5]},
     ]
     opened = rows['Open "New note"']
     assert opened["params"]["walk_steps"] == [1]
+    # Where the steps found needed miss (a state no screen showed), validation plays the
+    # walk's own path to the goal instead.
+    assert typed["params"]["fallback"]["walk_steps"] == [0, 1, 2]
+    assert opened["params"]["fallback"]["script"] == [
+        {"tap": {"role": "tab", "name": "Starred"}},
+        {"tap": {"role": "button", "name": "New note"}},
+    ]
     # Two goals of different steps that both hold at the later one: a goal of two parts.
     both = rows['Open the "Starred" tab and set the "Title" field to "milk"']
     assert both["params"]["walk_steps"] == [0, 1, 2] and len(both["verifier"]["predicates"]) == 2
@@ -165,6 +173,68 @@ def test_a_step_on_an_unnamed_element_keeps_the_recorded_actions_only():
     ]
     row = candidate_tasks([walk(steps)], ENV, ("en",))[0]
     assert "script" not in row["params"] and row["params"]["actions"][0]["type"] == "tap"
+
+
+def test_recorded_points_replay_the_walk_own_path_less_its_loops():
+    """Datasette: a row page opened and left by its breadcrumb, then an unnamed select's
+    option picked. The breadcrumb's name is on the reset screen too, but its point is
+    only on the row page: a played-as-points demonstration keeps the walk's path and
+    cuts only the loop that came back to the same screen."""
+    row_page = screen(welcome=False)
+    steps = [
+        step(0, screen(), tap(), el("link", "Starred"), url="http://127.0.0.1:9/"),
+        step(1, screen(starred=True), tap(), el("link", "Row 1"), url="http://127.0.0.1:9/starred"),
+        step(2, row_page, tap(0.7), el("link", "Starred"), url="http://127.0.0.1:9/row/1"),
+        step(3, screen(starred=True), Action(type="select", text="New note", x=0.2, y=0.2), el("combobox", ""), url="http://127.0.0.1:9/starred"),
+        step(4, screen(starred=True, dialog=True), Action(type="done"), url="http://127.0.0.1:9/starred"),
+    ]  # fmt: skip
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    dialog = next(r for r in rows if "dialog" in json.dumps(r["verifier"]))
+    assert dialog["params"]["walk_steps"] == [0, 3]
+    assert [a["type"] for a in dialog["params"]["actions"]] == ["tap", "select"]
+    # ... on the walk's screen, where the points land on what they touched.
+    assert dialog["params"]["device"] == "desktop"
+
+
+def test_an_element_seen_on_a_visit_left_since_needs_no_replay_of_that_visit():
+    """Datasette: the cities table opened, left for a row and home, opened again and
+    sorted. The second opening is the heading's maker now: the sort, which needs it, is
+    not paired with it, and its demonstration is that opening and the sort."""
+    index = '- link "cities"\n'
+    table = '- heading "cities"\n- link "Paris"\n- link "name"\n'
+    steps = [
+        step(0, index, tap(), el("link", "cities")),
+        step(1, table, tap(), el("link", "Paris"), url="http://127.0.0.1:9/cities"),
+        step(2, '- heading "Paris"\n- link "home"\n', tap(), el("link", "home"), url="http://127.0.0.1:9/cities/Paris"),
+        step(3, index, tap(), el("link", "cities")),
+        step(4, table, tap(), el("link", "name"), url="http://127.0.0.1:9/cities"),
+        step(5, table + '- heading "sorted by name"\n', Action(type="done"), url="http://127.0.0.1:9/cities?sort=name"),
+    ]  # fmt: skip
+    rows = candidate_tasks([walk(steps)], ENV, ("en",))
+    sorted_ = [r for r in rows if "sorted by name" in json.dumps(r["verifier"])]
+    # The sort needs the table opened again: "open cities and sort" is one goal, said once.
+    assert [len(r["verifier"]["predicates"]) for r in sorted_] == [1]
+    assert sorted_[0]["params"]["script"] == [
+        {"tap": {"role": "link", "name": "cities"}},
+        {"tap": {"role": "link", "name": "name"}},
+    ]
+
+
+def test_a_step_back_needs_the_path_that_made_the_history_it_goes_back_in():
+    """Datasette: a row opened, then its "Datasette" link (also on the index) and back.
+    Back lands on the row only after the path that opened it."""
+    index = '- link "cities"\n- link "Datasette"\n'
+    row = '- heading "cities: Paris"\n- link "Datasette"\n'
+    steps = [
+        step(0, index, tap(), el("link", "cities")),
+        step(1, '- heading "cities"\n- link "Paris"\n', tap(), el("link", "Paris"), url="http://127.0.0.1:9/cities"),
+        step(2, row, tap(), el("link", "Datasette"), url="http://127.0.0.1:9/cities/Paris"),
+        step(3, '- heading "Datasette"\n', Action(type="back"), url="http://127.0.0.1:9/about"),
+        step(4, row, Action(type="done"), url="http://127.0.0.1:9/cities/Paris"),
+    ]  # fmt: skip
+    paris = {"element": {"role": "heading", "name": "cities: Paris"}, "present": True}
+    made = [c.steps for c in walk_candidates(*walk(steps), ENV) if [g.predicate for g in c.goals] == [paris]]
+    assert made == [[0, 1], [0, 1, 2, 3]]  # by the tap on "Paris", and by the step back
 
 
 def test_a_new_path_or_query_is_a_goal():
@@ -360,7 +430,9 @@ def test_a_save_that_changes_no_screen_makes_a_probe_goal_with_every_edit_before
     # The save changed no screen, yet it made the goal; both typings are in its demonstration.
     assert saved["instruction"] == 'Set the saved note to "milk eggs"'
     assert saved["params"]["walk_steps"] == [0, 1, 2]
-    assert saved["params"]["script"][-1] == {"key": "ctrl+s"}
+    # Typed at a point on an unnamed field: played as the recorded points, on the walk's screen.
+    assert "script" not in saved["params"] and saved["params"]["device"] == "desktop"
+    assert [a["type"] for a in saved["params"]["actions"]] == ["type", "type", "key"]
     # A new line of a listing probe is a `contains` goal; the lines already there are not.
     folder = by[json.dumps([{"probe": "files", "contains": "Reports"}])]
     assert folder["instruction"] == 'Add "Reports" to the files'

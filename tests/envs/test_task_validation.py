@@ -17,6 +17,7 @@ from crawlers.task_validation import (
     difficulty,
     duplicates,
     goal_key,
+    kept_rows,
     masked_instruction,
     validate_tasks,
 )
@@ -25,6 +26,9 @@ from tests.envs.serving import REPO, tiny_env_file
 
 PRESSED = (
     "(() => {{ const ok = +(document.body.dataset.n || 0) >= {n}; return {{done: ok, success: ok}}; }})()"
+)
+EXACTLY = (
+    "(() => {{ const ok = +(document.body.dataset.n || 0) === {n}; return {{done: ok, success: ok}}; }})()"
 )
 ADD = {"tap": {"role": "button", "name": "Add"}}
 FAST = ValidationSettings(random_tries=10, random_steps=1)
@@ -112,6 +116,34 @@ def test_the_figures_of_the_kept_and_the_shortcut_task(mixed):
     # 2 resets for each achievable task, 1 for the trivial and the unachievable one, none for
     # the broken one (its verifier already raised on an earlier end state); 10 walks, one start
     assert mixed.episodes == 2 * 3 + 1 + 1 + 10 and mixed.tasks_per_core_hour > 0
+
+
+def test_a_fallback_is_played_where_the_demonstration_misses_and_kept_in_its_place(tiny):
+    """A synthesised task carries its walk's whole path (`params.fallback`): where the
+    steps found needed miss the goal (a state no screen showed), the path is played on
+    every reset, and the kept row's demonstration is the one that reached it."""
+    folder, env_file = tiny
+
+    def exactly(n, taps, fallback):
+        r = row(f"exactly-{n}", f"Make the count {n}", EXACTLY.format(n=n), [ADD] * taps)
+        r["params"]["fallback"] = {"script": [ADD] * fallback, "walk_steps": list(range(fallback))}
+        return r
+
+    rescued, lost, plain = exactly(4, 2, 4), exactly(5, 2, 3), exactly(2, 2, 6)
+    rows = [rescued, lost, plain]
+    environment = load_environment(env_file, tasks_file=write(folder / "fallback.jsonl", rows))
+    report = validate_tasks(environment, ValidationSettings(random_tries=2, random_steps=1))
+    assert {r.task_id: r.reason for r in report.rejections} == {"exactly-5": "unachievable"}
+    assert report.figures["exactly-4"].fallback and report.figures["exactly-4"].demo_steps == 4
+    assert not report.figures["exactly-2"].fallback and report.figures["exactly-2"].demo_steps == 2
+    # 2 resets each: the missed one, then 2 with the fallback; the lost task's fallback
+    # missed at once; the plain one never needed its own.
+    assert report.episodes == (1 + 2) + (1 + 1) + 2 + 2
+    kept = {r["task_id"]: r["params"] for r in kept_rows(report, rows)}
+    assert kept == {
+        "exactly-4": {"script": [ADD] * 4, "walk_steps": [0, 1, 2, 3]},
+        "exactly-2": {"script": [ADD] * 2},
+    }
 
 
 def test_duplicates_goals_and_difficulty_without_a_browser():

@@ -98,6 +98,20 @@ def test_volatile_text_is_masked(tmp_path):
         load_environment(tmp_path / "env.yaml")
 
 
+def test_a_desktop_session_folder_is_volatile_on_every_desktop_environment(tmp_path):
+    """pcmanfm shows its session's own folder (a new temporary path each reset): a goal
+    named by it could never hold again, so it is masked as the file's own patterns are."""
+    (tmp_path / "env.yaml").write_text(
+        "name: files\nplatform: desktop\nlaunch: pcmanfm\nvolatile: ['[0-9]+ items']\n"
+        "tasks: [{task_id: a, instruction: x}]\n"
+    )
+    env = load_environment(tmp_path / "env.yaml")
+    one, two = "/tmp/tf-desktop-4_iit_xa/home/docs", "/var/tmp/tf-desktop-o88lhjwc/home/docs"
+    assert env.masked(f"- textbox: {one}") == env.masked(f"- textbox: {two}") == "- textbox: <volatile>"
+    assert env.masked("3 items, ~/docs") == "<volatile>, ~/docs"  # the file's own kept
+    assert env.volatile.count(env.volatile[-1]) == 1 and len(env.volatile) == 2
+
+
 def _traj(**kw) -> Trajectory:
     return Trajectory(
         trajectory_id="t1",

@@ -70,3 +70,25 @@ def test_observed_locale_keeps_the_emulated_region_when_they_agree():
     assert observed_locale("en-US", "zh") == "zh-CN"
     assert observed_locale("en-US", "fr-FR") == "fr-FR"
     assert observed_locale("zh-CN", None) == "zh-CN"
+
+
+def test_an_episode_pinned_to_a_profile_gets_it_whatever_the_seed_draws():
+    """A demonstration of recorded points is played on its walk's screen
+    (crawlers/task_validation_play.py); a name the file does not list is drawn over."""
+    from schemas.records import Task
+
+    environment = environment_from_dict(
+        {
+            "name": "notes",
+            "start_url": "http://127.0.0.1:9/",
+            "devices": ["desktop", "laptop"],
+            "explore": {"episodes": 1},
+        }
+    )
+    task = Task(task_id="t", instruction="x", app="notes", language="zh")
+    drawn = {device_for(environment, task, seed).name for seed in range(12)}
+    assert drawn == {"desktop", "laptop"}
+    for name in drawn:
+        pinned = [device_for(environment, task, seed, profile=name) for seed in range(12)]
+        assert {d.name for d in pinned} == {name} and {d.locale for d in pinned} == {"zh-CN"}
+    assert {device_for(environment, task, s, profile="phone").name for s in range(12)} == drawn

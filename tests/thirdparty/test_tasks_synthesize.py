@@ -23,7 +23,7 @@ from crawlers.crawl_driver import EnvCrawl
 from crawlers.env_crawl import crawl_environment
 from schemas.environment import load_environment
 from tests.envs import serving
-from tests.envs.test_gui_env import centre, element
+from tests.envs.test_gui_env import element
 from tests.synthesis.test_agent import ScriptedAgent
 from training.rollouts import Rollouts, rejection_sample
 from trajforge.envs.remote import RemoteEnv
@@ -91,6 +91,28 @@ def _taps(row: dict) -> list[tuple[str, str]] | None:
     return [(s["tap"]["role"], s["tap"]["name"]) for s in script]
 
 
+def _remote_script(row: dict) -> list[dict] | None:
+    """A script of named taps, typing and keys (what _remote_actions plays); None else."""
+    script = row["params"].get("script") or []
+    ok = all(
+        ("tap" in s and "name" in s["tap"]) or "key" in s or ("type" in s and "into" in s) for s in script
+    )
+    return script if script and ok else None
+
+
+def _remote_actions(step: dict, info: dict) -> list[dict]:
+    """A script step as the served env's actions on the screen `info` describes."""
+    if "key" in step:
+        return [{"type": "key", "text": step["key"]}]
+    ref = step.get("tap") or step["into"]
+    box = element(info, ref["role"], ref["name"])["bbox"]
+    fx, fy = step.get("at", [0.5, 0.5])
+    x, y = box[0] + fx * (box[2] - box[0]), box[1] + fy * (box[3] - box[1])
+    if "tap" in step:
+        return [{"type": "tap", "x": x, "y": y}]
+    return [{"type": "tap", "x": x, "y": y}, {"type": "type", "text": step["type"]}]
+
+
 def test_synthesised_tasks_are_served_and_rejection_sampled(
     synthesised, tiddlywiki_url, tmp_path, monkeypatch
 ):
@@ -105,16 +127,17 @@ def test_synthesised_tasks_are_served_and_rejection_sampled(
     with serving.serve(TW, record_to=tmp_path / "served", extra=("--tasks", str(out))) as server:
         envs = {e["name"]: e for e in httpx.get(server.url + "/v1/envs").json()["envs"]}
         assert envs["tiddlywiki"]["tasks"] == ids
-        # A goal of taps, played remotely by its demonstration: the predicates reward its end.
-        row = next(r for r in rows if _taps(r))
+        # A goal played remotely by its demonstration (taps, typing, keys on named
+        # elements): the predicates reward its end.
+        row = next(r for r in rows if _remote_script(r))
         remote = RemoteEnv(server.url, "tiddlywiki")
         try:
             obs, info = remote.reset(seed=3, options={"task_id": row["task_id"]})
             assert obs["instruction"] == row["instruction"]
             rewards = []
-            for role, name in _taps(row):
-                x, y = centre(element(info, role, name))
-                _, reward, terminated, _, info = remote.step({"type": "tap", "x": x, "y": y})
+            for step in _remote_script(row):
+                for action in _remote_actions(step, info):
+                    _, reward, terminated, _, info = remote.step(action)
                 rewards.append(reward)
             assert rewards[-1] == 1.0 and terminated, (row, rewards)
         finally:

@@ -13,8 +13,8 @@ action with no element (a key, a scroll), the step before it. The demonstration 
 written as element-named script steps (crawlers/scripted.py, what the oracle plays)
 when every step names its element, and as the recorded actions always.
 
-Instructions are written from the predicates, in English and Chinese (labelled
-`template`). Candidates are only candidates: crawlers.task_validation decides which
+What counts as a change, and its words, is crawlers/screen_changes.py's. Instructions
+are written from the predicates, in English and Chinese (labelled `template`). Candidates are only candidates: crawlers.task_validation decides which
 are kept (non-trivial, achievable, specific, new).
 
 Pure data: nothing here drives an app.
@@ -28,15 +28,29 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import urlsplit
 
-from schemas.a11y import AriaNode, parse_snapshot
+from schemas.a11y import AriaNode
 from schemas.actions import ActionType
-from schemas.environment import Environment, mask_volatile
+from schemas.environment import Environment
 from schemas.predicate_eval import EndState, check, node_value
 from schemas.predicates import Predicate
 from schemas.records import Step, Trajectory
 
+from .screen_changes import (
+    MAX_NAME,
+    MAX_SHOWN_OF_A_ROLE,
+    SHOWN_RANK,
+    VALUE_ROLES,
+    Goal,
+    Screen,
+    goals_between,
+    instruction,
+    main_goals,
+    new_goal,
+    shown_goal,
+    worded,
+)
 from .task_demonstrations import (
     POINT_VERBS,
     demonstration,
@@ -45,34 +59,6 @@ from .task_demonstrations import (
     script_step,
     unexplained,
 )
-
-# Roles whose appearance or disappearance is a goal a user would name, by rank: a
-# dialog or heading names a view, a list's item or a table's cell is the view's content.
-SHOWN_RANK = {
-    "dialog": 1, "alertdialog": 1, "heading": 1, "alert": 1,
-    "tabpanel": 2, "article": 2, "region": 2,
-    "listitem": 3, "row": 3, "treeitem": 3, "option": 3, "menuitem": 3,
-    "cell": 4,
-}  # fmt: skip
-# More new items of one role than this at once: a new view's content, not a goal.
-MAX_SHOWN_OF_A_ROLE = 3
-# Compared on a page seen again besides SHOWN_RANK's: a list's changed link ("Unread,
-# Carmen Diaz ..." -> "Carmen Diaz ..."), a toggle's new name ("Pin note: X" -> "Unpin
-# note: X", "Save to wishlist" -> "Remove from wishlist"): which item changed, and how.
-REVISIT_ROLES = ("link", "button")
-VALUE_ROLES = ("textbox", "searchbox", "combobox", "spinbutton", "slider")
-MAX_NAME = 60
-MAX_PROBE_TEXT = 200  # a probe's text longer than this is a document, not a goal's value
-
-
-@dataclass(frozen=True)
-class Goal:
-    """One change a step made: its predicate and its words in each language."""
-
-    predicate: dict
-    words: dict[str, str]  # {"en": ..., "zh": ...}: the goal as an instruction's clause
-    rank: int  # lower first: a state or value change says more than an appearance
-    echo: bool = False  # shows what the walk typed or acted on (echo_goals)
 
 
 @dataclass
@@ -98,273 +84,10 @@ def predicates_key(predicates: list[dict]) -> str:
     return hashlib.sha1("\n".join(canon).encode("utf-8")).hexdigest()[:12]
 
 
-# ------------------------------------------------------------------ state changes
-@dataclass
-class _Screen:
-    url: str
-    tree: str
-    nodes: list[AriaNode]
-    probes: dict = field(default_factory=dict)  # the environment's probes, where the walk read them
-    view: tuple = ()  # what tells two screens apart: url, masked tree, probes
-
-    @classmethod
-    def of(cls, step: Step, volatile: list[str]) -> _Screen:
-        masked = mask_volatile(step.a11y_tree, volatile)
-        probes = _masked(step.probes or {}, volatile)
-        view = (step.url, masked, json.dumps(probes, sort_keys=True))
-        return cls(step.url, step.a11y_tree, parse_snapshot(masked), probes, view)
-
-    def count(self, role: str, name: str) -> int:
-        return sum(1 for n in self.nodes if n.role == role and n.name == name)
-
-    def state(self) -> EndState:
-        return EndState(url=self.url, a11y_tree=self.tree, probes=self.probes)
-
-
-def _nameable(node: AriaNode) -> bool:
-    name = node.name or ""
-    return 0 < len(name) <= MAX_NAME and "<volatile>" not in name and "\n" not in name and _worded(name)
-
-
-def _worded(name: str) -> bool:
-    """A name with a letter in it: a bare number (a count, a table's cell "21") names
-    nothing a person would ask for, and changes with the data."""
-    return any(ch.isalpha() for ch in name)
-
-
-def goals_between(before: _Screen, after: _Screen) -> list[Goal]:
-    """What differs from `before` in `after`, as goals, the most telling first: a state or
-    value change, then a new path, then a view that opened or closed, then its content."""
-    goals = (
-        _state_goals(before, after)
-        + _probe_goals(before.probes, after.probes)
-        + _shown_goals(before, after)
-        + _url_goals(before.url, after.url)
-    )
-    return sorted(goals, key=lambda g: g.rank)
-
-
-def main_goals(goals: list[Goal], most: int = 2) -> list[Goal]:
-    """The goals of the best rank (at most `most`): what a step did, not its side effects
-    (closing a tiddler also removes every item in it)."""
-    if not goals:
-        return []
-    best = goals[0].rank
-    return [g for g in goals if g.rank == best][:most]
-
-
-def _keyed(nodes: list[AriaNode]) -> dict[tuple[str, str], int]:
-    """The first node of each (role, name) that is unique on its screen."""
-    counts = Counter((n.role, n.name) for n in nodes)
-    return {
-        (n.role, n.name): i for i, n in enumerate(nodes) if counts[(n.role, n.name)] == 1 and _nameable(n)
-    }
-
-
-def _state_goals(before: _Screen, after: _Screen) -> list[Goal]:
-    was, now = _keyed(before.nodes), _keyed(after.nodes)
-    goals = []
-    for (role, name), i in now.items():
-        if (role, name) not in was:
-            continue
-        old, new = before.nodes[was[(role, name)]], after.nodes[i]
-        for state in ("checked", "selected", "expanded"):
-            a, b = _state(old, state), _state(new, state)
-            if a != b and b in (True, False) and not (state == "selected" and not b):
-                # (a tab or an option loses its selection to another: that one is the goal)
-                goals.append(_state_goal(role, name, state, b))
-        if role in VALUE_ROLES:
-            value = node_value(after.nodes, i)
-            if value and value != node_value(before.nodes, was[(role, name)]) and len(value) <= MAX_NAME:
-                goals.append(_value_goal(role, name, value))
-    return goals
-
-
-def _state(node: AriaNode, state: str) -> bool | str:
-    if state == "checked":
-        v = node.attrs.get("checked")
-        return False if v in (None, "false") else ("mixed" if v == "mixed" else True)
-    return state in node.attrs
-
-
-def _shown_goals(before: _Screen, after: _Screen) -> list[Goal]:
-    goals = _appeared(before, after, True) + _appeared(after, before, False)
-    unique = {json.dumps(g.predicate, sort_keys=True): g for g in goals}
-    return list(unique.values())
-
-
-def _appeared(before: _Screen, after: _Screen, shown: bool) -> list[Goal]:
-    """Goals for the nameable nodes of `after` that `before` lacks (shown, or, with the
-    screens swapped, gone); a role with many at once is a view's content and skipped."""
-    new = [
-        n for n in after.nodes if n.role in SHOWN_RANK and _nameable(n) and before.count(n.role, n.name) == 0
-    ]
-    per_role = Counter(n.role for n in new)
-    keep = [n for n in new if per_role[n.role] <= MAX_SHOWN_OF_A_ROLE or SHOWN_RANK[n.role] == 1]
-    return [_shown_goal(n.role, n.name, shown) for n in keep]
-
-
-def _probe_goals(before: dict, after: dict) -> list[Goal]:
-    """A probe's value that changed (state the screen may not show: a saved file, the
-    app's API): a short text it now equals, or the lines or list items it now holds
-    that it did not (a new file, a new row). Numbers, objects and removals name
-    nothing a person would ask for by value, and are left out."""
-    goals: list[Goal] = []
-    said: set[str] = set()  # one change seen by two probes (the page's list, the server's): one goal
-    for name in [n for n in after if n in before]:  # the file's order
-        old, new = before[name], after[name]
-        if new == old or new in (None, ""):
-            continue
-        label = name.replace("_", " ").replace("-", " ")
-        items = _items(new)
-        if items is None:
-            if (
-                isinstance(new, str)
-                and len(new) <= MAX_PROBE_TEXT
-                and _worded(new)
-                and "<volatile>" not in new
-                and new not in said
-            ):
-                said.add(new)
-                goals.append(
-                    _goal(
-                        {"probe": name, "equals": new},
-                        f'set the {label} to "{new}"',
-                        f"将{label}设为“{new}”",
-                        0,
-                    )
-                )
-            continue
-        was = set(_items(old) or [])
-        added = [
-            i
-            for i in dict.fromkeys(items)
-            if i not in was and _worded(i) and len(i) <= MAX_NAME and "<volatile>" not in i
-        ]
-        if added and set(added) <= said:
-            continue
-        said.update(added)
-        if len(added) <= MAX_SHOWN_OF_A_ROLE:
-            goals += [
-                _goal({"probe": name, "contains": i}, f'add "{i}" to the {label}', f"在{label}中添加“{i}”", 0)
-                for i in added
-            ]
-    return goals
-
-
-def _masked(probes: dict, volatile: list[str]) -> dict:
-    """Probe values with the environment's volatile text masked, as the tree's is (a
-    journal titled with today's date names nothing a task can ask for tomorrow)."""
-
-    def mask(v):
-        if isinstance(v, str):
-            return mask_volatile(v, volatile)
-        return [mask(x) for x in v] if isinstance(v, list) else v
-
-    return {name: mask(v) for name, v in probes.items()} if volatile else probes
-
-
-def _items(value) -> list[str] | None:
-    """A probe value's items: a list's scalars, a text's lines; None for one value."""
-    if isinstance(value, list):
-        return [str(v) for v in value if isinstance(v, str | int | float) and not isinstance(v, bool)]
-    if isinstance(value, str) and "\n" in value.strip():
-        return [line.strip() for line in value.splitlines() if line.strip()]
-    return None
-
-
-def _url_goals(before: str, after: str) -> list[Goal]:
-    a, b = urlsplit(before or ""), urlsplit(after or "")
-    if not b.scheme.startswith("http"):
-        return []  # a desktop title or an activity: the tree says what changed
-    goals = []
-    path = unquote(b.path) or "/"
-    if path != (unquote(a.path) or "/"):
-        goals.append(_goal({"url": {"path": path}}, f"go to the page {path}", f"前往页面 {path}", 2))
-    old = dict(parse_qsl(a.query, keep_blank_values=True))
-    for k, v in parse_qsl(b.query, keep_blank_values=True):
-        if old.get(k) != v and len(v) <= MAX_NAME:
-            goals.append(
-                _goal(
-                    {"url": {"query": {k: v}}},
-                    f'show the page with {k} = "{v}"',
-                    f"显示 {k} 为“{v}”的页面",
-                    2,
-                )
-            )
-    return goals
-
-
-# ------------------------------------------------------------------ goals in words
-_ROLE_ZH = {"tab": "标签页", "checkbox": "复选框", "switch": "开关", "radio": "单选项", "textbox": "输入框"}
-
-
-def _goal(predicate: dict, en: str, zh: str, rank: int) -> Goal:
-    return Goal(predicate=predicate, words={"en": en, "zh": zh}, rank=rank)
-
-
-def _state_goal(role: str, name: str, state: str, on: bool) -> Goal:
-    predicate = {"element": {"role": role, "name": name}, state: on}
-    if state == "selected":
-        return _goal(
-            predicate,
-            *(_selected_words(role, name) if on else (f'deselect "{name}"', f"取消选中“{name}”")),
-            0,
-        )
-    if state == "expanded":
-        return _goal(
-            predicate,
-            *((f'expand "{name}"', f"展开“{name}”") if on else (f'collapse "{name}"', f"收起“{name}”")),
-            0,
-        )
-    if role == "switch":
-        words = (
-            (f'turn on "{name}"', f"打开“{name}”开关") if on else (f'turn off "{name}"', f"关闭“{name}”开关")
-        )
-    elif role == "radio":
-        words = (f'choose "{name}"', f"选择“{name}”") if on else (f'clear "{name}"', f"取消选择“{name}”")
-    else:
-        words = (f'check "{name}"', f"勾选“{name}”") if on else (f'uncheck "{name}"', f"取消勾选“{name}”")
-    return _goal(predicate, *words, 0)
-
-
-def _selected_words(role: str, name: str) -> tuple[str, str]:
-    if role == "tab":
-        return f'open the "{name}" tab', f"打开“{name}”标签页"
-    return f'select "{name}"', f"选中“{name}”"
-
-
-def _value_goal(role: str, name: str, value: str) -> Goal:
-    element = {"role": role, "name": name} if name else {"role": role}
-    where_en = f'the "{name}" field' if name else "the text field"
-    where_zh = f"“{name}”输入框" if name else "输入框"
-    return _goal(
-        {"element": element, "value": value},
-        f'set {where_en} to "{value}"',
-        f"将{where_zh}设为“{value}”",
-        0,
-    )
-
-
-def _shown_goal(role: str, name: str, shown: bool) -> Goal:
-    predicate = {"element": {"role": role, "name": name}, "present": shown}
-    rank = SHOWN_RANK[role]
-    if shown:
-        if rank <= 2:
-            return _goal(predicate, f'open "{name}"', f"打开“{name}”", rank)
-        return _goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
-    if rank >= 3:
-        return _goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
-    return _goal(predicate, f'close "{name}"', f"关闭“{name}”", rank)
-
-
-def instruction(goals: list[Goal], language: str) -> str:
-    """The goals as one instruction: 'Open the "Tools" tab and set the "Title" field to "milk"'."""
-    clauses = [g.words[language] for g in goals]
-    if language == "zh":
-        return "，并".join(clauses)
-    text = " and ".join(clauses)
-    return text[:1].upper() + text[1:]
+# Compared on a page seen again besides SHOWN_RANK's: a list's changed link ("Unread,
+# Carmen Diaz ..." -> "Carmen Diaz ..."), a toggle's new name ("Pin note: X" -> "Unpin
+# note: X", "Save to wishlist" -> "Remove from wishlist"): which item changed, and how.
+REVISIT_ROLES = ("link", "button")
 
 
 # ------------------------------------------------------------------ walks -> candidates
@@ -375,7 +98,7 @@ def walk_candidates(
     later and was not so after the reset, and one for each pair of such goals made by
     different steps that both hold at the later one (a goal of two parts, `max_goals`)."""
     steps = sorted(steps, key=lambda s: s.index)
-    screens = [_Screen.of(s, environment.volatile) for s in steps]
+    screens = [Screen.of(s, environment.volatile) for s in steps]
     reset = screens[0].state()
     made: list[tuple[int, Goal]] = []
     out: list[Candidate] = []
@@ -398,7 +121,7 @@ def walk_candidates(
     return out
 
 
-def _made_at(steps: list[Step], screens: list[_Screen], j: int, reset: EndState) -> list[Goal]:
+def _made_at(steps: list[Step], screens: list[Screen], j: int, reset: EndState) -> list[Goal]:
     """The goals step j made that were not so after the reset, the best rank of them; and,
     when step j ended on a page the walk saw before (its own included), the best of what
     differs from that visit (`revisit_goals`)."""
@@ -431,7 +154,7 @@ ITEM_NAME = 16
 ECHO_RANK = 1
 
 
-def echo_goals(steps: list[Step], screens: list[_Screen], j: int) -> list[Goal]:
+def echo_goals(steps: list[Step], screens: list[Screen], j: int) -> list[Goal]:
     """What the walk typed, or the name of an item it acted on, up to step j, that step
     j's screen shows outside a text box and the screen before did not: the new post,
     comment or note named by the user's own words ("Open post by Alex Morgan: Trying
@@ -471,7 +194,7 @@ def _name_ref(node: AriaNode) -> dict:
 def _echoed_texts(steps: list[Step]) -> list[str]:
     out = []
     for s in steps:
-        if s.action.type == ActionType.TYPE and s.action.text and _worded(s.action.text):
+        if s.action.type == ActionType.TYPE and s.action.text and worded(s.action.text):
             out.append(" ".join(s.action.text.split()))
         elif s.action.type in POINT_VERBS and s.target is not None and len(s.target.name or "") >= ITEM_NAME:
             out.append(" ".join(s.target.name.split()))
@@ -488,7 +211,7 @@ def _shared_part(node: AriaNode, text: str) -> str | None:
     if text[:MAX_NAME].casefold() in name.casefold():
         return text[:MAX_NAME]
     m = SequenceMatcher(None, name.casefold(), text.casefold(), autojunk=False).find_longest_match()
-    if m.size >= MIN_TYPED_PART and _worded(text[m.b : m.b + m.size]):
+    if m.size >= MIN_TYPED_PART and worded(text[m.b : m.b + m.size]):
         return text[m.b : m.b + min(m.size, MAX_NAME)].strip()
     return None
 
@@ -508,7 +231,7 @@ def _not_trivial(goals: list[Goal], reset: EndState) -> list[Goal]:
     return [g for g in goals if not check(Predicate.model_validate(g.predicate), reset).holds]
 
 
-def _last_visit(screens: list[_Screen], i: int) -> int | None:
+def _last_visit(screens: list[Screen], i: int) -> int | None:
     """The last screen before screens[i] on the same page (URL path), if any."""
     path = urlsplit(screens[i].url or "").path
     if not urlsplit(screens[i].url or "").scheme.startswith("http"):
@@ -516,7 +239,7 @@ def _last_visit(screens: list[_Screen], i: int) -> int | None:
     return next((k for k in range(i - 1, -1, -1) if urlsplit(screens[k].url or "").path == path), None)
 
 
-def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
+def revisit_goals(before: Screen, after: Screen) -> list[Goal]:
     """What is new or gone on a page since the walk last saw it (a list's row after an
     edit elsewhere: the deleted email's link, the renamed note's): items and links, a
     long name checked by its first MAX_NAME characters (`name_contains`); a role with
@@ -529,7 +252,7 @@ def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
             name = n.name or ""
             if (n.role not in SHOWN_RANK and n.role not in REVISIT_ROLES) or not name or "<volatile>" in name:
                 continue
-            if "\n" in name or not _worded(name):
+            if "\n" in name or not worded(name):
                 continue
             ref = (
                 {"role": n.role, "name": name}
@@ -546,13 +269,13 @@ def revisit_goals(before: _Screen, after: _Screen) -> list[Goal]:
 
 def _ref_goal(ref: dict, shown: bool) -> Goal:
     if "name" in ref and ref["role"] in SHOWN_RANK:
-        return _shown_goal(ref["role"], ref["name"], shown)
+        return shown_goal(ref["role"], ref["name"], shown)
     name = ref.get("name") or ref["name_contains"] + "…"
     predicate = {"element": ref, "present": shown}
     rank = SHOWN_RANK.get(ref["role"], 3)
     if shown:
-        return _goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
-    return _goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
+        return new_goal(predicate, f'show "{name}"', f"显示“{name}”", rank)
+    return new_goal(predicate, f'remove "{name}"', f"删除“{name}”", rank)
 
 
 def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:
@@ -561,7 +284,7 @@ def final_goals(steps: list[Step], environment: Environment) -> list[Goal]:
     whole walk achieved, as one conjunction (an oracle episode's goal, in words a
     `predicates` verifier checks). Empty when the end state shows none."""
     steps = sorted(steps, key=lambda s: s.index)
-    screens = [_Screen.of(s, environment.volatile) for s in steps]
+    screens = [Screen.of(s, environment.volatile) for s in steps]
     if not screens:
         return []
     reset, end = screens[0].state(), screens[-1].state()
@@ -579,7 +302,7 @@ def _error_page(url: str) -> bool:
     return url.startswith(("chrome-error:", "about:neterror", "about:blank"))
 
 
-def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
+def _touched(screens: list[Screen], goal: Goal, before: int) -> list[int]:
     """The steps before `before` that changed the goal's element (its value or states): a
     text box's value is what every edit of it left, not only the last."""
     if "probe" in goal.predicate:
@@ -589,7 +312,7 @@ def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
         return []
     key = (ref["role"], ref["name"])
 
-    def seen(screen: _Screen) -> tuple | None:
+    def seen(screen: Screen) -> tuple | None:
         for i, n in enumerate(screen.nodes):
             if (n.role, n.name) == key:
                 return node_value(screen.nodes, i), tuple(sorted(n.attrs.items()))
@@ -604,11 +327,11 @@ def _touched(screens: list[_Screen], goal: Goal, before: int) -> list[int]:
     ]
 
 
-def _edits(screens: list[_Screen], before: int) -> list[int]:
+def _edits(screens: list[Screen], before: int) -> list[int]:
     """The steps before `before` that changed a field's value: what a save (a probe
     goal) writes is every edit made before it, not only the last."""
 
-    def values(screen: _Screen) -> list[tuple]:
+    def values(screen: Screen) -> list[tuple]:
         return [
             (n.role, n.name, node_value(screen.nodes, i))
             for i, n in enumerate(screen.nodes)
@@ -630,7 +353,7 @@ def _echoed_by(steps: list[Step], goal: Goal, before: int) -> list[int]:
 
 
 def _candidate(
-    traj: Trajectory, steps: list[Step], screens: list[_Screen], goals: list[Goal], makers: list[int]
+    traj: Trajectory, steps: list[Step], screens: list[Screen], goals: list[Goal], makers: list[int]
 ) -> Candidate:
     makers = makers + [
         m
@@ -657,7 +380,7 @@ def _candidate(
     )
 
 
-def _demonstration_of(steps: list[Step], screens: list[_Screen], indices: list[int], device: str) -> dict:
+def _demonstration_of(steps: list[Step], screens: list[Screen], indices: list[int], device: str) -> dict:
     """The steps as a task's demonstration: a script naming their elements where every
     one can, else the recorded points (`actions`) and the walk's `device`."""
     script = [None if unexplained(steps, screens, i) else script_step(steps[i]) for i in indices]

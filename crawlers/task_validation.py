@@ -107,7 +107,7 @@ class TaskFigures:
     checks: int
     language: str = "en"
     demo_steps: int | None = None  # executed steps of its demonstration (the fewest)
-    fallback: bool = False  # its params.fallback is the demonstration that reached it
+    fallback: bool = False  # its demonstration missed and its params.fallback was played
     random_success: int = 0
     random_tries: int = 0
     difficulty: float | None = None
@@ -382,7 +382,8 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
             continue
         judged = [run.tasks[t] for t in playable if t not in out and t not in errors]
         verdict = None
-        lengths = []
+        lengths: list[int] = []
+        satisfied: set[str] = set()  # the other tasks its demonstration's end states satisfy
         figures = run.report.figures[task_id]
         r = 0
         while r < settings.resets:
@@ -412,14 +413,16 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
                 task = run.tasks[task_id] = with_fallback(task)
                 figures.fallback = True
                 lengths.clear()
+                satisfied.clear()  # what the missed demonstration's ends satisfied is not its
                 r = 0  # every reset again, with it
                 continue
             if task_id not in end.true_for:
                 verdict = ("unachievable", f"false after its demonstration ({end.steps} steps, seed {seed})")
                 break
             lengths.append(end.steps)
-            for other in end.true_for - {task_id}:
-                run.satisfied_by.setdefault(other, set()).add(task_id)
+            satisfied |= end.true_for - {task_id}
+        for other in satisfied:
+            run.satisfied_by.setdefault(other, set()).add(task_id)
         if verdict is None:
             figures.demo_steps = min(lengths)
             run.candidates.append(task_id)

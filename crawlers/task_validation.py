@@ -24,6 +24,11 @@ keeps a task only when
   `random_shortcut`;
 - its verifier never raised and its episodes started; else `error`.
 
+With a `deadline` (a time.perf_counter() value), demonstrations are played in file
+order while the time left holds the random walks still to come (their number times an
+episode's measured time, with a margin); the tasks not reached are `unplayed`: neither
+kept nor rejected, and the checks above hold among those played.
+
 Every episode's end state is judged by every task's verifier at once (the
 runtime's own verification, crawlers/env_runtime.py), so the cost is one episode
 per reset per task plus `random_tries` walks per distinct start, not T x T episodes.
@@ -145,6 +150,7 @@ class ValidationReport:
     tasks_in: int
     kept: list[str] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    unplayed: list[str] = field(default_factory=list)  # not reached before the deadline
     figures: dict[str, TaskFigures] = field(default_factory=dict)
     episodes: int = 0
     seconds: float = 0.0
@@ -172,14 +178,20 @@ class ValidationReport:
             "tasks_in": self.tasks_in,
             "kept": len(self.kept),
             "rejected": {k: len(v) for k, v in self.by_reason().items()},
+            "unplayed": len(self.unplayed),
             "episodes": self.episodes,
             "seconds": round(self.seconds, 1),
-            "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
+            "seconds_per_task": round(self.seconds / self.tested, 2) if self.tested else None,
             "cores": self.cores,
             "tasks_per_core_hour": self.tasks_per_core_hour,
             "kept_3_steps_or_more": sum(1 for f in kept if (f.demo_steps or 0) >= 3),
             "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
         }
+
+    @property
+    def tested(self) -> int:
+        """The tasks validation decided on (kept or rejected): those reached in time."""
+        return self.tasks_in - len(self.unplayed)
 
     def rates(self) -> dict:
         """The funnel's two rates (None when nothing reached that stage):
@@ -187,7 +199,7 @@ class ValidationReport:
         (played - trivial), where `played` counts the tasks whose demonstration was
         played (neither a duplicate nor without one)."""
         n = {k: len(v) for k, v in self.by_reason().items()}
-        played = self.tasks_in - n.get("duplicate", 0) - n.get("no_demonstration", 0)
+        played = self.tested - n.get("duplicate", 0) - n.get("no_demonstration", 0)
         reached = played - n.get("trivial", 0)
         return {
             "played": played,
@@ -313,6 +325,7 @@ class _Run:
     # task -> the demonstrations (by task id) whose end state satisfied it
     satisfied_by: dict[str, set[str]] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
+    start_of: dict[str, str] = field(default_factory=dict)  # task -> its start_key
 
     def reject(self, task_id: str, reason: str, detail: str) -> None:
         self.report.rejections.append(Rejection(task_id, reason, detail))
@@ -326,6 +339,7 @@ def validate_tasks(
     pool: EnvPool | None = None,
     judge: JudgeFn | None = None,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> ValidationReport:
     """Validate `environment`'s tasks (see the module docstring); the report.
 
@@ -360,7 +374,7 @@ def validate_tasks(
     runtime = EnvironmentRuntime(environment, judge=judge)
     with open_env_source(environment, env=env, pool=pool) as source:
         player = Player(environment, source, runtime, settings.retries)
-        _demonstrations(run, player, playable, progress)
+        _demonstrations(run, player, playable, progress, deadline)
         _random_walks(run, player, runtime, progress)
     _specific(run)
     report.episodes = player.episodes
@@ -368,13 +382,21 @@ def validate_tasks(
     return report
 
 
-def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Progress) -> None:
+def _demonstrations(
+    run: _Run, player: Player, playable: list[str], progress: Progress, deadline: float | None
+) -> None:
     """Each playable task on `resets` fresh resets: false at reset, true after its
-    demonstration; every playable task judged on each end state."""
+    demonstration; every playable task judged on each end state. Before `deadline`
+    (with the random walks' time kept back), once one task has been played."""
     settings = run.settings
     errors: dict[str, str] = {}
     out: set[str] = set()  # rejected already: no longer judged
     for n, task_id in enumerate(playable):
+        if n and deadline is not None and time.perf_counter() + _walks_time(run, player) > deadline:
+            run.report.unplayed = playable[n:]
+            progress("demonstration", n, len(playable), f"out of time: {len(playable) - n} not played")
+            playable = playable[:n]
+            break
         task = run.tasks[task_id]
         progress("demonstration", n, len(playable), task_id)
         if task_id in errors:  # its verifier raised on an earlier task's end state
@@ -435,6 +457,21 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
         if task_id in errors:
             run.candidates.remove(task_id)
             run.reject(task_id, "error", errors[task_id])
+
+
+# A random walk takes k + 1 steps where a demonstration takes a few: its episode is
+# counted as this many demonstrations' (and the estimate errs on the long side).
+_WALK_EPISODES = 1.5
+
+
+def _walks_time(run: _Run, player: Player) -> float:
+    """Seconds the random walks of the candidates so far will take: `random_tries`
+    walks from each distinct start (the tasks of one start share them)."""
+    for t in run.candidates:
+        if t not in run.start_of:
+            run.start_of[t] = start_key(run.environment, player.runtime, run.tasks[t])
+    starts = len(set(run.start_of[t] for t in run.candidates)) or 1
+    return starts * run.settings.random_tries * player.episode_s * _WALK_EPISODES
 
 
 def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progress: Progress) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -144,6 +145,25 @@ def test_a_fallback_is_played_where_the_demonstration_misses_and_kept_in_its_pla
         "exactly-4": {"script": [ADD] * 4, "walk_steps": [0, 1, 2, 3]},
         "exactly-2": {"script": [ADD] * 2},
     }
+
+
+def test_a_deadline_plays_what_the_time_allows_and_leaves_the_rest_unplayed(tiny):
+    """Synthesis validates as many candidates as its budget allows: past the deadline no
+    further demonstration starts (the first always does), the random walks still run,
+    and the tasks not reached are neither kept nor rejected."""
+    folder, env_file = tiny
+    rows = [row(f"exactly-{n}", f"Make the count {n}", EXACTLY.format(n=n), [ADD] * n) for n in (2, 3, 4)]
+    environment = load_environment(env_file, tasks_file=write(folder / "deadline.jsonl", rows))
+    settings = ValidationSettings(random_tries=2, random_steps=1)
+    late = validate_tasks(environment, settings, deadline=time.perf_counter())
+    assert late.kept == ["exactly-2"] and late.rejections == []
+    assert late.unplayed == ["exactly-3", "exactly-4"] and late.tested == 1
+    assert late.episodes == 2 + 2  # its 2 resets, the 2 walks from its start
+    assert late.summary()["unplayed"] == 2 and late.rates()["played"] == 1
+    assert [r["task_id"] for r in kept_rows(late, rows)] == ["exactly-2"]
+    # Time enough: all played (exactly-2 and -3 are on exactly-4's way, but exact counts).
+    ample = validate_tasks(environment, settings, deadline=time.perf_counter() + 600)
+    assert ample.unplayed == [] and ample.kept == ["exactly-2", "exactly-3", "exactly-4"]
 
 
 def test_duplicates_goals_and_difficulty_without_a_browser():

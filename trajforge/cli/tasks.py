@@ -32,7 +32,9 @@ def synthesize(
         None, help="the task file to write (default DATA/tasks/<environment>.jsonl)"
     ),
     data: Path = typer.Option(Path("data"), help="the data root: walks go to its raw store"),
-    explore_share: float = typer.Option(0.5, help="the share of the budget spent exploring"),
+    explore_share: float = typer.Option(
+        1 / 3, help="the share of the budget explored first (more rounds while candidates are few)"
+    ),
     seed: int = typer.Option(0, help="the walks' and validation's seed"),
     random_tries: int = typer.Option(20, min=1, help="random walks per start state (no shortcut)"),
     vlm_config: Path | None = typer.Option(

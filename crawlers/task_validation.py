@@ -17,9 +17,11 @@ keeps a task only when
   path, crawlers/task_candidates.py) is played where the shorter demonstration
   misses, and is the demonstration of the kept task when it reaches the goal;
 - specific: false on the end state of every other kept task's demonstration whose
-  goal differs (greedily in file order: a task loses to the kept tasks before it and
-  the candidates after it, so of two tasks that satisfy each other the later is
-  kept); else `not_specific`. And false after `random_steps` random steps from reset
+  goal differs; else `not_specific`. Two such tasks conflict; the fewest are dropped
+  to leave none (greedily: the task in most conflicts first, a satisfied one before
+  the one whose demonstration satisfies it, of equals the earlier in file order), so
+  one long demonstration that passes five goals on its way loses, not the five. And
+  false after `random_steps` random steps from reset
   in at least 1 - max_random_rate (95%) of `random_tries` walks; else
   `random_shortcut`;
 - its verifier never raised and its episodes started; else `error`.
@@ -523,32 +525,63 @@ def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progre
 
 
 def _specific(run: _Run) -> None:
-    """Greedy, in file order: a candidate is rejected when the demonstration of a task
-    kept before it, or of a candidate after it, with another goal, satisfies it. A goal
-    that holds all of the candidate's checks and more (a goal of two parts, one of them
-    the candidate's) is no rival: reaching it reaches the candidate's, by design."""
-    environment = run.environment
-    goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
-    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    """Keep the candidates none of whose verifiers holds on another kept one's
+    demonstration (see the module docstring). A goal that holds all of the candidate's
+    checks and more (a goal of two parts, one of them the candidate's) is no rival:
+    reaching it reaches the candidate's, by design."""
     order = list(run.candidates)
-    kept: list[str] = []
-    for n, task_id in enumerate(order):
-        mine = checks[task_id]
-        rivals = [
-            t
-            for t in kept + order[n + 1 :]
-            if goal[t] != goal[task_id] and not (mine and checks[t] and mine < checks[t])
-        ]
-        by = [t for t in rivals if t in run.satisfied_by.get(task_id, set())]
-        if by:
-            run.reject(task_id, "not_specific", f"true after the demonstration of '{by[0]}'")
+    by = _conflicts(run, order)  # task -> the candidates whose demonstration satisfies it
+    alive, index = set(order), {t: i for i, t in enumerate(order)}
+    while True:
+        degree = Counter()
+        for task_id in alive:
+            for other in by[task_id] & alive:
+                degree[task_id] += 1
+                degree[other] += 1
+        if not degree:
+            break
+        alive.discard(max(degree, key=lambda t: (degree[t], bool(by[t] & alive), -index[t])))
+    for task_id in order:  # one dropped that conflicts with no kept task any more returns
+        if task_id not in alive and not (by[task_id] & alive) and not any(task_id in by[k] for k in alive):
+            alive.add(task_id)
+    run.report.kept = [t for t in order if t in alive]
+    for task_id in order:
+        if task_id not in alive:
+            run.reject(task_id, "not_specific", _why_not_specific(task_id, by, run.report.kept))
             continue
-        kept.append(task_id)
         figures = run.report.figures[task_id]
         figures.difficulty = difficulty(
             figures.demo_steps or 0, figures.checks, figures.random_rate or 0.0, run.settings.max_random_rate
         )
-    run.report.kept = kept
+
+
+def _conflicts(run: _Run, order: list[str]) -> dict[str, set[str]]:
+    """task -> the other candidates (another goal, not one holding all its checks and
+    more) whose demonstration's end states satisfied it."""
+    environment = run.environment
+    goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
+    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    by: dict[str, set[str]] = {}
+    for task_id in order:
+        mine = checks[task_id]
+        by[task_id] = {
+            t
+            for t in run.satisfied_by.get(task_id, set())
+            if t in checks
+            and t != task_id
+            and goal[t] != goal[task_id]
+            and not (mine and checks[t] and mine < checks[t])
+        } & set(order)
+    return by
+
+
+def _why_not_specific(task_id: str, by: dict[str, set[str]], kept: list[str]) -> str:
+    satisfied = [k for k in kept if k in by[task_id]]
+    if satisfied:
+        return f"true after the demonstration of '{satisfied[0]}'"
+    passes = [k for k in kept if task_id in by[k]]
+    more = f" and {len(passes) - 1} more" if len(passes) > 1 else ""
+    return f"its demonstration also makes '{passes[0]}'{more} true (kept instead)"
 
 
 def _predicate_set(environment: Environment, spec: TaskSpec) -> frozenset[str]:

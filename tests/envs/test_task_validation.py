@@ -14,6 +14,7 @@ import time
 import pytest
 
 from crawlers.task_validation import (
+    TaskFigures,
     ValidationSettings,
     difficulty,
     duplicates,
@@ -190,6 +191,57 @@ def test_duplicates_goals_and_difficulty_without_a_browser():
         ValidationSettings(resets=1)
     with pytest.raises(EnvironmentFileError, match="tasks.0.difficulty"):
         environment_from_dict({**raw, "tasks": [{**press(3), "difficulty": 1.5}]})
+
+
+def test_the_fewest_tasks_are_dropped_to_leave_every_kept_one_specific():
+    """Conflicts as validation found them (which demonstrations satisfied which tasks),
+    without a browser: one long demonstration that passes three goals on its way loses,
+    not the three; of two that satisfy each other the later is kept; a goal holding
+    all of another's checks and more is no rival."""
+    from crawlers.task_validation import ValidationReport, _Run, _specific
+
+    def goal(task_id, *names):
+        checks = [{"element": {"role": "heading", "name": n}} for n in names]
+        return {
+            "task_id": task_id,
+            "instruction": f"Open {task_id}",
+            "verifier": {"kind": "predicates", "predicates": checks},
+        }
+
+    tasks = [
+        goal("a", "A"),
+        goal("b", "B"),
+        goal("c", "C"),
+        goal("long", "L"),
+        goal("x", "X"),
+        goal("y", "Y"),
+    ]
+    tasks += [goal("part", "P"), goal("whole", "P", "Q")]
+    environment = environment_from_dict({"name": "t", "start_url": "http://127.0.0.1:1/", "tasks": tasks})
+    ids = [t["task_id"] for t in tasks]
+    report = ValidationReport(environment="t", tasks_in=len(ids))
+    run = _Run(
+        environment, FAST, report, {t.task_id: t for t in environment.as_tasks()}, candidates=list(ids)
+    )
+    for task_id in ids:
+        report.figures[task_id] = TaskFigures(task_id, checks=1, demo_steps=2)
+    run.satisfied_by = {
+        "a": {"long"},
+        "b": {"long"},
+        "c": {"long", "a"},
+        "x": {"y"},
+        "y": {"x"},
+        "part": {"whole"},
+    }
+    _specific(run)
+    assert report.kept == ["a", "b", "y", "part", "whole"]
+    reasons = {r.task_id: r.detail for r in report.rejections}
+    assert reasons == {
+        "c": "true after the demonstration of 'a'",
+        "long": "its demonstration also makes 'a' and 1 more true (kept instead)",
+        "x": "true after the demonstration of 'y'",
+    }
+    assert all(report.figures[t].difficulty is not None for t in report.kept)
 
 
 def cli(*args):

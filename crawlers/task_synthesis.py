@@ -202,7 +202,7 @@ def synthesize_tasks(
         chosen = round_robin(rows)
         say(
             "validate",
-            f"validating {len(chosen)} candidates, as many as {_mmss(deadline - time.perf_counter())} allow",
+            f"validating {len(chosen)} candidates, as many as {mmss(deadline - time.perf_counter())} allow",
         )
         with_tasks = _with_tasks(environment, chosen)
         report.validation = validate_tasks(
@@ -258,7 +258,8 @@ def _writing_s(settings: SynthesisSettings) -> float:
     return min(_WRITING_S, 0.05 * settings.minutes * 60)
 
 
-def _mmss(seconds: float) -> str:
+def mmss(seconds: float) -> str:
+    """m:ss, as progress shows a time."""
     seconds = max(0, int(seconds))
     return f"{seconds // 60}:{seconds % 60:02d}"
 

@@ -5,7 +5,9 @@ WebEnv's Playwright page, a Chromium phone's Appium session: crawlers.env_page),
 http probe is fetched by the crawler (the app's API; JSON, else text; a 404 is
 null), a command probe runs in the desktop session (DesktopEnv.run_command; its
 stdout, stripped). `pick` then walks into the value (schemas.predicate_eval.pick).
-Only the probes a verifier's predicates name are read, once per verdict. A probe
+Only the probes a verifier's predicates name are read, once per verdict, or once per
+state where many verdicts judge one unchanged state (a `StateMemo`: validation judges
+every task's verifier on each end state). A probe
 that cannot be read (an exception, a refused connection, another error status)
 raises; the runtime makes it a VerifierError naming environment, task and probe.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas.environment import fill
@@ -26,6 +29,29 @@ from .env_page import bounded_js, web_page
 
 class ProbeError(RuntimeError):
     """A probe could not be read (not a value: an error of the environment)."""
+
+
+@dataclass
+class StateMemo:
+    """One unchanged state judged by many verdicts: each probe (as filled) read once,
+    each tree parsed once."""
+
+    probes: dict[str, Any] = field(default_factory=dict)
+    states: dict[tuple[str, str], EndState] = field(default_factory=dict)
+
+    def probe(self, name: str, spec: ProbeSpec, env, values: dict) -> Any:
+        key = name + "\0" + fill(json.dumps(spec.model_dump(mode="json"), sort_keys=True), **values)
+        if key not in self.probes:
+            self.probes[key] = read_probe(name, spec, env, values)
+        return self.probes[key]
+
+    def state(self, url: str, tree: str, probes: dict[str, Any]) -> EndState:
+        """The state with these probe values; its tree parsed (and indexed) once."""
+        base = self.states.get((url, tree))
+        if base is None:
+            base = self.states[url, tree] = EndState(url=url, a11y_tree=tree)
+            _ = base.nodes  # parsed now: the copies below share the parse
+        return replace(base, probes=probes)
 
 
 def read_probe(name: str, spec: ProbeSpec, env, values: dict) -> Any:
@@ -81,11 +107,20 @@ def _get(name: str, spec: ProbeSpec, url: str) -> Any:
 
 
 def predicates_verdict(
-    predicates: list[Predicate], probes: dict[str, ProbeSpec], env, observation, values: dict
+    predicates: list[Predicate],
+    probes: dict[str, ProbeSpec],
+    env,
+    observation,
+    values: dict,
+    memo: StateMemo | None = None,
 ) -> dict:
     """The verdict of `predicates` on the env's current state (its observation, the
-    probes they name read now)."""
+    probes they name read now, or once for all verdicts sharing `memo`)."""
     names = sorted({p.probe for p in predicates if p.probe is not None})
-    read = {name: read_probe(name, probes[name], env, values) for name in names}
-    state = EndState(url=observation.url or "", a11y_tree=observation.a11y_tree or "", probes=read)
+    if memo is None:
+        read = {name: read_probe(name, probes[name], env, values) for name in names}
+    else:
+        read = {name: memo.probe(name, probes[name], env, values) for name in names}
+    url, tree = observation.url or "", observation.a11y_tree or ""
+    state = EndState(url=url, a11y_tree=tree, probes=read) if memo is None else memo.state(url, tree, read)
     return verdict(predicates, state)

@@ -40,7 +40,7 @@ from schemas.observation import Observation
 from schemas.records import DeviceProfile, Step, Task
 
 from .env_page import bounded_js, web_page
-from .env_probes import predicates_verdict, read_probes
+from .env_probes import StateMemo, predicates_verdict, read_probes
 from .env_wait import wait_for_condition
 
 # The HTTP status of the document that is shown (Chromium 109+).
@@ -342,16 +342,26 @@ class EnvironmentRuntime:
 
     # ------------------------------------------------------------------ verify
     def verify(
-        self, env, task: Task, obs: Observation, history: list[Step], *, final: bool, session: str, seed: int
+        self,
+        env,
+        task: Task,
+        obs: Observation,
+        history: list[Step],
+        *,
+        final: bool,
+        session: str,
+        seed: int,
+        memo: StateMemo | None = None,
     ) -> Verdict | None:
-        """The verifier's verdict now; None when the task has no verifier (or not yet)."""
+        """The verifier's verdict now; None when the task has no verifier (or not yet).
+        `memo`: verdicts on one unchanged state share their probe reads (env_probes)."""
         spec = self.verifier_for(task)
         if spec is None or (not final and not spec.every_step):
             return None
         where = self.where(task, f"{spec.kind} verifier")
         started = time.perf_counter()
         try:
-            value = self._ask(spec, env, task, obs, history, session=session, seed=seed)
+            value = self._ask(spec, env, task, obs, history, session=session, seed=seed, memo=memo)
         except VerifierError:
             raise
         except Exception as e:  # noqa: BLE001 - whatever a user's verifier raises
@@ -371,6 +381,7 @@ class EnvironmentRuntime:
         *,
         session: str,
         seed: int,
+        memo: StateMemo | None = None,
     ) -> Any:
         values = self.values(task, session=session, seed=seed)
         if spec.kind == "js":
@@ -401,7 +412,7 @@ class EnvironmentRuntime:
         if spec.kind == "command":
             return self._command(spec, env, task)
         if spec.kind == "predicates":
-            return predicates_verdict(spec.predicates, self.environment.probes, env, obs, values)
+            return predicates_verdict(spec.predicates, self.environment.probes, env, obs, values, memo)
         raise VerifierError(f"unknown verifier kind {spec.kind!r}")
 
     def probe_values(self, env, task: Task, *, session: str, seed: int) -> dict[str, Any]:

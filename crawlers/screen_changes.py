@@ -57,6 +57,7 @@ class Screen:
     nodes: list[AriaNode]
     probes: dict = field(default_factory=dict)  # the environment's probes, where the walk read them
     view: tuple = ()  # what tells two screens apart: url, masked tree, probes
+    _state: EndState | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, step: Step, volatile: list[str]) -> Screen:
@@ -69,7 +70,10 @@ class Screen:
         return sum(1 for n in self.nodes if n.role == role and n.name == name)
 
     def state(self) -> EndState:
-        return EndState(url=self.url, a11y_tree=self.tree, probes=self.probes)
+        """The screen as predicates see it: made (and its tree parsed) once."""
+        if self._state is None:
+            self._state = EndState(url=self.url, a11y_tree=self.tree, probes=self.probes)
+        return self._state
 
 
 def _nameable(node: AriaNode) -> bool:

@@ -123,6 +123,10 @@ class ScreenGraph:
         if screen is None:
             keys = sorted({k for k, _ in explorable(elements, self.guard)})
             screen = self.screens[d] = {"url": url, "elements": keys, "visits": 0}
+        elif url < screen["url"]:
+            # One screen at several URLs (a search box's query, typed or not): the least,
+            # so a graph rebuilt from the store in another order names the same one.
+            screen["url"] = url
         screen["visits"] += 1
         return d
 

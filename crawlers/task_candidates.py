@@ -246,7 +246,7 @@ def revisit_goals(before: Screen, after: Screen) -> list[Goal]:
     many at once is a new view's content and skipped."""
     goals = []
     for shown, was, now in ((True, before, after), (False, after, before)):
-        was_state = was.state()  # parsed once, not once per node
+        was_state = was.state()
         new = []
         for n in now.nodes:
             name = n.name or ""
@@ -259,7 +259,7 @@ def revisit_goals(before: Screen, after: Screen) -> list[Goal]:
                 if len(name) <= MAX_NAME
                 else {"role": n.role, "name_contains": name[:MAX_NAME]}
             )
-            if not check(Predicate.model_validate({"element": ref}), was_state).holds:
+            if not was_state.shows(n.role, **{k: v for k, v in ref.items() if k != "role"}):
                 new.append(ref)
         per_role = Counter(r["role"] for r in new)
         goals += [_ref_goal(r, shown) for r in new if per_role[r["role"]] <= MAX_SHOWN_OF_A_ROLE]

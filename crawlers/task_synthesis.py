@@ -9,14 +9,14 @@
    a step changed, as `predicates` of the end state, with its demonstration); while
    validating them all would leave a minute or more unspent (an app whose walks change
    little), explores again with half of that time and proposes again;
-3. validates as many as the rest of the budget allows (crawlers/task_validation.py:
-   non-trivial, achievable, specific, new; each rejection counted by reason), one
-   language's row per goal, since the goal and its demonstration are the same in
-   every language;
+3. validates as many as the rest of the budget allows (crawlers/task_validation.py
+   with its deadline: non-trivial, achievable, specific, new; each rejection counted
+   by reason), one language's row per goal, since the goal and its demonstration are
+   the same in every language;
 4. keeps each validated goal in every language asked for, with its difficulty.
 
-The candidates validated are taken round-robin over demonstration lengths (1, 2, 3 or
-more steps), so a budget that cannot validate them all still keeps easy and hard tasks.
+The candidates are validated round-robin over demonstration lengths (1, 2, 3 or more
+steps), so a budget that cannot validate them all still keeps easy and hard tasks.
 """
 
 from __future__ import annotations
@@ -49,16 +49,20 @@ _MANY = 100_000  # walks: as many as the time allows
 # round of exploration.
 _MARGIN = 1.5
 _MIN_ROUND_S = 60.0
+_WRITING_S = 15.0  # of the budget, kept for writing the task file, its report and picture
 
 
 @dataclass(frozen=True)
 class SynthesisSettings:
-    """`minutes` in all; `explore_share` of them exploring; `languages` of the kept
+    """`minutes` in all; `explore_share` of them exploring first (more rounds follow
+    while validating every candidate would leave time unspent); `languages` of the kept
     tasks; `max_goals`: goals of at most this many parts; `seed` of the walks."""
 
     minutes: float
     languages: tuple[str, ...] = LANGUAGES
-    explore_share: float = 0.5
+    # A third: an app whose walks change much (TiddlyWiki: 480 candidates in 15 minutes)
+    # proposes more than the rest can validate; one that changes little explores again.
+    explore_share: float = 1 / 3
     max_goals: int = 2
     seed: int = 0
     validation: ValidationSettings = field(default_factory=ValidationSettings)
@@ -195,16 +199,17 @@ def synthesize_tasks(
             break
     report.candidates = len(rows)
     if rows:
-        chosen = within_budget(
-            rows, deadline - time.perf_counter(), _cost_per_candidate(report.exploration, settings)
+        chosen = round_robin(rows)
+        say(
+            "validate",
+            f"validating {len(chosen)} candidates, as many as {mmss(deadline - time.perf_counter())} allow",
         )
-        report.validated = len(chosen)
-        say("validate", f"validating {len(chosen)} of {len(rows)} candidates")
         with_tasks = _with_tasks(environment, chosen)
         report.validation = validate_tasks(
-            with_tasks, settings.validation, env=env, pool=pool,
+            with_tasks, settings.validation, env=env, pool=pool, deadline=deadline - _writing_s(settings),
             progress=lambda what, done, total, task: say("validate", f"{what} {done}/{total} {task or ''}".rstrip()),
         )  # fmt: skip
+        report.validated = report.validation.tested
         kept = kept_rows(report.validation, chosen)
         if backend is not None and kept:
             report.instructions = dict(vlm_instructions(kept, backend, settings.languages))
@@ -235,20 +240,28 @@ def more_exploration(seconds_left: float, candidates: int, per_candidate_s: floa
     return spare / 2 if spare >= _MIN_ROUND_S else 0.0
 
 
-def within_budget(rows: list[dict], seconds_left: float, per_candidate_s: float) -> list[dict]:
-    """As many candidates as `seconds_left` allows, round-robin over demonstration
+def round_robin(rows: list[dict]) -> list[dict]:
+    """The candidates in the order they are validated: round-robin over demonstration
     lengths (1, 2, 3+ steps), in their order within each length."""
-    room = max(1, int(seconds_left / per_candidate_s)) if seconds_left > 0 else 1
     buckets: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         buckets[min(len(row["params"].get("walk_steps") or [1]), 3)].append(row)
-    chosen: list[dict] = []
-    queues = [buckets[k] for k in sorted(buckets)]
-    while len(chosen) < min(room, len(rows)):
-        for queue in queues:
-            if queue and len(chosen) < room:
-                chosen.append(queue.pop(0))
-    return chosen
+    queues = [list(buckets[k]) for k in sorted(buckets)]
+    ordered: list[dict] = []
+    while len(ordered) < len(rows):
+        ordered += [queue.pop(0) for queue in queues if queue]
+    return ordered
+
+
+def _writing_s(settings: SynthesisSettings) -> float:
+    """Of the budget, what writing the task file, its report and picture is given."""
+    return min(_WRITING_S, 0.05 * settings.minutes * 60)
+
+
+def mmss(seconds: float) -> str:
+    """m:ss, as progress shows a time."""
+    seconds = max(0, int(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def _cost_per_candidate(crawl: dict, settings: SynthesisSettings) -> float:

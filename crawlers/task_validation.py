@@ -17,12 +17,19 @@ keeps a task only when
   path, crawlers/task_candidates.py) is played where the shorter demonstration
   misses, and is the demonstration of the kept task when it reaches the goal;
 - specific: false on the end state of every other kept task's demonstration whose
-  goal differs (greedily in file order: a task loses to the kept tasks before it and
-  the candidates after it, so of two tasks that satisfy each other the later is
-  kept); else `not_specific`. And false after `random_steps` random steps from reset
+  goal differs; else `not_specific`. Two such tasks conflict; the fewest are dropped
+  to leave none (greedily: the task in most conflicts first, a satisfied one before
+  the one whose demonstration satisfies it, of equals the earlier in file order), so
+  one long demonstration that passes five goals on its way loses, not the five. And
+  false after `random_steps` random steps from reset
   in at least 1 - max_random_rate (95%) of `random_tries` walks; else
   `random_shortcut`;
 - its verifier never raised and its episodes started; else `error`.
+
+With a `deadline` (a time.perf_counter() value), demonstrations are played in file
+order while the time left holds the random walks still to come (their number times an
+episode's measured time, with a margin); the tasks not reached are `unplayed`: neither
+kept nor rejected, and the checks above hold among those played.
 
 Every episode's end state is judged by every task's verifier at once (the
 runtime's own verification, crawlers/env_runtime.py), so the cost is one episode
@@ -145,6 +152,7 @@ class ValidationReport:
     tasks_in: int
     kept: list[str] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    unplayed: list[str] = field(default_factory=list)  # not reached before the deadline
     figures: dict[str, TaskFigures] = field(default_factory=dict)
     episodes: int = 0
     seconds: float = 0.0
@@ -172,14 +180,20 @@ class ValidationReport:
             "tasks_in": self.tasks_in,
             "kept": len(self.kept),
             "rejected": {k: len(v) for k, v in self.by_reason().items()},
+            "unplayed": len(self.unplayed),
             "episodes": self.episodes,
             "seconds": round(self.seconds, 1),
-            "seconds_per_task": round(self.seconds / self.tasks_in, 2) if self.tasks_in else None,
+            "seconds_per_task": round(self.seconds / self.tested, 2) if self.tested else None,
             "cores": self.cores,
             "tasks_per_core_hour": self.tasks_per_core_hour,
             "kept_3_steps_or_more": sum(1 for f in kept if (f.demo_steps or 0) >= 3),
             "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
         }
+
+    @property
+    def tested(self) -> int:
+        """The tasks validation decided on (kept or rejected): those reached in time."""
+        return self.tasks_in - len(self.unplayed)
 
     def rates(self) -> dict:
         """The funnel's two rates (None when nothing reached that stage):
@@ -187,7 +201,7 @@ class ValidationReport:
         (played - trivial), where `played` counts the tasks whose demonstration was
         played (neither a duplicate nor without one)."""
         n = {k: len(v) for k, v in self.by_reason().items()}
-        played = self.tasks_in - n.get("duplicate", 0) - n.get("no_demonstration", 0)
+        played = self.tested - n.get("duplicate", 0) - n.get("no_demonstration", 0)
         reached = played - n.get("trivial", 0)
         return {
             "played": played,
@@ -313,6 +327,7 @@ class _Run:
     # task -> the demonstrations (by task id) whose end state satisfied it
     satisfied_by: dict[str, set[str]] = field(default_factory=dict)
     candidates: list[str] = field(default_factory=list)
+    start_of: dict[str, str] = field(default_factory=dict)  # task -> its start_key
 
     def reject(self, task_id: str, reason: str, detail: str) -> None:
         self.report.rejections.append(Rejection(task_id, reason, detail))
@@ -326,6 +341,7 @@ def validate_tasks(
     pool: EnvPool | None = None,
     judge: JudgeFn | None = None,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> ValidationReport:
     """Validate `environment`'s tasks (see the module docstring); the report.
 
@@ -360,7 +376,7 @@ def validate_tasks(
     runtime = EnvironmentRuntime(environment, judge=judge)
     with open_env_source(environment, env=env, pool=pool) as source:
         player = Player(environment, source, runtime, settings.retries)
-        _demonstrations(run, player, playable, progress)
+        _demonstrations(run, player, playable, progress, deadline)
         _random_walks(run, player, runtime, progress)
     _specific(run)
     report.episodes = player.episodes
@@ -368,13 +384,21 @@ def validate_tasks(
     return report
 
 
-def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Progress) -> None:
+def _demonstrations(
+    run: _Run, player: Player, playable: list[str], progress: Progress, deadline: float | None
+) -> None:
     """Each playable task on `resets` fresh resets: false at reset, true after its
-    demonstration; every playable task judged on each end state."""
+    demonstration; every playable task judged on each end state. Before `deadline`
+    (with the random walks' time kept back), once one task has been played."""
     settings = run.settings
     errors: dict[str, str] = {}
     out: set[str] = set()  # rejected already: no longer judged
     for n, task_id in enumerate(playable):
+        if n and deadline is not None and time.perf_counter() + _walks_time(run, player) > deadline:
+            run.report.unplayed = playable[n:]
+            progress("demonstration", n, len(playable), f"out of time: {len(playable) - n} not played")
+            playable = playable[:n]
+            break
         task = run.tasks[task_id]
         progress("demonstration", n, len(playable), task_id)
         if task_id in errors:  # its verifier raised on an earlier task's end state
@@ -437,6 +461,21 @@ def _demonstrations(run: _Run, player: Player, playable: list[str], progress: Pr
             run.reject(task_id, "error", errors[task_id])
 
 
+# A random walk takes k + 1 steps where a demonstration takes a few: its episode is
+# counted as this many demonstrations' (and the estimate errs on the long side).
+_WALK_EPISODES = 1.5
+
+
+def _walks_time(run: _Run, player: Player) -> float:
+    """Seconds the random walks of the candidates so far will take: `random_tries`
+    walks from each distinct start (the tasks of one start share them)."""
+    for t in run.candidates:
+        if t not in run.start_of:
+            run.start_of[t] = start_key(run.environment, player.runtime, run.tasks[t])
+    starts = len(set(run.start_of[t] for t in run.candidates)) or 1
+    return starts * run.settings.random_tries * player.episode_s * _WALK_EPISODES
+
+
 def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progress: Progress) -> None:
     """`random_tries` walks of `random_steps` steps from each distinct start of the
     candidates; each candidate's verifier judged on every walk's end."""
@@ -486,32 +525,63 @@ def _random_walks(run: _Run, player: Player, runtime: EnvironmentRuntime, progre
 
 
 def _specific(run: _Run) -> None:
-    """Greedy, in file order: a candidate is rejected when the demonstration of a task
-    kept before it, or of a candidate after it, with another goal, satisfies it. A goal
-    that holds all of the candidate's checks and more (a goal of two parts, one of them
-    the candidate's) is no rival: reaching it reaches the candidate's, by design."""
-    environment = run.environment
-    goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
-    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    """Keep the candidates none of whose verifiers holds on another kept one's
+    demonstration (see the module docstring). A goal that holds all of the candidate's
+    checks and more (a goal of two parts, one of them the candidate's) is no rival:
+    reaching it reaches the candidate's, by design."""
     order = list(run.candidates)
-    kept: list[str] = []
-    for n, task_id in enumerate(order):
-        mine = checks[task_id]
-        rivals = [
-            t
-            for t in kept + order[n + 1 :]
-            if goal[t] != goal[task_id] and not (mine and checks[t] and mine < checks[t])
-        ]
-        by = [t for t in rivals if t in run.satisfied_by.get(task_id, set())]
-        if by:
-            run.reject(task_id, "not_specific", f"true after the demonstration of '{by[0]}'")
+    by = _conflicts(run, order)  # task -> the candidates whose demonstration satisfies it
+    alive, index = set(order), {t: i for i, t in enumerate(order)}
+    while True:
+        degree = Counter()
+        for task_id in alive:
+            for other in by[task_id] & alive:
+                degree[task_id] += 1
+                degree[other] += 1
+        if not degree:
+            break
+        alive.discard(max(degree, key=lambda t: (degree[t], bool(by[t] & alive), -index[t])))
+    for task_id in order:  # one dropped that conflicts with no kept task any more returns
+        if task_id not in alive and not (by[task_id] & alive) and not any(task_id in by[k] for k in alive):
+            alive.add(task_id)
+    run.report.kept = [t for t in order if t in alive]
+    for task_id in order:
+        if task_id not in alive:
+            run.reject(task_id, "not_specific", _why_not_specific(task_id, by, run.report.kept))
             continue
-        kept.append(task_id)
         figures = run.report.figures[task_id]
         figures.difficulty = difficulty(
             figures.demo_steps or 0, figures.checks, figures.random_rate or 0.0, run.settings.max_random_rate
         )
-    run.report.kept = kept
+
+
+def _conflicts(run: _Run, order: list[str]) -> dict[str, set[str]]:
+    """task -> the other candidates (another goal, not one holding all its checks and
+    more) whose demonstration's end states satisfied it."""
+    environment = run.environment
+    goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
+    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    by: dict[str, set[str]] = {}
+    for task_id in order:
+        mine = checks[task_id]
+        by[task_id] = {
+            t
+            for t in run.satisfied_by.get(task_id, set())
+            if t in checks
+            and t != task_id
+            and goal[t] != goal[task_id]
+            and not (mine and checks[t] and mine < checks[t])
+        } & set(order)
+    return by
+
+
+def _why_not_specific(task_id: str, by: dict[str, set[str]], kept: list[str]) -> str:
+    satisfied = [k for k in kept if k in by[task_id]]
+    if satisfied:
+        return f"true after the demonstration of '{satisfied[0]}'"
+    passes = [k for k in kept if task_id in by[k]]
+    more = f" and {len(passes) - 1} more" if len(passes) > 1 else ""
+    return f"its demonstration also makes '{passes[0]}'{more} true (kept instead)"
 
 
 def _predicate_set(environment: Environment, spec: TaskSpec) -> frozenset[str]:

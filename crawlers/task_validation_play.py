@@ -10,6 +10,7 @@ whatever the verifier kind; nothing is recorded.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from schemas.environment import Environment, TaskSpec
 from schemas.records import Task
 
 from .env_crawl import device_for, make_env_policy, points_device
+from .env_probes import StateMemo
 from .env_runtime import EnvironmentRuntime, SetupError, StartPageError, VerifierError
 from .env_source import close_episode_quietly
 from .episode import TERMINAL, CrawlEnv, EnvEpisode, EpisodeContext
@@ -72,6 +74,12 @@ class Player:
     ):
         self.environment, self.source, self.runtime, self.retries = environment, source, runtime, retries
         self.episodes = 0
+        self.seconds = 0.0  # spent in episodes, retries included
+
+    @property
+    def episode_s(self) -> float:
+        """Seconds an episode has taken so far, on average (0 before the first)."""
+        return self.seconds / self.episodes if self.episodes else 0.0
 
     def play(
         self,
@@ -87,6 +95,22 @@ class Player:
 
         `own`: the episode is `task`'s demonstration: its verifier is asked at reset (a
         true one ends the episode there) and after every step (done ends it)."""
+        started = time.perf_counter()
+        try:
+            return self._attempts(task, policy, seed=seed, label=label, judged=judged, own=own)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _attempts(
+        self,
+        task: Task,
+        policy: Callable[[], Policy],
+        *,
+        seed: int,
+        label: str,
+        judged: list[Task],
+        own: bool,
+    ) -> EpisodeEnd:
         last: BaseException | None = None
         for attempt in range(self.retries + 1):
             tid = f"validate-{self.environment.name}-{label}-{seed}-{attempt}"
@@ -141,17 +165,24 @@ class Player:
         if episode.verifier_error is not None:
             end.errors[task.task_id] = episode.verifier_error
         now = played.obs or episode.obs
+        memo = StateMemo()  # every verifier judges this one end state
         for other in judged:
-            if other.task_id not in end.errors and self._holds(env, other, now, played.steps, tid, seed, end):
+            if other.task_id not in end.errors and self._holds(
+                env, other, now, played.steps, tid, seed, end, memo
+            ):
                 end.true_for.add(other.task_id)
         return end
 
-    def _holds(self, env, task: Task, obs, steps, tid: str, seed: int, end: EpisodeEnd) -> bool:
+    def _holds(
+        self, env, task: Task, obs, steps, tid: str, seed: int, end: EpisodeEnd, memo: StateMemo | None = None
+    ) -> bool:
         """Whether `task`'s verifier says success on the state now (an error is noted)."""
         values = self.runtime.values(task, session=tid, seed=seed)
         try:
             with _judging(env, task, values):
-                verdict = self.runtime.verify(env, task, obs, steps, final=True, session=tid, seed=seed)
+                verdict = self.runtime.verify(
+                    env, task, obs, steps, final=True, session=tid, seed=seed, memo=memo
+                )
         except VerifierError as e:
             end.errors[task.task_id] = str(e)
             return False

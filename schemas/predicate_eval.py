@@ -33,12 +33,31 @@ class EndState:
     a11y_tree: str = ""
     probes: dict[str, Any] = field(default_factory=dict)
     _nodes: list[AriaNode] | None = field(default=None, repr=False)
+    _names: dict[str, tuple[set[str], list[str]]] | None = field(default=None, repr=False)
 
     @property
     def nodes(self) -> list[AriaNode]:
         if self._nodes is None:
             self._nodes = parse_snapshot(self.a11y_tree or "")
         return self._nodes
+
+    def shows(self, role: str, name: str | None = None, name_contains: str | None = None) -> bool:
+        """Whether an element of `role` (named `name`, or with `name_contains` in its
+        name) is here: what an element predicate with nothing else asked checks, by a
+        look-up rather than a scan (a walk's screens are compared many times over)."""
+        if self._names is None:
+            self._names = {}
+            for node in self.nodes:
+                normed, raw = self._names.setdefault(node.role, (set(), []))
+                normed.add(_norm(node.name))
+                raw.append((node.name or "").casefold())
+        normed, raw = self._names.get(role, (set(), []))
+        if name is not None:
+            return _norm(name) in normed
+        if name_contains is not None:
+            want = name_contains.casefold()
+            return any(want in n for n in raw)
+        return bool(raw)
 
 
 @dataclass

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from crawlers.task_synthesis import SynthesisSettings, within_budget
+from crawlers.task_synthesis import SynthesisSettings, round_robin
 
 
 def row(task_id: str, steps: int) -> dict:
     return {"task_id": task_id, "params": {"walk_steps": list(range(steps))}}
 
 
-def test_the_budget_takes_candidates_round_robin_over_demonstration_lengths():
+def test_candidates_are_validated_round_robin_over_demonstration_lengths():
     rows = [row("a1", 1), row("a2", 1), row("a3", 1), row("b1", 2), row("c1", 3), row("c2", 5)]
-    chosen = [r["task_id"] for r in within_budget(rows, seconds_left=40, per_candidate_s=10)]
-    assert chosen == ["a1", "b1", "c1", "a2"]  # one of each length first, in their order
-    everything = within_budget(rows, seconds_left=1e6, per_candidate_s=10)
-    assert sorted(r["task_id"] for r in everything) == sorted(r["task_id"] for r in rows)
-    assert [r["task_id"] for r in within_budget(rows, seconds_left=-5, per_candidate_s=10)] == ["a1"]
+    ordered = [r["task_id"] for r in round_robin(rows)]
+    # One of each length first, in their order: a deadline that stops validation early
+    # still leaves easy and hard tasks.
+    assert ordered == ["a1", "b1", "c1", "a2", "c2", "a3"]
+    assert round_robin([]) == [] and [r["task_id"] for r in rows] == ["a1", "a2", "a3", "b1", "c1", "c2"]
 
 
 def test_settings_refuse_what_cannot_run():

@@ -9,10 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from crawlers.task_validation import (
+    TaskFigures,
     ValidationSettings,
     difficulty,
     duplicates,
@@ -146,6 +148,25 @@ def test_a_fallback_is_played_where_the_demonstration_misses_and_kept_in_its_pla
     }
 
 
+def test_a_deadline_plays_what_the_time_allows_and_leaves_the_rest_unplayed(tiny):
+    """Synthesis validates as many candidates as its budget allows: past the deadline no
+    further demonstration starts (the first always does), the random walks still run,
+    and the tasks not reached are neither kept nor rejected."""
+    folder, env_file = tiny
+    rows = [row(f"exactly-{n}", f"Make the count {n}", EXACTLY.format(n=n), [ADD] * n) for n in (2, 3, 4)]
+    environment = load_environment(env_file, tasks_file=write(folder / "deadline.jsonl", rows))
+    settings = ValidationSettings(random_tries=2, random_steps=1)
+    late = validate_tasks(environment, settings, deadline=time.perf_counter())
+    assert late.kept == ["exactly-2"] and late.rejections == []
+    assert late.unplayed == ["exactly-3", "exactly-4"] and late.tested == 1
+    assert late.episodes == 2 + 2  # its 2 resets, the 2 walks from its start
+    assert late.summary()["unplayed"] == 2 and late.rates()["played"] == 1
+    assert [r["task_id"] for r in kept_rows(late, rows)] == ["exactly-2"]
+    # Time enough: all played (exactly-2 and -3 are on exactly-4's way, but exact counts).
+    ample = validate_tasks(environment, settings, deadline=time.perf_counter() + 600)
+    assert ample.unplayed == [] and ample.kept == ["exactly-2", "exactly-3", "exactly-4"]
+
+
 def test_duplicates_goals_and_difficulty_without_a_browser():
     assert masked_instruction('Create "milk" with 3 cups') == masked_instruction("create 'eggs' with 12 cups")
     raw = {"name": "t", "start_url": "http://127.0.0.1:1/", "tasks": MIXED}
@@ -170,6 +191,57 @@ def test_duplicates_goals_and_difficulty_without_a_browser():
         ValidationSettings(resets=1)
     with pytest.raises(EnvironmentFileError, match="tasks.0.difficulty"):
         environment_from_dict({**raw, "tasks": [{**press(3), "difficulty": 1.5}]})
+
+
+def test_the_fewest_tasks_are_dropped_to_leave_every_kept_one_specific():
+    """Conflicts as validation found them (which demonstrations satisfied which tasks),
+    without a browser: one long demonstration that passes three goals on its way loses,
+    not the three; of two that satisfy each other the later is kept; a goal holding
+    all of another's checks and more is no rival."""
+    from crawlers.task_validation import ValidationReport, _Run, _specific
+
+    def goal(task_id, *names):
+        checks = [{"element": {"role": "heading", "name": n}} for n in names]
+        return {
+            "task_id": task_id,
+            "instruction": f"Open {task_id}",
+            "verifier": {"kind": "predicates", "predicates": checks},
+        }
+
+    tasks = [
+        goal("a", "A"),
+        goal("b", "B"),
+        goal("c", "C"),
+        goal("long", "L"),
+        goal("x", "X"),
+        goal("y", "Y"),
+    ]
+    tasks += [goal("part", "P"), goal("whole", "P", "Q")]
+    environment = environment_from_dict({"name": "t", "start_url": "http://127.0.0.1:1/", "tasks": tasks})
+    ids = [t["task_id"] for t in tasks]
+    report = ValidationReport(environment="t", tasks_in=len(ids))
+    run = _Run(
+        environment, FAST, report, {t.task_id: t for t in environment.as_tasks()}, candidates=list(ids)
+    )
+    for task_id in ids:
+        report.figures[task_id] = TaskFigures(task_id, checks=1, demo_steps=2)
+    run.satisfied_by = {
+        "a": {"long"},
+        "b": {"long"},
+        "c": {"long", "a"},
+        "x": {"y"},
+        "y": {"x"},
+        "part": {"whole"},
+    }
+    _specific(run)
+    assert report.kept == ["a", "b", "y", "part", "whole"]
+    reasons = {r.task_id: r.detail for r in report.rejections}
+    assert reasons == {
+        "c": "true after the demonstration of 'a'",
+        "long": "its demonstration also makes 'a' and 1 more true (kept instead)",
+        "x": "true after the demonstration of 'y'",
+    }
+    assert all(report.figures[t].difficulty is not None for t in report.kept)
 
 
 def cli(*args):

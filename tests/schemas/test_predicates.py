@@ -64,6 +64,20 @@ def test_element_presence_and_states_on_a_chromium_tree(web):
     assert holds(web, element={"role": "tab", "name_contains": "t2"})
 
 
+def test_shows_answers_as_a_bare_element_predicate_does(web):
+    """EndState.shows (the look-up synthesis compares screens with) against check()."""
+    refs = [
+        {"role": "checkbox", "name": "A"}, {"role": "checkbox", "name": "a"}, {"role": "checkbox", "name": " A "},
+        {"role": "button", "name": "Menu  open"}, {"role": "button", "name_contains": "menu"},
+        {"role": "button", "name_contains": "open "}, {"role": "tab", "name": "T3"},
+        {"role": "option", "name": "L"}, {"role": "link", "name_contains": "x"}, {"role": "switch"},
+    ]  # fmt: skip
+    for ref in refs:
+        named = {k: v for k, v in ref.items() if k != "role"}
+        assert web.shows(ref["role"], **named) == holds(web, element=ref), ref
+    assert web.shows("button", name_contains="menu") and not web.shows("tab", name="T3")
+
+
 def test_values_equal_and_contained(web):
     assert holds(web, element={"role": "textbox", "name": "Title"}, value="hello world")
     assert not holds(web, element={"role": "textbox", "name": "Title"}, value="hello")

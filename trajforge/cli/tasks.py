@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -32,7 +33,9 @@ def synthesize(
         None, help="the task file to write (default DATA/tasks/<environment>.jsonl)"
     ),
     data: Path = typer.Option(Path("data"), help="the data root: walks go to its raw store"),
-    explore_share: float = typer.Option(0.5, help="the share of the budget spent exploring"),
+    explore_share: float = typer.Option(
+        1 / 3, help="the share of the budget explored first (more rounds while candidates are few)"
+    ),
     seed: int = typer.Option(0, help="the walks' and validation's seed"),
     random_tries: int = typer.Option(20, min=1, help="random walks per start state (no shortcut)"),
     vlm_config: Path | None = typer.Option(
@@ -47,7 +50,7 @@ def synthesize(
     Progress goes to stderr, the summary (one JSON line) to stdout. Exit code 4 when
     no task is kept, with the reasons.
     """
-    from crawlers.task_synthesis import SynthesisSettings, synthesize_tasks
+    from crawlers.task_synthesis import SynthesisSettings, mmss, synthesize_tasks
     from crawlers.task_validation import ValidationSettings
     from schemas.environment import EnvironmentFileError, load_environment
     from trajforge.report.task_report import write_synthesis
@@ -73,13 +76,14 @@ def synthesize(
             backend = backend_from_config(json.loads(vlm_config.read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError) as err:
             fail(f"--vlm-config {vlm_config}: {err}")
+    started = time.monotonic()
     try:
         result = synthesize_tasks(
             environment,
             settings,
             store=RawStore(data / "raw"),
             backend=backend,
-            progress=lambda s, m: to_stderr(f"[{s}] {m}"),
+            progress=lambda s, m: to_stderr(f"[{s} {mmss(time.monotonic() - started)}] {m}"),
         )
     except ValueError as err:
         fail(str(err))

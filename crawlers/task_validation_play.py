@@ -95,31 +95,17 @@ class Player:
 
         `own`: the episode is `task`'s demonstration: its verifier is asked at reset (a
         true one ends the episode there) and after every step (done ends it)."""
-        started = time.perf_counter()
-        try:
-            return self._attempts(task, policy, seed=seed, label=label, judged=judged, own=own)
-        finally:
-            self.seconds += time.perf_counter() - started
-
-    def _attempts(
-        self,
-        task: Task,
-        policy: Callable[[], Policy],
-        *,
-        seed: int,
-        label: str,
-        judged: list[Task],
-        own: bool,
-    ) -> EpisodeEnd:
         last: BaseException | None = None
         for attempt in range(self.retries + 1):
             tid = f"validate-{self.environment.name}-{label}-{seed}-{attempt}"
             try:
                 with self.source.lease() as env:
+                    started = time.perf_counter()
                     try:
                         return self._play_on(env, task, policy(), tid, seed, judged, own)
                     finally:
                         close_episode_quietly(env)
+                        self.seconds += time.perf_counter() - started
             except (BrowserCrashed, StartPageError, SetupError) as e:
                 last = e
         raise EpisodeFailed(f"task '{task.task_id}' ({label}, seed {seed}): {last}")

@@ -561,6 +561,7 @@ def _conflicts(run: _Run, order: list[str]) -> dict[str, set[str]]:
     environment = run.environment
     goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
     checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    candidates = set(order)
     by: dict[str, set[str]] = {}
     for task_id in order:
         mine = checks[task_id]
@@ -571,7 +572,7 @@ def _conflicts(run: _Run, order: list[str]) -> dict[str, set[str]]:
             and t != task_id
             and goal[t] != goal[task_id]
             and not (mine and checks[t] and mine < checks[t])
-        } & set(order)
+        } & candidates
     return by
 
 

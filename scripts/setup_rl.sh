@@ -16,6 +16,11 @@ $P "openenv-core==0.3.0" "skyrl-gym==0.4.0" "gem-llm==0.1.0" httpx requests pill
 # own requirements (deepspeed, vllm, flash-attn) build only on a GPU machine.
 $P --no-deps "openrlhf==0.11.2"
 $P aiohttp
+# TRL's GRPOTrainer (in .venv) plays served envs through OpenEnv's client
+# (training/engines/trl_openenv.py): openenv-core in .venv too, without gradio (its web UI,
+# imported only if present), whose pin (pillow<13) .venv cannot take; fastmcp is imported.
+.venv/bin/python -m pip install -q --no-deps "openenv-core==0.3.0"
+.venv/bin/python -m pip install -q "fastmcp==4.2.3" "tomli-w==1.2.0"
 # NeMo Gym (tests/envs/protocols/test_nemo_gym.py runs its SimpleAgent): a venv of its own,
 # as it pins openai<=2.7.2 (.venv-rl has 3.x). nemo-gym declares Python >= 3.12, but its
 # code parses and runs on 3.11; its modules import ray, hydra, omegaconf, wandb and more.

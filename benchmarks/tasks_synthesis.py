@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -99,11 +100,27 @@ def synthesize(app: str, minutes: float, out: Path, sqlite_web_cmd: str) -> dict
         ]  # fmt: skip
         t0, load0 = time.perf_counter(), os.getloadavg()[1]
         with open(folder / "progress.log", "w") as err:
-            run = subprocess.run(cli, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+            run = _run_to_the_end(cli, err, env)
         wall, load = time.perf_counter() - t0, (load0 + os.getloadavg()[1]) / 2
     lines = run.stdout.strip().splitlines()
     summary = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
     return {"app": app, "exit": run.returncode, "wall_s": round(wall), "load": round(load, 1), **summary}
+
+
+def _run_to_the_end(cli: list[str], err, env: dict) -> subprocess.CompletedProcess:
+    """The CLI's run; a benchmark stopped (Ctrl-C, SIGTERM) stops it with SIGTERM, which
+    the CLI unwinds like Ctrl-C, so its browsers and X servers go with it."""
+    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+    try:
+        out, _ = proc.communicate()
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    return subprocess.CompletedProcess(cli, proc.returncode, out, None)
 
 
 def table(rows: list[dict]) -> str:
@@ -130,6 +147,8 @@ def main() -> int:
     ap.add_argument("--sqlite-web", default=shutil.which("sqlite_web") or "/tmp/sqlweb/bin/sqlite_web")
     ap.add_argument("--json", type=Path, help="append each app's row here as a JSON line")
     args = ap.parse_args()
+    # A SIGTERM unwinds like Ctrl-C: the running app's synthesis is stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     rows = []
     for app in args.apps.split(","):
         print(f"[tasks_synthesis] {app}: {args.minutes} min", file=sys.stderr, flush=True)

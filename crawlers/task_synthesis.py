@@ -39,7 +39,8 @@ from .episode import CrawlEnv
 from .pool_slots import EnvPool
 from .task_candidates import candidate_tasks
 from .task_instructions import vlm_instructions
-from .task_validation import ValidationReport, ValidationSettings, kept_rows, validate_tasks
+from .task_validation import ValidationSettings, validate_tasks
+from .task_validation_report import ValidationReport, kept_rows
 
 LANGUAGES = ("en", "zh")
 # Seconds a candidate's validation is assumed to cost before anything was measured.

@@ -26,28 +26,24 @@ keeps a task only when
   `random_shortcut`;
 - its verifier never raised and its episodes started; else `error`.
 
-With a `deadline` (a time.perf_counter() value), demonstrations are played in file
-order while the time left holds the random walks still to come (their number times an
-episode's measured time, with a margin); the tasks not reached are `unplayed`: neither
+With a `deadline` (a time.perf_counter() value), demonstrations are played in the
+given order (task synthesis gives a round robin over lengths) while the time left
+holds the random walks still to come (their number times an episode's measured
+time, with a margin); the tasks not reached are `unplayed`: neither
 kept nor rejected, and the checks above hold among those played.
 
 Every episode's end state is judged by every task's verifier at once (the
 runtime's own verification, crawlers/env_runtime.py), so the cost is one episode
 per reset per task plus `random_tries` walks per distinct start, not T x T episodes.
 
-Difficulty of a kept task, in [0, 1]:
-    0.5 * min(L, 10) / 10  +  0.2 * min(C, 5) / 5  +  0.3 * (1 - min(1, r / max_random_rate))
-with L the demonstration's executed steps (the fewest over the resets), C its
-verifier's checks (a predicates verifier's predicates, 1 for any other kind) and r
-the random walks' success rate (a kept task has r <= max_random_rate; one that no
-walk reached gets the full 0.3).
+Each kept task gets a difficulty (crawlers/task_goals.py `difficulty`: its
+demonstration's length, its checks, the random walks' success rate); the report and
+the kept rows are crawlers/task_validation_report.py's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import time
 from collections import Counter
@@ -55,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.environment import Environment, TaskSpec, fill
+from schemas.environment import Environment, fill
 from schemas.records import Task
 
 from .env_runtime import EnvironmentRuntime, JudgeFn
@@ -64,25 +60,20 @@ from .episode import CrawlEnv
 from .guard import SafetyGuard
 from .policies import Policy, RandomWalkPolicy
 from .pool_slots import EnvPool
-from .task_validation_play import EpisodeFailed, Player, demonstration, has_demonstration
-
-REASONS = (
-    "duplicate",
-    "no_demonstration",
-    "trivial",
-    "unachievable",
-    "not_specific",
-    "random_shortcut",
-    "error",
+from .task_goals import (
+    DEMONSTRATION_KEYS,
+    PROVENANCE_KEYS,
+    check_count,
+    difficulty,
+    duplicates,
+    goal_key,
+    predicate_set,
 )
-DEMONSTRATION_KEYS = ("script", "actions")
-# What a synthesised task's params record about where it came from: not its goal.
-PROVENANCE_KEYS = ("walk", "walk_steps", "instruction_source")
-# Verifier kinds that read the task's params (a python function gets the task, a
-# command its TASK_PARAM_* variables): for them the params are part of the goal.
-PARAM_READERS = ("python", "state", "command", "judge")
+from .task_validation_play import EpisodeFailed, Player, demonstration, has_demonstration
+from .task_validation_report import Rejection, TaskFigures, ValidationReport, with_fallback
+
+# A setup or launch that is a plugin (module:function) reads the task.
 DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-_VALUES = re.compile(r"\"[^\"]*\"|'[^']*'|“[^”]*”|「[^」]*」|‘[^’]*’|\d+(?:[.,]\d+)*")
 
 
 @dataclass(frozen=True)
@@ -106,191 +97,12 @@ class ValidationSettings:
             raise ValueError(f"max_random_rate={self.max_random_rate}: expected [0, 1)")
 
 
-@dataclass
-class TaskFigures:
-    """What validation measured of one task."""
-
-    task_id: str
-    checks: int
-    language: str = "en"
-    demo_steps: int | None = None  # executed steps of its demonstration (the fewest)
-    fallback: bool = False  # its demonstration missed and its params.fallback was played
-    random_success: int = 0
-    random_tries: int = 0
-    difficulty: float | None = None
-
-    @property
-    def random_rate(self) -> float | None:
-        return self.random_success / self.random_tries if self.random_tries else None
-
-    def as_dict(self) -> dict:
-        return {
-            "task_id": self.task_id,
-            "language": self.language,
-            "checks": self.checks,
-            "demo_steps": self.demo_steps,
-            "fallback": self.fallback,
-            "random_success": self.random_success,
-            "random_tries": self.random_tries,
-            "random_rate": None if self.random_rate is None else round(self.random_rate, 3),
-            "difficulty": self.difficulty,
-        }
-
-
-@dataclass(frozen=True)
-class Rejection:
-    task_id: str
-    reason: str  # one of REASONS
-    detail: str
-
-
-@dataclass
-class ValidationReport:
-    """Kept tasks (in file order), rejections by reason, per-task figures, cost."""
-
-    environment: str
-    tasks_in: int
-    kept: list[str] = field(default_factory=list)
-    rejections: list[Rejection] = field(default_factory=list)
-    unplayed: list[str] = field(default_factory=list)  # not reached before the deadline
-    figures: dict[str, TaskFigures] = field(default_factory=dict)
-    episodes: int = 0
-    seconds: float = 0.0
-    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
-
-    def by_reason(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for r in self.rejections:
-            out.setdefault(r.reason, []).append(r.task_id)
-        return out
-
-    def reason_of(self, task_id: str) -> Rejection | None:
-        return next((r for r in self.rejections if r.task_id == task_id), None)
-
-    @property
-    def tasks_per_core_hour(self) -> float | None:
-        """Kept tasks per core-hour of validation (the machine's cores)."""
-        hours = self.seconds * self.cores / 3600
-        return round(len(self.kept) / hours, 1) if hours > 0 else None
-
-    def summary(self) -> dict:
-        kept = [self.figures[t] for t in self.kept]
-        return {
-            "environment": self.environment,
-            "tasks_in": self.tasks_in,
-            "kept": len(self.kept),
-            "rejected": {k: len(v) for k, v in self.by_reason().items()},
-            "unplayed": len(self.unplayed),
-            "episodes": self.episodes,
-            "seconds": round(self.seconds, 1),
-            "seconds_per_task": round(self.seconds / self.tested, 2) if self.tested else None,
-            "cores": self.cores,
-            "tasks_per_core_hour": self.tasks_per_core_hour,
-            "kept_3_steps_or_more": sum(1 for f in kept if (f.demo_steps or 0) >= 3),
-            "kept_languages": dict(sorted(Counter(f.language for f in kept).items())),
-        }
-
-    @property
-    def tested(self) -> int:
-        """The tasks validation decided on (kept or rejected): those reached in time."""
-        return self.tasks_in - len(self.unplayed)
-
-    def rates(self) -> dict:
-        """The funnel's two rates (None when nothing reached that stage):
-        `non_trivial_rate` = 1 - trivial / played, `achievable_rate` = 1 - unachievable /
-        (played - trivial), where `played` counts the tasks whose demonstration was
-        played (neither a duplicate nor without one)."""
-        n = {k: len(v) for k, v in self.by_reason().items()}
-        played = self.tested - n.get("duplicate", 0) - n.get("no_demonstration", 0)
-        reached = played - n.get("trivial", 0)
-        return {
-            "played": played,
-            "non_trivial_rate": round(1 - n.get("trivial", 0) / played, 3) if played > 0 else None,
-            "achievable_rate": round(1 - n.get("unachievable", 0) / reached, 3) if reached > 0 else None,
-        }
-
-    def as_dict(self) -> dict:
-        return {
-            **self.summary(),
-            "kept_tasks": list(self.kept),
-            "rejections": [r.__dict__ for r in self.rejections],
-            "figures": [f.as_dict() for f in self.figures.values()],
-        }
-
-
 # One progress event: (what, done, total, task_id or None).
 Progress = Callable[[str, int, int, str | None], None]
 
 
 def _quiet(what: str, done: int, total: int, task_id: str | None) -> None:
     pass
-
-
-# ------------------------------------------------------------------ pure parts
-def check_count(spec) -> int:
-    """A verifier's checks: a predicates verifier's predicates, else 1 (0: none)."""
-    if spec is None:
-        return 0
-    return max(1, len(getattr(spec, "predicates", None) or []))
-
-
-def _canonical(value: Any) -> Any:
-    """Sorted keys, whitespace collapsed in strings, lists ordered (a verifier's lists
-    are sets: a conjunction's checks, statuses, headers)."""
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        items = [_canonical(v) for v in value]
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, ensure_ascii=False))
-    if isinstance(value, str):
-        return " ".join(value.split())
-    return value
-
-
-def goal_key(environment: Environment, spec: TaskSpec) -> str:
-    """What a task asks for: its verifier (its own, else the environment's), its
-    placeholders filled but {session}, and the params its verifier reads."""
-    verifier = environment.verifier_for(spec)
-    dumped = verifier.model_dump(mode="json", exclude_defaults=True) if verifier else None
-    values = {"task_id": spec.task_id, "language": spec.language, "app": environment.name}
-    if "seed" in spec.params:
-        values["seed"] = spec.params["seed"]
-    text = fill(json.dumps(dumped, sort_keys=True, ensure_ascii=False), **values)
-    goal: dict[str, Any] = {"verifier": _canonical(json.loads(text)), "start_url": spec.start_url}
-    params = {k: v for k, v in spec.params.items() if k not in DEMONSTRATION_KEYS + PROVENANCE_KEYS}
-    if verifier is not None and verifier.kind in PARAM_READERS:
-        goal["params"] = _canonical(params)
-    elif "seed" in params:
-        goal["seed"] = params["seed"]  # another start state
-    blob = json.dumps(goal, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def masked_instruction(text: str | None) -> str:
-    """An instruction up to its values: quoted strings and numbers masked, case and
-    spaces folded."""
-    return " ".join(_VALUES.sub("<v>", text or "").lower().split())
-
-
-def duplicates(environment: Environment) -> dict[str, str]:
-    """task_id -> the earlier task it duplicates (same goal, language, masked instruction)."""
-    first: dict[tuple, str] = {}
-    out = {}
-    for spec in environment.tasks:
-        key = (goal_key(environment, spec), spec.language, masked_instruction(spec.instruction))
-        if key in first:
-            out[spec.task_id] = first[key]
-        else:
-            first[key] = spec.task_id
-    return out
-
-
-def difficulty(demo_steps: int, checks: int, random_rate: float, max_random_rate: float = 0.05) -> float:
-    """The module docstring's formula, in [0, 1]."""
-    length = min(max(demo_steps, 0), 10) / 10
-    many = min(max(checks, 0), 5) / 5
-    luck = min(1.0, random_rate / max_random_rate) if max_random_rate > 0 else float(random_rate > 0)
-    return round(0.5 * length + 0.2 * many + 0.3 * (1 - luck), 3)
 
 
 # ------------------------------------------------------------------ validation
@@ -560,7 +372,7 @@ def _conflicts(run: _Run, order: list[str]) -> dict[str, set[str]]:
     more) whose demonstration's end states satisfied it."""
     environment = run.environment
     goal = {s.task_id: goal_key(environment, s) for s in environment.tasks}
-    checks = {s.task_id: _predicate_set(environment, s) for s in environment.tasks}
+    checks = {s.task_id: predicate_set(environment, s) for s in environment.tasks}
     candidates = set(order)
     by: dict[str, set[str]] = {}
     for task_id in order:
@@ -583,53 +395,3 @@ def _why_not_specific(task_id: str, by: dict[str, set[str]], kept: list[str]) ->
     passes = [k for k in kept if task_id in by[k]]
     more = f" and {len(passes) - 1} more" if len(passes) > 1 else ""
     return f"its demonstration also makes '{passes[0]}'{more} true (kept instead)"
-
-
-def _predicate_set(environment: Environment, spec: TaskSpec) -> frozenset[str]:
-    """A predicates verifier's checks, each as canonical JSON (empty for other kinds)."""
-    verifier = environment.verifier_for(spec)
-    if verifier is None or verifier.kind != "predicates":
-        return frozenset()
-    return frozenset(
-        json.dumps(p.model_dump(mode="json", exclude_unset=True), sort_keys=True) for p in verifier.predicates
-    )
-
-
-def kept_rows(report: ValidationReport, rows: list[dict]) -> list[dict]:
-    """The kept tasks' rows (a task file's, or TaskSpec dumps) with their `difficulty`
-    and the demonstration that reached their goal (`params.fallback` where it did, in
-    the place of the one that missed), every other field as it was, in the rows' order."""
-    kept = set(report.kept)
-    out = []
-    for row in rows:
-        task_id = row.get("task_id")
-        if task_id in kept:
-            figures = report.figures[task_id]
-            params = row.get("params") or {}
-            if "fallback" in params:
-                params = _fallback_params(params) if figures.fallback else _without(params, "fallback")
-                row = {**row, "params": params}
-            out.append({**row, "difficulty": figures.difficulty})
-    return out
-
-
-# What a fallback replaces: the demonstration and where it came from.
-_DEMONSTRATION_PARAMS = ("script", "actions", "device", "walk_steps", "fallback")
-
-
-def with_fallback(task: Task) -> Task:
-    """`task` with its `params.fallback` as its demonstration."""
-    return task.model_copy(update={"params": _fallback_params(task.params)})
-
-
-def _fallback_params(params: dict) -> dict:
-    return {**_without(params, *_DEMONSTRATION_PARAMS), **params["fallback"]}
-
-
-def _without(params: dict, *keys: str) -> dict:
-    return {k: v for k, v in params.items() if k not in keys}
-
-
-def task_rows(environment: Environment) -> list[dict]:
-    """An environment's tasks as task-file rows (when it has no task file to keep)."""
-    return [t.model_dump(mode="json", exclude_defaults=True) for t in environment.tasks]

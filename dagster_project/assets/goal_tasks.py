@@ -15,7 +15,8 @@ import json
 import dagster as dg
 
 from crawlers.task_synthesis import SynthesisReport, SynthesisSettings, synthesize_tasks
-from crawlers.task_validation import ValidationReport, ValidationSettings
+from crawlers.task_validation import ValidationSettings
+from crawlers.task_validation_report import ValidationReport
 from dagster_project.assets.environments import environment_partitions, partition_environment
 from dagster_project.resources import StorageResource
 from trajforge.report import plots

@@ -11,7 +11,7 @@ import shutil
 import dagster as dg
 import pytest
 
-from crawlers.task_validation import Rejection, TaskFigures, ValidationReport
+from crawlers.task_validation_report import Rejection, TaskFigures, ValidationReport
 from dagster_project.assets.environments import environment_partitions
 from dagster_project.assets.goal_tasks import (
     ACHIEVABLE,

@@ -13,16 +13,9 @@ import time
 
 import pytest
 
-from crawlers.task_validation import (
-    TaskFigures,
-    ValidationSettings,
-    difficulty,
-    duplicates,
-    goal_key,
-    kept_rows,
-    masked_instruction,
-    validate_tasks,
-)
+from crawlers.task_goals import difficulty, duplicates, goal_key, masked_instruction
+from crawlers.task_validation import ValidationSettings, validate_tasks
+from crawlers.task_validation_report import TaskFigures, kept_rows
 from schemas.environment import EnvironmentFileError, environment_from_dict, load_environment
 from tests.envs.serving import REPO, tiny_env_file
 
@@ -198,7 +191,8 @@ def test_the_fewest_tasks_are_dropped_to_leave_every_kept_one_specific():
     without a browser: one long demonstration that passes three goals on its way loses,
     not the three; of two that satisfy each other the later is kept; a goal holding
     all of another's checks and more is no rival."""
-    from crawlers.task_validation import ValidationReport, _Run, _specific
+    from crawlers.task_validation import _Run, _specific
+    from crawlers.task_validation_report import ValidationReport
 
     def goal(task_id, *names):
         checks = [{"element": {"role": "heading", "name": n}} for n in names]

@@ -122,7 +122,8 @@ def validate(
     Progress and the rejections go to stderr, the summary (one JSON line) to stdout.
     Exit code 4 when no task is kept.
     """
-    from crawlers.task_validation import ValidationSettings, kept_rows, validate_tasks
+    from crawlers.task_validation import ValidationSettings, validate_tasks
+    from crawlers.task_validation_report import kept_rows
     from schemas.environment import EnvironmentFileError, load_environment
     from schemas.environment_file import read_task_file
 

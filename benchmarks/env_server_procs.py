@@ -158,8 +158,9 @@ class Served:
     def __init__(self, sources: list[str], *, data: Path, max_sessions: int, idle_timeout: float, **extra):
         self.sources, self.data = sources, data
         self.args = ["--max-sessions", str(max_sessions), "--idle-timeout", str(idle_timeout)]
-        for k, v in extra.items():
-            self.args += [f"--{k.replace('_', '-')}", str(v)]
+        for k, v in extra.items():  # True: a flag (--no-shared-driver)
+            flag = f"--{k.replace('_', '-')}"
+            self.args += [flag] if v is True else [flag, str(v)]
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.log = data / "serve.log"

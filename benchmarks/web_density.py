@@ -4,7 +4,9 @@
     .venv/bin/python benchmarks/web_density.py --levels 8 16 32 64 --per-browser 8
 
 For each level, `trajforge serve sandbox` in a subprocess (with `--contexts-per-browser
-N`, and the same-run baseline with 1: a Chromium per session) and that many sessions
+N`, which shares a thread and driver per Chromium's sessions; with `--contexts-per-browser N
+--no-shared-driver`, a driver per session, unless `--no-driver-per-session`; and the
+same-run baseline with 1: a Chromium per session) and that many sessions
 opened through the server (RemoteEnv, one reset each); then the PSS of the server's
 process tree (python, Playwright drivers, Chromiums) less the tree's PSS before any
 session: MB per session and sessions per GB. Prints ratios (shared / own browser).
@@ -24,7 +26,7 @@ from common import load, say  # noqa: E402
 from env_server_procs import Served, tree_memory  # noqa: E402
 
 
-def measure(level: int, per_browser: int, settle_s: float = 3.0) -> dict:
+def measure(level: int, per_browser: int, shared_driver: bool = True, settle_s: float = 3.0) -> dict:
     from trajforge.envs import RemoteEnv
 
     with tempfile.TemporaryDirectory(prefix="tf-web-density-") as tmp:
@@ -34,6 +36,7 @@ def measure(level: int, per_browser: int, settle_s: float = 3.0) -> dict:
             max_sessions=level,
             idle_timeout=3600,
             contexts_per_browser=per_browser,
+            **({} if shared_driver else {"no_shared_driver": True}),
         ) as served:
             time.sleep(1.0)
             base = tree_memory(served.proc.pid, pss=True)
@@ -54,6 +57,7 @@ def measure(level: int, per_browser: int, settle_s: float = 3.0) -> dict:
     return {
         "sessions": level,
         "per_browser": per_browser,
+        "shared_driver": shared_driver and per_browser > 1,
         "pss_mb": round(mem["pss"], 1),
         "pss_mb_per_session": round(mem["pss"] / level, 1),  # the server's own share included
         "marginal_mb_per_session": round((mem["pss"] - base["pss"]) / level, 1),
@@ -71,11 +75,21 @@ def main() -> None:
     ap.add_argument("--per-browser", type=int, default=8, help="--contexts-per-browser of the shared runs")
     ap.add_argument("--quick", action="store_true", help="8 and 16 sessions only (2 shared cores)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the one-Chromium-per-session runs")
+    ap.add_argument(
+        "--no-driver-per-session", action="store_true", help="skip the shared runs with --no-shared-driver"
+    )
     args = ap.parse_args()
     levels = [8, 16] if args.quick else args.levels
     for level in levels:
         shared = measure(level, args.per_browser)
-        say(f"{level} sessions, {args.per_browser} contexts per Chromium: {shared}")
+        say(f"{level} sessions, {args.per_browser} contexts per Chromium, a driver per Chromium: {shared}")
+        if not args.no_driver_per_session:
+            apart = measure(level, args.per_browser, shared_driver=False)
+            say(f"{level} sessions, {args.per_browser} contexts per Chromium, a driver per session: {apart}")
+            say(
+                f"- PSS per session, {level} open: {shared['pss_mb_per_session']} MB with a driver per "
+                f"Chromium against {apart['pss_mb_per_session']} with a driver per session (same run)"
+            )
         if args.no_baseline:
             continue
         own = measure(level, 1)

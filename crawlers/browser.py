@@ -71,37 +71,45 @@ _local = threading.local()
 def acquire_playwright() -> Playwright:
     holder = getattr(_local, "holder", None)
     if holder is None:
-        holder = _local.holder = {"pw": sync_playwright().start(), "refs": 0}
+        holder = _local.holder = {"pw": sync_playwright().start(), "refs": 0, "retired": []}
     holder["refs"] += 1
     return holder["pw"]
 
 
+def _held(holder: dict | None, pw: Playwright) -> bool:
+    """`pw` is the thread's driver, or one it replaced (an env not yet moved off it)."""
+    return holder is not None and (holder["pw"] is pw or any(old is pw for old in holder["retired"]))
+
+
 def release_playwright(pw: Playwright) -> None:
     holder = getattr(_local, "holder", None)
-    if holder is None or holder["pw"] is not pw:
+    if not _held(holder, pw):
         return
     holder["refs"] -= 1
     if holder["refs"] <= 0:
         _local.holder = None
         try:
-            pw.stop()
+            holder["pw"].stop()
         except Exception:
             pass  # the driver is already gone
 
 
 def replace_playwright(pw: Playwright) -> Playwright:
-    """A fresh driver after `pw` died; every env of this thread must move to it."""
+    """A fresh driver after `pw` died; every env of this thread must move to it (the
+    first env to ask replaces it, the others get the replacement; the count carries)."""
     holder = getattr(_local, "holder", None)
     if holder is not None and holder["pw"] is pw:
-        refs = holder["refs"]
+        refs, retired = holder["refs"], [*holder["retired"], pw]
         _local.holder = None
         try:
             pw.stop()
         except Exception:
             pass
         new = acquire_playwright()
-        _local.holder["refs"] = refs
+        _local.holder["refs"], _local.holder["retired"] = refs, retired
         return new
+    if _held(holder, pw):
+        return holder["pw"]
     return pw
 
 

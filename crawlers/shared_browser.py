@@ -7,6 +7,11 @@ thread's Playwright driver (sync objects belong to one thread) and plays in its
 own BrowserContext, so storage, cookies and permissions stay apart. A browser
 that dies fails every lease on it (each env sees `disconnected`); their
 `restart()` releases it and leases a live one. The last release stops it.
+
+A lease prefers a Chromium the calling thread started (its envs share that thread's
+driver too). A thread that called `pin_thread()` (the server's session groups,
+trajforge/envs/sessions.py) keeps to Chromiums of its own: N envs on one thread, one
+driver and one Chromium, never a browser half another thread's.
 """
 
 from __future__ import annotations
@@ -37,6 +42,22 @@ def default_contexts_per_browser() -> int:
     return n
 
 
+_thread = threading.local()  # .token: the calling thread's; .pinned: pin_thread() was called
+
+
+def _token() -> object:
+    token = getattr(_thread, "token", None)
+    if token is None:
+        token = _thread.token = object()
+    return token
+
+
+def pin_thread() -> None:
+    """The calling thread's leases go to Chromiums it started, and no other thread's to
+    those (a ThreadPoolExecutor initializer of the server's session groups)."""
+    _thread.pinned = True
+
+
 _DEVTOOLS = re.compile(r"DevTools listening on (ws://\S+)")
 
 
@@ -46,6 +67,8 @@ class SharedChromium:
     endpoint: str  # ws://127.0.0.1:PORT/devtools/browser/ID
     profile: str
     leases: int = 0
+    owner: object | None = None  # the token of the thread that started it
+    exclusive: bool = False  # started by a pinned thread: only that thread leases it
 
     @property
     def pid(self) -> int:
@@ -104,13 +127,17 @@ class BrowserRegistry:
     ) -> SharedChromium:
         if per_browser < 1:
             raise ValueError(f"contexts_per_browser={per_browser} must be >= 1")
+        token, pinned = _token(), getattr(_thread, "pinned", False)
         with self._lock:
-            for b in self._browsers:
-                if b.alive() and b.leases < per_browser:
-                    b.leases += 1
-                    return b
+            room = [b for b in self._browsers if b.alive() and b.leases < per_browser]
+            # This thread's own first; another's only when neither side is pinned.
+            mine = [b for b in room if b.owner is token]
+            others = [] if pinned else [b for b in room if not b.exclusive and b.owner is not token]
+            for b in mine + others:
+                b.leases += 1
+                return b
             b = _start(executable, headless)
-            b.leases = 1
+            b.leases, b.owner, b.exclusive = 1, token, pinned
             self._browsers.append(b)
             return b
 

@@ -95,3 +95,58 @@ def test_the_default_comes_from_the_environment(monkeypatch):
         default_contexts_per_browser()
     with pytest.raises(ValueError, match="contexts_per_browser=0"):
         WebEnv.launch(contexts_per_browser=0)
+
+
+def _drivers() -> set[int]:
+    """This process's Playwright drivers (node children)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children() if "node" in p.name()}
+
+
+def test_a_pinned_thread_keeps_its_envs_on_one_driver_and_its_own_chromium(pages_url):
+    """The server's thread groups (trajforge/envs/sessions.py): envs launched on a pinned
+    thread share its driver and a Chromium no other thread's env joins; apart as ever;
+    a killed driver is replaced for all of them; the last close stops both."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crawlers.shared_browser import pin_thread
+
+    url = f"{pages_url}/actions.html"
+    before = _drivers()
+    group = ThreadPoolExecutor(max_workers=1, initializer=pin_thread)
+    try:
+        a, b = group.submit(lambda: [WebEnv.launch(contexts_per_browser=3) for _ in range(2)]).result()
+        drivers = _drivers() - before
+        assert len(drivers) == 1  # the group's one driver for its two envs
+        outsider = WebEnv.launch(contexts_per_browser=3)  # this thread: not into the pinned one's
+        try:
+            assert a.browser_pid == b.browser_pid != outsider.browser_pid
+
+            def isolated():
+                a.reset(url, DESKTOP)
+                b.reset(url, DESKTOP)
+                a.page.evaluate("localStorage.setItem('k', 'from-a'); document.cookie = 'c=from-a; path=/'")
+                b.reset(url, DESKTOP)
+                return b.page.evaluate("[localStorage.getItem('k'), document.cookie]")
+
+            assert group.submit(isolated).result() == [None, ""]
+            os.kill(drivers.pop(), signal.SIGKILL)
+
+            def recovered():
+                for env in (a, b):
+                    env.restart()  # the first replaces the driver, the second moves to it
+                return [env.reset(url, DESKTOP).last_action_error for env in (a, b)]
+
+            assert group.submit(recovered).result() == [None, None]
+            assert a.browser_pid == b.browser_pid
+        finally:
+            group.submit(lambda: [a.close(), b.close()]).result()
+            outsider.close()
+    finally:
+        group.shutdown(wait=True)
+    deadline = time.monotonic() + 10
+    while _drivers() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _drivers() - before == set()
+    assert not process_running(a.browser_pid)

@@ -40,6 +40,11 @@ def serve(
         help="web sessions per Chromium: each its own context (storage, cookies, permissions apart); "
         "a crash of a shared Chromium fails all of its sessions (env_failed)",
     ),
+    shared_driver: bool = typer.Option(
+        True,
+        help="with --contexts-per-browser N > 1: the N web sessions of a Chromium also share one "
+        "thread and Playwright driver (~80 MB less a session); their calls take turns",
+    ),
     warm_pool: bool = typer.Option(
         True,
         help="prepare a session's announced next episode on a spare environment (a second browser); "
@@ -75,6 +80,7 @@ def serve(
             ray_address=ray_address,
             sessions=max_sessions,
             tasks_file=tasks,
+            shared_driver=shared_driver,
         ) as envs:
             app = create_app(
                 envs, max_sessions=max_sessions, idle_timeout=idle_timeout, warm=warm_pool and not ray_address

@@ -2,7 +2,8 @@
 
 Each source is an environment file's path, or `sandbox` for the embedded sandbox
 (started on loopback for as long as the server runs). Every session opens its
-own GuiEnv (its own browser); with `record_to`, every episode of every session
+own GuiEnv (its own browser, or a context in a Chromium it shares:
+`contexts_per_browser`, crawlers/shared_browser.py); with `record_to`, every episode of every session
 is recorded into that data root's raw store, the session's policy id in its
 `source_name`.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import gymnasium
 
+from crawlers.shared_browser import default_contexts_per_browser
 from sandbox.environment import sandbox_environment
 from sandbox.server import SandboxServer
 from schemas.environment import load_environment
@@ -34,6 +36,7 @@ def served_envs(
     ray_address: str | None = None,
     sessions: int = 8,
     tasks_file: Path | None = None,
+    shared_driver: bool = True,
 ) -> Iterator[dict[str, ServedEnv]]:
     """{name: ServedEnv} for `sources`; the sandbox (if asked for) runs until the exit.
 
@@ -44,7 +47,14 @@ def served_envs(
     `sessions` actors on that cluster (browsers on the nodes that declare the
     `browser` resource, desktop sessions on those that declare `desktop`) instead
     of a browser (or desktop session) in this process per session.
+
+    `shared_driver`: when web sessions share Chromiums ($TRAJFORGE_CONTEXTS_PER_BROWSER
+    N > 1) in this process, up to N of them also share a worker thread, hence one
+    Playwright driver and one Chromium (trajforge/envs/sessions.py, thread groups);
+    their calls then take turns. Desktop and Appium sessions, and sessions on Ray
+    actors, keep a thread each.
     """
+    per_thread = default_contexts_per_browser() if shared_driver and ray_address is None else 1
     files = [s for s in sources if s != SANDBOX]
     if tasks_file is not None and len(files) != 1:
         raise ValueError(
@@ -59,7 +69,8 @@ def served_envs(
                 served = _served(
                     lambda policy, profile, url=url, pool=pool: _sandbox(
                         url, pool, record_to, max_steps, policy, profile
-                    )
+                    ),
+                    per_thread,
                 )
             else:
                 path = Path(source)
@@ -69,7 +80,8 @@ def served_envs(
                 served = _served(
                     lambda policy, profile, path=path, pool=pool: _file(
                         path, pool, record_to, max_steps, policy, profile, tasks_file
-                    )
+                    ),
+                    per_thread,
                 )
             if served.name in envs:
                 raise ValueError(f"two environments are named {served.name!r} ({source}): names must differ")
@@ -91,7 +103,7 @@ def _ray_pool(stack: ExitStack, environment, address: str | None, size: int):
     return pool
 
 
-def _served(open_env) -> ServedEnv:
+def _served(open_env, per_thread: int = 1) -> ServedEnv:
     # A GuiEnv launches nothing before its first reset: this probe only reads the file.
     probe = open_env(None, None)
     try:
@@ -105,6 +117,8 @@ def _served(open_env) -> ServedEnv:
             description=environment.description or "",
             tasks=tuple(t.task_id for t in gui.tasks),
             screen=(height, width),
+            # Only browsers in this process share threads (and their drivers).
+            sessions_per_thread=per_thread if environment.platform in ("web", "mobile_web") else 1,
         )
     finally:
         probe.close()

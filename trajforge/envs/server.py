@@ -76,6 +76,8 @@ class ServedEnv:
     description: str = ""
     tasks: tuple[str, ...] = field(default=())  # empty: the environment makes up its own
     screen: tuple[int, int] | None = None  # (height, width) of its screenshots, when fixed
+    # Sessions that may share a worker thread (and so a Playwright driver); 1: a thread each.
+    sessions_per_thread: int = 1
 
 
 class NextEpisode(BaseModel):
@@ -154,6 +156,7 @@ def create_app(
         max_sessions=max_sessions,
         idle_timeout=idle_timeout,
         warm=warm,
+        sessions_per_thread=lambda name: envs[name].sessions_per_thread,
     )
     metrics = Metrics(pool)
 

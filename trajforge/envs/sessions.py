@@ -4,6 +4,18 @@ Playwright's sync objects belong to the thread that made them (and an Appium
 session is not thread-safe either), so every call on a session's environment
 runs on that session's single worker thread; HTTP handlers only wait on it.
 
+Thread groups: an env name whose sessions may share a thread (`sessions_per_thread`
+N > 1: web sessions whose contexts share Chromiums, `trajforge serve
+--contexts-per-browser N`, unless `--no-shared-driver`) puts each session's
+environment on a group thread that up to N environments share, so they share one
+Playwright driver (~80 MB each saved) and, as the thread is pinned
+(crawlers/shared_browser.py), one Chromium. A group with room is reused; the last
+environment to leave one shuts its thread down (its driver and Chromium went with the
+environments' close). The price: the calls of a group's sessions take turns on its
+thread (one session's step waits for another's), and a call that hangs holds the
+group until the browser watchdog frees it. One call at a time per session, in order,
+as before.
+
 A session whose environment failed (a crashed browser, a lost actor) answers
 every step with that failure until it is reset; the reset opens a fresh
 environment. A session idle past the timeout is reaped: its environment is
@@ -12,7 +24,9 @@ answers 410 from then on.
 
 The warm pool: a client that names its next episode (task, seed) has it prepared
 in the background on the session's spare environment (its own thread, its own
-browser) while the current episode plays, so a reset that asks for exactly that
+browser; in a thread group, a group other than the active environment's, so the
+preparation still overlaps the session's play) while the current episode plays, so a
+reset that asks for exactly that
 episode is a hand-over: the two environments swap places and the old one ends its
 episode (as a cold reset would) and waits for the next preparation. A reset that
 asks for anything else is a cold reset on the active environment. A prepared
@@ -35,6 +49,7 @@ from typing import Any
 
 import gymnasium
 
+from crawlers.shared_browser import pin_thread
 from trajforge.envs.gui_env import GuiEnv
 
 log = logging.getLogger(__name__)
@@ -94,6 +109,15 @@ class EnvFailed(SessionError):
 EpisodeKey = tuple["str | None", "int | None"]
 
 
+@dataclass(eq=False)
+class ThreadGroup:
+    """A worker thread up to `size` slots' environments share (one Playwright driver)."""
+
+    worker: ThreadPoolExecutor
+    size: int
+    slots: int = 0
+
+
 @dataclass
 class Slot:
     """An environment and the one thread every call on it runs on."""
@@ -101,6 +125,7 @@ class Slot:
     worker: ThreadPoolExecutor
     env: gymnasium.Env | None = None
     failure: str | None = None  # why the environment failed; cleared when it is replaced
+    group: ThreadGroup | None = None  # None: the thread is the slot's own
 
 
 @dataclass
@@ -140,11 +165,25 @@ class Session:
 
 
 class SessionPool:
-    """At most `max_sessions` sessions; idle ones reaped after `idle_timeout` s."""
+    """At most `max_sessions` sessions; idle ones reaped after `idle_timeout` s.
 
-    def __init__(self, open_env: OpenEnv, *, max_sessions: int, idle_timeout: float, warm: bool = True):
+    `sessions_per_thread(env_name)`: how many environments of that name may share a
+    worker thread (1, the default: a thread each; see the module's thread groups)."""
+
+    def __init__(
+        self,
+        open_env: OpenEnv,
+        *,
+        max_sessions: int,
+        idle_timeout: float,
+        warm: bool = True,
+        sessions_per_thread: Callable[[str], int] | None = None,
+    ):
         self.open_env, self.max_sessions, self.idle_timeout = open_env, max_sessions, idle_timeout
         self.warm = warm  # False: announced episodes are not prepared (every reset is cold)
+        self.sessions_per_thread = sessions_per_thread or (lambda _name: 1)
+        self._groups: list[ThreadGroup] = []
+        self._group_serial = 0
         self._sessions: dict[str, Session] = {}
         self._gone: dict[str, str] = {}  # id -> why it went
         self._lock = threading.Lock()
@@ -163,7 +202,7 @@ class SessionPool:
                     retry_after=self._retry_after(),
                 )
             sid = uuid.uuid4().hex
-            slot = Slot(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"session-{sid[:8]}"))
+            slot = self._new_slot(env_name, f"session-{sid[:8]}")
             session = Session(sid, env_name, policy_id, slot, wire=wire or {}, profile=profile)
             self._sessions[sid] = session
         return session
@@ -275,8 +314,9 @@ class SessionPool:
             if session.prepared is not None and session.prepared.key == key:
                 return True
             if session.spare is None:
-                worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spare-{session.id[:8]}")
-                session.spare = Slot(worker)
+                session.spare = self._new_slot(
+                    session.env_name, f"spare-{session.id[:8]}", avoid=session.active.group
+                )
             spare = session.spare
             future = spare.worker.submit(self._on_slot, session, spare, fn, True)
             session.prepared = Prepared(key, future)
@@ -314,6 +354,42 @@ class SessionPool:
 
     # -- internals --------------------------------------------------------
 
+    def _new_slot(self, env_name: str, name: str, avoid: ThreadGroup | None = None) -> Slot:
+        """A slot on a thread of its own, or in a thread group with room (not `avoid`,
+        the session's other slot's). Under the lock."""
+        size = self.sessions_per_thread(env_name)
+        if size <= 1:
+            return Slot(ThreadPoolExecutor(max_workers=1, thread_name_prefix=name))
+        group = next((g for g in self._groups if g.size == size and g.slots < size and g is not avoid), None)
+        if group is None:
+            self._group_serial += 1
+            worker = ThreadPoolExecutor(
+                max_workers=1,
+                thread_name_prefix=f"session-group-{self._group_serial}",
+                initializer=pin_thread,  # its envs keep to Chromiums of its own
+            )
+            group = ThreadGroup(worker, size)
+            self._groups.append(group)
+        group.slots += 1
+        return Slot(group.worker, group=group)
+
+    def _leave(self, slot: Slot) -> None:
+        """The slot's environment is closed: its own thread ends, or its group's when it
+        was the group's last."""
+        group = slot.group
+        if group is not None:
+            with self._lock:
+                group.slots -= 1
+                if group.slots > 0:
+                    return
+                self._groups.remove(group)
+        slot.worker.shutdown(wait=True)
+
+    def thread_groups(self) -> list[tuple[int, int]]:
+        """(slots, size) of each thread group (for tests and metrics)."""
+        with self._lock:
+            return [(g.slots, g.size) for g in self._groups]
+
     def _take(self, sid: str, why: str) -> Session:
         with self._lock:
             session = self._sessions.pop(sid, None)
@@ -337,7 +413,7 @@ class SessionPool:
             done.result()
         for slot, _ in slots:
             if slot is not None:
-                slot.worker.shutdown(wait=True)
+                self._leave(slot)
 
     def _retry_after(self) -> float:
         now = time.monotonic()

@@ -215,8 +215,16 @@ def make_env_policy(
         return RandomWalkPolicy(ep_seed, max_steps=max_steps, lang=task.language, guard=guard)
     if policy == "frontier":
         graph = graph if graph is not None else ScreenGraph(environment.volatile, guard)
-        keys = tuple(environment.explore.keys) if environment.explore else ()
-        return FrontierPolicy(graph, ep_seed, max_steps=max_steps, lang=task.language, guard=guard, keys=keys)
+        explore = environment.explore
+        return FrontierPolicy(
+            graph,
+            ep_seed,
+            max_steps=max_steps,
+            lang=task.language,
+            guard=guard,
+            keys=tuple(explore.keys) if explore else (),
+            retype=explore.retype if explore else 0.0,
+        )
     if policy == "replay":
         actions = (replay or {}).get(task.task_id)
         if actions is None:

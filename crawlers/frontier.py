@@ -17,7 +17,9 @@ most). Text fields are typed into (a word of the task's language, then Enter
 half of the time), a <select> gets one of its options. The environment's shortcut
 keys (`explore.keys`: an app's Save, its New Folder) are untried on every screen
 until pressed there, and pressed right after typing half the time (a save keeps an
-edit only once there is one). Like the random walk it
+edit only once there is one). With `retype` (`explore.retype`), that share of steps
+types a new word into a text field in view even when it was tried: a spreadsheet's
+state is what was typed and saved, which one try per field never covers. Like the random walk it
 knows no app, talks only through observations and actions, never picks a
 guarded control, and says `done` on its last step. Decisions read sorted keys
 and a seeded RNG: the same seed on the same graph plays the same episode.
@@ -47,7 +49,7 @@ class FrontierPolicy:
 
     `graph` is the policy's own (a copy: it learns into it); counters for the
     crawl: `replayed_steps` (steps taken along a known path), `untried_steps`
-    (untried elements tried), `fallback_steps`.
+    (untried elements tried), `fallback_steps`, `retyped_steps` (fields typed into again).
     """
 
     name = "frontier"
@@ -62,6 +64,7 @@ class FrontierPolicy:
         guard: SafetyGuard | None = None,
         p_enter: float = 0.5,
         keys: tuple[str, ...] = (),
+        retype: float = 0.0,
     ):
         if max_steps < 1:
             raise ValueError(f"max_steps={max_steps} must be at least 1")
@@ -73,6 +76,7 @@ class FrontierPolicy:
         # The environment's shortcut keys (`explore.keys`): untried on each screen too.
         self.keys = [f"key:{k}" for k in keys]
         self.edited = False  # the last action typed: a shortcut key may keep it
+        self.retype = retype
         self.steps = 0
         self.pending: list[tuple[str, str, str | None]] = []
         self.path: list[tuple[str, str, str]] = []
@@ -82,7 +86,7 @@ class FrontierPolicy:
         self.skip: set[tuple[str, str]] = set()  # (screen, key) out of reach by scrolling
         self.last_target: Element | None = None
         self._last: tuple[str, str, str, str | None] | None = None
-        self.replayed_steps = self.untried_steps = self.fallback_steps = 0
+        self.replayed_steps = self.untried_steps = self.fallback_steps = self.retyped_steps = 0
 
     def act(self, obs: Observation) -> Action:
         self.last_target = None
@@ -112,7 +116,8 @@ class FrontierPolicy:
             return self._pseudo(screen, self.rng.choice(self.keys), None, None)
         self.edited = False
         choice = (
-            self._along_path(screen, keyed)
+            self._retyped(keyed)
+            or self._along_path(screen, keyed)
             or self._untried(screen, keyed)
             or self._to_frontier(screen, keyed)
             or self._least_tried(screen, keyed)
@@ -135,6 +140,17 @@ class FrontierPolicy:
         edge = self.graph.edges[src][key]
         self.replayed_steps += 1
         return key, edge["verb"], edge["text"]
+
+    def _retyped(self, keyed: dict[str, Element]) -> tuple[str, None, None] | None:
+        """A text field in view, tried or not, `retype` of the time (off a replayed path:
+        typing there would leave it)."""
+        if not self.retype or self.path or self.rng.random() >= self.retype:
+            return None
+        fields = sorted(k for k, el in keyed.items() if el.role in TEXT_ROLES and _in_view(el))
+        if not fields:
+            return None
+        self.retyped_steps += 1
+        return self.rng.choice(fields), None, None
 
     def _untried(self, screen: str, keyed: dict[str, Element]) -> tuple[str, None, None] | None:
         """An untried element: one no screen has tried first, one on the screen (no scroll

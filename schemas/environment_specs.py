@@ -130,6 +130,10 @@ class ExploreSpec(StrictModel):
     # Shortcut keys the frontier walk may press on any screen ("ctrl+s"): what an app
     # does from its keyboard and no control in the tree offers (GTK 2 menus show none).
     keys: list[str] = Field(default_factory=list)
+    # The share of the frontier walk's steps that type a new word into a text field in
+    # view, tried or not: where an app's state is what is typed and then saved (a
+    # spreadsheet's cells), one try of a field says little, a new word is a new state.
+    retype: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @field_validator("keys")
     @classmethod

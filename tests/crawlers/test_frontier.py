@@ -97,3 +97,24 @@ def test_the_environments_shortcut_keys_are_pressed_on_a_screen_and_after_typing
         # The shortcut is untried on the screen until pressed (the text box is the other).
         assert "ctrl+s" in keys, [a.description for a in acts]
         assert acts[-1].type.value == "done"
+
+
+def test_retype_types_new_words_into_a_field_the_walk_has_tried():
+    from crawlers.frontier import FrontierPolicy
+    from schemas.observation import Observation
+    from schemas.records import Element
+
+    box = Element(role="textbox", name="Formula", bbox=(0.1, 0.1, 0.9, 0.2))
+    obs = Observation(b"", "png", 800, 600, "desktop://sheet", '- textbox "Formula"\n', [box])
+
+    def typed(retype: float) -> list[str]:
+        words = []
+        for seed in range(5):
+            policy = FrontierPolicy(ScreenGraph(), seed, max_steps=12, keys=("ctrl+s",), retype=retype)
+            words += [a.text for a in (policy.act(obs) for _ in range(12)) if a.type.value == "type"]
+        return words
+
+    # Without it a field is typed into once a walk: tried, it left the screen as it was.
+    assert len(typed(0.0)) == 5
+    again = typed(0.6)
+    assert len(again) >= 15 and len(set(again)) >= 5, again

@@ -19,9 +19,9 @@ keys (`explore.keys`: an app's Save, its New Folder) are untried on every screen
 until pressed there, and pressed right after typing half the time (a save keeps an
 edit only once there is one). With `retype` (`explore.retype`), that share of steps
 types a new word into a text field in view even when it was tried: a spreadsheet's
-state is what was typed and saved, which one try per field never covers. Like the random walk it
-knows no app, talks only through observations and actions, never picks a
-guarded control, and says `done` on its last step. Decisions read sorted keys
+state is what was typed and saved, which one try per field never covers. Like the
+random walk it knows no app, talks only through observations and actions, never
+picks a guarded control, and says `done` on its last step. Decisions read sorted keys
 and a seeded RNG: the same seed on the same graph plays the same episode.
 """
 
